@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every dependency (Debian 12, apt-get, idempotent), configures and builds the release
+# build in build/, then runs the main job: a demo reconstruction into demo-out/.
+# Usage: scripts/setup.sh [--no-run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libopenblas-dev           # BLAS (CBLAS) for GEMM
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev
+  libpng-dev libstb-dev     # images
+  libzip-dev                # PyTorch .pt (zip) checkpoints
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
+  gnuplot-nox               # benchmark plots
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+JOBS=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$JOBS"
+
+if [ "${1:-}" != "--no-run" ]; then
+  ./build/lingbot-map version
+fi

@@ -1,0 +1,65 @@
+#pragma once
+// Tensor: an owning, contiguous, row-major host array with an explicit shape and dtype.
+// Move-only (copies are explicit through clone()); storage is 64-byte aligned.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace lingbot {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);     // "[2, 3, 4]"
+int64_t shape_numel(const Shape& s);       // throws on negative dims
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(Shape shape, DType dtype = DType::F32);   // zero-initialised
+  static Tensor from_f32(Shape shape, std::span<const float> values);
+
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  Tensor clone() const;
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const;                 // negative i counts from the back
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool empty() const { return numel_ == 0; }
+
+  void* raw() { return data_.get(); }
+  const void* raw() const { return data_.get(); }
+  // Typed f32 access; throws if the dtype is not F32.
+  float* f32();
+  const float* f32() const;
+
+  // Same data, new shape with the same element count (-1 infers one dim).
+  Tensor& reshape(Shape shape);
+  // Converted copy (f32 <-> f16/bf16).
+  Tensor to(DType dtype) const;
+
+  // Throws Error("<what>: expected shape [..], got [..]") when the shape differs.
+  void check_shape(const Shape& expected, const std::string& what) const;
+
+ private:
+  struct Free {
+    void operator()(void* p) const noexcept;
+  };
+  Shape shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::F32;
+  std::unique_ptr<void, Free> data_;
+};
+
+}  // namespace lingbot

@@ -1,0 +1,77 @@
+#pragma once
+// Streaming KV cache for the global-attention blocks: the one entry point the model calls.
+// Backends: Paged (two-stream paged cache), Dense (concatenate + slice, same eviction semantics),
+// DenseFull (never evicts). All follow DESIGN.md §2. The cache knows nothing about the model:
+// it sees blocks, frames of `tokens_per_frame` tokens (the first `num_special_tokens` of each frame
+// are its special tokens, camera first), and q/k/v after RoPE.
+//
+// Per frame step the model calls:
+//   begin_step(mode, n_frames)                 once; plans the visible set (page table) for all blocks
+//   attend(block, q, k, v, out)                once per global block, any order
+//   end_step()                                  once; completes deferred work (e.g. scale-phase eviction)
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/dtype.h"
+#include "kernels/cpu/attention.h"
+
+namespace lingbot {
+
+enum class KVBackend : uint8_t { Paged, Dense, DenseFull };
+KVBackend parse_kv_backend(const std::string& name);  // "paged" | "dense" | "dense-full"
+const char* kv_backend_name(KVBackend b);
+
+enum class FrameMode : uint8_t {
+  ScalePhase,   // n_frames >= 1 frames attend bidirectionally to each other, then are stored
+  Keyframe,     // one frame: stored, eviction runs, then it attends (it counts in its own window)
+  NonKeyframe,  // one frame: attends to the cache + its own tokens; the cache is left exactly as it was
+};
+
+struct CacheOptions {
+  int num_blocks = 24;
+  int heads = 16;
+  int head_dim = 64;
+  int tokens_per_frame = 0;        // specials + patches, e.g. 6 + 999
+  int num_special_tokens = 6;      // camera + registers + scale, camera first
+  int scale_frames = 8;
+  int sliding_window = 64;
+  bool cross_frame_special = true;
+  bool camera_only = false;
+  bool include_scale_frames = true;
+  DType dtype = DType::F32;        // storage dtype of K/V
+  bool round_pages_pow2 = false;   // round patch pages up to a power of two (padding is masked)
+  int64_t max_special_tokens = 0;  // cap on the special stream per block; 0 = unlimited
+  int num_threads = 1;
+};
+
+struct CacheStats {
+  int64_t frames_stored = 0;        // frames appended and not rolled back (ever, including evicted)
+  int64_t frames_resident = 0;      // frames whose patch tokens are in the cache now
+  int64_t pinned_pages = 0;
+  int64_t window_pages = 0;
+  int64_t free_pages = 0;
+  int64_t pool_pages = 0;
+  int64_t special_tokens = 0;       // tokens in the special stream (per block)
+  int64_t visible_tokens = 0;       // keys a frame attending now would see from the cache
+  int64_t bytes_used = 0;           // K/V bytes holding live tokens, all blocks
+  int64_t bytes_reserved = 0;       // K/V bytes allocated, all blocks
+};
+
+class KVCache {
+ public:
+  virtual ~KVCache() = default;
+  virtual void begin_step(FrameMode mode, int n_frames) = 0;
+  // q, k, v: f32 [n_frames * tokens_per_frame, heads, head_dim] (token strides given by the views).
+  // out: f32 [n_frames * tokens_per_frame, heads * head_dim].
+  virtual void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) = 0;
+  virtual void end_step() = 0;
+  virtual void reset() = 0;  // back to empty, without reallocating
+  virtual CacheStats stats() const = 0;
+  virtual const CacheOptions& options() const = 0;
+};
+
+std::unique_ptr<KVCache> make_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator);
+
+}  // namespace lingbot
