@@ -1,0 +1,136 @@
+#include "kernels/cpu/ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+namespace lingbot::kernels {
+
+namespace {
+
+// Threads come from OpenMP; OpenBLAS must run each tile single-threaded so tiles are independent.
+void blas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// Fixed tile sizes: the partition of C never depends on the thread count.
+constexpr int64_t kTileM = 128;
+constexpr int64_t kTileN = 256;
+constexpr int64_t kElemChunk = 16384;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, bool trans_b, float* C, int64_t ldc, int64_t m,
+          int64_t n, int64_t k, float beta, int num_threads) {
+  if (m <= 0 || n <= 0) return;
+  blas_single_threaded();
+  const int64_t tm = ceil_div(m, kTileM), tn = ceil_div(n, kTileN);
+  const int64_t tiles = tm * tn;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (tiles > 1 && num_threads > 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t i0 = (t / tn) * kTileM, j0 = (t % tn) * kTileN;
+    const int64_t mi = std::min(kTileM, m - i0), nj = std::min(kTileN, n - j0);
+    const float* b_tile = trans_b ? B + j0 * ldb : B + j0;
+    if (k == 0) {
+      for (int64_t i = 0; i < mi; ++i)
+        for (int64_t j = 0; j < nj; ++j) C[(i0 + i) * ldc + j0 + j] *= beta;
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(mi),
+                static_cast<int>(nj), static_cast<int>(k), 1.0f, A + i0 * lda, static_cast<int>(lda), b_tile,
+                static_cast<int>(ldb), beta, C + i0 * ldc + j0, static_cast<int>(ldc));
+  }
+}
+
+void linear(const float* x, int64_t n, int64_t in, const float* W, const float* b, int64_t out, float* y,
+            int num_threads, int64_t x_stride, int64_t y_stride) {
+  if (x_stride == 0) x_stride = in;
+  if (y_stride == 0) y_stride = out;
+  float beta = 0.0f;
+  if (b) {
+    for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * y_stride);
+    beta = 1.0f;
+  }
+  gemm(x, x_stride, W, in, /*trans_b=*/true, y, y_stride, n, out, in, beta, num_threads);
+}
+
+void layer_norm(const float* x, int64_t n, int64_t dim, const float* gamma, const float* beta, float eps, float* y,
+                int num_threads, int64_t x_stride, int64_t y_stride) {
+  if (x_stride == 0) x_stride = dim;
+  if (y_stride == 0) y_stride = dim;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n > 1 && num_threads > 1)
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x + r * x_stride;
+    float* yr = y + r * y_stride;
+    double sum = 0.0;
+    for (int64_t c = 0; c < dim; ++c) sum += xr[c];
+    const double mean = sum / static_cast<double>(dim);
+    double sq = 0.0;
+    for (int64_t c = 0; c < dim; ++c) {
+      const double d = xr[c] - mean;
+      sq += d * d;
+    }
+    const double var = sq / static_cast<double>(dim);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+    const float m = static_cast<float>(mean);
+    for (int64_t c = 0; c < dim; ++c) {
+      float v = (xr[c] - m) * inv;
+      if (gamma) v *= gamma[c];
+      if (beta) v += beta[c];
+      yr[c] = v;
+    }
+  }
+}
+
+namespace {
+template <typename F>
+void elementwise(float* x, int64_t n, int num_threads, F f) {
+  const int64_t chunks = ceil_div(n, kElemChunk);
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (chunks > 1 && num_threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t e = std::min(n, (c + 1) * kElemChunk);
+    for (int64_t i = c * kElemChunk; i < e; ++i) x[i] = f(x[i]);
+  }
+}
+}  // namespace
+
+void gelu_erf(float* x, int64_t n, int num_threads) {
+  elementwise(x, n, num_threads, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752440f)); });
+}
+
+void silu(float* x, int64_t n, int num_threads) {
+  elementwise(x, n, num_threads, [](float v) { return v / (1.0f + std::exp(-v)); });
+}
+
+void relu(float* x, int64_t n, int num_threads) {
+  elementwise(x, n, num_threads, [](float v) { return v > 0.0f ? v : 0.0f; });
+}
+
+void add_inplace(float* y, const float* x, int64_t n, int num_threads) {
+  const int64_t chunks = ceil_div(n, kElemChunk);
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (chunks > 1 && num_threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t e = std::min(n, (c + 1) * kElemChunk);
+    for (int64_t i = c * kElemChunk; i < e; ++i) y[i] += x[i];
+  }
+}
+
+void layer_scale_add(float* y, const float* x, const float* gamma, int64_t rows, int64_t dim, int num_threads) {
+  if (!gamma) {
+    add_inplace(y, x, rows * dim, num_threads);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (rows > 1 && num_threads > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * dim;
+    const float* xr = x + r * dim;
+    for (int64_t c = 0; c < dim; ++c) yr[c] += gamma[c] * xr[c];
+  }
+}
+
+}  // namespace lingbot::kernels
