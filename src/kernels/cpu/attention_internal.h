@@ -1,0 +1,70 @@
+#pragma once
+// Internals of the CPU attention kernels (attention.cpp): flash-style tiling shared by the portable
+// and the AVX2 inner kernels. Not a public interface.
+//
+// One work item = one head x one query tile. Keys are visited in fixed blocks of kKeyBlock keys
+// counted over the concatenation of all key segments (pages, then spans), so the arithmetic of an
+// output row depends neither on the thread count nor on how the keys are split into pages.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/attention.h"
+
+namespace lingbot::kernels::detail {
+
+inline constexpr int kKeyPanel = 16;       // keys per packed K panel (inner-kernel width)
+inline constexpr int kKeyBlock = 128;      // keys per block (multiple of kKeyPanel)
+inline constexpr int kRowGroup = 6;        // query rows per inner-kernel call
+inline constexpr int kMaxQueryTile = 60;   // query rows per work item (multiple of kRowGroup)
+inline constexpr int kDimAlign = 16;       // head_dim is zero-padded to a multiple of this
+
+// A run of consecutive visible keys: token t of head h has its K at k + (t*token_stride + h*head_dim)
+// elements of dtype (V likewise).
+struct KeySegment {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  DType dtype = DType::F32;
+  int64_t n_tokens = 0;
+  int64_t token_stride = 0;
+};
+
+// Per-thread f32 working set of one work item; padding columns/rows stay zero.
+struct AttnScratch {
+  explicit AttnScratch(int head_dim);
+  int dp;                   // head_dim rounded up to kDimAlign
+  std::vector<float> q;     // [kMaxQueryTile][dp], pre-scaled by scale*log2(e)
+  std::vector<float> o;     // [kMaxQueryTile][dp] unnormalised output accumulator
+  std::vector<float> s;     // [kMaxQueryTile][kKeyBlock] scores, then probabilities
+  std::vector<float> kp;    // [kKeyBlock/kKeyPanel][dp][kKeyPanel] K block, panel-packed
+  std::vector<float> v;     // [kKeyBlock][dp] V block
+  std::vector<float> m;     // [kMaxQueryTile] running max (log2 domain)
+  std::vector<float> l;     // [kMaxQueryTile] running sum
+  std::vector<float> alpha; // [kMaxQueryTile] rescale factor of the current block
+  std::vector<float> row;   // [dp] conversion buffer for one token
+};
+
+// Inner kernels. rows is a multiple of kRowGroup, cols a multiple of kKeyPanel, dp of kDimAlign.
+struct AttnKernels {
+  // s[r*kKeyBlock + j] = sum_d q[r*dp + d] * K_j[d]   (K_j read from the packed panels kp)
+  void (*qk)(const float* q, const float* kp, int rows, int cols, int dp, float* s);
+  // Online-softmax update of each row over n_valid scores (log2 domain): updates m, l, sets alpha,
+  // overwrites s with exp2(s - m_new) for j < n_valid and 0 for n_valid <= j < cols.
+  void (*softmax)(float* s, int rows, int n_valid, int cols, float* m, float* l, float* alpha);
+  // o[r*dp + c] = alpha[r] * o[r*dp + c] + sum_{j < n_keys} p[r*kKeyBlock + j] * v[j*dp + c]
+  void (*pv)(const float* p, const float* v, const float* alpha, int rows, int n_keys, int dp, float* o);
+  // dst[i] = float(src[i]) for i < n
+  void (*convert)(const void* src, DType t, float* dst, int n);
+};
+
+const AttnKernels& portable_kernels();
+// Null when the CPU lacks AVX2/FMA/F16C (or the compiler cannot target them).
+const AttnKernels* avx2_kernels();
+// The best kernels for this CPU (decided once, immutable afterwards).
+const AttnKernels& select_kernels();
+
+// Attention of query rows [q0, q0+nq) of head h over all keys of segs; writes out rows.
+void attend_tile(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
+                 const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
+
+}  // namespace lingbot::kernels::detail

@@ -1,0 +1,142 @@
+// Flash-style driver of one work item (head x query tile) and the portable inner kernels.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/attention_internal.h"
+
+namespace lingbot::kernels::detail {
+
+AttnScratch::AttnScratch(int head_dim)
+    : dp((head_dim + kDimAlign - 1) / kDimAlign * kDimAlign),
+      q(static_cast<size_t>(kMaxQueryTile) * dp),
+      o(static_cast<size_t>(kMaxQueryTile) * dp),
+      s(static_cast<size_t>(kMaxQueryTile) * kKeyBlock),
+      kp(static_cast<size_t>(kKeyBlock) * dp),
+      v(static_cast<size_t>(kKeyBlock) * dp),
+      m(kMaxQueryTile),
+      l(kMaxQueryTile),
+      alpha(kMaxQueryTile),
+      row(dp) {}
+
+namespace {
+
+void qk_portable(const float* q, const float* kp, int rows, int cols, int dp, float* s) {
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < cols; ++j) {
+      const float* panel = kp + static_cast<size_t>(j / kKeyPanel) * dp * kKeyPanel + j % kKeyPanel;
+      float acc = 0.f;
+      for (int d = 0; d < dp; ++d) acc += q[r * dp + d] * panel[d * kKeyPanel];
+      s[r * kKeyBlock + j] = acc;
+    }
+  }
+}
+
+void softmax_portable(float* s, int rows, int n_valid, int cols, float* m, float* l, float* alpha) {
+  for (int r = 0; r < rows; ++r) {
+    float* sr = s + static_cast<size_t>(r) * kKeyBlock;
+    float mx = m[r];
+    for (int j = 0; j < n_valid; ++j) mx = std::max(mx, sr[j]);
+    alpha[r] = std::exp2(m[r] - mx);  // m = -inf on the first block gives 0
+    float sum = 0.f;
+    for (int j = 0; j < n_valid; ++j) {
+      sr[j] = std::exp2(sr[j] - mx);
+      sum += sr[j];
+    }
+    for (int j = n_valid; j < cols; ++j) sr[j] = 0.f;
+    l[r] = l[r] * alpha[r] + sum;
+    m[r] = mx;
+  }
+}
+
+void pv_portable(const float* p, const float* v, const float* alpha, int rows, int n_keys, int dp, float* o) {
+  for (int r = 0; r < rows; ++r) {
+    float* orow = o + static_cast<size_t>(r) * dp;
+    for (int c = 0; c < dp; ++c) orow[c] *= alpha[r];
+    for (int j = 0; j < n_keys; ++j) {
+      const float pj = p[r * kKeyBlock + j];
+      const float* vrow = v + static_cast<size_t>(j) * dp;
+      for (int c = 0; c < dp; ++c) orow[c] += pj * vrow[c];
+    }
+  }
+}
+
+void convert_portable(const void* src, DType t, float* dst, int n) { convert_to_f32(src, t, dst, static_cast<size_t>(n)); }
+
+// Walks the concatenated key segments in order.
+struct KeyCursor {
+  size_t seg = 0;
+  int64_t tok = 0;
+};
+
+// Converts keys [cursor, cursor+nk) of head h into scratch.kp (packed panels) and scratch.v.
+void load_block(const AttnKernels& kern, const std::vector<KeySegment>& segs, KeyCursor& cur, int h, int head_dim,
+                int nk, AttnScratch& sc) {
+  const int dp = sc.dp;
+  for (int j = 0; j < nk; ++j) {
+    while (cur.tok >= segs[cur.seg].n_tokens) {
+      ++cur.seg;
+      cur.tok = 0;
+    }
+    const KeySegment& sg = segs[cur.seg];
+    const size_t esize = dtype_size(sg.dtype);
+    const int64_t off = (cur.tok * sg.token_stride + static_cast<int64_t>(h) * head_dim) * static_cast<int64_t>(esize);
+    kern.convert(static_cast<const unsigned char*>(sg.k) + off, sg.dtype, sc.row.data(), head_dim);
+    float* panel = sc.kp.data() + static_cast<size_t>(j / kKeyPanel) * dp * kKeyPanel + j % kKeyPanel;
+    for (int d = 0; d < head_dim; ++d) panel[d * kKeyPanel] = sc.row[d];
+    kern.convert(static_cast<const unsigned char*>(sg.v) + off, sg.dtype, sc.v.data() + static_cast<size_t>(j) * dp,
+                 head_dim);
+    ++cur.tok;
+  }
+  // Keys past the end of the last block: zero (their scores are masked, this keeps them finite).
+  const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
+  for (int j = nk; j < cols; ++j) {
+    float* panel = sc.kp.data() + static_cast<size_t>(j / kKeyPanel) * dp * kKeyPanel + j % kKeyPanel;
+    for (int d = 0; d < dp; ++d) panel[d * kKeyPanel] = 0.f;
+  }
+}
+
+}  // namespace
+
+const AttnKernels& portable_kernels() {
+  static const AttnKernels k{qk_portable, softmax_portable, pv_portable, convert_portable};
+  return k;
+}
+
+const AttnKernels& select_kernels() {
+  static const AttnKernels& k = avx2_kernels() ? *avx2_kernels() : portable_kernels();
+  return k;
+}
+
+void attend_tile(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
+                 const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& sc, float* out) {
+  const int d = q.head_dim, dp = sc.dp;
+  const int rows = (nq + kRowGroup - 1) / kRowGroup * kRowGroup;
+  std::fill(sc.q.begin(), sc.q.end(), 0.f);
+  std::fill(sc.o.begin(), sc.o.end(), 0.f);
+  for (int r = 0; r < nq; ++r) {
+    const float* src = q.data + static_cast<int64_t>(q0 + r) * q.token_stride + static_cast<int64_t>(h) * d;
+    for (int c = 0; c < d; ++c) sc.q[static_cast<size_t>(r) * dp + c] = src[c] * qscale;
+  }
+  std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.end(), 0.f);
+
+  KeyCursor cur;
+  for (int64_t k0 = 0; k0 < n_keys; k0 += kKeyBlock) {
+    const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, n_keys - k0));
+    const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
+    load_block(kern, segs, cur, h, d, nk, sc);
+    kern.qk(sc.q.data(), sc.kp.data(), rows, cols, dp, sc.s.data());
+    kern.softmax(sc.s.data(), rows, nk, cols, sc.m.data(), sc.l.data(), sc.alpha.data());
+    kern.pv(sc.s.data(), sc.v.data(), sc.alpha.data(), rows, nk, dp, sc.o.data());
+  }
+
+  const int64_t out_stride = static_cast<int64_t>(q.heads) * d;
+  for (int r = 0; r < nq; ++r) {
+    float* dst = out + static_cast<int64_t>(q0 + r) * out_stride + static_cast<int64_t>(h) * d;
+    const float inv = 1.f / sc.l[r];
+    for (int c = 0; c < d; ++c) dst[c] = sc.o[static_cast<size_t>(r) * dp + c] * inv;
+  }
+}
+
+}  // namespace lingbot::kernels::detail
