@@ -1,0 +1,204 @@
+#include "kernels/cpu/conv.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace lingbot::kernels {
+
+namespace {
+
+// im2col scratch budget in floats (32 MiB). The band height derives from shapes only.
+constexpr int64_t kIm2colBudget = int64_t{8} << 20;
+
+void check_f32_rank(const Tensor& t, int rank, const char* op, const char* what) {
+  LINGBOT_CHECK(t.dtype() == DType::F32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
+  LINGBOT_CHECK(t.ndim() == rank, op, ": ", what, " must have ", rank, " dimensions, got ", shape_str(t.shape()));
+}
+
+void check_params(const Conv2dParams& p, const char* op) {
+  LINGBOT_CHECK(p.stride >= 1, op, ": stride must be >= 1, got ", p.stride);
+  LINGBOT_CHECK(p.padding >= 0, op, ": padding must be >= 0, got ", p.padding);
+}
+
+void check_bias(const Tensor* bias, int64_t c_out, const char* op) {
+  if (!bias) return;
+  LINGBOT_CHECK(bias->dtype() == DType::F32, op, ": bias must be f32, got ", dtype_name(bias->dtype()));
+  LINGBOT_CHECK(bias->ndim() == 1 && bias->dim(0) == c_out, op, ": bias shape ", shape_str(bias->shape()),
+                " does not match ", c_out, " output channels");
+}
+
+int threads_of(int n) { return std::max(1, n); }
+
+}  // namespace
+
+int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding) {
+  return (in + 2 * int64_t{padding} - kernel) / stride + 1;
+}
+
+int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int padding) {
+  return (in - 1) * stride - 2 * int64_t{padding} + kernel;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
+  constexpr const char* op = "conv2d";
+  check_f32_rank(x, 3, op, "input");
+  check_f32_rank(weight, 4, op, "weight");
+  check_params(params, op);
+  const int64_t c_in = x.dim(0), h = x.dim(1), w = x.dim(2);
+  const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(weight.dim(1) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(1),
+                " input channels, input is ", shape_str(x.shape()));
+  check_bias(bias, c_out, op);
+  const int s = params.stride, p = params.padding;
+  const int64_t ho = conv2d_out_size(h, kh, s, p), wo = conv2d_out_size(w, kw, s, p);
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": kernel ", kh, "x", kw, " does not fit input ", shape_str(x.shape()),
+                " with padding ", p);
+
+  Tensor y({c_out, ho, wo});
+  float* yd = y.f32();
+  const float* xd = x.f32();
+  const float* wd = weight.f32();
+  const int64_t plane = ho * wo;
+  const int nt = threads_of(params.num_threads);
+  float beta = 0.0f;
+  if (bias) {
+    const float* bd = bias->f32();
+    for (int64_t co = 0; co < c_out; ++co) std::fill(yd + co * plane, yd + (co + 1) * plane, bd[co]);
+    beta = 1.0f;
+  }
+
+  const int64_t K = c_in * kh * kw;
+  if (kh == 1 && kw == 1 && s == 1 && p == 0) {
+    // 1x1: the input planes already are the im2col matrix [C_in, H·W].
+    gemm(wd, K, xd, plane, /*trans_b=*/false, yd, plane, c_out, plane, K, beta, nt);
+    return y;
+  }
+
+  const int64_t band = std::clamp<int64_t>(kIm2colBudget / std::max<int64_t>(1, K * wo), 1, ho);
+  std::vector<float> col(static_cast<size_t>(K * band * wo));
+  for (int64_t r0 = 0; r0 < ho; r0 += band) {
+    const int64_t rows = std::min(band, ho - r0);
+    const int64_t ncols = rows * wo;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && K > 1)
+    for (int64_t krow = 0; krow < K; ++krow) {
+      const int64_t ci = krow / (kh * kw), a = (krow / kw) % kh, b = krow % kw;
+      const float* xc = xd + ci * h * w;
+      float* dst = col.data() + krow * ncols;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t iy = (r0 + r) * s - p + a;
+        float* drow = dst + r * wo;
+        if (iy < 0 || iy >= h) {
+          std::fill(drow, drow + wo, 0.0f);
+          continue;
+        }
+        const float* xrow = xc + iy * w;
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const int64_t ix = ox * s - p + b;
+          drow[ox] = (ix >= 0 && ix < w) ? xrow[ix] : 0.0f;
+        }
+      }
+    }
+    gemm(wd, K, col.data(), ncols, /*trans_b=*/false, yd + r0 * wo, plane, c_out, ncols, K, beta, nt);
+  }
+  return y;
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
+  constexpr const char* op = "conv_transpose2d";
+  check_f32_rank(x, 3, op, "input");
+  check_f32_rank(weight, 4, op, "weight");
+  check_params(params, op);
+  const int64_t c_in = x.dim(0), h = x.dim(1), w = x.dim(2);
+  const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(weight.dim(0) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(0),
+                " input channels, input is ", shape_str(x.shape()));
+  check_bias(bias, c_out, op);
+  const int s = params.stride, p = params.padding;
+  const int64_t ho = conv_transpose2d_out_size(h, kh, s, p), wo = conv_transpose2d_out_size(w, kw, s, p);
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ", shape_str(x.shape()));
+  const int nt = threads_of(params.num_threads);
+
+  // cols[(co, a, b), (i, j)] = Σ_ci w[ci, co, a, b] · x[ci, i, j]: GEMM with the weight transposed to
+  // [C_out·kh·kw, C_in] (small), then a scatter (col2im) per output channel in a fixed order.
+  const int64_t M = c_out * kh * kw, HW = h * w;
+  std::vector<float> wt(static_cast<size_t>(M * c_in));
+  const float* wd = weight.f32();
+  for (int64_t ci = 0; ci < c_in; ++ci)
+    for (int64_t m = 0; m < M; ++m) wt[m * c_in + ci] = wd[ci * M + m];
+  std::vector<float> cols(static_cast<size_t>(M * HW));
+  gemm(wt.data(), c_in, x.f32(), HW, /*trans_b=*/false, cols.data(), HW, M, HW, c_in, 0.0f, nt);
+
+  Tensor y({c_out, ho, wo});
+  float* yd = y.f32();
+  const float* bd = bias ? bias->f32() : nullptr;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_out > 1)
+  for (int64_t co = 0; co < c_out; ++co) {
+    float* yc = yd + co * ho * wo;
+    if (bd) std::fill(yc, yc + ho * wo, bd[co]);
+    for (int64_t a = 0; a < kh; ++a) {
+      for (int64_t b = 0; b < kw; ++b) {
+        const float* src = cols.data() + ((co * kh + a) * kw + b) * HW;
+        for (int64_t i = 0; i < h; ++i) {
+          const int64_t oy = i * s - p + a;
+          if (oy < 0 || oy >= ho) continue;
+          for (int64_t j = 0; j < w; ++j) {
+            const int64_t ox = j * s - p + b;
+            if (ox >= 0 && ox < wo) yc[oy * wo + ox] += src[i * w + j];
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads) {
+  constexpr const char* op = "resize_bilinear_align_corners";
+  check_f32_rank(x, 3, op, "input");
+  LINGBOT_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", out_h, "x", out_w, " must be positive");
+  const int64_t c = x.dim(0), h = x.dim(1), w = x.dim(2);
+  LINGBOT_CHECK(h >= 1 && w >= 1, op, ": input ", shape_str(x.shape()), " is empty");
+
+  // Source index and weights per output row / column, as PyTorch computes them (float scale).
+  struct Tap {
+    int64_t i0, i1;
+    float w0, w1;
+  };
+  auto taps = [](int64_t in, int64_t out) {
+    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+    std::vector<Tap> t(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      const float src = scale * static_cast<float>(o);
+      const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+      const float lambda = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
+      t[o] = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
+    }
+    return t;
+  };
+  const std::vector<Tap> ty = taps(h, out_h), tx = taps(w, out_w);
+
+  Tensor y({c, out_h, out_w});
+  const float* xd = x.f32();
+  float* yd = y.f32();
+  const int nt = threads_of(num_threads);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c > 1)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float* xc = xd + ch * h * w;
+    float* yc = yd + ch * out_h * out_w;
+    for (int64_t oy = 0; oy < out_h; ++oy) {
+      const Tap& vy = ty[oy];
+      const float* r0 = xc + vy.i0 * w;
+      const float* r1 = xc + vy.i1 * w;
+      for (int64_t ox = 0; ox < out_w; ++ox) {
+        const Tap& vx = tx[ox];
+        yc[oy * out_w + ox] = vy.w0 * (vx.w0 * r0[vx.i0] + vx.w1 * r0[vx.i1]) +
+                              vy.w1 * (vx.w0 * r1[vx.i0] + vx.w1 * r1[vx.i1]);
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace lingbot::kernels

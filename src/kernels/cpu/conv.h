@@ -1,0 +1,44 @@
+#pragma once
+// 2-D convolution, transposed convolution and bilinear resize on single feature maps (CPU, f32).
+//
+// Layouts (PyTorch's, row-major, one image at a time; callers loop over frames):
+//   feature map  x        [C, H, W]
+//   conv2d weight         [C_out, C_in, kh, kw]          (nn.Conv2d)
+//   conv_transpose2d wt   [C_in, C_out, kh, kw]          (nn.ConvTranspose2d)
+//   bias                  [C_out] or nullptr
+// conv2d runs as im2col + GEMM (kernels::gemm, BLAS on fixed tiles); 1x1 stride-1 convolutions skip
+// im2col. Large inputs are processed in row bands whose size depends only on the shapes, so memory
+// stays bounded (about 32 MiB of im2col scratch) and results are bit-identical for any thread count.
+// Groups and dilation are not supported (the model does not use them).
+#include "core/tensor.h"
+
+namespace lingbot::kernels {
+
+struct Conv2dParams {
+  int stride = 1;
+  int padding = 0;   // zero padding on every side
+  int num_threads = 1;
+};
+
+// Output size of a convolution along one axis: (in + 2·padding − kernel) / stride + 1.
+int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
+// Output size of a transposed convolution: (in − 1)·stride − 2·padding + kernel.
+int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
+
+// y[co, oy, ox] = bias[co] + Σ_{ci,a,b} w[co, ci, a, b] · x[ci, oy·s − p + a, ox·s − p + b] (zero outside).
+// x: f32 [C_in, H, W]; weight: f32 [C_out, C_in, kh, kw]; bias: f32 [C_out] or nullptr.
+// Returns f32 [C_out, H_out, W_out]. Throws Error naming the shape on mismatches.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
+
+// The adjoint of conv2d: y[co, i·s − p + a, j·s − p + b] += Σ_ci x[ci, i, j] · w[ci, co, a, b], plus bias.
+// x: f32 [C_in, H, W]; weight: f32 [C_in, C_out, kh, kw]; bias: f32 [C_out] or nullptr.
+// Returns f32 [C_out, H_out, W_out]. Overlapping taps (kernel > stride) are summed in a fixed order.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
+
+// Bilinear resize with align_corners=True (PyTorch F.interpolate(mode="bilinear", align_corners=True)):
+// output pixel (oy, ox) samples the input at (oy·(H−1)/(H_out−1), ox·(W−1)/(W_out−1)) (0 when the
+// output size is 1), with the scale and weights computed in float as PyTorch does.
+// x: f32 [C, H, W]; returns f32 [C, out_h, out_w]. Threaded over channels.
+Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads);
+
+}  // namespace lingbot::kernels
