@@ -1,0 +1,33 @@
+#pragma once
+// Machine calibration for benchmarks: what this CPU can do at best, measured in the same process
+// and with the same thread count as the code being judged, so results are reported as ratios.
+//
+// sgemm: every OpenMP thread runs its own n×n×n cblas_sgemm with OpenBLAS single-threaded (the
+// threading model of kernels::gemm), best of `repeats`; GFLOP/s = threads · 2n³ / wall time.
+// Memory bandwidth: a STREAM-style triad a[i] = b[i] + s·c[i] over three f32 arrays of
+// `bytes_per_array` each, threaded with OpenMP, best of `repeats`; GB/s counts 3 arrays (2 read,
+// 1 written) per pass, 1 GB = 1e9 bytes.
+#include <cstddef>
+
+namespace lingbot::kernels {
+
+struct SgemmCalibration {
+  int n = 0;
+  int threads = 0;
+  double gflops = 0.0;        // best aggregate GFLOP/s over all threads
+  double seconds = 0.0;       // wall time of the best repeat
+};
+
+struct BandwidthCalibration {
+  size_t bytes_per_array = 0;
+  int threads = 0;
+  double gbps = 0.0;          // best triad GB/s
+  double seconds = 0.0;       // wall time of the best repeat
+};
+
+// n >= 16, threads >= 1, repeats >= 1; throws Error naming a bad value.
+SgemmCalibration calibrate_sgemm(int n, int threads, int repeats);
+// bytes_per_array >= 4096, threads >= 1, repeats >= 1; throws Error naming a bad value.
+BandwidthCalibration calibrate_bandwidth(size_t bytes_per_array, int threads, int repeats);
+
+}  // namespace lingbot::kernels
