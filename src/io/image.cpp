@@ -1,0 +1,267 @@
+#include "io/image.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "core/error.h"
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_FAILURE_USERMSG
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#endif
+#include <stb/stb_image.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace lingbot::io {
+
+ImageU8::ImageU8(int w, int h) : width(w), height(h), rgb(static_cast<size_t>(w) * h * 3, 0) {
+  LINGBOT_CHECK(w > 0 && h > 0, "image size must be positive, got ", w, "x", h);
+}
+
+ImageU8 transpose(const ImageU8& img, Transpose op) {
+  const int w = img.width, h = img.height;
+  const bool swaps = op == Transpose::Rotate90 || op == Transpose::Rotate270 ||
+                     op == Transpose::Transpose || op == Transpose::Transverse;
+  ImageU8 out(swaps ? h : w, swaps ? w : h);
+  for (int y = 0; y < out.height; ++y) {
+    for (int x = 0; x < out.width; ++x) {
+      int sx = x, sy = y;  // source pixel of output (x, y)
+      switch (op) {
+        case Transpose::FlipLeftRight: sx = w - 1 - x; break;
+        case Transpose::FlipTopBottom: sy = h - 1 - y; break;
+        case Transpose::Rotate180: sx = w - 1 - x; sy = h - 1 - y; break;
+        case Transpose::Rotate90: sx = w - 1 - y; sy = x; break;       // counter-clockwise
+        case Transpose::Rotate270: sx = y; sy = h - 1 - x; break;      // clockwise
+        case Transpose::Transpose: sx = y; sy = x; break;
+        case Transpose::Transverse: sx = w - 1 - y; sy = h - 1 - x; break;
+      }
+      std::memcpy(out.pixel(x, y), img.pixel(sx, sy), 3);
+    }
+  }
+  return out;
+}
+
+ImageU8 apply_exif_orientation(const ImageU8& img, int orientation) {
+  switch (orientation) {
+    case 2: return transpose(img, Transpose::FlipLeftRight);
+    case 3: return transpose(img, Transpose::Rotate180);
+    case 4: return transpose(img, Transpose::FlipTopBottom);
+    case 5: return transpose(img, Transpose::Transpose);
+    case 6: return transpose(img, Transpose::Rotate270);
+    case 7: return transpose(img, Transpose::Transverse);
+    case 8: return transpose(img, Transpose::Rotate90);
+    default: {
+      ImageU8 copy;
+      copy.width = img.width;
+      copy.height = img.height;
+      copy.rgb = img.rgb;
+      return copy;
+    }
+  }
+}
+
+namespace {
+
+bool orientation_swaps_axes(int orientation) { return orientation >= 5 && orientation <= 8; }
+
+// Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block; 1 when absent or malformed.
+int tiff_orientation(std::span<const uint8_t> tiff) {
+  if (tiff.size() < 8) return 1;
+  bool little;
+  if (tiff[0] == 'I' && tiff[1] == 'I') {
+    little = true;
+  } else if (tiff[0] == 'M' && tiff[1] == 'M') {
+    little = false;
+  } else {
+    return 1;
+  }
+  auto u16 = [&](size_t off) -> uint32_t {
+    return little ? (tiff[off] | (tiff[off + 1] << 8)) : ((tiff[off] << 8) | tiff[off + 1]);
+  };
+  auto u32 = [&](size_t off) -> uint32_t {
+    return little ? (u16(off) | (u16(off + 2) << 16)) : ((u16(off) << 16) | u16(off + 2));
+  };
+  if (u16(2) != 42) return 1;
+  const size_t ifd = u32(4);
+  if (ifd + 2 > tiff.size()) return 1;
+  const size_t count = u16(ifd);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t e = ifd + 2 + i * 12;
+    if (e + 12 > tiff.size()) return 1;
+    if (u16(e) != 0x0112) continue;
+    const uint32_t type = u16(e + 2);
+    uint32_t value = 0;
+    if (type == 3) {        // SHORT
+      value = u16(e + 8);
+    } else if (type == 4) { // LONG (non-standard but seen in the wild)
+      value = u32(e + 8);
+    } else {
+      return 1;
+    }
+    return (value >= 1 && value <= 8) ? static_cast<int>(value) : 1;
+  }
+  return 1;
+}
+
+bool is_png(std::span<const uint8_t> b) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  return b.size() >= 8 && std::memcmp(b.data(), sig, 8) == 0;
+}
+bool is_jpeg(std::span<const uint8_t> b) { return b.size() >= 3 && b[0] == 0xff && b[1] == 0xd8; }
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+int jpeg_orientation(std::span<const uint8_t> b) {
+  size_t pos = 2;
+  while (pos + 4 <= b.size()) {
+    if (b[pos] != 0xff) return 1;
+    const uint8_t marker = b[pos + 1];
+    if (marker == 0xff) { ++pos; continue; }                 // fill byte
+    if (marker == 0xd9 || marker == 0xda) return 1;          // end of image / start of scan
+    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { pos += 2; continue; }
+    const size_t len = (size_t{b[pos + 2]} << 8) | b[pos + 3];
+    if (len < 2 || pos + 2 + len > b.size()) return 1;
+    const uint8_t* seg = b.data() + pos + 4;
+    const size_t seg_len = len - 2;
+    if (marker == 0xe1 && seg_len >= 6 && std::memcmp(seg, "Exif\0\0", 6) == 0) {
+      return tiff_orientation(std::span<const uint8_t>(seg + 6, seg_len - 6));
+    }
+    pos += 2 + len;
+  }
+  return 1;
+}
+
+// PNG facts needed to mirror PIL: colour type (IHDR) and the eXIf chunk's orientation.
+struct PngFacts {
+  int color_type = -1;
+  int orientation = 1;
+};
+PngFacts png_facts(std::span<const uint8_t> b) {
+  PngFacts f;
+  size_t pos = 8;
+  while (pos + 12 <= b.size()) {
+    const uint32_t len = be32(b.data() + pos);
+    const uint8_t* type = b.data() + pos + 4;
+    if (len > b.size() - pos - 12) break;
+    const uint8_t* data = b.data() + pos + 8;
+    if (std::memcmp(type, "IHDR", 4) == 0 && len >= 13) f.color_type = data[9];
+    if (std::memcmp(type, "eXIf", 4) == 0) {
+      f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
+    }
+    // An eXIf chunk may follow IDAT (PIL sees it once the image is loaded, which exif_transpose
+    // does first), so scan up to IEND.
+    if (std::memcmp(type, "IEND", 4) == 0) break;
+    pos += 12 + size_t{len};
+  }
+  return f;
+}
+
+// Pillow's alpha_composite of (r,g,b,a) over opaque white, integer arithmetic as in
+// AlphaComposite.c (7 extra precision bits, rounded divisions by 255).
+inline uint8_t composite_over_white(uint32_t c, uint32_t a) {
+  if (a == 0) return 255;
+  constexpr uint32_t kBits = 7;
+  const uint32_t blend = 255 * (255 - a);
+  const uint32_t outa255 = a * 255 + blend;
+  const uint32_t coef1 = a * 255 * 255 * (1u << kBits) / outa255;
+  const uint32_t coef2 = 255 * (1u << kBits) - coef1;
+  const uint32_t tmp = c * coef1 + 255 * coef2 + (0x80u << kBits);
+  return static_cast<uint8_t>((((tmp >> 8) + tmp) >> 8) >> kBits);
+}
+
+struct StbFree {
+  void operator()(stbi_uc* p) const noexcept { stbi_image_free(p); }
+};
+
+}  // namespace
+
+int exif_orientation(std::span<const uint8_t> file_bytes) {
+  if (is_jpeg(file_bytes)) return jpeg_orientation(file_bytes);
+  if (is_png(file_bytes)) return png_facts(file_bytes).orientation;
+  return 1;
+}
+
+ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name) {
+  LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
+                ": file too large");
+  int w = 0, h = 0, comp = 0;
+  std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
+      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 0));
+  LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
+  LINGBOT_CHECK(comp >= 1 && comp <= 4, "cannot decode image ", name, ": unsupported channel count ",
+                comp);
+
+  bool composite_alpha = comp == 4;
+  int orientation = 1;
+  if (is_png(file_bytes)) {
+    const PngFacts f = png_facts(file_bytes);
+    composite_alpha = comp == 4 && f.color_type == 6;  // PIL mode "RGBA" only
+    orientation = f.orientation;
+  } else if (is_jpeg(file_bytes)) {
+    orientation = jpeg_orientation(file_bytes);
+  }
+
+  ImageU8 img(w, h);
+  const uint8_t* src = data.get();
+  const size_t n = static_cast<size_t>(w) * h;
+  uint8_t* dst = img.rgb.data();
+  for (size_t i = 0; i < n; ++i, src += comp, dst += 3) {
+    if (comp <= 2) {
+      dst[0] = dst[1] = dst[2] = src[0];
+    } else if (composite_alpha) {
+      for (int c = 0; c < 3; ++c) dst[c] = composite_over_white(src[c], src[3]);
+    } else {
+      dst[0] = src[0];
+      dst[1] = src[1];
+      dst[2] = src[2];
+    }
+  }
+  if (orientation != 1) return apply_exif_orientation(img, orientation);
+  return img;
+}
+
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  LINGBOT_CHECK(exists, what, " not found: ", path.string());
+  LINGBOT_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", what, " ", path.string(),
+                ": is a directory");
+  std::ifstream in(path, std::ios::binary);
+  LINGBOT_CHECK(in.good(), "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  LINGBOT_CHECK(size >= 0, "cannot read ", what, " ", path.string(), ": cannot determine size");
+  in.seekg(0, std::ios::beg);
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.read(reinterpret_cast<char*>(bytes.data()), size);
+  LINGBOT_CHECK(in.good() || size == 0, "cannot read ", what, " ", path.string(), ": read failed");
+  return bytes;
+}
+
+ImageU8 load_image(const std::filesystem::path& path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
+  return decode_image(bytes, path.string());
+}
+
+ImageSize probe_image_size(const std::filesystem::path& path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
+  LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", path.string(), ": file is empty");
+  int w = 0, h = 0, comp = 0;
+  const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
+  LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());
+  if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
+  return {w, h};
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,75 @@
+#pragma once
+// 8-bit RGB images: decoding (stb_image), EXIF orientation, alpha handling, transposes.
+//
+// Decoding follows what upstream's loader gets from PIL (Image.open -> ImageOps.exif_transpose ->
+// RGBA alpha-composited on white -> convert("RGB")):
+//  * EXIF Orientation (JPEG APP1 "Exif", PNG eXIf chunk) 2..8 is applied; other values are ignored.
+//  * An image with a real alpha channel (PNG colour type 6, or a 4-channel non-PNG image) is
+//    composited over opaque white with Pillow's integer alpha_composite arithmetic.
+//  * Grey+alpha PNGs (PIL mode "LA") and transparency through tRNS (PIL modes "P"/"RGB" with a
+//    transparency key) lose their alpha without compositing, as PIL's convert("RGB") does.
+//  * Grey images are replicated to RGB; 16-bit channels keep their high byte.
+// Known difference: JPEG is decoded by stb_image, not libjpeg-turbo as in PIL, so JPEG pixels may
+// differ from upstream by a few levels (PNG/BMP decoding is exact).
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace lingbot::io {
+
+// Interleaved 8-bit RGB, row-major, `rgb.size() == width * height * 3`.
+struct ImageU8 {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> rgb;
+
+  ImageU8() = default;
+  ImageU8(int w, int h);   // zero-filled
+  uint8_t* pixel(int x, int y) { return rgb.data() + (static_cast<size_t>(y) * width + x) * 3; }
+  const uint8_t* pixel(int x, int y) const {
+    return rgb.data() + (static_cast<size_t>(y) * width + x) * 3;
+  }
+};
+
+// PIL's Image.Transpose operations (same names and meaning).
+enum class Transpose {
+  FlipLeftRight,   // mirror x
+  FlipTopBottom,   // mirror y
+  Rotate90,        // 90 degrees counter-clockwise
+  Rotate180,
+  Rotate270,       // 90 degrees clockwise (demo.py --rotate_clockwise_90)
+  Transpose,       // swap x and y (main diagonal)
+  Transverse,      // mirror over the anti-diagonal
+};
+ImageU8 transpose(const ImageU8& img, Transpose op);
+
+// The EXIF Orientation value (1..8) stored in an encoded JPEG or PNG file; 1 when there is none
+// or it cannot be parsed (malformed EXIF is ignored, like a missing tag).
+int exif_orientation(std::span<const uint8_t> file_bytes);
+// Applies an EXIF orientation as ImageOps.exif_transpose does (1 or unknown values: unchanged).
+ImageU8 apply_exif_orientation(const ImageU8& img, int orientation);
+
+// Decodes an encoded image held in memory. `name` is used in error messages.
+// Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image.
+ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name);
+
+// Reads and decodes an image file (PNG, JPEG, BMP, TGA, GIF first frame, PSD, PNM, HDR).
+// Errors: "image file not found: <path>", "cannot read image file <path>: <reason>",
+// "cannot decode image <path>: <reason>".
+ImageU8 load_image(const std::filesystem::path& path);
+
+struct ImageSize {
+  int width = 0;
+  int height = 0;
+  bool operator==(const ImageSize&) const = default;
+};
+// Displayed size (after EXIF orientation) of an image file, read from its header without decoding
+// the pixels. Same errors as load_image.
+ImageSize probe_image_size(const std::filesystem::path& path);
+
+// Reads a whole file into memory. Errors as load_image, with `what` ("image file", "video file"...).
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what);
+
+}  // namespace lingbot::io

@@ -1,0 +1,54 @@
+#pragma once
+// Image preprocessing identical to upstream's load_and_preprocess_images (utils/load_fn.py), the
+// loader demo.py uses: resize with PIL's 8-bit BICUBIC resampler (bit-exact port), centre crop
+// (crop mode) or white padding (pad mode), then float32 CHW = uint8 / 255.
+//
+// Mixed image sizes: upstream pads every image of a batch with 1.0 (white), centred, to the largest
+// height and width in the batch. A streaming caller does the same by probing all sizes first
+// (probe_image_size + preprocessed_size), taking batch_canvas_size(), and passing that canvas to
+// preprocess_image for every frame.
+#include <span>
+
+#include "core/tensor.h"
+#include "io/image.h"
+
+namespace lingbot::io {
+
+enum class ResizeMode {
+  Crop,  // width := image_size, height keeps the aspect ratio (multiple of patch), centre-cropped
+         // to at most image_size rows (the demo default)
+  Pad,   // longer side := image_size, shorter keeps the aspect ratio (multiple of patch), then
+         // padded with white to image_size x image_size
+};
+
+struct PreprocessOptions {
+  int image_size = 518;
+  int patch_size = 14;
+  ResizeMode mode = ResizeMode::Crop;
+};
+
+// Python's round() for doubles: ties go to the even integer.
+long long round_half_even(double v);
+
+// PIL Image.resize(size, BICUBIC) on an 8-bit RGB image, bit-exact with Pillow's Resample.c
+// (a = -0.5 cubic, support widened by the downscale factor, 22-bit fixed-point weights, horizontal
+// pass into an 8-bit intermediate, then vertical pass). Same size: a plain copy.
+ImageU8 resize_bicubic(const ImageU8& img, int out_width, int out_height);
+
+// Size after resize (before crop/pad) for an input of `in` under `opt`.
+ImageSize resized_size(ImageSize in, const PreprocessOptions& opt);
+// Size of the tensor preprocess_image returns for one image of displayed size `in` (after crop or
+// pad), before any batch padding.
+ImageSize preprocessed_size(ImageSize in, const PreprocessOptions& opt);
+// The largest height and width over `sizes` (upstream's batch canvas). Throws on an empty list.
+ImageSize batch_canvas_size(std::span<const ImageSize> sizes);
+
+// One image -> float32 tensor [3, H, W], values k/255 exactly (k the 8-bit value), or 1.0 where
+// padded. With canvas = {0,0} the result has preprocessed_size(); otherwise it is padded with 1.0,
+// centred (top = pad/2, left = pad/2, floor), to the canvas, as upstream does for mixed sizes.
+Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageSize canvas = {});
+
+// Several images -> [N, 3, H, W], padded to the batch canvas when sizes differ (upstream batch).
+Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOptions& opt);
+
+}  // namespace lingbot::io

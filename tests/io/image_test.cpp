@@ -1,0 +1,225 @@
+// Image decoding: formats, EXIF orientation, alpha compositing, grey, and error messages.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/image.h"
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+#include <stb/stb_image_write.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+using namespace lingbot;
+using namespace lingbot::io;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("lingbot_image_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+void append_bytes(std::vector<uint8_t>* out, const void* data, int size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  out->insert(out->end(), p, p + size);
+}
+void stbi_to_vector(void* ctx, void* data, int size) {
+  append_bytes(static_cast<std::vector<uint8_t>*>(ctx), data, size);
+}
+
+std::vector<uint8_t> encode_png(int w, int h, int comp, const std::vector<uint8_t>& px) {
+  std::vector<uint8_t> out;
+  stbi_write_png_to_func(stbi_to_vector, &out, w, h, comp, px.data(), w * comp);
+  return out;
+}
+
+void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A 3x2 image with distinct pixels: value (x, y) = {10*x + 100*y, 7, 200}.
+ImageU8 pattern() {
+  ImageU8 img(3, 2);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x) {
+      uint8_t* p = img.pixel(x, y);
+      p[0] = static_cast<uint8_t>(10 * x + 100 * y);
+      p[1] = 7;
+      p[2] = 200;
+    }
+  return img;
+}
+
+// Minimal TIFF block with one IFD0 entry: Orientation (SHORT) = value.
+std::vector<uint8_t> exif_tiff(int value, bool big_endian) {
+  std::vector<uint8_t> t;
+  if (big_endian) {
+    t = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1,
+         0, static_cast<uint8_t>(value), 0, 0, 0, 0, 0, 0};
+  } else {
+    t = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0,
+         static_cast<uint8_t>(value), 0, 0, 0, 0, 0, 0, 0};
+  }
+  return t;
+}
+
+// A JPEG (stb encoder, quality 100) with an APP1 Exif segment inserted after SOI.
+std::vector<uint8_t> jpeg_with_orientation(const ImageU8& img, int orientation, bool big_endian) {
+  std::vector<uint8_t> jpg;
+  stbi_write_jpg_to_func(stbi_to_vector, &jpg, img.width, img.height, 3, img.rgb.data(), 100);
+  std::vector<uint8_t> app1 = {'E', 'x', 'i', 'f', 0, 0};
+  const auto tiff = exif_tiff(orientation, big_endian);
+  app1.insert(app1.end(), tiff.begin(), tiff.end());
+  const size_t len = app1.size() + 2;
+  std::vector<uint8_t> seg = {0xff, 0xe1, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len & 0xff)};
+  seg.insert(seg.end(), app1.begin(), app1.end());
+  jpg.insert(jpg.begin() + 2, seg.begin(), seg.end());
+  return jpg;
+}
+
+}  // namespace
+
+TEST(Image, TransposesMatchPilDefinitions) {
+  const ImageU8 img = pattern();  // 3 wide, 2 high
+  const ImageU8 cw = transpose(img, Transpose::Rotate270);  // clockwise
+  ASSERT_EQ(cw.width, 2);
+  ASSERT_EQ(cw.height, 3);
+  // Clockwise: the old bottom-left pixel (0,1) becomes the new top-left.
+  EXPECT_EQ(cw.pixel(0, 0)[0], img.pixel(0, 1)[0]);
+  EXPECT_EQ(cw.pixel(1, 0)[0], img.pixel(0, 0)[0]);
+  const ImageU8 ccw = transpose(img, Transpose::Rotate90);
+  EXPECT_EQ(ccw.pixel(0, 0)[0], img.pixel(2, 0)[0]);
+  EXPECT_EQ(transpose(img, Transpose::Transpose).pixel(1, 2)[0], img.pixel(2, 1)[0]);
+  EXPECT_EQ(transpose(img, Transpose::Transverse).pixel(0, 0)[0], img.pixel(2, 1)[0]);
+  EXPECT_EQ(transpose(img, Transpose::FlipLeftRight).pixel(0, 1)[0], img.pixel(2, 1)[0]);
+  EXPECT_EQ(transpose(img, Transpose::FlipTopBottom).pixel(2, 0)[0], img.pixel(2, 1)[0]);
+  EXPECT_EQ(transpose(transpose(img, Transpose::Rotate180), Transpose::Rotate180).rgb, img.rgb);
+  EXPECT_EQ(transpose(cw, Transpose::Rotate90).rgb, img.rgb);
+}
+
+TEST(Image, PngRgbRoundTripIsExact) {
+  TempDir dir;
+  const ImageU8 img = pattern();
+  write_file(dir.path / "a.png", encode_png(3, 2, 3, img.rgb));
+  const ImageU8 got = load_image(dir.path / "a.png");
+  EXPECT_EQ(got.width, 3);
+  EXPECT_EQ(got.height, 2);
+  EXPECT_EQ(got.rgb, img.rgb);
+  EXPECT_EQ(probe_image_size(dir.path / "a.png"), (ImageSize{3, 2}));
+}
+
+TEST(Image, GreyIsReplicatedAndGreyAlphaDropsAlpha) {
+  const std::vector<uint8_t> grey = {0, 50, 255, 128};
+  ImageU8 g = decode_image(encode_png(2, 2, 1, grey), "grey.png");
+  EXPECT_EQ(g.rgb, (std::vector<uint8_t>{0, 0, 0, 50, 50, 50, 255, 255, 255, 128, 128, 128}));
+  // PIL opens grey+alpha as "LA"; convert("RGB") drops alpha without compositing.
+  const std::vector<uint8_t> la = {10, 0, 20, 255};
+  ImageU8 l = decode_image(encode_png(2, 1, 2, la), "la.png");
+  EXPECT_EQ(l.rgb, (std::vector<uint8_t>{10, 10, 10, 20, 20, 20}));
+}
+
+TEST(Image, RgbaIsCompositedOnWhiteLikePillow) {
+  // Expected values computed with Pillow's integer alpha_composite formula over (255,255,255,255).
+  const std::vector<uint8_t> rgba = {0, 0, 0, 0,        // transparent -> white
+                                     0, 0, 0, 255,      // opaque black stays black
+                                     0, 100, 200, 128,  // half
+                                     10, 20, 30, 1};
+  const ImageU8 img = decode_image(encode_png(4, 1, 4, rgba), "rgba.png");
+  EXPECT_EQ(img.rgb, (std::vector<uint8_t>{255, 255, 255, 0, 0, 0, 127, 177, 227, 254, 254, 254}));
+}
+
+TEST(Image, JpegExifOrientationIsApplied) {
+  // Large flat blocks so JPEG loss does not blur the check: left half dark, right half bright.
+  ImageU8 img(32, 16);
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 32; ++x) std::memset(img.pixel(x, y), x < 16 ? 20 : 230, 3);
+  for (bool be : {false, true}) {
+    const auto jpg6 = jpeg_with_orientation(img, 6, be);
+    EXPECT_EQ(exif_orientation(jpg6), 6);
+    const ImageU8 r = decode_image(jpg6, "o6.jpg");  // rotate 90 degrees clockwise
+    ASSERT_EQ(r.width, 16);
+    ASSERT_EQ(r.height, 32);
+    EXPECT_LT(r.pixel(8, 4)[0], 60);    // top: old left (dark)
+    EXPECT_GT(r.pixel(8, 28)[0], 190);  // bottom: old right (bright)
+  }
+  const ImageU8 r8 = decode_image(jpeg_with_orientation(img, 8, false), "o8.jpg");  // counter-clockwise
+  ASSERT_EQ(r8.width, 16);
+  EXPECT_GT(r8.pixel(8, 4)[0], 190);
+  const ImageU8 r1 = decode_image(jpeg_with_orientation(img, 1, false), "o1.jpg");
+  EXPECT_EQ(r1.width, 32);
+  TempDir dir;
+  write_file(dir.path / "o6.jpg", jpeg_with_orientation(img, 6, false));
+  EXPECT_EQ(probe_image_size(dir.path / "o6.jpg"), (ImageSize{16, 32}));
+}
+
+TEST(Image, PngExifChunkOrientationIsApplied) {
+  const ImageU8 img = pattern();
+  std::vector<uint8_t> png = encode_png(3, 2, 3, img.rgb);
+  // Insert an eXIf chunk (CRC is not checked by the readers) right after IHDR (8 + 25 bytes).
+  const auto tiff = exif_tiff(3, false);  // rotate 180
+  std::vector<uint8_t> chunk = {0, 0, 0, static_cast<uint8_t>(tiff.size()), 'e', 'X', 'I', 'f'};
+  chunk.insert(chunk.end(), tiff.begin(), tiff.end());
+  chunk.insert(chunk.end(), {0, 0, 0, 0});
+  png.insert(png.begin() + 33, chunk.begin(), chunk.end());
+  EXPECT_EQ(exif_orientation(png), 3);
+  EXPECT_EQ(decode_image(png, "x.png").rgb, transpose(img, Transpose::Rotate180).rgb);
+}
+
+TEST(Image, MalformedExifIsIgnored) {
+  std::vector<uint8_t> junk = {0xff, 0xd8, 0xff, 0xe1, 0x00, 0x08, 'E', 'x', 'i', 'f', 0, 0, 0xff, 0xd9};
+  EXPECT_EQ(exif_orientation(junk), 1);
+  junk = {0xff, 0xd8, 0xff, 0xe1, 0x7f, 0xff};  // segment longer than the file
+  EXPECT_EQ(exif_orientation(junk), 1);
+}
+
+TEST(Image, ErrorsNameTheFile) {
+  TempDir dir;
+  const auto missing = dir.path / "missing.png";
+  try {
+    load_image(missing);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "image file not found: " + missing.string());
+  }
+  const auto text = dir.path / "notes.png";
+  write_file(text, {'h', 'e', 'l', 'l', 'o'});
+  try {
+    load_image(text);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image " + text.string() + ": Image not of any known type, or corrupt");
+  }
+  const auto empty = dir.path / "empty.jpg";
+  write_file(empty, {});
+  try {
+    load_image(empty);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image " + empty.string() + ": file is empty");
+  }
+  try {
+    load_image(dir.path);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read image file " + dir.path.string() + ": is a directory");
+  }
+}

@@ -1,0 +1,157 @@
+// Preprocessing against upstream's load_and_preprocess_images (golden computed with PIL + torch).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/image.h"
+#include "io/preprocess.h"
+
+using namespace lingbot;
+using namespace lingbot::io;
+
+namespace {
+
+const std::filesystem::path kGolden = std::filesystem::path(LINGBOT_SHARED_GOLDEN_DIR) / "preprocess";
+
+// Minimal F32 safetensors reader for the golden (keeps this test independent of the model loader).
+struct GoldenTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+std::map<std::string, GoldenTensor> read_golden(const std::filesystem::path& path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "golden file");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+  std::map<std::string, GoldenTensor> out;
+  for (const auto& [name, e] : header.items()) {
+    if (name == "__metadata__") continue;
+    EXPECT_EQ(e["dtype"], "F32") << name;
+    GoldenTensor t;
+    t.shape = e["shape"].get<std::vector<int64_t>>();
+    const uint64_t b = e["data_offsets"][0], end = e["data_offsets"][1];
+    t.data.resize((end - b) / 4);
+    std::memcpy(t.data.data(), bytes.data() + 8 + n + b, end - b);
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+bool golden_present() {
+  if (std::filesystem::exists(kGolden / "preprocess.safetensors")) return true;
+  std::printf("[ NOTE     ] %s absent: golden preprocessing comparison not run\n", kGolden.c_str());
+  return false;
+}
+
+// Max |a - b| over equal-shaped tensors; checks the shape.
+float max_abs_diff(const Tensor& got, const GoldenTensor& want) {
+  EXPECT_EQ(got.shape(), Shape(want.shape.begin(), want.shape.end()));
+  if (got.shape() != Shape(want.shape.begin(), want.shape.end())) return INFINITY;
+  float m = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) m = std::max(m, std::fabs(got.f32()[i] - want.data[i]));
+  return m;
+}
+
+std::vector<ImageU8> golden_images() {
+  std::vector<ImageU8> v;
+  for (const char* f : {"000000.png", "000001.png", "000002.png"}) v.push_back(load_image(kGolden / f));
+  return v;
+}
+
+}  // namespace
+
+TEST(Preprocess, RoundHalfEvenMatchesPython) {
+  EXPECT_EQ(round_half_even(0.5), 0);
+  EXPECT_EQ(round_half_even(1.5), 2);
+  EXPECT_EQ(round_half_even(2.5), 2);
+  EXPECT_EQ(round_half_even(-0.5), 0);
+  EXPECT_EQ(round_half_even(2.4999), 2);
+  EXPECT_EQ(round_half_even(21.0), 21);
+}
+
+TEST(Preprocess, SizesFollowUpstreamRule) {
+  PreprocessOptions crop{518, 14, ResizeMode::Crop};
+  EXPECT_EQ(resized_size({518, 294}, crop), (ImageSize{518, 294}));
+  EXPECT_EQ(resized_size({1920, 1080}, crop), (ImageSize{518, 294}));  // 291.375/14=20.8 -> 21*14
+  EXPECT_EQ(resized_size({1080, 1920}, crop), (ImageSize{518, 924}));
+  EXPECT_EQ(preprocessed_size({1080, 1920}, crop), (ImageSize{518, 518}));
+  PreprocessOptions pad{224, 14, ResizeMode::Pad};
+  EXPECT_EQ(resized_size({294, 518}, pad), (ImageSize{126, 224}));
+  EXPECT_EQ(preprocessed_size({294, 518}, pad), (ImageSize{224, 224}));
+  // 7 * 224 / 224 / 14 = 0.5 -> rounds to 0 (half to even): a clear error, not an empty image.
+  try {
+    resized_size({448, 14}, PreprocessOptions{224, 14, ResizeMode::Crop});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "image of 448x14 is too elongated for image_size 224 (a side would be resized to 0 pixels)");
+  }
+}
+
+TEST(Preprocess, ResizeSameSizeIsCopyAndConstantStaysConstant) {
+  ImageU8 img(37, 23);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 7);
+  EXPECT_EQ(resize_bicubic(img, 37, 23).rgb, img.rgb);
+  ImageU8 flat(50, 40);
+  std::fill(flat.rgb.begin(), flat.rgb.end(), 200);
+  for (auto [w, h] : {std::pair{17, 13}, {50, 90}, {123, 7}}) {
+    const ImageU8 r = resize_bicubic(flat, w, h);
+    ASSERT_EQ(r.width, w);
+    ASSERT_EQ(r.height, h);
+    for (uint8_t v : r.rgb) ASSERT_EQ(v, 200);  // weights are normalised: no drift
+  }
+}
+
+TEST(Preprocess, MixedSizesArePaddedWhiteLikeUpstream) {
+  ImageU8 a(28, 28), b(28, 14);
+  std::fill(a.rgb.begin(), a.rgb.end(), 0);
+  std::fill(b.rgb.begin(), b.rgb.end(), 0);
+  const std::vector<ImageU8> imgs = {std::move(a), std::move(b)};
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{28, 14, ResizeMode::Crop});
+  ASSERT_EQ(t.shape(), (Shape{2, 3, 28, 28}));
+  const float* second = t.f32() + 3 * 28 * 28;
+  // 14 rows of image centred in 28: rows 0..6 and 21..27 are white, 7..20 black.
+  for (int y = 0; y < 28; ++y) {
+    const float want = (y >= 7 && y < 21) ? 0.0f : 1.0f;
+    EXPECT_EQ(second[y * 28 + 5], want) << "row " << y;
+  }
+}
+
+TEST(Preprocess, GoldenCrop518IsBitExact) {
+  if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
+  const auto golden = read_golden(kGolden / "preprocess.safetensors");
+  const auto imgs = golden_images();
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{518, 14, ResizeMode::Crop});
+  EXPECT_EQ(max_abs_diff(t, golden.at("crop518")), 0.0f);
+}
+
+TEST(Preprocess, GoldenCrop224IsBitExact) {
+  if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
+  const auto golden = read_golden(kGolden / "preprocess.safetensors");
+  const auto imgs = golden_images();
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{224, 14, ResizeMode::Crop});
+  EXPECT_EQ(max_abs_diff(t, golden.at("crop224")), 0.0f);
+}
+
+TEST(Preprocess, GoldenRotatedCrop350AndPad224AreBitExact) {
+  if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
+  const auto golden = read_golden(kGolden / "preprocess.safetensors");
+  const ImageU8 rot = transpose(load_image(kGolden / "000000.png"), Transpose::Rotate270);
+  ASSERT_EQ(rot.width, 294);
+  ASSERT_EQ(rot.height, 518);
+  const std::vector<ImageU8> one = {rot};
+  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{350, 14, ResizeMode::Crop}),
+                         golden.at("crop350_rot90cw_frame0")),
+            0.0f);
+  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{224, 14, ResizeMode::Pad}),
+                         golden.at("pad224_rot90cw_frame0")),
+            0.0f);
+}
