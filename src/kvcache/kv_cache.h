@@ -9,6 +9,20 @@
 //   begin_step(mode, n_frames)                 once; plans the visible set (page table) for all blocks
 //   attend(block, q, k, v, out)                once per global block, any order
 //   end_step()                                  once; completes deferred work (e.g. scale-phase eviction)
+//
+// Rules the caller must keep (violations throw lingbot::Error with a message naming the value):
+//   * ScalePhase is only allowed on an empty cache (fresh or after reset()), with 1 <= n_frames <=
+//     scale_frames; Keyframe and NonKeyframe take n_frames == 1.
+//   * In a ScalePhase or Keyframe step every block 0..num_blocks-1 must be attended before end_step()
+//     (that is when the frame's K/V are written into the block's cache).
+//   * attend() calls of one cache must not run concurrently (they share the step plan and scratch).
+// Backends:
+//   Paged: per block one fixed patch pool [pages, 2, page_size, heads, head_dim] (pinned + window + 1
+//     pages, allocated at construction) and an append-only special stream of pages of the same shape,
+//     each holding whole frames' specials, allocated on demand (never moved). The special stream keeps
+//     the specials of EVERY stored frame (also those a rule hides, e.g. cross_frame_special off).
+//   Dense / DenseFull: per block contiguous K/V of whole resident frames in storage order plus a side
+//     buffer of the kept specials of evicted frames, both grown geometrically (DenseFull never evicts).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +60,15 @@ struct CacheOptions {
   int num_threads = 1;
 };
 
+// Visible specials of an evicted frame: num_special_tokens (cross_frame_special), 1 (plus camera_only),
+// 0 (cross_frame_special off).
+int kept_specials_per_evicted_frame(const CacheOptions& options);
+
+// Throws lingbot::Error naming the first bad field ("CacheOptions.<field> must be ..., got ...").
+void validate_cache_options(const CacheOptions& options);
+
+// Counts are per block unless marked "all blocks". Paged: pinned/window/free/pool pages are patch
+// pages (one per resident frame). Dense: pinned_pages/window_pages count the same frames, free/pool 0.
 struct CacheStats {
   int64_t frames_stored = 0;        // frames appended and not rolled back (ever, including evicted)
   int64_t frames_resident = 0;      // frames whose patch tokens are in the cache now
@@ -57,6 +80,13 @@ struct CacheStats {
   int64_t visible_tokens = 0;       // keys a frame attending now would see from the cache
   int64_t bytes_used = 0;           // K/V bytes holding live tokens, all blocks
   int64_t bytes_reserved = 0;       // K/V bytes allocated, all blocks
+  // Added fields (all backends):
+  int64_t kept_special_tokens = 0;  // specials of evicted frames that stay visible (golden trace
+                                    // "retained special tokens"); paged: a subset of special_tokens,
+                                    // dense: equals special_tokens (the side buffer)
+  int64_t special_pages = 0;        // paged: pages allocated for the special stream (0 for dense)
+  int64_t patch_bytes_reserved = 0;    // part of bytes_reserved: paged patch pool / dense frame buffers
+  int64_t special_bytes_reserved = 0;  // part of bytes_reserved: paged special pages / dense side buffer
 };
 
 class KVCache {
@@ -67,11 +97,19 @@ class KVCache {
   // out: f32 [n_frames * tokens_per_frame, heads * head_dim].
   virtual void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) = 0;
   virtual void end_step() = 0;
-  virtual void reset() = 0;  // back to empty, without reallocating
+  // Bookkeeping-only step (begin_step + end_step without attend): frames are appended/evicted and
+  // memory grows exactly as in a real step, but no K/V is written (their cache contents are
+  // unspecified). For memory/occupancy studies at real shapes; a later attend sees garbage keys.
+  virtual void step_without_attention(FrameMode mode, int n_frames) = 0;
+  // Keys each query attends to in the current step (cache + own tokens of a non-keyframe);
+  // valid between begin_step and end_step.
+  virtual int64_t keys_in_step() const = 0;
+  virtual void reset() = 0;  // back to empty, without reallocating (capacity is kept)
   virtual CacheStats stats() const = 0;
   virtual const CacheOptions& options() const = 0;
 };
 
+// Validates the options; the allocator must outlive the cache.
 std::unique_ptr<KVCache> make_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator);
 
 }  // namespace lingbot

@@ -1,0 +1,199 @@
+#include "kvcache/dense_kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lingbot {
+
+using kvdetail::frame_mode_name;
+
+DenseKVCache::DenseKVCache(const CacheOptions& options, Allocator& allocator, bool never_evict)
+    : opt_(options), alloc_(&allocator), never_evict_(never_evict) {
+  validate_cache_options(opt_);
+  row_ = int64_t{opt_.heads} * opt_.head_dim;
+  token_bytes_ = static_cast<size_t>(row_) * dtype_size(opt_.dtype);
+  blocks_.resize(opt_.num_blocks);
+  written_.assign(opt_.num_blocks, 0);
+}
+
+unsigned char* DenseKVCache::k_at(Buffer& b, int64_t /*cap*/, int64_t token) const {
+  return static_cast<unsigned char*>(b.data()) + static_cast<size_t>(token) * token_bytes_;
+}
+unsigned char* DenseKVCache::v_at(Buffer& b, int64_t cap, int64_t token) const {
+  return static_cast<unsigned char*>(b.data()) + static_cast<size_t>(cap + token) * token_bytes_;
+}
+
+void DenseKVCache::reset() {
+  ledger_ = {};
+  before_ = {};
+  step_ = {};
+  evict_before_attend_ = evict_after_attend_ = 0;
+  std::fill(written_.begin(), written_.end(), 0);
+}
+
+void DenseKVCache::grow(bool side, int64_t need_tokens, int64_t live_tokens) {
+  int64_t& cap = side ? side_cap_ : frames_cap_;
+  if (need_tokens <= cap) return;
+  const int64_t new_cap = std::max(need_tokens, 2 * cap);
+  // Allocate for every block first so a failure leaves the cache unchanged.
+  std::vector<Buffer> fresh;
+  fresh.reserve(blocks_.size());
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    fresh.emplace_back(*alloc_, 2 * static_cast<size_t>(new_cap) * token_bytes_);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    Buffer& old = side ? blocks_[b].side : blocks_[b].frames;
+    if (live_tokens > 0) {
+      std::memcpy(k_at(fresh[b], new_cap, 0), k_at(old, cap, 0), static_cast<size_t>(live_tokens) * token_bytes_);
+      std::memcpy(v_at(fresh[b], new_cap, 0), v_at(old, cap, 0), static_cast<size_t>(live_tokens) * token_bytes_);
+    }
+    old = std::move(fresh[b]);
+  }
+  cap = new_cap;
+}
+
+void DenseKVCache::evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames,
+                               int64_t side_tokens) {
+  if (n_evict == 0) return;
+  const int64_t tpf = opt_.tokens_per_frame;
+  const int kept = kept_specials_per_evicted_frame(opt_);
+  BlockBuffers& bb = blocks_[block];
+  // Kept specials of the evicted frames (token 0 first: camera, registers, scale) -> side buffer.
+  for (int64_t j = 0; j < n_evict && kept > 0; ++j) {
+    const int64_t src = (pinned + j) * tpf;
+    const int64_t dst = side_tokens + j * kept;
+    std::memcpy(k_at(bb.side, side_cap_, dst), k_at(bb.frames, frames_cap_, src), kept * token_bytes_);
+    std::memcpy(v_at(bb.side, side_cap_, dst), v_at(bb.frames, frames_cap_, src), kept * token_bytes_);
+  }
+  // Slide the newer frames down over the evicted ones.
+  const int64_t dst = pinned * tpf, src = (pinned + n_evict) * tpf;
+  const size_t bytes = static_cast<size_t>((resident_frames - pinned - n_evict) * tpf) * token_bytes_;
+  std::memmove(k_at(bb.frames, frames_cap_, dst), k_at(bb.frames, frames_cap_, src), bytes);
+  std::memmove(v_at(bb.frames, frames_cap_, dst), v_at(bb.frames, frames_cap_, src), bytes);
+}
+
+void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
+  kvdetail::check_begin_step(opt_, step_, ledger_, mode, n_frames);
+  kvdetail::FrameLedger after = ledger_;
+  int64_t pre = 0, post = 0;
+  if (mode != FrameMode::NonKeyframe) {
+    after.stored += n_frames;
+    const int64_t e = evictions_for(after);
+    (mode == FrameMode::Keyframe ? pre : post) = e;
+    kvdetail::check_special_cap(opt_, (after.evicted + e) * kept_specials_per_evicted_frame(opt_));
+    grow(false, after.resident(opt_) * opt_.tokens_per_frame, ledger_.resident(opt_) * opt_.tokens_per_frame);
+    grow(true, (after.evicted + e) * kept_specials_per_evicted_frame(opt_),
+         ledger_.evicted * kept_specials_per_evicted_frame(opt_));
+  }
+  before_ = ledger_;
+  after.evicted += pre;
+  ledger_ = after;
+  evict_before_attend_ = pre;
+  evict_after_attend_ = post;
+  step_.open = true;
+  step_.mode = mode;
+  step_.n_frames = n_frames;
+  step_.keys = ledger_.visible_tokens(opt_) + (mode == FrameMode::NonKeyframe ? opt_.tokens_per_frame : 0);
+  std::fill(written_.begin(), written_.end(), 0);
+}
+
+void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
+  kvdetail::check_attend(opt_, step_, block, q, kv, out);
+  LINGBOT_CHECK(!written_[block], "attend: block ", block, " was already attended in this ",
+                frame_mode_name(step_.mode), " step");
+  const int64_t tpf = opt_.tokens_per_frame;
+  const int kept = kept_specials_per_evicted_frame(opt_);
+  BlockBuffers& bb = blocks_[block];
+  const kernels::AttentionParams params{1.0f / std::sqrt(static_cast<float>(opt_.head_dim)), opt_.num_threads};
+  auto make_spans = [&](int64_t side_tokens, int64_t frame_tokens) {
+    spans_.clear();
+    spans_.push_back({k_at(bb.side, side_cap_, 0), v_at(bb.side, side_cap_, 0), opt_.dtype,
+                      static_cast<int>(side_tokens), row_});
+    spans_.push_back({k_at(bb.frames, frames_cap_, 0), v_at(bb.frames, frames_cap_, 0), opt_.dtype,
+                      static_cast<int>(frame_tokens), row_});
+  };
+  if (step_.mode == FrameMode::NonKeyframe) {
+    make_spans(ledger_.evicted * kept, ledger_.resident(opt_) * tpf);
+    spans_.push_back(kvdetail::own_tokens_span(opt_, kv, static_cast<int>(tpf), own_scratch_));
+    kernels::dense_attention(q, spans_, out, params);
+    return;
+  }
+  // Append this step's frames after the resident ones (the block still holds `before_`).
+  const int64_t resident_before = before_.resident(opt_);
+  const int64_t n_tokens = int64_t{step_.n_frames} * tpf;
+  kvdetail::store_rows(static_cast<const float*>(kv.k), kv.token_stride, k_at(bb.frames, frames_cap_, resident_before * tpf),
+                       opt_.dtype, row_, n_tokens, row_);
+  kvdetail::store_rows(static_cast<const float*>(kv.v), kv.token_stride, v_at(bb.frames, frames_cap_, resident_before * tpf),
+                       opt_.dtype, row_, n_tokens, row_);
+  kvdetail::FrameLedger now = before_;
+  now.stored += step_.n_frames;
+  // Keyframe: evict, then attend. Scale phase: attend, then evict.
+  evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.evicted * kept);
+  now.evicted += evict_before_attend_;
+  make_spans(now.evicted * kept, now.resident(opt_) * tpf);
+  kernels::dense_attention(q, spans_, out, params);
+  evict_block(block, now.pinned(opt_), evict_after_attend_, now.resident(opt_), now.evicted * kept);
+  written_[block] = 1;
+}
+
+void DenseKVCache::end_step() {
+  LINGBOT_CHECK(step_.open, "end_step: no step in progress");
+  if (step_.mode != FrameMode::NonKeyframe) {
+    for (int b = 0; b < opt_.num_blocks; ++b)
+      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ", frame_mode_name(step_.mode),
+                    " step (its K/V would be missing)");
+  }
+  ledger_.evicted += evict_after_attend_;
+  evict_after_attend_ = evict_before_attend_ = 0;
+  step_.open = false;
+}
+
+void DenseKVCache::step_without_attention(FrameMode mode, int n_frames) {
+  begin_step(mode, n_frames);
+  std::fill(written_.begin(), written_.end(), 1);
+  end_step();
+}
+
+int64_t DenseKVCache::keys_in_step() const {
+  LINGBOT_CHECK(step_.open, "keys_in_step: no step in progress");
+  return step_.keys;
+}
+
+std::vector<unsigned char> DenseKVCache::live_bytes(int block) const {
+  auto& bb = const_cast<BlockBuffers&>(blocks_[block]);
+  const int64_t ft = ledger_.resident(opt_) * opt_.tokens_per_frame;
+  const int64_t st = ledger_.evicted * kept_specials_per_evicted_frame(opt_);
+  std::vector<unsigned char> out;
+  auto put = [&](const unsigned char* p, int64_t tokens) { out.insert(out.end(), p, p + tokens * token_bytes_); };
+  if (ft) {
+    put(k_at(bb.frames, frames_cap_, 0), ft);
+    put(v_at(bb.frames, frames_cap_, 0), ft);
+  }
+  if (st) {
+    put(k_at(bb.side, side_cap_, 0), st);
+    put(v_at(bb.side, side_cap_, 0), st);
+  }
+  return out;
+}
+
+CacheStats DenseKVCache::stats() const {
+  CacheStats s;
+  const int kept = kept_specials_per_evicted_frame(opt_);
+  s.frames_stored = ledger_.stored;
+  s.frames_resident = ledger_.resident(opt_);
+  s.pinned_pages = ledger_.pinned(opt_);
+  s.window_pages = ledger_.window(opt_);
+  s.special_tokens = ledger_.evicted * kept;
+  s.kept_special_tokens = s.special_tokens;
+  s.visible_tokens = ledger_.visible_tokens(opt_);
+  const int64_t nb = opt_.num_blocks, tb = static_cast<int64_t>(token_bytes_);
+  s.bytes_used = nb * 2 * tb * (s.frames_resident * opt_.tokens_per_frame + s.special_tokens);
+  s.patch_bytes_reserved = nb * 2 * tb * frames_cap_;
+  s.special_bytes_reserved = nb * 2 * tb * side_cap_;
+  s.bytes_reserved = s.patch_bytes_reserved + s.special_bytes_reserved;
+  return s;
+}
+
+}  // namespace lingbot

@@ -1,0 +1,67 @@
+#pragma once
+// Dense KV cache: the data layout of the upstream SDPA path, with the semantics of DESIGN.md §2.
+// Per block:
+//   frames: [2 (K,V), capacity, heads, head_dim] in options.dtype; tokens [0, resident*tokens_per_frame)
+//           hold the resident frames whole (specials + patches), in storage order.
+//   side:   [2, capacity, heads, head_dim]; the kept specials of evicted frames, oldest first
+//           (num_special_tokens, 1 (camera_only) or 0 per frame, by kept_specials_per_evicted_frame).
+// Eviction copies the kept specials to the side buffer and slides later frames down (memmove).
+// Buffers grow geometrically (x2, amortised) through the allocator and are kept across reset().
+// never_evict (backend DenseFull): every stored frame stays whole; the window rule is ignored.
+// Attention is dense_attention over [side, frames, (non-keyframe: own tokens)].
+#include <span>
+#include <vector>
+
+#include "kvcache/frame_ledger.h"
+#include "kvcache/kv_cache.h"
+
+namespace lingbot {
+
+class DenseKVCache final : public KVCache {
+ public:
+  DenseKVCache(const CacheOptions& options, Allocator& allocator, bool never_evict);
+
+  void begin_step(FrameMode mode, int n_frames) override;
+  void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) override;
+  void end_step() override;
+  void step_without_attention(FrameMode mode, int n_frames) override;
+  int64_t keys_in_step() const override;
+  void reset() override;
+  CacheStats stats() const override;
+  const CacheOptions& options() const override { return opt_; }
+
+  bool never_evict() const { return never_evict_; }
+  const kvdetail::FrameLedger& ledger() const { return ledger_; }
+  // Live bytes of a block (K then V regions, only the used tokens), for tests.
+  std::vector<unsigned char> live_bytes(int block) const;
+
+ private:
+  struct BlockBuffers {
+    Buffer frames;  // [2, frames_cap_, row]
+    Buffer side;    // [2, side_cap_, row]
+  };
+  int64_t evictions_for(const kvdetail::FrameLedger& l) const { return never_evict_ ? 0 : l.excess(opt_); }
+  void grow(bool side, int64_t need_tokens, int64_t live_tokens);
+  void evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames, int64_t side_tokens);
+  unsigned char* k_at(Buffer& b, int64_t cap, int64_t token) const;
+  unsigned char* v_at(Buffer& b, int64_t cap, int64_t token) const;
+
+  CacheOptions opt_;
+  Allocator* alloc_;
+  bool never_evict_;
+  int64_t row_ = 0;
+  size_t token_bytes_ = 0;  // one K (or V) token row in storage dtype
+  std::vector<BlockBuffers> blocks_;
+  int64_t frames_cap_ = 0;  // tokens
+  int64_t side_cap_ = 0;    // tokens
+
+  kvdetail::FrameLedger ledger_;  // after the current step's pre-attention eviction
+  kvdetail::StepState step_;
+  kvdetail::FrameLedger before_;  // ledger at begin_step (what each block's data still reflects)
+  int64_t evict_before_attend_ = 0, evict_after_attend_ = 0;
+  std::vector<uint8_t> written_;
+  std::vector<kernels::KVSpan> spans_;
+  std::vector<unsigned char> own_scratch_;
+};
+
+}  // namespace lingbot

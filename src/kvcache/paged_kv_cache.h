@@ -1,0 +1,134 @@
+#pragma once
+// Two-stream paged KV cache (DESIGN.md §1-2). Use it through KVCache / make_kv_cache; the lower-level
+// operations below (append, evict, deferred eviction, rollback, write, attend over the current
+// visible set) are public for tests and tools.
+//
+// Memory, per block (all pages have the same shape [2 (K,V), page_size, heads, head_dim] in
+// options.dtype, K of a page first, then V):
+//   * patch pool: one allocation of pool_pages() = max(pinned_cap + sliding_window + 1, scale_frames)
+//     pages made at construction (pinned_cap = scale_frames with include_scale_frames, else 0). A
+//     resident frame owns one page; slots [0, patch_tokens) hold its patch tokens, slots beyond are
+//     padding (page_size rounded to a power of two on request) and never appear in a plan.
+//     Eviction moves page ids to the free list; data never moves.
+//   * special stream: the num_special_tokens specials of every stored frame, frame after frame, in
+//     append-only special pages of special_page_frames() whole frames each; one allocation per page,
+//     made on demand and never moved or copied, kept across reset() for reuse.
+// Page ids (patch pool ids and special page ids, two id spaces) are identical in every block, so
+// the plan of a frame step is built once and reused by every block.
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "kvcache/frame_ledger.h"
+#include "kvcache/kv_cache.h"
+
+namespace lingbot {
+
+// The visible set of the current cache state as int32 arrays (ready to copy to a device).
+struct PagePlan {
+  // Patch pages: entry i covers slots [start[i], start[i]+len[i]) of patch pool page page_ids[i].
+  std::vector<int32_t> page_ids, start, len;
+  // Special-stream runs: entry i covers len tokens of special page special_page_ids[i] starting at
+  // slot special_start[i], `special_stride[i]` slots apart (1 = contiguous; num_special_tokens =
+  // one token per frame, the camera tokens of camera_only frames). Adjacent runs are merged.
+  std::vector<int32_t> special_page_ids, special_start, special_len, special_stride;
+  int64_t visible_tokens = 0;
+
+  kernels::PageTableView patch_table() const {
+    return {page_ids.data(), start.data(), len.data(), static_cast<int>(page_ids.size())};
+  }
+};
+
+// Bookkeeping snapshot (everything but K/V bytes); equal snapshots mean equal cache states.
+struct PagedCacheState {
+  kvdetail::FrameLedger ledger;
+  std::vector<int32_t> pinned_pages, window_pages, free_pages;  // free list in pop order (back first)
+  int64_t special_pages = 0;
+  bool deferred_pending = false;
+  bool operator==(const PagedCacheState&) const = default;
+};
+
+class PagedKVCache final : public KVCache {
+ public:
+  PagedKVCache(const CacheOptions& options, Allocator& allocator);
+
+  // KVCache
+  void begin_step(FrameMode mode, int n_frames) override;
+  void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) override;
+  void end_step() override;
+  void step_without_attention(FrameMode mode, int n_frames) override;
+  int64_t keys_in_step() const override;
+  void reset() override;
+  CacheStats stats() const override;
+  const CacheOptions& options() const override { return opt_; }
+
+  // ---- Lower-level operations (throw while a begin_step/end_step step is open) ----
+  enum class Eviction : uint8_t { Immediate, Deferred };
+  // Appends one stored frame (a patch page + its special slots; K/V to be written with write_frame)
+  // and, unless deferred, evicts down to the window. Returns the frame's storage index.
+  int64_t append_frame(Eviction eviction = Eviction::Immediate);
+  // Evicts oldest unpinned frames while the window holds more than sliding_window; returns how many.
+  int64_t evict();
+  // Completes the eviction of a deferred append_frame (keeps the frame).
+  int64_t execute_deferred_eviction();
+  // Undoes the last append_frame(Eviction::Deferred) exactly (pages, free-list order, special
+  // pages it allocated); throws if there is none pending.
+  void rollback_last_frame();
+  // Writes stored, resident frame `frame`'s K/V (tokens_per_frame f32 tokens) into `block`.
+  void write_frame(int block, int64_t frame, const kernels::KVSpan& kv);
+  // Attention of q over the current visible set of `block` plus `extra` spans.
+  void attend_visible(int block, const kernels::QueryView& q, std::span<const kernels::KVSpan> extra, float* out);
+  // The visible set of the current state (rebuilt only when the state changed).
+  const PagePlan& plan();
+
+  // ---- Introspection ----
+  int patch_tokens() const { return patch_tokens_; }
+  int page_size() const { return page_size_; }
+  int pool_pages() const { return pool_pages_; }
+  int special_page_frames() const { return special_page_frames_; }
+  size_t page_bytes() const { return page_bytes_; }
+  PagedCacheState state() const;
+  kernels::PagePoolView pool_view(int block) const;
+  const void* special_page(int block, int page) const;
+  // Throws lingbot::Error describing the first broken invariant (ids unique, used + free = pool,
+  // patch pages in use <= scale_frames + sliding_window (+1 while a deferred eviction is pending)).
+  void check_invariants() const;
+
+ private:
+  void check_no_step(const char* op) const;
+  void reserve_special_pages(int64_t frames);  // allocates in all blocks, all-or-nothing
+  int64_t append_unchecked();
+  int32_t frame_page(int64_t frame) const;
+  void build_plan();
+  void special_spans(int block, std::vector<kernels::KVSpan>& spans) const;
+
+  CacheOptions opt_;
+  Allocator* alloc_;
+  int patch_tokens_ = 0;
+  int page_size_ = 0;
+  int pool_pages_ = 0;
+  int special_page_frames_ = 0;
+  int64_t row_ = 0;  // heads * head_dim
+  size_t page_bytes_ = 0;
+
+  std::vector<Buffer> pools_;                      // [block] patch pool
+  std::vector<std::vector<Buffer>> special_;       // [block][special page]
+
+  kvdetail::FrameLedger ledger_;
+  std::vector<int32_t> pinned_pages_;
+  std::deque<int32_t> window_pages_;
+  std::vector<int32_t> free_pages_;  // stack: back() is the next page handed out
+  bool deferred_pending_ = false;
+  int64_t deferred_new_special_pages_ = 0;
+
+  kvdetail::StepState step_;
+  int64_t step_first_frame_ = 0;
+  std::vector<uint8_t> written_;  // [block] K/V of this step's frames written
+
+  PagePlan plan_;
+  bool plan_valid_ = false;
+  std::vector<kernels::KVSpan> spans_;        // per attend: special runs + own tokens
+  std::vector<unsigned char> own_scratch_;    // non-keyframe own tokens in storage dtype
+};
+
+}  // namespace lingbot
