@@ -41,7 +41,7 @@ struct AttnScratch {
   std::vector<float> m;     // [kMaxQueryTile] running max (log2 domain)
   std::vector<float> l;     // [kMaxQueryTile] running sum
   std::vector<float> alpha; // [kMaxQueryTile] rescale factor of the current block
-  std::vector<float> row;   // [dp] conversion buffer for one token
+  std::vector<float> krows; // [kKeyPanel][dp] K rows of one panel before packing
 };
 
 // Inner kernels. rows is a multiple of kRowGroup, cols a multiple of kKeyPanel, dp of kDimAlign.
@@ -55,6 +55,8 @@ struct AttnKernels {
   void (*pv)(const float* p, const float* v, const float* alpha, int rows, int n_keys, int dp, float* o);
   // dst[i] = float(src[i]) for i < n
   void (*convert)(const void* src, DType t, float* dst, int n);
+  // Transposes kKeyPanel key rows [kKeyPanel][dp] into one packed panel [dp][kKeyPanel].
+  void (*pack_k)(const float* rows, int dp, float* panel);
 };
 
 const AttnKernels& portable_kernels();

@@ -17,7 +17,7 @@ AttnScratch::AttnScratch(int head_dim)
       m(kMaxQueryTile),
       l(kMaxQueryTile),
       alpha(kMaxQueryTile),
-      row(dp) {}
+      krows(static_cast<size_t>(kKeyPanel) * dp) {}
 
 namespace {
 
@@ -61,6 +61,11 @@ void pv_portable(const float* p, const float* v, const float* alpha, int rows, i
   }
 }
 
+void pack_k_portable(const float* rows, int dp, float* panel) {
+  for (int t = 0; t < kKeyPanel; ++t)
+    for (int d = 0; d < dp; ++d) panel[d * kKeyPanel + t] = rows[t * dp + d];
+}
+
 void convert_portable(const void* src, DType t, float* dst, int n) { convert_to_f32(src, t, dst, static_cast<size_t>(n)); }
 
 // Walks the concatenated key segments in order.
@@ -70,36 +75,36 @@ struct KeyCursor {
 };
 
 // Converts keys [cursor, cursor+nk) of head h into scratch.kp (packed panels) and scratch.v.
+// K/V are converted to f32 once per block and reused by every query row of the tile.
 void load_block(const AttnKernels& kern, const std::vector<KeySegment>& segs, KeyCursor& cur, int h, int head_dim,
                 int nk, AttnScratch& sc) {
   const int dp = sc.dp;
-  for (int j = 0; j < nk; ++j) {
-    while (cur.tok >= segs[cur.seg].n_tokens) {
-      ++cur.seg;
-      cur.tok = 0;
+  for (int j0 = 0; j0 < nk; j0 += kKeyPanel) {
+    const int n = std::min(kKeyPanel, nk - j0);
+    for (int t = 0; t < n; ++t) {
+      while (cur.tok >= segs[cur.seg].n_tokens) {
+        ++cur.seg;
+        cur.tok = 0;
+      }
+      const KeySegment& sg = segs[cur.seg];
+      const int64_t off = (cur.tok * sg.token_stride + static_cast<int64_t>(h) * head_dim) *
+                          static_cast<int64_t>(dtype_size(sg.dtype));
+      kern.convert(static_cast<const unsigned char*>(sg.k) + off, sg.dtype, sc.krows.data() + static_cast<size_t>(t) * dp,
+                   head_dim);
+      kern.convert(static_cast<const unsigned char*>(sg.v) + off, sg.dtype,
+                   sc.v.data() + static_cast<size_t>(j0 + t) * dp, head_dim);
+      ++cur.tok;
     }
-    const KeySegment& sg = segs[cur.seg];
-    const size_t esize = dtype_size(sg.dtype);
-    const int64_t off = (cur.tok * sg.token_stride + static_cast<int64_t>(h) * head_dim) * static_cast<int64_t>(esize);
-    kern.convert(static_cast<const unsigned char*>(sg.k) + off, sg.dtype, sc.row.data(), head_dim);
-    float* panel = sc.kp.data() + static_cast<size_t>(j / kKeyPanel) * dp * kKeyPanel + j % kKeyPanel;
-    for (int d = 0; d < head_dim; ++d) panel[d * kKeyPanel] = sc.row[d];
-    kern.convert(static_cast<const unsigned char*>(sg.v) + off, sg.dtype, sc.v.data() + static_cast<size_t>(j) * dp,
-                 head_dim);
-    ++cur.tok;
-  }
-  // Keys past the end of the last block: zero (their scores are masked, this keeps them finite).
-  const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
-  for (int j = nk; j < cols; ++j) {
-    float* panel = sc.kp.data() + static_cast<size_t>(j / kKeyPanel) * dp * kKeyPanel + j % kKeyPanel;
-    for (int d = 0; d < dp; ++d) panel[d * kKeyPanel] = 0.f;
+    // Keys past the end of the last block: zero (their scores are masked; this keeps them finite).
+    std::fill(sc.krows.begin() + static_cast<ptrdiff_t>(n) * dp, sc.krows.end(), 0.f);
+    kern.pack_k(sc.krows.data(), dp, sc.kp.data() + static_cast<size_t>(j0) * dp);
   }
 }
 
 }  // namespace
 
 const AttnKernels& portable_kernels() {
-  static const AttnKernels k{qk_portable, softmax_portable, pv_portable, convert_portable};
+  static const AttnKernels k{qk_portable, softmax_portable, pv_portable, convert_portable, pack_k_portable};
   return k;
 }
 
