@@ -129,31 +129,32 @@ void BM_Sgemm(benchmark::State& state) {
 
 }  // namespace
 
-// 224 streaming shape: 256 patches + 6 specials, 72 cached frames, 16 heads x 64 -> ~19k keys.
-BENCHMARK(BM_Paged)
-    ->ArgNames({"dtype", "thr", "frames", "patches", "d", "heads"})
-    ->Args({0, 1, 72, 256, 64, 16})
-    ->Args({1, 1, 72, 256, 64, 16})
-    ->Args({2, 1, 72, 256, 64, 16})
-    ->Args({0, 2, 72, 256, 64, 16})
-    ->Args({1, 2, 72, 256, 64, 16})
-    ->Args({2, 2, 72, 256, 64, 16})
-    // 518 shape: 999 patches + 6 specials (1005 queries), 16 cached frames (pages of 1024 slots).
-    ->Args({0, 2, 16, 999, 64, 16})
-    ->Args({2, 2, 16, 999, 64, 16})
-    // head_dim 128, 8 heads (same model width).
-    ->Args({0, 2, 72, 256, 128, 8})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK(BM_Dense)->ArgNames({"thr", "n"})->Args({1, 1005})->Args({2, 1005})->Unit(benchmark::kMillisecond)->UseRealTime();
-// sgemm the size of one head's QK^T at the 224 shape, and a square one.
-BENCHMARK(BM_Sgemm)
-    ->ArgNames({"thr", "m", "n", "k"})
-    ->Args({1, 262, 19126, 64})
-    ->Args({2, 262, 19126, 64})
-    ->Args({1, 1024, 1024, 1024})
-    ->Args({2, 1024, 1024, 1024})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+// Single-thread runs report CPU time (robust on a shared machine); multi-thread runs real time.
+void paged_args(benchmark::internal::Benchmark* b, int threads) {
+  b->ArgNames({"dtype", "thr", "frames", "patches", "d", "heads"});
+  // 224 streaming shape: 256 patches + 6 specials, 72 cached frames, 16 heads x 64 -> ~19k keys.
+  for (int dt = 0; dt < 3; ++dt) b->Args({dt, threads, 72, 256, 64, 16});
+  // 518 shape: 999 patches + 6 specials (1005 queries), 16 cached frames (pages of 1024 slots).
+  for (int dt = 0; dt < 3; ++dt) b->Args({dt, threads, 16, 999, 64, 16});
+  // head_dim 128, 8 heads (same model width).
+  b->Args({0, threads, 72, 256, 128, 8});
+  b->Unit(benchmark::kMillisecond);
+}
+void dense_args(benchmark::internal::Benchmark* b, int threads) {
+  b->ArgNames({"thr", "n"})->Args({threads, 1005})->Unit(benchmark::kMillisecond);
+}
+// sgemm the size of one head's QK^T at the 224 and 518 shapes, and a square one.
+void sgemm_args(benchmark::internal::Benchmark* b, int threads) {
+  b->ArgNames({"thr", "m", "n", "k"});
+  b->Args({threads, 262, 19126, 64})->Args({threads, 1005, 17101, 64})->Args({threads, 1024, 1024, 1024});
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_Paged)->Apply([](auto* b) { paged_args(b, 1); });
+BENCHMARK(BM_Paged)->Apply([](auto* b) { paged_args(b, 2); })->UseRealTime();
+BENCHMARK(BM_Dense)->Apply([](auto* b) { dense_args(b, 1); });
+BENCHMARK(BM_Dense)->Apply([](auto* b) { dense_args(b, 2); })->UseRealTime();
+BENCHMARK(BM_Sgemm)->Apply([](auto* b) { sgemm_args(b, 1); });
+BENCHMARK(BM_Sgemm)->Apply([](auto* b) { sgemm_args(b, 2); })->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -14,7 +14,7 @@ namespace {
 using detail::AttnScratch;
 using detail::KeySegment;
 using detail::kKeyBlock;
-using detail::kMaxQueryTile;
+using detail::kMaxQueryGroup;
 using detail::kRowGroup;
 
 void validate_query(std::string_view fn, const QueryView& q, const float* out, const AttentionParams& p) {
@@ -78,26 +78,26 @@ void add_pages(const QueryView& q, const PagePoolView& pool, const PageTableView
   }
 }
 
-// Splits n_q into equal tiles of at most kMaxQueryTile rows. Tiling depends only on n_q, and each
-// output row's arithmetic does not depend on its tile, so results are independent of threads.
-struct QueryTiling {
-  int n_tiles = 0;
-  int tile = 0;
+// Splits n_q into equal groups of at most kMaxQueryGroup rows. Each output row's arithmetic is the
+// same whatever group or thread computes it, so results do not depend on the thread count.
+struct QueryGroups {
+  int count = 0;
+  int rows = 0;
 };
-QueryTiling tile_queries(int n_q) {
-  QueryTiling t;
-  t.n_tiles = (n_q + kMaxQueryTile - 1) / kMaxQueryTile;
-  t.tile = t.n_tiles ? (n_q + t.n_tiles - 1) / t.n_tiles : 0;
-  t.tile = std::min(kMaxQueryTile, (t.tile + kRowGroup - 1) / kRowGroup * kRowGroup);
-  return t;
+QueryGroups group_queries(int n_q) {
+  QueryGroups g;
+  g.count = (n_q + kMaxQueryGroup - 1) / kMaxQueryGroup;
+  g.rows = g.count ? (n_q + g.count - 1) / g.count : 0;
+  g.rows = std::min(kMaxQueryGroup, (g.rows + kRowGroup - 1) / kRowGroup * kRowGroup);
+  return g;
 }
 
 void run(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
          const AttentionParams& params) {
   if (q.n_tokens == 0) return;
   const detail::AttnKernels& kern = detail::select_kernels();
-  const QueryTiling tiling = tile_queries(q.n_tokens);
-  const int64_t n_items = static_cast<int64_t>(q.heads) * tiling.n_tiles;
+  const QueryGroups groups = group_queries(q.n_tokens);
+  const int64_t n_items = static_cast<int64_t>(q.heads) * groups.count;
   const int threads = static_cast<int>(std::min<int64_t>(params.num_threads, n_items));
   // Fold log2(e) into the query scale so the softmax can use exp2.
   const float qscale = params.scale * 1.4426950408889634f;
@@ -106,11 +106,10 @@ void run(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys
     AttnScratch scratch(q.head_dim);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < n_items; ++item) {
-      const int h = static_cast<int>(item / tiling.n_tiles);
-      const int tile = static_cast<int>(item % tiling.n_tiles);
-      const int q0 = tile * tiling.tile;
-      const int nq = std::min(tiling.tile, q.n_tokens - q0);
-      detail::attend_tile(kern, q, h, q0, nq, qscale, segs, n_keys, scratch, out);
+      const int h = static_cast<int>(item / groups.count);
+      const int q0 = static_cast<int>(item % groups.count) * groups.rows;
+      const int nq = std::min(groups.rows, q.n_tokens - q0);
+      detail::attend_group(kern, q, h, q0, nq, qscale, segs, n_keys, scratch, out);
     }
   }
 }

@@ -2,7 +2,8 @@
 // Internals of the CPU attention kernels (attention.cpp): flash-style tiling shared by the portable
 // and the AVX2 inner kernels. Not a public interface.
 //
-// One work item = one head x one query tile. Keys are visited in fixed blocks of kKeyBlock keys
+// One work item = one head x one query group (<= kMaxQueryGroup rows, processed in tiles of
+// <= kMaxQueryTile rows). Keys are visited in fixed blocks of kKeyBlock keys
 // counted over the concatenation of all key segments (pages, then spans), so the arithmetic of an
 // output row depends neither on the thread count nor on how the keys are split into pages.
 #include <cstdint>
@@ -16,7 +17,8 @@ namespace lingbot::kernels::detail {
 inline constexpr int kKeyPanel = 16;       // keys per packed K panel (inner-kernel width)
 inline constexpr int kKeyBlock = 128;      // keys per block (multiple of kKeyPanel)
 inline constexpr int kRowGroup = 6;        // query rows per inner-kernel call
-inline constexpr int kMaxQueryTile = 60;   // query rows per work item (multiple of kRowGroup)
+inline constexpr int kMaxQueryTile = 60;   // query rows per S tile (multiple of kRowGroup)
+inline constexpr int kMaxQueryGroup = 360; // query rows per work item (multiple of kMaxQueryTile)
 inline constexpr int kDimAlign = 16;       // head_dim is zero-padded to a multiple of this
 
 // A run of consecutive visible keys: token t of head h has its K at k + (t*token_stride + h*head_dim)
@@ -33,14 +35,14 @@ struct KeySegment {
 struct AttnScratch {
   explicit AttnScratch(int head_dim);
   int dp;                   // head_dim rounded up to kDimAlign
-  std::vector<float> q;     // [kMaxQueryTile][dp], pre-scaled by scale*log2(e)
-  std::vector<float> o;     // [kMaxQueryTile][dp] unnormalised output accumulator
+  std::vector<float> q;     // [kMaxQueryGroup][dp], pre-scaled by scale*log2(e)
+  std::vector<float> o;     // [kMaxQueryGroup][dp] unnormalised output accumulator
   std::vector<float> s;     // [kMaxQueryTile][kKeyBlock] scores, then probabilities
   std::vector<float> kp;    // [kKeyBlock/kKeyPanel][dp][kKeyPanel] K block, panel-packed
   std::vector<float> v;     // [kKeyBlock][dp] V block
-  std::vector<float> m;     // [kMaxQueryTile] running max (log2 domain)
-  std::vector<float> l;     // [kMaxQueryTile] running sum
-  std::vector<float> alpha; // [kMaxQueryTile] rescale factor of the current block
+  std::vector<float> m;     // [kMaxQueryGroup] running max (log2 domain)
+  std::vector<float> l;     // [kMaxQueryGroup] running sum
+  std::vector<float> alpha; // [kMaxQueryGroup] rescale factor of the current block
   std::vector<float> krows; // [kKeyPanel][dp] K rows of one panel before packing
 };
 
@@ -65,8 +67,9 @@ const AttnKernels* avx2_kernels();
 // The best kernels for this CPU (decided once, immutable afterwards).
 const AttnKernels& select_kernels();
 
-// Attention of query rows [q0, q0+nq) of head h over all keys of segs; writes out rows.
-void attend_tile(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
-                 const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
+// Attention of query rows [q0, q0+nq) (nq <= kMaxQueryGroup) of head h over all keys of segs;
+// writes those rows of out. qscale = scale * log2(e).
+void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
+                  const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
 
 }  // namespace lingbot::kernels::detail

@@ -9,14 +9,14 @@ namespace lingbot::kernels::detail {
 
 AttnScratch::AttnScratch(int head_dim)
     : dp((head_dim + kDimAlign - 1) / kDimAlign * kDimAlign),
-      q(static_cast<size_t>(kMaxQueryTile) * dp),
-      o(static_cast<size_t>(kMaxQueryTile) * dp),
+      q(static_cast<size_t>(kMaxQueryGroup) * dp),
+      o(static_cast<size_t>(kMaxQueryGroup) * dp),
       s(static_cast<size_t>(kMaxQueryTile) * kKeyBlock),
       kp(static_cast<size_t>(kKeyBlock) * dp),
       v(static_cast<size_t>(kKeyBlock) * dp),
-      m(kMaxQueryTile),
-      l(kMaxQueryTile),
-      alpha(kMaxQueryTile),
+      m(kMaxQueryGroup),
+      l(kMaxQueryGroup),
+      alpha(kMaxQueryGroup),
       krows(static_cast<size_t>(kKeyPanel) * dp) {}
 
 namespace {
@@ -113,8 +113,8 @@ const AttnKernels& select_kernels() {
   return k;
 }
 
-void attend_tile(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
-                 const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& sc, float* out) {
+void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
+                  const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& sc, float* out) {
   const int d = q.head_dim, dp = sc.dp;
   const int rows = (nq + kRowGroup - 1) / kRowGroup * kRowGroup;
   std::fill(sc.q.begin(), sc.q.end(), 0.f);
@@ -126,14 +126,19 @@ void attend_tile(const AttnKernels& kern, const QueryView& q, int h, int q0, int
   std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(sc.l.begin(), sc.l.end(), 0.f);
 
+  // Each K/V block is converted once and then used by every query tile of the group while it is
+  // hot in cache; the strided page reads are the expensive part, not the conversion.
   KeyCursor cur;
   for (int64_t k0 = 0; k0 < n_keys; k0 += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, n_keys - k0));
     const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
     load_block(kern, segs, cur, h, d, nk, sc);
-    kern.qk(sc.q.data(), sc.kp.data(), rows, cols, dp, sc.s.data());
-    kern.softmax(sc.s.data(), rows, nk, cols, sc.m.data(), sc.l.data(), sc.alpha.data());
-    kern.pv(sc.s.data(), sc.v.data(), sc.alpha.data(), rows, nk, dp, sc.o.data());
+    for (int t0 = 0; t0 < rows; t0 += kMaxQueryTile) {
+      const int tr = std::min(kMaxQueryTile, rows - t0);
+      kern.qk(sc.q.data() + static_cast<size_t>(t0) * dp, sc.kp.data(), tr, cols, dp, sc.s.data());
+      kern.softmax(sc.s.data(), tr, nk, cols, sc.m.data() + t0, sc.l.data() + t0, sc.alpha.data() + t0);
+      kern.pv(sc.s.data(), sc.v.data(), sc.alpha.data() + t0, tr, nk, dp, sc.o.data() + static_cast<size_t>(t0) * dp);
+    }
   }
 
   const int64_t out_stride = static_cast<int64_t>(q.heads) * d;
