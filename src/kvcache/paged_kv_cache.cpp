@@ -335,6 +335,28 @@ int64_t PagedKVCache::keys_in_step() const {
   return step_.keys;
 }
 
+std::vector<unsigned char> PagedKVCache::live_bytes(int block) const {
+  const size_t es = dtype_size(opt_.dtype);
+  const size_t tb = static_cast<size_t>(row_) * es;
+  std::vector<unsigned char> out;
+  auto put = [&](const unsigned char* page, int64_t slot, int64_t n) {
+    const unsigned char* k = page + static_cast<size_t>(slot) * tb;
+    const unsigned char* v = page + static_cast<size_t>(page_size_ + slot) * tb;
+    out.insert(out.end(), k, k + n * tb);
+    out.insert(out.end(), v, v + n * tb);
+  };
+  const auto* pool = static_cast<const unsigned char*>(pools_[block].data());
+  for (int64_t f = 0; f < ledger_.stored; ++f) {
+    const int64_t pinned = ledger_.pinned(opt_);
+    if (f >= pinned && f < pinned + ledger_.evicted) continue;
+    put(pool + static_cast<size_t>(frame_page(f)) * page_bytes_, 0, patch_tokens_);
+  }
+  for (int64_t f = 0; f < ledger_.stored; ++f)
+    put(static_cast<const unsigned char*>(special_[block][static_cast<size_t>(f / special_page_frames_)].data()),
+        (f % special_page_frames_) * opt_.num_special_tokens, opt_.num_special_tokens);
+  return out;
+}
+
 PagedCacheState PagedKVCache::state() const {
   PagedCacheState s;
   s.ledger = ledger_;

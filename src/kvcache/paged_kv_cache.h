@@ -5,6 +5,7 @@
 //
 // Memory, per block (all pages have the same shape [2 (K,V), page_size, heads, head_dim] in
 // options.dtype, K of a page first, then V):
+// page_size = max(patch_tokens, num_special_tokens), rounded up to a power of two on request.
 //   * patch pool: one allocation of pool_pages() = max(pinned_cap + sliding_window + 1, scale_frames)
 //     pages made at construction (pinned_cap = scale_frames with include_scale_frames, else 0). A
 //     resident frame owns one page; slots [0, patch_tokens) hold its patch tokens, slots beyond are
@@ -90,6 +91,9 @@ class PagedKVCache final : public KVCache {
   PagedCacheState state() const;
   kernels::PagePoolView pool_view(int block) const;
   const void* special_page(int block, int page) const;
+  // Bytes of the live tokens of a block: resident frames' patch slots (storage order) then the
+  // special stream [0, stored * num_special_tokens), K then V of each.
+  std::vector<unsigned char> live_bytes(int block) const;
   // Throws lingbot::Error describing the first broken invariant (ids unique, used + free = pool,
   // patch pages in use <= scale_frames + sliding_window (+1 while a deferred eviction is pending)).
   void check_invariants() const;
