@@ -1,0 +1,59 @@
+#pragma once
+// Video decoding with FFmpeg's libraries (libavformat/libavcodec/libswscale), one frame at a time.
+//
+// Sampling follows upstream demo.py (--fps): interval = max(1, round(source_fps / target_fps)) with
+// Python rounding (half to even), and decoded frame i is kept iff i % interval == 0. source_fps is
+// FFmpeg's guessed frame rate (what OpenCV's CAP_PROP_FPS reports), 30 when unknown.
+// Differences from upstream: upstream writes sampled frames to JPEG files (quality 95) and reloads
+// them; here frames go straight to 8-bit RGB (swscale, bicubic, default BT.601 matrix as OpenCV
+// uses), so there is no JPEG loss. Container rotation metadata is not applied.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "io/image.h"
+
+namespace lingbot::io {
+
+struct VideoInfo {
+  int width = 0;              // coded frame size of the video stream
+  int height = 0;
+  double fps = 0;             // source frame rate used for sampling
+  int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
+  std::string codec;          // decoder name, e.g. "h264"
+};
+
+struct VideoFrame {
+  ImageU8 image;              // 8-bit RGB
+  int64_t source_index = 0;   // index among all decoded frames (before sampling)
+  double timestamp_s = 0;     // presentation time in seconds (source_index / fps when unknown)
+};
+
+class VideoReader {
+ public:
+  // Opens `path` and its best video stream. target_fps <= 0 keeps every frame.
+  // Errors: "video file not found: <path>", "cannot open video <path>: <reason>",
+  // "no video stream in <path>", "unsupported video codec '<name>' in <path>".
+  explicit VideoReader(const std::filesystem::path& path, double target_fps = 0);
+  ~VideoReader();
+  VideoReader(VideoReader&&) noexcept;
+  VideoReader& operator=(VideoReader&&) noexcept;
+  VideoReader(const VideoReader&) = delete;
+  VideoReader& operator=(const VideoReader&) = delete;
+
+  const VideoInfo& info() const;
+  int sample_interval() const;  // keep every n-th decoded frame
+  // Decodes up to the next sampled frame; false at the end of the stream.
+  // Throws Error("error decoding video <path>: <reason>") on a decoder failure.
+  bool next(VideoFrame* out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The sampling interval rule on its own (source fps <= 0 is treated as 30).
+int video_sample_interval(double source_fps, double target_fps);
+
+}  // namespace lingbot::io

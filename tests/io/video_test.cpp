@@ -1,0 +1,221 @@
+// VideoReader: decode a video generated at run time (lossless FFV1 in Matroska, so pixels are exact),
+// fps sampling as upstream demo.py, and error messages.
+#include <gtest/gtest.h>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/opt.h>
+#include <libswscale/swscale.h>
+}
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/video.h"
+
+using namespace lingbot;
+using namespace lingbot::io;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           (std::string("lingbot_video_test_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Frame i, pixel (x, y): R = 20*i + x, G = 3*y, B = 255 - 20*i.
+ImageU8 synthetic_frame(int i, int w, int h) {
+  ImageU8 img(w, h);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = img.pixel(x, y);
+      p[0] = static_cast<uint8_t>(20 * i + x);
+      p[1] = static_cast<uint8_t>(3 * y);
+      p[2] = static_cast<uint8_t>(255 - 20 * i);
+    }
+  return img;
+}
+
+// Encodes `n` synthetic frames at `fps` with `codec_name` into `path`. Returns false when this
+// libavcodec lacks the encoder.
+bool write_video(const std::filesystem::path& path, const char* codec_name, int n, int fps, int w, int h) {
+  const AVCodec* codec = avcodec_find_encoder_by_name(codec_name);
+  if (!codec) return false;
+  AVFormatContext* fmt = nullptr;
+  EXPECT_GE(avformat_alloc_output_context2(&fmt, nullptr, nullptr, path.c_str()), 0);
+  AVStream* st = avformat_new_stream(fmt, nullptr);
+  AVCodecContext* ctx = avcodec_alloc_context3(codec);
+  ctx->width = w;
+  ctx->height = h;
+  ctx->time_base = AVRational{1, fps};
+  ctx->framerate = AVRational{fps, 1};
+  // FFV1 stores 8-bit RGB losslessly (RCT); other encoders get YUV 4:2:0.
+  ctx->pix_fmt = std::strcmp(codec_name, "ffv1") == 0 ? AV_PIX_FMT_0RGB32 : AV_PIX_FMT_YUV420P;
+  if (fmt->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  EXPECT_GE(avcodec_open2(ctx, codec, nullptr), 0);
+  EXPECT_GE(avcodec_parameters_from_context(st->codecpar, ctx), 0);
+  st->time_base = ctx->time_base;
+  st->avg_frame_rate = ctx->framerate;
+  EXPECT_GE(avio_open(&fmt->pb, path.c_str(), AVIO_FLAG_WRITE), 0);
+  EXPECT_GE(avformat_write_header(fmt, nullptr), 0);
+
+  SwsContext* sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, ctx->pix_fmt, SWS_BICUBIC, nullptr, nullptr, nullptr);
+  AVFrame* frame = av_frame_alloc();
+  frame->format = ctx->pix_fmt;
+  frame->width = w;
+  frame->height = h;
+  EXPECT_GE(av_frame_get_buffer(frame, 0), 0);
+  AVPacket* pkt = av_packet_alloc();
+  auto drain = [&]() {
+    while (avcodec_receive_packet(ctx, pkt) == 0) {
+      av_packet_rescale_ts(pkt, ctx->time_base, st->time_base);
+      pkt->stream_index = st->index;
+      EXPECT_GE(av_interleaved_write_frame(fmt, pkt), 0);
+    }
+  };
+  for (int i = 0; i < n; ++i) {
+    const ImageU8 img = synthetic_frame(i, w, h);
+    EXPECT_GE(av_frame_make_writable(frame), 0);
+    const uint8_t* src[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
+    const int src_stride[4] = {w * 3, 0, 0, 0};
+    sws_scale(sws, src, src_stride, 0, h, frame->data, frame->linesize);
+    frame->pts = i;
+    EXPECT_GE(avcodec_send_frame(ctx, frame), 0);
+    drain();
+  }
+  avcodec_send_frame(ctx, nullptr);
+  drain();
+  EXPECT_GE(av_write_trailer(fmt), 0);
+  av_packet_free(&pkt);
+  av_frame_free(&frame);
+  sws_freeContext(sws);
+  avcodec_free_context(&ctx);
+  avio_closep(&fmt->pb);
+  avformat_free_context(fmt);
+  return true;
+}
+
+std::vector<VideoFrame> read_all(const std::filesystem::path& p, double fps) {
+  VideoReader reader(p, fps);
+  std::vector<VideoFrame> frames;
+  VideoFrame f;
+  while (reader.next(&f)) frames.push_back(std::move(f));
+  EXPECT_FALSE(reader.next(&f));  // stays at the end
+  return frames;
+}
+
+std::string error_of(const std::filesystem::path& p) {
+  try {
+    VideoReader reader(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Video, SampleIntervalFollowsDemoRule) {
+  EXPECT_EQ(video_sample_interval(30, 10), 3);
+  EXPECT_EQ(video_sample_interval(10, 4), 2);    // 2.5 rounds half to even
+  EXPECT_EQ(video_sample_interval(10, 3), 3);    // 3.33
+  EXPECT_EQ(video_sample_interval(25, 60), 1);   // never below 1
+  EXPECT_EQ(video_sample_interval(0, 10), 3);    // unknown source fps -> 30
+  EXPECT_EQ(video_sample_interval(29.97, 0), 1); // no target: every frame
+}
+
+TEST(Video, DecodesLosslessFramesExactly) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mkv";
+  ASSERT_TRUE(write_video(path, "ffv1", 10, 10, 32, 24)) << "libavcodec lacks the ffv1 encoder";
+  VideoReader reader(path);
+  EXPECT_EQ(reader.info().width, 32);
+  EXPECT_EQ(reader.info().height, 24);
+  EXPECT_DOUBLE_EQ(reader.info().fps, 10.0);
+  EXPECT_EQ(reader.info().codec, "ffv1");
+  EXPECT_EQ(reader.sample_interval(), 1);
+  VideoFrame f;
+  int n = 0;
+  while (reader.next(&f)) {
+    ASSERT_EQ(f.source_index, n);
+    EXPECT_NEAR(f.timestamp_s, n * 0.1, 1e-6);
+    const ImageU8 want = synthetic_frame(n, 32, 24);
+    ASSERT_EQ(f.image.width, 32);
+    ASSERT_EQ(f.image.height, 24);
+    EXPECT_EQ(f.image.rgb, want.rgb) << "frame " << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 10);
+}
+
+TEST(Video, SamplesAtTargetFps) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mkv";
+  ASSERT_TRUE(write_video(path, "ffv1", 10, 10, 16, 8));
+  auto frames = read_all(path, 4);  // interval round(2.5) = 2
+  ASSERT_EQ(frames.size(), 5u);
+  for (size_t k = 0; k < frames.size(); ++k) {
+    EXPECT_EQ(frames[k].source_index, static_cast<int64_t>(2 * k));
+    EXPECT_EQ(frames[k].image.rgb, synthetic_frame(static_cast<int>(2 * k), 16, 8).rgb);
+  }
+  frames = read_all(path, 3);  // interval 3: frames 0, 3, 6, 9
+  ASSERT_EQ(frames.size(), 4u);
+  EXPECT_EQ(frames[3].source_index, 9);
+}
+
+TEST(Video, DecodesLossyYuvVideo) {
+  TempDir dir;
+  const auto path = dir.path / "clip.avi";
+  if (!write_video(path, "mpeg4", 6, 25, 32, 32)) GTEST_SKIP() << "libavcodec lacks the mpeg4 encoder";
+  const auto frames = read_all(path, 0);
+  ASSERT_EQ(frames.size(), 6u);
+  // Lossy: colours within a few levels of the source in flat regions (B is constant per frame).
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(frames[i].image.pixel(16, 16)[2], 255 - 20 * i, 12) << "frame " << i;
+  }
+}
+
+TEST(Video, ErrorsNameTheFile) {
+  TempDir dir;
+  EXPECT_EQ(error_of(dir.path / "nope.mp4"), "video file not found: " + (dir.path / "nope.mp4").string());
+  const auto text = dir.path / "notes.mp4";
+  {
+    std::ofstream f(text);
+    f << "this is not a video, just some text that no demuxer should accept\n";
+  }
+  EXPECT_EQ(error_of(text), "cannot open video " + text.string() + ": Invalid data found when processing input");
+  // A WAV file with one second of silence: a valid media file without a video stream.
+  const auto wav = dir.path / "sound.wav";
+  {
+    const uint32_t rate = 8000, data_bytes = rate * 2;
+    std::ofstream f(wav, std::ios::binary);
+    auto u32 = [&](uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+    auto u16 = [&](uint16_t v) { f.write(reinterpret_cast<const char*>(&v), 2); };
+    f.write("RIFF", 4);
+    u32(36 + data_bytes);
+    f.write("WAVEfmt ", 8);
+    u32(16);
+    u16(1);  // PCM
+    u16(1);  // mono
+    u32(rate);
+    u32(rate * 2);
+    u16(2);
+    u16(16);
+    f.write("data", 4);
+    u32(data_bytes);
+    const std::vector<char> silence(data_bytes, 0);
+    f.write(silence.data(), data_bytes);
+  }
+  EXPECT_EQ(error_of(wav), "no video stream in " + wav.string());
+}
