@@ -92,10 +92,13 @@ QueryGroups group_queries(int n_q) {
   return g;
 }
 
-void run(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
-         const AttentionParams& params) {
+}  // namespace
+
+namespace detail {
+
+void run_attention(const AttnKernels& kern, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys,
+                   float* out, const AttentionParams& params) {
   if (q.n_tokens == 0) return;
-  const detail::AttnKernels& kern = detail::select_kernels();
   const QueryGroups groups = group_queries(q.n_tokens);
   const int64_t n_items = static_cast<int64_t>(q.heads) * groups.count;
   const int threads = static_cast<int>(std::min<int64_t>(params.num_threads, n_items));
@@ -109,12 +112,12 @@ void run(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys
       const int h = static_cast<int>(item / groups.count);
       const int q0 = static_cast<int>(item % groups.count) * groups.rows;
       const int nq = std::min(groups.rows, q.n_tokens - q0);
-      detail::attend_group(kern, q, h, q0, nq, qscale, segs, n_keys, scratch, out);
+      attend_group(kern, q, h, q0, nq, qscale, segs, n_keys, scratch, out);
     }
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 void paged_attention(const QueryView& q, const PagePoolView& pool, const PageTableView& table,
                      std::span<const KVSpan> extra, float* out, const AttentionParams& params) {
@@ -126,7 +129,7 @@ void paged_attention(const QueryView& q, const PagePoolView& pool, const PageTab
   int64_t n_keys = 0;
   for (const auto& s : segs) n_keys += s.n_tokens;
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");
-  run(q, segs, n_keys, out, params);
+  detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
 }
 
 void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out, const AttentionParams& params) {
@@ -137,7 +140,7 @@ void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out,
   int64_t n_keys = 0;
   for (const auto& s : segs) n_keys += s.n_tokens;
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (kv spans are empty)");
-  run(q, segs, n_keys, out, params);
+  detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
 }
 
 }  // namespace lingbot::kernels

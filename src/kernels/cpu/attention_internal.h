@@ -72,4 +72,9 @@ const AttnKernels& select_kernels();
 void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
                   const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
 
+// The whole computation with a given kernel set: (head, query group) items over num_threads
+// OpenMP threads. Inputs are already validated; n_keys = total tokens of segs (> 0).
+void run_attention(const AttnKernels& kern, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys,
+                   float* out, const AttentionParams& params);
+
 }  // namespace lingbot::kernels::detail
