@@ -1,0 +1,176 @@
+#include "model/camera_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "model/geometry.h"
+#include "model/take_weight.h"
+
+namespace lingbot::model {
+
+namespace kn = lingbot::kernels;
+
+CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, int num_threads, const std::string& prefix)
+    : cfg_(config), num_threads_(std::max(1, num_threads)) {
+  const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden;
+  LINGBOT_CHECK(cfg_.num_iterations >= 1, "camera head: num_iterations must be >= 1, got ", cfg_.num_iterations);
+  LINGBOT_CHECK(cfg_.trunk_depth >= 1, "camera head: trunk_depth must be >= 1, got ", cfg_.trunk_depth);
+  LINGBOT_CHECK(cfg_.num_heads >= 1 && D % cfg_.num_heads == 0, "camera head: num_heads ", cfg_.num_heads,
+                " does not divide dim_in ", D);
+  LINGBOT_CHECK(P == kPoseEncodingDim, "camera head: pose_dim must be 9, got ", P);
+  auto take = [&](const std::string& name, const Shape& shape) { return take_weight(w, prefix + name, shape); };
+  for (int64_t b = 0; b < cfg_.trunk_depth; ++b) {
+    const std::string p = "trunk." + std::to_string(b) + ".";
+    Block blk{take(p + "norm1.weight", {D}),     take(p + "norm1.bias", {D}),
+              take(p + "attn.qkv.weight", {3 * D, D}), take(p + "attn.qkv.bias", {3 * D}),
+              take(p + "attn.proj.weight", {D, D}),    take(p + "attn.proj.bias", {D}),
+              take(p + "ls1.gamma", {D}),              take(p + "norm2.weight", {D}),
+              take(p + "norm2.bias", {D}),             take(p + "mlp.fc1.weight", {H, D}),
+              take(p + "mlp.fc1.bias", {H}),           take(p + "mlp.fc2.weight", {D, H}),
+              take(p + "mlp.fc2.bias", {D}),           take(p + "ls2.gamma", {D})};
+    blocks_.push_back(std::move(blk));
+  }
+  token_norm_w_ = take("token_norm.weight", {D});
+  token_norm_b_ = take("token_norm.bias", {D});
+  trunk_norm_w_ = take("trunk_norm.weight", {D});
+  trunk_norm_b_ = take("trunk_norm.bias", {D});
+  empty_pose_ = take("empty_pose_tokens", {1, 1, P});
+  embed_pose_w_ = take("embed_pose.weight", {D, P});
+  embed_pose_b_ = take("embed_pose.bias", {D});
+  mod_w_ = take("poseLN_modulation.1.weight", {3 * D, D});
+  mod_b_ = take("poseLN_modulation.1.bias", {3 * D});
+  branch_fc1_w_ = take("pose_branch.fc1.weight", {B, D});
+  branch_fc1_b_ = take("pose_branch.fc1.bias", {B});
+  branch_fc2_w_ = take("pose_branch.fc2.weight", {P, B});
+  branch_fc2_b_ = take("pose_branch.fc2.bias", {P});
+  caches_.resize(static_cast<size_t>(cfg_.num_iterations * cfg_.trunk_depth));
+}
+
+void CameraHead::reset() {
+  for (Cache& c : caches_) {
+    c.k.clear();
+    c.v.clear();
+  }
+  frames_ = 0;
+}
+
+int64_t CameraHead::cache_bytes() const {
+  int64_t n = 0;
+  for (const Cache& c : caches_) n += static_cast<int64_t>((c.k.size() + c.v.size()) * sizeof(float));
+  return n;
+}
+
+int64_t CameraHead::cache_bytes_reserved() const {
+  int64_t n = 0;
+  for (const Cache& c : caches_) n += static_cast<int64_t>((c.k.capacity() + c.v.capacity()) * sizeof(float));
+  return n;
+}
+
+// Pre-norm block: x += ls1 · proj(attn(norm1(x))); x += ls2 · fc2(gelu(fc1(norm2(x)))). x: [n, D].
+void CameraHead::run_block(const Block& blk, Cache& cache, FrameMode mode, float* x, int64_t n) {
+  const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, heads = cfg_.num_heads, hd = D / heads;
+  const int nt = num_threads_;
+  std::vector<float> h(static_cast<size_t>(n * D)), qkv(static_cast<size_t>(n * 3 * D)), att(h.size());
+  kn::layer_norm(x, n, D, blk.norm1_w.f32(), blk.norm1_b.f32(), cfg_.ln_eps, h.data(), nt);
+  kn::linear(h.data(), n, D, blk.qkv_w.f32(), blk.qkv_b.f32(), 3 * D, qkv.data(), nt);
+
+  // Keys: the stored frames (oldest first), then this step's own tokens. A stored frame is appended
+  // after attention, which sees the same key set as "append, then attend to the cache".
+  const int64_t cached = static_cast<int64_t>(cache.k.size()) / D;
+  kn::KVSpan spans[2];
+  int n_spans = 0;
+  if (cached > 0)
+    spans[n_spans++] = {cache.k.data(), cache.v.data(), DType::F32, static_cast<int>(cached), D};
+  spans[n_spans++] = {qkv.data() + D, qkv.data() + 2 * D, DType::F32, static_cast<int>(n), 3 * D};
+  const kn::QueryView q{qkv.data(), static_cast<int>(n), static_cast<int>(heads), static_cast<int>(hd), 3 * D};
+  kn::AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  params.num_threads = nt;
+  kn::dense_attention(q, std::span<const kn::KVSpan>(spans, n_spans), att.data(), params);
+
+  if (mode != FrameMode::NonKeyframe) {
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = qkv.data() + r * 3 * D;
+      cache.k.insert(cache.k.end(), row + D, row + 2 * D);
+      cache.v.insert(cache.v.end(), row + 2 * D, row + 3 * D);
+    }
+  }
+
+  kn::linear(att.data(), n, D, blk.proj_w.f32(), blk.proj_b.f32(), D, h.data(), nt);
+  kn::layer_scale_add(x, h.data(), blk.ls1.f32(), n, D, nt);
+
+  std::vector<float> m(static_cast<size_t>(n * H));
+  kn::layer_norm(x, n, D, blk.norm2_w.f32(), blk.norm2_b.f32(), cfg_.ln_eps, h.data(), nt);
+  kn::linear(h.data(), n, D, blk.fc1_w.f32(), blk.fc1_b.f32(), H, m.data(), nt);
+  kn::gelu_erf(m.data(), n * H, nt);
+  kn::linear(m.data(), n, H, blk.fc2_w.f32(), blk.fc2_b.f32(), D, h.data(), nt);
+  kn::layer_scale_add(x, h.data(), blk.ls2.f32(), n, D, nt);
+}
+
+Tensor CameraHead::step(FrameMode mode, const RowsView& tokens) {
+  const int64_t D = cfg_.dim_in, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden, n = tokens.rows;
+  const int nt = num_threads_;
+  LINGBOT_CHECK(tokens.data != nullptr && tokens.cols == D && n >= 1 && tokens.stride() >= D,
+                "camera head: camera tokens must be [n >= 1, ", D, "] with row stride >= ", D, ", got [", n, ", ",
+                tokens.cols, "] stride ", tokens.stride());
+  if (mode == FrameMode::ScalePhase) {
+    LINGBOT_CHECK(frames_ == 0, "camera head: scale phase needs an empty cache, it holds ", frames_,
+                  " frames (call reset())");
+  } else {
+    LINGBOT_CHECK(n == 1, "camera head: a ", mode == FrameMode::Keyframe ? "keyframe" : "non-keyframe",
+                  " step takes 1 frame, got ", n);
+  }
+
+  // t = token_norm(camera tokens); a = LN_noaffine(t) (the adaLN input; t itself is the residual).
+  std::vector<float> t(static_cast<size_t>(n * D)), a(t.size()), x(t.size());
+  kn::layer_norm(tokens.data, n, D, token_norm_w_.f32(), token_norm_b_.f32(), cfg_.ln_eps, t.data(), nt,
+                 tokens.stride());
+  kn::layer_norm(t.data(), n, D, nullptr, nullptr, cfg_.adaln_eps, a.data(), nt);
+
+  const int64_t iters = cfg_.num_iterations;
+  Tensor out({iters, n, P});
+  std::vector<float> pose(static_cast<size_t>(n * P));  // raw accumulated sum of deltas
+  for (int64_t r = 0; r < n; ++r) std::copy(empty_pose_.f32(), empty_pose_.f32() + P, pose.begin() + r * P);
+  std::vector<float> emb(t.size()), mod(static_cast<size_t>(n * 3 * D)), hid(static_cast<size_t>(n * B)),
+      delta(pose.size());
+  for (int64_t it = 0; it < iters; ++it) {
+    kn::linear(pose.data(), n, P, embed_pose_w_.f32(), embed_pose_b_.f32(), D, emb.data(), nt);
+    kn::silu(emb.data(), n * D, nt);
+    kn::linear(emb.data(), n, D, mod_w_.f32(), mod_b_.f32(), 3 * D, mod.data(), nt);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* shift = mod.data() + r * 3 * D;
+      const float* scale = shift + D;
+      const float* gate = shift + 2 * D;
+      for (int64_t c = 0; c < D; ++c) {
+        const int64_t i = r * D + c;
+        x[i] = gate[c] * (a[i] * (1.0f + scale[c]) + shift[c]) + t[i];
+      }
+    }
+    for (int64_t b = 0; b < cfg_.trunk_depth; ++b)
+      run_block(blocks_[b], caches_[it * cfg_.trunk_depth + b], mode, x.data(), n);
+
+    kn::layer_norm(x.data(), n, D, trunk_norm_w_.f32(), trunk_norm_b_.f32(), cfg_.ln_eps, emb.data(), nt);
+    kn::linear(emb.data(), n, D, branch_fc1_w_.f32(), branch_fc1_b_.f32(), B, hid.data(), nt);
+    kn::gelu_erf(hid.data(), n * B, nt);
+    kn::linear(hid.data(), n, B, branch_fc2_w_.f32(), branch_fc2_b_.f32(), P, delta.data(), nt);
+    if (it == 0) {
+      pose = delta;
+    } else {
+      for (size_t i = 0; i < pose.size(); ++i) pose[i] += delta[i];
+    }
+    // Activations: translation linear, quaternion linear, FoV relu.
+    float* o = out.f32() + it * n * P;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < P; ++c) {
+        const float v = pose[r * P + c];
+        o[r * P + c] = c >= 7 ? std::max(v, 0.0f) : v;
+      }
+  }
+  if (mode != FrameMode::NonKeyframe) frames_ += n;
+  return out;
+}
+
+}  // namespace lingbot::model

@@ -1,0 +1,82 @@
+#pragma once
+// Causal camera head (upstream `heads/camera_head.py: CameraCausalHead`) for streaming inference.
+//
+// Per step it takes the camera token (token 0) of every frame of the step from the LAST aggregator
+// output (2C channels) and returns the activated pose encoding after each refinement iteration:
+//   t = token_norm(camera tokens)                                   (LayerNorm, eps 1e-5)
+//   p_0 = empty_pose_tokens; for it in 0..iters-1:
+//     shift, scale, gate = chunk3(Linear(SiLU(embed_pose(p_it))))    (p_it = raw accumulated sum)
+//     x = gate · (LN_noaffine(t, eps 1e-6) · (1 + scale) + shift) + t
+//     x = trunk blocks (pre-norm attention + MLP, LayerScale) with causal attention over the cache
+//         of iteration `it`, block `b`
+//     delta = pose_branch(trunk_norm(x)); acc = delta (it 0) or acc + delta
+//     out[it] = [acc_t (linear), acc_q (linear), relu(acc_fov)]
+// Every iteration restarts from t; only the pose input changes. Results for fewer iterations are
+// therefore exact prefixes of a longer run (same arithmetic).
+//
+// Camera-token KV cache: one per (iteration, trunk block), one token per frame, f32, append-only,
+// never evicted (upstream's eviction test cannot fire for one token per frame):
+//   ScalePhase  (cache must be empty, n >= 1 frames): the n frames attend bidirectionally to each
+//               other, then all are stored.
+//   Keyframe    (n == 1): stored, then attends to every stored frame (itself included).
+//   NonKeyframe (n == 1): attends to every stored frame plus itself; nothing is stored.
+// The cache is a small append-only array per (iteration, block) rather than a KVCache backend: it
+// has no pages, no eviction, no special tokens and is touched once per block per step, so a
+// contiguous buffer read by kernels::dense_attention is the whole job.
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/tensor_map.h"
+#include "kvcache/kv_cache.h"
+#include "model/config.h"
+#include "model/rows_view.h"
+
+namespace lingbot::model {
+
+class CameraHead {
+ public:
+  // Takes the `prefix`-named tensors (PyTorch state_dict names, e.g. "camera_head.trunk.0.attn.qkv.weight")
+  // out of `weights` (they are moved and erased from the map; f16/bf16 are converted to f32).
+  // Throws Error naming the first missing or mis-shaped tensor. config.num_iterations must be >= 1.
+  CameraHead(const CameraHeadConfig& config, io::TensorMap& weights, int num_threads = 1,
+             const std::string& prefix = "camera_head.");
+
+  // One streaming step. camera_tokens: n_frames rows of dim_in floats (token 0 of each frame of the
+  // last aggregator output, f32). Returns f32 [num_iterations, n_frames, 9]: the activated pose
+  // encoding [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w] after each iteration (the last row is
+  // the final pose). Throws Error (cache unchanged) on a bad shape or mode/frame-count combination.
+  Tensor step(FrameMode mode, const RowsView& camera_tokens);
+
+  // Forget every stored frame (capacity is kept).
+  void reset();
+
+  int64_t frames_cached() const { return frames_; }   // frames stored in each (iteration, block) cache
+  int64_t cache_bytes() const;                         // K+V bytes held now, all caches
+  int64_t cache_bytes_reserved() const;                // K+V bytes allocated, all caches
+  const CameraHeadConfig& config() const { return cfg_; }
+  int num_threads() const { return num_threads_; }
+  void set_num_threads(int n) { num_threads_ = n < 1 ? 1 : n; }
+
+ private:
+  struct Block {
+    Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;
+    Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
+  };
+  struct Cache {  // one (iteration, block): K and V rows of dim_in floats per stored frame
+    std::vector<float> k, v;
+  };
+
+  void run_block(const Block& blk, Cache& cache, FrameMode mode, float* x, int64_t n);
+
+  CameraHeadConfig cfg_;
+  int num_threads_ = 1;
+  std::vector<Block> blocks_;
+  Tensor token_norm_w_, token_norm_b_, trunk_norm_w_, trunk_norm_b_;
+  Tensor empty_pose_, embed_pose_w_, embed_pose_b_, mod_w_, mod_b_;
+  Tensor branch_fc1_w_, branch_fc1_b_, branch_fc2_w_, branch_fc2_b_;
+  std::vector<Cache> caches_;  // [iteration * trunk_depth + block]
+  int64_t frames_ = 0;
+};
+
+}  // namespace lingbot::model

@@ -1,0 +1,191 @@
+#include "model/dpt_head.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/ops.h"
+#include "model/take_weight.h"
+
+namespace lingbot::model {
+
+namespace kn = lingbot::kernels;
+
+namespace {
+
+// torch.linspace(start, end, steps, dtype=float32): endpoints rounded to float, float step, the
+// second half counted back from the end.
+std::vector<float> linspace_f32(double start_d, double end_d, int64_t steps) {
+  std::vector<float> v(static_cast<size_t>(steps));
+  const float start = static_cast<float>(start_d), end = static_cast<float>(end_d);
+  if (steps == 1) {
+    v[0] = start;
+    return v;
+  }
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  const int64_t halfway = steps / 2;
+  for (int64_t i = 0; i < steps; ++i)
+    v[i] = i < halfway ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - i - 1);
+  return v;
+}
+
+void relu_inplace(Tensor& t) {
+  float* d = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = d[i] > 0.0f ? d[i] : 0.0f;
+}
+
+void add_into(Tensor& y, const Tensor& x) {
+  float* yd = y.f32();
+  const float* xd = x.f32();
+  for (int64_t i = 0; i < y.numel(); ++i) yd[i] += xd[i];
+}
+
+}  // namespace
+
+Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double aspect) {
+  LINGBOT_CHECK(channels > 0 && channels % 4 == 0, "DPT position embedding: channels must be a positive multiple of 4, got ",
+                channels);
+  // UV grid (heads/utils.py create_uv_grid), spans normalised by the diagonal.
+  const double diag = std::pow(aspect * aspect + 1.0, 0.5);
+  const double span_x = aspect / diag, span_y = 1.0 / diag;
+  const double wd = static_cast<double>(w), hd = static_cast<double>(h);
+  const std::vector<float> xs = linspace_f32(-span_x * (wd - 1) / wd, span_x * (wd - 1) / wd, w);
+  const std::vector<float> ys = linspace_f32(-span_y * (hd - 1) / hd, span_y * (hd - 1) / hd, h);
+  const int64_t quarter = channels / 4;  // frequencies per axis
+  std::vector<double> omega(static_cast<size_t>(quarter));
+  for (int64_t i = 0; i < quarter; ++i)
+    omega[i] = 1.0 / std::pow(100.0, static_cast<double>(i) / static_cast<double>(quarter));
+  Tensor pe({channels, h, w});
+  float* d = pe.f32();
+  const int64_t plane = h * w;
+  for (int64_t r = 0; r < h; ++r)
+    for (int64_t c = 0; c < w; ++c) {
+      const double pos[2] = {xs[c], ys[r]};  // x half first, then y half
+      for (int axis = 0; axis < 2; ++axis)
+        for (int64_t i = 0; i < quarter; ++i) {
+          const double arg = pos[axis] * omega[i];
+          const int64_t base = axis * 2 * quarter;
+          d[(base + i) * plane + r * w + c] = static_cast<float>(std::sin(arg)) * 0.1f;
+          d[(base + quarter + i) * plane + r * w + c] = static_cast<float>(std::cos(arg)) * 0.1f;
+        }
+    }
+  return pe;
+}
+
+DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, int num_threads, const std::string& prefix)
+    : cfg_(config), num_threads_(std::max(1, num_threads)) {
+  const int64_t D = cfg_.dim_in, F = cfg_.features, F2 = cfg_.head_features_2;
+  const auto& oc = cfg_.out_channels;
+  LINGBOT_CHECK(cfg_.output_dim == 2, "DPT head: output_dim must be 2 (depth, confidence), got ", cfg_.output_dim);
+  LINGBOT_CHECK(F % 8 == 0, "DPT head: features must be a multiple of 8, got ", F);
+  for (int64_t c : oc) LINGBOT_CHECK(c > 0 && c % 4 == 0, "DPT head: out_channels must be multiples of 4, got ", c);
+  auto take = [&](const std::string& name, const Shape& shape) { return take_weight(w, prefix + name, shape); };
+  auto conv = [&](const std::string& name, const Shape& shape, bool bias) {
+    Conv c{take(name + ".weight", shape), Tensor()};
+    if (bias) c.b = take(name + ".bias", {shape[0]});
+    return c;
+  };
+  norm_w_ = take("norm.weight", {D});
+  norm_b_ = take("norm.bias", {D});
+  for (int l = 0; l < 4; ++l) {
+    projects_[l] = conv("projects." + std::to_string(l), {oc[l], D, 1, 1}, true);
+    layer_rn_[l] = conv("scratch.layer" + std::to_string(l + 1) + "_rn", {F, oc[l], 3, 3}, false);
+  }
+  // ConvTranspose2d weights are [in, out, k, k]; their bias has `out` entries (= in here).
+  resize0_ = conv("resize_layers.0", {oc[0], oc[0], 4, 4}, true);
+  resize1_ = conv("resize_layers.1", {oc[1], oc[1], 2, 2}, true);
+  resize3_ = conv("resize_layers.3", {oc[3], oc[3], 3, 3}, true);
+  for (int i = 0; i < 4; ++i) {
+    const std::string p = "scratch.refinenet" + std::to_string(i + 1) + ".";
+    Fusion& f = refine_[i];
+    f.has_residual = i != 3;  // refinenet4 has no skip input
+    if (f.has_residual)
+      f.rcu1 = {conv(p + "resConfUnit1.conv1", {F, F, 3, 3}, true), conv(p + "resConfUnit1.conv2", {F, F, 3, 3}, true)};
+    f.rcu2 = {conv(p + "resConfUnit2.conv1", {F, F, 3, 3}, true), conv(p + "resConfUnit2.conv2", {F, F, 3, 3}, true)};
+    f.out_conv = conv(p + "out_conv", {F, F, 1, 1}, true);
+  }
+  out_conv1_ = conv("scratch.output_conv1", {F / 2, F, 3, 3}, true);
+  out_conv2a_ = conv("scratch.output_conv2.0", {F2, F / 2, 3, 3}, true);
+  out_conv2b_ = conv("scratch.output_conv2.2", {cfg_.output_dim, F2, 1, 1}, true);
+}
+
+Tensor DptHead::rcu(const Rcu& u, const Tensor& x) const {
+  const kn::Conv2dParams same{1, 1, num_threads_};
+  Tensor r = x.clone();
+  relu_inplace(r);
+  Tensor c = kn::conv2d(r, u.conv1.w, u.conv1.bias(), same);
+  relu_inplace(c);
+  Tensor y = kn::conv2d(c, u.conv2.w, u.conv2.bias(), same);
+  add_into(y, r);  // the skip is relu(x): upstream's in-place ReLU overwrote x
+  return y;
+}
+
+Tensor DptHead::fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w) const {
+  Tensor out = x.clone();
+  if (f.has_residual) add_into(out, rcu(f.rcu1, *skip));
+  out = rcu(f.rcu2, out);
+  out = kn::resize_bilinear_align_corners(out, out_h, out_w, num_threads_);
+  return kn::conv2d(out, f.out_conv.w, f.out_conv.bias(), {1, 0, num_threads_});
+}
+
+DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize image) const {
+  const int64_t D = cfg_.dim_in, ps = cfg_.patch_size;
+  LINGBOT_CHECK(image.height > 0 && image.width > 0 && image.height % ps == 0 && image.width % ps == 0,
+                "DPT head: image size ", image.height, "x", image.width, " must be positive multiples of patch size ",
+                ps);
+  const int64_t ph = image.height / ps, pw = image.width / ps, np = ph * pw;
+  for (int l = 0; l < 4; ++l) {
+    const RowsView& v = layers[l];
+    LINGBOT_CHECK(v.data != nullptr && v.rows == np && v.cols == D && v.stride() >= D, "DPT head: layer ", l,
+                  " patch tokens must be [", np, ", ", D, "] for a ", image.height, "x", image.width,
+                  " image, got [", v.rows, ", ", v.cols, "]");
+  }
+  const int nt = num_threads_;
+  const double aspect = static_cast<double>(image.width) / static_cast<double>(image.height);
+
+  std::array<Tensor, 4> rn;
+  std::vector<float> normed(static_cast<size_t>(np * D));
+  for (int l = 0; l < 4; ++l) {
+    const int64_t oc = cfg_.out_channels[l];
+    kn::layer_norm(layers[l].data, np, D, norm_w_.f32(), norm_b_.f32(), cfg_.ln_eps, normed.data(), nt,
+                   layers[l].stride());
+    // 1x1 projection on the token rows ([np, oc]), then to channel-major [oc, ph, pw].
+    std::vector<float> proj(static_cast<size_t>(np * oc));
+    kn::linear(normed.data(), np, D, projects_[l].w.f32(), projects_[l].b.f32(), oc, proj.data(), nt);
+    Tensor x = dpt_position_embedding(oc, ph, pw, aspect);
+    float* xd = x.f32();
+    for (int64_t c = 0; c < oc; ++c)
+      for (int64_t p = 0; p < np; ++p) xd[c * np + p] = proj[p * oc + c] + xd[c * np + p];
+    switch (l) {
+      case 0: x = kn::conv_transpose2d(x, resize0_.w, resize0_.bias(), {4, 0, nt}); break;
+      case 1: x = kn::conv_transpose2d(x, resize1_.w, resize1_.bias(), {2, 0, nt}); break;
+      case 2: break;
+      default: x = kn::conv2d(x, resize3_.w, resize3_.bias(), {2, 1, nt}); break;
+    }
+    rn[l] = kn::conv2d(x, layer_rn_[l].w, nullptr, {1, 1, nt});
+  }
+
+  Tensor out = fusion(refine_[3], rn[3], nullptr, rn[2].dim(1), rn[2].dim(2));
+  out = fusion(refine_[2], out, &rn[2], rn[1].dim(1), rn[1].dim(2));
+  out = fusion(refine_[1], out, &rn[1], rn[0].dim(1), rn[0].dim(2));
+  out = fusion(refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2);
+  out = kn::conv2d(out, out_conv1_.w, out_conv1_.bias(), {1, 1, nt});
+  out = kn::resize_bilinear_align_corners(out, ph * ps, pw * ps, nt);
+  add_into(out, dpt_position_embedding(out.dim(0), out.dim(1), out.dim(2), aspect));
+  out = kn::conv2d(out, out_conv2a_.w, out_conv2a_.bias(), {1, 1, nt});
+  relu_inplace(out);
+  out = kn::conv2d(out, out_conv2b_.w, out_conv2b_.bias(), {1, 0, nt});
+
+  const int64_t H = image.height, W = image.width, plane = H * W;
+  DepthOutput res{Tensor({H, W}), Tensor({H, W})};
+  const float* o = out.f32();
+  float* dd = res.depth.f32();
+  float* cd = res.conf.f32();
+  for (int64_t i = 0; i < plane; ++i) {
+    dd[i] = std::exp(o[i]);
+    cd[i] = 1.0f + std::exp(o[plane + i]);
+  }
+  return res;
+}
+
+}  // namespace lingbot::model

@@ -1,0 +1,80 @@
+#pragma once
+// DPT depth head (upstream `heads/dpt_head.py: DPTHead`, output_dim 2, activation exp, conf expp1).
+//
+// Per frame, from the patch tokens of the 4 selected aggregator outputs (token rows after the 6
+// special tokens, row-major patches, 2C channels each):
+//   for layer l: LayerNorm(2C, eps 1e-5) -> [2C, h, w] -> 1x1 conv projects[l] -> + 0.1·posembed
+//                -> resize_layers[l] (ConvT k4 s4 | ConvT k2 s2 | identity | Conv k3 s2 p1)
+//   layerN_rn (conv3x3, no bias); RefineNet fusion 4 -> 1 with residual conv units
+//   (RCU(x) = conv2(relu(conv1(relu(x)))) + relu(x): upstream's in-place ReLU also rewrites the skip
+//   input), bilinear align_corners=True up-sampling to the next level's size (the last one ×2), 1x1 out_conv;
+//   output_conv1 (3x3); bilinear align_corners=True to (14h, 14w); + 0.1·posembed;
+//   conv3x3 -> ReLU -> conv1x1 -> depth = exp(ch0), conf = 1 + exp(ch1).
+// The position embedding is the sin/cos UV embedding of `heads/utils.py` (x half then y half, each
+// [sin(p·ω), cos(p·ω)], ω_i = 100^(−i/(D/4)), grid of aspect W/H normalised by the diagonal), computed
+// in float64 from a float32 linspace grid, then rounded to float32.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/tensor_map.h"
+#include "model/config.h"
+#include "model/geometry.h"
+#include "model/rows_view.h"
+
+namespace lingbot::model {
+
+struct DepthOutput {
+  Tensor depth;  // f32 [H, W], exp activation (positive)
+  Tensor conf;   // f32 [H, W], 1 + exp (> 1)
+};
+
+class DptHead {
+ public:
+  // Takes the `prefix`-named tensors (e.g. "depth_head.projects.0.weight") out of `weights` (moved and
+  // erased; f16/bf16 converted to f32). Throws Error naming the first missing or mis-shaped tensor.
+  DptHead(const DptHeadConfig& config, io::TensorMap& weights, int num_threads = 1,
+          const std::string& prefix = "depth_head.");
+
+  // One frame. layers[i] are the patch tokens of aggregator output intermediate_layer_idx[i]:
+  // (H/p)·(W/p) rows (row-major patches) of dim_in floats. image: the model input size, H and W
+  // multiples of patch_size. Returns depth and confidence at H×W. Threaded with num_threads();
+  // results do not depend on the thread count.
+  DepthOutput forward(const std::array<RowsView, 4>& layers, ImageSize image) const;
+
+  const DptHeadConfig& config() const { return cfg_; }
+  int num_threads() const { return num_threads_; }
+  void set_num_threads(int n) { num_threads_ = n < 1 ? 1 : n; }
+
+ private:
+  struct Conv {
+    Tensor w, b;  // b empty when the conv has no bias
+    const Tensor* bias() const { return b.empty() ? nullptr : &b; }
+  };
+  struct Rcu {
+    Conv conv1, conv2;
+  };
+  struct Fusion {
+    bool has_residual = true;
+    Rcu rcu1, rcu2;
+    Conv out_conv;
+  };
+
+  Tensor rcu(const Rcu& u, const Tensor& x) const;
+  Tensor fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w) const;
+
+  DptHeadConfig cfg_;
+  int num_threads_ = 1;
+  Tensor norm_w_, norm_b_;
+  std::array<Conv, 4> projects_, layer_rn_;
+  Conv resize0_, resize1_, resize3_;  // resize_layers.2 is the identity
+  std::array<Fusion, 4> refine_;      // refinenet1..4
+  Conv out_conv1_, out_conv2a_, out_conv2b_;
+};
+
+// The DPT position embedding: f32 [channels, h, w] = 0.1 · sincos(UV grid of w×h, aspect W/H).
+// Exposed for tests. channels must be a multiple of 4.
+Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double aspect_w_over_h);
+
+}  // namespace lingbot::model

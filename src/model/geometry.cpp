@@ -1,0 +1,85 @@
+#include "model/geometry.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lingbot::model {
+
+Mat3x3 quat_xyzw_to_mat(float i, float j, float k, float r) {
+  const float two_s = 2.0f / (i * i + j * j + k * k + r * r);
+  return {1 - two_s * (j * j + k * k), two_s * (i * j - k * r),     two_s * (i * k + j * r),
+          two_s * (i * j + k * r),     1 - two_s * (i * i + k * k), two_s * (j * k - i * r),
+          two_s * (i * k - j * r),     two_s * (j * k + i * r),     1 - two_s * (i * i + j * j)};
+}
+
+Camera camera_from_pose_encoding(const PoseEncoding& e, ImageSize size) {
+  LINGBOT_CHECK(size.height > 0 && size.width > 0, "camera_from_pose_encoding: image size ", size.height, "x",
+                size.width, " must be positive");
+  Camera cam;
+  const Mat3x3 R = quat_xyzw_to_mat(e[3], e[4], e[5], e[6]);
+  const float t[3] = {e[0], e[1], e[2]};
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) cam.w2c[r * 4 + c] = R[r * 3 + c];
+    cam.w2c[r * 4 + 3] = t[r];
+  }
+  // c2w = [Rᵀ | −Rᵀ t]
+  for (int r = 0; r < 3; ++r) {
+    float acc = 0.0f;
+    for (int c = 0; c < 3; ++c) {
+      cam.c2w[r * 4 + c] = R[c * 3 + r];
+      acc += R[c * 3 + r] * t[c];
+    }
+    cam.c2w[r * 4 + 3] = -acc;
+  }
+  const float half_h = static_cast<float>(size.height) / 2.0f, half_w = static_cast<float>(size.width) / 2.0f;
+  const float fy = half_h / std::tan(e[7] / 2.0f);
+  const float fx = half_w / std::tan(e[8] / 2.0f);
+  cam.intrinsic = {fx, 0.0f, half_w, 0.0f, fy, half_h, 0.0f, 0.0f, 1.0f};
+  return cam;
+}
+
+CameraTensors cameras_from_pose_encodings(const Tensor& pose_enc, ImageSize size) {
+  LINGBOT_CHECK(pose_enc.ndim() == 2 && pose_enc.dim(1) == kPoseEncodingDim,
+                "cameras_from_pose_encodings: pose encodings must be [N, 9], got ", shape_str(pose_enc.shape()));
+  const int64_t n = pose_enc.dim(0);
+  CameraTensors out{Tensor({n, 3, 4}), Tensor({n, 3, 3}), Tensor({n, 3, 4})};
+  const float* pe = pose_enc.f32();
+  for (int64_t f = 0; f < n; ++f) {
+    PoseEncoding e;
+    std::copy(pe + f * kPoseEncodingDim, pe + (f + 1) * kPoseEncodingDim, e.begin());
+    const Camera cam = camera_from_pose_encoding(e, size);
+    std::copy(cam.w2c.begin(), cam.w2c.end(), out.extrinsic.f32() + f * 12);
+    std::copy(cam.intrinsic.begin(), cam.intrinsic.end(), out.intrinsic.f32() + f * 9);
+    std::copy(cam.c2w.begin(), cam.c2w.end(), out.extrinsic_c2w.f32() + f * 12);
+  }
+  return out;
+}
+
+Tensor world_points_from_depth(const Tensor& depth, const Camera& camera, ImageSize size, int num_threads) {
+  const bool ok = (depth.ndim() == 2 || (depth.ndim() == 3 && depth.dim(2) == 1)) && depth.dim(0) == size.height &&
+                  depth.dim(1) == size.width;
+  LINGBOT_CHECK(ok, "world_points_from_depth: depth must be [", size.height, ", ", size.width, "] or [",
+                size.height, ", ", size.width, ", 1], got ", shape_str(depth.shape()));
+  const int64_t h = size.height, w = size.width;
+  // K⁻¹ of K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
+  const float fx = camera.intrinsic[0], fy = camera.intrinsic[4], cx = camera.intrinsic[2], cy = camera.intrinsic[5];
+  const float ifx = 1.0f / fx, ify = 1.0f / fy, ocx = -cx / fx, ocy = -cy / fy;
+  const Mat3x4& m = camera.c2w;
+  Tensor out({h, w, 3});
+  const float* d = depth.f32();
+  float* o = out.f32();
+  const int nt = std::max(1, num_threads);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && h > 1)
+  for (int64_t y = 0; y < h; ++y) {
+    const float cam_y = ify * static_cast<float>(y) + ocy;
+    for (int64_t x = 0; x < w; ++x) {
+      const float z = d[y * w + x];
+      const float px = (ifx * static_cast<float>(x) + ocx) * z, py = cam_y * z;
+      float* p = o + (y * w + x) * 3;
+      for (int r = 0; r < 3; ++r) p[r] = m[r * 4 + 0] * px + m[r * 4 + 1] * py + m[r * 4 + 2] * z + m[r * 4 + 3];
+    }
+  }
+  return out;
+}
+
+}  // namespace lingbot::model

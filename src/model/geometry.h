@@ -1,0 +1,59 @@
+#pragma once
+// Camera geometry of the model's outputs: pose encoding -> extrinsics / intrinsics, and world points.
+//
+// Conventions (those of the upstream reference, `utils/pose_enc.py`, `utils/rotation.py`,
+// `GCTBase._unproject_depth_to_world`):
+//   * Pose encoding (9 floats): [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w].
+//     The quaternion is xyzw (scalar LAST) and need not be unit length: the rotation matrix is built
+//     with the factor 2/|q|², which normalises it. FoVs are full angles in radians.
+//   * Extrinsic `w2c` = [R | t] (3x4, row-major), world -> camera: X_cam = R·X_world + t, OpenCV
+//     camera axes (x right, y down, z forward).
+//   * Camera-to-world `c2w` = [Rᵀ | −Rᵀ·t] (3x4, row-major), the closed-form inverse of w2c.
+//   * Intrinsic K (3x3, row-major) for an image of H rows × W columns, in pixels:
+//     fx = (W/2)/tan(fov_w/2), fy = (H/2)/tan(fov_h/2), cx = W/2, cy = H/2.
+//   * World points: pixel (x = column, y = row) taken at integer coordinates (no +0.5):
+//     X_cam = K⁻¹·[x, y, 1]ᵀ · depth(y, x), X_world = c2w·[X_cam; 1].
+// Arithmetic is float32 in the same order as the reference (float-noise agreement, ~1e-6 relative).
+#include <array>
+
+#include "core/tensor.h"
+
+namespace lingbot::model {
+
+inline constexpr int kPoseEncodingDim = 9;
+
+using PoseEncoding = std::array<float, kPoseEncodingDim>;
+using Mat3x4 = std::array<float, 12>;  // row-major [R | t]
+using Mat3x3 = std::array<float, 9>;   // row-major
+
+struct ImageSize {
+  int height = 0;  // rows, pixels
+  int width = 0;   // columns, pixels
+};
+
+struct Camera {
+  Mat3x4 w2c{};        // world -> camera [R | t]
+  Mat3x3 intrinsic{};  // K
+  Mat3x4 c2w{};        // camera -> world [Rᵀ | −Rᵀt]
+};
+
+// Rotation matrix (row-major 3x3) of the xyzw quaternion q, normalised by 2/|q|².
+Mat3x3 quat_xyzw_to_mat(float qx, float qy, float qz, float qw);
+
+// Decodes one pose encoding for an image of `size`. Throws Error if size is not positive.
+Camera camera_from_pose_encoding(const PoseEncoding& enc, ImageSize size);
+
+// Batch form. pose_enc: f32 [N, 9]. Returns f32 [N, 3, 4] w2c, [N, 3, 3] K, [N, 3, 4] c2w.
+struct CameraTensors {
+  Tensor extrinsic;      // [N, 3, 4] world -> camera
+  Tensor intrinsic;      // [N, 3, 3]
+  Tensor extrinsic_c2w;  // [N, 3, 4] camera -> world
+};
+CameraTensors cameras_from_pose_encodings(const Tensor& pose_enc, ImageSize size);
+
+// Unprojects a depth map with a decoded camera. depth: f32 [H, W] or [H, W, 1] with (H, W) equal to
+// the size the camera was decoded for (the caller states it in `size`). Returns f32 [H, W, 3] world
+// points. Threaded over rows (each point is independent, so results do not depend on num_threads).
+Tensor world_points_from_depth(const Tensor& depth, const Camera& camera, ImageSize size, int num_threads);
+
+}  // namespace lingbot::model

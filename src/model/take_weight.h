@@ -1,0 +1,22 @@
+#pragma once
+// take_weight: moves one named tensor out of a state_dict map as f32, checking its shape.
+// Used by the heads so a loaded checkpoint is never held twice in memory.
+#include <string>
+
+#include "core/tensor.h"
+#include "io/tensor_map.h"
+
+namespace lingbot::model {
+
+// Throws Error("missing weight <name>") or Error("<name>: expected shape [..], got [..]").
+inline Tensor take_weight(io::TensorMap& weights, const std::string& name, const Shape& shape) {
+  auto it = weights.find(name);
+  LINGBOT_CHECK(it != weights.end(), "missing weight ", name);
+  it->second.check_shape(shape, name);
+  Tensor t = std::move(it->second);
+  weights.erase(it);
+  if (t.dtype() != DType::F32) t = t.to(DType::F32);
+  return t;
+}
+
+}  // namespace lingbot::model

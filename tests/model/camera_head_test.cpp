@@ -1,0 +1,208 @@
+// Causal camera head against the golden `tiny` case: the camera tokens of aggregated_3 (stored for all
+// 10 frames) are streamed like the reference run (scale phase of 2 frames, then frames 2..9 as
+// keyframes) and the per-iteration pose encodings are compared (tolerance 1e-4 absolute, README).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "geometry_golden_util.h"
+#include "io/safetensors.h"
+#include "model/camera_head.h"
+#include "model/config.h"
+#include "model/geometry.h"
+
+namespace lingbot::model {
+namespace {
+
+struct TinyCase {
+  io::TensorMap weights;
+  io::TensorMap ref;
+  io::IntTensorMap ref_ints;
+  CameraHeadConfig cfg;
+};
+
+std::optional<TinyCase> load_tiny() {
+  const auto dir = test::golden_case_dir("tiny");
+  if (!dir) return std::nullopt;
+  TinyCase c;
+  c.weights = io::SafetensorsReader::open(*dir + "/weights.safetensors").read_all(DType::F32);
+  c.ref = io::SafetensorsReader::open(*dir + "/reference.safetensors").read_all(DType::F32, &c.ref_ints);
+  c.cfg = ModelConfig::infer(c.weights).camera;
+  return c;
+}
+
+// Cached load (the files are small, but every test needs them).
+const TinyCase* tiny() {
+  static std::optional<TinyCase> c = [] {
+    try {
+      return load_tiny();
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+      return std::optional<TinyCase>();
+    }
+  }();
+  return c ? &*c : nullptr;
+}
+
+io::TensorMap copy_weights(const io::TensorMap& w) {
+  io::TensorMap out;
+  for (const auto& [k, v] : w)
+    if (k.rfind("camera_head.", 0) == 0) out.emplace(k, v.clone());
+  return out;
+}
+
+// Camera tokens (token 0) of frames [f0, f0 + n) of aggregated_3 [S, P, 2C].
+RowsView camera_rows(const Tensor& agg, int64_t f0, int64_t n) {
+  const int64_t P = agg.dim(1), C2 = agg.dim(2);
+  return {agg.f32() + f0 * P * C2, n, C2, P * C2};
+}
+
+// Streams frames 0..S-1 the way the tiny reference does; returns [iters, S, 9].
+Tensor stream_tiny(CameraHead& head, const Tensor& agg, int scale_frames, std::vector<int64_t>* cached = nullptr) {
+  const int64_t S = agg.dim(0), iters = head.config().num_iterations;
+  Tensor all({iters, S, 9});
+  auto put = [&](const Tensor& step, int64_t f0, int64_t n) {
+    for (int64_t it = 0; it < iters; ++it)
+      std::memcpy(all.f32() + (it * S + f0) * 9, step.f32() + it * n * 9, n * 9 * sizeof(float));
+  };
+  put(head.step(FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames)), 0, scale_frames);
+  if (cached) cached->push_back(head.frames_cached());
+  for (int64_t f = scale_frames; f < S; ++f) {
+    put(head.step(FrameMode::Keyframe, camera_rows(agg, f, 1)), f, 1);
+    if (cached) cached->push_back(head.frames_cached());
+  }
+  return all;
+}
+
+TEST(CameraHeadGolden, TinyStreamMatchesReferencePoses) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  io::TensorMap w = copy_weights(c->weights);
+  CameraHead head(c->cfg, w, 1);
+  EXPECT_TRUE(w.empty()) << "the head takes every camera_head.* tensor";
+  std::vector<int64_t> cached;
+  const Tensor got = stream_tiny(head, c->ref.at("aggregated_3"), 2, &cached);
+  const Tensor& ref_iters = c->ref.at("pose_enc_iters");
+  ASSERT_EQ(got.shape(), ref_iters.shape());
+  const test::Diff d = test::diff(got.f32(), ref_iters.f32(), got.numel());
+  std::printf("[ INFO     ] tiny pose_enc_iters max|d| = %.3g (max|ref| %.3g)\n", d.max_abs, d.max_ref);
+  EXPECT_LE(d.max_abs, 1e-4) << "at flat index " << d.argmax;
+  const Tensor& ref_final = c->ref.at("pose_enc");
+  EXPECT_LE(test::diff(got.f32() + 3 * 10 * 9, ref_final.f32(), 90).max_abs, 1e-4);
+  // The camera cache holds every stored frame: 2 after the scale phase, then +1 per keyframe.
+  EXPECT_EQ(cached, (std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  // One f32 K and V row of dim_in per frame in each (iteration, block) cache.
+  EXPECT_EQ(head.cache_bytes(), 10 * 2 * 256 * 4 * int64_t(c->cfg.num_iterations * c->cfg.trunk_depth));
+}
+
+TEST(CameraHeadGolden, FewerIterationsAreExactPrefixes) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap w4 = copy_weights(c->weights);
+  CameraHead head4(c->cfg, w4, 1);
+  const Tensor full = stream_tiny(head4, agg, 2);
+  for (int iters = 1; iters <= 3; ++iters) {
+    CameraHeadConfig cfg = c->cfg;
+    cfg.num_iterations = iters;
+    io::TensorMap w = copy_weights(c->weights);
+    CameraHead head(cfg, w, 1);
+    const Tensor got = stream_tiny(head, agg, 2);
+    ASSERT_EQ(got.shape(), (Shape{iters, 10, 9}));
+    EXPECT_EQ(std::memcmp(got.f32(), full.f32(), got.nbytes()), 0) << iters << " iterations";
+  }
+}
+
+TEST(CameraHeadGolden, ThreadCountAndResetDoNotChangeResults) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap w1 = copy_weights(c->weights), w2 = copy_weights(c->weights);
+  CameraHead h1(c->cfg, w1, 1), h2(c->cfg, w2, 2);
+  const Tensor a = stream_tiny(h1, agg, 2);
+  const Tensor b = stream_tiny(h2, agg, 2);
+  EXPECT_EQ(std::memcmp(a.f32(), b.f32(), a.nbytes()), 0);
+  h2.reset();
+  EXPECT_EQ(h2.frames_cached(), 0);
+  EXPECT_EQ(h2.cache_bytes(), 0);
+  const Tensor again = stream_tiny(h2, agg, 2);
+  EXPECT_EQ(std::memcmp(a.f32(), again.f32(), a.nbytes()), 0);
+}
+
+TEST(CameraHeadGolden, NonKeyframeLeavesTheCacheUnchanged) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap wa = copy_weights(c->weights), wb = copy_weights(c->weights);
+  CameraHead a(c->cfg, wa, 1), b(c->cfg, wb, 1);
+  a.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  b.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  // b sees frame 2 as a non-keyframe first: it gets a pose, but nothing is stored.
+  const Tensor nk = b.step(FrameMode::NonKeyframe, camera_rows(agg, 2, 1));
+  EXPECT_EQ(b.frames_cached(), 2);
+  const Tensor ka = a.step(FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  // Frame 2 as a non-keyframe attends to {0, 1, 2}, exactly the keys it sees as a keyframe.
+  EXPECT_LE(test::diff(nk.f32(), ka.f32(), nk.numel()).max_abs, 1e-6);
+  // Later frames see the same caches in both heads.
+  b.step(FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  const Tensor a3 = a.step(FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  const Tensor b3 = b.step(FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  EXPECT_EQ(std::memcmp(a3.f32(), b3.f32(), a3.nbytes()), 0);
+  EXPECT_EQ(a.frames_cached(), 4);
+  EXPECT_EQ(b.frames_cached(), 4);
+}
+
+TEST(CameraHeadGolden, PosesDecodeToReferenceCameras) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  io::TensorMap w = copy_weights(c->weights);
+  CameraHead head(c->cfg, w, 1);
+  const Tensor got = stream_tiny(head, c->ref.at("aggregated_3"), 2);
+  Tensor final_pose({10, 9});
+  std::memcpy(final_pose.f32(), got.f32() + 3 * 90, 90 * sizeof(float));
+  const CameraTensors cams = cameras_from_pose_encodings(final_pose, {70, 112});
+  EXPECT_LE(test::diff(cams.extrinsic.f32(), c->ref.at("extrinsic").f32(), 120).max_abs, 1e-4);
+  EXPECT_LE(test::diff(cams.extrinsic_c2w.f32(), c->ref.at("extrinsic_c2w").f32(), 120).max_abs, 1e-4);
+  EXPECT_LE(test::max_rel(cams.intrinsic.f32(), c->ref.at("intrinsic").f32(), 90, 1e-6), 1e-5);
+}
+
+TEST(CameraHeadErrors, BadInputsNameTheProblem) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap w = copy_weights(c->weights);
+  CameraHead head(c->cfg, w, 1);
+  auto expect_error = [](auto&& fn, const std::string& msg) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected error: " << msg;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+  };
+  expect_error([&] { head.step(FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}); },
+               "camera head: camera tokens must be [n >= 1, 256] with row stride >= 256, got [2, 128] stride 128");
+  expect_error([&] { head.step(FrameMode::Keyframe, camera_rows(agg, 0, 2)); },
+               "camera head: a keyframe step takes 1 frame, got 2");
+  head.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  expect_error([&] { head.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
+               "camera head: scale phase needs an empty cache, it holds 2 frames (call reset())");
+  expect_error([&] { head.step(FrameMode::NonKeyframe, camera_rows(agg, 2, 3)); },
+               "camera head: a non-keyframe step takes 1 frame, got 3");
+  EXPECT_EQ(head.frames_cached(), 2);
+
+  io::TensorMap missing = copy_weights(c->weights);
+  missing.erase("camera_head.trunk_norm.bias");
+  expect_error([&] { CameraHead h(c->cfg, missing); }, "missing weight camera_head.trunk_norm.bias");
+  io::TensorMap bad = copy_weights(c->weights);
+  bad["camera_head.embed_pose.weight"] = Tensor({256, 8});
+  expect_error([&] { CameraHead h(c->cfg, bad); },
+               "camera_head.embed_pose.weight: expected shape [256, 9], got [256, 8]");
+  CameraHeadConfig zero = c->cfg;
+  zero.num_iterations = 0;
+  io::TensorMap w0 = copy_weights(c->weights);
+  expect_error([&] { CameraHead h(zero, w0); }, "camera head: num_iterations must be >= 1, got 0");
+}
+
+}  // namespace
+}  // namespace lingbot::model
