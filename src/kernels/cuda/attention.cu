@@ -1,0 +1,683 @@
+// CUDA paged / dense attention (see attention_cuda.h). Two kernels share one key walk:
+//   attn_simt_kernel  one thread per query row, f32 math, any dtype, head_dim <= 128
+//   attn_mma_kernel   one warp per 16 query rows, mma.sync m16n8k16 (f16/bf16 in, f32 accumulate),
+//                     head_dim 64, K/V tiles double-buffered in shared memory with cp.async
+// Keys are walked segment by segment (page-table entries first, then extra spans) in tiles; a
+// tile never straddles a segment and rows past the segment's end are zero-filled in shared memory,
+// never loaded, so padding (even NaN) cannot reach the softmax.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------------------------------------
+// Kernel arguments (passed by value).
+
+struct QueryArgs {
+  const float* data;
+  int64_t token_stride;  // floats
+  int n_tokens;
+  int heads;
+  int head_dim;
+};
+
+// All visible keys: `num_entries` page-table entries into `pool`, then `num_spans` spans.
+struct KeyArgs {
+  const void* pool;
+  int64_t page_stride;   // elements from page p's K to page p+1's K: 2 * page_size * row
+  int64_t kv_offset;     // elements from a page's K to its V: page_size * row
+  int64_t row;           // heads * head_dim: elements per token in the pool
+  const int32_t* page_ids;
+  const int32_t* start;
+  const int32_t* len;
+  int num_entries;
+  int num_spans;
+  const void* span_k[kMaxCudaSpans];
+  const void* span_v[kMaxCudaSpans];
+  int64_t span_stride[kMaxCudaSpans];
+  int span_n[kMaxCudaSpans];
+};
+
+// One segment of consecutive keys for head h: token t's K at k + t*stride (elements of T).
+template <typename T>
+struct Segment {
+  const T* k;
+  const T* v;
+  int64_t stride;
+  int n;
+};
+
+template <typename T>
+__device__ __forceinline__ Segment<T> load_segment(const KeyArgs& a, int i, int h, int head_dim) {
+  Segment<T> s;
+  if (i < a.num_entries) {
+    const int64_t page = __ldg(a.page_ids + i);
+    const int64_t first = static_cast<int64_t>(__ldg(a.start + i)) * a.row + static_cast<int64_t>(h) * head_dim;
+    const T* base = static_cast<const T*>(a.pool) + page * a.page_stride + first;
+    s.k = base;
+    s.v = base + a.kv_offset;
+    s.stride = a.row;
+    s.n = __ldg(a.len + i);
+  } else {
+    const int j = i - a.num_entries;
+    s.k = static_cast<const T*>(a.span_k[j]) + static_cast<int64_t>(h) * head_dim;
+    s.v = static_cast<const T*>(a.span_v[j]) + static_cast<int64_t>(h) * head_dim;
+    s.stride = a.span_stride[j];
+    s.n = a.span_n[j];
+  }
+  return s;
+}
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// ---------------------------------------------------------------------------------------------
+// SIMT kernel: thread = one query row of one head; block = kSimtRows rows of one head.
+
+constexpr int kSimtRows = 128;
+constexpr int kSimtKeys = 32;  // keys per shared-memory tile
+
+template <typename T, int DP>  // DP: head_dim rounded up to 64 or 128 (zero padding)
+__global__ void __launch_bounds__(kSimtRows) attn_simt_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
+  __shared__ float ks[kSimtKeys][DP];
+  __shared__ float vs[kSimtKeys][DP];
+  const int h = blockIdx.y;
+  const int D = q.head_dim;
+  const int row = blockIdx.x * kSimtRows + threadIdx.x;
+  const bool active = row < q.n_tokens;
+
+  float qr[DP];
+  float o[DP];
+#pragma unroll
+  for (int d = 0; d < DP; ++d) {
+    qr[d] = (active && d < D) ? q.data[row * q.token_stride + static_cast<int64_t>(h) * D + d] * qscale : 0.0f;
+    o[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+
+  const int n_segs = keys.num_entries + keys.num_spans;
+  for (int si = 0; si < n_segs; ++si) {
+    const Segment<T> seg = load_segment<T>(keys, si, h, D);
+    for (int t0 = 0; t0 < seg.n; t0 += kSimtKeys) {
+      const int nk = min(kSimtKeys, seg.n - t0);
+      __syncthreads();  // previous tile fully consumed
+      for (int idx = threadIdx.x; idx < kSimtKeys * DP; idx += kSimtRows) {
+        const int j = idx / DP, d = idx % DP;
+        float kv = 0.0f, vv = 0.0f;
+        if (j < nk && d < D) {
+          const int64_t off = (t0 + j) * seg.stride + d;
+          kv = to_f32(seg.k[off]);
+          vv = to_f32(seg.v[off]);
+        }
+        ks[j][d] = kv;
+        vs[j][d] = vv;
+      }
+      __syncthreads();
+      float s[kSimtKeys];
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kSimtKeys; ++j) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DP; ++d) acc = fmaf(qr[d], ks[j][d], acc);
+        s[j] = j < nk ? acc : -INFINITY;
+        tile_max = fmaxf(tile_max, s[j]);
+      }
+      const float m_new = fmaxf(m, tile_max);  // finite: nk >= 1
+      const float alpha = exp2f(m - m_new);    // 0 on the first tile (m = -inf)
+      l *= alpha;
+#pragma unroll
+      for (int d = 0; d < DP; ++d) o[d] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kSimtKeys; ++j) {
+        const float p = exp2f(s[j] - m_new);  // 0 for masked keys
+        l += p;
+#pragma unroll
+        for (int d = 0; d < DP; ++d) o[d] = fmaf(p, vs[j][d], o[d]);
+      }
+      m = m_new;
+    }
+  }
+  if (!active) return;
+  const float inv = 1.0f / l;
+  float* dst = out + (static_cast<int64_t>(row) * q.heads + h) * D;
+#pragma unroll
+  for (int d = 0; d < DP; ++d)
+    if (d < D) dst[d] = o[d] * inv;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core kernel (sm_80+): 4 warps x 16 query rows, key tiles of 64, head_dim 64.
+
+constexpr int kMmaWarps = 4;
+constexpr int kMmaRows = 16 * kMmaWarps;  // query rows per block
+constexpr int kMmaKeys = 64;              // keys per tile
+constexpr int kMmaDim = 64;               // head_dim
+constexpr int kSmemRow = kMmaDim + 8;     // padded row (halves): conflict-free fragment loads
+
+template <typename T>
+struct MmaTraits;
+template <>
+struct MmaTraits<__half> {
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
+    uint32_t r;
+    memcpy(&r, &v, 4);
+    return r;
+  }
+  __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  }
+};
+template <>
+struct MmaTraits<__nv_bfloat16> {
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t r;
+    memcpy(&r, &v, 4);
+    return r;
+  }
+  __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  }
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Position of the key walk: tile [t0, t0+nk) of segment si.
+template <typename T>
+struct TileCursor {
+  int si;
+  int t0;
+  int nk;
+  Segment<T> seg;
+};
+
+// First non-empty tile at or after (si, t0); si == n_segs when the walk is done.
+template <typename T>
+__device__ __forceinline__ void settle(TileCursor<T>& c, const KeyArgs& keys, int n_segs, int h) {
+  while (c.si < n_segs) {
+    if (c.t0 < c.seg.n) {
+      c.nk = min(kMmaKeys, c.seg.n - c.t0);
+      return;
+    }
+    ++c.si;
+    c.t0 = 0;
+    if (c.si < n_segs) c.seg = load_segment<T>(keys, c.si, h, kMmaDim);
+  }
+  c.nk = 0;
+}
+
+// Stages K and V rows [t0, t0+nk) of the cursor's segment into shared memory; rows >= nk are zeroed.
+template <typename T>
+__device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks)[kSmemRow], uint16_t (*vs)[kSmemRow]) {
+  constexpr int kChunks = kMmaDim / 8;  // 16-byte chunks per row
+  const bool aligned = ((reinterpret_cast<uintptr_t>(c.seg.k) | reinterpret_cast<uintptr_t>(c.seg.v)) % 16 == 0) &&
+                       (c.seg.stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+  for (int idx = threadIdx.x; idx < kMmaKeys * kChunks; idx += kMmaWarps * 32) {
+    const int r = idx / kChunks, ch = idx % kChunks;
+    uint16_t* kd = &ks[r][ch * 8];
+    uint16_t* vd = &vs[r][ch * 8];
+    if (r >= c.nk) {
+      *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const int64_t off = (c.t0 + r) * c.seg.stride + ch * 8;
+    const T* kg = c.seg.k + off;
+    const T* vg = c.seg.v + off;
+    if (aligned) {
+      cp_async16(kd, kg);
+      cp_async16(vd, vg);
+    } else {
+      const uint16_t* kg16 = reinterpret_cast<const uint16_t*>(kg);
+      const uint16_t* vg16 = reinterpret_cast<const uint16_t*>(vg);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        kd[e] = kg16[e];
+        vd[e] = vg16[e];
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t pack_u16(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
+  using Tr = MmaTraits<T>;
+  __shared__ alignas(16) uint16_t ks[2][kMmaKeys][kSmemRow];
+  __shared__ alignas(16) uint16_t vs[2][kMmaKeys][kSmemRow];
+  const int h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const int r0 = blockIdx.x * kMmaRows + warp * 16 + g;  // this thread's two query rows: r0, r0 + 8
+  const int r1 = r0 + 8;
+
+  // Q fragments (A operand, row-major 16x16 per k-chunk of 16 dims), rounded to T.
+  uint32_t qa[kMmaDim / 16][4];
+  {
+    const float* q0 = q.data + static_cast<int64_t>(r0) * q.token_stride + static_cast<int64_t>(h) * kMmaDim;
+    const float* q1 = q.data + static_cast<int64_t>(r1) * q.token_stride + static_cast<int64_t>(h) * kMmaDim;
+    const bool v0 = r0 < q.n_tokens, v1 = r1 < q.n_tokens;
+#pragma unroll
+    for (int c = 0; c < kMmaDim / 16; ++c) {
+      const int d = c * 16 + 2 * t;
+      qa[c][0] = v0 ? Tr::pack(q0[d], q0[d + 1]) : 0u;
+      qa[c][1] = v1 ? Tr::pack(q1[d], q1[d + 1]) : 0u;
+      qa[c][2] = v0 ? Tr::pack(q0[d + 8], q0[d + 9]) : 0u;
+      qa[c][3] = v1 ? Tr::pack(q1[d + 8], q1[d + 9]) : 0u;
+    }
+  }
+
+  float o[kMmaDim / 8][4];
+#pragma unroll
+  for (int j = 0; j < kMmaDim / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY;  // running max of rows r0 / r1 (log2 domain)
+  float l0 = 0.0f, l1 = 0.0f;            // this thread's partial row sums
+
+  const int n_segs = keys.num_entries + keys.num_spans;
+  TileCursor<T> cur{0, 0, 0, {}};
+  if (n_segs > 0) cur.seg = load_segment<T>(keys, 0, h, kMmaDim);
+  settle(cur, keys, n_segs, h);
+  if (cur.si < n_segs) stage_tile(cur, ks[0], vs[0]);
+  cp_async_commit();
+
+  int stage = 0;
+  while (cur.si < n_segs) {
+    TileCursor<T> nxt = cur;
+    nxt.t0 += kMmaKeys;
+    settle(nxt, keys, n_segs, h);
+    if (nxt.si < n_segs) {
+      stage_tile(nxt, ks[stage ^ 1], vs[stage ^ 1]);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    // S = Q K^T for this warp's 16 rows x 64 keys: s[j] covers keys 8j..8j+7.
+    float s[kMmaKeys / 8][4];
+#pragma unroll
+    for (int j = 0; j < kMmaKeys / 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const uint16_t* krow = ks[stage][8 * j + g];
+#pragma unroll
+      for (int c = 0; c < kMmaDim / 16; ++c) {
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + c * 16 + 2 * t);
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + c * 16 + 2 * t + 8);
+        Tr::mma(s[j], qa[c], b0, b1);
+      }
+    }
+    // Scale, mask keys past the tile, row max (the 4 threads of a group share rows r0 / r1).
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kMmaKeys / 8; ++j) {
+      const int col = 8 * j + 2 * t;
+      s[j][0] = col < cur.nk ? s[j][0] * qscale : -INFINITY;
+      s[j][1] = col + 1 < cur.nk ? s[j][1] * qscale : -INFINITY;
+      s[j][2] = col < cur.nk ? s[j][2] * qscale : -INFINITY;
+      s[j][3] = col + 1 < cur.nk ? s[j][3] * qscale : -INFINITY;
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // finite: every tile has a key
+    const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= a0;
+    l1 *= a1;
+#pragma unroll
+    for (int j = 0; j < kMmaDim / 8; ++j) {
+      o[j][0] *= a0;
+      o[j][1] *= a0;
+      o[j][2] *= a1;
+      o[j][3] *= a1;
+    }
+#pragma unroll
+    for (int j = 0; j < kMmaKeys / 8; ++j) {
+      s[j][0] = exp2f(s[j][0] - mn0);
+      s[j][1] = exp2f(s[j][1] - mn0);
+      s[j][2] = exp2f(s[j][2] - mn1);
+      s[j][3] = exp2f(s[j][3] - mn1);
+      l0 += s[j][0] + s[j][1];
+      l1 += s[j][2] + s[j][3];
+    }
+    // O += P V: P's accumulator layout is the A layout of the next mma (keys 16kc..16kc+15).
+#pragma unroll
+    for (int kc = 0; kc < kMmaKeys / 16; ++kc) {
+      const uint32_t pa[4] = {Tr::pack(s[2 * kc][0], s[2 * kc][1]), Tr::pack(s[2 * kc][2], s[2 * kc][3]),
+                              Tr::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                              Tr::pack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      const uint16_t* v0 = vs[stage][16 * kc + 2 * t];
+      const uint16_t* v1 = vs[stage][16 * kc + 2 * t + 1];
+      const uint16_t* v8 = vs[stage][16 * kc + 2 * t + 8];
+      const uint16_t* v9 = vs[stage][16 * kc + 2 * t + 9];
+#pragma unroll
+      for (int j = 0; j < kMmaDim / 8; ++j) {
+        const int d = 8 * j + g;
+        Tr::mma(o[j], pa, pack_u16(v0[d], v1[d]), pack_u16(v8[d], v9[d]));
+      }
+    }
+    __syncthreads();  // this stage is overwritten by the load issued in the next iteration
+    cur = nxt;
+    stage ^= 1;
+  }
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  if (r0 < q.n_tokens) {
+    float* dst = out + (static_cast<int64_t>(r0) * q.heads + h) * kMmaDim;
+#pragma unroll
+    for (int j = 0; j < kMmaDim / 8; ++j)
+      *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) = make_float2(o[j][0] * inv0, o[j][1] * inv0);
+  }
+  if (r1 < q.n_tokens) {
+    float* dst = out + (static_cast<int64_t>(r1) * q.heads + h) * kMmaDim;
+#pragma unroll
+    for (int j = 0; j < kMmaDim / 8; ++j)
+      *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) = make_float2(o[j][2] * inv1, o[j][3] * inv1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+bool is_device_pointer(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+void check_device_ptr(std::string_view fn, const void* p, const char* what) {
+  LINGBOT_CHECK(is_device_pointer(p), fn, ": ", what, " is not CUDA device memory");
+}
+
+void validate_query(std::string_view fn, const kernels::QueryView& q, const float* out) {
+  LINGBOT_CHECK(q.n_tokens >= 0, fn, ": query n_tokens must be >= 0, got ", q.n_tokens);
+  LINGBOT_CHECK(q.heads > 0, fn, ": query heads must be > 0, got ", q.heads);
+  LINGBOT_CHECK(q.head_dim > 0, fn, ": query head_dim must be > 0, got ", q.head_dim);
+  LINGBOT_CHECK(q.head_dim <= kMaxCudaHeadDim, fn, ": query head_dim ", q.head_dim,
+                " exceeds the CUDA kernels' maximum ", kMaxCudaHeadDim);
+  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
+  if (q.n_tokens > 0) {
+    LINGBOT_CHECK(q.data != nullptr, fn, ": query data is null with n_tokens = ", q.n_tokens);
+    LINGBOT_CHECK(out != nullptr, fn, ": out is null with n_tokens = ", q.n_tokens);
+    LINGBOT_CHECK(q.token_stride >= row, fn, ": query token_stride ", q.token_stride,
+                  " is smaller than heads*head_dim = ", row);
+    check_device_ptr(fn, q.data, "query data");
+    check_device_ptr(fn, out, "out");
+  }
+}
+
+void add_spans(std::string_view fn, const kernels::QueryView& q, std::span<const kernels::KVSpan> spans,
+               KeyArgs& args, DType& dtype, bool& have_dtype, int64_t& n_keys) {
+  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const kernels::KVSpan& s = spans[i];
+    LINGBOT_CHECK(s.n_tokens >= 0, fn, ": kv span ", i, ": negative n_tokens ", s.n_tokens);
+    if (s.n_tokens == 0) continue;
+    LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, fn, ": kv span ", i, ": k/v data is null with n_tokens = ",
+                  s.n_tokens);
+    LINGBOT_CHECK(s.token_stride >= row, fn, ": kv span ", i, ": token_stride ", s.token_stride,
+                  " is smaller than heads*head_dim = ", row);
+    LINGBOT_CHECK(args.num_spans < kMaxCudaSpans, fn, ": more than ", kMaxCudaSpans,
+                  " non-empty kv spans (CUDA kernel limit), got span ", i);
+    if (have_dtype) {
+      LINGBOT_CHECK(s.dtype == dtype, fn, ": kv span ", i, ": dtype ", dtype_name(s.dtype),
+                    " differs from the other keys' dtype ", dtype_name(dtype),
+                    " (the CUDA kernels take one K/V dtype)");
+    }
+    dtype = s.dtype;
+    have_dtype = true;
+    check_device_ptr(fn, s.k, "kv span k");
+    check_device_ptr(fn, s.v, "kv span v");
+    args.span_k[args.num_spans] = s.k;
+    args.span_v[args.num_spans] = s.v;
+    args.span_stride[args.num_spans] = s.token_stride;
+    args.span_n[args.num_spans] = s.n_tokens;
+    ++args.num_spans;
+    n_keys += s.n_tokens;
+  }
+}
+
+int current_sm_major() {
+  int dev = 0;
+  LINGBOT_CUDA_CHECK(cudaGetDevice(&dev));
+  int major = 0;
+  LINGBOT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major;
+}
+
+template <typename T>
+void launch_simt(const QueryArgs& qa, const KeyArgs& ka, float* out, float qscale, cudaStream_t stream) {
+  const dim3 grid((qa.n_tokens + kSimtRows - 1) / kSimtRows, qa.heads);
+  if (qa.head_dim <= 64) {
+    attn_simt_kernel<T, 64><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);
+  } else {
+    attn_simt_kernel<T, 128><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);
+  }
+}
+
+void launch(std::string_view fn, const kernels::QueryView& q, const KeyArgs& ka, DType dtype, float* out,
+            const CudaAttentionParams& params) {
+  LINGBOT_CHECK(std::isfinite(params.scale), fn, ": scale must be finite, got ", params.scale);
+  if (q.n_tokens == 0) return;
+  LINGBOT_CHECK(q.heads <= 65535, fn, ": query heads ", q.heads, " exceeds the CUDA grid limit 65535");
+  const AttentionImpl impl = resolve_attention_impl(params.impl, dtype, q.head_dim);
+  const QueryArgs qa{q.data, q.token_stride, q.n_tokens, q.heads, q.head_dim};
+  const float qscale = params.scale * kLog2e;
+  if (impl == AttentionImpl::TensorCore) {
+    const dim3 grid((q.n_tokens + kMmaRows - 1) / kMmaRows, q.heads);
+    if (dtype == DType::F16) {
+      attn_mma_kernel<__half><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+    } else {
+      attn_mma_kernel<__nv_bfloat16><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+    }
+  } else {
+    switch (dtype) {
+      case DType::F32: launch_simt<float>(qa, ka, out, qscale, params.stream); break;
+      case DType::F16: launch_simt<__half>(qa, ka, out, qscale, params.stream); break;
+      case DType::BF16: launch_simt<__nv_bfloat16>(qa, ka, out, qscale, params.stream); break;
+    }
+  }
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+const char* attention_impl_name(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::Auto: return "auto";
+    case AttentionImpl::Simt: return "simt";
+    case AttentionImpl::TensorCore: return "tensor-core";
+  }
+  return "?";
+}
+
+AttentionImpl parse_attention_impl(const char* name) {
+  const std::string_view n = name ? name : "";
+  if (n == "auto") return AttentionImpl::Auto;
+  if (n == "simt") return AttentionImpl::Simt;
+  if (n == "tensor-core") return AttentionImpl::TensorCore;
+  throw Error(detail::concat("unknown CUDA attention kernel '", n, "' (expected auto, simt or tensor-core)"));
+}
+
+AttentionImpl resolve_attention_impl(AttentionImpl requested, DType kv_dtype, int head_dim) {
+  const bool mma_ok = kv_dtype != DType::F32 && head_dim == kMmaDim;
+  switch (requested) {
+    case AttentionImpl::Simt: return AttentionImpl::Simt;
+    case AttentionImpl::TensorCore:
+      LINGBOT_CHECK(mma_ok, "tensor-core attention needs f16/bf16 K/V and head_dim ", kMmaDim, ", got ",
+                    dtype_name(kv_dtype), " and head_dim ", head_dim);
+      LINGBOT_CHECK(current_sm_major() >= 8, "tensor-core attention needs compute capability 8.0 or newer");
+      return AttentionImpl::TensorCore;
+    case AttentionImpl::Auto: break;
+  }
+  return mma_ok && current_sm_major() >= 8 ? AttentionImpl::TensorCore : AttentionImpl::Simt;
+}
+
+DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_allocator) {
+  LINGBOT_CHECK(device_allocator.kind() == MemoryKind::Device,
+                "DevicePageTable: the allocator must allocate device memory");
+}
+
+void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int page_size, cudaStream_t stream) {
+  constexpr std::string_view fn = "paged_attention";
+  LINGBOT_CHECK(t.num_entries >= 0, fn, ": page table num_entries must be >= 0, got ", t.num_entries);
+  LINGBOT_CHECK(num_pages >= 0, fn, ": page pool num_pages must be >= 0, got ", num_pages);
+  LINGBOT_CHECK(page_size > 0, fn, ": page pool page_size must be > 0, got ", page_size);
+  const int n = t.num_entries;
+  if (n > 0) {
+    LINGBOT_CHECK(t.page_ids != nullptr && t.start != nullptr && t.len != nullptr, fn,
+                  ": page table arrays are null with num_entries = ", n);
+  }
+  int64_t keys = 0;
+  for (int i = 0; i < n; ++i) {
+    const int32_t page = t.page_ids[i], start = t.start[i], len = t.len[i];
+    LINGBOT_CHECK(page >= 0 && page < num_pages, fn, ": page table entry ", i, ": page id ", page,
+                  " out of range [0, ", num_pages, ")");
+    LINGBOT_CHECK(len >= 0, fn, ": page table entry ", i, ": negative len ", len);
+    LINGBOT_CHECK(start >= 0 && static_cast<int64_t>(start) + len <= page_size, fn, ": page table entry ", i,
+                  ": slots [", start, ", ", static_cast<int64_t>(start) + len, ") out of page bounds [0, ",
+                  page_size, ")");
+    keys += len;
+  }
+  if (n > capacity_) {
+    const int cap = std::max(n, 2 * capacity_);
+    device_ = Buffer(*alloc_, static_cast<size_t>(cap) * 3 * sizeof(int32_t));
+    staging_.assign(static_cast<size_t>(cap) * 3, 0);
+    capacity_ = cap;
+  }
+  if (n > 0) {
+    int32_t* s = staging_.data();
+    std::memcpy(s, t.page_ids, n * sizeof(int32_t));
+    std::memcpy(s + capacity_, t.start, n * sizeof(int32_t));
+    std::memcpy(s + 2 * capacity_, t.len, n * sizeof(int32_t));
+    // Pageable source: the call returns once the data has left staging_, so it may be reused at once.
+    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), s, staging_.size() * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream));
+  }
+  num_entries_ = n;
+  num_keys_ = keys;
+  num_pages_ = num_pages;
+  page_size_ = page_size;
+}
+
+kernels::PageTableView DevicePageTable::view() const {
+  kernels::PageTableView v;
+  const auto* base = static_cast<const int32_t*>(device_.data());
+  v.num_entries = num_entries_;
+  if (base) {
+    v.page_ids = base;
+    v.start = base + capacity_;
+    v.len = base + 2 * capacity_;
+  }
+  return v;
+}
+
+void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
+                     std::span<const kernels::KVSpan> extra, float* out, const CudaAttentionParams& params) {
+  constexpr std::string_view fn = "paged_attention";
+  validate_query(fn, q, out);
+  KeyArgs ka{};
+  DType dtype = DType::F32;
+  bool have_dtype = false;
+  int64_t n_keys = 0;
+  if (table.num_entries() > 0) {
+    LINGBOT_CHECK(pool.data != nullptr, fn, ": page pool data is null with num_entries = ", table.num_entries());
+    LINGBOT_CHECK(pool.heads == q.heads, fn, ": page pool heads ", pool.heads, " != query heads ", q.heads);
+    LINGBOT_CHECK(pool.head_dim == q.head_dim, fn, ": page pool head_dim ", pool.head_dim, " != query head_dim ",
+                  q.head_dim);
+    LINGBOT_CHECK(pool.num_pages == table.num_pages() && pool.page_size == table.page_size(), fn,
+                  ": page pool geometry (num_pages ", pool.num_pages, ", page_size ", pool.page_size,
+                  ") differs from the one the page table was validated against (num_pages ", table.num_pages(),
+                  ", page_size ", table.page_size(), ")");
+    check_device_ptr(fn, pool.data, "page pool data");
+    const int64_t row = static_cast<int64_t>(pool.heads) * pool.head_dim;
+    const kernels::PageTableView tv = table.view();
+    ka.pool = pool.data;
+    ka.row = row;
+    ka.kv_offset = static_cast<int64_t>(pool.page_size) * row;
+    ka.page_stride = 2 * ka.kv_offset;
+    ka.page_ids = tv.page_ids;
+    ka.start = tv.start;
+    ka.len = tv.len;
+    ka.num_entries = tv.num_entries;
+    dtype = pool.dtype;
+    have_dtype = true;
+    n_keys += table.num_keys();
+  }
+  add_spans(fn, q, extra, ka, dtype, have_dtype, n_keys);
+  LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");
+  launch(fn, q, ka, dtype, out, params);
+}
+
+void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
+                     const CudaAttentionParams& params) {
+  constexpr std::string_view fn = "dense_attention";
+  validate_query(fn, q, out);
+  KeyArgs ka{};
+  DType dtype = DType::F32;
+  bool have_dtype = false;
+  int64_t n_keys = 0;
+  add_spans(fn, q, kv, ka, dtype, have_dtype, n_keys);
+  LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (kv spans are empty)");
+  launch(fn, q, ka, dtype, out, params);
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,86 @@
+#pragma once
+// CUDA attention kernels over the same plain views as the CPU kernels (kernels/cpu/attention.h),
+// with every data pointer a DEVICE pointer:
+//   queries   f32 [n_q, heads, head_dim], tokens `token_stride` floats apart
+//   page pool dtype [num_pages, 2 (K,V), page_size, heads, head_dim]
+//   KV span   K and V each [n_tokens, heads, head_dim], tokens `token_stride` elements apart
+//   out       f32 [n_q, heads, head_dim] contiguous
+// Softmax over all visible keys with f32 accumulation (online softmax, exp2 with log2(e) folded into
+// the scale, as on the CPU). Padding slots outside the page table's [start, start+len) ranges are
+// never read, so they may hold anything (NaN included).
+//
+// Page tables live on the device in a DevicePageTable: uploaded once per frame step, then passed to
+// every block's paged_attention call. All calls are asynchronous on params.stream; the caller
+// synchronises before reading `out` on the host.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/allocator.h"
+#include "kernels/cpu/attention.h"
+
+namespace lingbot::cuda {
+
+// Which kernel runs. Auto = TensorCore when it applies (f16/bf16 K/V, head_dim 64, sm_80+), else Simt.
+//   Simt:       f32 math throughout (queries stay f32); any dtype, head_dim 1..128.
+//   TensorCore: mma.sync m16n8k16 with f32 accumulation; queries are rounded to the K/V dtype for
+//               Q·K^T and probabilities to the V dtype for P·V (as FlashAttention/FlashInfer do), so
+//               results differ from the CPU kernel by about the storage dtype's rounding.
+enum class AttentionImpl : uint8_t { Auto, Simt, TensorCore };
+const char* attention_impl_name(AttentionImpl impl);  // "auto" | "simt" | "tensor-core"
+AttentionImpl parse_attention_impl(const char* name);  // throws Error naming the bad value
+
+struct CudaAttentionParams {
+  float scale = 1.0f;              // usually 1/sqrt(head_dim)
+  cudaStream_t stream = nullptr;   // nullptr = legacy default stream
+  AttentionImpl impl = AttentionImpl::Auto;
+};
+
+// Most extra / dense KV spans one call takes (they travel in the kernel's parameter block).
+inline constexpr int kMaxCudaSpans = 8;
+// Largest head_dim the kernels take.
+inline constexpr int kMaxCudaHeadDim = 128;
+
+// Device copy of a page table (three int32 arrays), validated on upload against the geometry of the
+// pool it indexes. Capacity only grows, so steady-state uploads allocate nothing.
+class DevicePageTable {
+ public:
+  explicit DevicePageTable(Allocator& device_allocator);  // allocator must be MemoryKind::Device
+  // Checks every entry like the CPU kernel does (page id in [0, num_pages), slots inside the page;
+  // same messages) and copies the table to the device asynchronously on `stream`.
+  void upload(const kernels::PageTableView& host, int num_pages, int page_size, cudaStream_t stream = nullptr);
+  // Device pointers; valid until the next upload.
+  kernels::PageTableView view() const;
+  int num_entries() const { return num_entries_; }
+  int64_t num_keys() const { return num_keys_; }  // sum of len
+  int num_pages() const { return num_pages_; }    // geometry the table was validated against
+  int page_size() const { return page_size_; }
+
+ private:
+  Allocator* alloc_;
+  Buffer device_;                 // int32 [3][capacity]: page_ids, start, len
+  std::vector<int32_t> staging_;  // host copy of the same layout
+  int capacity_ = 0;
+  int num_entries_ = 0;
+  int64_t num_keys_ = 0;
+  int num_pages_ = 0;
+  int page_size_ = 0;
+};
+
+// Attention of q over the keys of `table` in `pool`, then the keys of `extra` spans. All K/V must
+// share one dtype (the CPU kernel allows mixing; the CUDA kernels are specialised per dtype).
+// Throws lingbot::Error on bad input (messages as the CPU kernel where the check is the same) and
+// on CUDA launch errors.
+void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
+                     std::span<const kernels::KVSpan> extra, float* out, const CudaAttentionParams& params);
+
+// Attention of q over the concatenation of `kv` spans (dense caches, contiguous baselines).
+void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
+                     const CudaAttentionParams& params);
+
+// The kernel Auto picks for this input on the current device.
+AttentionImpl resolve_attention_impl(AttentionImpl requested, DType kv_dtype, int head_dim);
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,34 @@
+#pragma once
+// Device memory through the lingbot::Allocator interface: plain cudaMalloc (no managed memory),
+// zeroed with cudaMemset, exact byte accounting. Pointers it returns are device pointers: never
+// dereference them on the host.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/allocator.h"
+
+namespace lingbot::cuda {
+
+// Number of visible CUDA devices; 0 when there is no device or no usable driver (never throws).
+int device_count();
+
+class CudaAllocator final : public Allocator {
+ public:
+  // Allocates on `device` (the calling thread's current device is switched to it for each call).
+  explicit CudaAllocator(int device = 0);
+  // Returns zeroed device memory (cudaMalloc alignment is 256 bytes); throws lingbot::Error with the
+  // CUDA error string (e.g. out of memory) on failure.
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
+  MemoryKind kind() const override { return MemoryKind::Device; }
+  size_t bytes_allocated() const override { return bytes_; }
+  uint64_t allocation_count() const override { return count_; }
+  int device() const { return device_; }
+
+ private:
+  int device_ = 0;
+  size_t bytes_ = 0;
+  uint64_t count_ = 0;
+};
+
+}  // namespace lingbot::cuda
