@@ -22,18 +22,23 @@ namespace {
 std::vector<const AttnKernels*> kernel_sets() {
   std::vector<const AttnKernels*> v{&portable_kernels()};
   if (avx2_kernels()) v.push_back(avx2_kernels());
+  if (avx512_kernels()) v.push_back(avx512_kernels());
   return v;
 }
 
-const char* name_of(const AttnKernels* k) { return k == &portable_kernels() ? "portable" : "avx2"; }
+const char* name_of(const AttnKernels* k) {
+  return k == &portable_kernels() ? "portable" : k == avx2_kernels() ? "avx2" : "avx512";
+}
 
 }  // namespace
 
 TEST(AttentionKernels, AvailableSetsAreReported) {
   // Not a skip: just make visible which sets the other tests cover on this machine.
-  std::cout << "attention kernel sets tested: portable" << (avx2_kernels() ? ", avx2" : " (no AVX2/FMA/F16C CPU)")
+  std::cout << "attention kernel sets tested:";
+  for (const AttnKernels* k : kernel_sets()) std::cout << " " << name_of(k);
+  std::cout << (avx2_kernels() ? "" : " (CPU lacks AVX2/FMA/F16C)") << (avx512_kernels() ? "" : " (no AVX-512F)")
             << "; selected: " << name_of(&select_kernels()) << "\n";
-  EXPECT_EQ(&select_kernels(), avx2_kernels() ? avx2_kernels() : &portable_kernels());
+  EXPECT_EQ(&select_kernels(), kernel_sets().back());
 }
 
 TEST(AttentionKernels, EverySetMatchesDoubleReference) {
@@ -93,9 +98,15 @@ TEST(AttentionKernels, EverySetMatchesDoubleReference) {
         }
       }
 
+    std::vector<float> avx2_out;
     for (const AttnKernels* k : kernel_sets()) {
       std::vector<float> out(q.size());
       run_attention(*k, {q.data(), n_q, heads, d, row}, segs, n_keys, out.data(), {scale, 2});
+      // The AVX-512 products sum in the AVX2 order: identical bits, whichever the CPU picks.
+      if (k == avx2_kernels()) avx2_out = out;
+      if (k == avx512_kernels()) {
+        EXPECT_EQ(0, std::memcmp(out.data(), avx2_out.data(), out.size() * 4)) << "d=" << d;
+      }
       int bad = 0;
       for (size_t i = 0; i < out.size() && bad < 5; ++i)
         if (!(std::fabs(out[i] - ref[i]) <= 2e-5 * std::max(1.f, std::fabs(ref[i])))) {

@@ -64,6 +64,8 @@ struct AttnKernels {
 const AttnKernels& portable_kernels();
 // Null when the CPU lacks AVX2/FMA/F16C (or the compiler cannot target them).
 const AttnKernels* avx2_kernels();
+// AVX2 set with AVX-512F matrix products (bit-identical results); null without AVX-512F.
+const AttnKernels* avx512_kernels();
 // The best kernels for this CPU (decided once, immutable afterwards).
 const AttnKernels& select_kernels();
 

@@ -109,7 +109,9 @@ const AttnKernels& portable_kernels() {
 }
 
 const AttnKernels& select_kernels() {
-  static const AttnKernels& k = avx2_kernels() ? *avx2_kernels() : portable_kernels();
+  static const AttnKernels& k = avx512_kernels()  ? *avx512_kernels()
+                                : avx2_kernels() ? *avx2_kernels()
+                                                 : portable_kernels();
   return k;
 }
 
