@@ -170,8 +170,11 @@ TEST(AttentionKernels, SoftmaxExpIsAccurateAndMasksTail) {
       const double want = std::exp2(static_cast<double>(x));
       sum += s[j];
       // 3e-7 relative: Cephes-style exp2 polynomial; results below 2^-126 may flush to 0.
-      if (want >= 0x1p-126) EXPECT_NEAR(s[j], want, 3e-7 * want) << name_of(k) << " j=" << j;
-      else EXPECT_LE(s[j], 0x1p-126) << name_of(k) << " j=" << j;
+      if (want >= 0x1p-126) {
+        EXPECT_NEAR(s[j], want, 3e-7 * want) << name_of(k) << " j=" << j;
+      } else {
+        EXPECT_LE(s[j], 0x1p-126) << name_of(k) << " j=" << j;
+      }
     }
     for (int j = 37; j < 48; ++j) EXPECT_EQ(s[j], 0.f) << name_of(k) << " masked column " << j;
     EXPECT_NEAR(l, sum, 1e-6 * sum) << name_of(k);

@@ -363,6 +363,9 @@ TEST(PagedAttention, RejectsBadInputsWithExactMessages) {
   bp.data = nullptr;
   EXPECT_EQ(call(qv, bp, tv, {}, out.data(), prm), "paged_attention: page pool data is null with num_entries = 1");
   bp = pv;
+  bp.dtype = static_cast<DType>(9);
+  EXPECT_EQ(call(qv, bp, tv, {}, out.data(), prm), "paged_attention: page pool dtype 9 is not f32, f16 or bf16");
+  bp = pv;
   bp.page_size = 0;
   EXPECT_EQ(call(qv, bp, tv, {}, out.data(), prm), "paged_attention: page pool page_size must be > 0, got 0");
 
@@ -402,6 +405,8 @@ TEST(PagedAttention, RejectsBadInputsWithExactMessages) {
             "paged_attention: kv span 1: k/v data is null with n_tokens = 1");
   EXPECT_EQ(call(qv, pv, tv, {KVSpan{kv.data(), kv.data(), DType::F32, 3, 4}}, out.data(), prm),
             "paged_attention: kv span 0: token_stride 4 is smaller than heads*head_dim = 8");
+  EXPECT_EQ(call(qv, pv, tv, {KVSpan{kv.data(), kv.data(), static_cast<DType>(5), 3, 8}}, out.data(), prm),
+            "paged_attention: kv span 0: dtype 5 is not f32, f16 or bf16");
 }
 
 TEST(DenseAttention, RejectsBadInputsWithExactMessages) {

@@ -17,6 +17,8 @@ using detail::kKeyBlock;
 using detail::kMaxQueryGroup;
 using detail::kRowGroup;
 
+bool known_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 void validate_query(std::string_view fn, const QueryView& q, const float* out, const AttentionParams& p) {
   LINGBOT_CHECK(q.n_tokens >= 0, fn, ": query n_tokens must be >= 0, got ", q.n_tokens);
   LINGBOT_CHECK(q.heads > 0, fn, ": query heads must be > 0, got ", q.heads);
@@ -40,6 +42,8 @@ void add_spans(std::string_view fn, const QueryView& q, std::span<const KVSpan> 
     const KVSpan& s = spans[i];
     LINGBOT_CHECK(s.n_tokens >= 0, fn, ": kv span ", i, ": negative n_tokens ", s.n_tokens);
     if (s.n_tokens == 0) continue;
+    LINGBOT_CHECK(known_dtype(s.dtype), fn, ": kv span ", i, ": dtype ", static_cast<int>(s.dtype),
+                  " is not f32, f16 or bf16");
     LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, fn, ": kv span ", i, ": k/v data is null with n_tokens = ",
                   s.n_tokens);
     LINGBOT_CHECK(s.token_stride >= row, fn, ": kv span ", i, ": token_stride ", s.token_stride,
@@ -58,6 +62,8 @@ void add_pages(const QueryView& q, const PagePoolView& pool, const PageTableView
   LINGBOT_CHECK(pool.heads == q.heads, fn, ": page pool heads ", pool.heads, " != query heads ", q.heads);
   LINGBOT_CHECK(pool.head_dim == q.head_dim, fn, ": page pool head_dim ", pool.head_dim, " != query head_dim ",
                 q.head_dim);
+  LINGBOT_CHECK(known_dtype(pool.dtype), fn, ": page pool dtype ", static_cast<int>(pool.dtype),
+                " is not f32, f16 or bf16");
   LINGBOT_CHECK(pool.num_pages >= 0, fn, ": page pool num_pages must be >= 0, got ", pool.num_pages);
   LINGBOT_CHECK(pool.page_size > 0, fn, ": page pool page_size must be > 0, got ", pool.page_size);
   const int64_t row = static_cast<int64_t>(pool.heads) * pool.head_dim;
