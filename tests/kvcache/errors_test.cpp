@@ -1,0 +1,200 @@
+// Bad input gets a lingbot::Error with an exact message, and leaves the cache unchanged.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kv_test_util.h"
+#include "kvcache/dense_kv_cache.h"
+#include "kvcache/paged_kv_cache.h"
+
+using namespace lingbot;
+
+namespace {
+
+void expect_error(const std::function<void()>& fn, const std::string& message) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+CacheOptions small_options() {
+  CacheOptions o;
+  o.num_blocks = 2;
+  o.heads = 2;
+  o.head_dim = 8;
+  o.tokens_per_frame = 10;
+  o.num_special_tokens = 6;
+  o.scale_frames = 2;
+  o.sliding_window = 2;
+  return o;
+}
+
+TEST(KVCacheErrors, Options) {
+  HostAllocator alloc;
+  struct Case {
+    std::function<void(CacheOptions&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](CacheOptions& o) { o.num_blocks = 0; }, "CacheOptions.num_blocks must be >= 1, got 0"},
+      {[](CacheOptions& o) { o.heads = -1; }, "CacheOptions.heads must be >= 1, got -1"},
+      {[](CacheOptions& o) { o.head_dim = 0; }, "CacheOptions.head_dim must be >= 1, got 0"},
+      {[](CacheOptions& o) { o.num_special_tokens = 0; }, "CacheOptions.num_special_tokens must be >= 1, got 0"},
+      {[](CacheOptions& o) { o.tokens_per_frame = 6; },
+       "CacheOptions.tokens_per_frame must be > num_special_tokens (6), got 6"},
+      {[](CacheOptions& o) { o.tokens_per_frame = 0; },
+       "CacheOptions.tokens_per_frame must be > num_special_tokens (6), got 0"},
+      {[](CacheOptions& o) { o.scale_frames = -2; }, "CacheOptions.scale_frames must be >= 0, got -2"},
+      {[](CacheOptions& o) { o.sliding_window = 0; }, "CacheOptions.sliding_window must be >= 1, got 0"},
+      {[](CacheOptions& o) { o.max_special_tokens = -1; },
+       "CacheOptions.max_special_tokens must be >= 0 (0 = unlimited), got -1"},
+      {[](CacheOptions& o) { o.num_threads = 0; }, "CacheOptions.num_threads must be >= 1, got 0"},
+  };
+  for (KVBackend b : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull})
+    for (const auto& c : cases) {
+      CacheOptions o = small_options();
+      c.edit(o);
+      expect_error([&] { make_kv_cache(b, o, alloc); }, c.message);
+    }
+  EXPECT_EQ(alloc.bytes_allocated(), 0u);
+  expect_error([] { parse_kv_backend("flash"); }, "unknown KV backend 'flash' (expected paged, dense or dense-full)");
+  EXPECT_EQ(parse_kv_backend("dense-full"), KVBackend::DenseFull);
+  EXPECT_EQ(parse_kv_backend(kv_backend_name(KVBackend::Paged)), KVBackend::Paged);
+  EXPECT_STREQ(kv_backend_name(KVBackend::Dense), "dense");
+}
+
+TEST(KVCacheErrors, StepProtocolAndShapes) {
+  for (KVBackend backend : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull}) {
+    SCOPED_TRACE(kv_backend_name(backend));
+    HostAllocator alloc;
+    const CacheOptions o = small_options();
+    auto c = make_kv_cache(backend, o, alloc);
+    const int64_t row = 16;
+    std::vector<float> q(40 * row), k(40 * row), v(40 * row), out(40 * row);
+    const kernels::QueryView q1{q.data(), 10, 2, 8, row};
+    const kernels::KVSpan kv1{k.data(), v.data(), DType::F32, 10, row};
+
+    expect_error([&] { c->attend(0, q1, kv1, out.data()); }, "attend: no step in progress (call begin_step first)");
+    expect_error([&] { c->end_step(); }, "end_step: no step in progress");
+    expect_error([&] { c->keys_in_step(); }, "keys_in_step: no step in progress");
+    expect_error([&] { c->begin_step(FrameMode::Keyframe, 2); }, "begin_step: Keyframe takes n_frames = 1, got 2");
+    expect_error([&] { c->begin_step(FrameMode::NonKeyframe, 0); }, "begin_step: NonKeyframe takes n_frames = 1, got 0");
+    expect_error([&] { c->begin_step(FrameMode::ScalePhase, 3); },
+                 "begin_step: ScalePhase n_frames must be in [1, scale_frames = 2], got 3");
+    expect_error([&] { c->begin_step(FrameMode::ScalePhase, 0); },
+                 "begin_step: ScalePhase n_frames must be in [1, scale_frames = 2], got 0");
+
+    c->begin_step(FrameMode::ScalePhase, 2);
+    expect_error([&] { c->begin_step(FrameMode::Keyframe, 1); },
+                 "begin_step: the previous ScalePhase step was not ended (call end_step first)");
+    expect_error([&] { c->attend(2, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: block 2 out of range [0, 2)");
+    expect_error([&] { c->attend(-1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: block -1 out of range [0, 2)");
+    expect_error([&] { c->attend(0, q1, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: q has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
+    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, kv1, out.data()); },
+                 "attend: kv has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
+    expect_error([&] { c->attend(0, {q.data(), 20, 4, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: q heads 4 != cache heads 2");
+    expect_error([&] { c->attend(0, {q.data(), 20, 2, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: q head_dim 4 != cache head_dim 8");
+    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::BF16, 20, row}, out.data()); },
+                 "attend: kv dtype bf16 must be f32");
+    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), nullptr, DType::F32, 20, row}, out.data()); },
+                 "attend: null q, k, v or out pointer");
+    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, 8}, out.data()); },
+                 "attend: kv token_stride 8 < heads*head_dim 16");
+    c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
+    expect_error([&] { c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
+                 "attend: block 1 was already attended in this ScalePhase step");
+    expect_error([&] { c->end_step(); },
+                 "end_step: block 0 was not attended in this ScalePhase step (its K/V would be missing)");
+    c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
+    c->end_step();
+    expect_error([&] { c->begin_step(FrameMode::ScalePhase, 1); },
+                 "begin_step: ScalePhase needs an empty cache, but 2 frames are stored (call reset() first)");
+    c->reset();
+    c->begin_step(FrameMode::ScalePhase, 1);  // allowed again after reset
+    c->reset();                               // reset also abandons an open step
+    EXPECT_EQ(c->stats().frames_stored, 0);
+  }
+}
+
+TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
+  HostAllocator alloc;
+  CacheOptions o = small_options();
+  o.max_special_tokens = 24;  // paged: specials of 4 stored frames
+  PagedKVCache paged(o, alloc);
+  paged.step_without_attention(FrameMode::ScalePhase, 2);
+  paged.step_without_attention(FrameMode::Keyframe, 1);
+  paged.step_without_attention(FrameMode::Keyframe, 1);
+  paged.step_without_attention(FrameMode::NonKeyframe, 1);  // not stored: no special tokens
+  const PagedCacheState before = paged.state();
+  const size_t bytes = alloc.bytes_allocated();
+  const std::string msg =
+      "special stream would hold 30 tokens per block, over max_special_tokens = 24 (raise "
+      "CacheOptions.max_special_tokens, or set it to 0 for unlimited)";
+  expect_error([&] { paged.begin_step(FrameMode::Keyframe, 1); }, msg);
+  expect_error([&] { paged.append_frame(); }, msg);
+  EXPECT_EQ(paged.state(), before);
+  EXPECT_EQ(alloc.bytes_allocated(), bytes);
+  paged.begin_step(FrameMode::NonKeyframe, 1);  // still usable
+  paged.end_step();
+
+  // Dense: the cap bounds the side buffer of kept specials (6 per evicted frame).
+  o.max_special_tokens = 6;
+  DenseKVCache dense(o, alloc, false);
+  dense.step_without_attention(FrameMode::ScalePhase, 2);
+  dense.step_without_attention(FrameMode::Keyframe, 1);
+  dense.step_without_attention(FrameMode::Keyframe, 1);
+  dense.step_without_attention(FrameMode::Keyframe, 1);  // evicts frame 2: 6 kept specials
+  const CacheStats ds = dense.stats();
+  expect_error([&] { dense.begin_step(FrameMode::Keyframe, 1); },
+               "special stream would hold 12 tokens per block, over max_special_tokens = 6 (raise "
+               "CacheOptions.max_special_tokens, or set it to 0 for unlimited)");
+  EXPECT_EQ(dense.stats().frames_stored, ds.frames_stored);
+  EXPECT_EQ(dense.stats().bytes_reserved, ds.bytes_reserved);
+}
+
+TEST(KVCacheErrors, LowLevelPagedOperations) {
+  HostAllocator alloc;
+  const CacheOptions o = small_options();
+  PagedKVCache c(o, alloc);
+  expect_error([&] { c.rollback_last_frame(); },
+               "rollback_last_frame: nothing to roll back (no frame appended with deferred eviction pending)");
+  expect_error([&] { c.execute_deferred_eviction(); },
+               "execute_deferred_eviction: no append_frame(Eviction::Deferred) is pending");
+  c.append_frame();
+  expect_error([&] { c.rollback_last_frame(); },
+               "rollback_last_frame: nothing to roll back (no frame appended with deferred eviction pending)");
+  c.append_frame(PagedKVCache::Eviction::Deferred);
+  expect_error([&] { c.append_frame(); },
+               "append_frame: a deferred eviction is pending (call execute_deferred_eviction or rollback_last_frame)");
+  expect_error([&] { c.begin_step(FrameMode::Keyframe, 1); },
+               "begin_step: a deferred eviction is pending (call execute_deferred_eviction or rollback_last_frame)");
+  c.rollback_last_frame();
+  c.begin_step(FrameMode::Keyframe, 1);
+  expect_error([&] { c.append_frame(); }, "append_frame: a Keyframe step is in progress (call end_step first)");
+  expect_error([&] { c.evict(); }, "evict: a Keyframe step is in progress (call end_step first)");
+  expect_error([&] { c.rollback_last_frame(); },
+               "rollback_last_frame: a Keyframe step is in progress (call end_step first)");
+  c.reset();
+  for (int i = 0; i < 5; ++i) c.append_frame();  // pinned 0,1; evicted 2; window 3,4
+  std::vector<float> k(10 * 16), v(10 * 16);
+  expect_error([&] { c.write_frame(0, 2, {k.data(), v.data(), DType::F32, 10, 16}); },
+               "write_frame: frame 2 is not resident (resident: pinned [0, 2), window [3, 5))");
+  expect_error([&] { c.write_frame(0, 3, {k.data(), v.data(), DType::F32, 9, 16}); },
+               "write_frame: kv has 9 tokens, expected 10");
+  expect_error([&] { c.write_frame(3, 3, {k.data(), v.data(), DType::F32, 10, 16}); },
+               "write_frame: block 3 out of range [0, 2)");
+  c.write_frame(1, 4, {k.data(), v.data(), DType::F32, 10, 16});
+}
+
+}  // namespace
