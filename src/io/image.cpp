@@ -1,11 +1,10 @@
 #include "io/image.h"
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_FAILURE_USERMSG
@@ -229,24 +228,6 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   }
   if (orientation != 1) return apply_exif_orientation(img, orientation);
   return img;
-}
-
-std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what) {
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(path, ec);
-  LINGBOT_CHECK(exists, what, " not found: ", path.string());
-  LINGBOT_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", what, " ", path.string(),
-                ": is a directory");
-  std::ifstream in(path, std::ios::binary);
-  LINGBOT_CHECK(in.good(), "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  LINGBOT_CHECK(size >= 0, "cannot read ", what, " ", path.string(), ": cannot determine size");
-  in.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  LINGBOT_CHECK(in.good() || size == 0, "cannot read ", what, " ", path.string(), ": read failed");
-  return bytes;
 }
 
 ImageU8 load_image(const std::filesystem::path& path) {

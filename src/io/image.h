@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "io/file_util.h"
+
 namespace lingbot::io {
 
 // Interleaved 8-bit RGB, row-major, `rgb.size() == width * height * 3`.
@@ -68,8 +70,5 @@ struct ImageSize {
 // Displayed size (after EXIF orientation) of an image file, read from its header without decoding
 // the pixels. Same errors as load_image.
 ImageSize probe_image_size(const std::filesystem::path& path);
-
-// Reads a whole file into memory. Errors as load_image, with `what` ("image file", "video file"...).
-std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what);
 
 }  // namespace lingbot::io

@@ -1,0 +1,241 @@
+#include "io/writers.h"
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "io/file_util.h"
+#include "io/png.h"
+
+namespace lingbot::io {
+
+static_assert(std::endian::native == std::endian::little, "the PLY writer assumes a little-endian host");
+
+namespace {
+
+std::FILE* open_for_writing(const std::filesystem::path& path, const char* mode) {
+  std::FILE* f = std::fopen(path.c_str(), mode);
+  LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
+  return f;
+}
+
+void write_all(std::FILE* f, const std::filesystem::path& path, const void* data, size_t n) {
+  if (n == 0) return;
+  LINGBOT_CHECK(std::fwrite(data, 1, n, f) == n, "cannot write ", path.string(), ": ", std::strerror(errno));
+}
+void write_all(std::FILE* f, const std::filesystem::path& path, const std::string& s) {
+  write_all(f, path, s.data(), s.size());
+}
+void seek(std::FILE* f, const std::filesystem::path& path, long pos, int whence) {
+  LINGBOT_CHECK(std::fseek(f, pos, whence) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
+}
+void flush_file(std::FILE* f, const std::filesystem::path& path) {
+  LINGBOT_CHECK(std::fflush(f) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
+}
+
+nlohmann::json rows(const double* m, int r, int c) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 0; i < r; ++i) {
+    nlohmann::json row = nlohmann::json::array();
+    for (int j = 0; j < c; ++j) row.push_back(m[i * c + j]);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
+Mat44 rigid_inverse_4x4(const Mat34& m) {
+  Mat44 out{};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) out[i * 4 + j] = m[j * 4 + i];  // R^T
+    out[i * 4 + 3] = -(m[0 * 4 + i] * m[3] + m[1 * 4 + i] * m[7] + m[2 * 4 + i] * m[11]);
+  }
+  out[15] = 1.0;
+  return out;
+}
+
+std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m) {
+  const double r00 = m[0], r01 = m[1], r02 = m[2];
+  const double r10 = m[4], r11 = m[5], r12 = m[6];
+  const double r20 = m[8], r21 = m[9], r22 = m[10];
+  double x, y, z, w;
+  const double trace = r00 + r11 + r22;
+  // Branch on the largest diagonal term for numerical stability (Shepperd's method).
+  if (trace > 0) {
+    const double s = 2.0 * std::sqrt(trace + 1.0);
+    w = 0.25 * s;
+    x = (r21 - r12) / s;
+    y = (r02 - r20) / s;
+    z = (r10 - r01) / s;
+  } else if (r00 > r11 && r00 > r22) {
+    const double s = 2.0 * std::sqrt(1.0 + r00 - r11 - r22);
+    w = (r21 - r12) / s;
+    x = 0.25 * s;
+    y = (r01 + r10) / s;
+    z = (r02 + r20) / s;
+  } else if (r11 > r22) {
+    const double s = 2.0 * std::sqrt(1.0 + r11 - r00 - r22);
+    w = (r02 - r20) / s;
+    x = (r01 + r10) / s;
+    y = 0.25 * s;
+    z = (r12 + r21) / s;
+  } else {
+    const double s = 2.0 * std::sqrt(1.0 + r22 - r00 - r11);
+    w = (r10 - r01) / s;
+    x = (r02 + r20) / s;
+    y = (r12 + r21) / s;
+    z = 0.25 * s;
+  }
+  const double n = std::sqrt(x * x + y * y + z * z + w * w);
+  const double sign = w < 0 ? -1.0 : 1.0;
+  return {sign * x / n, sign * y / n, sign * z / n, sign * w / n};
+}
+
+// ---------------------------------------------------------------------------------------------
+PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohmann::json& meta) : path_(path) {
+  LINGBOT_CHECK(meta.is_null() || meta.is_object(), "poses.json metadata must be a JSON object");
+  nlohmann::json head = {{"format", "lingbot-map poses"}, {"version", 1}};
+  if (meta.is_object()) {
+    for (const auto& [k, v] : meta.items()) {
+      LINGBOT_CHECK(k != "frames", "poses.json metadata must not contain the key 'frames'");
+      head[k] = v;
+    }
+  }
+  std::string text = head.dump();
+  text.pop_back();  // drop the closing brace; "frames" follows
+  text += ",\"frames\":[";
+  file_ = open_for_writing(path_, "wb");
+  write_all(file_, path_, text);
+  trailer_pos_ = static_cast<long>(text.size());
+  write_all(file_, path_, std::string("\n]}\n"));
+  flush_file(file_, path_);
+}
+
+PosesJsonWriter::~PosesJsonWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void PosesJsonWriter::append(const FramePose& p) {
+  const Mat44 c2w = rigid_inverse_4x4(p.w2c);
+  nlohmann::json frame = {{"index", p.index},
+                          {"timestamp", p.timestamp},
+                          {"keyframe", p.keyframe},
+                          {"source", p.source},
+                          {"c2w", rows(c2w.data(), 4, 4)},
+                          {"w2c", rows(p.w2c.data(), 3, 4)},
+                          {"intrinsics", rows(p.intrinsics.data(), 3, 3)}};
+  std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
+  seek(file_, path_, trailer_pos_, SEEK_SET);
+  write_all(file_, path_, text);
+  trailer_pos_ += static_cast<long>(text.size());
+  // The new content is longer than the old trailer it replaced, so nothing stale remains after it.
+  write_all(file_, path_, std::string("\n]}\n"));
+  flush_file(file_, path_);
+  ++frames_;
+}
+
+// ---------------------------------------------------------------------------------------------
+TumWriter::TumWriter(const std::filesystem::path& path) : path_(path) { file_ = open_for_writing(path_, "wb"); }
+
+TumWriter::~TumWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void TumWriter::append(double timestamp, const Mat34& w2c) {
+  const Mat44 c2w = rigid_inverse_4x4(w2c);
+  const Mat34 c2w34 = {c2w[0], c2w[1], c2w[2], c2w[3], c2w[4], c2w[5], c2w[6], c2w[7], c2w[8], c2w[9], c2w[10], c2w[11]};
+  const auto q = rotation_to_quaternion_xyzw(c2w34);
+  char line[256];
+  const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
+                              c2w[7], c2w[11], q[0], q[1], q[2], q[3]);
+  write_all(file_, path_, line, static_cast<size_t>(n));
+  flush_file(file_, path_);
+}
+
+// ---------------------------------------------------------------------------------------------
+PlyWriter::PlyWriter(const std::filesystem::path& path) : path_(path) {
+  const std::string head =
+      "ply\nformat binary_little_endian 1.0\ncomment written by lingbot-map\nelement vertex ";
+  const std::string tail =
+      "\nproperty float x\nproperty float y\nproperty float z\n"
+      "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n";
+  file_ = open_for_writing(path_, "wb");
+  count_pos_ = static_cast<long>(head.size());
+  std::string count = "0";
+  count.resize(kPlyCountWidth, ' ');
+  write_all(file_, path_, head + count + tail);
+  flush_file(file_, path_);
+}
+
+PlyWriter::~PlyWriter() {
+  if (!file_) return;
+  try {
+    flush();
+  } catch (const Error&) {
+    // A destructor must not throw; the file keeps the count of the last successful flush.
+  }
+  std::fclose(file_);
+}
+
+void PlyWriter::append_points(std::span<const float> xyz, std::span<const uint8_t> rgb) {
+  LINGBOT_CHECK(xyz.size() % 3 == 0 && xyz.size() == rgb.size(), "PLY points: ", xyz.size(),
+                " coordinates and ", rgb.size(), " colour bytes do not describe the same points");
+  const size_t n = xyz.size() / 3;
+  const size_t old = buffer_.size();
+  buffer_.resize(old + n * 15);
+  char* out = buffer_.data() + old;
+  for (size_t i = 0; i < n; ++i, out += 15) {
+    std::memcpy(out, xyz.data() + i * 3, 12);
+    std::memcpy(out + 12, rgb.data() + i * 3, 3);
+  }
+  pending_ += static_cast<int64_t>(n);
+}
+
+void PlyWriter::flush() {
+  if (pending_ == 0) return;
+  seek(file_, path_, 0, SEEK_END);
+  write_all(file_, path_, buffer_);
+  buffer_.clear();
+  // Make the data durable in the stream before the header claims it.
+  flush_file(file_, path_);
+  std::string count = std::to_string(written_ + pending_);
+  LINGBOT_CHECK(count.size() <= static_cast<size_t>(kPlyCountWidth), "PLY vertex count ", count, " too large");
+  count.resize(kPlyCountWidth, ' ');
+  seek(file_, path_, count_pos_, SEEK_SET);
+  write_all(file_, path_, count);
+  flush_file(file_, path_);
+  written_ += pending_;
+  pending_ = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+uint16_t quantize_u16(float value, double unit) {
+  if (!std::isfinite(value) || value <= 0) return 0;
+  const double q = std::nearbyint(static_cast<double>(value) / unit);
+  if (q < 1) return 1;
+  if (q > 65535) return 65535;
+  return static_cast<uint16_t>(q);
+}
+
+void write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
+                     double unit, const std::string& quantity) {
+  LINGBOT_CHECK(unit > 0, "PNG map unit must be positive, got ", unit);
+  LINGBOT_CHECK(width > 0 && height > 0 && values.size() == static_cast<size_t>(width) * height, "cannot write ",
+                path.string(), ": ", values.size(), " values do not fill ", width, "x", height);
+  std::vector<uint16_t> q(values.size());
+  for (size_t i = 0; i < values.size(); ++i) q[i] = quantize_u16(values[i], unit);
+  char unit_text[64];
+  std::snprintf(unit_text, sizeof(unit_text), "%.17g", unit);
+  const PngText text[] = {{"lingbot:quantity", quantity}, {"lingbot:unit", unit_text}};
+  write_png_gray16(path, width, height, q, text);
+}
+
+void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc) {
+  write_file_atomic(path, doc.dump(2) + "\n");
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,112 @@
+#pragma once
+// Result writers for `lingbot-map run`. Every writer is incremental: it writes per frame, and after
+// each call returns the file on disk is complete and parseable for the frames written so far, so
+// an interrupted run leaves valid files. Files written whole (depth maps, summary) are written to a
+// temporary name and renamed, so a half-written file never carries the final name.
+//
+// Conventions: poses are OpenCV-style (x right, y down, z forward); `w2c` maps world to camera,
+// `c2w` is its inverse; matrices are row-major; intrinsics K = [[fx,0,cx],[0,fy,cy],[0,0,1]] in
+// pixels of the preprocessed image.
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+namespace lingbot::io {
+
+using Mat34 = std::array<double, 12>;  // row-major 3x4 [R | t]
+using Mat44 = std::array<double, 16>;  // row-major 4x4
+using Mat33 = std::array<double, 9>;   // row-major 3x3
+
+// Inverse of a rigid transform [R | t] -> [R^T | -R^T t], as a 4x4 with last row 0 0 0 1.
+Mat44 rigid_inverse_4x4(const Mat34& m);
+// Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0.
+std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
+
+struct FramePose {
+  int64_t index = 0;        // frame number in the run (0-based)
+  double timestamp = 0;     // seconds (video) or the frame index (image folders)
+  bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
+  std::string source;       // input file name or "video:<n>"; may be empty
+  Mat34 w2c{};              // world -> camera
+  Mat33 intrinsics{};
+};
+
+// poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
+//   {"index", "timestamp", "keyframe", "source", "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3}, ...]}
+// After every append the file ends with the closing "]}" (the next append overwrites it).
+class PosesJsonWriter {
+ public:
+  // `meta` (an object, may be null) adds top-level fields such as the image size.
+  PosesJsonWriter(const std::filesystem::path& path, const nlohmann::json& meta = nullptr);
+  ~PosesJsonWriter();
+  PosesJsonWriter(const PosesJsonWriter&) = delete;
+  PosesJsonWriter& operator=(const PosesJsonWriter&) = delete;
+  void append(const FramePose& pose);
+  int64_t frames() const { return frames_; }
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  long trailer_pos_ = 0;  // where the closing "\n]}\n" starts
+  int64_t frames_ = 0;
+};
+
+// TUM RGB-D trajectory: one line per frame "timestamp tx ty tz qx qy qz qw" of the camera-to-world
+// pose (translation = camera centre in world coordinates), after a "# " comment header line.
+class TumWriter {
+ public:
+  explicit TumWriter(const std::filesystem::path& path);
+  ~TumWriter();
+  TumWriter(const TumWriter&) = delete;
+  TumWriter& operator=(const TumWriter&) = delete;
+  void append(double timestamp, const Mat34& w2c);
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+};
+
+// Binary little-endian PLY with per-vertex "float x, y, z; uchar red, green, blue". The header's
+// vertex count is a fixed-width field patched on every flush(), so the file is valid after each
+// flush; append_points() buffers, flush() writes (call it once per frame), the destructor flushes.
+class PlyWriter {
+ public:
+  explicit PlyWriter(const std::filesystem::path& path);
+  ~PlyWriter();
+  PlyWriter(const PlyWriter&) = delete;
+  PlyWriter& operator=(const PlyWriter&) = delete;
+  // xyz: 3 floats per point, rgb: 3 bytes per point (same count).
+  void append_points(std::span<const float> xyz, std::span<const uint8_t> rgb);
+  void flush();
+  int64_t points() const { return written_ + pending_; }
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  long count_pos_ = 0;
+  int64_t written_ = 0;
+  int64_t pending_ = 0;
+  std::string buffer_;
+};
+// The header's count field: decimal digits then spaces up to this width (readers split on
+// whitespace; no leading zeros, which base-0 strtol would read as octal).
+inline constexpr int kPlyCountWidth = 12;
+
+// 16-bit depth / confidence PNGs. A sample stores round(value / unit), clipped to 1..65535;
+// 0 marks an invalid value (NaN, inf, <= 0). The unit is also written into the PNG as a tEXt chunk
+// (key "lingbot:unit"), next to "lingbot:quantity" ("depth" / "confidence").
+inline constexpr double kDepthPngUnit = 1e-3;       // depth: 1/1000 scene unit, max 65.535
+inline constexpr double kConfidencePngUnit = 1e-2;  // confidence: 1/100, max 655.35
+void write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
+                     double unit, const std::string& quantity);
+// Quantisation used by write_map_png16 (exposed for tests and readers).
+uint16_t quantize_u16(float value, double unit);
+
+// Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
+void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);
+
+}  // namespace lingbot::io
