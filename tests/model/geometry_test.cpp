@@ -1,0 +1,126 @@
+// Pose decoding and unprojection: conventions on hand-made poses, and the golden tensors of every
+// public case decoded from the reference pose_enc / depth (isolates geometry from the heads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "geometry_golden_util.h"
+#include "io/safetensors.h"
+#include "model/geometry.h"
+
+namespace lingbot::model {
+namespace {
+
+TEST(Geometry, QuaternionIsXyzwAndNormalised) {
+  // 90° about z: q = (0, 0, sin45, cos45), scaled by 3 (the 2/|q|² factor removes the scale).
+  const float s = 3.0f * std::sqrt(0.5f);
+  const Mat3x3 R = quat_xyzw_to_mat(0, 0, s, s);
+  const float expect[9] = {0, -1, 0, 1, 0, 0, 0, 0, 1};
+  for (int i = 0; i < 9; ++i) EXPECT_NEAR(R[i], expect[i], 1e-6) << i;
+  // Identity: scalar last.
+  const Mat3x3 I = quat_xyzw_to_mat(0, 0, 0, 2);
+  for (int i = 0; i < 9; ++i) EXPECT_FLOAT_EQ(I[i], i % 4 == 0 ? 1.0f : 0.0f);
+}
+
+TEST(Geometry, CameraConventions) {
+  const PoseEncoding e{0.5f, -1.0f, 2.0f, 0.1f, -0.2f, 0.3f, 0.9f, 1.0f, 1.4f};
+  const Camera cam = camera_from_pose_encoding(e, {70, 112});
+  // K: fx from fov_w and W, fy from fov_h and H, principal point at (W/2, H/2).
+  EXPECT_NEAR(cam.intrinsic[0], 56.0 / std::tan(0.7), 1e-4);
+  EXPECT_NEAR(cam.intrinsic[4], 35.0 / std::tan(0.5), 1e-4);
+  EXPECT_EQ(cam.intrinsic[2], 56.0f);
+  EXPECT_EQ(cam.intrinsic[5], 35.0f);
+  EXPECT_EQ(cam.intrinsic[8], 1.0f);
+  // w2c translation is the encoding's t; c2w ∘ w2c is the identity.
+  EXPECT_EQ(cam.w2c[3], 0.5f);
+  EXPECT_EQ(cam.w2c[7], -1.0f);
+  EXPECT_EQ(cam.w2c[11], 2.0f);
+  const float X[3] = {0.3f, -0.7f, 1.9f};
+  float Xc[3], Xw[3];
+  for (int r = 0; r < 3; ++r) Xc[r] = cam.w2c[r * 4] * X[0] + cam.w2c[r * 4 + 1] * X[1] + cam.w2c[r * 4 + 2] * X[2] + cam.w2c[r * 4 + 3];
+  for (int r = 0; r < 3; ++r) Xw[r] = cam.c2w[r * 4] * Xc[0] + cam.c2w[r * 4 + 1] * Xc[1] + cam.c2w[r * 4 + 2] * Xc[2] + cam.c2w[r * 4 + 3];
+  for (int r = 0; r < 3; ++r) EXPECT_NEAR(Xw[r], X[r], 1e-5);
+}
+
+TEST(Geometry, UnprojectUsesIntegerPixelCoordinates) {
+  // Identity pose, fov 90° both ways on a 4x6 image: fx = 3, fy = 2, c = (3, 2).
+  const float fov = static_cast<float>(M_PI / 2);
+  const Camera cam = camera_from_pose_encoding({0, 0, 0, 0, 0, 0, 1, fov, fov}, {4, 6});
+  Tensor depth({4, 6, 1});
+  for (int64_t i = 0; i < 24; ++i) depth.f32()[i] = 2.0f;
+  const Tensor wp = world_points_from_depth(depth, cam, {4, 6}, 1);
+  ASSERT_EQ(wp.shape(), (Shape{4, 6, 3}));
+  // Pixel (x=3, y=2) is the principal point: straight ahead.
+  const float* p = wp.f32() + (2 * 6 + 3) * 3;
+  EXPECT_NEAR(p[0], 0.0f, 1e-6);
+  EXPECT_NEAR(p[1], 0.0f, 1e-6);
+  EXPECT_NEAR(p[2], 2.0f, 1e-6);
+  // Pixel (x=0, y=0): ((0-3)/3·2, (0-2)/2·2, 2).
+  EXPECT_NEAR(wp.f32()[0], -2.0f, 1e-6);
+  EXPECT_NEAR(wp.f32()[1], -2.0f, 1e-6);
+  EXPECT_NEAR(wp.f32()[2], 2.0f, 1e-6);
+}
+
+TEST(Geometry, GoldenCamerasAndWorldPointsFromReferencePoses) {
+  int cases = 0;
+  for (const std::string name : {"tiny", "tiny-keyframes", "small-d24"}) {
+    const auto dir = test::golden_case_dir(name);
+    if (!dir) continue;
+    ++cases;
+    io::IntTensorMap ints;
+    const io::TensorMap ref = io::SafetensorsReader::open(*dir + "/reference.safetensors").read_all(DType::F32, &ints);
+    const Tensor& pose = ref.at("pose_enc");
+    const Tensor& depth = ref.at("depth");
+    const int64_t S = pose.dim(0);
+    const int H = static_cast<int>(depth.dim(1)), W = static_cast<int>(depth.dim(2));
+    const CameraTensors cams = cameras_from_pose_encodings(pose, {H, W});
+    const double e_ext = test::diff(cams.extrinsic.f32(), ref.at("extrinsic").f32(), S * 12).max_abs;
+    const double e_c2w = test::diff(cams.extrinsic_c2w.f32(), ref.at("extrinsic_c2w").f32(), S * 12).max_abs;
+    const double e_k = test::max_rel(cams.intrinsic.f32(), ref.at("intrinsic").f32(), S * 9, 1e-6);
+    const int64_t plane = int64_t{H} * W;
+    test::Diff dw;
+    for (int64_t f = 0; f < S; ++f) {
+      Tensor d({H, W, 1});
+      std::memcpy(d.f32(), depth.f32() + f * plane, plane * sizeof(float));
+      PoseEncoding pe;
+      std::memcpy(pe.data(), pose.f32() + f * 9, sizeof(pe));
+      const Tensor wp = world_points_from_depth(d, camera_from_pose_encoding(pe, {H, W}), {H, W}, 2);
+      const test::Diff one = test::diff(wp.f32(), ref.at("world_points").f32() + f * plane * 3, plane * 3);
+      dw.max_abs = std::max(dw.max_abs, one.max_abs);
+      dw.max_ref = std::max(dw.max_ref, one.max_ref);
+    }
+    std::printf("[ INFO     ] %s: extrinsic %.3g, c2w %.3g, intrinsic rel %.3g, world points %.3g (max|ref| %.3g)\n",
+                name.c_str(), e_ext, e_c2w, e_k, dw.max_abs, dw.max_ref);
+    EXPECT_LE(e_ext, 1e-5) << name;
+    EXPECT_LE(e_c2w, 1e-5) << name;
+    EXPECT_LE(e_k, 1e-6) << name;
+    EXPECT_LE(dw.max_abs, 1e-5 * dw.max_ref) << name;
+  }
+  if (cases == 0) GTEST_SKIP() << "no golden case available (see NOTE above)";
+}
+
+TEST(GeometryErrors, BadShapesNameTheProblem) {
+  try {
+    cameras_from_pose_encodings(Tensor({3, 8}), {70, 112});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cameras_from_pose_encodings: pose encodings must be [N, 9], got [3, 8]");
+  }
+  try {
+    camera_from_pose_encoding({}, {0, 112});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "camera_from_pose_encoding: image size 0x112 must be positive");
+  }
+  const Camera cam = camera_from_pose_encoding({0, 0, 0, 0, 0, 0, 1, 1, 1}, {70, 112});
+  try {
+    world_points_from_depth(Tensor({70, 113}), cam, {70, 112}, 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "world_points_from_depth: depth must be [70, 112] or [70, 112, 1], got [70, 113]");
+  }
+}
+
+}  // namespace
+}  // namespace lingbot::model
