@@ -1,0 +1,189 @@
+// Paged-cache lifecycle details: plan layout, padding never attended, exact rollback of a special
+// page allocation, reset without reallocation for both backends.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kv_test_util.h"
+#include "kvcache/dense_kv_cache.h"
+#include "kvcache/paged_kv_cache.h"
+
+using namespace lingbot;
+using namespace kvtest;
+
+namespace {
+
+CacheOptions options(int tpf, int ns, int scale, int window) {
+  CacheOptions o;
+  o.num_blocks = 2;
+  o.heads = 2;
+  o.head_dim = 8;
+  o.tokens_per_frame = tpf;
+  o.num_special_tokens = ns;
+  o.scale_frames = scale;
+  o.sliding_window = window;
+  return o;
+}
+
+// The plan lists pinned then window patch pages (len = patch tokens, never the padded page size)
+// and merges the special stream into runs: one per special page when every special is visible,
+// strided camera-token runs for evicted frames with camera_only.
+TEST(PagedKVCachePlan, LayoutAndRunMerging) {
+  HostAllocator alloc;
+  CacheOptions o = options(6 + 27, 6, 2, 3);  // 27 patches -> page 27 (32 with pow2), 4 (5) frames of specials per page
+  o.round_pages_pow2 = true;
+  PagedKVCache c(o, alloc);
+  EXPECT_EQ(c.page_size(), 32);
+  EXPECT_EQ(c.special_page_frames(), 5);
+  for (int i = 0; i < 12; ++i) c.append_frame();  // pinned 0,1; evicted 2..8; window 9..11
+  const PagePlan& p = c.plan();
+  ASSERT_EQ(p.page_ids.size(), 5u);
+  for (size_t i = 0; i < p.page_ids.size(); ++i) {
+    EXPECT_EQ(p.start[i], 0);
+    EXPECT_EQ(p.len[i], 27);
+  }
+  EXPECT_EQ(p.page_ids[0], 0);
+  EXPECT_EQ(p.page_ids[1], 1);
+  // 12 frames' specials on pages of 5 frames: 3 runs (30, 30, 12 tokens).
+  EXPECT_EQ(p.special_page_ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(p.special_len, (std::vector<int32_t>{30, 30, 12}));
+  EXPECT_EQ(p.special_stride, (std::vector<int32_t>{1, 1, 1}));
+  EXPECT_EQ(p.visible_tokens, 5 * 33 + 7 * 6);
+
+  o.camera_only = true;
+  PagedKVCache cam(o, alloc);
+  for (int i = 0; i < 12; ++i) cam.append_frame();
+  const PagePlan& q = cam.plan();
+  // page 0: frames 0,1 all (0..11), frames 2,3,4 camera (12, 18, 24);
+  // page 1: frames 5..9 camera except 9 (window): camera 5..8, then frame 9 all;
+  // page 2: frames 10, 11 all.
+  EXPECT_EQ(q.special_page_ids, (std::vector<int32_t>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(q.special_start, (std::vector<int32_t>{0, 12, 0, 24, 0}));
+  EXPECT_EQ(q.special_len, (std::vector<int32_t>{12, 3, 4, 6, 12}));
+  EXPECT_EQ(q.special_stride, (std::vector<int32_t>{1, 6, 6, 1, 1}));
+  EXPECT_EQ(q.visible_tokens, 5 * 33 + 7);
+
+  o.cross_frame_special = false;
+  PagedKVCache none(o, alloc);
+  for (int i = 0; i < 12; ++i) none.append_frame();
+  EXPECT_EQ(none.plan().special_len, (std::vector<int32_t>{12, 6, 12}));
+  EXPECT_EQ(none.plan().visible_tokens, 5 * 33);
+}
+
+// Pages are handed out from the free list and returned to it on eviction; ids are reused, never copied.
+TEST(PagedKVCachePlan, EvictionMovesPageIdsOnly) {
+  HostAllocator alloc;
+  PagedKVCache c(options(10, 6, 1, 2), alloc);
+  EXPECT_EQ(c.pool_pages(), 4);  // 1 pinned + 2 window + 1
+  for (int i = 0; i < 3; ++i) c.append_frame();
+  EXPECT_EQ(c.state().pinned_pages, (std::vector<int32_t>{0}));
+  EXPECT_EQ(c.state().window_pages, (std::vector<int32_t>{1, 2}));
+  c.append_frame();  // takes page 3, evicts frame 1 (page 1)
+  EXPECT_EQ(c.state().window_pages, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(c.state().free_pages, (std::vector<int32_t>{1}));
+  c.append_frame();  // reuses page 1, evicts page 2
+  EXPECT_EQ(c.state().window_pages, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(c.state().free_pages, (std::vector<int32_t>{2}));
+}
+
+// Padding slots of patch pages and unused special slots are filled with NaN: an attention that
+// read any of them would return NaN.
+TEST(PagedKVCachePlan, PaddingIsNeverAttended) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    HostAllocator alloc;
+    CacheOptions o = options(6 + 5, 6, 1, 2);  // 5 patches -> page 8 slots
+    o.round_pages_pow2 = true;
+    o.dtype = dt;
+    o.camera_only = true;
+    PagedKVCache c(o, alloc);
+    ASSERT_EQ(c.page_size(), 8);
+    const int64_t row = 16, tpf = 11;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd;
+    std::vector<float> q(tpf * row), k(tpf * row), v(tpf * row), out(tpf * row);
+    auto fill_nan = [&](void* page) {
+      std::vector<float> nan(static_cast<size_t>(c.page_size() * row) * 2, std::numeric_limits<float>::quiet_NaN());
+      convert_from_f32(nan.data(), page, dt, nan.size());
+    };
+    for (int b = 0; b < 2; ++b)
+      for (int p = 0; p < c.pool_pages(); ++p)
+        fill_nan(static_cast<unsigned char*>(const_cast<void*>(c.pool_view(b).data)) + p * c.page_bytes());
+    int filled = 0;  // special pages are poisoned as soon as they exist (K/V are written in attend)
+    for (int step = 0; step < 8; ++step) {
+      c.begin_step(step == 0 ? FrameMode::ScalePhase : step % 3 == 2 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
+      for (; filled < c.stats().special_pages; ++filled)
+        for (int b = 0; b < 2; ++b) fill_nan(const_cast<void*>(c.special_page(b, filled)));
+      for (int b = 0; b < 2; ++b) {
+        for (auto* x : {&q, &k, &v})
+          for (auto& e : *x) e = nd(rng);
+        c.attend(b, {q.data(), int(tpf), 2, 8, row}, {k.data(), v.data(), DType::F32, int(tpf), row}, out.data());
+        for (float x : out) ASSERT_TRUE(std::isfinite(x)) << "step " << step << " dtype " << dtype_name(dt);
+      }
+      c.end_step();
+    }
+    EXPECT_GT(c.stats().kept_special_tokens, 0);
+  }
+}
+
+// A deferred append that opened a new special page is rolled back completely (page freed).
+TEST(PagedKVCacheLifecycle, RollbackReleasesSpecialPageItAllocated) {
+  HostAllocator alloc;
+  PagedKVCache c(options(8, 6, 1, 1), alloc);  // page 6 slots: one frame of specials per page
+  ASSERT_EQ(c.special_page_frames(), 1);
+  c.append_frame();
+  const PagedCacheState before = c.state();
+  const size_t bytes = alloc.bytes_allocated();
+  c.append_frame(PagedKVCache::Eviction::Deferred);
+  EXPECT_EQ(c.stats().special_pages, 2);
+  EXPECT_EQ(alloc.bytes_allocated(), bytes + c.page_bytes() * 2);
+  c.rollback_last_frame();
+  EXPECT_EQ(c.state(), before);
+  EXPECT_EQ(alloc.bytes_allocated(), bytes);
+  // Deferred + execute_deferred_eviction = immediate append.
+  PagedKVCache d(options(8, 6, 1, 1), alloc);
+  d.append_frame();
+  for (int i = 0; i < 4; ++i) {
+    c.append_frame(PagedKVCache::Eviction::Deferred);
+    EXPECT_EQ(c.stats().window_pages, i == 0 ? 1 : 2);  // window + 1 while deferred
+    c.check_invariants();
+    EXPECT_EQ(c.execute_deferred_eviction(), i == 0 ? 0 : 1);
+    d.append_frame(PagedKVCache::Eviction::Immediate);
+    EXPECT_EQ(c.state(), d.state());
+  }
+}
+
+// reset(): both backends return to empty keeping their memory; replaying a run allocates nothing.
+TEST(KVCacheLifecycle, ResetKeepsMemoryAndAllocatesNothing) {
+  for (KVBackend backend : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull}) {
+    SCOPED_TRACE(kv_backend_name(backend));
+    HostAllocator alloc;
+    auto c = make_kv_cache(backend, options(20, 6, 2, 3), alloc);
+    auto run = [&] {
+      c->step_without_attention(FrameMode::ScalePhase, 2);
+      for (int i = 0; i < 30; ++i) c->step_without_attention(i % 4 == 3 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
+    };
+    run();
+    const CacheStats full = c->stats();
+    const uint64_t count = alloc.allocation_count();
+    c->reset();
+    const CacheStats empty = c->stats();
+    EXPECT_EQ(empty.frames_stored, 0);
+    EXPECT_EQ(empty.frames_resident, 0);
+    EXPECT_EQ(empty.special_tokens, 0);
+    EXPECT_EQ(empty.visible_tokens, 0);
+    EXPECT_EQ(empty.bytes_used, 0);
+    EXPECT_EQ(empty.bytes_reserved, full.bytes_reserved);
+    run();
+    EXPECT_EQ(alloc.allocation_count(), count);
+    const CacheStats again = c->stats();
+    EXPECT_EQ(again.frames_stored, full.frames_stored);
+    EXPECT_EQ(again.visible_tokens, full.visible_tokens);
+    EXPECT_EQ(again.bytes_used, full.bytes_used);
+    EXPECT_EQ(again.bytes_reserved, full.bytes_reserved);
+  }
+}
+
+}  // namespace
