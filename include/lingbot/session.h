@@ -1,0 +1,97 @@
+#pragma once
+// lingbot::Session: streaming inference over one video sequence.
+//
+// Protocol (the reference's `inference_streaming`, frame by frame):
+//   * The first `scale_frames` frames form the scale phase. push_frame() encodes each of them at once
+//     but returns nothing until the last one arrives; then the scale frames are processed together
+//     (bidirectional global attention), stored in the KV cache, and all their results are returned
+//     by that push, in frame order.
+//   * Every later push processes its frame immediately and returns exactly that frame's result.
+//     Frame i >= scale_frames is a keyframe iff (i - scale_frames) % keyframe_interval == 0;
+//     a non-keyframe attends to the cache plus its own tokens and is never stored.
+//   * finish() ends the sequence: if fewer than scale_frames frames were pushed, it runs the scale
+//     phase on those frames (as the reference does for a short stream) and returns their results;
+//     otherwise it returns nothing. After finish() the session is closed: push_frame() throws until
+//     reset().
+//   * reset() forgets the sequence (cache emptied without reallocating) and reopens the session;
+//     the next frame may have a different size.
+// Frames of one sequence must all have the same size. A Session is not thread-safe; use one per
+// stream (they may share a Model).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "kvcache/kv_cache.h"
+#include "lingbot/model.h"
+
+namespace lingbot {
+
+struct SessionOptions {
+  KVBackend backend = KVBackend::Paged;  // paged | dense | dense-full
+  DType kv_dtype = DType::F32;           // storage dtype of the aggregator K/V cache
+  // Scale frames: num_scale_frames of the protocol and the cache's pinned scale frames (one value,
+  // as in the reference runs). 0 = the model's default (ModelConfig::kv_cache.scale_frames).
+  int scale_frames = 0;
+  int sliding_window = 0;                  // frames in the cache window; 0 = model default
+  std::optional<bool> cross_frame_special;   // unset = model default
+  std::optional<bool> include_scale_frames;  // unset = model default
+  std::optional<bool> camera_only;           // unset = model default
+  int keyframe_interval = 1;               // >= 1; 1 = every frame is stored
+  int camera_iterations = 0;               // camera-head refinement iterations; 0 = model default
+  int threads = 0;                         // OpenMP threads; 0 = all available. Results do not depend on it.
+  bool keep_features = true;               // fill FrameResult::features
+  bool keep_patch_tokens = false;          // fill FrameResult::patch_tokens
+  bool round_pages_pow2 = false;           // paged cache: round patch pages up (padding is masked)
+  int64_t max_special_tokens = 0;          // cap on the cache's special stream per block; 0 = unlimited
+};
+
+struct FrameResult {
+  int64_t frame_index = 0;      // position in the sequence, from 0
+  bool is_keyframe = false;     // stored in the caches (every scale frame and every keyframe)
+  int64_t rope_time_index = 0;  // 3D-RoPE time position (advances only for stored frames)
+  // Per selected aggregator layer j (ModelConfig::aggregator.selected_layers[j]): f32 [P, 2C],
+  // tokens [camera, registers, scale, patches row-major], channels [frame block | global block].
+  // Filled when SessionOptions::keep_features; outputs of other layers are never retained.
+  std::vector<Tensor> features;
+  // Encoder output (normalised DINOv2 patch tokens): f32 [(H/p)(W/p), C], when keep_patch_tokens.
+  Tensor patch_tokens;
+  // Heads (camera pose, depth, world points) are added here by the heads integration (issue #6).
+};
+
+// Cache occupancy after the last completed step (aggregator cache; per block unless noted).
+struct SessionStats {
+  int64_t steps = 0;              // forward steps run (the scale phase counts as one)
+  int64_t frames_completed = 0;   // frames whose results were returned
+  CacheStats cache;               // see kvcache/kv_cache.h (zero before the first step)
+};
+
+class Session {
+ public:
+  // Throws lingbot::Error when an option is out of range or inconsistent with the model.
+  Session(std::shared_ptr<const Model> model, const SessionOptions& options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // image: f32 [3, H, W] RGB in [0, 1]; H and W multiples of the patch size, equal for all frames of
+  // the sequence. Returns the results completed by this push (see the protocol above).
+  std::vector<FrameResult> push_frame(const Tensor& image);
+  std::vector<FrameResult> push_frame(const float* image, int64_t height, int64_t width);
+  std::vector<FrameResult> finish();
+  void reset();
+
+  bool closed() const;
+  int64_t frames_pushed() const;
+  SessionStats stats() const;
+  const SessionOptions& options() const;  // with every default resolved
+  const Model& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lingbot

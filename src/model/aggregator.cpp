@@ -1,0 +1,137 @@
+#include "model/aggregator.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lingbot::model {
+
+Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, const std::string& prefix)
+    : config_(config) {
+  const int64_t C = config.embed_dim, R = config.num_register_tokens;
+  LINGBOT_CHECK(config.num_special_tokens == R + 2, "aggregator: num_special_tokens ", config.num_special_tokens,
+                " must be camera + ", R, " registers + scale = ", R + 2);
+  camera_token_ = take_f32(weights, prefix + "camera_token", {1, 2, 1, C});
+  camera_token_.reshape({2, C});
+  register_token_ = take_f32(weights, prefix + "register_token", {1, 2, R, C});
+  register_token_.reshape({2, R, C});
+  scale_token_ = take_f32(weights, prefix + "scale_token", {1, 2, 1, C});
+  scale_token_.reshape({2, C});
+  for (int64_t i = 0; i < config.depth; ++i) {
+    const std::string idx = std::to_string(i) + ".";
+    frame_blocks_.push_back(BlockWeights::take(weights, prefix + "frame_blocks." + idx, C, config.num_heads,
+                                               config.mlp_hidden, config.ln_eps, config.qk_norm));
+    global_blocks_.push_back(BlockWeights::take(weights, prefix + "global_blocks." + idx, C, config.num_heads,
+                                                config.mlp_hidden, config.ln_eps, config.qk_norm));
+  }
+  selected_slot_.assign(static_cast<size_t>(config.depth), -1);
+  for (size_t j = 0; j < config.selected_layers.size(); ++j) {
+    const int64_t d = config.selected_layers[j];
+    LINGBOT_CHECK(d >= 0 && d < config.depth, "aggregator: selected layer ", d, " is outside [0, ", config.depth, ")");
+    selected_slot_[static_cast<size_t>(d)] = static_cast<int>(j);
+  }
+}
+
+namespace {
+
+// Copies tokens [n*P, C] into channels [offset, offset+C) of out [n*P, 2C].
+void copy_half(const float* tokens, int64_t rows, int64_t C, float* out, int64_t offset) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + r * 2 * C + offset, tokens + r * C, static_cast<size_t>(C) * sizeof(float));
+}
+
+}  // namespace
+
+void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode mode, KVCache& cache,
+                      AggregatorScratch& s, std::vector<Tensor>& selected, int num_threads) const {
+  const int64_t C = config_.embed_dim, R = config_.num_register_tokens, S = config_.num_special_tokens;
+  const int64_t P = tokens_per_frame(grid), n = frames.n_frames, Pp = grid.patches();
+  const int64_t rows = n * P;
+  LINGBOT_CHECK(n >= 1, "aggregator step needs at least one frame, got ", n);
+  LINGBOT_CHECK(static_cast<int64_t>(frames.camera_variant.size()) == n &&
+                    static_cast<int64_t>(frames.register_variant.size()) == n &&
+                    static_cast<int64_t>(frames.scale_variant.size()) == n &&
+                    static_cast<int64_t>(frames.time_index.size()) == n,
+                "aggregator step: per-frame variant/time vectors must have ", n, " entries");
+  LINGBOT_CHECK(cache.options().tokens_per_frame == P, "aggregator step: cache was built for ",
+                cache.options().tokens_per_frame, " tokens per frame, the frames have ", P);
+
+  // Assemble [camera, registers, scale, patches] per frame.
+  s.tokens.resize(static_cast<size_t>(rows * C));
+  for (int64_t f = 0; f < n; ++f) {
+    float* t = s.tokens.data() + f * P * C;
+    const auto fi = static_cast<size_t>(f);
+    std::memcpy(t, camera_token_.f32() + frames.camera_variant[fi] * C, static_cast<size_t>(C) * sizeof(float));
+    std::memcpy(t + C, register_token_.f32() + frames.register_variant[fi] * R * C,
+                static_cast<size_t>(R * C) * sizeof(float));
+    std::memcpy(t + (1 + R) * C, scale_token_.f32() + frames.scale_variant[fi] * C,
+                static_cast<size_t>(C) * sizeof(float));
+    std::memcpy(t + S * C, frames.patch_tokens + f * Pp * C, static_cast<size_t>(Pp * C) * sizeof(float));
+  }
+
+  // 2D RoPE positions of one frame: specials (0, 0), patch (r, c) at (r + 1, c + 1).
+  const int head_dim = static_cast<int>(config_.head_dim()), heads = static_cast<int>(config_.num_heads);
+  if (s.rope2d_grid.rows != grid.rows || s.rope2d_grid.cols != grid.cols || s.rope2d.head_dim != head_dim) {
+    std::vector<int32_t> pr(static_cast<size_t>(P), 0), pc(static_cast<size_t>(P), 0);
+    for (int64_t i = 0; i < Pp; ++i) {
+      pr[static_cast<size_t>(S + i)] = static_cast<int32_t>(i / grid.cols + 1);
+      pc[static_cast<size_t>(S + i)] = static_cast<int32_t>(i % grid.cols + 1);
+    }
+    s.rope2d = kernels::rope2d_table(pr.data(), pc.data(), P, head_dim, static_cast<float>(config_.rope2d_frequency));
+    s.rope2d_grid = grid;
+  }
+  // 3D RoPE of the step's frames: special k of frame f at (t_f, k, k), patch (r, c) at (t_f, S + r, S + c).
+  kernels::RopeTable rope3d;
+  if (config_.enable_3d_rope) {
+    std::vector<int64_t> pt(static_cast<size_t>(rows));
+    std::vector<int32_t> ph(static_cast<size_t>(rows)), pw(static_cast<size_t>(rows));
+    for (int64_t f = 0; f < n; ++f)
+      for (int64_t i = 0; i < P; ++i) {
+        const auto r = static_cast<size_t>(f * P + i);
+        pt[r] = frames.time_index[static_cast<size_t>(f)];
+        ph[r] = static_cast<int32_t>(i < S ? i : S + (i - S) / grid.cols);
+        pw[r] = static_cast<int32_t>(i < S ? i : S + (i - S) % grid.cols);
+      }
+    const auto& d = config_.rope3d_fhw;
+    rope3d = kernels::rope3d_table(pt.data(), ph.data(), pw.data(), rows, head_dim,
+                                   {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])},
+                                   config_.rope3d_theta);
+  }
+
+  const RotateFn rotate_frame = [&](float* q, float* k, int64_t n_tok, int64_t stride) {
+    for (int64_t f = 0; f < n_tok / P; ++f) {
+      kernels::rope2d_apply(q + f * P * stride, P, heads, stride, s.rope2d, num_threads);
+      kernels::rope2d_apply(k + f * P * stride, P, heads, stride, s.rope2d, num_threads);
+    }
+  };
+  const RotateFn rotate_global = config_.enable_3d_rope
+                                     ? RotateFn([&](float* q, float* k, int64_t n_tok, int64_t stride) {
+                                         kernels::rope3d_apply(q, n_tok, heads, stride, rope3d, num_threads);
+                                         kernels::rope3d_apply(k, n_tok, heads, stride, rope3d, num_threads);
+                                       })
+                                     : rotate_frame;
+  const AttendFn attend_frame = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
+    grouped_self_attention(q, kv, P, out, num_threads);
+  };
+
+  selected.clear();
+  for (size_t j = 0; j < config_.selected_layers.size(); ++j) selected.emplace_back(Shape{n, P, 2 * C});
+
+  cache.begin_step(mode, static_cast<int>(n));
+  for (int64_t d = 0; d < config_.depth; ++d) {
+    const int slot = selected_slot_[static_cast<size_t>(d)];
+    block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
+                  num_threads);
+    if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), 0);
+    const int block = static_cast<int>(d);
+    const AttendFn attend_global = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
+      cache.attend(block, q, kv, out);
+    };
+    block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
+                  attend_global, num_threads);
+    if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), C);
+  }
+  cache.end_step();
+}
+
+}  // namespace lingbot::model

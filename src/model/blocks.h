@@ -1,0 +1,75 @@
+#pragma once
+// Shared transformer pieces of the encoder and the aggregator: weights taken out of a state_dict
+// (converted to f32 once, at load) and the pre-norm block
+//   x += ls1 · proj(attn(qk_norm/rope(qkv(norm1(x)))));  x += ls2 · fc2(gelu(fc1(norm2(x))))
+// with the attention itself and the position rotation supplied by the caller (intra-frame dense
+// attention, or the KV cache's attention for global blocks).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/tensor_map.h"
+#include "kernels/cpu/attention.h"
+
+namespace lingbot::model {
+
+// Moves `name` out of `weights` and returns it as f32 with the expected shape; throws Error naming
+// the key when it is missing or mis-shaped.
+Tensor take_f32(io::TensorMap& weights, const std::string& name, const Shape& expected);
+
+struct Linear {
+  Tensor weight;  // [out, in] (PyTorch layout)
+  Tensor bias;    // [out] or empty
+  int64_t in = 0, out = 0;
+
+  static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
+  // y[n, out] = x[n, in] W^T + b; row strides default to in / out.
+  void forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride = 0, int64_t y_stride = 0) const;
+};
+
+struct LayerNormW {
+  Tensor weight, bias;  // [dim] each, or empty for no affine
+  int64_t dim = 0;
+  float eps = 1e-5f;
+
+  static LayerNormW take(io::TensorMap& weights, const std::string& prefix, int64_t dim, float eps);
+  void forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride = 0, int64_t y_stride = 0) const;
+};
+
+struct BlockWeights {
+  int64_t dim = 0, heads = 0, head_dim = 0, mlp_hidden = 0;
+  LayerNormW norm1, norm2;
+  Linear qkv, proj, fc1, fc2;
+  bool qk_norm = false;
+  LayerNormW q_norm, k_norm;  // over head_dim, when qk_norm
+  Tensor ls1, ls2;            // LayerScale gammas [dim], or empty (no LayerScale)
+
+  // Keys under `prefix` ("aggregator.frame_blocks.3."): norm1, attn.qkv, attn.q_norm/k_norm (if
+  // qk_norm), attn.proj, ls1.gamma, norm2, mlp.fc1, mlp.fc2, ls2.gamma.
+  static BlockWeights take(io::TensorMap& weights, const std::string& prefix, int64_t dim, int64_t heads,
+                           int64_t mlp_hidden, float ln_eps, bool qk_norm, bool layer_scale = true);
+};
+
+// Reusable activations of one block call; grows, never shrinks.
+struct BlockScratch {
+  std::vector<float> normed, qkv, attn, branch, hidden;
+  void reserve(int64_t n_tokens, const BlockWeights& w);
+};
+
+// Rotates q and k in place after QK-norm. Rows are `token_stride` floats apart, heads contiguous.
+using RotateFn = std::function<void(float* q, float* k, int64_t n_tokens, int64_t token_stride)>;
+// Attention of q over kv (the current tokens' own K/V; a cache may add its own): out [n, heads*head_dim].
+using AttendFn = std::function<void(const kernels::QueryView& q, const kernels::KVSpan& kv, float* out)>;
+
+// Runs one block on x [n_tokens, dim] in place.
+void block_forward(const BlockWeights& w, float* x, int64_t n_tokens, BlockScratch& scratch, const RotateFn& rotate,
+                   const AttendFn& attend, int num_threads);
+
+// Dense attention of each group of `group` consecutive tokens to itself (intra-frame attention),
+// scale 1/sqrt(head_dim). q, k, v point into one packed qkv buffer (token stride `token_stride`).
+void grouped_self_attention(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
+                            int num_threads);
+
+}  // namespace lingbot::model

@@ -1,0 +1,236 @@
+#include "lingbot/session.h"
+
+#include <omp.h>
+
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "model/aggregator.h"
+#include "model/encoder.h"
+
+namespace lingbot {
+
+namespace {
+
+SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
+  SessionOptions o = in;
+  if (o.scale_frames == 0) o.scale_frames = static_cast<int>(cfg.kv_cache.scale_frames);
+  if (o.sliding_window == 0) o.sliding_window = static_cast<int>(cfg.kv_cache.sliding_window);
+  if (!o.cross_frame_special) o.cross_frame_special = cfg.kv_cache.cross_frame_special;
+  if (!o.include_scale_frames) o.include_scale_frames = cfg.kv_cache.include_scale_frames;
+  if (!o.camera_only) o.camera_only = cfg.kv_cache.camera_only;
+  if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
+  if (o.threads == 0) o.threads = omp_get_max_threads();
+  LINGBOT_CHECK(o.scale_frames >= 1, "SessionOptions.scale_frames must be >= 1, got ", o.scale_frames);
+  LINGBOT_CHECK(o.sliding_window >= 1, "SessionOptions.sliding_window must be >= 1, got ", o.sliding_window);
+  LINGBOT_CHECK(o.keyframe_interval >= 1, "SessionOptions.keyframe_interval must be >= 1, got ", o.keyframe_interval);
+  LINGBOT_CHECK(o.camera_iterations >= 1, "SessionOptions.camera_iterations must be >= 1, got ",
+                o.camera_iterations);
+  LINGBOT_CHECK(o.threads >= 1, "SessionOptions.threads must be >= 0, got ", in.threads);
+  LINGBOT_CHECK(o.max_special_tokens >= 0, "SessionOptions.max_special_tokens must be >= 0, got ",
+                o.max_special_tokens);
+  return o;
+}
+
+}  // namespace
+
+struct Session::Impl {
+  std::shared_ptr<const Model> model;
+  SessionOptions opt;
+  HostAllocator allocator;
+  std::unique_ptr<KVCache> cache;
+
+  // Sequence state.
+  int64_t height = 0, width = 0;  // 0 until the first frame of the sequence
+  model::FrameGrid grid;
+  Tensor pos_embed;
+  int64_t pushed = 0;        // frames received
+  int64_t completed = 0;     // frames whose results were returned
+  int64_t stored = 0;        // frames stored in the caches (drives the RoPE time index)
+  int64_t steps = 0;
+  bool closed = false;
+  std::vector<float> scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
+
+  model::EncoderScratch enc_scratch;
+  model::AggregatorScratch agg_scratch;
+  std::vector<Tensor> selected;
+
+  int64_t scale_frames() const { return opt.scale_frames; }
+  void begin_sequence(int64_t H, int64_t W);
+  void encode(const float* image, float* out);
+  std::vector<FrameResult> run_step(int64_t first_frame, int64_t n, FrameMode mode, const float* patch_tokens);
+};
+
+void Session::Impl::begin_sequence(int64_t H, int64_t W) {
+  const ModelConfig& cfg = model->config();
+  const int64_t p = cfg.encoder.patch_size;
+  height = H;
+  width = W;
+  grid = {H / p, W / p};
+  pos_embed = model->encoder().position_embedding(H, W, opt.threads);
+  const int tpf = static_cast<int>(model->aggregator().tokens_per_frame(grid));
+  if (cache && cache->options().tokens_per_frame == tpf) {
+    cache->reset();
+    return;
+  }
+  CacheOptions co;
+  co.num_blocks = static_cast<int>(cfg.aggregator.depth);
+  co.heads = static_cast<int>(cfg.aggregator.num_heads);
+  co.head_dim = static_cast<int>(cfg.aggregator.head_dim());
+  co.tokens_per_frame = tpf;
+  co.num_special_tokens = static_cast<int>(cfg.aggregator.num_special_tokens);
+  co.scale_frames = opt.scale_frames;
+  co.sliding_window = opt.sliding_window;
+  co.cross_frame_special = *opt.cross_frame_special;
+  co.camera_only = *opt.camera_only;
+  co.include_scale_frames = *opt.include_scale_frames;
+  co.dtype = opt.kv_dtype;
+  co.round_pages_pow2 = opt.round_pages_pow2;
+  co.max_special_tokens = opt.max_special_tokens;
+  co.num_threads = opt.threads;
+  cache.reset();  // release the old pools before allocating new ones
+  cache = make_kv_cache(opt.backend, co, allocator);
+}
+
+void Session::Impl::encode(const float* image, float* out) {
+  model->encoder().forward(image, height, width, pos_embed, out, enc_scratch, opt.threads);
+}
+
+std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n, FrameMode mode,
+                                                 const float* patch_tokens) {
+  const ModelConfig& cfg = model->config();
+  const int64_t C = cfg.aggregator.embed_dim, Pp = grid.patches();
+  const int64_t P = model->aggregator().tokens_per_frame(grid);
+  model::StepFrames frames;
+  frames.n_frames = static_cast<int>(n);
+  frames.patch_tokens = patch_tokens;
+  std::vector<FrameResult> results(static_cast<size_t>(n));
+  for (int64_t f = 0; f < n; ++f) {
+    const int64_t idx = first_frame + f;
+    // Variants by absolute position (DESIGN.md §2.6): camera/register [0] only for frame 0, scale [0]
+    // only for the scale phase.
+    frames.camera_variant.push_back(idx == 0 ? 0 : 1);
+    frames.register_variant.push_back(idx == 0 ? 0 : 1);
+    frames.scale_variant.push_back(mode == FrameMode::ScalePhase ? 0 : 1);
+    // Time index: the number of frames stored before this one (a non-keyframe shares it with the
+    // next keyframe).
+    const int64_t t = stored + (mode == FrameMode::ScalePhase ? f : 0);
+    frames.time_index.push_back(t);
+    FrameResult& r = results[static_cast<size_t>(f)];
+    r.frame_index = idx;
+    r.is_keyframe = mode != FrameMode::NonKeyframe;
+    r.rope_time_index = t;
+    if (opt.keep_patch_tokens) {
+      r.patch_tokens = Tensor({Pp, C});
+      std::memcpy(r.patch_tokens.f32(), patch_tokens + f * Pp * C, static_cast<size_t>(Pp * C) * sizeof(float));
+    }
+  }
+  model->aggregator().step(grid, frames, mode, *cache, agg_scratch, selected, opt.threads);
+  if (mode != FrameMode::NonKeyframe) stored += n;
+  ++steps;
+  completed += n;
+
+  if (opt.keep_features) {
+    for (int64_t f = 0; f < n; ++f) {
+      FrameResult& r = results[static_cast<size_t>(f)];
+      for (const Tensor& layer : selected) {
+        Tensor t({P, 2 * C});
+        std::memcpy(t.f32(), layer.f32() + f * P * 2 * C, static_cast<size_t>(P * 2 * C) * sizeof(float));
+        r.features.push_back(std::move(t));
+      }
+    }
+  }
+  // Heads integration point (issue #6): `selected` holds the step's [n, P, 2C] outputs of every
+  // selected layer; the camera head reads token 0 of selected.back() for all n frames with `mode`,
+  // the DPT head the patch rows of selected[0..3] per frame; results go into `results`.
+  return results;
+}
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
+  LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
+  impl_->opt = resolve(options, model->config());
+  impl_->model = std::move(model);
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+std::vector<FrameResult> Session::push_frame(const Tensor& image) {
+  LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ",
+                shape_str(image.shape()));
+  LINGBOT_CHECK(image.dtype() == DType::F32, "image must be f32, got ", dtype_name(image.dtype()));
+  return push_frame(image.f32(), image.dim(1), image.dim(2));
+}
+
+std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.closed, "push_frame after finish(): the session is closed (call reset() to start a new sequence)");
+  LINGBOT_CHECK(image != nullptr, "push_frame: image is null");
+  const int64_t p = s.model->patch_size();
+  LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0, "image size ", H, "x", W,
+                " (HxW) is not a multiple of the patch size ", p);
+  if (s.pushed == 0) {
+    s.begin_sequence(H, W);
+  } else {
+    LINGBOT_CHECK(H == s.height && W == s.width, "frame ", s.pushed, " has size ", H, "x", W,
+                  " (HxW), but this sequence's frames are ", s.height, "x", s.width,
+                  " (call reset() to start a new sequence)");
+  }
+  const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
+  const int64_t idx = s.pushed;
+  const int64_t K = s.scale_frames();
+  if (idx < K) {
+    s.scale_tokens.resize(static_cast<size_t>((idx + 1) * Pp * C));
+    s.encode(image, s.scale_tokens.data() + idx * Pp * C);
+    ++s.pushed;
+    if (s.pushed < K) return {};
+    auto results = s.run_step(0, K, FrameMode::ScalePhase, s.scale_tokens.data());
+    s.scale_tokens.clear();
+    s.scale_tokens.shrink_to_fit();
+    return results;
+  }
+  std::vector<float> tokens(static_cast<size_t>(Pp * C));
+  s.encode(image, tokens.data());
+  ++s.pushed;
+  const bool keyframe = (idx - K) % s.opt.keyframe_interval == 0;
+  return s.run_step(idx, 1, keyframe ? FrameMode::Keyframe : FrameMode::NonKeyframe, tokens.data());
+}
+
+std::vector<FrameResult> Session::finish() {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+  s.closed = true;
+  if (s.pushed == 0 || s.pushed >= s.scale_frames()) return {};
+  // Short stream: the scale phase runs on the frames received (the reference caps
+  // num_scale_frames at the sequence length).
+  auto results = s.run_step(0, s.pushed, FrameMode::ScalePhase, s.scale_tokens.data());
+  s.scale_tokens.clear();
+  return results;
+}
+
+void Session::reset() {
+  Impl& s = *impl_;
+  if (s.cache) s.cache->reset();
+  s.height = s.width = 0;
+  s.pushed = s.completed = s.stored = s.steps = 0;
+  s.closed = false;
+  s.scale_tokens.clear();
+}
+
+bool Session::closed() const { return impl_->closed; }
+int64_t Session::frames_pushed() const { return impl_->pushed; }
+
+SessionStats Session::stats() const {
+  SessionStats st;
+  st.steps = impl_->steps;
+  st.frames_completed = impl_->completed;
+  if (impl_->cache) st.cache = impl_->cache->stats();
+  return st;
+}
+
+const SessionOptions& Session::options() const { return impl_->opt; }
+const Model& Session::model() const { return *impl_->model; }
+
+}  // namespace lingbot

@@ -1,0 +1,376 @@
+#include "pipeline/verify.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "io/safetensors.h"
+#include "lingbot/session.h"
+
+namespace lingbot {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool VerifyReport::passed() const {
+  return std::none_of(rows.begin(), rows.end(), [](const VerifyRow& r) { return r.counts_as_failure(); });
+}
+
+namespace {
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  LINGBOT_CHECK(in.good(), "cannot open ", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(detail::concat(path.string(), ": invalid JSON: ", e.what()));
+  }
+}
+
+const json& need(const json& j, const std::string& key, const std::string& where) {
+  LINGBOT_CHECK(j.is_object() && j.contains(key), "case.json: ", where, key, " is missing");
+  return j.at(key);
+}
+
+std::string list_str(const json& arr) {
+  std::string s;
+  for (const auto& v : arr) {
+    if (!s.empty()) s += ',';
+    s += v.dump();
+  }
+  return s;
+}
+
+// Model hyperparameters stated by case.json that the shapes do not reveal -> ModelConfig overrides.
+ConfigOverrides overrides_from_case(const json& model) {
+  ConfigOverrides o;
+  auto num = [&](const json& sec, const char* key, const char* cfg_key) {
+    if (sec.is_object() && sec.contains(key) && !sec.at(key).is_null()) {
+      const json& v = sec.at(key);
+      o.emplace_back(cfg_key, v.is_array() ? list_str(v) : v.is_boolean() ? (v.get<bool>() ? "true" : "false")
+                                                                            : v.dump());
+    }
+  };
+  if (model.contains("aggregator")) {
+    const json& a = model.at("aggregator");
+    num(a, "num_heads", "aggregator.num_heads");
+    num(a, "selected_layers", "aggregator.selected_layers");
+    num(a, "rope2d_frequency", "aggregator.rope2d_frequency");
+    num(a, "enable_3d_rope", "aggregator.enable_3d_rope");
+    num(a, "rope3d_theta", "aggregator.rope3d_theta");
+    num(a, "rope3d_fhw_dim", "aggregator.rope3d_fhw");
+    num(a, "rope3d_max_seq_len", "aggregator.rope3d_max_frames");
+  }
+  if (model.contains("patch_encoder")) {
+    const json& e = model.at("patch_encoder");
+    num(e, "num_heads", "encoder.num_heads");
+    num(e, "interpolate_offset", "encoder.interpolate_offset");
+    num(e, "interpolate_antialias", "encoder.interpolate_antialias");
+  }
+  if (model.contains("camera_head") && model.at("camera_head").is_object()) {
+    const json& c = model.at("camera_head");
+    num(c, "num_heads", "camera.num_heads");
+    num(c, "num_iterations", "camera.num_iterations");
+  }
+  if (model.contains("depth_head") && model.at("depth_head").is_object())
+    num(model.at("depth_head"), "intermediate_layer_idx", "dpt.intermediate_layer_idx");
+  return o;
+}
+
+// Options the engine does not implement must fail loudly.
+void check_supported(const json& c) {
+  if (c.contains("constructor_kwargs")) {
+    const json& k = c.at("constructor_kwargs");
+    auto is = [&](const char* key, const json& expected) { return !k.contains(key) || k.at(key) == expected; };
+    LINGBOT_CHECK(is("sliding_window_size", -1), "case.json: constructor_kwargs.sliding_window_size = ",
+                  k.value("sliding_window_size", json()).dump(), " is not supported (only -1)");
+    LINGBOT_CHECK(is("enable_point", false), "case.json: constructor_kwargs.enable_point = true is not supported");
+    LINGBOT_CHECK(is("enable_camera_3d_rope", false),
+                  "case.json: constructor_kwargs.enable_camera_3d_rope = true is not supported");
+  }
+  if (c.contains("model") && c.at("model").contains("point_head"))
+    LINGBOT_CHECK(c.at("model").at("point_head").is_null(), "case.json: model.point_head is not supported");
+}
+
+std::string frames_str(const std::vector<int64_t>& f) {
+  if (f.empty()) return "-";
+  bool contiguous = true;
+  for (size_t i = 1; i < f.size(); ++i) contiguous = contiguous && f[i] == f[i - 1] + 1;
+  if (contiguous && f.size() > 2) return std::to_string(f.front()) + "-" + std::to_string(f.back());
+  std::string s;
+  for (int64_t v : f) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(v);
+  }
+  return s;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
+// Everything the engine produced during the run, kept only for what the reference stores.
+struct EngineRun {
+  std::map<int64_t, std::vector<Tensor>> features;  // frame -> per selected layer [P, 2C]
+  Tensor patch_tokens_frame0;
+  std::vector<int64_t> is_keyframe, rope_time;      // per frame
+  std::vector<int64_t> frames_after, kept_specials_after, visible_after;  // per step
+};
+
+// Float comparison: max |a - r| and that over max|r|.
+struct FloatDiff {
+  double max_abs = 0.0, max_ref = 0.0;
+};
+void accumulate(FloatDiff& d, const float* a, const float* r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double diff = std::abs(static_cast<double>(a[i]) - static_cast<double>(r[i]));
+    d.max_abs = std::isnan(diff) ? INFINITY : std::max(d.max_abs, diff);
+    d.max_ref = std::max(d.max_ref, std::abs(static_cast<double>(r[i])));
+  }
+}
+
+bool matches_only(const std::vector<std::string>& only, const std::string& name) {
+  if (only.empty()) return true;
+  return std::any_of(only.begin(), only.end(),
+                     [&](const std::string& p) { return fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
+// Tolerance scale for reduced-precision K/V storage (the README's bounds are for f32 compute).
+double kv_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.0 : 400.0; }
+
+}  // namespace
+
+VerifyReport run_verify(const VerifyOptions& vo) {
+  const fs::path dir(vo.case_dir);
+  LINGBOT_CHECK(fs::is_directory(dir), "verify: case directory '", vo.case_dir, "' does not exist");
+  const json c = read_json(dir / "case.json");
+  check_supported(c);
+  const json& sc = need(c, "scenario", "");
+  const int K = need(sc, "num_scale_frames", "scenario.").get<int>();
+  const int kvK = sc.value("kv_cache_scale_frames", K);
+  LINGBOT_CHECK(kvK == K, "case.json: scenario.kv_cache_scale_frames (", kvK, ") != num_scale_frames (", K,
+                ") is not supported: the engine uses one value for both");
+  const std::string weights_rel = need(c, "weights_file", "").get<std::string>();
+
+  VerifyReport report;
+  report.case_name = c.value("case", dir.filename().string());
+  const KVBackend backend = vo.backend.value_or(KVBackend::Paged);
+  const DType kv_dtype = vo.kv_dtype.value_or(DType::F32);
+  report.backend = kv_backend_name(backend);
+  report.kv_dtype = std::string(dtype_name(kv_dtype));
+
+  const io::SafetensorsReader ref = io::SafetensorsReader::open((dir / "reference.safetensors").string());
+  const Tensor images = ref.read("images", DType::F32);
+  LINGBOT_CHECK(images.ndim() == 4 && images.dim(1) == 3, "reference.safetensors: images must be [S, 3, H, W], got ",
+                shape_str(images.shape()));
+  const int64_t S = images.dim(0), H = images.dim(2), W = images.dim(3);
+  report.frames = S;
+  std::set<int64_t> feature_frames;
+  if (ref.find("aggregated_frame_index")) {
+    for (int64_t f : ref.read_int("aggregated_frame_index").values) feature_frames.insert(f);
+  }
+
+  const ConfigOverrides overrides = c.contains("model") ? overrides_from_case(c.at("model")) : ConfigOverrides{};
+  auto model = Model::load((dir / weights_rel).string(), overrides);
+
+  SessionOptions so;
+  so.backend = backend;
+  so.kv_dtype = kv_dtype;
+  so.scale_frames = K;
+  so.sliding_window = need(sc, "kv_cache_sliding_window", "scenario.").get<int>();
+  so.keyframe_interval = sc.value("keyframe_interval", 1);
+  so.camera_iterations = sc.value("camera_num_iterations", 0);
+  so.cross_frame_special = sc.value("kv_cache_cross_frame_special", true);
+  so.include_scale_frames = sc.value("kv_cache_include_scale_frames", true);
+  so.camera_only = sc.value("kv_cache_camera_only", false);
+  so.threads = vo.threads;
+  so.keep_features = !feature_frames.empty();
+  so.keep_patch_tokens = true;
+  Session session(model, so);
+  report.threads = session.options().threads;
+
+  EngineRun run;
+  run.is_keyframe.assign(static_cast<size_t>(S), -1);
+  run.rope_time.assign(static_cast<size_t>(S), -1);
+  auto collect = [&](std::vector<FrameResult>&& results) {
+    if (results.empty()) return;
+    for (FrameResult& r : results) {
+      run.is_keyframe[static_cast<size_t>(r.frame_index)] = r.is_keyframe ? 1 : 0;
+      run.rope_time[static_cast<size_t>(r.frame_index)] = r.rope_time_index;
+      if (r.frame_index == 0) run.patch_tokens_frame0 = std::move(r.patch_tokens);
+      if (feature_frames.count(r.frame_index)) run.features[r.frame_index] = std::move(r.features);
+    }
+    const SessionStats st = session.stats();
+    run.frames_after.push_back(st.cache.frames_resident);
+    run.kept_specials_after.push_back(st.cache.kept_special_tokens);
+    run.visible_after.push_back(st.cache.visible_tokens);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t frame_elems = 3 * H * W;
+  for (int64_t i = 0; i < S; ++i) collect(session.push_frame(images.f32() + i * frame_elems, H, W));
+  collect(session.finish());
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.peak_rss_bytes = peak_rss_bytes();
+
+  std::vector<int64_t> all_frames(static_cast<size_t>(S));
+  for (int64_t i = 0; i < S; ++i) all_frames[static_cast<size_t>(i)] = i;
+  const double kf = kv_factor(kv_dtype);
+  const std::string kv_note = kv_dtype == DType::F32 ? "" : " (scaled for " + report.kv_dtype + " K/V)";
+
+  for (const auto& e : ref.entries()) {
+    VerifyRow row;
+    row.tensor = e.name;
+    if (e.name == "images") {
+      row.status = "input";
+      row.frames = frames_str(all_frames);
+      row.note = "fed to the session";
+      report.rows.push_back(row);
+      continue;
+    }
+    if (e.name == "aggregated_frame_index") {
+      row.status = "index";
+      row.frames = frames_str({feature_frames.begin(), feature_frames.end()});
+      row.note = "selects the aggregated_* rows";
+      report.rows.push_back(row);
+      continue;
+    }
+    if (!matches_only(vo.only, e.name)) {
+      row.status = "SKIP";
+      row.note = "excluded by --only";
+      report.rows.push_back(row);
+      continue;
+    }
+    auto finish_float = [&](const FloatDiff& d, double bound_rel_to_max, const std::string& tol_text) {
+      row.max_abs = d.max_abs;
+      row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
+      row.tolerance = tol_text + kv_note;
+      row.status = d.max_abs <= bound_rel_to_max * kf * d.max_ref ? "ok" : "FAIL";
+    };
+    auto compare_ints = [&](const std::vector<int64_t>& engine, const std::vector<int64_t>& frames_or_steps,
+                            bool per_frame) {
+      const io::IntTensor t = ref.read_int(e.name);
+      row.tolerance = "exact";
+      row.frames = per_frame ? frames_str(frames_or_steps) : "steps 0-" + std::to_string(t.values.size() - 1);
+      if (engine.size() != t.values.size()) {
+        row.status = "FAIL";
+        row.note = "engine produced " + std::to_string(engine.size()) + " values, reference has " +
+                   std::to_string(t.values.size());
+        return;
+      }
+      for (size_t i = 0; i < engine.size(); ++i)
+        row.max_abs = std::max(row.max_abs, static_cast<double>(std::llabs(engine[i] - t.values[i])));
+      row.status = row.max_abs == 0 ? "ok" : "FAIL";
+      if (row.max_abs != 0) {
+        std::string ev, rv;
+        for (size_t i = 0; i < engine.size(); ++i) {
+          if (i) {
+            ev += ',';
+            rv += ',';
+          }
+          ev += std::to_string(engine[i]);
+          rv += std::to_string(t.values[i]);
+        }
+        row.note = "engine [" + ev + "] vs reference [" + rv + "]";
+      }
+    };
+
+    if (e.name == "patch_tokens_frame0") {
+      const Tensor r = ref.read(e.name, DType::F32);
+      row.frames = "0";
+      if (run.patch_tokens_frame0.empty() || run.patch_tokens_frame0.numel() != r.numel()) {
+        row.status = "FAIL";
+        row.note = "engine produced no frame-0 patch tokens of shape " + shape_str(r.shape());
+      } else {
+        FloatDiff d;
+        accumulate(d, run.patch_tokens_frame0.f32(), r.f32(), r.numel());
+        finish_float(d, 1e-4, "1e-4*max|ref|");
+      }
+    } else if (e.name.rfind("aggregated_", 0) == 0) {
+      const Tensor r = ref.read(e.name, DType::F32);
+      const size_t layer = static_cast<size_t>(std::stoll(e.name.substr(11)));
+      const io::IntTensor idx = ref.read_int("aggregated_frame_index");
+      row.frames = frames_str(idx.values);
+      FloatDiff d;
+      const int64_t per = r.numel() / std::max<int64_t>(1, r.dim(0));
+      std::string missing;
+      for (int64_t k = 0; k < r.dim(0); ++k) {
+        const int64_t f = idx.values[static_cast<size_t>(k)];
+        auto it = run.features.find(f);
+        if (it == run.features.end() || layer >= it->second.size() || it->second[layer].numel() != per) {
+          if (!missing.empty()) missing += ',';
+          missing += std::to_string(f);
+          continue;
+        }
+        accumulate(d, it->second[layer].f32(), r.f32() + k * per, per);
+      }
+      if (!missing.empty()) {
+        row.status = "FAIL";
+        row.note = "engine produced no layer-" + std::to_string(layer) + " features of shape [" +
+                   std::to_string(r.dim(1)) + ", " + std::to_string(r.dim(2)) + "] for frames " + missing;
+      } else {
+        finish_float(d, 1e-4, "1e-4*max|ref|");
+      }
+    } else if (e.name == "is_keyframe") {
+      compare_ints(run.is_keyframe, all_frames, true);
+    } else if (e.name == "rope_time_index") {
+      compare_ints(run.rope_time, all_frames, true);
+    } else if (e.name == "kv_cache_frames_after_step") {
+      compare_ints(run.frames_after, {}, false);
+    } else if (e.name == "kv_cache_special_tokens_after_step") {
+      compare_ints(run.kept_specials_after, {}, false);
+    } else if (e.name == "kv_cache_visible_tokens_after_step") {
+      compare_ints(run.visible_after, {}, false);
+    } else {
+      // Heads outputs (pose, depth, points, camera cache trace) and anything unknown.
+      row.status = "FAIL";
+      row.note = "not implemented";
+    }
+    report.rows.push_back(row);
+  }
+  return report;
+}
+
+std::string format_verify_report(const VerifyReport& r) {
+  std::ostringstream os;
+  os << "case " << r.case_name << ": backend " << r.backend << ", kv dtype " << r.kv_dtype << ", " << r.threads
+     << " thread(s), " << r.frames << " frames\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-22s %s\n", "tensor", "frames", "max abs err",
+                "max rel err", "tolerance", "ok");
+  os << line;
+  int failed = 0, ok = 0;
+  for (const VerifyRow& row : r.rows) {
+    const bool numeric = row.status == "ok" || (row.status == "FAIL" && row.note.empty());
+    std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-22s %s", row.tensor.c_str(),
+                  row.frames.empty() ? "-" : row.frames.c_str(), numeric ? sci(row.max_abs).c_str() : "-",
+                  numeric ? sci(row.max_rel).c_str() : "-", row.tolerance.empty() ? "-" : row.tolerance.c_str(),
+                  row.status.c_str());
+    os << line;
+    if (!row.note.empty()) os << " (" << row.note << ")";
+    os << "\n";
+    failed += row.counts_as_failure();
+    ok += row.status == "ok";
+  }
+  std::snprintf(line, sizeof line, "%s: %d ok, %d failed; streaming run %.2f s; peak RSS %.1f MiB\n",
+                r.passed() ? "PASS" : "FAIL", ok, failed, r.seconds,
+                static_cast<double>(r.peak_rss_bytes) / (1024.0 * 1024.0));
+  os << line;
+  return os.str();
+}
+
+}  // namespace lingbot

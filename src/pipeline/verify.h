@@ -1,0 +1,58 @@
+#pragma once
+// Golden-case verification: runs a case directory's scenario through the public Session API and
+// compares every tensor of its reference.safetensors that the engine produces.
+//
+// Case format (../shared/golden/README.md): case.json (scenario, model hyperparameters, weights_file
+// relative to the case directory), the weights, reference.safetensors with the input `images`
+// [S, 3, H, W] and the reference outputs. Tolerances are the README's recommended ones for a float32
+// implementation ("Numerical noise floor and recommended tolerances"); integer traces must match
+// exactly. A reference tensor the engine cannot produce is a FAIL ("not implemented"), never skipped;
+// only tensors excluded explicitly with `only` patterns are reported as skipped.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kvcache/kv_cache.h"
+
+namespace lingbot {
+
+struct VerifyOptions {
+  std::string case_dir;
+  std::optional<KVBackend> backend;   // default paged
+  std::optional<DType> kv_dtype;      // default f32
+  int threads = 0;                    // 0 = all
+  std::vector<std::string> only;      // glob patterns of tensor names to check; empty = all
+};
+
+struct VerifyRow {
+  std::string tensor;
+  std::string frames;        // frames compared ("0-9", "0,2,3"), or "-" for non-per-frame tensors
+  double max_abs = 0.0;      // max |engine - reference|
+  double max_rel = 0.0;      // max_abs / max|reference| (0 when the reference is all zeros)
+  std::string tolerance;     // human-readable bound
+  std::string status;        // "ok", "FAIL", "SKIP" (excluded by --only), "input", "index"
+  std::string note;          // reason for FAIL / SKIP, or empty
+  bool counts_as_failure() const { return status == "FAIL"; }
+};
+
+struct VerifyReport {
+  std::string case_name;
+  std::string backend;
+  std::string kv_dtype;
+  int threads = 0;
+  std::vector<VerifyRow> rows;
+  int64_t frames = 0;
+  double seconds = 0.0;          // wall time of the streaming run (model load excluded)
+  size_t peak_rss_bytes = 0;     // process peak RSS after the run
+  bool passed() const;
+};
+
+// Throws lingbot::Error for an unreadable / malformed case or an unsupported scenario option.
+VerifyReport run_verify(const VerifyOptions& options);
+
+// The table: tensor, frames, max abs err, max rel err, tolerance, ok; then a summary line.
+std::string format_verify_report(const VerifyReport& report);
+
+}  // namespace lingbot

@@ -1,0 +1,44 @@
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "pipeline/verify.h"
+
+namespace lingbot::cli {
+
+void add_verify_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("verify", "Run a golden case through the streaming Session and compare with its reference");
+  struct Args {
+    std::string case_dir, backend = "paged", kv_dtype = "f32", only;
+    int threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--golden", args->case_dir, "case directory (case.json, weights, reference.safetensors)")->required();
+  cmd->add_option("--backend", args->backend, "KV cache backend: paged | dense | dense-full")->capture_default_str();
+  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
+  cmd->add_option("--only", args->only,
+                  "comma-separated glob patterns: check only these tensors (others are listed as SKIP)");
+  cmd->callback([args] {
+    VerifyOptions o;
+    o.case_dir = args->case_dir;
+    o.backend = parse_kv_backend(args->backend);
+    o.kv_dtype = parse_dtype(args->kv_dtype);
+    LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
+    o.threads = args->threads;
+    for (size_t start = 0; !args->only.empty() && start <= args->only.size();) {
+      const size_t comma = args->only.find(',', start);
+      const std::string pat = args->only.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!pat.empty()) o.only.push_back(pat);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    const VerifyReport report = run_verify(o);
+    std::fputs(format_verify_report(report).c_str(), stdout);
+    if (!report.passed()) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace lingbot::cli
