@@ -55,19 +55,26 @@ Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double asp
   std::vector<double> omega(static_cast<size_t>(quarter));
   for (int64_t i = 0; i < quarter; ++i)
     omega[i] = 1.0 / std::pow(100.0, static_cast<double>(i) / static_cast<double>(quarter));
+  // The x half depends on the column only, the y half on the row only: evaluate sin/cos once per
+  // column / row (D/2·(w+h) evaluations), then broadcast.
+  auto table = [&](const std::vector<float>& p) {  // [2·quarter][n]: sin rows then cos rows
+    std::vector<float> t(static_cast<size_t>(2 * quarter) * p.size());
+    for (int64_t i = 0; i < quarter; ++i)
+      for (size_t j = 0; j < p.size(); ++j) {
+        const double arg = static_cast<double>(p[j]) * omega[i];
+        t[i * p.size() + j] = static_cast<float>(std::sin(arg)) * 0.1f;
+        t[(quarter + i) * p.size() + j] = static_cast<float>(std::cos(arg)) * 0.1f;
+      }
+    return t;
+  };
+  const std::vector<float> tx = table(xs), ty = table(ys);
   Tensor pe({channels, h, w});
   float* d = pe.f32();
-  const int64_t plane = h * w;
-  for (int64_t r = 0; r < h; ++r)
-    for (int64_t c = 0; c < w; ++c) {
-      const double pos[2] = {xs[c], ys[r]};  // x half first, then y half
-      for (int axis = 0; axis < 2; ++axis)
-        for (int64_t i = 0; i < quarter; ++i) {
-          const double arg = pos[axis] * omega[i];
-          const int64_t base = axis * 2 * quarter;
-          d[(base + i) * plane + r * w + c] = static_cast<float>(std::sin(arg)) * 0.1f;
-          d[(base + quarter + i) * plane + r * w + c] = static_cast<float>(std::cos(arg)) * 0.1f;
-        }
+  const int64_t half = 2 * quarter;
+  for (int64_t c = 0; c < half; ++c)
+    for (int64_t r = 0; r < h; ++r) {
+      std::copy(tx.begin() + c * w, tx.begin() + (c + 1) * w, d + (c * h + r) * w);
+      std::fill(d + ((half + c) * h + r) * w, d + ((half + c) * h + r + 1) * w, ty[c * h + r]);
     }
   return pe;
 }
