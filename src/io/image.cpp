@@ -1,5 +1,7 @@
 #include "io/image.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
 
@@ -243,6 +245,23 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
   LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};
+}
+
+std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  LINGBOT_CHECK(std::filesystem::exists(dir, ec), "image folder not found: ", dir.string());
+  LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "not a folder: ", dir.string());
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_directory(ec)) continue;
+    std::string ext = entry.path().extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp") files.push_back(entry.path());
+  }
+  LINGBOT_CHECK(!files.empty(), "no images (.jpg, .jpeg, .png, .bmp) in ", dir.string());
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.filename().string() < b.filename().string(); });
+  return files;
 }
 
 }  // namespace lingbot::io

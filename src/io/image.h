@@ -71,4 +71,11 @@ struct ImageSize {
 // the pixels. Same errors as load_image.
 ImageSize probe_image_size(const std::filesystem::path& path);
 
+// The image files directly inside `dir` whose extension is .jpg, .jpeg, .png or .bmp (any case),
+// sorted by file name (byte order, as Python's sorted() on the glob results upstream). Upstream
+// demo.py only globs *.jpg, *.png and *.JPG; the wider set here is a superset.
+// Errors: "image folder not found: <dir>", "not a folder: <dir>",
+// "no images (.jpg, .jpeg, .png, .bmp) in <dir>".
+std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);
+
 }  // namespace lingbot::io

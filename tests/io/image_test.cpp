@@ -223,3 +223,29 @@ TEST(Image, ErrorsNameTheFile) {
     EXPECT_EQ(std::string(e.what()), "cannot read image file " + dir.path.string() + ": is a directory");
   }
 }
+
+TEST(Image, ListsImageFilesSortedByName) {
+  TempDir dir;
+  const auto png = encode_png(3, 2, 3, pattern().rgb);
+  for (const char* name : {"b.png", "a.JPG", "c.jpeg", "notes.txt", "10.png", "2.bmp"}) write_file(dir.path / name, png);
+  std::filesystem::create_directories(dir.path / "sub.png");
+  std::vector<std::string> names;
+  for (const auto& p : list_image_files(dir.path)) names.push_back(p.filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"10.png", "2.bmp", "a.JPG", "b.png", "c.jpeg"}));
+
+  TempDir empty_holder;
+  const auto empty = empty_holder.path / "empty";
+  std::filesystem::create_directories(empty);
+  try {
+    list_image_files(empty);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "no images (.jpg, .jpeg, .png, .bmp) in " + empty.string());
+  }
+  try {
+    list_image_files(empty / "missing");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "image folder not found: " + (empty / "missing").string());
+  }
+}
