@@ -1,0 +1,41 @@
+#pragma once
+// Helpers for the CUDA tests: skip with a visible reason when no device is present, and small RAII
+// device arrays filled from host vectors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "core/allocator.h"
+#include "kernels/cuda/cuda_allocator.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace lingbot::cuda::testing {
+
+inline bool have_cuda_device() { return device_count() > 0; }
+
+// Skips the calling test when no CUDA device is visible, saying so on stderr and in the skip reason.
+#define LINGBOT_REQUIRE_CUDA_DEVICE()                                                            \
+  do {                                                                                           \
+    if (!::lingbot::cuda::testing::have_cuda_device()) {                                         \
+      std::fprintf(stderr, "no CUDA device: skipped %s\n",                                       \
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());             \
+      GTEST_SKIP() << "no CUDA device: skipped (the CUDA build is compiled and linked, not run)"; \
+    }                                                                                            \
+  } while (0)
+
+// A device copy of host bytes, allocated through `alloc`.
+inline Buffer to_device(Allocator& alloc, const void* host, size_t bytes) {
+  Buffer b(alloc, bytes);
+  if (bytes) LINGBOT_CUDA_CHECK(cudaMemcpy(b.data(), host, bytes, cudaMemcpyHostToDevice));
+  return b;
+}
+
+template <typename T>
+std::vector<T> to_host(const void* device, size_t n) {
+  std::vector<T> v(n);
+  if (n) LINGBOT_CUDA_CHECK(cudaMemcpy(v.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+}  // namespace lingbot::cuda::testing
