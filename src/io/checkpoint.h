@@ -1,0 +1,31 @@
+#pragma once
+// load_checkpoint: reads model weights from either a safetensors file or a PyTorch (.pt / .pth)
+// checkpoint, chosen by the file's magic bytes, not its extension.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "io/byte_source.h"
+#include "io/tensor_map.h"
+
+namespace lingbot::io {
+
+enum class CheckpointFormat { Safetensors, Torch };
+std::string_view checkpoint_format_name(CheckpointFormat f);  // "safetensors", "pytorch"
+
+struct Checkpoint {
+  CheckpointFormat format = CheckpointFormat::Safetensors;
+  TensorMap tensors;         // floating-point tensors (kept in their stored dtype unless converted)
+  IntTensorMap int_tensors;  // integer / bool tensors, if any
+  std::string location;      // PyTorch: where the state dict was found ("model", "state_dict", "")
+  uint64_t file_bytes = 0;
+};
+
+// Throws Error("<file>: unrecognised checkpoint format ...") when the magic matches neither format.
+CheckpointFormat sniff_checkpoint_format(const ByteSource& source);
+
+// Loads every tensor; `as` converts float tensors to that dtype while reading.
+Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as = std::nullopt);
+Checkpoint load_checkpoint(std::unique_ptr<ByteSource> source, std::optional<DType> as = std::nullopt);
+
+}  // namespace lingbot::io
