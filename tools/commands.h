@@ -8,5 +8,6 @@ namespace lingbot::cli {
 
 void add_version_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace lingbot::cli

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(LINGBOT_VERSION) + " (" + LINGBOT_GIT_REV + ")");
   lingbot::cli::add_version_command(app);
   lingbot::cli::add_verify_command(app);
+  lingbot::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,178 @@
+// Smoke tests of `lingbot-map bench kv`: tiny shapes and few frames, so they run in a second or two.
+// They check the output contract (CSV columns, summary keys, stop line, exit codes, error lines), not
+// timings.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CmdResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream is(p, std::ios::binary);
+  std::stringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path tmp_dir() {
+  auto d = std::filesystem::path(::testing::TempDir()) / ("bench_kv_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Runs the CLI with `args`, capturing stdout and stderr through files.
+CmdResult run_cli(const std::string& args) {
+  const auto d = tmp_dir();
+  const auto out = d / "stdout.txt", err = d / "stderr.txt";
+  const std::string cmd = std::string("'") + LINGBOT_CLI_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
+                          err.string() + "'";
+  const int rc = std::system(cmd.c_str());
+  CmdResult r;
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// Tiny model shapes; 224 keeps the real 256 + 6 tokens per frame.
+const std::string kTiny =
+    "bench kv --resolution 224 --blocks 2 --heads 2 --head-dim 16 --window 4 --scale-frames 2 --threads 2 ";
+
+std::map<std::string, std::string> summary_of(const std::string& out) {
+  std::map<std::string, std::string> kv;
+  const auto pos = out.rfind("summary:");
+  EXPECT_NE(pos, std::string::npos) << out;
+  if (pos == std::string::npos) return kv;
+  std::istringstream line(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
+  std::string item;
+  while (line >> item) {
+    const auto eq = item.find('=');
+    EXPECT_NE(eq, std::string::npos) << item;
+    kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return kv;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream is(text);
+  for (std::string l; std::getline(is, l);) lines.push_back(l);
+  return lines;
+}
+
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
+  const auto csv = tmp_dir() / "smoke.csv";
+  const CmdResult r = run_cli(kTiny + "--frames 14 --dtype bf16 --keyframe-interval 2 --csv '" + csv.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("calibration: sgemm 1024x1024x1024"), std::string::npos) << r.out;
+
+  const auto rows = lines_of(read_file(csv));
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0],
+            "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
+            "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
+            "free_pages,special_pages,rss_bytes,peak_rss_bytes");
+  // One scale-phase step (frames 1-2) + 12 single-frame steps, three backends each.
+  EXPECT_EQ(rows.size(), 1u + 13u * 3u);
+  EXPECT_EQ(rows[1].substr(0, rows[1].find(",", rows[1].find(",", 2) + 1)), "2,paged,scale");
+  int nonkey = 0;
+  for (const auto& row : rows) nonkey += row.find(",nonkey,") != std::string::npos;
+  EXPECT_EQ(nonkey, 6 * 3);  // frames 4, 6, ..., 14 (after the scale phase, odd offsets)
+
+  auto s = summary_of(r.out);
+  for (const char* key :
+       {"mem_ratio_paged_vs_densefull@320", "mem_ratio_paged_vs_dense@320", "lat_ratio_paged_vs_dense@14",
+        "drift_paged_14_vs_100", "kernel_pct_of_sgemm", "special_bytes_per_frame", "paged_reserved_vs_min@320",
+        "sgemm_gflops", "bandwidth_gbps", "kernel_gflops"})
+    EXPECT_TRUE(s.count(key)) << key << " missing in " << r.out;
+  EXPECT_EQ(s["mem_ratio_paged_vs_densefull@320"], "na");  // too short a run
+  EXPECT_TRUE(is_number(s["lat_ratio_paged_vs_dense@14"])) << s["lat_ratio_paged_vs_dense@14"];
+  EXPECT_TRUE(is_number(s["kernel_pct_of_sgemm"])) << s["kernel_pct_of_sgemm"];
+  EXPECT_GT(std::stod(s["sgemm_gflops"]), 0.0);
+  // 6 specials x K,V x 2 heads x 16 dims x 2 bytes x 2 blocks.
+  EXPECT_EQ(s["special_bytes_per_frame"], std::to_string(6 * 2 * 2 * 16 * 2 * 2));
+}
+
+TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
+  // f32, 2 blocks: a frame is 262 tokens x 256 B x 2 blocks = 134 KB; dense-full passes 2 MiB well
+  // before frame 40, while the paged cache (7 patch pages + specials) stays near 1 MiB.
+  const CmdResult r =
+      run_cli(kTiny + "--frames 40 --dtype f32 --calibrate off --attention off --mem-cap-gb 0.002");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto pos = r.out.find("stop: backend dense-full stopped at frame ");
+  ASSERT_NE(pos, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("stop: backend paged"), std::string::npos) << r.out;
+  const int frame = std::atoi(r.out.c_str() + pos + std::string("stop: backend dense-full stopped at frame ").size());
+  EXPECT_GT(frame, 2);
+  EXPECT_LT(frame, 40);
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["stopped_densefull_at_frame"], std::to_string(frame));
+  EXPECT_EQ(s["sgemm_gflops"], "na");
+  EXPECT_EQ(s["paged_patch_reserved_const_after_6"], "yes");
+}
+
+TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
+  const CmdResult r = run_cli(kTiny + "--frames 30 --calibrate off --attention off --backends paged");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["paged_patch_reserved_const_after_6"], "yes");
+  EXPECT_EQ(s["mem_ratio_paged_vs_dense@320"], "na");
+  EXPECT_EQ(s["special_bytes_per_frame"], std::to_string(6 * 2 * 2 * 16 * 2 * 2));
+}
+
+TEST(BenchKv, PlotWritesPng) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox, in scripts/setup.sh)";
+  const auto png = tmp_dir() / "plot.png";
+  const CmdResult r = run_cli(kTiny + "--frames 10 --calibrate off --plot '" + png.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string bytes = read_file(png);
+  ASSERT_GE(bytes.size(), 8u);
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--resolution 300", "error: --resolution must be 224 or 518, got 300\n"},
+      {"--resolution abc", "error: --resolution must be an integer, got 'abc'\n"},
+      {"--frames 0", "error: --frames must be >= 1, got 0\n"},
+      {"--dtype f8", "error: --dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
+      {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n"},
+      {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
+      {"--backends paged,paged", "error: --backends lists 'paged' twice\n"},
+      {"--threads 0", "error: --threads must be >= 1, got 0\n"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const CmdResult r = run_cli("bench kv " + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(r.err, expected) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  const CmdResult bad_backend = run_cli("bench kv --backends paged,flat");
+  EXPECT_NE(bad_backend.exit_code, 0);
+  EXPECT_EQ(bad_backend.err.rfind("error: --backends: ", 0), 0u) << bad_backend.err;
+  EXPECT_NE(bad_backend.err.find("flat"), std::string::npos) << bad_backend.err;
+}
+
+}  // namespace

@@ -1,0 +1,385 @@
+#include "bench_kv.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "kernels/cpu/calibration.h"
+
+namespace lingbot::bench {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Thrown by CappedAllocator before an allocation that would take a backend's KV bytes past the cap.
+class MemCapExceeded : public Error {
+ public:
+  MemCapExceeded(size_t held, size_t request, size_t cap)
+      : Error(detail::concat("KV allocation of ", request, " bytes on top of ", held, " would exceed the cap of ",
+                             cap, " bytes")),
+        held_bytes(held),
+        request_bytes(request) {}
+  size_t held_bytes;
+  size_t request_bytes;
+};
+
+// Host allocator that refuses (throws MemCapExceeded) before exceeding a byte cap, so a backend is
+// stopped before the memory is taken. Geometric growth that holds old + new buffers at once counts both.
+class CappedAllocator final : public Allocator {
+ public:
+  explicit CappedAllocator(size_t cap) : cap_(cap) {}
+  void* allocate(size_t bytes) override {
+    if (cap_ > 0 && inner_.bytes_allocated() + bytes > cap_) throw MemCapExceeded(inner_.bytes_allocated(), bytes, cap_);
+    return inner_.allocate(bytes);
+  }
+  void deallocate(void* p, size_t bytes) noexcept override { inner_.deallocate(p, bytes); }
+  MemoryKind kind() const override { return MemoryKind::Host; }
+  size_t bytes_allocated() const override { return inner_.bytes_allocated(); }
+  uint64_t allocation_count() const override { return inner_.allocation_count(); }
+
+ private:
+  size_t cap_;
+  HostAllocator inner_;
+};
+
+// Counter-based generator: value i of stream `key` depends only on (key, i), so inputs are the same
+// for every backend and thread count, and any block can be generated on its own.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Fills n floats, uniform in [-sqrt(3), sqrt(3)) (zero mean, unit variance), two per 64-bit draw.
+void fill_uniform(float* dst, int64_t n, uint64_t key, int threads) {
+  constexpr float kScale = 1.7320508f * 2.0f / 4294967296.0f;
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static) num_threads(threads) if (pairs > 65536)
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint64_t r = splitmix64(key ^ (static_cast<uint64_t>(p) * 0xd1b54a32d192ed03ull));
+    dst[2 * p] = static_cast<float>(static_cast<uint32_t>(r)) * kScale - 1.7320508f;
+    if (2 * p + 1 < n) dst[2 * p + 1] = static_cast<float>(static_cast<uint32_t>(r >> 32)) * kScale - 1.7320508f;
+  }
+}
+
+struct Step {
+  FrameMode mode;
+  int n_frames;
+  int frame_end;  // frames processed after this step (1-based index of its last frame)
+};
+
+std::vector<Step> schedule(const KvBenchOptions& o) {
+  std::vector<Step> steps;
+  const int scale = std::min(o.scale_frames, o.frames);
+  steps.push_back({FrameMode::ScalePhase, scale, scale});
+  for (int i = scale; i < o.frames; ++i) {
+    const bool key = o.keyframe_interval <= 1 || (i - o.scale_frames) % o.keyframe_interval == 0;
+    steps.push_back({key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1, i + 1});
+  }
+  return steps;
+}
+
+struct LiveBackend {
+  int index = 0;
+  KVBackend kind = KVBackend::Paged;
+  std::unique_ptr<CappedAllocator> alloc;
+  std::unique_ptr<KVCache> cache;
+  FrameRow row;
+};
+
+// Resets the kernel's peak-RSS mark (VmHWM) so the calibration buffers do not count as benchmark memory.
+// Linux >= 4.0; without it the peak simply includes them.
+void reset_peak_rss() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+std::string fmt(double v, int prec = 4) {
+  if (!std::isfinite(v)) return "na";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  return buf;
+}
+
+}  // namespace
+
+int patches_per_frame(int resolution) {
+  if (resolution == 224) return 16 * 16;
+  if (resolution == 518) return 37 * 27;  // 518x378 input, patch 14
+  throw Error(detail::concat("--resolution must be 224 or 518, got ", resolution));
+}
+
+int64_t token_kv_bytes(const KvBenchOptions& o) {
+  return 2LL * o.heads * o.head_dim * static_cast<int64_t>(dtype_size(o.dtype));
+}
+
+void validate(const KvBenchOptions& o) {
+  patches_per_frame(o.resolution);
+  LINGBOT_CHECK(o.blocks >= 1, "--blocks must be >= 1, got ", o.blocks);
+  LINGBOT_CHECK(o.heads >= 1, "--heads must be >= 1, got ", o.heads);
+  LINGBOT_CHECK(o.head_dim >= 1, "--head-dim must be >= 1, got ", o.head_dim);
+  LINGBOT_CHECK(o.window >= 1, "--window must be >= 1, got ", o.window);
+  LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
+  LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
+  LINGBOT_CHECK(o.frames >= 1, "--frames must be >= 1, got ", o.frames);
+  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
+  LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
+  LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
+  LINGBOT_CHECK(!o.backends.empty(), "--backends must name at least one backend");
+  for (size_t i = 0; i < o.backends.size(); ++i)
+    for (size_t j = i + 1; j < o.backends.size(); ++j)
+      LINGBOT_CHECK(o.backends[i] != o.backends[j], "--backends lists '", kv_backend_name(o.backends[i]), "' twice");
+}
+
+KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
+  validate(o);
+  KvBenchResult res;
+  res.options = o;
+  const int patches = patches_per_frame(o.resolution);
+  res.tokens_per_frame = patches + kSpecialTokens;
+  const double t_start = now_ms();
+
+  if (o.calibrate) {
+    const auto sg = kernels::calibrate_sgemm(1024, o.threads, 3);
+    res.sgemm_gflops = sg.gflops;
+    res.sgemm_n = sg.n;
+    res.bandwidth_gbps = kernels::calibrate_bandwidth(size_t{64} << 20, o.threads, 3).gbps;
+  }
+  reset_peak_rss();
+  if (observer) observer->on_calibrated(res);
+
+  CacheOptions co;
+  co.num_blocks = o.blocks;
+  co.heads = o.heads;
+  co.head_dim = o.head_dim;
+  co.tokens_per_frame = res.tokens_per_frame;
+  co.num_special_tokens = kSpecialTokens;
+  co.scale_frames = o.scale_frames;
+  co.sliding_window = o.window;
+  co.dtype = o.dtype;
+  co.num_threads = o.threads;
+  const size_t cap = static_cast<size_t>(o.mem_cap_gb * 1073741824.0);
+
+  std::vector<LiveBackend> live;
+  auto stop = [&](size_t li, int frame, const std::string& why) {
+    BackendStop s{live[li].index, frame, why};
+    res.stops.push_back(s);
+    if (observer) observer->on_stop(res, s);
+    live.erase(live.begin() + static_cast<std::ptrdiff_t>(li));
+  };
+  for (size_t i = 0; i < o.backends.size(); ++i) {
+    LiveBackend b;
+    b.index = static_cast<int>(i);
+    b.kind = o.backends[i];
+    b.alloc = std::make_unique<CappedAllocator>(cap);
+    live.push_back(std::move(b));
+    try {
+      live.back().cache = make_kv_cache(o.backends[i], co, *live.back().alloc);
+    } catch (const MemCapExceeded& e) {
+      stop(live.size() - 1, 0, e.what());
+    }
+  }
+
+  const std::vector<Step> steps = schedule(o);
+  const int64_t row = static_cast<int64_t>(o.heads) * o.head_dim;
+  const int64_t max_q = static_cast<int64_t>(steps.front().n_frames) * res.tokens_per_frame;
+  // q, k, v of one block (f32 [n_q, heads, head_dim] each) and the output, reused for every block.
+  std::vector<float> q(max_q * row), k(max_q * row), v(max_q * row), out(max_q * row);
+  if (!o.attention) {
+    // Bookkeeping-only runs write no K/V; keep the buffers defined anyway.
+    fill_uniform(q.data(), max_q * row, o.seed, o.threads);
+  }
+
+  for (size_t si = 0; si < steps.size() && !live.empty(); ++si) {
+    const Step& st = steps[si];
+    const int64_t n_q = static_cast<int64_t>(st.n_frames) * res.tokens_per_frame;
+    // Attended steps: the scale phase, every frame divisible by attend_every, and the last frame.
+    const bool attend = o.attention && (si == 0 || st.frame_end % o.attend_every == 0 || si + 1 == steps.size());
+    for (auto& b : live) {
+      b.row = FrameRow{};
+      b.row.frame = st.frame_end;
+      b.row.backend = b.index;
+      b.row.mode = st.mode;
+      b.row.attended = attend;
+      b.row.n_q = n_q;
+    }
+    // Runs f on every live backend, timing it into the member `acc`; a backend hitting its cap stops.
+    auto for_each_live = [&](auto&& f, double FrameRow::*acc) {
+      for (size_t li = 0; li < live.size();) {
+        const double t0 = now_ms();
+        try {
+          f(live[li]);
+        } catch (const MemCapExceeded& e) {
+          stop(li, st.frame_end, e.what());
+          continue;
+        }
+        live[li].row.*acc += now_ms() - t0;
+        ++li;
+      }
+    };
+    if (attend) {
+      for_each_live([&](LiveBackend& b) { b.cache->begin_step(st.mode, st.n_frames); }, &FrameRow::maint_ms);
+      for (auto& b : live) b.row.n_k = b.cache->keys_in_step();
+      for (int blk = 0; blk < o.blocks && !live.empty(); ++blk) {
+        const uint64_t key = splitmix64(o.seed) ^ splitmix64((static_cast<uint64_t>(si) << 20) + blk);
+        fill_uniform(q.data(), n_q * row, splitmix64(key + 1), o.threads);
+        fill_uniform(k.data(), n_q * row, splitmix64(key + 2), o.threads);
+        fill_uniform(v.data(), n_q * row, splitmix64(key + 3), o.threads);
+        const kernels::QueryView qv{q.data(), static_cast<int>(n_q), o.heads, o.head_dim, row};
+        const kernels::KVSpan kv{k.data(), v.data(), DType::F32, static_cast<int>(n_q), row};
+        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out.data()); }, &FrameRow::attn_ms);
+      }
+      for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms);
+      for (auto& b : live)
+        b.row.flops = 4.0 * static_cast<double>(n_q) * static_cast<double>(b.row.n_k) * o.head_dim * o.heads * o.blocks;
+    } else {
+      for_each_live([&](LiveBackend& b) { b.cache->step_without_attention(st.mode, st.n_frames); },
+                    &FrameRow::maint_ms);
+    }
+    const int64_t rss = static_cast<int64_t>(current_rss_bytes());
+    const int64_t peak = static_cast<int64_t>(peak_rss_bytes());
+    for (auto& b : live) {
+      b.row.stats = b.cache->stats();
+      b.row.rss_bytes = rss;
+      b.row.peak_rss_bytes = peak;
+      res.rows.push_back(b.row);
+    }
+    if (observer) observer->on_step(st.frame_end, o.frames);
+  }
+  res.wall_seconds = (now_ms() - t_start) * 1e-3;
+  return res;
+}
+
+std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& r) {
+  const KvBenchOptions& o = r.options;
+  const int patches = r.tokens_per_frame - kSpecialTokens;
+  const int last = o.frames;
+  const double nan = std::nan("");
+  auto backend_index = [&](KVBackend k) -> int {
+    for (size_t i = 0; i < o.backends.size(); ++i)
+      if (o.backends[i] == k) return static_cast<int>(i);
+    return -1;
+  };
+  auto row_at = [&](KVBackend k, int frame) -> const FrameRow* {
+    const int bi = backend_index(k);
+    for (const auto& row : r.rows)
+      if (row.backend == bi && row.frame == frame) return &row;
+    return nullptr;
+  };
+  // Latency of a backend "at" a frame: mean (attn + maint) over its attended streaming rows in the
+  // last 5 * attend_every frames up to it (up to five samples, to smooth timer noise).
+  auto latency_at = [&](KVBackend k, int frame) -> double {
+    const int bi = backend_index(k);
+    const int span = 5 * o.attend_every;
+    double sum = 0;
+    int n = 0;
+    for (const auto& row : r.rows)
+      if (row.backend == bi && row.attended && row.mode != FrameMode::ScalePhase && row.frame <= frame &&
+          row.frame > frame - span) {
+        sum += row.attn_ms + row.maint_ms;
+        ++n;
+      }
+    if (n == 0 || !row_at(k, frame)) return nan;
+    return sum / n;
+  };
+  auto bytes_ratio = [&](KVBackend a, KVBackend b, int frame) -> double {
+    const FrameRow* ra = row_at(a, frame);
+    const FrameRow* rb = row_at(b, frame);
+    if (!ra || !rb || rb->stats.bytes_used == 0) return nan;
+    return static_cast<double>(ra->stats.bytes_used) / static_cast<double>(rb->stats.bytes_used);
+  };
+  const int64_t tok_bytes = token_kv_bytes(o) * o.blocks;  // one token, all blocks
+  auto reserved_vs_min = [&](int frame) -> double {
+    const FrameRow* p = row_at(KVBackend::Paged, frame);
+    if (!p) return nan;
+    const int64_t min_bytes = (p->stats.frames_resident * patches + p->stats.special_tokens) * tok_bytes;
+    return min_bytes ? static_cast<double>(p->stats.bytes_reserved) / static_cast<double>(min_bytes) : nan;
+  };
+
+  std::vector<std::pair<std::string, std::string>> s;
+  const std::string at_last = "@" + std::to_string(last);
+  s.emplace_back("mem_ratio_paged_vs_densefull@320", fmt(bytes_ratio(KVBackend::Paged, KVBackend::DenseFull, 320)));
+  s.emplace_back("mem_ratio_paged_vs_dense@320", fmt(bytes_ratio(KVBackend::Paged, KVBackend::Dense, 320)));
+  s.emplace_back("mem_ratio_paged_vs_densefull" + at_last,
+                 fmt(bytes_ratio(KVBackend::Paged, KVBackend::DenseFull, last)));
+  s.emplace_back("paged_reserved_vs_min@320", fmt(reserved_vs_min(320)));
+  s.emplace_back("paged_reserved_vs_min" + at_last, fmt(reserved_vs_min(last)));
+  const double lp = latency_at(KVBackend::Paged, last), ld = latency_at(KVBackend::Dense, last);
+  s.emplace_back("lat_ratio_paged_vs_dense" + at_last, fmt(lp / ld));
+  s.emplace_back("lat_ms_paged" + at_last, fmt(lp));
+  s.emplace_back("lat_ms_dense" + at_last, fmt(ld));
+  s.emplace_back("lat_ms_densefull" + at_last, fmt(latency_at(KVBackend::DenseFull, last)));
+  s.emplace_back("drift_paged_" + std::to_string(last) + "_vs_100",
+                 fmt(latency_at(KVBackend::Paged, last) / latency_at(KVBackend::Paged, 100)));
+
+  // Kernel throughput: paged streaming steps (not the scale phase), attend() time incl. the K/V store.
+  double flops = 0, ms = 0;
+  const int pi = backend_index(KVBackend::Paged);
+  for (const auto& row : r.rows)
+    if (row.backend == pi && row.attended && row.mode != FrameMode::ScalePhase) {
+      flops += row.flops;
+      ms += row.attn_ms;
+    }
+  const double kgf = ms > 0 ? flops / (ms * 1e-3) * 1e-9 : nan;
+  s.emplace_back("kernel_gflops", fmt(kgf));
+  s.emplace_back("sgemm_gflops", r.sgemm_gflops > 0 ? fmt(r.sgemm_gflops) : "na");
+  s.emplace_back("kernel_pct_of_sgemm", r.sgemm_gflops > 0 ? fmt(100.0 * kgf / r.sgemm_gflops, 3) : "na");
+  s.emplace_back("bandwidth_gbps", r.bandwidth_gbps > 0 ? fmt(r.bandwidth_gbps) : "na");
+
+  // Special stream: bytes stored per stored frame, all blocks (measured), and reserved per frame.
+  const FrameRow* pl = nullptr;
+  for (const auto& row : r.rows)
+    if (row.backend == pi) pl = &row;
+  if (pl && pl->stats.frames_stored > 0) {
+    s.emplace_back("special_bytes_per_frame",
+                   fmt(static_cast<double>(pl->stats.special_tokens * tok_bytes) / pl->stats.frames_stored, 8));
+    s.emplace_back("special_reserved_bytes_per_frame",
+                   fmt(static_cast<double>(pl->stats.special_bytes_reserved) / pl->stats.frames_stored, 6));
+  } else {
+    s.emplace_back("special_bytes_per_frame", "na");
+    s.emplace_back("special_reserved_bytes_per_frame", "na");
+  }
+  // Paged patch memory must not grow once pinned + window frames are resident.
+  const int steady = o.scale_frames + o.window;
+  std::optional<int64_t> lo, hi;
+  for (const auto& row : r.rows)
+    if (row.backend == pi && row.frame >= steady) {
+      lo = std::min(lo.value_or(row.stats.patch_bytes_reserved), row.stats.patch_bytes_reserved);
+      hi = std::max(hi.value_or(row.stats.patch_bytes_reserved), row.stats.patch_bytes_reserved);
+    }
+  s.emplace_back("paged_patch_reserved_const_after_" + std::to_string(steady),
+                 lo ? (*lo == *hi ? "yes" : "no") : "na");
+  s.emplace_back("paged_patch_reserved_bytes", hi ? std::to_string(*hi) : "na");
+  for (size_t i = 0; i < o.backends.size(); ++i) {
+    const FrameRow* lr = nullptr;
+    for (const auto& row : r.rows)
+      if (row.backend == static_cast<int>(i)) lr = &row;
+    std::string name = kv_backend_name(o.backends[i]);
+    name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+    s.emplace_back("reserved_bytes_" + name + "@end", lr ? std::to_string(lr->stats.bytes_reserved) : "na");
+  }
+  for (const auto& st : r.stops) {
+    std::string name = kv_backend_name(o.backends[st.backend]);
+    name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+    s.emplace_back("stopped_" + name + "_at_frame", std::to_string(st.frame));
+  }
+  int64_t peak = 0;
+  for (const auto& row : r.rows) peak = std::max(peak, row.peak_rss_bytes);
+  s.emplace_back("peak_rss_bytes", std::to_string(peak));
+  s.emplace_back("wall_s", fmt(r.wall_seconds, 4));
+  return s;
+}
+
+}  // namespace lingbot::bench

@@ -1,0 +1,101 @@
+#pragma once
+// `lingbot-map bench kv`: a streaming attention simulation at the model's real shapes with random
+// Q/K/V (no weights), driving the KV cache entry point (kvcache/kv_cache.h) exactly as the model's
+// global blocks do: per frame step begin_step, attend for every block, end_step.
+//
+// Frame schedule (as the streaming model): frames 0..scale_frames-1 form one ScalePhase step; then
+// one step per frame, a Keyframe when keyframe_interval <= 1 or (i - scale_frames) % interval == 0,
+// else a NonKeyframe. Frames are counted 1-based in results: row `frame` = frames processed so far.
+//
+// All backends run interleaved on one seeded random stream: for each step and block the q/k/v of that
+// block are generated once (f32 [n_q, heads, head_dim] each) and fed to every live backend, so the
+// inputs are identical and only one block's inputs exist at a time.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kvcache/kv_cache.h"
+
+namespace lingbot::bench {
+
+struct KvBenchOptions {
+  int resolution = 518;          // 224 -> 16x16 = 256 patches, 518 -> 37x27 = 999 patches (518x378)
+  int blocks = 24;
+  int heads = 16;
+  int head_dim = 64;
+  int window = 64;
+  int scale_frames = 8;
+  DType dtype = DType::BF16;
+  int keyframe_interval = 1;
+  int frames = 400;
+  std::vector<KVBackend> backends = {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull};
+  int threads = 1;
+  double mem_cap_gb = 16.0;      // per backend, KV cache bytes reserved (1 GB = 2^30 bytes); 0 = no cap
+  bool attention = true;         // false: step_without_attention (bookkeeping + memory only)
+  int attend_every = 1;          // attention on: attend frames divisible by N (+ scale phase, last frame);
+                                 // the other steps are bookkeeping only (step_without_attention)
+  uint64_t seed = 1;
+  bool calibrate = true;
+};
+
+// Token counts per frame for a resolution; throws Error for anything but 224 or 518.
+int patches_per_frame(int resolution);
+constexpr int kSpecialTokens = 6;  // camera + 4 registers + scale
+
+// Throws Error naming the first bad option.
+void validate(const KvBenchOptions& o);
+
+struct FrameRow {
+  int frame = 0;                 // frames processed so far (1-based)
+  int backend = 0;               // index into KvBenchOptions::backends
+  FrameMode mode = FrameMode::Keyframe;
+  bool attended = false;         // attend() ran (false: step_without_attention)
+  int64_t n_q = 0;               // query tokens of the step
+  int64_t n_k = 0;               // keys per query (keys_in_step)
+  double attn_ms = 0;            // all attend() calls of the step, all blocks (store of the new K/V + kernel)
+  double maint_ms = 0;           // begin_step + end_step (plan, eviction, deferred work, rollback)
+  double flops = 0;              // 4 * n_q * n_k * head_dim * heads * blocks when attended
+  CacheStats stats;              // after end_step
+  int64_t rss_bytes = 0;         // process, after the step
+  int64_t peak_rss_bytes = 0;    // process peak so far
+};
+
+struct BackendStop {
+  int backend = 0;
+  int frame = 0;                 // the frame (1-based) that would have exceeded the cap; 0 = never stopped
+  std::string reason;
+};
+
+struct KvBenchResult {
+  KvBenchOptions options;
+  int tokens_per_frame = 0;
+  double sgemm_gflops = 0;       // 0 when not calibrated
+  int sgemm_n = 0;
+  double bandwidth_gbps = 0;
+  std::vector<FrameRow> rows;    // in step order, backends in option order within a step
+  std::vector<BackendStop> stops;
+  double wall_seconds = 0;
+};
+
+// Live notifications while the benchmark runs (progress display, stop lines).
+class KvBenchObserver {
+ public:
+  virtual ~KvBenchObserver() = default;
+  virtual void on_calibrated(const KvBenchResult& /*partial*/) {}
+  virtual void on_step(int /*frames_done*/, int /*frames_total*/) {}
+  virtual void on_stop(const KvBenchResult& /*partial*/, const BackendStop& /*stop*/) {}
+};
+
+// Runs the benchmark (validates the options first).
+KvBenchResult run_kv_bench(const KvBenchOptions& options, KvBenchObserver* observer = nullptr);
+
+// The `summary:` keys, in print order; values are formatted numbers, "yes"/"no", or "na" when the run
+// is too short or a backend is missing/stopped. See README "Performance" for the definitions.
+std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& result);
+
+// Bytes of one token's K and V in one block: 2 * heads * head_dim * dtype_size.
+int64_t token_kv_bytes(const KvBenchOptions& o);
+
+}  // namespace lingbot::bench

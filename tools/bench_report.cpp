@@ -1,0 +1,234 @@
+#include "bench_report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lingbot::bench {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+const char* mode_name(FrameMode m) {
+  switch (m) {
+    case FrameMode::ScalePhase: return "scale";
+    case FrameMode::Keyframe: return "key";
+    case FrameMode::NonKeyframe: return "nonkey";
+  }
+  return "?";
+}
+
+double gflops_of(const FrameRow& row) { return row.attended && row.attn_ms > 0 ? row.flops / (row.attn_ms * 1e6) : 0; }
+
+std::string clock_str(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  const long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
+// Smallest of 1, 2, 5, 10, 20, 50, ... that keeps the table to about 25 sampled frames.
+int table_stride(int frames) {
+  int stride = 1;
+  for (int m = 1;; m *= 10)
+    for (int f : {1, 2, 5}) {
+      stride = f * m;
+      if (frames / stride <= 25) return stride;
+    }
+}
+
+}  // namespace
+
+ProgressReporter::ProgressReporter(bool terminal) : terminal_(terminal), start_(std::chrono::steady_clock::now()) {}
+
+double ProgressReporter::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void ProgressReporter::on_calibrated(const KvBenchResult& r) {
+  print_calibration(stdout, r);
+  std::fflush(stdout);
+  start_ = std::chrono::steady_clock::now();  // ETA from the streaming part only
+}
+
+void ProgressReporter::on_step(int done, int total) {
+  const double el = elapsed_s();
+  const double eta = done > 0 ? el / done * (total - done) : NAN;
+  const int pct = total > 0 ? static_cast<int>(100.0 * done / total) : 100;
+  if (terminal_) {
+    if (done < total && el - last_draw_s_ < 0.2) return;
+    last_draw_s_ = el;
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(static_cast<double>(kWidth) * done / total) : kWidth;
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    std::fprintf(stderr, "\r[%s] %d/%d frames %3d%%  elapsed %s  ETA %s ", bar.c_str(), done, total, pct,
+                 clock_str(el).c_str(), clock_str(eta).c_str());
+    std::fflush(stderr);
+    bar_drawn_ = true;
+  } else {
+    // A line per 10% step, or every 30 s on slow runs.
+    const int decile = pct / 10;
+    if (decile == last_pct_line_ && el - last_draw_s_ < 30 && done < total) return;
+    if (decile == last_pct_line_ && done == total) return;
+    last_pct_line_ = decile;
+    last_draw_s_ = el;
+    std::fprintf(stderr, "progress: %d/%d frames (%d%%), elapsed %.0f s, ETA %s\n", done, total, pct, el,
+                 done < total ? clock_str(eta).c_str() : "0:00");
+    std::fflush(stderr);
+  }
+}
+
+void ProgressReporter::on_stop(const KvBenchResult& r, const BackendStop& s) {
+  if (bar_drawn_) {
+    std::fprintf(stderr, "\n");
+    bar_drawn_ = false;
+  }
+  std::printf("stop: backend %s stopped at frame %d: its KV cache would exceed --mem-cap-gb %g (%s)\n",
+              kv_backend_name(r.options.backends[s.backend]), s.frame, r.options.mem_cap_gb, s.reason.c_str());
+  std::fflush(stdout);
+}
+
+void ProgressReporter::finish() {
+  if (bar_drawn_) std::fprintf(stderr, "\n");
+  bar_drawn_ = false;
+}
+
+void print_calibration(std::FILE* f, const KvBenchResult& r) {
+  if (r.sgemm_gflops <= 0) return;
+  std::fprintf(f, "calibration: sgemm %dx%dx%d, %d threads: %.1f GFLOP/s; memory bandwidth (triad): %.1f GB/s\n",
+               r.sgemm_n, r.sgemm_n, r.sgemm_n, r.options.threads, r.sgemm_gflops, r.bandwidth_gbps);
+}
+
+void print_table(std::FILE* f, const KvBenchResult& r) {
+  const KvBenchOptions& o = r.options;
+  const int stride = table_stride(o.frames);
+  std::set<int> frames;
+  for (const auto& row : r.rows) {
+    const bool sampled = row.mode == FrameMode::ScalePhase || row.frame % stride == 0 || row.frame == 100 ||
+                         row.frame == 320 || row.frame == o.frames;
+    if (sampled && (row.attended || !o.attention)) frames.insert(row.frame);
+  }
+  std::fprintf(f, "%6s  %-10s  %-6s  %7s  %10s  %9s  %7s  %10s  %10s  %9s\n", "frame", "backend", "mode", "keys",
+               "attn_ms", "maint_ms", "GFLOP/s", "kv_used_MiB", "kv_res_MiB", "peak_rss_MiB");
+  for (const auto& row : r.rows) {
+    if (!frames.count(row.frame)) continue;
+    std::fprintf(f, "%6d  %-10s  %-6s  %7lld  %10.1f  %9.2f  %7.1f  %11.1f  %10.1f  %12.1f\n", row.frame,
+                 kv_backend_name(o.backends[row.backend]), mode_name(row.mode), static_cast<long long>(row.n_k),
+                 row.attn_ms, row.maint_ms, gflops_of(row), row.stats.bytes_used / kMiB,
+                 row.stats.bytes_reserved / kMiB, row.peak_rss_bytes / kMiB);
+  }
+}
+
+std::string summary_line(const KvBenchResult& r) {
+  std::string s = "summary:";
+  for (const auto& [k, v] : summarize(r)) s += " " + k + "=" + v;
+  return s;
+}
+
+void write_csv(const std::string& path, const KvBenchResult& r) {
+  std::ofstream os(path);
+  LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': ", std::strerror(errno));
+  os << "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
+        "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
+        "free_pages,special_pages,rss_bytes,peak_rss_bytes\n";
+  char buf[96];
+  for (const auto& row : r.rows) {
+    const CacheStats& s = row.stats;
+    os << row.frame << ',' << kv_backend_name(r.options.backends[row.backend]) << ',' << mode_name(row.mode) << ','
+       << (row.attended ? 1 : 0) << ',' << row.n_q << ',' << row.n_k << ',';
+    std::snprintf(buf, sizeof buf, "%.4f,%.4f,%.3f,", row.attn_ms, row.maint_ms, gflops_of(row));
+    os << buf << s.bytes_used << ',' << s.bytes_reserved << ',' << s.patch_bytes_reserved << ','
+       << s.special_bytes_reserved << ',' << s.frames_stored << ',' << s.frames_resident << ',' << s.special_tokens
+       << ',' << s.pool_pages << ',' << s.free_pages << ',' << s.special_pages << ',' << row.rss_bytes << ','
+       << row.peak_rss_bytes << '\n';
+  }
+  os.flush();
+  LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': write failed");
+}
+
+void require_gnuplot() {
+  // `command -v` through the shell finds gnuplot exactly as popen() will.
+  const int rc = std::system("command -v gnuplot >/dev/null 2>&1");
+  LINGBOT_CHECK(rc == 0, "--plot needs gnuplot, which was not found in PATH (install the Debian package gnuplot-nox)");
+}
+
+void write_plot(const std::string& path, const KvBenchResult& r) {
+  require_gnuplot();
+  const KvBenchOptions& o = r.options;
+  std::ostringstream gp;
+  // Data as inline datablocks, one per backend: frame, reserved MiB, used MiB, latency ms (attended rows).
+  for (size_t b = 0; b < o.backends.size(); ++b) {
+    gp << "$mem" << b << " << EOD\n";
+    for (const auto& row : r.rows)
+      if (row.backend == static_cast<int>(b))
+        gp << row.frame << ' ' << row.stats.bytes_reserved / kMiB << ' ' << row.stats.bytes_used / kMiB << '\n';
+    gp << "EOD\n$lat" << b << " << EOD\n";
+    for (const auto& row : r.rows)
+      if (row.backend == static_cast<int>(b) && (row.attended || !o.attention) && row.mode != FrameMode::ScalePhase)
+        gp << row.frame << ' ' << row.attn_ms + row.maint_ms << '\n';
+    gp << "EOD\n";
+  }
+  std::string out_esc;
+  for (char c : path) {
+    if (c == '"' || c == '\\') out_esc += '\\';
+    out_esc += c;
+  }
+  gp << "set terminal pngcairo size 1100,900 font 'sans,10'\n"
+     << "set output \"" << out_esc << "\"\n"
+     << "set multiplot layout 2,1 title \"lingbot-map bench kv: " << o.resolution << " px ("
+     << r.tokens_per_frame << " tokens/frame), " << dtype_name(o.dtype) << ", " << o.blocks << " blocks x "
+     << o.heads << " heads x " << o.head_dim << ", window " << o.window << ", scale frames " << o.scale_frames
+     << ", attention " << (o.attention ? "on" : "off") << "\"\n"
+     << "set grid\nset key top left\nset xlabel 'frame'\nset yrange [0:*]\n"
+     << "set ylabel 'KV cache MiB (solid: reserved, dashed: used)'\n";
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  gp << "plot ";
+  for (size_t b = 0; b < o.backends.size(); ++b) {
+    const char* c = colors[b % 4];
+    const char* name = kv_backend_name(o.backends[b]);
+    if (b) gp << ", ";
+    gp << "$mem" << b << " using 1:2 with lines lw 2 lc rgb '" << c << "' title '" << name << " reserved', "
+       << "$mem" << b << " using 1:3 with lines lw 1 dt 2 lc rgb '" << c << "' title '" << name << " used'";
+  }
+  gp << "\nset ylabel '" << (o.attention ? "ms per frame (attention + cache maintenance)" : "ms per frame (cache bookkeeping)")
+     << "'\n";
+  gp << "plot ";
+  for (size_t b = 0; b < o.backends.size(); ++b) {
+    if (b) gp << ", ";
+    gp << "$lat" << b << " using 1:2 with linespoints pt 7 ps 0.4 lw 1.5 lc rgb '" << colors[b % 4] << "' title '"
+       << kv_backend_name(o.backends[b]) << "'";
+  }
+  gp << "\nunset multiplot\nset output\n";
+
+  // Script beside the PNG's temp dir; gnuplot's own errors go to our stderr.
+  const std::filesystem::path script =
+      std::filesystem::temp_directory_path() / ("lingbot-bench-" + std::to_string(::getpid()) + ".gp");
+  {
+    std::ofstream s(script);
+    LINGBOT_CHECK(s.good(), "cannot write gnuplot script '", script.string(), "'");
+    s << gp.str();
+  }
+  const std::string cmd = "gnuplot '" + script.string() + "'";
+  const int rc = std::system(cmd.c_str());
+  std::filesystem::remove(script);
+  LINGBOT_CHECK(rc == 0 && std::filesystem::exists(path), "gnuplot failed to write --plot file '", path,
+                "' (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, ")");
+}
+
+}  // namespace lingbot::bench

@@ -1,0 +1,45 @@
+#pragma once
+// Output of `lingbot-map bench kv`: progress display, stdout table, CSV, gnuplot PNG, summary line.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "bench_kv.h"
+
+namespace lingbot::bench {
+
+// Progress on stderr: a redrawn bar with ETA when stderr is a terminal, otherwise a plain line every
+// 10% of the frames or 30 s. Backend stop lines go to stdout (and clear the bar first).
+class ProgressReporter final : public KvBenchObserver {
+ public:
+  explicit ProgressReporter(bool terminal);
+  void on_calibrated(const KvBenchResult& partial) override;
+  void on_step(int frames_done, int frames_total) override;
+  void on_stop(const KvBenchResult& partial, const BackendStop& stop) override;
+  void finish();  // ends the bar line
+
+ private:
+  double elapsed_s() const;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  double last_draw_s_ = -1;
+  int last_pct_line_ = -1;
+  bool bar_drawn_ = false;
+};
+
+// "sgemm ...", "memory bandwidth ..." lines (nothing when not calibrated).
+void print_calibration(std::FILE* f, const KvBenchResult& r);
+// Table of sampled frames (all frames when there are few), all backends.
+void print_table(std::FILE* f, const KvBenchResult& r);
+// One line: "summary: key=value key=value ...".
+std::string summary_line(const KvBenchResult& r);
+
+// All rows as CSV (header documented in README "Performance"). Throws Error if the file cannot be written.
+void write_csv(const std::string& path, const KvBenchResult& r);
+
+// Throws Error unless gnuplot can be run (names the Debian package gnuplot-nox).
+void require_gnuplot();
+// Two panels (KV memory vs frame, latency vs frame), one curve per backend, rendered by gnuplot.
+void write_plot(const std::string& path, const KvBenchResult& r);
+
+}  // namespace lingbot::bench

@@ -1,0 +1,174 @@
+// `lingbot-map bench kv`: paged vs dense streaming attention (see tools/bench_kv.h, README "Performance").
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "bench_kv.h"
+#include "bench_report.h"
+#include "commands.h"
+#include "core/error.h"
+
+namespace lingbot::cli {
+namespace {
+
+// Integer option parsed strictly, so any bad value becomes one "error: --name ..." line.
+int parse_int_option(const std::string& name, const std::string& text) {
+  int v = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  LINGBOT_CHECK(ec == std::errc() && p == end && !text.empty(), name, " must be an integer, got '", text, "'");
+  return v;
+}
+
+double parse_double_option(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  LINGBOT_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(v), name,
+                " must be a number, got '", text, "'");
+  return v;
+}
+
+struct BenchKvArgs {
+  std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
+  std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends = "paged,dense,dense-full";
+  std::string threads, mem_cap_gb = "16", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
+  std::string csv, plot;
+};
+
+bench::KvBenchOptions to_options(const BenchKvArgs& a) {
+  bench::KvBenchOptions o;
+  o.resolution = parse_int_option("--resolution", a.resolution);
+  o.blocks = parse_int_option("--blocks", a.blocks);
+  o.heads = parse_int_option("--heads", a.heads);
+  o.head_dim = parse_int_option("--head-dim", a.head_dim);
+  o.window = parse_int_option("--window", a.window);
+  o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
+  try {
+    o.dtype = parse_dtype(a.dtype);
+  } catch (const Error& e) {
+    throw Error(std::string("--dtype: ") + e.what());
+  }
+  o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
+  o.frames = parse_int_option("--frames", a.frames);
+  o.backends.clear();
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = a.backends.find(',', pos);
+    const std::string item = a.backends.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    try {
+      o.backends.push_back(parse_kv_backend(item));
+    } catch (const Error& e) {
+      throw Error(std::string("--backends: ") + e.what());
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (a.threads.empty()) {
+    o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  } else {
+    o.threads = parse_int_option("--threads", a.threads);
+  }
+  o.mem_cap_gb = parse_double_option("--mem-cap-gb", a.mem_cap_gb);
+  LINGBOT_CHECK(a.attention == "on" || a.attention == "off", "--attention must be on or off, got '", a.attention,
+                "'");
+  o.attention = a.attention == "on";
+  LINGBOT_CHECK(a.calibrate == "on" || a.calibrate == "off", "--calibrate must be on or off, got '", a.calibrate,
+                "'");
+  o.calibrate = a.calibrate == "on";
+  o.attend_every = parse_int_option("--attend-every", a.attend_every);
+  {
+    uint64_t seed = 0;
+    const char* end = a.seed.data() + a.seed.size();
+    const auto [p, ec] = std::from_chars(a.seed.data(), end, seed);
+    LINGBOT_CHECK(ec == std::errc() && p == end && !a.seed.empty(), "--seed must be a non-negative integer, got '",
+                  a.seed, "'");
+    o.seed = seed;
+  }
+  bench::validate(o);
+  return o;
+}
+
+void run_bench_kv(const BenchKvArgs& args) {
+  const bench::KvBenchOptions o = to_options(args);
+  // Fail on unusable outputs before a long run, not after it.
+  if (!args.csv.empty()) {
+    std::ofstream probe(args.csv);
+    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", args.csv, "'");
+  }
+  if (!args.plot.empty()) {
+    bench::require_gnuplot();
+    std::ofstream probe(args.plot);
+    LINGBOT_CHECK(probe.good(), "cannot write --plot file '", args.plot, "'");
+  }
+  std::string names;
+  for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
+  std::printf(
+      "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
+      "dtype %s, window %d, scale frames %d, keyframe interval %d, %d frames, backends %s, %d threads, "
+      "attention %s%s, mem cap %g GB per backend, seed %llu\n",
+      o.resolution, bench::patches_per_frame(o.resolution) + bench::kSpecialTokens, bench::patches_per_frame(o.resolution),
+      bench::kSpecialTokens, o.blocks, o.heads, o.head_dim, std::string(dtype_name(o.dtype)).c_str(), o.window,
+      o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
+      o.attention && o.attend_every > 1 ? (" (every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
+      o.mem_cap_gb, static_cast<unsigned long long>(o.seed));
+  std::fflush(stdout);
+  bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
+  const bench::KvBenchResult r = bench::run_kv_bench(o, &progress);
+  progress.finish();
+  bench::print_table(stdout, r);
+  if (!args.csv.empty()) {
+    bench::write_csv(args.csv, r);
+    std::printf("csv: %s (%zu rows)\n", args.csv.c_str(), r.rows.size());
+  }
+  if (!args.plot.empty()) {
+    bench::write_plot(args.plot, r);
+    std::printf("plot: %s\n", args.plot.c_str());
+  }
+  std::printf("%s\n", bench::summary_line(r).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (paged vs dense KV cache)");
+  bench->require_subcommand(1);
+  auto* kv = bench->add_subcommand(
+      "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
+            "machine calibration; prints a table and a final 'summary:' line");
+  auto args = std::make_shared<BenchKvArgs>();
+  kv->add_option("--resolution", args->resolution, "224 (256+6 tokens/frame) or 518 (999+6)")->capture_default_str();
+  kv->add_option("--blocks", args->blocks, "global attention blocks")->capture_default_str();
+  kv->add_option("--heads", args->heads, "attention heads")->capture_default_str();
+  kv->add_option("--head-dim", args->head_dim, "head dimension")->capture_default_str();
+  kv->add_option("--window", args->window, "sliding window (frames)")->capture_default_str();
+  kv->add_option("--scale-frames", args->scale_frames, "pinned scale frames")->capture_default_str();
+  kv->add_option("--dtype", args->dtype, "KV storage dtype: f32, f16 or bf16")->capture_default_str();
+  kv->add_option("--keyframe-interval", args->keyframe_interval, "store every N-th frame after the scale phase")
+      ->capture_default_str();
+  kv->add_option("--frames", args->frames, "frames to stream")->capture_default_str();
+  kv->add_option("--backends", args->backends, "comma-separated: paged, dense, dense-full")->capture_default_str();
+  kv->add_option("--threads", args->threads, "threads (default: all cores)");
+  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap)")
+      ->capture_default_str();
+  kv->add_option("--attention", args->attention, "on: attend every block; off: cache bookkeeping + memory only")
+      ->capture_default_str();
+  kv->add_option("--attend-every", args->attend_every,
+                 "with attention on, attend only frames divisible by N (others bookkeeping only)")
+      ->capture_default_str();
+  kv->add_option("--seed", args->seed, "random Q/K/V seed")->capture_default_str();
+  kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration")
+      ->capture_default_str();
+  kv->add_option("--csv", args->csv, "write every row to this CSV file");
+  kv->add_option("--plot", args->plot, "write a two-panel PNG (needs gnuplot)");
+  kv->callback([args] { run_bench_kv(*args); });
+}
+
+}  // namespace lingbot::cli
