@@ -43,9 +43,16 @@ class LazyAllocator final : public Allocator {
   uint64_t count_ = 0;
 };
 
+// FNV-1a over 8-byte words (then the tail bytes): a fast content hash for "unchanged" checks.
 inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 
