@@ -7,8 +7,21 @@
 //
 // Per frame step the model calls:
 //   begin_step(mode, n_frames)                 once; plans the visible set (page table) for all blocks
-//   attend(block, q, k, v, out)                once per global block, any order
+//   attend(block, q, kv, out)                  once per global block, any order
 //   end_step()                                  once; completes deferred work (e.g. scale-phase eviction)
+//
+//   auto cache = make_kv_cache(parse_kv_backend("paged"), opts, allocator);
+//   cache->begin_step(FrameMode::ScalePhase, K);             // K frames' q/k/v in one call per block
+//   for (int b = 0; b < opts.num_blocks; ++b) cache->attend(b, q[b], kv[b], out[b]);
+//   cache->end_step();
+//   cache->begin_step(is_key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1);  ... per frame
+//
+// What a step attends to (golden README "Semantics worth checking" items 4-6): ScalePhase stores all
+// its frames, attends bidirectionally over them (and nothing else: the cache is empty), and evicts
+// down to the window in end_step (only matters with include_scale_frames off and scale_frames >
+// sliding_window). Keyframe: stored, then evicted frame by frame (oldest unpinned first) while the
+// window holds more than sliding_window frames, then attends. NonKeyframe: attends to the cache plus
+// its own tokens (rounded to the storage dtype like stored keys) and writes nothing.
 //
 // Rules the caller must keep (violations throw lingbot::Error with a message naming the value):
 //   * ScalePhase is only allowed on an empty cache (fresh or after reset()), with 1 <= n_frames <=
@@ -17,11 +30,11 @@
 //     (that is when the frame's K/V are written into the block's cache).
 //   * attend() calls of one cache must not run concurrently (they share the step plan and scratch).
 // Backends:
-//   Paged: per block one fixed patch pool [pages, 2, page_size, heads, head_dim] (pinned + window + 1
-//     pages, allocated at construction) and an append-only special stream of pages of the same shape,
+//   Paged (paged_kv_cache.h): per block one fixed patch pool [pages, 2, page_size, heads, head_dim]
+//     (max(pinned + window + 1, scale_frames) pages, allocated at construction) and an append-only special stream of pages of the same shape,
 //     each holding whole frames' specials, allocated on demand (never moved). The special stream keeps
 //     the specials of EVERY stored frame (also those a rule hides, e.g. cross_frame_special off).
-//   Dense / DenseFull: per block contiguous K/V of whole resident frames in storage order plus a side
+//   Dense / DenseFull (dense_kv_cache.h): per block contiguous K/V of whole resident frames in storage order plus a side
 //     buffer of the kept specials of evicted frames, both grown geometrically (DenseFull never evicts).
 #include <cstdint>
 #include <memory>
@@ -55,9 +68,11 @@ struct CacheOptions {
   bool camera_only = false;
   bool include_scale_frames = true;
   DType dtype = DType::F32;        // storage dtype of K/V
-  bool round_pages_pow2 = false;   // round patch pages up to a power of two (padding is masked)
-  int64_t max_special_tokens = 0;  // cap on the special stream per block; 0 = unlimited
-  int num_threads = 1;
+  bool round_pages_pow2 = false;   // paged: round pages up to a power of two (padding never attended)
+  // Cap on special tokens per block (paged: the special stream, 6 per stored frame; dense: the side
+  // buffer of kept specials); 0 = unlimited. Exceeding it throws in begin_step before any change.
+  int64_t max_special_tokens = 0;
+  int num_threads = 1;             // attention threads (results identical for any value)
 };
 
 // Visible specials of an evicted frame: num_special_tokens (cross_frame_special), 1 (plus camera_only),
