@@ -130,6 +130,7 @@ LINGBOT_AVX2 void pv_avx2(const float* p, const float* v, const float* alpha, in
     for (int c0 = 0; c0 < dp; c0 += 16) {
       float* o0 = o + static_cast<size_t>(r0) * dp + c0;
       __m256 acc[6][2];
+      #pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
         const __m256 a = _mm256_broadcast_ss(alpha + r0 + i);
         acc[i][0] = _mm256_mul_ps(a, _mm256_loadu_ps(o0 + i * dp));
@@ -138,12 +139,14 @@ LINGBOT_AVX2 void pv_avx2(const float* p, const float* v, const float* alpha, in
       for (int j = 0; j < n_keys; ++j) {
         const __m256 v0 = _mm256_loadu_ps(v + static_cast<size_t>(j) * dp + c0);
         const __m256 v1 = _mm256_loadu_ps(v + static_cast<size_t>(j) * dp + c0 + 8);
+        #pragma GCC unroll 6
         for (int i = 0; i < 6; ++i) {
           const __m256 b = _mm256_broadcast_ss(p0 + i * kKeyBlock + j);
           acc[i][0] = _mm256_fmadd_ps(b, v0, acc[i][0]);
           acc[i][1] = _mm256_fmadd_ps(b, v1, acc[i][1]);
         }
       }
+      #pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
         _mm256_storeu_ps(o0 + i * dp, acc[i][0]);
         _mm256_storeu_ps(o0 + i * dp + 8, acc[i][1]);

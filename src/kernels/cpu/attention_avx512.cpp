@@ -1,11 +1,19 @@
-// AVX-512F inner kernels for the two matrix products of attention (QK^T and PV), selected at run
-// time on CPUs with AVX-512 (no global -mavx512f). They sum in exactly the same order as the AVX2
-// kernels (one FMA chain per output element, over d resp. keys), so results are bit-identical to the
-// AVX2 set; only the vector width differs. Softmax, conversion and packing are the AVX2 ones.
+// AVX-512F inner kernels for attention (QK^T, softmax, PV), selected at run time on CPUs with
+// AVX-512F (no global -mavx512f). They perform exactly the operations of the AVX2 kernels in the same
+// order (one FMA chain per output element, over d resp. keys; lane-wise exp2; the same partial sums),
+// so results are bit-identical to the AVX2 set; only the vector width differs. Conversion and
+// packing are the AVX2 ones.
 #include "kernels/cpu/attention_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12's avx512fintrin.h builds its "undefined" vectors by self-assignment, which trips
+// -Wmaybe-uninitialized wherever max/min/roundscale/cvt intrinsics are inlined; not a real use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <cmath>
+#include <limits>
 
 #define LINGBOT_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 
@@ -18,18 +26,25 @@ static_assert(kKeyPanel == 16 && kRowGroup == 6 && kDimAlign % 16 == 0, "written
 template <int NB>
 LINGBOT_AVX512 inline void qk_tile(const float* q0, const float* panel, int dp, float* s0) {
   __m512 acc[6][NB];
+  #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i)
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
   const size_t pstride = static_cast<size_t>(dp) * kKeyPanel;
   for (int d = 0; d < dp; ++d) {
     __m512 k[NB];
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) k[b] = _mm512_loadu_ps(panel + b * pstride + d * kKeyPanel);
+    #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
       const __m512 x = _mm512_set1_ps(q0[i * dp + d]);
+      #pragma GCC unroll 2
       for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(x, k[b], acc[i][b]);
     }
   }
+  #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i)
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s0 + i * kKeyBlock + b * kKeyPanel, acc[i][b]);
 }
 
@@ -47,19 +62,26 @@ LINGBOT_AVX512 void qk_avx512(const float* q, const float* kp, int rows, int col
 template <int NB>
 LINGBOT_AVX512 inline void pv_tile(const float* p0, const float* v, const float* alpha, int n_keys, int dp, float* o0) {
   __m512 acc[6][NB];
+  #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
     const __m512 a = _mm512_set1_ps(alpha[i]);
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_mul_ps(a, _mm512_loadu_ps(o0 + i * dp + b * 16));
   }
   for (int j = 0; j < n_keys; ++j) {
     __m512 vv[NB];
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) vv[b] = _mm512_loadu_ps(v + static_cast<size_t>(j) * dp + b * 16);
+    #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
       const __m512 x = _mm512_set1_ps(p0[i * kKeyBlock + j]);
+      #pragma GCC unroll 2
       for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(x, vv[b], acc[i][b]);
     }
   }
+  #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i)
+    #pragma GCC unroll 2
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(o0 + i * dp + b * 16, acc[i][b]);
 }
 
@@ -71,6 +93,50 @@ LINGBOT_AVX512 void pv_avx512(const float* p, const float* v, const float* alpha
     int c0 = 0;
     for (; c0 + 32 <= dp; c0 += 32) pv_tile<2>(p0, v + c0, alpha + r0, n_keys, dp, o0 + c0);
     if (c0 < dp) pv_tile<1>(p0, v + c0, alpha + r0, n_keys, dp, o0 + c0);
+  }
+}
+
+// Same operations as exp2_avx2 lane by lane (clamp, round to nearest, polynomial, exponent bits),
+// so the results are bit-identical.
+LINGBOT_AVX512 inline __m512 exp2_avx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-127.f)), _mm512_set1_ps(127.f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+// The AVX2 kernel keeps two 8-lane partial sums (keys j%16 < 8 and >= 8); one 16-lane sum holds
+// exactly those lanes, and the final reduction below is the AVX2 one, so l is bit-identical too.
+LINGBOT_AVX512 void softmax_avx512(float* s, int rows, int n_valid, int cols, float* m, float* l, float* alpha) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < rows; ++r) {
+    float* sr = s + static_cast<size_t>(r) * kKeyBlock;
+    for (int j = n_valid; j < cols; ++j) sr[j] = neg_inf;  // keys past the end: probability 0
+    __m512 vmax = _mm512_set1_ps(m[r]);
+    for (int j = 0; j < cols; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(sr + j));
+    const float mx = _mm512_reduce_max_ps(vmax);  // max is exact in any order
+    alpha[r] = std::exp2(m[r] - mx);
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < cols; j += 16) {
+      const __m512 p = exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vm));
+      _mm512_storeu_ps(sr + j, p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(sum), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    l[r] = l[r] * alpha[r] + _mm_cvtss_f32(q);
+    m[r] = mx;
   }
 }
 
@@ -87,12 +153,15 @@ const AttnKernels* avx512_kernels() {
     static AttnKernels set = *avx2_kernels();
     set.qk = qk_avx512;
     set.pv = pv_avx512;
+    set.softmax = softmax_avx512;
     return &set;
   }();
   return k;
 }
 
 }  // namespace lingbot::kernels::detail
+
+#pragma GCC diagnostic pop
 
 #else
 
