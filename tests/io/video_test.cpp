@@ -16,6 +16,8 @@ extern "C" {
 #include <vector>
 
 #include "core/error.h"
+#include "io/frame_source.h"
+#include "io/png.h"
 #include "io/video.h"
 
 using namespace lingbot;
@@ -218,4 +220,51 @@ TEST(Video, ErrorsNameTheFile) {
     f.write(silence.data(), data_bytes);
   }
   EXPECT_EQ(error_of(wav), "no video stream in " + wav.string());
+}
+
+TEST(FrameSource, VideoSelectionFollowsDemoOrder) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mkv";
+  ASSERT_TRUE(write_video(path, "ffv1", 10, 10, 16, 8));
+  // fps 5 -> decoded frames 0,2,4,6,8; first_k 4 -> 0,2,4,6; stride 2 -> 0,4; then rotated.
+  FrameSource src = FrameSource::from_video(path, FrameSelection{4, 2, 5, true});
+  EXPECT_FALSE(src.count().has_value());
+  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));  // 8x16 -> 28x56 -> crop
+  SourceFrame f;
+  std::vector<std::string> names;
+  while (src.next(&f)) {
+    EXPECT_EQ(f.index, static_cast<int64_t>(names.size()));
+    EXPECT_EQ(f.image.width, 8);
+    EXPECT_EQ(f.image.height, 16);
+    names.push_back(f.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"frame_0", "frame_4"}));
+  const ImageU8 want = transpose(synthetic_frame(4, 16, 8), Transpose::Rotate270);
+  EXPECT_EQ(f.image.rgb, want.rgb);
+  EXPECT_NEAR(f.timestamp, 0.4, 1e-9);
+}
+
+TEST(FrameSource, FolderSelectionAndMixedSizeCanvas) {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) {
+    // Frame 2 is taller: its crop-mode height exceeds the others and sets the canvas.
+    write_png_rgb8(dir.path / ("f" + std::to_string(i) + ".png"), synthetic_frame(i, 28, i == 2 ? 28 : 14));
+  }
+  FrameSource src = FrameSource::from_folder(dir.path, FrameSelection{4, 2, 10, false});
+  ASSERT_EQ(src.count(), 2);  // f0, f2
+  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));
+  SourceFrame f;
+  ASSERT_TRUE(src.next(&f));
+  EXPECT_EQ(f.name, "f0.png");
+  EXPECT_EQ(f.image.rgb, synthetic_frame(0, 28, 14).rgb);
+  ASSERT_TRUE(src.next(&f));
+  EXPECT_EQ(f.name, "f2.png");
+  EXPECT_EQ(f.timestamp, 1.0);
+  EXPECT_FALSE(src.next(&f));
+  try {
+    FrameSource::from_folder(dir.path, FrameSelection{0, 0, 10, false});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "stride must be >= 1, got 0");
+  }
 }

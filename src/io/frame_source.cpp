@@ -1,0 +1,90 @@
+#include "io/frame_source.h"
+
+#include "core/error.h"
+
+namespace lingbot::io {
+
+struct FrameSource::Impl {
+  FrameSelection sel;
+  std::vector<std::filesystem::path> files;  // folder mode: the selected files
+  size_t next_file = 0;
+  std::optional<VideoReader> video;          // video mode
+  int64_t sampled = 0;                       // video frames passed by the fps sampler so far
+  int64_t produced = 0;
+};
+
+FrameSource::FrameSource() : impl_(std::make_unique<Impl>()) {}
+FrameSource::FrameSource(FrameSource&&) noexcept = default;
+FrameSource& FrameSource::operator=(FrameSource&&) noexcept = default;
+FrameSource::~FrameSource() = default;
+
+namespace {
+void check_selection(const FrameSelection& sel) {
+  LINGBOT_CHECK(sel.stride >= 1, "stride must be >= 1, got ", sel.stride);
+  LINGBOT_CHECK(sel.first_k >= 0, "first_k must be >= 0, got ", sel.first_k);
+}
+}  // namespace
+
+FrameSource FrameSource::from_folder(const std::filesystem::path& dir, const FrameSelection& sel) {
+  check_selection(sel);
+  FrameSource s;
+  s.impl_->sel = sel;
+  std::vector<std::filesystem::path> all = list_image_files(dir);
+  if (sel.first_k > 0 && static_cast<int64_t>(all.size()) > sel.first_k) all.resize(static_cast<size_t>(sel.first_k));
+  for (size_t i = 0; i < all.size(); i += static_cast<size_t>(sel.stride)) s.impl_->files.push_back(all[i]);
+  return s;
+}
+
+FrameSource FrameSource::from_video(const std::filesystem::path& file, const FrameSelection& sel) {
+  check_selection(sel);
+  FrameSource s;
+  s.impl_->sel = sel;
+  s.impl_->video.emplace(file, sel.video_fps);
+  return s;
+}
+
+bool FrameSource::next(SourceFrame* out) {
+  Impl& s = *impl_;
+  if (!s.video) {
+    if (s.next_file >= s.files.size()) return false;
+    const std::filesystem::path& p = s.files[s.next_file++];
+    out->image = load_image(p);
+    out->name = p.filename().string();
+    out->timestamp = static_cast<double>(s.produced);
+  } else {
+    VideoFrame f;
+    while (true) {
+      if (s.sel.first_k > 0 && s.sampled >= s.sel.first_k) return false;
+      if (!s.video->next(&f)) return false;
+      const int64_t k = s.sampled++;
+      if (k % s.sel.stride == 0) break;
+    }
+    out->image = std::move(f.image);
+    out->name = "frame_" + std::to_string(f.source_index);
+    out->timestamp = f.timestamp_s;
+  }
+  if (s.sel.rotate_clockwise_90) out->image = transpose(out->image, Transpose::Rotate270);
+  out->index = s.produced++;
+  return true;
+}
+
+std::optional<int64_t> FrameSource::count() const {
+  if (impl_->video) return std::nullopt;
+  return static_cast<int64_t>(impl_->files.size());
+}
+
+ImageSize FrameSource::canvas(const PreprocessOptions& opt) const {
+  const Impl& s = *impl_;
+  auto oriented = [&](ImageSize sz) {
+    return s.sel.rotate_clockwise_90 ? ImageSize{sz.height, sz.width} : sz;
+  };
+  if (s.video) {
+    return preprocessed_size(oriented({s.video->info().width, s.video->info().height}), opt);
+  }
+  std::vector<ImageSize> sizes;
+  sizes.reserve(s.files.size());
+  for (const auto& p : s.files) sizes.push_back(preprocessed_size(oriented(probe_image_size(p)), opt));
+  return batch_canvas_size(sizes);
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,59 @@
+#pragma once
+// Input frames for `lingbot-map run`, one at a time, from an image folder or a video file, selected
+// like upstream demo.py's load_images: video frames sampled at --fps, then the first --first-k
+// frames, then every --stride-th of those, then optionally rotated 90 degrees clockwise.
+// Frames are decoded lazily: a folder reads one file per next(), a video decodes as it goes.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/image.h"
+#include "io/preprocess.h"
+#include "io/video.h"
+
+namespace lingbot::io {
+
+struct FrameSelection {
+  int64_t first_k = 0;             // keep only the first k frames (after fps sampling); 0 = all
+  int64_t stride = 1;              // then keep every stride-th frame
+  double video_fps = 10;           // video sampling rate (demo.py --fps default); <= 0 = every frame
+  bool rotate_clockwise_90 = false;  // applied after EXIF orientation
+};
+
+struct SourceFrame {
+  ImageU8 image;
+  int64_t index = 0;       // position in the selected sequence (0, 1, 2, ...)
+  std::string name;        // file name, or "frame_<n>" for video (n = decoded frame index)
+  double timestamp = 0;    // seconds for video; the index for image folders
+};
+
+class FrameSource {
+ public:
+  // Errors as list_image_files / VideoReader, and "stride must be >= 1, got <n>",
+  // "first_k must be >= 0, got <n>".
+  static FrameSource from_folder(const std::filesystem::path& dir, const FrameSelection& sel);
+  static FrameSource from_video(const std::filesystem::path& file, const FrameSelection& sel);
+
+  FrameSource(FrameSource&&) noexcept;
+  FrameSource& operator=(FrameSource&&) noexcept;
+  ~FrameSource();
+
+  // The next selected frame; false when there are no more. Throws on unreadable files.
+  bool next(SourceFrame* out);
+  // Number of frames that will be produced, when known up front (image folders); nullopt for video.
+  std::optional<int64_t> count() const;
+  // The common tensor size for all frames: upstream pads a batch of mixed sizes to the largest
+  // preprocessed height and width. Folders: from every selected file's header (no pixel decoding);
+  // video: from the stream's frame size.
+  ImageSize canvas(const PreprocessOptions& opt) const;
+
+ private:
+  FrameSource();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lingbot::io
