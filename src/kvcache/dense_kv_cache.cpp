@@ -129,13 +129,12 @@ void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels:
                        opt_.dtype, row_, n_tokens, row_);
   kvdetail::FrameLedger now = before_;
   now.stored += step_.n_frames;
-  // Keyframe: evict, then attend. Scale phase: attend, then evict.
+  // Keyframe: evict, then attend. Scale phase: attend now, evict in end_step (all blocks at once).
   evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.evicted * kept);
   now.evicted += evict_before_attend_;
+  written_[block] = 1;  // the block's data now matches the step, whatever the kernel does next
   make_spans(now.evicted * kept, now.resident(opt_) * tpf);
   kernels::dense_attention(q, spans_, out, params);
-  evict_block(block, now.pinned(opt_), evict_after_attend_, now.resident(opt_), now.evicted * kept);
-  written_[block] = 1;
 }
 
 void DenseKVCache::end_step() {
@@ -145,6 +144,11 @@ void DenseKVCache::end_step() {
       LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ", frame_mode_name(step_.mode),
                     " step (its K/V would be missing)");
   }
+  if (evict_after_attend_ > 0 && !skip_data_) {
+    const int kept = kept_specials_per_evicted_frame(opt_);
+    for (int b = 0; b < opt_.num_blocks; ++b)
+      evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.evicted * kept);
+  }
   ledger_.evicted += evict_after_attend_;
   evict_after_attend_ = evict_before_attend_ = 0;
   step_.open = false;
@@ -153,7 +157,9 @@ void DenseKVCache::end_step() {
 void DenseKVCache::step_without_attention(FrameMode mode, int n_frames) {
   begin_step(mode, n_frames);
   std::fill(written_.begin(), written_.end(), 1);
-  end_step();
+  skip_data_ = true;  // no K/V moves: contents are unspecified after a bookkeeping-only step
+  end_step();         // cannot throw here: the step is open and every block is marked
+  skip_data_ = false;
 }
 
 int64_t DenseKVCache::keys_in_step() const {

@@ -60,6 +60,7 @@ class DenseKVCache final : public KVCache {
   kvdetail::FrameLedger before_;  // ledger at begin_step (what each block's data still reflects)
   int64_t evict_before_attend_ = 0, evict_after_attend_ = 0;
   std::vector<uint8_t> written_;
+  bool skip_data_ = false;  // step_without_attention: bookkeeping only
   std::vector<kernels::KVSpan> spans_;
   std::vector<unsigned char> own_scratch_;
 };
