@@ -3,11 +3,13 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/display.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 }
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "io/preprocess.h"
@@ -39,6 +41,8 @@ struct SwsFreer {
 };
 
 }  // namespace
+
+void quiet_libav_logging() { av_log_set_level(AV_LOG_ERROR); }
 
 int video_sample_interval(double source_fps, double target_fps) {
   if (target_fps <= 0) return 1;
@@ -124,8 +128,18 @@ VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
 
   s.time_base = st->time_base;
   s.start_pts = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
-  s.info.width = st->codecpar->width;
-  s.info.height = st->codecpar->height;
+  // Clockwise rotation for display, as FFmpeg's own tools and OpenCV derive it.
+  if (const uint8_t* m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, nullptr)) {
+    double theta = -av_display_rotation_get(reinterpret_cast<const int32_t*>(m));
+    if (std::isfinite(theta)) {
+      theta -= 360 * std::floor(theta / 360 + 0.9 / 360);  // into [0, 360)
+      const long quarter = std::lround(theta / 90);
+      if (std::fabs(theta - 90.0 * quarter) < 2) s.info.rotation = static_cast<int>(quarter % 4) * 90;
+    }
+  }
+  const bool swap = s.info.rotation == 90 || s.info.rotation == 270;
+  s.info.width = swap ? st->codecpar->height : st->codecpar->width;
+  s.info.height = swap ? st->codecpar->width : st->codecpar->height;
   s.info.fps = av_q2d(av_guess_frame_rate(raw, st, nullptr));
   if (!(s.info.fps > 0)) s.info.fps = 30;
   s.info.frame_count = st->nb_frames;
@@ -149,6 +163,9 @@ bool VideoReader::next(VideoFrame* out) {
       const int64_t index = s.decoded++;
       if (index % s.interval == 0) {
         out->image = s.to_rgb(s.frame.get());
+        if (s.info.rotation == 90) out->image = transpose(out->image, Transpose::Rotate270);
+        if (s.info.rotation == 180) out->image = transpose(out->image, Transpose::Rotate180);
+        if (s.info.rotation == 270) out->image = transpose(out->image, Transpose::Rotate90);
         out->source_index = index;
         const int64_t pts = s.frame->best_effort_timestamp;
         out->timestamp_s = pts != AV_NOPTS_VALUE

@@ -6,7 +6,8 @@
 // FFmpeg's guessed frame rate (what OpenCV's CAP_PROP_FPS reports), 30 when unknown.
 // Differences from upstream: upstream writes sampled frames to JPEG files (quality 95) and reloads
 // them; here frames go straight to 8-bit RGB (swscale, bicubic, default BT.601 matrix as OpenCV
-// uses), so there is no JPEG loss. Container rotation metadata is not applied.
+// uses), so there is no JPEG loss. A display-matrix rotation of 90/180/270 degrees (phone videos)
+// is applied, as OpenCV does by default.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -17,8 +18,9 @@
 namespace lingbot::io {
 
 struct VideoInfo {
-  int width = 0;              // coded frame size of the video stream
+  int width = 0;              // displayed frame size (after rotation metadata)
   int height = 0;
+  int rotation = 0;           // clockwise degrees applied to decoded frames: 0, 90, 180 or 270
   double fps = 0;             // source frame rate used for sampling
   int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
   std::string codec;          // decoder name, e.g. "h264"
@@ -52,6 +54,10 @@ class VideoReader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Lowers FFmpeg's process-wide log level to errors only (its demuxers print probing warnings to
+// stderr). Call once from the application; the library itself never changes it.
+void quiet_libav_logging();
 
 // The sampling interval rule on its own (source fps <= 0 is treated as 30).
 int video_sample_interval(double source_fps, double target_fps);
