@@ -43,6 +43,22 @@ Checkpoint load_checkpoint(std::unique_ptr<ByteSource> source, std::optional<DTy
   return c;
 }
 
+CheckpointIndex index_checkpoint(const std::string& path) {
+  auto source = ByteSource::open_file(path);
+  CheckpointIndex c;
+  c.file_bytes = source->size();
+  c.format = sniff_checkpoint_format(*source);
+  if (c.format == CheckpointFormat::Safetensors) {
+    SafetensorsReader r(std::move(source));
+    for (const auto& e : r.entries()) c.tensors.emplace(e.name, TensorInfo{e.dtype, e.shape});
+  } else {
+    TorchIndex t = index_torch_checkpoint(std::move(source));
+    c.tensors = std::move(t.tensors);
+    c.location = std::move(t.location);
+  }
+  return c;
+}
+
 Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as) {
   return load_checkpoint(ByteSource::open_file(path), as);
 }

@@ -21,6 +21,15 @@ struct Checkpoint {
   uint64_t file_bytes = 0;
 };
 
+// The checkpoint's tensor names, stored dtypes and shapes, read without loading tensor data.
+struct CheckpointIndex {
+  CheckpointFormat format = CheckpointFormat::Safetensors;
+  TensorInfoMap tensors;
+  std::string location;
+  uint64_t file_bytes = 0;
+};
+CheckpointIndex index_checkpoint(const std::string& path);
+
 // Throws Error("<file>: unrecognised checkpoint format ...") when the magic matches neither format.
 CheckpointFormat sniff_checkpoint_format(const ByteSource& source);
 

@@ -165,6 +165,12 @@ IntTensor read_int_tensor(const ByteSource& src, uint64_t offset, StorageDType s
   return r;
 }
 
+TensorInfoMap index_of(const TensorMap& m) {
+  TensorInfoMap out;
+  for (const auto& [name, t] : m) out.emplace(name, TensorInfo{storage_dtype_of(t.dtype()), t.shape()});
+  return out;
+}
+
 int64_t total_numel(const TensorMap& m) {
   int64_t n = 0;
   for (const auto& [name, t] : m) n += t.numel();

@@ -50,6 +50,14 @@ Tensor read_float_tensor(const ByteSource& src, uint64_t offset, StorageDType st
 // Integer/bool data widened to int64; throws Error naming `what` for float data.
 IntTensor read_int_tensor(const ByteSource& src, uint64_t offset, StorageDType stored, Shape shape, std::string_view what);
 
+// What a file says about one tensor without reading its data.
+struct TensorInfo {
+  StorageDType dtype = StorageDType::F32;
+  Shape shape;
+};
+using TensorInfoMap = std::map<std::string, TensorInfo, std::less<>>;
+TensorInfoMap index_of(const TensorMap& m);
+
 // Sum of element counts / bytes over all tensors.
 int64_t total_numel(const TensorMap& m);
 size_t total_bytes(const TensorMap& m);

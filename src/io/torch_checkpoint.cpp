@@ -50,15 +50,17 @@ class Loader {
  public:
   Loader(std::unique_ptr<ByteSource> source) : src_(std::move(source)), zip_(check_format(*src_)) {}
 
-  TorchCheckpoint load(std::optional<DType> as) {
+  // Interprets data.pkl and locates the state dict; fills entries_ (name -> tensor object).
+  void parse() {
     const std::string& file = src_->label();
     find_archive();
     const ZipDirectory::Entry* pkl = zip_.find(prefix_ + "data.pkl");
     LINGBOT_CHECK(pkl->size <= kMaxPickleBytes, file, ": data.pkl of ", pkl->size, " bytes exceeds the ", kMaxPickleBytes,
                   "-byte limit");
-    std::string bytes(pkl->size, '\0');
-    src_->read_at(zip_.data_offset(*pkl), bytes.data(), bytes.size());
-    LINGBOT_CHECK(crc32(bytes.data(), bytes.size()) == pkl->crc32, file, ": ", pkl->name, " fails its CRC-32 check (corrupt)");
+    pickle_bytes_.assign(pkl->size, '\0');
+    src_->read_at(zip_.data_offset(*pkl), pickle_bytes_.data(), pickle_bytes_.size());
+    LINGBOT_CHECK(crc32(pickle_bytes_.data(), pickle_bytes_.size()) == pkl->crc32, file, ": ", pkl->name,
+                  " fails its CRC-32 check (corrupt)");
     if (const ZipDirectory::Entry* bo = zip_.find(prefix_ + "byteorder")) {
       LINGBOT_CHECK(bo->size <= 16, file, ": corrupt byteorder entry");
       std::string order(bo->size, '\0');
@@ -66,18 +68,17 @@ class Loader {
       LINGBOT_CHECK(order == "little", file, ": checkpoint byte order is '", order, "', only little-endian is supported");
     }
 
-    pickle::Unpickler vm(
-        bytes, file + " (" + pkl->name + ")",
+    vm_ = std::make_unique<pickle::Unpickler>(
+        pickle_bytes_, file + " (" + pkl->name + ")",
         [this](pickle::Unpickler& u, const Object& callable, Object* args) { return call(u, callable, args, 0); },
         [this](pickle::Unpickler& u, Object* pid) { return persistent(u, pid); });
-    const Object* root = vm.load();
+    const Object* root = vm_->load();
 
-    TorchCheckpoint out;
     const Object* sd = nullptr;
     for (const char* key : {"model", "state_dict", "model_state_dict", "module"}) {
       if (has_tensor_value(dict_get(root, key))) {
         sd = dict_get(root, key);
-        out.location = key;
+        location_ = key;
         break;
       }
     }
@@ -97,7 +98,7 @@ class Loader {
       LINGBOT_CHECK(k->kind == Kind::Str, file, ": state dict key ", i / 2, " is a ", kind_name(k->kind), ", not a string");
       all_module = all_module && k->s.rfind("module.", 0) == 0;
     }
-    out.stripped_module_prefix = all_module;
+    stripped_ = all_module;
     std::set<std::string> seen;
     for (size_t i = 0; i + 1 < sd->items.size(); i += 2) {
       std::string name = sd->items[i]->s.substr(all_module ? 7 : 0);
@@ -106,13 +107,32 @@ class Loader {
       LINGBOT_CHECK(seen.insert(name).second, file, ": state dict key '", name, "' appears more than once");
       LINGBOT_CHECK(v->kind == Kind::Tensor, file, ": state dict entry '", name, "' is a ", kind_name(v->kind),
                     v->kind == Kind::Object ? " (" + v->s + ")" : std::string(), ", not a tensor");
-      const std::string what = detail::concat(file, ": tensor '", name, "'");
+      entries_.emplace_back(std::move(name), v);
+    }
+  }
+
+  TorchCheckpoint load(std::optional<DType> as) {
+    parse();
+    TorchCheckpoint out;
+    out.location = location_;
+    out.stripped_module_prefix = stripped_;
+    for (const auto& [name, v] : entries_) {
+      const std::string what = detail::concat(src_->label(), ": tensor '", name, "'");
       if (is_floating(v->storage->dtype)) {
         out.tensors.emplace(name, read_tensor<Tensor>(*v, what, as));
       } else {
         out.int_tensors.emplace(name, read_tensor<IntTensor>(*v, what, as));
       }
     }
+    return out;
+  }
+
+  TorchIndex index() {
+    parse();
+    TorchIndex out;
+    out.location = location_;
+    out.stripped_module_prefix = stripped_;
+    for (const auto& [name, v] : entries_) out.tensors.emplace(name, TensorInfo{v->storage->dtype, v->shape});
     return out;
   }
 
@@ -293,6 +313,11 @@ class Loader {
   std::unique_ptr<ByteSource> src_;
   ZipDirectory zip_;
   std::string prefix_;
+  std::string pickle_bytes_;
+  std::unique_ptr<pickle::Unpickler> vm_;  // owns every pickle object referenced below
+  std::string location_;
+  bool stripped_ = false;
+  std::vector<std::pair<std::string, const Object*>> entries_;
   std::map<std::string, Object*, std::less<>> storages_;
 };
 
@@ -301,6 +326,16 @@ class Loader {
 TorchCheckpoint load_torch_checkpoint(std::unique_ptr<ByteSource> source, std::optional<DType> as) {
   Loader loader(std::move(source));
   return loader.load(as);
+}
+
+TorchIndex index_torch_checkpoint(const std::string& path) {
+  Loader loader(ByteSource::open_file(path));
+  return loader.index();
+}
+
+TorchIndex index_torch_checkpoint(std::unique_ptr<ByteSource> source) {
+  Loader loader(std::move(source));
+  return loader.index();
 }
 
 TorchCheckpoint load_torch_checkpoint(const std::string& path, std::optional<DType> as) {

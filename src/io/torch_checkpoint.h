@@ -27,6 +27,15 @@ struct TorchCheckpoint {
   bool stripped_module_prefix = false;
 };
 
+// Names, dtypes and shapes of the state dict, from the pickle alone (no tensor data is read).
+struct TorchIndex {
+  TensorInfoMap tensors;
+  std::string location;
+  bool stripped_module_prefix = false;
+};
+TorchIndex index_torch_checkpoint(const std::string& path);
+TorchIndex index_torch_checkpoint(std::unique_ptr<ByteSource> source);
+
 // Throws Error naming the file and the problem for anything that is not a readable checkpoint.
 // `as` converts every float tensor to that dtype while reading.
 TorchCheckpoint load_torch_checkpoint(const std::string& path, std::optional<DType> as = std::nullopt);

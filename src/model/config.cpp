@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -150,21 +151,21 @@ const std::vector<Field>& fields() {
 
 // ---- inference helpers ----
 
-const Tensor* find(const io::TensorMap& w, std::string_view name) {
+const io::TensorInfo* find(const io::TensorInfoMap& w, std::string_view name) {
   auto it = w.find(name);
   return it == w.end() ? nullptr : &it->second;
 }
 
 // Dimension `d` of tensor `name` when it exists with `ndim` dimensions.
-std::optional<int64_t> dim_of(const io::TensorMap& w, std::string_view name, int ndim, int d) {
-  const Tensor* t = find(w, name);
-  if (!t || t->ndim() != ndim) return std::nullopt;
-  return t->dim(d);
+std::optional<int64_t> dim_of(const io::TensorInfoMap& w, std::string_view name, int ndim, int d) {
+  const io::TensorInfo* t = find(w, name);
+  if (!t || static_cast<int>(t->shape.size()) != ndim) return std::nullopt;
+  return t->shape[static_cast<size_t>(d)];
 }
 
 // Number of blocks `prefix`N.* (N = 0, 1, ...): one more than the largest index present. Indices with
 // more than 5 digits are ignored (they cannot be a real block count and would explode expected_keys).
-std::optional<int64_t> count_blocks(const io::TensorMap& w, const std::string& prefix) {
+std::optional<int64_t> count_blocks(const io::TensorInfoMap& w, const std::string& prefix) {
   int64_t max_idx = -1;
   for (auto it = w.lower_bound(prefix); it != w.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
     std::string_view rest = std::string_view(it->first).substr(prefix.size());
@@ -210,7 +211,9 @@ struct KeyList {
 
 }  // namespace
 
-ModelConfig ModelConfig::infer(const io::TensorMap& w) {
+ModelConfig ModelConfig::infer(const io::TensorMap& w) { return infer(io::index_of(w)); }
+
+ModelConfig ModelConfig::infer(const io::TensorInfoMap& w) {
   ModelConfig c;
   // Patch encoder.
   const std::string pe = "aggregator.patch_embed.";
@@ -424,7 +427,9 @@ int64_t ModelConfig::parameter_count() const {
   return n;
 }
 
-std::vector<std::string> ModelConfig::problems(const io::TensorMap& weights) const {
+std::vector<std::string> ModelConfig::problems(const io::TensorMap& weights) const { return problems(io::index_of(weights)); }
+
+std::vector<std::string> ModelConfig::problems(const io::TensorInfoMap& weights) const {
   std::vector<std::string> missing, misshaped, unexpected;
   const std::vector<ExpectedTensor> expected = expected_keys();
   std::set<std::string_view> expected_names;
@@ -433,25 +438,30 @@ std::vector<std::string> ModelConfig::problems(const io::TensorMap& weights) con
     auto it = weights.find(e.name);
     if (it == weights.end()) {
       missing.push_back(detail::concat("missing ", e.name, " ", shape_str(e.shape)));
-    } else if (it->second.shape() != e.shape) {
+    } else if (it->second.shape != e.shape) {
       misshaped.push_back(detail::concat("wrong shape ", e.name, ": expected ", shape_str(e.shape), ", got ",
-                                         shape_str(it->second.shape())));
+                                         shape_str(it->second.shape)));
+    } else if (!io::is_floating(it->second.dtype)) {
+      misshaped.push_back(detail::concat("wrong dtype ", e.name, ": ", io::safetensors_dtype_name(it->second.dtype),
+                                         ", expected a floating-point tensor"));
     }
   }
   for (const auto& [name, t] : weights)
-    if (!expected_names.count(name)) unexpected.push_back(detail::concat("unexpected ", name, " ", shape_str(t.shape())));
+    if (!expected_names.count(name)) unexpected.push_back(detail::concat("unexpected ", name, " ", shape_str(t.shape)));
   std::vector<std::string> out;
   for (auto* v : {&missing, &misshaped, &unexpected}) out.insert(out.end(), v->begin(), v->end());
   return out;
 }
 
-void ModelConfig::validate(const io::TensorMap& weights) const {
+void ModelConfig::validate(const io::TensorMap& weights) const { validate(io::index_of(weights)); }
+
+void ModelConfig::validate(const io::TensorInfoMap& weights) const {
   const std::vector<std::string> p = problems(weights);
   if (p.empty()) return;
   size_t n_missing = 0, n_shape = 0, n_unexpected = 0;
   for (const auto& s : p) {
     n_missing += s.rfind("missing ", 0) == 0;
-    n_shape += s.rfind("wrong shape ", 0) == 0;
+    n_shape += s.rfind("wrong ", 0) == 0;
     n_unexpected += s.rfind("unexpected ", 0) == 0;
   }
   std::string msg = detail::concat("checkpoint does not match the model config: ", n_missing, " missing, ", n_shape,

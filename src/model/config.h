@@ -132,6 +132,7 @@ struct ModelConfig {
   // Infers the shape-visible fields from a state_dict (see the header comment); other fields keep
   // their defaults. Throws Error when a key needed for inference is missing or malformed.
   static ModelConfig infer(const io::TensorMap& weights);
+  static ModelConfig infer(const io::TensorInfoMap& index);  // from names/shapes only (no data read)
 
   // Sets one field by dotted name ("aggregator.num_heads", "kv_cache.sliding_window",
   // "aggregator.selected_layers" = "4,11,17,23", booleans "true"/"false"); throws naming the key/value.
@@ -147,8 +148,11 @@ struct ModelConfig {
 
   // Throws one Error listing all missing, unexpected and mis-shaped keys (and non-float tensors).
   void validate(const io::TensorMap& weights) const;
-  // The same check as a list of problems (empty when valid); used by `inspect`.
+  void validate(const io::TensorInfoMap& index) const;
+  // The same check as a list of problems (empty when valid): "missing <key> <shape>",
+  // "wrong shape <key>: ...", "wrong dtype <key>: ...", "unexpected <key> <shape>".
   std::vector<std::string> problems(const io::TensorMap& weights) const;
+  std::vector<std::string> problems(const io::TensorInfoMap& index) const;
 
   // Multi-line human-readable dump ("group.field = value" lines, the names set() accepts).
   std::string describe() const;
