@@ -1,5 +1,6 @@
 #include "io/writers.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/file_util.h"
+#include "io/npy.h"
 #include "io/png.h"
 
 namespace lingbot::io {
@@ -232,6 +234,42 @@ void write_map_png16(const std::filesystem::path& path, int width, int height, s
   std::snprintf(unit_text, sizeof(unit_text), "%.17g", unit);
   const PngText text[] = {{"lingbot:quantity", quantity}, {"lingbot:unit", unit_text}};
   write_png_gray16(path, width, height, q, text);
+}
+
+void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
+                       std::span<const float> depth, std::span<const float> conf) {
+  char stem[32];
+  std::snprintf(stem, sizeof(stem), "%06lld", static_cast<long long>(index));
+  const std::vector<int64_t> shape = {height, width};
+  write_map_png16(dir / (std::string(stem) + ".png"), width, height, depth, kDepthPngUnit, "depth");
+  write_npy_f32(dir / (std::string(stem) + ".npy"), shape, depth);
+  if (!conf.empty()) {
+    write_map_png16(dir / (std::string(stem) + "_conf.png"), width, height, conf, kConfidencePngUnit, "confidence");
+    write_npy_f32(dir / (std::string(stem) + "_conf.npy"), shape, conf);
+  }
+}
+
+PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
+                         float conf_threshold, int downsample) {
+  LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
+  LINGBOT_CHECK(points.size() % 3 == 0, "world points: ", points.size(), " values are not [N, 3]");
+  const size_t n = points.size() / 3;
+  LINGBOT_CHECK(image_chw.size() == 3 * n, "point colours: image has ", image_chw.size(), " values, expected ", 3 * n);
+  LINGBOT_CHECK(conf.empty() || conf.size() == n, "point confidence: ", conf.size(), " values, expected ", n);
+  PointBatch out;
+  size_t kept = 0;  // points that passed the filters so far; every downsample-th is emitted
+  for (size_t i = 0; i < n; ++i) {
+    const float* p = points.data() + i * 3;
+    if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) continue;
+    if (!conf.empty() && !(conf[i] > conf_threshold)) continue;
+    if (kept++ % static_cast<size_t>(downsample) != 0) continue;
+    out.xyz.insert(out.xyz.end(), p, p + 3);
+    for (int c = 0; c < 3; ++c) {
+      const float v = image_chw[static_cast<size_t>(c) * n + i];
+      out.rgb.push_back(static_cast<uint8_t>(std::clamp(std::nearbyint(v * 255.0f), 0.0f, 255.0f)));
+    }
+  }
+  return out;
 }
 
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace lingbot::io {
 
@@ -105,6 +106,25 @@ void write_map_png16(const std::filesystem::path& path, int width, int height, s
                      double unit, const std::string& quantity);
 // Quantisation used by write_map_png16 (exposed for tests and readers).
 uint16_t quantize_u16(float value, double unit);
+
+// One frame's depth outputs in `dir`: NNNNNN.png (16-bit, kDepthPngUnit), NNNNNN.npy (float32
+// [H, W]), and, when `conf` is not empty, NNNNNN_conf.png (kConfidencePngUnit) and
+// NNNNNN_conf.npy. NNNNNN is the zero-padded frame index. Each file is written atomically.
+void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
+                       std::span<const float> depth, std::span<const float> conf);
+
+// Points of one frame for the PLY, chosen as upstream's viewer does (vis/point_cloud_viewer.py
+// parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
+// given), then keep every downsample-th remaining point (0, d, 2d, ...). Colours come from the
+// preprocessed image (values k/255 -> k).
+struct PointBatch {
+  std::vector<float> xyz;    // 3 per point
+  std::vector<uint8_t> rgb;  // 3 per point
+  size_t size() const { return xyz.size() / 3; }
+};
+// points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
+PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
+                         float conf_threshold, int downsample);
 
 // Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);

@@ -285,3 +285,38 @@ TEST(Writers, JsonFileAtomicAndErrorsNameThePath) {
     EXPECT_EQ(std::string(e.what()), "cannot write " + bad.string() + ": No such file or directory");
   }
 }
+
+TEST(Writers, DepthFrameFilesAreNamedByIndex) {
+  TempDir dir;
+  const std::vector<float> depth = {1, 2, 3, 4, 5, 6}, conf = {1.5f, 2, 3, 4, 5, 600};
+  write_depth_frame(dir.path, 7, 3, 2, depth, conf);
+  for (const char* f : {"000007.png", "000007.npy", "000007_conf.png", "000007_conf.npy"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.path / f)) << f;
+  }
+  const NpyArray d = read_npy_f32(dir.path / "000007.npy");
+  EXPECT_EQ(d.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(d.data, depth);
+  EXPECT_EQ(read_npy_f32(dir.path / "000007_conf.npy").data, conf);
+  write_depth_frame(dir.path, 8, 3, 2, depth, {});
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "000008.npy"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "000008_conf.npy"));
+}
+
+TEST(Writers, SelectPointsLikeUpstreamViewer) {
+  // 6 pixels; pixel 1 has a NaN coordinate, pixel 3 low confidence (equal to the threshold: dropped).
+  const std::vector<float> pts = {0, 0, 0, NAN, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5};
+  std::vector<float> img(18);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 6; ++i) img[c * 6 + i] = static_cast<float>(10 * i + c) / 255.0f;
+  const std::vector<float> conf = {2, 2, 2, 1.5f, 2, 2};
+  PointBatch b = select_points(pts, img, conf, 1.5f, 1);
+  ASSERT_EQ(b.size(), 4u);  // pixels 0, 2, 4, 5
+  EXPECT_EQ(b.xyz[3], 2.0f);
+  EXPECT_EQ(b.rgb[3], 20);  // pixel 2, channel 0
+  EXPECT_EQ(b.rgb[5], 22);  // pixel 2, channel 2
+  b = select_points(pts, img, conf, 1.5f, 2);  // every 2nd of (0, 2, 4, 5) -> 0, 4
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.xyz[3], 4.0f);
+  b = select_points(pts, img, {}, 1.5f, 1);  // no confidence: only the NaN point goes
+  EXPECT_EQ(b.size(), 5u);
+}
