@@ -105,27 +105,29 @@ TEST(Conv2d, MatchesDirectDefinition) {
 }
 
 TEST(Conv2d, BandedIm2colEqualsSingleBandAndIsThreadInvariant) {
-  // 300 input channels × 3×3 at width 1000: K·W_out > the scratch budget / rows, so several bands run.
-  Tensor x = random_tensor({300, 40, 1000}, 7);
-  Tensor wt = random_tensor({4, 300, 3, 3}, 8);
+  // 64 input channels x 3x3 at width 2000: K·W_out = 1.15M floats per output row, so the 32 MiB
+  // im2col budget holds 7 rows and the 16 output rows run in 3 bands (boundaries after rows 6, 13).
+  const int64_t ci_n = 64, h = 16, w = 2000;
+  Tensor x = random_tensor({ci_n, h, w}, 7);
+  Tensor wt = random_tensor({4, ci_n, 3, 3}, 8);
   Tensor b = random_tensor({4}, 9);
   Tensor y1 = conv2d(x, wt, &b, {1, 1, 1});
   Tensor y2 = conv2d(x, wt, &b, {1, 1, 2});
   EXPECT_TRUE(bit_equal(y1, y2));
-  // Spot-check a few outputs (first, band boundary region, last row) against the definition.
+  // Spot-check outputs on both sides of the band boundaries against the definition.
   const float* xd = x.f32();
   const float* wd = wt.f32();
-  for (int64_t oy : {int64_t{0}, int64_t{6}, int64_t{7}, int64_t{27}, int64_t{39}}) {
-    for (int64_t ox : {int64_t{0}, int64_t{500}, int64_t{999}}) {
+  for (int64_t oy : {int64_t{0}, int64_t{6}, int64_t{7}, int64_t{13}, int64_t{14}, int64_t{15}}) {
+    for (int64_t ox : {int64_t{0}, int64_t{1000}, int64_t{1999}}) {
       double acc = b.f32()[3];
-      for (int64_t ci = 0; ci < 300; ++ci)
+      for (int64_t ci = 0; ci < ci_n; ++ci)
         for (int64_t a = 0; a < 3; ++a)
           for (int64_t c = 0; c < 3; ++c) {
             const int64_t iy = oy - 1 + a, ix = ox - 1 + c;
-            if (iy < 0 || iy >= 40 || ix < 0 || ix >= 1000) continue;
-            acc += double(wd[((3 * 300 + ci) * 3 + a) * 3 + c]) * xd[(ci * 40 + iy) * 1000 + ix];
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            acc += double(wd[((3 * ci_n + ci) * 3 + a) * 3 + c]) * xd[(ci * h + iy) * w + ix];
           }
-      EXPECT_NEAR(y1.f32()[(3 * 40 + oy) * 1000 + ox], acc, 1e-3) << oy << "," << ox;
+      EXPECT_NEAR(y1.f32()[(3 * h + oy) * w + ox], acc, 1e-3) << oy << "," << ox;
     }
   }
 }
