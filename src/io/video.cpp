@@ -58,6 +58,7 @@ struct VideoReader::Impl {
   AVRational time_base{0, 1};
   int64_t start_pts = 0;
   int64_t decoded = 0;      // frames received from the decoder so far
+  int64_t corrupt = 0;      // packets/frames rejected as invalid data
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
   std::unique_ptr<AVFormatContext, FormatCloser> fmt;
@@ -152,6 +153,7 @@ VideoReader::VideoReader(VideoReader&&) noexcept = default;
 VideoReader& VideoReader::operator=(VideoReader&&) noexcept = default;
 
 const VideoInfo& VideoReader::info() const { return impl_->info; }
+int64_t VideoReader::corrupt_packets() const { return impl_->corrupt; }
 int VideoReader::sample_interval() const { return impl_->interval; }
 
 bool VideoReader::next(VideoFrame* out) {
@@ -181,6 +183,10 @@ bool VideoReader::next(VideoFrame* out) {
       s.finished = true;
       return false;
     }
+    if (r == AVERROR_INVALIDDATA) {
+      ++s.corrupt;
+      continue;
+    }
     LINGBOT_CHECK(r == AVERROR(EAGAIN), "error decoding video ", s.path, ": ", av_error(r));
     LINGBOT_CHECK(!s.flushing, "error decoding video ", s.path, ": decoder stalled while flushing");
 
@@ -195,6 +201,10 @@ bool VideoReader::next(VideoFrame* out) {
     if (s.packet->stream_index == s.stream_index) {
       r = avcodec_send_packet(s.codec.get(), s.packet.get());
       av_packet_unref(s.packet.get());
+      if (r == AVERROR_INVALIDDATA) {
+        ++s.corrupt;
+        continue;
+      }
       LINGBOT_CHECK(r >= 0, "error decoding video ", s.path, " at frame ", s.decoded, ": ", av_error(r));
     } else {
       av_packet_unref(s.packet.get());

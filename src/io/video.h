@@ -46,9 +46,11 @@ class VideoReader {
 
   const VideoInfo& info() const;
   int sample_interval() const;  // keep every n-th decoded frame
-  // Decodes up to the next sampled frame; false at the end of the stream.
-  // Throws Error("error decoding video <path>: <reason>") on a decoder failure.
+  // Decodes up to the next sampled frame; false at the end of the stream. Packets the decoder
+  // rejects as invalid data are skipped and counted (corrupt_packets()), as FFmpeg's tools do;
+  // any other failure throws Error("error decoding video <path>...: <reason>").
   bool next(VideoFrame* out);
+  int64_t corrupt_packets() const;
 
  private:
   struct Impl;
