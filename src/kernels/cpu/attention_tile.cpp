@@ -1,4 +1,4 @@
-// Flash-style driver of one work item (head x query tile) and the portable inner kernels.
+// Flash-style driver of one work item (head x query group) and the portable inner kernels.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -128,8 +128,8 @@ void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, in
   std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(sc.l.begin(), sc.l.end(), 0.f);
 
-  // Each K/V block is converted once and then used by every query tile of the group while it is
-  // hot in cache; the strided page reads are the expensive part, not the conversion.
+  // Each K/V block is read from its pages and converted to f32 once per group, then used by every
+  // query tile of the group while it is hot in cache (per head, key rows are strided in the pool).
   KeyCursor cur;
   for (int64_t k0 = 0; k0 < n_keys; k0 += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, n_keys - k0));
