@@ -31,7 +31,7 @@ struct FramePose {
   int64_t index = 0;        // frame number in the run (0-based)
   double timestamp = 0;     // seconds (video) or the frame index (image folders)
   bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
-  std::string source;       // input file name or "video:<n>"; may be empty
+  std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
   Mat34 w2c{};              // world -> camera
   Mat33 intrinsics{};
 };
@@ -57,7 +57,7 @@ class PosesJsonWriter {
 };
 
 // TUM RGB-D trajectory: one line per frame "timestamp tx ty tz qx qy qz qw" of the camera-to-world
-// pose (translation = camera centre in world coordinates), after a "# " comment header line.
+// pose (translation = camera centre in world coordinates); no header line, so lines == frames.
 class TumWriter {
  public:
   explicit TumWriter(const std::filesystem::path& path);
