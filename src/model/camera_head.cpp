@@ -13,10 +13,31 @@ namespace lingbot::model {
 
 namespace kn = lingbot::kernels;
 
-CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, int num_threads, const std::string& prefix)
-    : cfg_(config), num_threads_(std::max(1, num_threads)) {
+CameraHeadCache::CameraHeadCache(int iterations, int64_t trunk_depth, int64_t dim)
+    : iterations_(iterations), depth_(trunk_depth), dim_(dim), entries_(static_cast<size_t>(iterations * trunk_depth)) {}
+
+void CameraHeadCache::reset() {
+  for (Entry& e : entries_) {
+    e.k.clear();
+    e.v.clear();
+  }
+  frames_ = 0;
+}
+
+int64_t CameraHeadCache::bytes() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_) n += static_cast<int64_t>((e.k.size() + e.v.size()) * sizeof(float));
+  return n;
+}
+
+int64_t CameraHeadCache::bytes_reserved() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_) n += static_cast<int64_t>((e.k.capacity() + e.v.capacity()) * sizeof(float));
+  return n;
+}
+
+CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, const std::string& prefix) : cfg_(config) {
   const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden;
-  LINGBOT_CHECK(cfg_.num_iterations >= 1, "camera head: num_iterations must be >= 1, got ", cfg_.num_iterations);
   LINGBOT_CHECK(cfg_.trunk_depth >= 1, "camera head: trunk_depth must be >= 1, got ", cfg_.trunk_depth);
   LINGBOT_CHECK(cfg_.num_heads >= 1 && D % cfg_.num_heads == 0, "camera head: num_heads ", cfg_.num_heads,
                 " does not divide dim_in ", D);
@@ -46,33 +67,19 @@ CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, int num
   branch_fc1_b_ = take("pose_branch.fc1.bias", {B});
   branch_fc2_w_ = take("pose_branch.fc2.weight", {P, B});
   branch_fc2_b_ = take("pose_branch.fc2.bias", {P});
-  caches_.resize(static_cast<size_t>(cfg_.num_iterations * cfg_.trunk_depth));
 }
 
-void CameraHead::reset() {
-  for (Cache& c : caches_) {
-    c.k.clear();
-    c.v.clear();
-  }
-  frames_ = 0;
-}
-
-int64_t CameraHead::cache_bytes() const {
-  int64_t n = 0;
-  for (const Cache& c : caches_) n += static_cast<int64_t>((c.k.size() + c.v.size()) * sizeof(float));
-  return n;
-}
-
-int64_t CameraHead::cache_bytes_reserved() const {
-  int64_t n = 0;
-  for (const Cache& c : caches_) n += static_cast<int64_t>((c.k.capacity() + c.v.capacity()) * sizeof(float));
-  return n;
+CameraHeadCache CameraHead::make_cache(int num_iterations) const {
+  const int64_t iters = num_iterations == 0 ? cfg_.num_iterations : num_iterations;
+  LINGBOT_CHECK(iters >= 1, "camera head: num_iterations must be >= 1, got ", iters);
+  return CameraHeadCache(static_cast<int>(iters), cfg_.trunk_depth, cfg_.dim_in);
 }
 
 // Pre-norm block: x += ls1 · proj(attn(norm1(x))); x += ls2 · fc2(gelu(fc1(norm2(x)))). x: [n, D].
-void CameraHead::run_block(const Block& blk, Cache& cache, FrameMode mode, float* x, int64_t n) {
+void CameraHead::run_block(const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x, int64_t n,
+                           int num_threads) const {
   const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, heads = cfg_.num_heads, hd = D / heads;
-  const int nt = num_threads_;
+  const int nt = std::max(1, num_threads);
   std::vector<float> h(static_cast<size_t>(n * D)), qkv(static_cast<size_t>(n * 3 * D)), att(h.size());
   kn::layer_norm(x, n, D, blk.norm1_w.f32(), blk.norm1_b.f32(), cfg_.ln_eps, h.data(), nt);
   kn::linear(h.data(), n, D, blk.qkv_w.f32(), blk.qkv_b.f32(), 3 * D, qkv.data(), nt);
@@ -110,14 +117,17 @@ void CameraHead::run_block(const Block& blk, Cache& cache, FrameMode mode, float
   kn::layer_scale_add(x, h.data(), blk.ls2.f32(), n, D, nt);
 }
 
-Tensor CameraHead::step(FrameMode mode, const RowsView& tokens) {
+Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& tokens, int num_threads) const {
   const int64_t D = cfg_.dim_in, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden, n = tokens.rows;
-  const int nt = num_threads_;
+  const int nt = std::max(1, num_threads);
+  LINGBOT_CHECK(cache.depth_ == cfg_.trunk_depth && cache.dim_ == D && cache.iterations_ >= 1,
+                "camera head: the cache was made for another head (trunk depth ", cache.depth_, ", dim ", cache.dim_,
+                "; this head has ", cfg_.trunk_depth, ", ", D, ")");
   LINGBOT_CHECK(tokens.data != nullptr && tokens.cols == D && n >= 1 && tokens.stride() >= D,
                 "camera head: camera tokens must be [n >= 1, ", D, "] with row stride >= ", D, ", got [", n, ", ",
                 tokens.cols, "] stride ", tokens.stride());
   if (mode == FrameMode::ScalePhase) {
-    LINGBOT_CHECK(frames_ == 0, "camera head: scale phase needs an empty cache, it holds ", frames_,
+    LINGBOT_CHECK(cache.frames_ == 0, "camera head: scale phase needs an empty cache, it holds ", cache.frames_,
                   " frames (call reset())");
   } else {
     LINGBOT_CHECK(n == 1, "camera head: a ", mode == FrameMode::Keyframe ? "keyframe" : "non-keyframe",
@@ -130,7 +140,7 @@ Tensor CameraHead::step(FrameMode mode, const RowsView& tokens) {
                  tokens.stride());
   kn::layer_norm(t.data(), n, D, nullptr, nullptr, cfg_.adaln_eps, a.data(), nt);
 
-  const int64_t iters = cfg_.num_iterations;
+  const int64_t iters = cache.iterations_;
   Tensor out({iters, n, P});
   std::vector<float> pose(static_cast<size_t>(n * P));  // raw accumulated sum of deltas
   for (int64_t r = 0; r < n; ++r) std::copy(empty_pose_.f32(), empty_pose_.f32() + P, pose.begin() + r * P);
@@ -150,7 +160,7 @@ Tensor CameraHead::step(FrameMode mode, const RowsView& tokens) {
       }
     }
     for (int64_t b = 0; b < cfg_.trunk_depth; ++b)
-      run_block(blocks_[b], caches_[it * cfg_.trunk_depth + b], mode, x.data(), n);
+      run_block(blocks_[b], cache.entries_[it * cfg_.trunk_depth + b], mode, x.data(), n, nt);
 
     kn::layer_norm(x.data(), n, D, trunk_norm_w_.f32(), trunk_norm_b_.f32(), cfg_.ln_eps, emb.data(), nt);
     kn::linear(emb.data(), n, D, branch_fc1_w_.f32(), branch_fc1_b_.f32(), B, hid.data(), nt);
@@ -169,7 +179,7 @@ Tensor CameraHead::step(FrameMode mode, const RowsView& tokens) {
         o[r * P + c] = c >= 7 ? std::max(v, 0.0f) : v;
       }
   }
-  if (mode != FrameMode::NonKeyframe) frames_ += n;
+  if (mode != FrameMode::NonKeyframe) cache.frames_ += n;
   return out;
 }
 

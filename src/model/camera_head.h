@@ -23,6 +23,12 @@
 // The cache is a small append-only array per (iteration, block) rather than a KVCache backend: it
 // has no pages, no eviction, no special tokens and is touched once per block per step, so a
 // contiguous buffer read by kernels::dense_attention is the whole job.
+//
+// Split: CameraHead holds the immutable weights (build it once per loaded model, share it);
+// CameraHeadCache is the per-stream state (one per session, sized for its iteration count).
+//   CameraHead head(config.camera, weights);          // consumes the camera_head.* tensors
+//   CameraHeadCache cache = head.make_cache(iters);   // per stream; reset() for a new sequence
+//   Tensor poses = head.step(cache, mode, RowsView{last_output, n_frames, 2C, P·2C}, threads);
 #include <cstdint>
 #include <vector>
 
@@ -34,49 +40,65 @@
 
 namespace lingbot::model {
 
+// Per-stream state of the camera head: the camera-token K/V caches, [iteration][trunk block], each
+// one f32 K row and one f32 V row of dim_in floats per stored frame. Owned by the streaming session
+// (one per stream); created by CameraHead::make_cache().
+class CameraHeadCache {
+ public:
+  int num_iterations() const { return iterations_; }
+  int64_t frames() const { return frames_; }  // frames stored in each (iteration, block) cache
+  int64_t bytes() const;                      // K+V bytes held now, all caches
+  int64_t bytes_reserved() const;             // K+V bytes allocated, all caches
+  void reset();                               // forget every frame, keep the capacity
+
+ private:
+  friend class CameraHead;
+  struct Entry {
+    std::vector<float> k, v;
+  };
+  CameraHeadCache(int iterations, int64_t trunk_depth, int64_t dim);
+  int iterations_ = 0;
+  int64_t depth_ = 0, dim_ = 0;
+  std::vector<Entry> entries_;  // [iteration * trunk_depth + block]
+  int64_t frames_ = 0;
+};
+
+// The camera head's weights: immutable after construction, shareable by any number of streams.
 class CameraHead {
  public:
   // Takes the `prefix`-named tensors (PyTorch state_dict names, e.g. "camera_head.trunk.0.attn.qkv.weight")
-  // out of `weights` (they are moved and erased from the map; f16/bf16 are converted to f32).
-  // Throws Error naming the first missing or mis-shaped tensor. config.num_iterations must be >= 1.
-  CameraHead(const CameraHeadConfig& config, io::TensorMap& weights, int num_threads = 1,
-             const std::string& prefix = "camera_head.");
+  // out of `weights` (they are moved and erased from the map; f16/bf16 are converted to f32), so a
+  // loaded checkpoint is not held twice. Throws Error naming the first missing or mis-shaped tensor.
+  CameraHead(const CameraHeadConfig& config, io::TensorMap& weights, const std::string& prefix = "camera_head.");
+
+  // An empty cache for `num_iterations` refinement iterations (0 = config.num_iterations).
+  // Throws Error unless num_iterations >= 1 after that substitution.
+  CameraHeadCache make_cache(int num_iterations = 0) const;
 
   // One streaming step. camera_tokens: n_frames rows of dim_in floats (token 0 of each frame of the
-  // last aggregator output, f32). Returns f32 [num_iterations, n_frames, 9]: the activated pose
-  // encoding [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w] after each iteration (the last row is
-  // the final pose). Throws Error (cache unchanged) on a bad shape or mode/frame-count combination.
-  Tensor step(FrameMode mode, const RowsView& camera_tokens);
+  // last aggregator output, f32). Returns f32 [cache.num_iterations(), n_frames, 9]: the activated
+  // pose encoding [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w] after each iteration (the last
+  // row is the final pose). Modes: see the header comment. Throws Error, leaving the cache unchanged,
+  // on a bad shape, a cache of another head, or a bad mode/frame-count combination. Threaded with
+  // num_threads; results do not depend on it.
+  Tensor step(CameraHeadCache& cache, FrameMode mode, const RowsView& camera_tokens, int num_threads) const;
 
-  // Forget every stored frame (capacity is kept).
-  void reset();
-
-  int64_t frames_cached() const { return frames_; }   // frames stored in each (iteration, block) cache
-  int64_t cache_bytes() const;                         // K+V bytes held now, all caches
-  int64_t cache_bytes_reserved() const;                // K+V bytes allocated, all caches
   const CameraHeadConfig& config() const { return cfg_; }
-  int num_threads() const { return num_threads_; }
-  void set_num_threads(int n) { num_threads_ = n < 1 ? 1 : n; }
 
  private:
   struct Block {
     Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;
     Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
   };
-  struct Cache {  // one (iteration, block): K and V rows of dim_in floats per stored frame
-    std::vector<float> k, v;
-  };
 
-  void run_block(const Block& blk, Cache& cache, FrameMode mode, float* x, int64_t n);
+  void run_block(const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x, int64_t n,
+                 int num_threads) const;
 
   CameraHeadConfig cfg_;
-  int num_threads_ = 1;
   std::vector<Block> blocks_;
   Tensor token_norm_w_, token_norm_b_, trunk_norm_w_, trunk_norm_b_;
   Tensor empty_pose_, embed_pose_w_, embed_pose_b_, mod_w_, mod_b_;
   Tensor branch_fc1_w_, branch_fc1_b_, branch_fc2_w_, branch_fc2_b_;
-  std::vector<Cache> caches_;  // [iteration * trunk_depth + block]
-  int64_t frames_ = 0;
 };
 
 }  // namespace lingbot::model

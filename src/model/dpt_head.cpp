@@ -79,8 +79,7 @@ Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double asp
   return pe;
 }
 
-DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, int num_threads, const std::string& prefix)
-    : cfg_(config), num_threads_(std::max(1, num_threads)) {
+DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, const std::string& prefix) : cfg_(config) {
   const int64_t D = cfg_.dim_in, F = cfg_.features, F2 = cfg_.head_features_2;
   const auto& oc = cfg_.out_channels;
   LINGBOT_CHECK(cfg_.output_dim == 2, "DPT head: output_dim must be 2 (depth, confidence), got ", cfg_.output_dim);
@@ -116,8 +115,8 @@ DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, int num_threads,
   out_conv2b_ = conv("scratch.output_conv2.2", {cfg_.output_dim, F2, 1, 1}, true);
 }
 
-Tensor DptHead::rcu(const Rcu& u, const Tensor& x) const {
-  const kn::Conv2dParams same{1, 1, num_threads_};
+Tensor DptHead::rcu(const Rcu& u, const Tensor& x, int nt) const {
+  const kn::Conv2dParams same{1, 1, nt};
   Tensor r = x.clone();
   relu_inplace(r);
   Tensor c = kn::conv2d(r, u.conv1.w, u.conv1.bias(), same);
@@ -127,15 +126,16 @@ Tensor DptHead::rcu(const Rcu& u, const Tensor& x) const {
   return y;
 }
 
-Tensor DptHead::fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w) const {
+Tensor DptHead::fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w,
+                       int nt) const {
   Tensor out = x.clone();
-  if (f.has_residual) add_into(out, rcu(f.rcu1, *skip));
-  out = rcu(f.rcu2, out);
-  out = kn::resize_bilinear_align_corners(out, out_h, out_w, num_threads_);
-  return kn::conv2d(out, f.out_conv.w, f.out_conv.bias(), {1, 0, num_threads_});
+  if (f.has_residual) add_into(out, rcu(f.rcu1, *skip, nt));
+  out = rcu(f.rcu2, out, nt);
+  out = kn::resize_bilinear_align_corners(out, out_h, out_w, nt);
+  return kn::conv2d(out, f.out_conv.w, f.out_conv.bias(), {1, 0, nt});
 }
 
-DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize image) const {
+DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize image, int num_threads) const {
   const int64_t D = cfg_.dim_in, ps = cfg_.patch_size;
   LINGBOT_CHECK(image.height > 0 && image.width > 0 && image.height % ps == 0 && image.width % ps == 0,
                 "DPT head: image size ", image.height, "x", image.width, " must be positive multiples of patch size ",
@@ -147,7 +147,7 @@ DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize im
                   " patch tokens must be [", np, ", ", D, "] for a ", image.height, "x", image.width,
                   " image, got [", v.rows, ", ", v.cols, "]");
   }
-  const int nt = num_threads_;
+  const int nt = std::max(1, num_threads);
   const double aspect = static_cast<double>(image.width) / static_cast<double>(image.height);
 
   std::array<Tensor, 4> rn;
@@ -172,10 +172,10 @@ DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize im
     rn[l] = kn::conv2d(x, layer_rn_[l].w, nullptr, {1, 1, nt});
   }
 
-  Tensor out = fusion(refine_[3], rn[3], nullptr, rn[2].dim(1), rn[2].dim(2));
-  out = fusion(refine_[2], out, &rn[2], rn[1].dim(1), rn[1].dim(2));
-  out = fusion(refine_[1], out, &rn[1], rn[0].dim(1), rn[0].dim(2));
-  out = fusion(refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2);
+  Tensor out = fusion(refine_[3], rn[3], nullptr, rn[2].dim(1), rn[2].dim(2), nt);
+  out = fusion(refine_[2], out, &rn[2], rn[1].dim(1), rn[1].dim(2), nt);
+  out = fusion(refine_[1], out, &rn[1], rn[0].dim(1), rn[0].dim(2), nt);
+  out = fusion(refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2, nt);
   out = kn::conv2d(out, out_conv1_.w, out_conv1_.bias(), {1, 1, nt});
   out = kn::resize_bilinear_align_corners(out, ph * ps, pw * ps, nt);
   add_into(out, dpt_position_embedding(out.dim(0), out.dim(1), out.dim(2), aspect));

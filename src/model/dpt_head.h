@@ -34,18 +34,16 @@ class DptHead {
  public:
   // Takes the `prefix`-named tensors (e.g. "depth_head.projects.0.weight") out of `weights` (moved and
   // erased; f16/bf16 converted to f32). Throws Error naming the first missing or mis-shaped tensor.
-  DptHead(const DptHeadConfig& config, io::TensorMap& weights, int num_threads = 1,
-          const std::string& prefix = "depth_head.");
+  // Immutable afterwards: one head serves any number of streams.
+  DptHead(const DptHeadConfig& config, io::TensorMap& weights, const std::string& prefix = "depth_head.");
 
   // One frame. layers[i] are the patch tokens of aggregator output intermediate_layer_idx[i]:
   // (H/p)·(W/p) rows (row-major patches) of dim_in floats. image: the model input size, H and W
-  // multiples of patch_size. Returns depth and confidence at H×W. Threaded with num_threads();
+  // multiples of patch_size. Returns depth and confidence at H×W. Threaded with num_threads;
   // results do not depend on the thread count.
-  DepthOutput forward(const std::array<RowsView, 4>& layers, ImageSize image) const;
+  DepthOutput forward(const std::array<RowsView, 4>& layers, ImageSize image, int num_threads) const;
 
   const DptHeadConfig& config() const { return cfg_; }
-  int num_threads() const { return num_threads_; }
-  void set_num_threads(int n) { num_threads_ = n < 1 ? 1 : n; }
 
  private:
   struct Conv {
@@ -61,11 +59,10 @@ class DptHead {
     Conv out_conv;
   };
 
-  Tensor rcu(const Rcu& u, const Tensor& x) const;
-  Tensor fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w) const;
+  Tensor rcu(const Rcu& u, const Tensor& x, int nt) const;
+  Tensor fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w, int nt) const;
 
   DptHeadConfig cfg_;
-  int num_threads_ = 1;
   Tensor norm_w_, norm_b_;
   std::array<Conv, 4> projects_, layer_rn_;
   Conv resize0_, resize1_, resize3_;  // resize_layers.2 is the identity

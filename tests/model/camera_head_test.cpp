@@ -58,18 +58,19 @@ RowsView camera_rows(const Tensor& agg, int64_t f0, int64_t n) {
 }
 
 // Streams frames 0..S-1 the way the tiny reference does; returns [iters, S, 9].
-Tensor stream_tiny(CameraHead& head, const Tensor& agg, int scale_frames, std::vector<int64_t>* cached = nullptr) {
-  const int64_t S = agg.dim(0), iters = head.config().num_iterations;
+Tensor stream_tiny(const CameraHead& head, CameraHeadCache& cache, const Tensor& agg, int scale_frames, int threads,
+                   std::vector<int64_t>* cached = nullptr) {
+  const int64_t S = agg.dim(0), iters = cache.num_iterations();
   Tensor all({iters, S, 9});
   auto put = [&](const Tensor& step, int64_t f0, int64_t n) {
     for (int64_t it = 0; it < iters; ++it)
       std::memcpy(all.f32() + (it * S + f0) * 9, step.f32() + it * n * 9, n * 9 * sizeof(float));
   };
-  put(head.step(FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames)), 0, scale_frames);
-  if (cached) cached->push_back(head.frames_cached());
+  put(head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames), threads), 0, scale_frames);
+  if (cached) cached->push_back(cache.frames());
   for (int64_t f = scale_frames; f < S; ++f) {
-    put(head.step(FrameMode::Keyframe, camera_rows(agg, f, 1)), f, 1);
-    if (cached) cached->push_back(head.frames_cached());
+    put(head.step(cache, FrameMode::Keyframe, camera_rows(agg, f, 1), threads), f, 1);
+    if (cached) cached->push_back(cache.frames());
   }
   return all;
 }
@@ -78,10 +79,12 @@ TEST(CameraHeadGolden, TinyStreamMatchesReferencePoses) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = copy_weights(c->weights);
-  CameraHead head(c->cfg, w, 1);
+  const CameraHead head(c->cfg, w);
   EXPECT_TRUE(w.empty()) << "the head takes every camera_head.* tensor";
+  CameraHeadCache cache = head.make_cache();
+  EXPECT_EQ(cache.num_iterations(), 4);
   std::vector<int64_t> cached;
-  const Tensor got = stream_tiny(head, c->ref.at("aggregated_3"), 2, &cached);
+  const Tensor got = stream_tiny(head, cache, c->ref.at("aggregated_3"), 2, 1, &cached);
   const Tensor& ref_iters = c->ref.at("pose_enc_iters");
   ASSERT_EQ(got.shape(), ref_iters.shape());
   const test::Diff d = test::diff(got.f32(), ref_iters.f32(), got.numel());
@@ -92,22 +95,20 @@ TEST(CameraHeadGolden, TinyStreamMatchesReferencePoses) {
   // The camera cache holds every stored frame: 2 after the scale phase, then +1 per keyframe.
   EXPECT_EQ(cached, (std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 10}));
   // One f32 K and V row of dim_in per frame in each (iteration, block) cache.
-  EXPECT_EQ(head.cache_bytes(), 10 * 2 * 256 * 4 * int64_t(c->cfg.num_iterations * c->cfg.trunk_depth));
+  EXPECT_EQ(cache.bytes(), 10 * 2 * 256 * 4 * int64_t(c->cfg.num_iterations * c->cfg.trunk_depth));
 }
 
 TEST(CameraHeadGolden, FewerIterationsAreExactPrefixes) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   const Tensor& agg = c->ref.at("aggregated_3");
-  io::TensorMap w4 = copy_weights(c->weights);
-  CameraHead head4(c->cfg, w4, 1);
-  const Tensor full = stream_tiny(head4, agg, 2);
+  io::TensorMap w = copy_weights(c->weights);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache cache4 = head.make_cache(4);
+  const Tensor full = stream_tiny(head, cache4, agg, 2, 1);
   for (int iters = 1; iters <= 3; ++iters) {
-    CameraHeadConfig cfg = c->cfg;
-    cfg.num_iterations = iters;
-    io::TensorMap w = copy_weights(c->weights);
-    CameraHead head(cfg, w, 1);
-    const Tensor got = stream_tiny(head, agg, 2);
+    CameraHeadCache cache = head.make_cache(iters);
+    const Tensor got = stream_tiny(head, cache, agg, 2, 1);
     ASSERT_EQ(got.shape(), (Shape{iters, 10, 9}));
     EXPECT_EQ(std::memcmp(got.f32(), full.f32(), got.nbytes()), 0) << iters << " iterations";
   }
@@ -117,15 +118,18 @@ TEST(CameraHeadGolden, ThreadCountAndResetDoNotChangeResults) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   const Tensor& agg = c->ref.at("aggregated_3");
-  io::TensorMap w1 = copy_weights(c->weights), w2 = copy_weights(c->weights);
-  CameraHead h1(c->cfg, w1, 1), h2(c->cfg, w2, 2);
-  const Tensor a = stream_tiny(h1, agg, 2);
-  const Tensor b = stream_tiny(h2, agg, 2);
+  io::TensorMap w = copy_weights(c->weights);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache c1 = head.make_cache(), c2 = head.make_cache();
+  const Tensor a = stream_tiny(head, c1, agg, 2, 1);
+  const Tensor b = stream_tiny(head, c2, agg, 2, 2);
   EXPECT_EQ(std::memcmp(a.f32(), b.f32(), a.nbytes()), 0);
-  h2.reset();
-  EXPECT_EQ(h2.frames_cached(), 0);
-  EXPECT_EQ(h2.cache_bytes(), 0);
-  const Tensor again = stream_tiny(h2, agg, 2);
+  const int64_t reserved = c2.bytes_reserved();
+  c2.reset();
+  EXPECT_EQ(c2.frames(), 0);
+  EXPECT_EQ(c2.bytes(), 0);
+  EXPECT_EQ(c2.bytes_reserved(), reserved) << "reset keeps the capacity";
+  const Tensor again = stream_tiny(head, c2, agg, 2, 2);
   EXPECT_EQ(std::memcmp(a.f32(), again.f32(), a.nbytes()), 0);
 }
 
@@ -133,31 +137,35 @@ TEST(CameraHeadGolden, NonKeyframeLeavesTheCacheUnchanged) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   const Tensor& agg = c->ref.at("aggregated_3");
-  io::TensorMap wa = copy_weights(c->weights), wb = copy_weights(c->weights);
-  CameraHead a(c->cfg, wa, 1), b(c->cfg, wb, 1);
-  a.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  b.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  io::TensorMap w = copy_weights(c->weights);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache a = head.make_cache(), b = head.make_cache();
+  head.step(a, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(b, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
   // b sees frame 2 as a non-keyframe first: it gets a pose, but nothing is stored.
-  const Tensor nk = b.step(FrameMode::NonKeyframe, camera_rows(agg, 2, 1));
-  EXPECT_EQ(b.frames_cached(), 2);
-  const Tensor ka = a.step(FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  const int64_t bytes_before = b.bytes();
+  const Tensor nk = head.step(b, FrameMode::NonKeyframe, camera_rows(agg, 2, 1), 1);
+  EXPECT_EQ(b.frames(), 2);
+  EXPECT_EQ(b.bytes(), bytes_before);
+  const Tensor ka = head.step(a, FrameMode::Keyframe, camera_rows(agg, 2, 1), 1);
   // Frame 2 as a non-keyframe attends to {0, 1, 2}, exactly the keys it sees as a keyframe.
   EXPECT_LE(test::diff(nk.f32(), ka.f32(), nk.numel()).max_abs, 1e-6);
   // Later frames see the same caches in both heads.
-  b.step(FrameMode::Keyframe, camera_rows(agg, 2, 1));
-  const Tensor a3 = a.step(FrameMode::Keyframe, camera_rows(agg, 3, 1));
-  const Tensor b3 = b.step(FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  head.step(b, FrameMode::Keyframe, camera_rows(agg, 2, 1), 1);
+  const Tensor a3 = head.step(a, FrameMode::Keyframe, camera_rows(agg, 3, 1), 1);
+  const Tensor b3 = head.step(b, FrameMode::Keyframe, camera_rows(agg, 3, 1), 1);
   EXPECT_EQ(std::memcmp(a3.f32(), b3.f32(), a3.nbytes()), 0);
-  EXPECT_EQ(a.frames_cached(), 4);
-  EXPECT_EQ(b.frames_cached(), 4);
+  EXPECT_EQ(a.frames(), 4);
+  EXPECT_EQ(b.frames(), 4);
 }
 
 TEST(CameraHeadGolden, PosesDecodeToReferenceCameras) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = copy_weights(c->weights);
-  CameraHead head(c->cfg, w, 1);
-  const Tensor got = stream_tiny(head, c->ref.at("aggregated_3"), 2);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache cache = head.make_cache();
+  const Tensor got = stream_tiny(head, cache, c->ref.at("aggregated_3"), 2, 1);
   Tensor final_pose({10, 9});
   std::memcpy(final_pose.f32(), got.f32() + 3 * 90, 90 * sizeof(float));
   const CameraTensors cams = cameras_from_pose_encodings(final_pose, {70, 112});
@@ -171,7 +179,8 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
-  CameraHead head(c->cfg, w, 1);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache cache = head.make_cache();
   auto expect_error = [](auto&& fn, const std::string& msg) {
     try {
       fn();
@@ -180,16 +189,16 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  expect_error([&] { head.step(FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}); },
+  expect_error([&] { head.step(cache, FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}, 1); },
                "camera head: camera tokens must be [n >= 1, 256] with row stride >= 256, got [2, 128] stride 128");
-  expect_error([&] { head.step(FrameMode::Keyframe, camera_rows(agg, 0, 2)); },
+  expect_error([&] { head.step(cache, FrameMode::Keyframe, camera_rows(agg, 0, 2), 1); },
                "camera head: a keyframe step takes 1 frame, got 2");
-  head.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  expect_error([&] { head.step(FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
+  head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  expect_error([&] { head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1); },
                "camera head: scale phase needs an empty cache, it holds 2 frames (call reset())");
-  expect_error([&] { head.step(FrameMode::NonKeyframe, camera_rows(agg, 2, 3)); },
+  expect_error([&] { head.step(cache, FrameMode::NonKeyframe, camera_rows(agg, 2, 3), 1); },
                "camera head: a non-keyframe step takes 1 frame, got 3");
-  EXPECT_EQ(head.frames_cached(), 2);
+  EXPECT_EQ(cache.frames(), 2);
 
   io::TensorMap missing = copy_weights(c->weights);
   missing.erase("camera_head.trunk_norm.bias");
@@ -198,10 +207,19 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   bad["camera_head.embed_pose.weight"] = Tensor({256, 8});
   expect_error([&] { CameraHead h(c->cfg, bad); },
                "camera_head.embed_pose.weight: expected shape [256, 9], got [256, 8]");
-  CameraHeadConfig zero = c->cfg;
-  zero.num_iterations = 0;
-  io::TensorMap w0 = copy_weights(c->weights);
-  expect_error([&] { CameraHead h(zero, w0); }, "camera head: num_iterations must be >= 1, got 0");
+  expect_error([&] { head.make_cache(-1); }, "camera head: num_iterations must be >= 1, got -1");
+  // A cache made by a head of another shape is refused.
+  io::TensorMap w2 = copy_weights(c->weights);
+  for (const std::string n : {"norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+                              "attn.proj.bias", "ls1.gamma", "norm2.weight", "norm2.bias", "mlp.fc1.weight",
+                              "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias", "ls2.gamma"})
+    w2.emplace("camera_head.trunk.1." + n, w2.at("camera_head.trunk.0." + n).clone());
+  CameraHeadConfig deeper = c->cfg;
+  deeper.trunk_depth = 2;
+  const CameraHead head2(deeper, w2);
+  CameraHeadCache other = head2.make_cache();
+  expect_error([&] { head.step(other, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1); },
+               "camera head: the cache was made for another head (trunk depth 2, dim 256; this head has 1, 256)");
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ void check_case(const std::string& name) {
   const auto c = load_case(name);
   if (!c) GTEST_SKIP() << "golden case " << name << " not available (see NOTE above)";
   io::TensorMap w = dpt_weights(c->weights);
-  DptHead head(c->cfg.dpt, w, 1);
+  const DptHead head(c->cfg.dpt, w);
   EXPECT_TRUE(w.empty()) << "the head takes every depth_head.* tensor";
   const Tensor& depth_ref = c->ref.at("depth");
   const Tensor& conf_ref = c->ref.at("depth_conf");
@@ -64,7 +64,7 @@ void check_case(const std::string& name) {
   test::Diff dd, dc, dw;
   for (size_t row = 0; row < frames.size(); ++row) {
     const int64_t f = frames[row];
-    const DepthOutput out = head.forward(patch_rows(c->ref, static_cast<int64_t>(row)), {H, W});
+    const DepthOutput out = head.forward(patch_rows(c->ref, static_cast<int64_t>(row)), {H, W}, 1);
     ASSERT_EQ(out.depth.shape(), (Shape{H, W}));
     auto acc = [](test::Diff& a, const test::Diff& b) {
       a.max_abs = std::max(a.max_abs, b.max_abs);
@@ -91,10 +91,9 @@ TEST(DptHead, ThreadCountDoesNotChangeResults) {
   const auto c = load_case("tiny");
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = dpt_weights(c->weights);
-  DptHead head(c->cfg.dpt, w, 1);
-  const DepthOutput a = head.forward(patch_rows(c->ref, 4), {70, 112});
-  head.set_num_threads(2);
-  const DepthOutput b = head.forward(patch_rows(c->ref, 4), {70, 112});
+  const DptHead head(c->cfg.dpt, w);
+  const DepthOutput a = head.forward(patch_rows(c->ref, 4), {70, 112}, 1);
+  const DepthOutput b = head.forward(patch_rows(c->ref, 4), {70, 112}, 2);
   EXPECT_EQ(std::memcmp(a.depth.f32(), b.depth.f32(), a.depth.nbytes()), 0);
   EXPECT_EQ(std::memcmp(a.conf.f32(), b.conf.f32(), a.conf.nbytes()), 0);
 }
@@ -119,7 +118,7 @@ TEST(DptHeadErrors, BadInputsNameTheProblem) {
   const auto c = load_case("tiny");
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = dpt_weights(c->weights);
-  DptHead head(c->cfg.dpt, w, 1);
+  const DptHead head(c->cfg.dpt, w);
   auto expect_error = [](auto&& fn, const std::string& msg) {
     try {
       fn();
@@ -128,13 +127,13 @@ TEST(DptHeadErrors, BadInputsNameTheProblem) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 100}); },
+  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 100}, 1); },
                "DPT head: image size 70x100 must be positive multiples of patch size 14");
-  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 126}); },
+  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 126}, 1); },
                "DPT head: layer 0 patch tokens must be [45, 256] for a 70x126 image, got [40, 256]");
   auto rows = patch_rows(c->ref, 0);
   rows[2].cols = 128;
-  expect_error([&] { head.forward(rows, {70, 112}); },
+  expect_error([&] { head.forward(rows, {70, 112}, 1); },
                "DPT head: layer 2 patch tokens must be [40, 256] for a 70x112 image, got [40, 128]");
   io::TensorMap missing = dpt_weights(c->weights);
   missing.erase("depth_head.scratch.refinenet2.resConfUnit1.conv2.bias");
