@@ -43,7 +43,9 @@ struct KeyArgs {
   const int32_t* start;
   const int32_t* len;
   int num_entries;
-  int num_spans;
+  const DeviceSpan* dspans;  // device-resident spans
+  int num_dspans;
+  int num_spans;             // inline spans
   const void* span_k[kMaxCudaSpans];
   const void* span_v[kMaxCudaSpans];
   int64_t span_stride[kMaxCudaSpans];
@@ -70,8 +72,14 @@ __device__ __forceinline__ Segment<T> load_segment(const KeyArgs& a, int i, int 
     s.v = base + a.kv_offset;
     s.stride = a.row;
     s.n = __ldg(a.len + i);
+  } else if (i < a.num_entries + a.num_dspans) {
+    const DeviceSpan* d = a.dspans + (i - a.num_entries);
+    s.k = static_cast<const T*>(d->k) + static_cast<int64_t>(h) * head_dim;
+    s.v = static_cast<const T*>(d->v) + static_cast<int64_t>(h) * head_dim;
+    s.stride = d->token_stride;
+    s.n = d->n_tokens;
   } else {
-    const int j = i - a.num_entries;
+    const int j = i - a.num_entries - a.num_dspans;
     s.k = static_cast<const T*>(a.span_k[j]) + static_cast<int64_t>(h) * head_dim;
     s.v = static_cast<const T*>(a.span_v[j]) + static_cast<int64_t>(h) * head_dim;
     s.stride = a.span_stride[j];
@@ -108,7 +116,7 @@ __global__ void __launch_bounds__(kSimtRows) attn_simt_kernel(QueryArgs q, KeyAr
   }
   float m = -INFINITY, l = 0.0f;
 
-  const int n_segs = keys.num_entries + keys.num_spans;
+  const int n_segs = keys.num_entries + keys.num_dspans + keys.num_spans;
   for (int si = 0; si < n_segs; ++si) {
     const Segment<T> seg = load_segment<T>(keys, si, h, D);
     for (int t0 = 0; t0 < seg.n; t0 += kSimtKeys) {
@@ -319,7 +327,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
   float m0 = -INFINITY, m1 = -INFINITY;  // running max of rows r0 / r1 (log2 domain)
   float l0 = 0.0f, l1 = 0.0f;            // this thread's partial row sums
 
-  const int n_segs = keys.num_entries + keys.num_spans;
+  const int n_segs = keys.num_entries + keys.num_dspans + keys.num_spans;
   TileCursor<T> cur{0, 0, 0, {}};
   if (n_segs > 0) cur.seg = load_segment<T>(keys, 0, h, kMmaDim);
   settle(cur, keys, n_segs, h);
@@ -630,8 +638,59 @@ kernels::PageTableView DevicePageTable::view() const {
   return v;
 }
 
+DeviceSpanTable::DeviceSpanTable(Allocator& device_allocator) : alloc_(&device_allocator) {
+  LINGBOT_CHECK(device_allocator.kind() == MemoryKind::Device,
+                "DeviceSpanTable: the allocator must allocate device memory");
+}
+
+void DeviceSpanTable::upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream) {
+  LINGBOT_CHECK(row > 0, "DeviceSpanTable: row must be > 0, got ", row);
+  const int n = static_cast<int>(spans.size());
+  for (int i = 0; i < n; ++i) {
+    const kernels::KVSpan& s = spans[i];
+    LINGBOT_CHECK(s.n_tokens >= 0, "DeviceSpanTable: span ", i, ": negative n_tokens ", s.n_tokens);
+    LINGBOT_CHECK(s.dtype == dtype, "DeviceSpanTable: span ", i, ": dtype ", dtype_name(s.dtype), " != ",
+                  dtype_name(dtype));
+    if (s.n_tokens == 0) continue;
+    LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, "DeviceSpanTable: span ", i,
+                  ": k/v data is null with n_tokens = ", s.n_tokens);
+    LINGBOT_CHECK(s.token_stride >= row, "DeviceSpanTable: span ", i, ": token_stride ", s.token_stride,
+                  " is smaller than heads*head_dim = ", row);
+  }
+  if (n > capacity_) {
+    const int cap = std::max(n, 2 * capacity_);
+    device_ = Buffer(*alloc_, static_cast<size_t>(cap) * sizeof(DeviceSpan));
+    staging_.resize(cap);
+    capacity_ = cap;
+  }
+  keys_before_.assign(1, 0);
+  for (int i = 0; i < n; ++i) {
+    const kernels::KVSpan& s = spans[i];
+    staging_[i] = DeviceSpan{s.k, s.v, s.token_stride, s.n_tokens, 0};
+    keys_before_.push_back(keys_before_.back() + s.n_tokens);
+  }
+  if (n > 0) {
+    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), staging_.data(), static_cast<size_t>(n) * sizeof(DeviceSpan),
+                                       cudaMemcpyHostToDevice, stream));
+  }
+  dtype_ = dtype;
+  row_ = row;
+}
+
+int64_t DeviceSpanTable::num_keys(int first, int count) const {
+  LINGBOT_CHECK(first >= 0 && count >= 0 && first + count <= size(), "DeviceSpanTable: range [", first, ", ",
+                first + count, ") out of [0, ", size(), ")");
+  return keys_before_[first + count] - keys_before_[first];
+}
+
 void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
                      std::span<const kernels::KVSpan> extra, float* out, const CudaAttentionParams& params) {
+  paged_attention(q, pool, table, DeviceSpanRange{}, extra, out, params);
+}
+
+void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
+                     const DeviceSpanRange& device_spans, std::span<const kernels::KVSpan> extra, float* out,
+                     const CudaAttentionParams& params) {
   constexpr std::string_view fn = "paged_attention";
   validate_query(fn, q, out);
   KeyArgs ka{};
@@ -661,6 +720,21 @@ void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& p
     dtype = pool.dtype;
     have_dtype = true;
     n_keys += table.num_keys();
+  }
+  if (device_spans.count > 0) {
+    const DeviceSpanTable& dt = *device_spans.table;
+    const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
+    LINGBOT_CHECK(dt.row() == row, fn, ": device spans were uploaded for heads*head_dim = ", dt.row(),
+                  ", query has ", row);
+    if (have_dtype) {
+      LINGBOT_CHECK(dt.dtype() == dtype, fn, ": device spans dtype ", dtype_name(dt.dtype()),
+                    " differs from the page pool dtype ", dtype_name(dtype), " (the CUDA kernels take one K/V dtype)");
+    }
+    n_keys += dt.num_keys(device_spans.first, device_spans.count);
+    ka.dspans = dt.device_data() + device_spans.first;
+    ka.num_dspans = device_spans.count;
+    dtype = dt.dtype();
+    have_dtype = true;
   }
   add_spans(fn, q, extra, ka, dtype, have_dtype, n_keys);
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");

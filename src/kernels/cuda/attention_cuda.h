@@ -69,12 +69,58 @@ class DevicePageTable {
   int page_size_ = 0;
 };
 
+// One run of keys in device memory, as a DeviceSpanTable stores it (a KVSpan without the dtype).
+struct DeviceSpan {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t token_stride = 0;  // elements
+  int32_t n_tokens = 0;
+  int32_t reserved = 0;
+};
+
+// Many KV spans of one dtype in device memory (e.g. a paged cache's special-stream runs of every
+// block), uploaded once per frame step; each attention call reads a contiguous range of them.
+// Capacity only grows.
+class DeviceSpanTable {
+ public:
+  explicit DeviceSpanTable(Allocator& device_allocator);  // allocator must be MemoryKind::Device
+  // Spans hold device pointers; all share `dtype`; token_stride >= row (= heads*head_dim).
+  void upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream = nullptr);
+  int size() const { return static_cast<int>(keys_before_.size()) - 1; }
+  DType dtype() const { return dtype_; }
+  int64_t row() const { return row_; }
+  int64_t num_keys(int first, int count) const;  // tokens in spans [first, first+count)
+  const DeviceSpan* device_data() const { return static_cast<const DeviceSpan*>(device_.data()); }
+
+ private:
+  Allocator* alloc_;
+  Buffer device_;
+  std::vector<DeviceSpan> staging_;
+  std::vector<int64_t> keys_before_{0};  // prefix sums of n_tokens
+  int capacity_ = 0;
+  DType dtype_ = DType::F32;
+  int64_t row_ = 0;
+};
+
+// A range of a DeviceSpanTable's spans (empty by default).
+struct DeviceSpanRange {
+  const DeviceSpanTable* table = nullptr;
+  int first = 0;
+  int count = 0;
+};
+
 // Attention of q over the keys of `table` in `pool`, then the keys of `extra` spans. All K/V must
 // share one dtype (the CPU kernel allows mixing; the CUDA kernels are specialised per dtype).
 // Throws lingbot::Error on bad input (messages as the CPU kernel where the check is the same) and
 // on CUDA launch errors.
 void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
                      std::span<const kernels::KVSpan> extra, float* out, const CudaAttentionParams& params);
+
+// As above with device-resident spans between the page table's keys and `extra`:
+// keys = table entries, then device_spans, then extra.
+void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
+                     const DeviceSpanRange& device_spans, std::span<const kernels::KVSpan> extra, float* out,
+                     const CudaAttentionParams& params);
 
 // Attention of q over the concatenation of `kv` spans (dense caches, contiguous baselines).
 void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,

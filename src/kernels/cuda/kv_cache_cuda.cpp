@@ -1,0 +1,168 @@
+#include "kernels/cuda/kv_cache_cuda.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops_cuda.h"
+
+namespace lingbot::cuda {
+
+CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, CudaAllocator& allocator, cudaStream_t stream,
+                                   AttentionImpl impl)
+    : book_(options, allocator),
+      stream_(stream),
+      impl_(impl),
+      row_(int64_t{options.heads} * options.head_dim),
+      written_(options.num_blocks, 0),
+      table_(allocator),
+      specials_(allocator) {
+  LINGBOT_CHECK(options.head_dim <= kMaxCudaHeadDim, "CudaPagedKVCache: head_dim ", options.head_dim,
+                " exceeds the CUDA kernels' maximum ", kMaxCudaHeadDim);
+  if (options.dtype != DType::F32) {
+    own_ = Buffer(allocator, static_cast<size_t>(2 * int64_t{options.tokens_per_frame} * row_) *
+                                 dtype_size(options.dtype));
+  }
+}
+
+void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
+  const CacheOptions& o = book_.options();
+  kvdetail::check_begin_step(o, step_, book_.state().ledger, mode, n_frames);
+  // The host cache evicts a scale phase's excess frames in end_step, after its attention; running
+  // its bookkeeping up front (below) would evict them before. Only possible in this configuration.
+  LINGBOT_CHECK(mode != FrameMode::ScalePhase || o.include_scale_frames || n_frames <= o.sliding_window,
+                "CudaPagedKVCache: a ScalePhase of ", n_frames, " frames with include_scale_frames off and "
+                "sliding_window ", o.sliding_window, " < n_frames is not supported on CUDA yet");
+  first_frame_ = book_.stats().frames_stored;
+  // Keyframe / NonKeyframe / (non-evicting) ScalePhase: the state after the step equals the state
+  // during it, so the whole bookkeeping step runs now; K/V are written by attend().
+  book_.step_without_attention(mode, n_frames);
+
+  const PagedCacheState st = book_.state();
+  step_pages_.clear();
+  if (mode != FrameMode::NonKeyframe) {
+    const int64_t pinned = static_cast<int64_t>(st.pinned_pages.size());
+    const int64_t first_window = pinned + st.ledger.evicted;
+    for (int i = 0; i < n_frames; ++i) {
+      const int64_t f = first_frame_ + i;
+      step_pages_.push_back(f < pinned ? st.pinned_pages[static_cast<size_t>(f)]
+                                       : st.window_pages[static_cast<size_t>(f - first_window)]);
+    }
+  }
+  const PagePlan& plan = book_.plan();
+  table_.upload(plan.patch_table(), book_.pool_pages(), book_.page_size(), stream_);
+  const size_t es = dtype_size(o.dtype);
+  const int64_t slots = book_.page_size();
+  runs_per_block_ = static_cast<int>(plan.special_page_ids.size());
+  span_scratch_.clear();
+  for (int b = 0; b < o.num_blocks; ++b) {
+    for (int r = 0; r < runs_per_block_; ++r) {
+      const auto* base = static_cast<const unsigned char*>(book_.special_page(b, plan.special_page_ids[r]));
+      const int64_t s = plan.special_start[r];
+      span_scratch_.push_back(kernels::KVSpan{base + static_cast<size_t>(s * row_) * es,
+                                              base + static_cast<size_t>((slots + s) * row_) * es, o.dtype,
+                                              plan.special_len[r], int64_t{plan.special_stride[r]} * row_});
+    }
+  }
+  specials_.upload(span_scratch_, o.dtype, row_, stream_);
+
+  step_.open = true;
+  step_.mode = mode;
+  step_.n_frames = n_frames;
+  step_.keys = plan.visible_tokens + (mode == FrameMode::NonKeyframe ? o.tokens_per_frame : 0);
+  std::fill(written_.begin(), written_.end(), 0);
+}
+
+void CudaPagedKVCache::write_frame(int block, int i) {
+  const CacheOptions& o = book_.options();
+  const kernels::KVSpan& kv = *pending_kv_;
+  const int ns = o.num_special_tokens;
+  const int patch = book_.patch_tokens();
+  const int64_t slots = book_.page_size();
+  const size_t es = dtype_size(o.dtype);
+  const int64_t off = int64_t{i} * o.tokens_per_frame * kv.token_stride;
+  const auto* k = static_cast<const float*>(kv.k) + off;
+  const auto* v = static_cast<const float*>(kv.v) + off;
+  // Patch tokens -> slots [0, patch) of the frame's patch page.
+  auto* page = static_cast<unsigned char*>(const_cast<void*>(book_.pool_view(block).data)) +
+               static_cast<size_t>(step_pages_[static_cast<size_t>(i)]) * book_.page_bytes();
+  store_rows(k + ns * kv.token_stride, kv.token_stride, page, o.dtype, row_, patch, row_, stream_);
+  store_rows(v + ns * kv.token_stride, kv.token_stride, page + static_cast<size_t>(slots * row_) * es, o.dtype, row_,
+             patch, row_, stream_);
+  // Specials -> the frame's slots in the special stream.
+  const int64_t f = first_frame_ + i;
+  const int spf = book_.special_page_frames();
+  const int64_t slot = (f % spf) * ns;
+  auto* sp = static_cast<unsigned char*>(const_cast<void*>(book_.special_page(block, static_cast<int>(f / spf))));
+  store_rows(k, kv.token_stride, sp + static_cast<size_t>(slot * row_) * es, o.dtype, row_, ns, row_, stream_);
+  store_rows(v, kv.token_stride, sp + static_cast<size_t>((slots + slot) * row_) * es, o.dtype, row_, ns, row_,
+             stream_);
+}
+
+void CudaPagedKVCache::attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
+  const CacheOptions& o = book_.options();
+  kvdetail::check_attend(o, step_, block, q, kv, out);
+  CudaAttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
+  params.stream = stream_;
+  params.impl = impl_;
+  const DeviceSpanRange specials{&specials_, block * runs_per_block_, runs_per_block_};
+  if (step_.mode == FrameMode::NonKeyframe) {
+    // Own tokens attended as stored keys would be: rounded to the storage dtype.
+    kernels::KVSpan own = kv;
+    if (o.dtype != DType::F32) {
+      const int64_t t = o.tokens_per_frame;
+      auto* base = static_cast<unsigned char*>(own_.data());
+      void* ok = base;
+      void* ov = base + static_cast<size_t>(t * row_) * dtype_size(o.dtype);
+      store_rows(static_cast<const float*>(kv.k), kv.token_stride, ok, o.dtype, row_, t, row_, stream_);
+      store_rows(static_cast<const float*>(kv.v), kv.token_stride, ov, o.dtype, row_, t, row_, stream_);
+      own = kernels::KVSpan{ok, ov, o.dtype, o.tokens_per_frame, row_};
+    }
+    paged_attention(q, book_.pool_view(block), table_, specials, std::span<const kernels::KVSpan>(&own, 1), out,
+                    params);
+    return;
+  }
+  LINGBOT_CHECK(!written_[block], "attend: block ", block, " was already attended in this ",
+                kvdetail::frame_mode_name(step_.mode), " step");
+  pending_kv_ = &kv;
+  for (int i = 0; i < step_.n_frames; ++i) write_frame(block, i);
+  pending_kv_ = nullptr;
+  written_[block] = 1;
+  paged_attention(q, book_.pool_view(block), table_, specials, {}, out, params);
+}
+
+void CudaPagedKVCache::end_step() {
+  LINGBOT_CHECK(step_.open, "end_step: no step in progress");
+  if (step_.mode != FrameMode::NonKeyframe) {
+    for (size_t b = 0; b < written_.size(); ++b)
+      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ",
+                    kvdetail::frame_mode_name(step_.mode), " step (its K/V would be missing)");
+  }
+  step_.open = false;
+}
+
+void CudaPagedKVCache::step_without_attention(FrameMode mode, int n_frames) {
+  kvdetail::check_begin_step(book_.options(), step_, book_.state().ledger, mode, n_frames);
+  book_.step_without_attention(mode, n_frames);
+}
+
+int64_t CudaPagedKVCache::keys_in_step() const {
+  LINGBOT_CHECK(step_.open, "keys_in_step: no step in progress");
+  return step_.keys;
+}
+
+void CudaPagedKVCache::reset() {
+  book_.reset();
+  step_ = {};
+  std::fill(written_.begin(), written_.end(), 0);
+}
+
+std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, CudaAllocator& allocator,
+                                            cudaStream_t stream, AttentionImpl impl) {
+  LINGBOT_CHECK(backend == KVBackend::Paged, "KV backend '", kv_backend_name(backend),
+                "' is not available on CUDA (only 'paged')");
+  return std::make_unique<CudaPagedKVCache>(options, allocator, stream, impl);
+}
+
+}  // namespace lingbot::cuda

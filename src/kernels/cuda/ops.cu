@@ -1,0 +1,196 @@
+// Dense CUDA ops (see ops_cuda.h).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops_cuda.h"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);  // grid-stride loops cover the rest
+}
+
+__device__ __forceinline__ void put(float* d, int64_t i, float x) { d[i] = x; }
+__device__ __forceinline__ void put(__half* d, int64_t i, float x) { d[i] = __float2half_rn(x); }
+__device__ __forceinline__ void put(__nv_bfloat16* d, int64_t i, float x) { d[i] = __float2bfloat16_rn(x); }
+
+template <typename T>
+__global__ void store_rows_kernel(const float* src, int64_t src_stride, T* dst, int64_t dst_stride, int64_t n_tokens,
+                                  int64_t row) {
+  const int64_t total = n_tokens * row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / row, c = i % row;
+    put(dst, t * dst_stride + c, src[t * src_stride + c]);
+  }
+}
+
+__device__ __forceinline__ uint64_t mix(uint64_t z) {  // splitmix64 finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_kernel(T* dst, int64_t n, float lo, float hi, uint64_t seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float u = static_cast<float>(mix(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i)) >> 40) *
+                    (1.0f / 16777216.0f);
+    put(dst, i, lo + (hi - lo) * u);
+  }
+}
+
+__global__ void add_bias_kernel(float* y, int64_t n, int64_t out, int64_t y_stride, const float* b) {
+  const int64_t total = n * out;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / out, c = i % out;
+    y[r * y_stride + c] += b[c];
+  }
+}
+
+// One block per row; sums in double like the CPU op.
+__global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
+                                  float* y, int64_t x_stride, int64_t y_stride) {
+  __shared__ double red[kThreads / 32];
+  __shared__ double stat;
+  const float* xr = x + blockIdx.x * x_stride;
+  float* yr = y + blockIdx.x * y_stride;
+  auto block_sum = [&](double v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double s = 0;
+      for (int w = 0; w < kThreads / 32; ++w) s += red[w];
+      stat = s;
+    }
+    __syncthreads();
+    const double r = stat;
+    __syncthreads();  // red / stat are reused by the next reduction
+    return r;
+  };
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < dim; c += kThreads) s += xr[c];
+  const double mean = block_sum(s) / static_cast<double>(dim);
+  double q = 0;
+  for (int64_t c = threadIdx.x; c < dim; c += kThreads) {
+    const double d = xr[c] - mean;
+    q += d * d;
+  }
+  const double var = block_sum(q) / static_cast<double>(dim);
+  const float inv = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+  const float m = static_cast<float>(mean);
+  for (int64_t c = threadIdx.x; c < dim; c += kThreads) {
+    float v = (xr[c] - m) * inv;
+    if (gamma) v *= gamma[c];
+    if (beta) v += beta[c];
+    yr[c] = v;
+  }
+}
+
+__global__ void gelu_kernel(float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    x[i] = v * 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+  }
+}
+
+}  // namespace
+
+CudaContext::CudaContext(cudaStream_t stream) : stream_(stream) {
+  LINGBOT_CUBLAS_CHECK(cublasCreate(&handle_));
+  const cublasStatus_t st = cublasSetStream(handle_, stream_);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle_);
+    throw_cublas_error(st, "cublasSetStream");
+  }
+}
+
+CudaContext::~CudaContext() {
+  if (handle_) cublasDestroy(handle_);
+}
+
+void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const float* W, const float* b,
+            int64_t out, float* y, int64_t x_stride, int64_t y_stride) {
+  LINGBOT_CHECK(n >= 0 && in > 0 && out > 0, "cuda linear: bad shape n=", n, " in=", in, " out=", out);
+  if (x_stride == 0) x_stride = in;
+  if (y_stride == 0) y_stride = out;
+  LINGBOT_CHECK(x_stride >= in, "cuda linear: x_stride ", x_stride, " < in ", in);
+  LINGBOT_CHECK(y_stride >= out, "cuda linear: y_stride ", y_stride, " < out ", out);
+  LINGBOT_CHECK(n <= INT_MAX && in <= INT_MAX && out <= INT_MAX && x_stride <= INT_MAX && y_stride <= INT_MAX,
+                "cuda linear: dimensions exceed cuBLAS's int range");
+  if (n == 0) return;
+  // Row-major y[n,out] is column-major y^T [out, n]: y^T = W (col-major [in,out], transposed) · x^T.
+  const float one = 1.0f, zero = 0.0f;
+  LINGBOT_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
+                                   static_cast<int>(in), &one, W, static_cast<int>(in), x,
+                                   static_cast<int>(x_stride), &zero, y, static_cast<int>(y_stride)));
+  if (b) {
+    add_bias_kernel<<<blocks_for(n * out), kThreads, 0, ctx.stream()>>>(y, n, out, y_stride, b);
+    LINGBOT_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,
+                const float* beta, float eps, float* y, int64_t x_stride, int64_t y_stride) {
+  LINGBOT_CHECK(n >= 0 && dim > 0, "cuda layer_norm: bad shape n=", n, " dim=", dim);
+  LINGBOT_CHECK(n <= INT_MAX, "cuda layer_norm: n ", n, " exceeds the grid limit");
+  if (x_stride == 0) x_stride = dim;
+  if (y_stride == 0) y_stride = dim;
+  if (n == 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x, dim, gamma, beta, eps, y, x_stride,
+                                                                             y_stride);
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_erf(const CudaContext& ctx, float* x, int64_t n) {
+  if (n <= 0) return;
+  gelu_kernel<<<blocks_for(n), kThreads, 0, ctx.stream()>>>(x, n);
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+void store_rows(const float* src, int64_t src_stride, void* dst, DType t, int64_t dst_stride, int64_t n_tokens,
+                int64_t row, cudaStream_t stream) {
+  if (n_tokens <= 0 || row <= 0) return;
+  const int grid = blocks_for(n_tokens * row);
+  switch (t) {
+    case DType::F32:
+      store_rows_kernel<<<grid, kThreads, 0, stream>>>(src, src_stride, static_cast<float*>(dst), dst_stride,
+                                                       n_tokens, row);
+      break;
+    case DType::F16:
+      store_rows_kernel<<<grid, kThreads, 0, stream>>>(src, src_stride, static_cast<__half*>(dst), dst_stride,
+                                                       n_tokens, row);
+      break;
+    case DType::BF16:
+      store_rows_kernel<<<grid, kThreads, 0, stream>>>(src, src_stride, static_cast<__nv_bfloat16*>(dst),
+                                                       dst_stride, n_tokens, row);
+      break;
+  }
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_uniform(void* dst, DType t, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  const int grid = blocks_for(n);
+  switch (t) {
+    case DType::F32: fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst), n, lo, hi, seed); break;
+    case DType::F16: fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(dst), n, lo, hi, seed); break;
+    case DType::BF16:
+      fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, lo, hi, seed);
+      break;
+  }
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace lingbot::cuda
