@@ -145,6 +145,7 @@ int jpeg_orientation(std::span<const uint8_t> b) {
 // PNG facts needed to mirror PIL: colour type (IHDR) and the eXIf chunk's orientation.
 struct PngFacts {
   int color_type = -1;
+  int bit_depth = -1;
   int orientation = 1;
 };
 PngFacts png_facts(std::span<const uint8_t> b) {
@@ -155,7 +156,10 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     const uint8_t* type = b.data() + pos + 4;
     if (len > b.size() - pos - 12) break;
     const uint8_t* data = b.data() + pos + 8;
-    if (std::memcmp(type, "IHDR", 4) == 0 && len >= 13) f.color_type = data[9];
+    if (std::memcmp(type, "IHDR", 4) == 0 && len >= 13) {
+      f.bit_depth = data[8];
+      f.color_type = data[9];
+    }
     if (std::memcmp(type, "eXIf", 4) == 0) {
       f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
     }
@@ -183,6 +187,24 @@ inline uint8_t composite_over_white(uint32_t c, uint32_t a) {
 struct StbFree {
   void operator()(stbi_uc* p) const noexcept { stbi_image_free(p); }
 };
+struct StbFree16 {
+  void operator()(stbi_us* p) const noexcept { stbi_image_free(p); }
+};
+
+// 16-bit grey PNG: PIL opens it as mode "I;16" and convert("RGB") clips each value to 255.
+ImageU8 decode_png_gray16(std::span<const uint8_t> file_bytes, const std::string& name, int orientation) {
+  int w = 0, h = 0, comp = 0;
+  std::unique_ptr<stbi_us, StbFree16> data(stbi_load_16_from_memory(
+      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 1));
+  LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
+  ImageU8 img(w, h);
+  const size_t n = static_cast<size_t>(w) * h;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t v = data.get()[i] > 255 ? 255 : static_cast<uint8_t>(data.get()[i]);
+    img.rgb[i * 3 + 0] = img.rgb[i * 3 + 1] = img.rgb[i * 3 + 2] = v;
+  }
+  return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
+}
 
 }  // namespace
 
@@ -197,6 +219,10 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
   int w = 0, h = 0, comp = 0;
+  if (is_png(file_bytes)) {
+    const PngFacts f = png_facts(file_bytes);
+    if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
+  }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
       file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 0));
   LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());

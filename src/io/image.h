@@ -8,7 +8,8 @@
 //    composited over opaque white with Pillow's integer alpha_composite arithmetic.
 //  * Grey+alpha PNGs (PIL mode "LA") and transparency through tRNS (PIL modes "P"/"RGB" with a
 //    transparency key) lose their alpha without compositing, as PIL's convert("RGB") does.
-//  * Grey images are replicated to RGB; 16-bit channels keep their high byte.
+//  * Grey images are replicated to RGB. 16-bit channels keep their high byte, except 16-bit grey
+//    PNGs (PIL mode "I;16"), whose values are clipped to 255 as PIL's convert("RGB") does.
 // Known difference: JPEG is decoded by stb_image, not libjpeg-turbo as in PIL, so JPEG pixels may
 // differ from upstream by a few levels (PNG/BMP decoding is exact).
 #include <cstdint>

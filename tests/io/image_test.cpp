@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/image.h"
+#include "io/png.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #if defined(__GNUC__)
@@ -248,4 +249,13 @@ TEST(Image, ListsImageFilesSortedByName) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "image folder not found: " + (empty / "missing").string());
   }
+}
+
+TEST(Image, Grey16PngIsClippedLikePil) {
+  // PIL: mode "I;16" -> convert("RGB") keeps values < 256 and turns larger ones into 255.
+  const std::vector<uint16_t> v = {0, 200, 255, 256, 1000, 65535};
+  const ImageU8 img = decode_image(encode_png_gray16(3, 2, v), "g16.png");
+  std::vector<uint8_t> grey;
+  for (size_t i = 0; i < img.rgb.size(); i += 3) grey.push_back(img.rgb[i]);
+  EXPECT_EQ(grey, (std::vector<uint8_t>{0, 200, 255, 255, 255, 255}));
 }
