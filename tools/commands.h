@@ -7,6 +7,8 @@
 namespace lingbot::cli {
 
 void add_version_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 

@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(LINGBOT_VERSION) + " (" + LINGBOT_GIT_REV + ")");
   lingbot::cli::add_version_command(app);
+  lingbot::cli::add_inspect_command(app);
+  lingbot::cli::add_convert_command(app);
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
   try {
