@@ -1,5 +1,8 @@
 #include "io/frame_source.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace lingbot::io {
@@ -71,6 +74,19 @@ bool FrameSource::next(SourceFrame* out) {
 std::optional<int64_t> FrameSource::count() const {
   if (impl_->video) return std::nullopt;
   return static_cast<int64_t>(impl_->files.size());
+}
+
+std::optional<int64_t> FrameSource::estimated_count() const {
+  const Impl& s = *impl_;
+  if (!s.video) return count();
+  const VideoInfo& info = s.video->info();
+  int64_t decoded = info.frame_count;
+  if (decoded <= 0 && info.duration_s > 0) decoded = static_cast<int64_t>(std::llround(info.duration_s * info.fps));
+  if (decoded <= 0) return std::nullopt;
+  const int64_t interval = s.video->sample_interval();
+  int64_t sampled = (decoded + interval - 1) / interval;
+  if (s.sel.first_k > 0) sampled = std::min(sampled, s.sel.first_k);
+  return (sampled + s.sel.stride - 1) / s.sel.stride;
 }
 
 ImageSize FrameSource::canvas(const PreprocessOptions& opt) const {

@@ -45,6 +45,9 @@ class FrameSource {
   bool next(SourceFrame* out);
   // Number of frames that will be produced, when known up front (image folders); nullopt for video.
   std::optional<int64_t> count() const;
+  // count() for folders; for video an estimate from the declared frame count (or duration x fps)
+  // after sampling and selection, for progress display; nullopt when the container says neither.
+  std::optional<int64_t> estimated_count() const;
   // The common tensor size for all frames: upstream pads a batch of mixed sizes to the largest
   // preprocessed height and width. Folders: from every selected file's header (no pixel decoding);
   // video: from the stream's frame size.

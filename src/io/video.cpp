@@ -144,6 +144,9 @@ VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
   s.info.fps = av_q2d(av_guess_frame_rate(raw, st, nullptr));
   if (!(s.info.fps > 0)) s.info.fps = 30;
   s.info.frame_count = st->nb_frames;
+  if (raw->duration != AV_NOPTS_VALUE && raw->duration > 0) {
+    s.info.duration_s = static_cast<double>(raw->duration) / AV_TIME_BASE;
+  }
   s.info.codec = decoder->name;
   s.interval = video_sample_interval(s.info.fps, target_fps);
 }

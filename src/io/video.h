@@ -23,6 +23,7 @@ struct VideoInfo {
   int rotation = 0;           // clockwise degrees applied to decoded frames: 0, 90, 180 or 270
   double fps = 0;             // source frame rate used for sampling
   int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
+  double duration_s = 0;      // container duration (0 when unknown)
   std::string codec;          // decoder name, e.g. "h264"
 };
 

@@ -235,6 +235,7 @@ TEST(FrameSource, VideoSelectionFollowsDemoOrder) {
   // fps 5 -> decoded frames 0,2,4,6,8; first_k 4 -> 0,2,4,6; stride 2 -> 0,4; then rotated.
   FrameSource src = FrameSource::from_video(path, FrameSelection{4, 2, 5, true});
   EXPECT_FALSE(src.count().has_value());
+  EXPECT_EQ(src.estimated_count(), 2);  // 1 s at 10 fps in the container: 10 -> 5 -> 4 -> 2
   EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));  // 8x16 -> 28x56 -> crop
   SourceFrame f;
   std::vector<std::string> names;
@@ -258,6 +259,7 @@ TEST(FrameSource, FolderSelectionAndMixedSizeCanvas) {
   }
   FrameSource src = FrameSource::from_folder(dir.path, FrameSelection{4, 2, 10, false});
   ASSERT_EQ(src.count(), 2);  // f0, f2
+  EXPECT_EQ(src.estimated_count(), 2);
   EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));
   SourceFrame f;
   ASSERT_TRUE(src.next(&f));
