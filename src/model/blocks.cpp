@@ -97,7 +97,8 @@ void block_forward(const BlockWeights& w, float* x, int64_t n_tokens, BlockScrat
     // Each (token, head) row of q and k is normalised over head_dim: n_tokens*heads rows of head_dim,
     // which for a packed [token][q|k|v][head][head_dim] buffer means head rows are head_dim apart
     // within a token and 3C apart across tokens; normalise token by token.
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1)
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) \
+    if (n_tokens > 1 && num_threads > 1 && n_tokens * C >= (1 << 15))
     for (int64_t t = 0; t < n_tokens; ++t) {
       w.q_norm.forward(q + t * C3, w.heads, q + t * C3, 1, w.head_dim, w.head_dim);
       w.k_norm.forward(k + t * C3, w.heads, k + t * C3, 1, w.head_dim, w.head_dim);

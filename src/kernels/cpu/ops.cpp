@@ -20,6 +20,8 @@ void blas_single_threaded() {
 constexpr int64_t kTileM = 128;
 constexpr int64_t kTileN = 256;
 constexpr int64_t kElemChunk = 16384;
+// Below this much work a parallel region costs more than it saves (results do not depend on it).
+constexpr int64_t kMinParallelWork = 1 << 15;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -31,7 +33,8 @@ void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, bool trans_b
   blas_single_threaded();
   const int64_t tm = ceil_div(m, kTileM), tn = ceil_div(n, kTileN);
   const int64_t tiles = tm * tn;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (tiles > 1 && num_threads > 1)
+  const bool par = tiles > 1 && num_threads > 1 && m * n * std::max<int64_t>(k, 1) >= 16 * kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (par)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t i0 = (t / tn) * kTileM, j0 = (t % tn) * kTileN;
     const int64_t mi = std::min(kTileM, m - i0), nj = std::min(kTileN, n - j0);
@@ -63,7 +66,8 @@ void layer_norm(const float* x, int64_t n, int64_t dim, const float* gamma, cons
                 int num_threads, int64_t x_stride, int64_t y_stride) {
   if (x_stride == 0) x_stride = dim;
   if (y_stride == 0) y_stride = dim;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n > 1 && num_threads > 1)
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) \
+    if (n > 1 && num_threads > 1 && n * dim >= kMinParallelWork)
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * x_stride;
     float* yr = y + r * y_stride;
@@ -125,7 +129,8 @@ void layer_scale_add(float* y, const float* x, const float* gamma, int64_t rows,
     add_inplace(y, x, rows * dim, num_threads);
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (rows > 1 && num_threads > 1)
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) \
+    if (rows > 1 && num_threads > 1 && rows * dim >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * dim;
     const float* xr = x + r * dim;

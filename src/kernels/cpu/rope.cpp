@@ -74,7 +74,7 @@ void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, c
                   int num_threads) {
   LINGBOT_CHECK(table.n_tokens == n_tokens, "rope2d: table has ", table.n_tokens, " tokens, input has ", n_tokens);
   const int hd = table.head_dim, half = hd / 2, quarter = hd / 4;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1)
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1 && n_tokens * heads * hd >= (1 << 15))
   for (int64_t n = 0; n < n_tokens; ++n) {
     const float* c = table.cos.data() + n * half;
     const float* s = table.sin.data() + n * half;
@@ -97,7 +97,7 @@ void rope3d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, c
                   int num_threads) {
   LINGBOT_CHECK(table.n_tokens == n_tokens, "rope3d: table has ", table.n_tokens, " tokens, input has ", n_tokens);
   const int hd = table.head_dim, half = hd / 2;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1)
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1 && n_tokens * heads * hd >= (1 << 15))
   for (int64_t n = 0; n < n_tokens; ++n) {
     const float* c = table.cos.data() + n * half;
     const float* s = table.sin.data() + n * half;

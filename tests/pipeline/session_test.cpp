@@ -1,0 +1,176 @@
+// Streaming Session: protocol (scale phase, keyframes, finish, reset), determinism across thread
+// counts, and the exact error messages.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "lingbot/session.h"
+
+namespace {
+
+using namespace lingbot;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
+    model_ = Model::load(dir + "weights.safetensors");
+    images_ = new Tensor(io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
+  }
+  static void TearDownTestSuite() {
+    delete images_;
+    images_ = nullptr;
+    model_.reset();
+  }
+  static const float* frame(int64_t i) { return images_->f32() + i * 3 * H() * W(); }
+  static int64_t H() { return images_->dim(2); }
+  static int64_t W() { return images_->dim(3); }
+  static SessionOptions tiny_options() {
+    SessionOptions o;
+    o.scale_frames = 2;
+    o.sliding_window = 3;
+    o.threads = 1;
+    return o;
+  }
+  // Pushes frames [0, n) and returns every result in arrival order.
+  static std::vector<FrameResult> run(Session& s, int64_t n) {
+    std::vector<FrameResult> all;
+    for (int64_t i = 0; i < n; ++i)
+      for (auto& r : s.push_frame(frame(i), H(), W())) all.push_back(std::move(r));
+    for (auto& r : s.finish()) all.push_back(std::move(r));
+    return all;
+  }
+  static bool same_bits(const std::vector<FrameResult>& a, const std::vector<FrameResult>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].frame_index != b[i].frame_index || a[i].features.size() != b[i].features.size()) return false;
+      for (size_t j = 0; j < a[i].features.size(); ++j)
+        if (a[i].features[j].numel() != b[i].features[j].numel() ||
+            std::memcmp(a[i].features[j].raw(), b[i].features[j].raw(), a[i].features[j].nbytes()) != 0)
+          return false;
+    }
+    return true;
+  }
+  static void expect_error(const std::function<void()>& f, const std::string& message) {
+    try {
+      f();
+      ADD_FAILURE() << "expected error: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  static std::shared_ptr<const Model> model_;
+  static Tensor* images_;
+};
+std::shared_ptr<const Model> SessionTest::model_;
+Tensor* SessionTest::images_ = nullptr;
+
+TEST_F(SessionTest, ScalePhaseThenOneResultPerPushWithKeyframes) {
+  SessionOptions o = tiny_options();
+  o.keyframe_interval = 2;
+  Session s(model_, o);
+  EXPECT_TRUE(s.push_frame(frame(0), H(), W()).empty());  // buffered until the scale phase is complete
+  auto scale = s.push_frame(frame(1), H(), W());
+  ASSERT_EQ(scale.size(), 2u);
+  EXPECT_EQ(scale[0].frame_index, 0);
+  EXPECT_EQ(scale[1].frame_index, 1);
+  EXPECT_EQ(s.stats().cache.frames_stored, 2);
+  const std::vector<bool> key = {true, false, true, false};
+  const std::vector<int64_t> time = {2, 3, 3, 4};
+  for (int64_t i = 2; i < 6; ++i) {
+    auto r = s.push_frame(frame(i), H(), W());
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].frame_index, i);
+    EXPECT_EQ(r[0].is_keyframe, key[static_cast<size_t>(i - 2)]) << i;
+    EXPECT_EQ(r[0].rope_time_index, time[static_cast<size_t>(i - 2)]) << i;
+    ASSERT_EQ(r[0].features.size(), 4u);
+    EXPECT_EQ(r[0].features[0].shape(), (Shape{46, 256}));
+    EXPECT_TRUE(r[0].patch_tokens.empty());  // not requested
+  }
+  EXPECT_EQ(s.stats().cache.frames_stored, 4);  // scale frames + keyframes 2 and 4
+  EXPECT_TRUE(s.finish().empty());
+  EXPECT_TRUE(s.closed());
+}
+
+TEST_F(SessionTest, OneAndTwoThreadsBitIdentical) {
+  for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) {
+    SessionOptions o = tiny_options();
+    o.backend = b;
+    Session s1(model_, o);
+    o.threads = 2;
+    Session s2(model_, o);
+    EXPECT_TRUE(same_bits(run(s1, 7), run(s2, 7))) << kv_backend_name(b);  // frames 5, 6 evict
+  }
+}
+
+TEST_F(SessionTest, ShortStreamFlushesTheScalePhaseOnFinish) {
+  SessionOptions o = tiny_options();
+  o.scale_frames = 3;
+  Session s(model_, o);
+  EXPECT_TRUE(s.push_frame(frame(0), H(), W()).empty());
+  EXPECT_TRUE(s.push_frame(frame(1), H(), W()).empty());
+  auto flushed = s.finish();
+  ASSERT_EQ(flushed.size(), 2u);
+  EXPECT_EQ(flushed[1].rope_time_index, 1);
+  // Same as a session whose scale phase is exactly those two frames.
+  Session s2(model_, tiny_options());
+  EXPECT_TRUE(same_bits(flushed, run(s2, 2)));
+}
+
+TEST_F(SessionTest, ResetStartsAFreshSequence) {
+  SessionOptions o = tiny_options();
+  o.keep_patch_tokens = true;
+  Session s(model_, o);
+  auto first = run(s, 7);
+  ASSERT_EQ(first.size(), 7u);
+  EXPECT_EQ(first[0].patch_tokens.shape(), (Shape{40, 128}));
+  s.reset();
+  EXPECT_FALSE(s.closed());
+  EXPECT_EQ(s.stats().cache.frames_stored, 0);
+  EXPECT_TRUE(same_bits(first, run(s, 7)));
+  // After a reset the next sequence may use another frame size.
+  s.reset();
+  Tensor small({3, 56, 98});
+  EXPECT_TRUE(s.push_frame(small).empty());
+  EXPECT_EQ(s.push_frame(small).size(), 2u);
+}
+
+TEST_F(SessionTest, ErrorMessages) {
+  Session s(model_, tiny_options());
+  std::vector<float> img(static_cast<size_t>(3 * 70 * 112), 0.5f);
+  expect_error([&] { s.push_frame(img.data(), 70, 100); },
+               "image size 70x100 (HxW) is not a multiple of the patch size 14");
+  expect_error([&] { s.push_frame(Tensor({1, 70, 112})); }, "image must have shape [3, H, W], got [1, 70, 112]");
+  s.push_frame(img.data(), 70, 112);
+  expect_error([&] { s.push_frame(img.data(), 56, 112); },
+               "frame 1 has size 56x112 (HxW), but this sequence's frames are 70x112 (call reset() to start a new "
+               "sequence)");
+  s.finish();
+  expect_error([&] { s.push_frame(img.data(), 70, 112); },
+               "push_frame after finish(): the session is closed (call reset() to start a new sequence)");
+  expect_error([&] { s.finish(); },
+               "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+
+  SessionOptions bad = tiny_options();
+  bad.keyframe_interval = 0;
+  expect_error([&] { Session x(model_, bad); }, "SessionOptions.keyframe_interval must be >= 1, got 0");
+  bad = tiny_options();
+  bad.scale_frames = -2;
+  expect_error([&] { Session x(model_, bad); }, "SessionOptions.scale_frames must be >= 1, got -2");
+  bad = tiny_options();
+  bad.threads = -1;
+  expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
+}
+
+TEST_F(SessionTest, OverridesInconsistentWithTheCheckpointAreRejected) {
+  const std::string path = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/weights.safetensors";
+  // 3 heads do not divide the aggregator width 128; layer 7 does not exist in a depth-4 trunk.
+  EXPECT_THROW(Model::load(path, {{"aggregator.num_heads", "3"}}), Error);
+  EXPECT_THROW(Model::load(path, {{"aggregator.selected_layers", "0,1,2,7"}}), Error);
+  EXPECT_THROW(Model::load(path, {{"encoder.interpolate_offset", "0.1"}}), Error);
+}
+
+}  // namespace

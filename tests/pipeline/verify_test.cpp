@@ -1,0 +1,113 @@
+// `verify` on the golden cases through the public Session: the trunk tensors (encoder output, every
+// stored aggregator layer/frame, keyframe flags, RoPE time indices, KV-cache traces) must match the
+// reference with the README's tolerances, for the paged and the dense backend.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "core/error.h"
+
+#include "io/safetensors.h"
+#include "pipeline/verify.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace lingbot;
+
+// The tensors the trunk produces; the heads' outputs are verified once the heads are integrated.
+const std::vector<std::string> kTrunk = {"patch_tokens_frame0", "aggregated_*", "is_keyframe", "rope_time_index",
+                                         "kv_cache_frames_after_step", "kv_cache_special_tokens_after_step",
+                                         "kv_cache_visible_tokens_after_step"};
+
+void expect_trunk_passes(const fs::path& dir, KVBackend backend) {
+  VerifyOptions o;
+  o.case_dir = dir.string();
+  o.backend = backend;
+  o.threads = 1;  // 2 threads give bit-identical results (session_test)
+  o.only = kTrunk;
+  const VerifyReport r = run_verify(o);
+  int checked = 0;
+  for (const VerifyRow& row : r.rows) {
+    if (row.status == "ok") ++checked;
+    EXPECT_NE(row.status, "FAIL") << row.tensor << ": " << row.note;
+  }
+  // patch tokens + 4 aggregated layers + 2 per-frame traces + 3 cache traces
+  EXPECT_EQ(checked, 10) << format_verify_report(r);
+  EXPECT_TRUE(r.passed());
+  std::cout << dir.filename().string() << " [" << kv_backend_name(backend) << "]: peak RSS "
+            << r.peak_rss_bytes / (1024 * 1024) << " MiB, streaming " << r.seconds << " s\n";
+}
+
+fs::path shared_case(const std::string& name) { return fs::path(LINGBOT_SHARED_GOLDEN_DIR) / name; }
+
+}  // namespace
+
+TEST(Verify, TinyPaged) { expect_trunk_passes(fs::path(LINGBOT_TESTDATA_DIR) / "tiny", KVBackend::Paged); }
+TEST(Verify, TinyDense) { expect_trunk_passes(fs::path(LINGBOT_TESTDATA_DIR) / "tiny", KVBackend::Dense); }
+
+TEST(Verify, SharedGoldenCasesBothBackends) {
+  for (const std::string name : {"tiny-keyframes", "small-d24"}) {
+    const fs::path dir = shared_case(name);
+    if (!fs::exists(dir / "case.json")) {
+      std::cout << "[ SKIPPED ] shared golden case " << dir << " not present\n";
+      GTEST_SKIP() << "shared golden cases not present at " << LINGBOT_SHARED_GOLDEN_DIR;
+    }
+    for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) expect_trunk_passes(dir, b);
+  }
+}
+
+// A reference tensor the engine does not produce is a failure, never silently skipped.
+TEST(Verify, UnknownReferenceTensorFails) {
+  const fs::path src = fs::path(LINGBOT_TESTDATA_DIR) / "tiny";
+  const fs::path dir = fs::temp_directory_path() / ("lingbot_verify_unknown_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(src / "case.json", dir / "case.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(src / "weights.safetensors", dir / "weights.safetensors", fs::copy_options::overwrite_existing);
+  {
+    auto reader = io::SafetensorsReader::open((src / "reference.safetensors").string());
+    io::TensorMap t;
+    t.emplace("images", reader.read("images"));
+    t.emplace("mystery_output", Tensor({2, 2}));
+    io::write_safetensors((dir / "reference.safetensors").string(), t);
+  }
+  VerifyOptions o;
+  o.case_dir = dir.string();
+  o.threads = 1;
+  const VerifyReport r = run_verify(o);
+  EXPECT_FALSE(r.passed());
+  bool found = false;
+  for (const VerifyRow& row : r.rows)
+    if (row.tensor == "mystery_output") {
+      found = true;
+      EXPECT_EQ(row.status, "FAIL");
+      EXPECT_EQ(row.note, "not implemented");
+    }
+  EXPECT_TRUE(found);
+  EXPECT_NE(format_verify_report(r).find("mystery_output"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Verify, UnsupportedScenarioFailsLoudly) {
+  const fs::path dir = fs::temp_directory_path() / ("lingbot_verify_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "case.json") << R"({"scenario": {"num_scale_frames": 2, "kv_cache_scale_frames": 3,
+      "kv_cache_sliding_window": 3}, "weights_file": "w.safetensors"})";
+  }
+  VerifyOptions o;
+  o.case_dir = dir.string();
+  try {
+    run_verify(o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "case.json: scenario.kv_cache_scale_frames (3) != num_scale_frames (2) is not supported: the engine "
+              "uses one value for both");
+  }
+  fs::remove_all(dir);
+}
