@@ -102,12 +102,15 @@ def write_pt(path, obj, archive="archive", pkl=None, storages=None):
     if storages is None:
         storages = {}
         collect_storages(obj, storages)
+    def entry(name):  # fixed timestamp: the fixtures are reproducible byte for byte
+        return zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
-        z.writestr(f"{archive}/data.pkl", pkl)
-        z.writestr(f"{archive}/byteorder", "little")
+        z.writestr(entry(f"{archive}/data.pkl"), pkl)
+        z.writestr(entry(f"{archive}/byteorder"), "little")
         for key, s in storages.items():
-            z.writestr(f"{archive}/data/{key}", s.data)
-        z.writestr(f"{archive}/version", "3\n")
+            z.writestr(entry(f"{archive}/data/{key}"), s.data)
+        z.writestr(entry(f"{archive}/version"), "3\n")
 
 
 def fixtures(outdir):
@@ -151,6 +154,12 @@ def fixtures(outdir):
           b"X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\n"
           b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89)tRuu.")
     write_pt(os.path.join(outdir, "duplicate_key.pt"), None, archive="a", pkl=pk, storages={"0": Storage("f32", "0", pack("f32", [1.0, 2.0]))})
+
+    # A storage type the loader does not support (complex numbers).
+    cplx = Storage("f32", "0", pack("f32", [1.0, 2.0]))
+    cplx.cls = type("ComplexFloatStorage", (), {"__module__": "torch"})
+    torch.ComplexFloatStorage = cplx.cls
+    write_pt(os.path.join(outdir, "complex_storage.pt"), {"x": Tensor(cplx, 0, [1], [1])}, archive="a")
 
     # Legacy (pre-zip) serialization starts with a pickled magic number.
     with open(os.path.join(outdir, "legacy.pt"), "wb") as f:
