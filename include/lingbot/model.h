@@ -21,7 +21,7 @@ using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
 
 class Model {
  public:
-  // Loads a checkpoint file (.safetensors), infers the configuration from the tensor shapes,
+  // Loads a checkpoint file (safetensors or a PyTorch .pt/.pth zip, by content), infers the configuration from the tensor shapes,
   // applies `overrides`, validates every key and shape, and converts the weights to f32.
   // Throws lingbot::Error naming the file and the problem.
   static std::shared_ptr<const Model> load(const std::string& path, const ConfigOverrides& overrides = {});

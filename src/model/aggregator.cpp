@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/take_weight.h"
 
 namespace lingbot::model {
 
@@ -11,11 +12,11 @@ Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, c
   const int64_t C = config.embed_dim, R = config.num_register_tokens;
   LINGBOT_CHECK(config.num_special_tokens == R + 2, "aggregator: num_special_tokens ", config.num_special_tokens,
                 " must be camera + ", R, " registers + scale = ", R + 2);
-  camera_token_ = take_f32(weights, prefix + "camera_token", {1, 2, 1, C});
+  camera_token_ = take_weight(weights, prefix + "camera_token", {1, 2, 1, C});
   camera_token_.reshape({2, C});
-  register_token_ = take_f32(weights, prefix + "register_token", {1, 2, R, C});
+  register_token_ = take_weight(weights, prefix + "register_token", {1, 2, R, C});
   register_token_.reshape({2, R, C});
-  scale_token_ = take_f32(weights, prefix + "scale_token", {1, 2, 1, C});
+  scale_token_ = take_weight(weights, prefix + "scale_token", {1, 2, 1, C});
   scale_token_.reshape({2, C});
   for (int64_t i = 0; i < config.depth; ++i) {
     const std::string idx = std::to_string(i) + ".";

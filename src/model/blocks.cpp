@@ -4,25 +4,16 @@
 
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "model/take_weight.h"
 
 namespace lingbot::model {
-
-Tensor take_f32(io::TensorMap& weights, const std::string& name, const Shape& expected) {
-  auto it = weights.find(name);
-  LINGBOT_CHECK(it != weights.end(), "checkpoint is missing tensor '", name, "'");
-  Tensor t = std::move(it->second);
-  weights.erase(it);
-  t.check_shape(expected, name);
-  if (t.dtype() != DType::F32) t = t.to(DType::F32);
-  return t;
-}
 
 Linear Linear::take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias) {
   Linear l;
   l.in = in;
   l.out = out;
-  l.weight = take_f32(weights, prefix + "weight", {out, in});
-  if (bias) l.bias = take_f32(weights, prefix + "bias", {out});
+  l.weight = take_weight(weights, prefix + "weight", {out, in});
+  if (bias) l.bias = take_weight(weights, prefix + "bias", {out});
   return l;
 }
 
@@ -35,8 +26,8 @@ LayerNormW LayerNormW::take(io::TensorMap& weights, const std::string& prefix, i
   LayerNormW n;
   n.dim = dim;
   n.eps = eps;
-  n.weight = take_f32(weights, prefix + "weight", {dim});
-  n.bias = take_f32(weights, prefix + "bias", {dim});
+  n.weight = take_weight(weights, prefix + "weight", {dim});
+  n.bias = take_weight(weights, prefix + "bias", {dim});
   return n;
 }
 
@@ -66,8 +57,8 @@ BlockWeights BlockWeights::take(io::TensorMap& weights, const std::string& prefi
   b.fc1 = Linear::take(weights, prefix + "mlp.fc1.", dim, mlp_hidden);
   b.fc2 = Linear::take(weights, prefix + "mlp.fc2.", mlp_hidden, dim);
   if (layer_scale) {
-    b.ls1 = take_f32(weights, prefix + "ls1.gamma", {dim});
-    b.ls2 = take_f32(weights, prefix + "ls2.gamma", {dim});
+    b.ls1 = take_weight(weights, prefix + "ls1.gamma", {dim});
+    b.ls2 = take_weight(weights, prefix + "ls2.gamma", {dim});
   }
   return b;
 }

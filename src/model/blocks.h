@@ -15,10 +15,6 @@
 
 namespace lingbot::model {
 
-// Moves `name` out of `weights` and returns it as f32 with the expected shape; throws Error naming
-// the key when it is missing or mis-shaped.
-Tensor take_f32(io::TensorMap& weights, const std::string& name, const Shape& expected);
-
 struct Linear {
   Tensor weight;  // [out, in] (PyTorch layout)
   Tensor bias;    // [out] or empty

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/take_weight.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/patch_embed.h"
 #include "kernels/cpu/resize_aa.h"
@@ -18,14 +19,14 @@ Encoder::Encoder(const EncoderConfig& config, const ImageNormConfig& norm, io::T
   LINGBOT_CHECK(config.interpolate_offset == 0.0f && config.interpolate_antialias,
                 "encoder: only interpolate_offset 0 with antialiased resampling is supported, got offset ",
                 config.interpolate_offset, ", antialias ", config.interpolate_antialias ? "true" : "false");
-  patch_w_ = take_f32(weights, prefix + "patch_embed.proj.weight", {C, 3, p, p});
-  patch_b_ = take_f32(weights, prefix + "patch_embed.proj.bias", {C});
-  cls_token_ = take_f32(weights, prefix + "cls_token", {1, 1, C});
+  patch_w_ = take_weight(weights, prefix + "patch_embed.proj.weight", {C, 3, p, p});
+  patch_b_ = take_weight(weights, prefix + "patch_embed.proj.bias", {C});
+  cls_token_ = take_weight(weights, prefix + "cls_token", {1, 1, C});
   cls_token_.reshape({C});
-  pos_embed_ = take_f32(weights, prefix + "pos_embed", {1, 1 + M * M, C});
+  pos_embed_ = take_weight(weights, prefix + "pos_embed", {1, 1 + M * M, C});
   pos_embed_.reshape({1 + M * M, C});
   if (R > 0) {
-    register_tokens_ = take_f32(weights, prefix + "register_tokens", {1, R, C});
+    register_tokens_ = take_weight(weights, prefix + "register_tokens", {1, R, C});
     register_tokens_.reshape({R, C});
   }
   weights.erase(prefix + "mask_token");  // training-only (masked image modelling)

@@ -1,7 +1,7 @@
 #include "lingbot/model.h"
 
 #include "core/error.h"
-#include "io/safetensors.h"
+#include "io/checkpoint.h"
 #include "model/aggregator.h"
 #include "model/encoder.h"
 
@@ -18,7 +18,7 @@ Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const ConfigOverrides& overrides) {
-  io::TensorMap weights = io::SafetensorsReader::open(path).read_all();
+  io::TensorMap weights = io::load_checkpoint(path).tensors;
   ModelConfig config = ModelConfig::infer(weights);
   for (const auto& [key, value] : overrides) config.set(key, value);
   return from_weights(std::move(weights), config);

@@ -165,6 +165,13 @@ TEST_F(SessionTest, ErrorMessages) {
   expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
 }
 
+TEST_F(SessionTest, PyTorchCheckpointGivesTheSameResults) {
+  // model.pt holds the same values as weights.safetensors (f32 vs exact f16).
+  auto pt = Model::load(std::string(LINGBOT_TESTDATA_DIR) + "/tiny/model.pt");
+  Session a(model_, tiny_options()), b(pt, tiny_options());
+  EXPECT_TRUE(same_bits(run(a, 4), run(b, 4)));
+}
+
 TEST_F(SessionTest, OverridesInconsistentWithTheCheckpointAreRejected) {
   const std::string path = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/weights.safetensors";
   // 3 heads do not divide the aggregator width 128; layer 7 does not exist in a depth-4 trunk.
