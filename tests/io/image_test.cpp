@@ -1,5 +1,6 @@
 // Image decoding: formats, EXIF orientation, alpha compositing, grey, and error messages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -26,12 +27,13 @@ using namespace lingbot::io;
 
 namespace {
 
+// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
 struct TempDir {
   std::filesystem::path path;
-  TempDir() {
+  explicit TempDir(const std::string& tag = "") {
     path = std::filesystem::temp_directory_path() /
-           ("lingbot_image_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("lingbot_image_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
@@ -234,7 +236,7 @@ TEST(Image, ListsImageFilesSortedByName) {
   for (const auto& p : list_image_files(dir.path)) names.push_back(p.filename().string());
   EXPECT_EQ(names, (std::vector<std::string>{"10.png", "2.bmp", "a.JPG", "b.png", "c.jpeg"}));
 
-  TempDir empty_holder;
+  TempDir empty_holder("_empty");
   const auto empty = empty_holder.path / "empty";
   std::filesystem::create_directories(empty);
   try {

@@ -1,6 +1,7 @@
 // VideoReader: decode a video generated at run time (lossless FFV1 in Matroska, so pixels are exact),
 // fps sampling as upstream demo.py, and error messages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -26,11 +27,13 @@ using namespace lingbot::io;
 
 namespace {
 
+// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
 struct TempDir {
   std::filesystem::path path;
-  TempDir() {
+  explicit TempDir(const std::string& tag = "") {
     path = std::filesystem::temp_directory_path() /
-           (std::string("lingbot_video_test_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("lingbot_video_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
@@ -255,7 +258,10 @@ TEST(FrameSource, FolderSelectionAndMixedSizeCanvas) {
   TempDir dir;
   for (int i = 0; i < 5; ++i) {
     // Frame 2 is taller: its crop-mode height exceeds the others and sets the canvas.
-    write_png_rgb8(dir.path / ("f" + std::to_string(i) + ".png"), synthetic_frame(i, 28, i == 2 ? 28 : 14));
+    std::string name = "f";  // (built stepwise: GCC 12 warns falsely on "f" + std::string)
+    name += std::to_string(i);
+    name += ".png";
+    write_png_rgb8(dir.path / name, synthetic_frame(i, 28, i == 2 ? 28 : 14));
   }
   FrameSource src = FrameSource::from_folder(dir.path, FrameSelection{4, 2, 10, false});
   ASSERT_EQ(src.count(), 2);  // f0, f2

@@ -1,5 +1,6 @@
 // Result writers: every file parses after every incremental step.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -32,11 +33,13 @@ using namespace lingbot::io;
 
 namespace {
 
+// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
 struct TempDir {
   std::filesystem::path path;
-  TempDir() {
+  explicit TempDir(const std::string& tag = "") {
     path = std::filesystem::temp_directory_path() /
-           (std::string("lingbot_writers_test_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("lingbot_writers_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
