@@ -1,5 +1,9 @@
 // The resampler must round exactly like Pillow's, whose builds use no fused multiply-add.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 #include "io/preprocess.h"
 
