@@ -32,10 +32,11 @@ struct KvBenchOptions {
   int frames = 400;
   std::vector<KVBackend> backends = {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull};
   int threads = 1;
-  double mem_cap_gb = 16.0;      // per backend, KV cache bytes reserved (1 GB = 2^30 bytes); 0 = no cap
+  double mem_cap_gb = 8.0;       // per backend, KV cache bytes allocated (1 GB = 2^30 bytes); 0 = no cap
   bool attention = true;         // false: step_without_attention (bookkeeping + memory only)
-  int attend_every = 1;          // attention on: attend frames divisible by N (+ scale phase, last frame);
-                                 // the other steps are bookkeeping only (step_without_attention)
+  int attend_every = 1;          // attention on and N > 1: attend only around sample points (frames divisible
+                                 // by N, 100, 320, the last) and the scale phase; the other steps are
+                                 // bookkeeping only (step_without_attention), to make long runs affordable
   uint64_t seed = 1;
   bool calibrate = true;
 };
@@ -43,6 +44,12 @@ struct KvBenchOptions {
 // Token counts per frame for a resolution; throws Error for anything but 224 or 518.
 int patches_per_frame(int resolution);
 constexpr int kSpecialTokens = 6;  // camera + 4 registers + scale
+
+// Latencies in the summary are means over the attended frames among the last kLatencyFrames frames.
+constexpr int kLatencyFrames = 3;
+
+// Whether the step ending at `frame` (1-based) attends (always true when attend_every == 1).
+bool is_attended_frame(const KvBenchOptions& o, int frame, bool scale_phase);
 
 // Throws Error naming the first bad option.
 void validate(const KvBenchOptions& o);

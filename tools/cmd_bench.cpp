@@ -38,7 +38,7 @@ double parse_double_option(const std::string& name, const std::string& text) {
 struct BenchKvArgs {
   std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
   std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends = "paged,dense,dense-full";
-  std::string threads, mem_cap_gb = "16", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
+  std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
   std::string csv, plot;
 };
 
@@ -75,7 +75,13 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a) {
   } else {
     o.threads = parse_int_option("--threads", a.threads);
   }
-  o.mem_cap_gb = parse_double_option("--mem-cap-gb", a.mem_cap_gb);
+  if (a.mem_cap_gb == "auto") {
+    // 60% of physical memory shared by the backends, which run side by side.
+    const double phys = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+    o.mem_cap_gb = std::floor(phys * 0.6 / static_cast<double>(o.backends.size()) / 1073741824.0 * 10.0) / 10.0;
+  } else {
+    o.mem_cap_gb = parse_double_option("--mem-cap-gb", a.mem_cap_gb);
+  }
   LINGBOT_CHECK(a.attention == "on" || a.attention == "off", "--attention must be on or off, got '", a.attention,
                 "'");
   o.attention = a.attention == "on";
@@ -112,11 +118,11 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
       "dtype %s, window %d, scale frames %d, keyframe interval %d, %d frames, backends %s, %d threads, "
-      "attention %s%s, mem cap %g GB per backend, seed %llu\n",
+      "attention %s%s, mem cap %g GiB per backend, seed %llu\n",
       o.resolution, bench::patches_per_frame(o.resolution) + bench::kSpecialTokens, bench::patches_per_frame(o.resolution),
       bench::kSpecialTokens, o.blocks, o.heads, o.head_dim, std::string(dtype_name(o.dtype)).c_str(), o.window,
       o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
-      o.attention && o.attend_every > 1 ? (" (every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
+      o.attention && o.attend_every > 1 ? (" (sampled every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
       o.mem_cap_gb, static_cast<unsigned long long>(o.seed));
   std::fflush(stdout);
   bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
@@ -156,12 +162,13 @@ void add_bench_command(CLI::App& app) {
   kv->add_option("--frames", args->frames, "frames to stream")->capture_default_str();
   kv->add_option("--backends", args->backends, "comma-separated: paged, dense, dense-full")->capture_default_str();
   kv->add_option("--threads", args->threads, "threads (default: all cores)");
-  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap)")
+  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM / backends)")
       ->capture_default_str();
   kv->add_option("--attention", args->attention, "on: attend every block; off: cache bookkeeping + memory only")
       ->capture_default_str();
   kv->add_option("--attend-every", args->attend_every,
-                 "with attention on, attend only frames divisible by N (others bookkeeping only)")
+                 "with attention on, attend only the 3 frames up to each multiple of N, 100, 320 and the last "
+                 "(others bookkeeping only)")
       ->capture_default_str();
   kv->add_option("--seed", args->seed, "random Q/K/V seed")->capture_default_str();
   kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration")
