@@ -193,6 +193,8 @@ struct MmaTraits<__half> {
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // built without sm_80+ code: fail loudly rather than skip the math
 #endif
   }
 };
@@ -211,6 +213,8 @@ struct MmaTraits<__nv_bfloat16> {
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // built without sm_80+ code: fail loudly rather than skip the math
 #endif
   }
 };
@@ -219,6 +223,8 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
