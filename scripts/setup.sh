@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libpng-dev libstb-dev     # images
+  libjpeg62-turbo-dev       # JPEG decoding as PIL does it (libjpeg-turbo)
   libzip-dev                # PyTorch .pt (zip) checkpoints
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
   gnuplot-nox               # benchmark plots

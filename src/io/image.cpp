@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csetjmp>
+#include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
 #include <cstring>
 #include <memory>
+
+#include <jpeglib.h>
 
 #include "core/error.h"
 #include "io/file_util.h"
@@ -206,6 +210,138 @@ ImageU8 decode_png_gray16(std::span<const uint8_t> file_bytes, const std::string
   return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
 }
 
+// ---- JPEG: libjpeg-turbo driven as Pillow's JpegDecode drives it ----
+// Pillow keeps libjpeg's default decompression parameters (JDCT_ISLOW, fancy upsampling, block
+// smoothing), lets libjpeg guess the colour space, and asks for JCS_RGB (3 components),
+// JCS_GRAYSCALE (1) or JCS_CMYK (4, read as Adobe-inverted "CMYK;I"). Its source suspends when the
+// data runs out, and ImageFile.load then raises "image file is truncated"; warnings are silenced.
+
+// libjpeg reports fatal errors through error_exit, which must not return (the default calls
+// exit()). Ours longjmps back to the setjmp in the jpeg_* wrappers below; those frames and the
+// libjpeg frames in between hold no object with a destructor, so the jump skips nothing.
+struct JpegErrorManager {
+  jpeg_error_mgr pub;  // first member: libjpeg only sees this part
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+void jpeg_quiet(j_common_ptr) {}  // warnings (corrupt data libjpeg can recover from) are not printed
+void jpeg_source_noop(j_decompress_ptr) {}
+// The whole file is already in the buffer, so asking for more means the file is truncated.
+boolean jpeg_source_suspend(j_decompress_ptr) { return FALSE; }
+void jpeg_source_skip(j_decompress_ptr cinfo, long num_bytes) {
+  if (num_bytes <= 0) return;
+  jpeg_source_mgr* src = cinfo->src;
+  const size_t n = std::min(static_cast<size_t>(num_bytes), src->bytes_in_buffer);
+  src->next_input_byte += n;
+  src->bytes_in_buffer -= n;
+}
+
+enum class JpegStatus { Ok, Truncated, Failed };
+
+// One libjpeg decompressor reading `bytes` (which must outlive it).
+class JpegSession {
+ public:
+  explicit JpegSession(std::span<const uint8_t> bytes) {
+    cinfo_.err = jpeg_std_error(&err_.pub);
+    err_.pub.error_exit = jpeg_error_exit;
+    err_.pub.output_message = jpeg_quiet;
+    src_.next_input_byte = bytes.data();
+    src_.bytes_in_buffer = bytes.size();
+    src_.init_source = jpeg_source_noop;
+    src_.fill_input_buffer = jpeg_source_suspend;
+    src_.skip_input_data = jpeg_source_skip;
+    src_.resync_to_restart = jpeg_resync_to_restart;
+    src_.term_source = jpeg_source_noop;
+  }
+  ~JpegSession() { jpeg_destroy_decompress(&cinfo_); }  // safe on a zeroed or half-made cinfo
+  JpegSession(const JpegSession&) = delete;
+  JpegSession& operator=(const JpegSession&) = delete;
+
+  jpeg_decompress_struct& cinfo() { return cinfo_; }
+  const char* error_message() const { return err_.message; }
+
+  // Creates the decompressor and reads the header up to the first image (tables-only datastreams
+  // are skipped, as Pillow does).
+  JpegStatus read_header() {
+    if (setjmp(err_.jump) != 0) return JpegStatus::Failed;
+    jpeg_create_decompress(&cinfo_);
+    cinfo_.src = &src_;
+    int ret;
+    do {
+      ret = jpeg_read_header(&cinfo_, FALSE);
+    } while (ret == JPEG_HEADER_TABLES_ONLY);
+    return ret == JPEG_SUSPENDED ? JpegStatus::Truncated : JpegStatus::Ok;
+  }
+
+  // Decodes every scanline into `pixels` (output_height rows of `row_bytes`). A missing end
+  // (EOI) after the last scanline is accepted, as Pillow does.
+  JpegStatus decompress(uint8_t* pixels, size_t row_bytes) {
+    if (setjmp(err_.jump) != 0) return JpegStatus::Failed;
+    if (!jpeg_start_decompress(&cinfo_)) return JpegStatus::Truncated;
+    while (cinfo_.output_scanline < cinfo_.output_height) {
+      JSAMPROW row = pixels + cinfo_.output_scanline * row_bytes;
+      if (jpeg_read_scanlines(&cinfo_, &row, 1) != 1) return JpegStatus::Truncated;
+    }
+    jpeg_finish_decompress(&cinfo_);
+    return JpegStatus::Ok;
+  }
+
+ private:
+  jpeg_decompress_struct cinfo_{};
+  JpegErrorManager err_{};
+  jpeg_source_mgr src_{};
+};
+
+void check_jpeg_status(const JpegSession& s, JpegStatus status, const std::string& name) {
+  LINGBOT_CHECK(status != JpegStatus::Truncated, "cannot decode image ", name, ": image file is truncated");
+  LINGBOT_CHECK(status != JpegStatus::Failed, "cannot decode image ", name, ": ", s.error_message());
+}
+
+// Header of a JPEG as PIL's JpegImagePlugin accepts it: 8-bit samples, 1, 3 or 4 components.
+void read_jpeg_header(JpegSession& s, const std::string& name) {
+  check_jpeg_status(s, s.read_header(), name);
+  const int comps = s.cinfo().num_components;
+  LINGBOT_CHECK(comps == 1 || comps == 3 || comps == 4, "cannot decode image ", name,
+                ": cannot handle ", comps, "-component JPEG");
+}
+
+// Pillow's cmyk2rgb on "CMYK;I" samples (Adobe JPEGs store CMYK inverted): with c = 255 - raw,
+// r = clip(nk - nk * c / 255) where nk = 255 - k = raw k, and the division rounds as MULDIV255.
+inline uint8_t inverted_cmyk_to_rgb(uint32_t raw_c, uint32_t raw_k) {
+  const int nk = static_cast<int>(raw_k);
+  const uint32_t t = (255 - raw_c) * raw_k + 128;
+  const int v = nk - static_cast<int>(((t >> 8) + t) >> 8);
+  return static_cast<uint8_t>(std::clamp(v, 0, 255));
+}
+
+ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name) {
+  JpegSession s(file_bytes);
+  read_jpeg_header(s, name);
+  jpeg_decompress_struct& ci = s.cinfo();
+  const bool cmyk = ci.num_components == 4;
+  // Grey goes straight to RGB: libjpeg replicates the sample, as PIL's convert("RGB") from "L".
+  ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  const int w = static_cast<int>(ci.image_width), h = static_cast<int>(ci.image_height);
+  ImageU8 img(w, h);
+  if (!cmyk) {
+    check_jpeg_status(s, s.decompress(img.rgb.data(), static_cast<size_t>(w) * 3), name);
+  } else {
+    std::vector<uint8_t> raw(static_cast<size_t>(w) * h * 4);
+    check_jpeg_status(s, s.decompress(raw.data(), static_cast<size_t>(w) * 4), name);
+    for (size_t i = 0, n = static_cast<size_t>(w) * h; i < n; ++i) {
+      for (int c = 0; c < 3; ++c) img.rgb[i * 3 + c] = inverted_cmyk_to_rgb(raw[i * 4 + c], raw[i * 4 + 3]);
+    }
+  }
+  const int orientation = jpeg_orientation(file_bytes);
+  return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
+}
+
 }  // namespace
 
 int exif_orientation(std::span<const uint8_t> file_bytes) {
@@ -218,6 +354,7 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
   LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
+  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
   int w = 0, h = 0, comp = 0;
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
@@ -235,8 +372,6 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
     const PngFacts f = png_facts(file_bytes);
     composite_alpha = comp == 4 && f.color_type == 6;  // PIL mode "RGBA" only
     orientation = f.orientation;
-  } else if (is_jpeg(file_bytes)) {
-    orientation = jpeg_orientation(file_bytes);
   }
 
   ImageU8 img(w, h);
@@ -266,6 +401,13 @@ ImageU8 load_image(const std::filesystem::path& path) {
 ImageSize probe_image_size(const std::filesystem::path& path) {
   const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
   LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", path.string(), ": file is empty");
+  if (is_jpeg(bytes)) {
+    JpegSession s(bytes);
+    read_jpeg_header(s, path.string());
+    const int w = static_cast<int>(s.cinfo().image_width), h = static_cast<int>(s.cinfo().image_height);
+    if (orientation_swaps_axes(jpeg_orientation(bytes))) return {h, w};
+    return {w, h};
+  }
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
   LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());

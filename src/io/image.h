@@ -1,5 +1,6 @@
 #pragma once
-// 8-bit RGB images: decoding (stb_image), EXIF orientation, alpha handling, transposes.
+// 8-bit RGB images: decoding (libjpeg-turbo for JPEG, stb_image otherwise), EXIF orientation,
+// alpha handling, transposes.
 //
 // Decoding follows what upstream's loader gets from PIL (Image.open -> ImageOps.exif_transpose ->
 // RGBA alpha-composited on white -> convert("RGB")):
@@ -10,8 +11,11 @@
 //    transparency key) lose their alpha without compositing, as PIL's convert("RGB") does.
 //  * Grey images are replicated to RGB. 16-bit channels keep their high byte, except 16-bit grey
 //    PNGs (PIL mode "I;16"), whose values are clipped to 255 as PIL's convert("RGB") does.
-// Known difference: JPEG is decoded by stb_image, not libjpeg-turbo as in PIL, so JPEG pixels may
-// differ from upstream by a few levels (PNG/BMP decoding is exact).
+//  * JPEG is decoded by libjpeg-turbo with the settings PIL uses (libjpeg defaults: integer ISLOW
+//    IDCT, fancy upsampling; grey replicated to RGB; 4-component JPEGs read as Adobe-inverted CMYK
+//    and converted with PIL's CMYK -> RGB formula), so pixels match PIL on the same libjpeg-turbo.
+//    Like PIL (without LOAD_TRUNCATED_IMAGES), a JPEG whose data ends before the last scanline is
+//    an error ("image file is truncated"), while recoverable corruption is decoded silently.
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -55,7 +59,8 @@ int exif_orientation(std::span<const uint8_t> file_bytes);
 ImageU8 apply_exif_orientation(const ImageU8& img, int orientation);
 
 // Decodes an encoded image held in memory. `name` is used in error messages.
-// Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image.
+// Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image;
+// for JPEG the reason is libjpeg's message or "image file is truncated".
 ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name);
 
 // Reads and decodes an image file (PNG, JPEG, BMP, TGA, GIF first frame, PSD, PNM, HDR).
