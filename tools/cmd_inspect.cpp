@@ -1,6 +1,7 @@
 // `lingbot-map inspect MODEL [--manifest FILE.json] [--set key=value ...]`: what a checkpoint holds and
 // whether it fits the model. Reads names, dtypes and shapes only (no tensor data), so it is instant
 // even for the 4.6 GB release checkpoint. Exit 0 only when every check passes.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 
@@ -21,6 +23,7 @@ struct InspectOptions {
   std::string model;
   std::string manifest;
   std::vector<std::string> overrides;
+  bool load = false;
 };
 
 // Applies "key=value" overrides in order.
@@ -128,6 +131,18 @@ void run_inspect(const InspectOptions& o) {
     for (const auto& p : mp) std::printf("  %s\n", p.c_str());
     failures += mp.size();
   }
+  if (o.load) {
+    // Reads every tensor as the engine would; peak RSS shows the file is never held twice.
+    const size_t rss_before = current_rss_bytes();
+    const auto t0 = std::chrono::steady_clock::now();
+    const io::Checkpoint ck = io::load_checkpoint(o.model);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const size_t peak = peak_rss_bytes();
+    std::printf("load: %zu tensors, %s bytes of tensor data in %.2f s; peak RSS %s bytes = %.3f x file size (RSS before load %s)\n",
+                ck.tensors.size() + ck.int_tensors.size(), with_commas(io::total_bytes(ck.tensors)).c_str(), secs,
+                with_commas(peak).c_str(), static_cast<double>(peak) / static_cast<double>(idx.file_bytes),
+                with_commas(rss_before).c_str());
+  }
   std::fflush(stdout);
   LINGBOT_CHECK(failures == 0, o.model, ": ", failures, " key problem(s) found (listed above)");
 }
@@ -140,6 +155,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("model", opts->model, "Checkpoint (.pt / .pth / .safetensors; format detected from content)")->required();
   cmd->add_option("--manifest", opts->manifest, "JSON manifest ({\"tensors\": [{\"name\", \"shape\"}]}) to check keys/shapes against");
   cmd->add_option("--set", opts->overrides, "Override a config field, key=value (repeatable); see the config listing for keys");
+  cmd->add_flag("--load", opts->load, "Also read every tensor and report load time and peak RSS relative to the file size");
   cmd->callback([opts] { run_inspect(*opts); });
 }
 

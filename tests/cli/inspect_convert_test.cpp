@@ -65,6 +65,13 @@ TEST(InspectCli, TinyCheckpointPassesAllChecks) {
   EXPECT_TRUE(contains(run("inspect " + kTestdata + "/tiny/weights.safetensors").out, "  F16      258 tensors        3,463,256 bytes"));
 }
 
+TEST(InspectCli, LoadReportsPeakMemory) {
+  const Result r = run("inspect " + kTestdata + "/tiny/model.pt --load");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "load: 258 tensors, 6,926,512 bytes of tensor data in ")) << r.out;
+  EXPECT_TRUE(contains(r.out, " x file size (RSS before load ")) << r.out;
+}
+
 TEST(InspectCli, ManifestCheck) {
   // A manifest listing exactly the tiny checkpoint's keys passes; the full-size manifest does not.
   nlohmann::json m;
