@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -18,6 +19,14 @@ namespace {
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time of the whole process (all threads): unlike wall time, barely affected by other processes
+// competing for the cores.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
 // Thrown by CappedAllocator before an allocation that would take a backend's KV bytes past the cap.
@@ -229,22 +238,24 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
       b.row.attended = attend;
       b.row.n_q = n_q;
     }
-    // Runs f on every live backend, timing it into the member `acc`; a backend hitting its cap stops.
-    auto for_each_live = [&](auto&& f, double FrameRow::*acc) {
+    // Runs f on every live backend, adding its wall and CPU time to `acc` / `acc_cpu`; a backend
+    // hitting its cap stops.
+    auto for_each_live = [&](auto&& f, double FrameRow::*acc, double FrameRow::*acc_cpu) {
       for (size_t li = 0; li < live.size();) {
-        const double t0 = now_ms();
+        const double t0 = now_ms(), c0 = cpu_ms();
         try {
           f(live[li]);
         } catch (const MemCapExceeded& e) {
           stop(li, st.frame_end, e.what());
           continue;
         }
+        live[li].row.*acc_cpu += cpu_ms() - c0;
         live[li].row.*acc += now_ms() - t0;
         ++li;
       }
     };
     if (attend) {
-      for_each_live([&](LiveBackend& b) { b.cache->begin_step(st.mode, st.n_frames); }, &FrameRow::maint_ms);
+      for_each_live([&](LiveBackend& b) { b.cache->begin_step(st.mode, st.n_frames); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live) b.row.n_k = b.cache->keys_in_step();
       for (int blk = 0; blk < o.blocks && !live.empty(); ++blk) {
         const uint64_t key = splitmix64(o.seed) ^ splitmix64((static_cast<uint64_t>(si) << 20) + blk);
@@ -253,14 +264,14 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
         fill_uniform(v.data(), n_q * row, splitmix64(key + 3), o.threads);
         const kernels::QueryView qv{q.data(), static_cast<int>(n_q), o.heads, o.head_dim, row};
         const kernels::KVSpan kv{k.data(), v.data(), DType::F32, static_cast<int>(n_q), row};
-        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out.data()); }, &FrameRow::attn_ms);
+        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out.data()); }, &FrameRow::attn_ms, &FrameRow::attn_cpu_ms);
       }
-      for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms);
+      for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live)
         b.row.flops = 4.0 * static_cast<double>(n_q) * static_cast<double>(b.row.n_k) * o.head_dim * o.heads * o.blocks;
     } else {
       for_each_live([&](LiveBackend& b) { b.cache->step_without_attention(st.mode, st.n_frames); },
-                    &FrameRow::maint_ms);
+                    &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
     }
     const int64_t rss = static_cast<int64_t>(current_rss_bytes());
     const int64_t peak = static_cast<int64_t>(peak_rss_bytes());
@@ -296,14 +307,14 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
   };
   // Latency of a backend "at" a frame: mean (attn + maint) over its attended streaming rows among the
   // last kLatencyFrames frames up to it (smooths timer noise).
-  auto latency_at = [&](KVBackend k, int frame) -> double {
+  auto latency_at = [&](KVBackend k, int frame, bool cpu = false) -> double {
     const int bi = backend_index(k);
     double sum = 0;
     int n = 0;
     for (const auto& row : r.rows)
       if (row.backend == bi && row.attended && row.mode != FrameMode::ScalePhase && row.frame <= frame &&
           row.frame > frame - kLatencyFrames) {
-        sum += row.attn_ms + row.maint_ms;
+        sum += cpu ? row.attn_cpu_ms + row.maint_cpu_ms : row.attn_ms + row.maint_ms;
         ++n;
       }
     if (n == 0 || !row_at(k, frame)) return nan;
@@ -333,6 +344,8 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
   s.emplace_back("paged_reserved_vs_min" + at_last, fmt(reserved_vs_min(last)));
   const double lp = latency_at(KVBackend::Paged, last), ld = latency_at(KVBackend::Dense, last);
   s.emplace_back("lat_ratio_paged_vs_dense" + at_last, fmt(lp / ld));
+  const double lpc = latency_at(KVBackend::Paged, last, true), ldc = latency_at(KVBackend::Dense, last, true);
+  s.emplace_back("cpu_ratio_paged_vs_dense" + at_last, fmt(lpc / ldc));
   s.emplace_back("lat_ms_paged" + at_last, fmt(lp));
   s.emplace_back("lat_ms_dense" + at_last, fmt(ld));
   s.emplace_back("lat_ms_densefull" + at_last, fmt(latency_at(KVBackend::DenseFull, last)));

@@ -63,6 +63,8 @@ struct FrameRow {
   int64_t n_k = 0;               // keys per query (keys_in_step)
   double attn_ms = 0;            // all attend() calls of the step, all blocks (store of the new K/V + kernel)
   double maint_ms = 0;           // begin_step + end_step (plan, eviction, deferred work, rollback)
+  double attn_cpu_ms = 0;        // the same two as process CPU time (all threads; robust to a busy machine)
+  double maint_cpu_ms = 0;
   double flops = 0;              // 4 * n_q * n_k * head_dim * heads * blocks when attended
   CacheStats stats;              // after end_step
   int64_t rss_bytes = 0;         // process, after the step

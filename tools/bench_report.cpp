@@ -124,13 +124,13 @@ void print_table(std::FILE* f, const KvBenchResult& r) {
                          row.frame == 320 || row.frame == o.frames;
     if (sampled && (row.attended || !o.attention)) frames.insert(row.frame);
   }
-  std::fprintf(f, "%6s  %-10s  %-6s  %7s  %10s  %9s  %7s  %10s  %10s  %9s\n", "frame", "backend", "mode", "keys",
-               "attn_ms", "maint_ms", "GFLOP/s", "kv_used_MiB", "kv_res_MiB", "peak_rss_MiB");
+  std::fprintf(f, "%6s  %-10s  %-6s  %7s  %10s  %11s  %9s  %7s  %10s  %10s  %9s\n", "frame", "backend", "mode",
+               "keys", "attn_ms", "attn_cpu_ms", "maint_ms", "GFLOP/s", "kv_used_MiB", "kv_res_MiB", "peak_rss_MiB");
   for (const auto& row : r.rows) {
     if (!frames.count(row.frame)) continue;
-    std::fprintf(f, "%6d  %-10s  %-6s  %7lld  %10.1f  %9.2f  %7.1f  %11.1f  %10.1f  %12.1f\n", row.frame,
+    std::fprintf(f, "%6d  %-10s  %-6s  %7lld  %10.1f  %11.1f  %9.2f  %7.1f  %11.1f  %10.1f  %12.1f\n", row.frame,
                  kv_backend_name(o.backends[row.backend]), mode_name(row.mode), static_cast<long long>(row.n_k),
-                 row.attn_ms, row.maint_ms, gflops_of(row), row.stats.bytes_used / kMiB,
+                 row.attn_ms, row.attn_cpu_ms, row.maint_ms, gflops_of(row), row.stats.bytes_used / kMiB,
                  row.stats.bytes_reserved / kMiB, row.peak_rss_bytes / kMiB);
   }
 }
@@ -146,7 +146,7 @@ void write_csv(const std::string& path, const KvBenchResult& r) {
   LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': ", std::strerror(errno));
   os << "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
         "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
-        "free_pages,special_pages,rss_bytes,peak_rss_bytes\n";
+        "free_pages,special_pages,rss_bytes,peak_rss_bytes,attn_cpu_ms,maint_cpu_ms\n";
   char buf[96];
   for (const auto& row : r.rows) {
     const CacheStats& s = row.stats;
@@ -156,7 +156,9 @@ void write_csv(const std::string& path, const KvBenchResult& r) {
     os << buf << s.bytes_used << ',' << s.bytes_reserved << ',' << s.patch_bytes_reserved << ','
        << s.special_bytes_reserved << ',' << s.frames_stored << ',' << s.frames_resident << ',' << s.special_tokens
        << ',' << s.pool_pages << ',' << s.free_pages << ',' << s.special_pages << ',' << row.rss_bytes << ','
-       << row.peak_rss_bytes << '\n';
+       << row.peak_rss_bytes;
+    std::snprintf(buf, sizeof buf, ",%.4f,%.4f\n", row.attn_cpu_ms, row.maint_cpu_ms);
+    os << buf;
   }
   os.flush();
   LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': write failed");

@@ -92,7 +92,7 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   EXPECT_EQ(rows[0],
             "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
             "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
-            "free_pages,special_pages,rss_bytes,peak_rss_bytes");
+            "free_pages,special_pages,rss_bytes,peak_rss_bytes,attn_cpu_ms,maint_cpu_ms");
   // One scale-phase step (frames 1-2) + 12 single-frame steps, three backends each.
   EXPECT_EQ(rows.size(), 1u + 13u * 3u);
   EXPECT_EQ(rows[1].substr(0, rows[1].find(",", rows[1].find(",", 2) + 1)), "2,paged,scale");
@@ -103,6 +103,7 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   auto s = summary_of(r.out);
   for (const char* key :
        {"mem_ratio_paged_vs_densefull@320", "mem_ratio_paged_vs_dense@320", "lat_ratio_paged_vs_dense@14",
+        "cpu_ratio_paged_vs_dense@14",
         "drift_paged_14_vs_100", "kernel_pct_of_sgemm", "special_bytes_per_frame", "paged_reserved_vs_min@320",
         "sgemm_gflops", "bandwidth_gbps", "kernel_gflops"})
     EXPECT_TRUE(s.count(key)) << key << " missing in " << r.out;
