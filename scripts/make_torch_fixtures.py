@@ -155,6 +155,11 @@ def fixtures(outdir):
           b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89)tRuu.")
     write_pt(os.path.join(outdir, "duplicate_key.pt"), None, archive="a", pkl=pk, storages={"0": Storage("f32", "0", pack("f32", [1.0, 2.0]))})
 
+    # Two stride-0 views of a one-element storage declaring 1 GiB each (a memory bomb).
+    one = Storage("f32", "0", pack("f32", [1.0]))
+    write_pt(os.path.join(outdir, "expansion_bomb.pt"),
+             {"x": Tensor(one, 0, [1 << 28], [0]), "y": Tensor(one, 0, [1 << 28], [0])}, archive="a")
+
     # A storage type the loader does not support (complex numbers).
     cplx = Storage("f32", "0", pack("f32", [1.0, 2.0]))
     cplx.cls = type("ComplexFloatStorage", (), {"__module__": "torch"})

@@ -19,6 +19,7 @@ using pickle::Object;
 
 constexpr uint64_t kMaxPickleBytes = 256ull << 20;  // a full-size state dict pickle is ~200 KB
 constexpr int kMaxDims = 64;
+constexpr uint64_t kMaxExpansion = 4;  // loaded bytes / file bytes (f16 -> f32 doubles; shared views)
 
 std::optional<StorageDType> storage_class_dtype(std::string_view cls) {
   static const std::map<std::string_view, StorageDType> m = {
@@ -116,6 +117,16 @@ class Loader {
     TorchCheckpoint out;
     out.location = location_;
     out.stripped_module_prefix = stripped_;
+    // Views of shared storages can declare more tensor bytes than the file holds; a crafted file could
+    // multiply that without limit, so the total is bounded before anything is allocated.
+    uint64_t total = 0;
+    for (const auto& [name, v] : entries_) {
+      const uint64_t n = static_cast<uint64_t>(checked_numel(v->shape, name));
+      const uint64_t es = std::max<uint64_t>(storage_dtype_size(v->storage->dtype), as ? dtype_size(*as) : 0);
+      total += n * es * (is_floating(v->storage->dtype) ? 1 : 8 / storage_dtype_size(v->storage->dtype));
+      LINGBOT_CHECK(total <= kMaxExpansion * src_->size() + (1ull << 30), src_->label(), ": tensors declare more than ", total,
+                    " bytes, over ", kMaxExpansion, "x the file size (", src_->size(), " bytes); refusing to load");
+    }
     for (const auto& [name, v] : entries_) {
       const std::string what = detail::concat(src_->label(), ": tensor '", name, "'");
       if (is_floating(v->storage->dtype)) {

@@ -121,6 +121,8 @@ TEST(CheckpointRobustness, BadStoragesAndDtypes) {
   EXPECT_EQ(load_error(slurp(t + "storage_too_small.pt")), "f: storage '0' declares 1000 elements of 4 bytes but its entry holds 8 bytes");
   EXPECT_NE(load_error(slurp(t + "view_out_of_range.pt")).find("reaches element 3 of storage '0' with 3 elements"), std::string::npos);
   EXPECT_EQ(load_error(slurp(t + "duplicate_key.pt")), "f: state dict key 'w' appears more than once");
+  EXPECT_EQ(load_error(slurp(t + "expansion_bomb.pt")),
+            "f: tensors declare more than 2147483648 bytes, over 4x the file size (634 bytes); refusing to load");
 }
 
 // ---- bounded mutation fuzz ----
