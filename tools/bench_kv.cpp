@@ -174,11 +174,11 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
   // Calibrated before and after the stream; the better figure counts (a busy machine only lowers it).
   auto calibrate = [&] {
     if (!o.calibrate) return;
-    const auto sg = kernels::calibrate_sgemm(1024, o.threads, 3);
+    const auto sg = kernels::calibrate_sgemm(1024, o.threads, 5);
     res.sgemm_gflops = std::max(res.sgemm_gflops, sg.gflops);
     res.sgemm_n = sg.n;
     res.bandwidth_gbps =
-        std::max(res.bandwidth_gbps, kernels::calibrate_bandwidth(size_t{64} << 20, o.threads, 3).gbps);
+        std::max(res.bandwidth_gbps, kernels::calibrate_bandwidth(size_t{64} << 20, o.threads, 5).gbps);
   };
   calibrate();
   reset_peak_rss();
