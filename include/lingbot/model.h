@@ -14,6 +14,8 @@ namespace lingbot {
 namespace model {
 class Encoder;
 class Aggregator;
+class CameraHead;
+class DptHead;
 }  // namespace model
 
 // "group.field" = "value" pairs applied to the inferred configuration (ModelConfig::set keys).
@@ -38,9 +40,8 @@ class Model {
   // Internal modules (used by the streaming session).
   const model::Encoder& encoder() const;
   const model::Aggregator& aggregator() const;
-  // State-dict tensors no trunk module consumed (camera_head.*, depth_head.*): the heads take
-  // theirs from here when they are constructed.
-  const io::TensorMap& head_weights() const;
+  const model::CameraHead& camera_head() const;
+  const model::DptHead& dpt_head() const;
 
  private:
   struct Impl;

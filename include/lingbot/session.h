@@ -42,6 +42,8 @@ struct SessionOptions {
   int keyframe_interval = 1;               // >= 1; 1 = every frame is stored
   int camera_iterations = 0;               // camera-head refinement iterations; 0 = model default
   int threads = 0;                         // OpenMP threads; 0 = all available. Results do not depend on it.
+  bool camera_head = true;                 // run the camera head (pose, extrinsic, intrinsic)
+  bool depth_head = true;                  // run the DPT head (depth, confidence; world points need both)
   bool keep_features = true;               // fill FrameResult::features
   bool keep_patch_tokens = false;          // fill FrameResult::patch_tokens
   bool round_pages_pow2 = false;           // paged cache: round patch pages up (padding is masked)
@@ -58,7 +60,16 @@ struct FrameResult {
   std::vector<Tensor> features;
   // Encoder output (normalised DINOv2 patch tokens): f32 [(H/p)(W/p), C], when keep_patch_tokens.
   Tensor patch_tokens;
-  // Heads (camera pose, depth, world points) are added here by the heads integration (issue #6).
+  // Camera head (when SessionOptions::camera_head):
+  Tensor pose_enc;        // f32 [9]: [t_x, t_y, t_z, q_x, q_y, q_z, q_w (scalar last), fov_h, fov_w]
+  Tensor pose_enc_iters;  // f32 [camera_iterations, 9]: activated encoding after each refinement
+  Tensor extrinsic;       // f32 [3, 4] world -> camera [R | t], OpenCV axes
+  Tensor intrinsic;       // f32 [3, 3] K in pixels (cx = W/2, cy = H/2)
+  Tensor extrinsic_c2w;   // f32 [3, 4] camera -> world
+  // DPT head (when SessionOptions::depth_head); world points also need the camera head:
+  Tensor depth;           // f32 [H, W], positive
+  Tensor depth_conf;      // f32 [H, W], > 1
+  Tensor world_points;    // f32 [H, W, 3], pixel (x = column, y = row) unprojected at integer coordinates
 };
 
 // Cache occupancy after the last completed step (aggregator cache; per block unless noted).
@@ -66,6 +77,8 @@ struct SessionStats {
   int64_t steps = 0;              // forward steps run (the scale phase counts as one)
   int64_t frames_completed = 0;   // frames whose results were returned
   CacheStats cache;               // see kvcache/kv_cache.h (zero before the first step)
+  int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted)
+  int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
 };
 
 class Session {

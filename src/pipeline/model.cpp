@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/aggregator.h"
+#include "model/camera_head.h"
+#include "model/dpt_head.h"
 #include "model/encoder.h"
 
 namespace lingbot {
@@ -11,7 +13,8 @@ struct Model::Impl {
   ModelConfig config;
   std::unique_ptr<model::Encoder> encoder;
   std::unique_ptr<model::Aggregator> aggregator;
-  io::TensorMap head_weights;
+  std::unique_ptr<model::CameraHead> camera_head;
+  std::unique_ptr<model::DptHead> dpt_head;
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -31,13 +34,18 @@ std::shared_ptr<const Model> Model::from_weights(io::TensorMap weights, const Mo
   impl->config = config;
   impl->encoder = std::make_unique<model::Encoder>(config.encoder, config.image_norm, weights);
   impl->aggregator = std::make_unique<model::Aggregator>(config.aggregator, weights);
-  impl->head_weights = std::move(weights);
+  impl->camera_head = std::make_unique<model::CameraHead>(config.camera, weights);
+  impl->dpt_head = std::make_unique<model::DptHead>(config.dpt, weights);
+  // validate() accepted exactly the expected keys, and every module took its own.
+  LINGBOT_CHECK(weights.empty(), "checkpoint tensor '", weights.empty() ? "" : weights.begin()->first,
+                "' is not used by any module");
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }
 
 const ModelConfig& Model::config() const { return impl_->config; }
 const model::Encoder& Model::encoder() const { return *impl_->encoder; }
 const model::Aggregator& Model::aggregator() const { return *impl_->aggregator; }
-const io::TensorMap& Model::head_weights() const { return impl_->head_weights; }
+const model::CameraHead& Model::camera_head() const { return *impl_->camera_head; }
+const model::DptHead& Model::dpt_head() const { return *impl_->dpt_head; }
 
 }  // namespace lingbot

@@ -3,11 +3,15 @@
 #include <omp.h>
 
 #include <cstring>
+#include <optional>
 
 #include "core/allocator.h"
 #include "core/error.h"
 #include "model/aggregator.h"
+#include "model/camera_head.h"
+#include "model/dpt_head.h"
 #include "model/encoder.h"
+#include "model/geometry.h"
 
 namespace lingbot {
 
@@ -40,6 +44,7 @@ struct Session::Impl {
   SessionOptions opt;
   HostAllocator allocator;
   std::unique_ptr<KVCache> cache;
+  std::optional<model::CameraHeadCache> camera_cache;  // per-stream camera-token caches
 
   // Sequence state.
   int64_t height = 0, width = 0;  // 0 until the first frame of the sequence
@@ -60,6 +65,7 @@ struct Session::Impl {
   void begin_sequence(int64_t H, int64_t W);
   void encode(const float* image, float* out);
   std::vector<FrameResult> run_step(int64_t first_frame, int64_t n, FrameMode mode, const float* patch_tokens);
+  void run_heads(FrameMode mode, std::vector<FrameResult>& results);
 };
 
 void Session::Impl::begin_sequence(int64_t H, int64_t W) {
@@ -141,15 +147,65 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
       }
     }
   }
-  // Heads integration point (issue #6): `selected` holds the step's [n, P, 2C] outputs of every
-  // selected layer; the camera head reads token 0 of selected.back() for all n frames with `mode`,
-  // the DPT head the patch rows of selected[0..3] per frame; results go into `results`.
+  run_heads(mode, results);
   return results;
+}
+
+// Heads on the step's selected outputs `selected` ([n, P, 2C] each): the camera head reads token 0
+// of the last output for all frames of the step (causally, through its own cache, with the step's
+// mode); the DPT head reads each frame's patch rows of its four inputs.
+void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results) {
+  const ModelConfig& cfg = model->config();
+  const int64_t n = static_cast<int64_t>(results.size());
+  const int64_t C2 = 2 * cfg.aggregator.embed_dim, S = cfg.aggregator.num_special_tokens;
+  const int64_t P = model->aggregator().tokens_per_frame(grid), Pp = grid.patches();
+  const model::ImageSize size{static_cast<int>(height), static_cast<int>(width)};
+  std::vector<model::Camera> cameras(static_cast<size_t>(n));
+  if (opt.camera_head) {
+    const model::RowsView tokens{selected.back().f32(), n, C2, P * C2};
+    const Tensor poses = model->camera_head().step(*camera_cache, mode, tokens, opt.threads);  // [iters, n, 9]
+    const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
+    for (int64_t f = 0; f < n; ++f) {
+      FrameResult& r = results[static_cast<size_t>(f)];
+      r.pose_enc_iters = Tensor({iters, D});
+      for (int64_t it = 0; it < iters; ++it)
+        std::memcpy(r.pose_enc_iters.f32() + it * D, poses.f32() + (it * n + f) * D,
+                    static_cast<size_t>(D) * sizeof(float));
+      model::PoseEncoding enc;
+      std::memcpy(enc.data(), r.pose_enc_iters.f32() + (iters - 1) * D, sizeof(enc));
+      r.pose_enc = Tensor::from_f32({D}, enc);
+      const model::Camera& cam = cameras[static_cast<size_t>(f)] = model::camera_from_pose_encoding(enc, size);
+      r.extrinsic = Tensor::from_f32({3, 4}, cam.w2c);
+      r.intrinsic = Tensor::from_f32({3, 3}, cam.intrinsic);
+      r.extrinsic_c2w = Tensor::from_f32({3, 4}, cam.c2w);
+    }
+  }
+  if (opt.depth_head) {
+    const auto& idx = cfg.dpt.intermediate_layer_idx;
+    for (int64_t f = 0; f < n; ++f) {
+      FrameResult& r = results[static_cast<size_t>(f)];
+      std::array<model::RowsView, 4> layers;
+      for (size_t i = 0; i < layers.size(); ++i)
+        layers[i] = {selected[static_cast<size_t>(idx[i])].f32() + (f * P + S) * C2, Pp, C2, C2};
+      model::DepthOutput d = model->dpt_head().forward(layers, size, opt.threads);
+      r.depth = std::move(d.depth);
+      r.depth_conf = std::move(d.conf);
+      if (opt.camera_head)
+        r.world_points = model::world_points_from_depth(r.depth, cameras[static_cast<size_t>(f)], size, opt.threads);
+    }
+  }
 }
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
   impl_->opt = resolve(options, model->config());
+  const auto& idx = model->config().dpt.intermediate_layer_idx;
+  const size_t n_selected = model->config().aggregator.selected_layers.size();
+  for (int64_t i : idx)
+    LINGBOT_CHECK(!impl_->opt.depth_head || (i >= 0 && static_cast<size_t>(i) < n_selected),
+                  "dpt.intermediate_layer_idx entry ", i, " is outside the ", n_selected,
+                  " selected aggregator outputs");
+  if (impl_->opt.camera_head) impl_->camera_cache.emplace(model->camera_head().make_cache(impl_->opt.camera_iterations));
   impl_->model = std::move(model);
 }
 
@@ -213,6 +269,7 @@ std::vector<FrameResult> Session::finish() {
 void Session::reset() {
   Impl& s = *impl_;
   if (s.cache) s.cache->reset();
+  if (s.camera_cache) s.camera_cache->reset();
   s.height = s.width = 0;
   s.pushed = s.completed = s.stored = s.steps = 0;
   s.closed = false;
@@ -227,6 +284,10 @@ SessionStats Session::stats() const {
   st.steps = impl_->steps;
   st.frames_completed = impl_->completed;
   if (impl_->cache) st.cache = impl_->cache->stats();
+  if (impl_->camera_cache) {
+    st.camera_cache_frames = impl_->camera_cache->frames();
+    st.camera_cache_bytes = impl_->camera_cache->bytes();
+  }
   return st;
 }
 

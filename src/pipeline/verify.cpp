@@ -129,7 +129,8 @@ struct EngineRun {
   std::map<int64_t, std::vector<Tensor>> features;  // frame -> per selected layer [P, 2C]
   Tensor patch_tokens_frame0;
   std::vector<int64_t> is_keyframe, rope_time;      // per frame
-  std::vector<int64_t> frames_after, kept_specials_after, visible_after;  // per step
+  std::vector<int64_t> frames_after, kept_specials_after, visible_after, camera_frames_after;  // per step
+  std::map<std::string, std::vector<Tensor>> heads;  // tensor name -> per frame (empty if not produced)
 };
 
 // Float comparison: max |a - r| and that over max|r|.
@@ -214,11 +215,26 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       run.rope_time[static_cast<size_t>(r.frame_index)] = r.rope_time_index;
       if (r.frame_index == 0) run.patch_tokens_frame0 = std::move(r.patch_tokens);
       if (feature_frames.count(r.frame_index)) run.features[r.frame_index] = std::move(r.features);
+      const auto fi = static_cast<size_t>(r.frame_index);
+      auto keep = [&](const char* name, Tensor& t) {
+        auto& v = run.heads[name];
+        v.resize(static_cast<size_t>(S));
+        v[fi] = std::move(t);
+      };
+      keep("pose_enc", r.pose_enc);
+      keep("pose_enc_iters", r.pose_enc_iters);
+      keep("extrinsic", r.extrinsic);
+      keep("intrinsic", r.intrinsic);
+      keep("extrinsic_c2w", r.extrinsic_c2w);
+      keep("depth", r.depth);
+      keep("depth_conf", r.depth_conf);
+      keep("world_points", r.world_points);
     }
     const SessionStats st = session.stats();
     run.frames_after.push_back(st.cache.frames_resident);
     run.kept_specials_after.push_back(st.cache.kept_special_tokens);
     run.visible_after.push_back(st.cache.visible_tokens);
+    run.camera_frames_after.push_back(st.camera_cache_frames);
   };
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t frame_elems = 3 * H * W;
@@ -335,8 +351,54 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       compare_ints(run.kept_specials_after, {}, false);
     } else if (e.name == "kv_cache_visible_tokens_after_step") {
       compare_ints(run.visible_after, {}, false);
+    } else if (e.name == "camera_kv_frames_after_step") {
+      compare_ints(run.camera_frames_after, {}, false);
+    } else if (run.heads.count(e.name)) {
+      // Per-frame head outputs: reference [S, ...] ([iters, S, 9] for pose_enc_iters).
+      const Tensor r = ref.read(e.name, DType::F32);
+      const bool iters_first = e.name == "pose_enc_iters";
+      const int64_t frames = iters_first ? (r.ndim() > 1 ? r.dim(1) : 0) : r.dim(0);
+      const int64_t lead = iters_first ? r.dim(0) : 1;
+      const int64_t per = frames > 0 ? r.numel() / (frames * lead) : 0;
+      const auto& eng = run.heads.at(e.name);
+      row.frames = frames_str(all_frames);
+      FloatDiff d;
+      double intrinsic_excess = 0.0;  // max |Δ| / max(|ref|, 1)
+      std::string missing;
+      for (int64_t f = 0; f < frames; ++f) {
+        const Tensor* t = static_cast<size_t>(f) < eng.size() ? &eng[static_cast<size_t>(f)] : nullptr;
+        if (!t || t->numel() != lead * per) {
+          if (!missing.empty()) missing += ',';
+          missing += std::to_string(f);
+          continue;
+        }
+        for (int64_t l = 0; l < lead; ++l) {
+          const float* rv = r.f32() + (l * frames + f) * per;
+          const float* ev = t->f32() + l * per;
+          accumulate(d, ev, rv, per);
+          for (int64_t i = 0; i < per; ++i)
+            intrinsic_excess = std::max(
+                intrinsic_excess, std::abs(static_cast<double>(ev[i]) - rv[i]) / std::max(1.0, std::abs(double(rv[i]))));
+        }
+      }
+      if (!missing.empty()) {
+        row.status = "FAIL";
+        row.note = frames == S && missing.size() > 0 && eng.empty() ? "not implemented"
+                                                                     : "engine produced no values for frames " + missing;
+      } else if (e.name == "intrinsic") {
+        row.max_abs = d.max_abs;
+        row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
+        row.tolerance = "1e-5*max(|ref|,1)" + kv_note;
+        row.status = intrinsic_excess <= 1e-5 * kf ? "ok" : "FAIL";
+      } else if (e.name == "depth" || e.name == "depth_conf" || e.name == "world_points") {
+        finish_float(d, 1e-4, "1e-4*max|ref|");
+      } else {  // poses and extrinsics: absolute bound
+        row.max_abs = d.max_abs;
+        row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
+        row.tolerance = "1e-4 abs" + kv_note;
+        row.status = d.max_abs <= 1e-4 * kf ? "ok" : "FAIL";
+      }
     } else {
-      // Heads outputs (pose, depth, points, camera cache trace) and anything unknown.
       row.status = "FAIL";
       row.note = "not implemented";
     }

@@ -89,7 +89,15 @@ TEST_F(SessionTest, ScalePhaseThenOneResultPerPushWithKeyframes) {
     ASSERT_EQ(r[0].features.size(), 4u);
     EXPECT_EQ(r[0].features[0].shape(), (Shape{46, 256}));
     EXPECT_TRUE(r[0].patch_tokens.empty());  // not requested
+    EXPECT_EQ(r[0].pose_enc.shape(), (Shape{9}));
+    EXPECT_EQ(r[0].pose_enc_iters.shape(), (Shape{4, 9}));
+    EXPECT_EQ(r[0].extrinsic.shape(), (Shape{3, 4}));
+    EXPECT_EQ(r[0].intrinsic.shape(), (Shape{3, 3}));
+    EXPECT_EQ(r[0].depth.shape(), (Shape{70, 112}));
+    EXPECT_EQ(r[0].depth_conf.shape(), (Shape{70, 112}));
+    EXPECT_EQ(r[0].world_points.shape(), (Shape{70, 112, 3}));
   }
+  EXPECT_EQ(s.stats().camera_cache_frames, 4);  // the camera head skips non-keyframes too
   EXPECT_EQ(s.stats().cache.frames_stored, 4);  // scale frames + keyframes 2 and 4
   EXPECT_TRUE(s.finish().empty());
   EXPECT_TRUE(s.closed());
@@ -163,6 +171,27 @@ TEST_F(SessionTest, ErrorMessages) {
   bad = tiny_options();
   bad.threads = -1;
   expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
+}
+
+TEST_F(SessionTest, HeadsCanBeSwitchedOff) {
+  SessionOptions o = tiny_options();
+  o.camera_head = false;
+  o.keep_features = false;
+  Session s(model_, o);
+  auto r = run(s, 3);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(r[2].features.empty());
+  EXPECT_TRUE(r[2].pose_enc.empty());
+  EXPECT_TRUE(r[2].world_points.empty());  // needs the camera
+  EXPECT_EQ(r[2].depth.shape(), (Shape{70, 112}));
+  EXPECT_EQ(s.stats().camera_cache_frames, 0);
+  o.camera_head = true;
+  o.depth_head = false;
+  o.camera_iterations = 2;
+  Session c(model_, o);
+  r = run(c, 3);
+  EXPECT_EQ(r[2].pose_enc_iters.shape(), (Shape{2, 9}));
+  EXPECT_TRUE(r[2].depth.empty());
 }
 
 TEST_F(SessionTest, PyTorchCheckpointGivesTheSameResults) {
