@@ -89,7 +89,9 @@ TEST(Verify, UnknownReferenceTensorFails) {
   r = run_verify(o);
   EXPECT_TRUE(r.passed());
   for (const VerifyRow& row : r.rows) {
-    if (row.tensor == "mystery_output") EXPECT_EQ(row.status, "SKIP");
+    if (row.tensor == "mystery_output") {
+      EXPECT_EQ(row.status, "SKIP");
+    }
   }
   fs::remove_all(dir);
 }
