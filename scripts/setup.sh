@@ -34,5 +34,5 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$JOBS"
 
 if [ "${1:-}" != "--no-run" ]; then
-  ./build/lingbot-map version
+  ./build/lingbot-map run --demo --out demo-out
 fi

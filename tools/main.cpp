@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   lingbot::cli::add_convert_command(app);
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
+  lingbot::cli::add_run_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

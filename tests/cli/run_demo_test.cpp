@@ -1,0 +1,191 @@
+// `lingbot-map run --demo`: the whole pipeline on the built-in random-weight model and generated
+// frames. Every output file must exist and parse; Ctrl-C must leave valid files and exit 130.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "io/npy.h"
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+using nlohmann::json;
+
+constexpr int kW = 112, kH = 70;
+
+// Checks every file `run` writes for a run that completed `frames` frames.
+void check_outputs(const fs::path& out, int64_t frames) {
+  // poses.json: schema, frame order, c2w = inverse(w2c).
+  const json poses = read_json(out / "poses.json");
+  EXPECT_EQ(poses.at("format"), "lingbot-map poses");
+  EXPECT_EQ(poses.at("version"), 1);
+  EXPECT_EQ(poses.at("image_width"), kW);
+  EXPECT_EQ(poses.at("image_height"), kH);
+  const json& fr = poses.at("frames");
+  EXPECT_EQ(static_cast<int64_t>(fr.size()), frames);
+  for (size_t i = 0; i < fr.size(); ++i) {
+    const json& f = fr[i];
+    EXPECT_EQ(f.at("index"), static_cast<int64_t>(i));
+    EXPECT_TRUE(f.at("keyframe").is_boolean());
+    EXPECT_TRUE(f.at("source").is_string());
+    EXPECT_TRUE(f.at("timestamp").is_number());
+    const json &c2w = f.at("c2w"), &w2c = f.at("w2c"), &K = f.at("intrinsics");
+    ASSERT_EQ(c2w.size(), 4u);
+    ASSERT_EQ(w2c.size(), 3u);
+    ASSERT_EQ(K.size(), 3u);
+    for (int r = 0; r < 4; ++r) ASSERT_EQ(c2w[r].size(), 4u);
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(w2c[r].size(), 4u);
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(K[r].size(), 3u);
+    EXPECT_DOUBLE_EQ(K[0][2].get<double>(), kW / 2.0);
+    EXPECT_DOUBLE_EQ(K[1][2].get<double>(), kH / 2.0);
+    // w2c (as 4x4) times c2w is the identity.
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) {
+        double s = 0;
+        for (int k = 0; k < 4; ++k) s += w2c[r][k].get<double>() * c2w[k][c].get<double>();
+        EXPECT_NEAR(s, r == c ? 1.0 : 0.0, 1e-5) << "frame " << i;
+      }
+  }
+
+  // trajectory.tum: one line per frame, 8 numbers, timestamps = frame index (generated frames).
+  const auto tum = read_lines(out / "trajectory.tum");
+  EXPECT_EQ(static_cast<int64_t>(tum.size()), frames);
+  for (size_t i = 0; i < tum.size(); ++i) {
+    ASSERT_EQ(tum[i].size(), 8u) << "line " << i;
+    EXPECT_DOUBLE_EQ(std::stod(tum[i][0]), static_cast<double>(i));
+    // Translation = camera centre = c2w[:, 3].
+    for (int k = 0; k < 3; ++k)
+      EXPECT_NEAR(std::stod(tum[i][1 + k]), fr[i].at("c2w")[k][3].get<double>(), 1e-5);
+  }
+
+  // depth/: PNG (16-bit grey) + npy [H, W] for depth and confidence, nothing else.
+  size_t depth_files = 0;
+  for (const auto& e : fs::directory_iterator(out / "depth")) {
+    (void)e;
+    ++depth_files;
+  }
+  EXPECT_EQ(static_cast<int64_t>(depth_files), 4 * frames);
+  for (int64_t i = 0; i < frames; ++i) {
+    char stem[32];
+    std::snprintf(stem, sizeof stem, "%06lld", static_cast<long long>(i));
+    for (const std::string suffix : {"", "_conf"}) {
+      const PngInfo png = parse_png_header(slurp(out / "depth" / (stem + suffix + ".png")));
+      EXPECT_EQ(png.width, static_cast<uint32_t>(kW)) << stem << suffix;
+      EXPECT_EQ(png.height, static_cast<uint32_t>(kH)) << stem << suffix;
+      EXPECT_EQ(png.bit_depth, 16) << stem << suffix;
+      EXPECT_EQ(png.colour_type, 0) << stem << suffix;
+      const lingbot::io::NpyArray npy = lingbot::io::read_npy_f32(out / "depth" / (stem + suffix + ".npy"));
+      EXPECT_EQ(npy.shape, (std::vector<int64_t>{kH, kW})) << stem << suffix;
+      for (float v : npy.data) EXPECT_TRUE(std::isfinite(v) && v > 0) << stem << suffix;
+    }
+  }
+
+  // points.ply: binary little-endian, x y z float + r g b uchar; size = header + 15 bytes per vertex.
+  const std::string ply = slurp(out / "points.ply");
+  const PlyInfo info = parse_ply_header(ply);
+  EXPECT_EQ(info.format, "binary_little_endian 1.0");
+  EXPECT_EQ(info.properties, (std::vector<std::string>{"float x", "float y", "float z", "uchar red", "uchar green",
+                                                        "uchar blue"}));
+  EXPECT_GE(info.vertices, 0);
+  EXPECT_EQ(ply.size(), info.header_bytes + static_cast<size_t>(info.vertices) * 15);
+
+  // summary.json
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("format"), "lingbot-map run summary");
+  EXPECT_EQ(summary.at("frames"), frames);
+  EXPECT_EQ(summary.at("points"), info.vertices);
+  EXPECT_EQ(summary.at("demo"), true);
+  EXPECT_TRUE(summary.at("warning").is_string());
+  EXPECT_EQ(summary.at("image_width"), kW);
+  EXPECT_EQ(summary.at("image_height"), kH);
+  int64_t keyframes = 0;
+  for (const auto& f : fr) keyframes += f.at("keyframe").get<bool>() ? 1 : 0;
+  EXPECT_EQ(summary.at("keyframes"), keyframes);
+  EXPECT_GT(summary.at("peak_rss_bytes").get<int64_t>(), 0);
+  EXPECT_GE(summary.at("seconds").at("per_frame").get<double>(), 0.0);
+  EXPECT_GE(summary.at("seconds").at("total").get<double>(), summary.at("seconds").at("inference").get<double>());
+  EXPECT_GT(summary.at("cache").at("bytes_reserved").get<int64_t>(), 0);
+  EXPECT_EQ(summary.at("options").at("image_size"), kW);
+  EXPECT_EQ(summary.at("options").at("conf_threshold"), 1.5);
+  EXPECT_EQ(summary.at("options").at("downsample"), 10);
+}
+
+TEST(RunDemo, WritesEveryFileAndTheyParse) {
+  const fs::path out = fresh_dir("demo") / "out";  // created by run
+  const Result r = run_cli("run --demo --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "MEANINGLESS")) << r.out;
+  EXPECT_TRUE(contains(r.out, "completed: 12 frames (12 keyframes)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "frame 12/12")) << r.out;  // plain progress lines when not on a terminal
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  check_outputs(out, 12);
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("interrupted"), false);
+  EXPECT_FALSE(summary.contains("error"));
+  EXPECT_EQ(summary.at("keyframes"), 12);  // 8 scale frames + 4 with interval 1
+  EXPECT_GT(summary.at("points").get<int64_t>(), 0) << "confidence filter removed every point";
+}
+
+TEST(RunDemo, ResultsDoNotDependOnThreadsAndRerunReplacesOutputs) {
+  const fs::path dir = fresh_dir("demo_threads");
+  const Result a = run_cli("run --demo --threads 1 --keyframe-interval 2 --out " + (dir / "a").string());
+  const Result b =
+      run_cli("run --demo --threads 2 --keyframe-interval 2 --out " + (dir / "b").string());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  check_outputs(dir / "a", 12);
+  // Bit-identical for any thread count (fixed reduction order); compared without printing bytes.
+  for (const char* file : {"poses.json", "trajectory.tum", "points.ply", "depth/000011.npy", "depth/000011_conf.png"})
+    EXPECT_TRUE(slurp(dir / "a" / file) == slurp(dir / "b" / file)) << file << " differs between 1 and 2 threads";
+  // Keyframes: 8 scale frames, then frames 8 and 10 of 8..11.
+  const json poses = read_json(dir / "a" / "poses.json");
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(poses["frames"][i]["keyframe"], i < 8 || i == 8 || i == 10) << i;
+
+  // A shorter run into the same folder leaves only its own files.
+  const Result c = run_cli("run --demo --demo-frames 3 --out " + (dir / "a").string());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  check_outputs(dir / "a", 3);  // 3 < 8 scale frames: the whole stream is one scale phase at finish
+}
+
+// Ctrl-C: stop after the current frame, finalise the files, summary "interrupted", exit code 130.
+TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
+  const fs::path dir = fresh_dir("demo_sigint");
+  const fs::path out = dir / "out";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "1000000", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until some streaming frames are on disk (the TUM file gains a line per frame).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(out / "trajectory.tum") && read_lines(out / "trajectory.tum").size() >= 10) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "log");
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "interrupted");
+  EXPECT_EQ(summary.at("interrupted"), true);
+  const int64_t frames = summary.at("frames").get<int64_t>();
+  EXPECT_GE(frames, 10);
+  EXPECT_LT(frames, 1000000);
+  check_outputs(out, frames);
+}
+
+}  // namespace

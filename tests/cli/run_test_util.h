@@ -1,0 +1,131 @@
+#pragma once
+// Shared by the `lingbot-map run` CLI tests: running the binary, temp folders, and parsers for the
+// files `run` writes (PLY header, 16-bit PNG header, TUM lines).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace run_test {
+
+namespace fs = std::filesystem;
+
+inline const std::string kTestdata = LINGBOT_TESTDATA_DIR;
+inline const std::string kGolden = LINGBOT_SHARED_GOLDEN_DIR;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream is(p, std::ios::binary);
+  std::stringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+// A fresh, empty folder unique to this process and `name`.
+inline fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("run_cli_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Runs `lingbot-map <args>` with stdout/stderr captured (not a terminal, so progress is plain lines).
+inline Result run_cli(const std::string& args) {
+  const fs::path d = fresh_dir("_io");
+  const std::string cmd =
+      std::string(LINGBOT_CLI_PATH) + " " + args + " >" + (d / "out").string() + " 2>" + (d / "err").string();
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(d / "out");
+  r.err = slurp(d / "err");
+  return r;
+}
+
+inline bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+inline nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(slurp(p)); }
+
+struct PlyInfo {
+  int64_t vertices = -1;
+  size_t header_bytes = 0;
+  std::vector<std::string> properties;  // "float x", ...
+  std::string format;
+};
+
+// Parses the header of a PLY file; vertices = -1 when it is malformed.
+inline PlyInfo parse_ply_header(const std::string& bytes) {
+  PlyInfo info;
+  const size_t end = bytes.find("end_header\n");
+  if (bytes.rfind("ply\n", 0) != 0 || end == std::string::npos) return info;
+  info.header_bytes = end + std::string("end_header\n").size();
+  std::istringstream is(bytes.substr(0, end));
+  std::string line;
+  while (std::getline(is, line)) {
+    std::istringstream ls(line);
+    std::string word;
+    ls >> word;
+    if (word == "format") {
+      info.format = line.substr(7);
+    } else if (word == "element") {
+      std::string what;
+      ls >> what;
+      if (what == "vertex") ls >> info.vertices;
+    } else if (word == "property") {
+      std::string type, name;
+      ls >> type >> name;
+      info.properties.push_back(type + " " + name);
+    }
+  }
+  return info;
+}
+
+struct PngInfo {
+  uint32_t width = 0, height = 0;
+  int bit_depth = 0, colour_type = -1;
+};
+
+// Reads the IHDR chunk of a PNG file (the signature and IHDR are always its first 33 bytes).
+inline PngInfo parse_png_header(const std::string& bytes) {
+  PngInfo info;
+  if (bytes.size() < 33 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || bytes.compare(12, 4, "IHDR") != 0) return info;
+  auto be32 = [&](size_t at) {
+    return (static_cast<uint32_t>(static_cast<uint8_t>(bytes[at])) << 24) |
+           (static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + 1])) << 16) |
+           (static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + 2])) << 8) | static_cast<uint8_t>(bytes[at + 3]);
+  };
+  info.width = be32(16);
+  info.height = be32(20);
+  info.bit_depth = static_cast<uint8_t>(bytes[24]);
+  info.colour_type = static_cast<uint8_t>(bytes[25]);
+  return info;
+}
+
+// Non-empty lines of a text file, each split on whitespace.
+inline std::vector<std::vector<std::string>> read_lines(const fs::path& p) {
+  std::vector<std::vector<std::string>> lines;
+  std::istringstream is(slurp(p));
+  std::string line;
+  while (std::getline(is, line)) {
+    if (line.empty()) continue;
+    std::istringstream ls(line);
+    std::vector<std::string> words;
+    for (std::string w; ls >> w;) words.push_back(w);
+    lines.push_back(words);
+  }
+  return lines;
+}
+
+}  // namespace run_test

@@ -1,0 +1,137 @@
+// `lingbot-map run --video`: the golden tiny frames encoded losslessly (FFV1, RGB) into a video
+// give the same reconstruction as the image folder, within the golden tolerances; frame selection
+// (--fps, --first-k, --stride) applies in upstream's order.
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libswscale/swscale.h>
+}
+
+#include <cmath>
+
+#include "io/image.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+using nlohmann::json;
+
+// Encodes `frames` losslessly (FFV1 stores 8-bit RGB exactly) at `fps` into `path` (.mkv).
+// Returns false when libavcodec lacks the FFV1 encoder.
+bool write_ffv1_video(const fs::path& path, const std::vector<lingbot::io::ImageU8>& frames, int fps) {
+  const AVCodec* codec = avcodec_find_encoder_by_name("ffv1");
+  if (!codec || frames.empty()) return false;
+  const int w = frames[0].width, h = frames[0].height;
+  AVFormatContext* fmt = nullptr;
+  EXPECT_GE(avformat_alloc_output_context2(&fmt, nullptr, nullptr, path.c_str()), 0);
+  AVStream* st = avformat_new_stream(fmt, nullptr);
+  AVCodecContext* ctx = avcodec_alloc_context3(codec);
+  ctx->width = w;
+  ctx->height = h;
+  ctx->time_base = AVRational{1, fps};
+  ctx->framerate = AVRational{fps, 1};
+  ctx->pix_fmt = AV_PIX_FMT_0RGB32;
+  if (fmt->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  EXPECT_GE(avcodec_open2(ctx, codec, nullptr), 0);
+  EXPECT_GE(avcodec_parameters_from_context(st->codecpar, ctx), 0);
+  st->time_base = ctx->time_base;
+  st->avg_frame_rate = ctx->framerate;
+  EXPECT_GE(avio_open(&fmt->pb, path.c_str(), AVIO_FLAG_WRITE), 0);
+  EXPECT_GE(avformat_write_header(fmt, nullptr), 0);
+  SwsContext* sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, ctx->pix_fmt, SWS_POINT, nullptr, nullptr, nullptr);
+  AVFrame* frame = av_frame_alloc();
+  frame->format = ctx->pix_fmt;
+  frame->width = w;
+  frame->height = h;
+  EXPECT_GE(av_frame_get_buffer(frame, 0), 0);
+  AVPacket* pkt = av_packet_alloc();
+  auto drain = [&]() {
+    while (avcodec_receive_packet(ctx, pkt) == 0) {
+      av_packet_rescale_ts(pkt, ctx->time_base, st->time_base);
+      pkt->stream_index = st->index;
+      EXPECT_GE(av_interleaved_write_frame(fmt, pkt), 0);
+    }
+  };
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_GE(av_frame_make_writable(frame), 0);
+    const uint8_t* src[4] = {frames[i].rgb.data(), nullptr, nullptr, nullptr};
+    const int src_stride[4] = {w * 3, 0, 0, 0};
+    sws_scale(sws, src, src_stride, 0, h, frame->data, frame->linesize);
+    frame->pts = static_cast<int64_t>(i);
+    EXPECT_GE(avcodec_send_frame(ctx, frame), 0);
+    drain();
+  }
+  avcodec_send_frame(ctx, nullptr);
+  drain();
+  EXPECT_GE(av_write_trailer(fmt), 0);
+  av_packet_free(&pkt);
+  av_frame_free(&frame);
+  sws_freeContext(sws);
+  avcodec_free_context(&ctx);
+  avio_closep(&fmt->pb);
+  avformat_free_context(fmt);
+  return true;
+}
+
+std::vector<lingbot::io::ImageU8> tiny_frames() {
+  std::vector<lingbot::io::ImageU8> frames;
+  for (const auto& p : lingbot::io::list_image_files(fs::path(kTestdata) / "tiny" / "frames"))
+    frames.push_back(lingbot::io::load_image(p));
+  return frames;
+}
+
+const std::string kTinyArgs = " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+
+TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
+  const fs::path dir = fresh_dir("video_golden");
+  if (!write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10))
+    GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
+  const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 10 --model " + kTestdata +
+                           "/tiny/model.pt" + kTinyArgs + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto ref = lingbot::io::SafetensorsReader::open(kTestdata + "/tiny/reference.safetensors");
+  const lingbot::Tensor extrinsic = ref.read("extrinsic", lingbot::DType::F32);
+  const lingbot::Tensor depth = ref.read("depth", lingbot::DType::F32);
+  const json poses = read_json(dir / "out" / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 10u);
+  double max_d = 0;
+  for (int i = 0; i < 10; ++i) {
+    const json& f = poses["frames"][i];
+    EXPECT_EQ(f.at("source"), "frame_" + std::to_string(i));
+    EXPECT_NEAR(f.at("timestamp").get<double>(), 0.1 * i, 1e-9);
+    for (int r2 = 0; r2 < 3; ++r2)
+      for (int c = 0; c < 4; ++c)
+        max_d = std::max(max_d, std::fabs(f["w2c"][r2][c].get<double>() - extrinsic.f32()[i * 12 + r2 * 4 + c]));
+  }
+  EXPECT_LE(max_d, 1e-4);
+  float max_ref = 0;
+  for (int64_t k = 0; k < depth.numel(); ++k) max_ref = std::max(max_ref, std::fabs(depth.f32()[k]));
+  const lingbot::io::NpyArray last = lingbot::io::read_npy_f32(dir / "out" / "depth" / "000009.npy");
+  const int64_t hw = 70 * 112;
+  double max_depth = 0;
+  for (int64_t k = 0; k < hw; ++k) max_depth = std::max(max_depth, static_cast<double>(std::fabs(last.data[k] - depth.f32()[9 * hw + k])));
+  EXPECT_LE(max_depth, 1e-4 * max_ref);
+  const json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("input").at("kind"), "video");
+}
+
+// demo.py's order: sample at --fps, then the first --first-k, then every --stride-th.
+TEST(RunVideo, FrameSelectionOrder) {
+  const fs::path dir = fresh_dir("video_select");
+  if (!write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10))
+    GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
+  // 10 fps source sampled at 5 fps: frames 0 2 4 6 8; first 4: 0 2 4 6; stride 2: 0 4.
+  const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 5 --first-k 4 --stride 2 --model " +
+                           kTestdata + "/tiny/model.pt" + kTinyArgs + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json poses = read_json(dir / "out" / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 2u);
+  EXPECT_EQ(poses["frames"][0].at("source"), "frame_0");
+  EXPECT_EQ(poses["frames"][1].at("source"), "frame_4");
+}
+
+}  // namespace

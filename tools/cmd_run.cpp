@@ -1,0 +1,675 @@
+// `lingbot-map run`: frames (image folder, video, or the built-in demo) -> streaming Session ->
+// poses.json, trajectory.tum, depth/, points.ply, summary.json in --out.
+//
+// Order of work, so that bad input never leaves files that look like a result:
+//   1. options are checked, the input is opened and its first frame decoded, the model is loaded and
+//      the Session created (any error here: nothing is written, --out is not even created);
+//   2. --out is created, previous outputs of a run there are removed (only the file names this
+//      command writes), and the incremental writers are opened;
+//   3. frames stream through the Session one at a time; every completed frame is appended to the
+//      files at once, so they are valid for the frames done at any moment;
+//   4. summary.json is written last, with "status": "completed", "interrupted" (Ctrl-C: exit 130)
+//      or "failed" (an error after step 2: it carries the message; exit 1). A run killed hard
+//      leaves no summary.json.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "io/checkpoint.h"
+#include "io/frame_source.h"
+#include "io/png.h"
+#include "io/preprocess.h"
+#include "io/video.h"
+#include "io/writers.h"
+#include "lingbot/session.h"
+#include "pipeline/demo_model.h"
+
+extern "C" {
+#include <libavutil/log.h>
+}
+
+namespace lingbot::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Upstream demo.py: with more than this many frames the keyframe interval defaults to
+// ceil(frames / 320), which bounds the frames stored in the KV cache.
+constexpr int64_t kAutoKeyframeFrames = 320;
+constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+struct RunArgs {
+  std::string images, video, model, out;
+  bool demo = false;
+  int64_t demo_frames = kDemoFrameCount;
+  int image_size = 0;  // 0 = 518 (demo: 112)
+  std::string mode = "crop";
+  double fps = 10;
+  int64_t first_k = 0;
+  int64_t stride = 1;
+  bool rotate_cw90 = false;
+  int num_scale_frames = 8;
+  int kv_window = 64;
+  int keyframe_interval = 0;  // 0 = automatic
+  int camera_iterations = 4;
+  std::string attention = "paged";
+  std::string kv_dtype = "f32";
+  int threads = 0;
+  double conf_threshold = 1.5;
+  int downsample = 10;
+  std::vector<std::string> sets;
+  std::string progress = "auto";
+  std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
+};
+
+// ---- Ctrl-C ---------------------------------------------------------------------------------
+// The flag a SIGINT handler may touch must be a lock-free global; it is only read by the run loop.
+volatile std::sig_atomic_t g_interrupt_requested = 0;
+extern "C" void on_sigint(int) { g_interrupt_requested = 1; }
+
+// Installs the SIGINT handler for the streaming loop and restores the previous one on exit.
+// SA_RESETHAND: a second Ctrl-C gets the default action (terminate at once).
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupt_requested = 0;
+    struct sigaction sa{};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    installed_ = sigaction(SIGINT, &sa, &previous_) == 0;
+  }
+  ~SigintGuard() {
+    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+  bool requested() const { return g_interrupt_requested != 0; }
+
+ private:
+  struct sigaction previous_{};
+  bool installed_ = false;
+};
+
+// ---- input ------------------------------------------------------------------------------------
+// One interface over the folder / video FrameSource and the generated demo frames.
+struct Input {
+  std::string kind;         // "images" | "video" | "demo"
+  std::string path;         // folder or file ("" for the demo)
+  std::function<bool(io::SourceFrame*)> next;
+  std::optional<int64_t> count;      // exact, when known up front
+  std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
+  io::ImageSize canvas;              // common preprocessed size of every frame
+};
+
+Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
+  Input in;
+  if (a.demo) {
+    in.kind = "demo";
+    in.count = in.estimated = a.demo_frames;
+    in.canvas = io::preprocessed_size({kDemoFrameWidth, kDemoFrameHeight}, pre);
+    auto index = std::make_shared<int64_t>(0);
+    const int64_t total = a.demo_frames;
+    in.next = [index, total](io::SourceFrame* f) {
+      if (*index >= total) return false;
+      f->index = *index;
+      f->image = render_demo_frame(*index);
+      f->name = "demo_" + std::to_string(*index);
+      f->timestamp = static_cast<double>(*index);
+      ++*index;
+      return true;
+    };
+    return in;
+  }
+  io::FrameSelection sel;
+  sel.first_k = a.first_k;
+  sel.stride = a.stride;
+  sel.video_fps = a.fps;
+  sel.rotate_clockwise_90 = a.rotate_cw90;
+  // FFmpeg would print its own copy of every error (e.g. "moov atom not found") next to ours; the
+  // user gets one line through the exception, and VideoReader counts skipped packets itself.
+  if (!a.video.empty()) av_log_set_level(AV_LOG_QUIET);
+  auto src = std::make_shared<io::FrameSource>(a.images.empty() ? io::FrameSource::from_video(a.video, sel)
+                                                                 : io::FrameSource::from_folder(a.images, sel));
+  in.kind = a.images.empty() ? "video" : "images";
+  in.path = a.images.empty() ? a.video : a.images;
+  in.count = src->count();
+  in.estimated = src->estimated_count();
+  in.canvas = src->canvas(pre);
+  in.next = [src](io::SourceFrame* f) { return src->next(f); };
+  return in;
+}
+
+// ---- progress ---------------------------------------------------------------------------------
+std::string fmt_bytes(double b) {
+  char buf[32];
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  return buf;
+}
+
+std::string fmt_duration(double s) {
+  const auto t = static_cast<long long>(std::llround(std::max(0.0, s)));
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
+// A one-line bar redrawn on a terminal (stderr), or one plain line per completed frame (stdout).
+class Progress {
+ public:
+  Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total), start_(Clock::now()) {}
+  void update(int64_t done, const FrameResult& r, double kv_bytes) {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double fps = secs > 0 ? static_cast<double>(done) / secs : 0;
+    std::string eta;
+    if (total_ && fps > 0 && *total_ >= done) eta = "  ETA " + fmt_duration(static_cast<double>(*total_ - done) / fps);
+    const std::string of = total_ ? "/" + std::to_string(*total_) : "";
+    if (bar_) {
+      std::string line = "\r";
+      if (total_ && *total_ > 0) {
+        constexpr int kWidth = 24;
+        const int filled = static_cast<int>(std::min<int64_t>(kWidth, done * kWidth / *total_));
+        line += "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] ";
+      }
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%lld%s frames  %.2f fps%s  KV %s   ", static_cast<long long>(done), of.c_str(), fps,
+                    eta.c_str(), fmt_bytes(kv_bytes).c_str());
+      line += buf;
+      std::fputs(line.c_str(), stderr);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else {
+      std::printf("frame %lld%s%s  %.2f fps%s  KV %s\n", static_cast<long long>(done), of.c_str(),
+                  r.is_keyframe ? " (keyframe)" : "", fps, eta.c_str(), fmt_bytes(kv_bytes).c_str());
+      std::fflush(stdout);
+    }
+  }
+  void end() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  bool bar_;
+  std::optional<int64_t> total_;
+  Clock::time_point start_;
+  bool drawn_ = false;
+};
+
+// Multi-line messages (a configuration check lists every problem) as one line: "head: a; b".
+std::string one_line(const std::string& msg) {
+  std::string out;
+  size_t start = 0;
+  while (start <= msg.size()) {
+    size_t end = msg.find('\n', start);
+    if (end == std::string::npos) end = msg.size();
+    std::string piece = msg.substr(start, end - start);
+    const size_t b = piece.find_first_not_of(" \t"), e = piece.find_last_not_of(" \t\r");
+    piece = b == std::string::npos ? "" : piece.substr(b, e - b + 1);
+    if (!piece.empty()) {
+      if (!out.empty()) out += out.back() == ':' ? " " : "; ";
+      out += piece;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// ---- outputs ----------------------------------------------------------------------------------
+const std::regex& depth_file_pattern() {
+  static const std::regex re(R"(\d{6}(_conf)?\.(png|npy))");
+  return re;
+}
+
+// Creates --out (and depth/) and removes what an earlier run of this command left there, so the
+// folder never mixes two runs. Only this command's own file names are touched.
+void prepare_output_dir(const fs::path& out) {
+  std::error_code ec;
+  fs::create_directories(out / "depth", ec);
+  LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
+  for (const char* name : {"summary.json", "poses.json", "trajectory.tum", "points.ply"}) {
+    fs::remove(out / name, ec);
+    LINGBOT_CHECK(!ec, "cannot remove old ", (out / name).string(), ": ", ec.message());
+  }
+  for (const auto& entry : fs::directory_iterator(out / "depth")) {
+    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), depth_file_pattern()))
+      fs::remove(entry.path());
+  }
+  // A folder can exist and still refuse files (permissions, read-only mount): try one.
+  const fs::path probe = out / ".lingbot-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
+  std::fclose(f);
+  fs::remove(probe, ec);
+}
+
+io::Mat34 to_mat34(const Tensor& t, const char* what) {
+  t.check_shape({3, 4}, what);
+  io::Mat34 m{};
+  for (int i = 0; i < 12; ++i) m[static_cast<size_t>(i)] = t.f32()[i];
+  return m;
+}
+
+io::Mat33 to_mat33(const Tensor& t, const char* what) {
+  t.check_shape({3, 3}, what);
+  io::Mat33 m{};
+  for (int i = 0; i < 9; ++i) m[static_cast<size_t>(i)] = t.f32()[i];
+  return m;
+}
+
+json cache_json(const SessionStats& s) {
+  const CacheStats& c = s.cache;
+  return {{"steps", s.steps},
+          {"frames_stored", c.frames_stored},
+          {"frames_resident", c.frames_resident},
+          {"special_tokens", c.special_tokens},
+          {"visible_tokens", c.visible_tokens},
+          {"pinned_pages", c.pinned_pages},
+          {"window_pages", c.window_pages},
+          {"free_pages", c.free_pages},
+          {"pool_pages", c.pool_pages},
+          {"bytes_used", c.bytes_used},
+          {"bytes_reserved", c.bytes_reserved},
+          {"camera_cache_frames", s.camera_cache_frames},
+          {"camera_cache_bytes", s.camera_cache_bytes}};
+}
+
+// A frame pushed into the session whose result has not come back yet (scale phase).
+struct PendingFrame {
+  int64_t index = 0;
+  double timestamp = 0;
+  std::string name;
+  Tensor image;  // preprocessed [3, H, W], for the point colours
+};
+
+// A preprocessed frame [3, H, W] (values k/255, or 1.0 for padding) back to 8-bit RGB, exactly.
+io::ImageU8 to_rgb8(const Tensor& chw) {
+  const int h = static_cast<int>(chw.dim(1)), w = static_cast<int>(chw.dim(2));
+  io::ImageU8 img(w, h);
+  const float* v = chw.f32();
+  const size_t plane = static_cast<size_t>(w) * static_cast<size_t>(h);
+  for (size_t i = 0; i < plane; ++i)
+    for (size_t c = 0; c < 3; ++c)
+      img.rgb[i * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v[c * plane + i], 0.0f, 1.0f) * 255.0f));
+  return img;
+}
+
+ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
+  ConfigOverrides o;
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");
+    o.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  return o;
+}
+
+void check_args(const RunArgs& a) {
+  const int sources = (a.images.empty() ? 0 : 1) + (a.video.empty() ? 0 : 1);
+  if (a.demo) {
+    LINGBOT_CHECK(sources == 0 && a.model.empty(),
+                  "--demo uses generated frames and a built-in model; do not combine it with --images, --video or --model");
+    LINGBOT_CHECK(a.demo_frames >= 1, "--demo-frames must be >= 1, got ", a.demo_frames);
+  } else {
+    LINGBOT_CHECK(sources == 1, sources == 0 ? "no input: give --images DIR or --video FILE (or --demo to try the built-in example)"
+                                             : "give either --images or --video, not both");
+    LINGBOT_CHECK(!a.model.empty(),
+                  "no --model given: download the LingBot-Map checkpoint lingbot-map-long.pt from the "
+                  "Robbyant/lingbot-map project release and pass it with --model PATH "
+                  "(or run with --demo to try the pipeline with a built-in random-weight model)");
+  }
+  LINGBOT_CHECK(a.image_size >= 0, "--image-size must be positive, got ", a.image_size);
+  LINGBOT_CHECK(a.mode == "crop" || a.mode == "pad", "--mode must be crop or pad, got '", a.mode, "'");
+  LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
+  LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
+  LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
+  LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
+  LINGBOT_CHECK(a.keyframe_interval >= 0, "--keyframe-interval must be >= 1 (or 0 for automatic), got ", a.keyframe_interval);
+  LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
+  LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
+  LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
+  LINGBOT_CHECK(a.downsample >= 1, "--downsample must be >= 1, got ", a.downsample);
+  LINGBOT_CHECK(a.progress == "auto" || a.progress == "bar" || a.progress == "lines",
+                "--progress must be auto, bar or lines, got '", a.progress, "'");
+  LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
+}
+
+int run_command(const RunArgs& a) {
+  const auto t_start = Clock::now();
+  check_args(a);
+  const KVBackend backend = parse_kv_backend(a.attention);
+  const DType kv_dtype = parse_dtype(a.kv_dtype);
+  const ConfigOverrides overrides = parse_sets(a.sets);
+  LINGBOT_CHECK(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
+
+  // The patch size decides the preprocessing. For a checkpoint it comes from the file's index (names
+  // and shapes only), so input problems are reported before the weights are read.
+  int patch = 0;
+  if (a.demo) {
+    patch = static_cast<int>(demo_model_config().encoder.patch_size);
+  } else {
+    LINGBOT_CHECK(fs::exists(a.model), "model file not found: ", a.model);
+    ModelConfig cfg = ModelConfig::infer(io::index_checkpoint(a.model).tensors);
+    for (const auto& [key, value] : overrides) cfg.set(key, value);
+    patch = static_cast<int>(cfg.encoder.patch_size);
+    LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
+  }
+
+  io::PreprocessOptions pre;
+  pre.image_size = a.image_size > 0 ? a.image_size : (a.demo ? kDemoImageSize : 518);
+  pre.patch_size = patch;
+  pre.mode = a.mode == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
+  LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
+                ", got ", pre.image_size);
+
+  Input input = open_input(a, pre);
+  LINGBOT_CHECK(input.canvas.width >= patch && input.canvas.height >= patch, "preprocessed frames would be ",
+                input.canvas.width, "x", input.canvas.height, " pixels, smaller than one ", patch,
+                "-pixel patch: use a larger --image-size");
+  // The first frame is decoded before anything is written: an unreadable input fails here.
+  io::SourceFrame first;
+  LINGBOT_CHECK(input.next(&first), "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
+                " (check --first-k, --stride, --fps)");
+
+  const auto t_model = Clock::now();
+  std::shared_ptr<const Model> model;
+  if (a.demo) {
+    std::printf("demo: built-in model with RANDOM weights and generated frames.\n"
+                "demo: the poses, depth and points it writes are MEANINGLESS; this only shows the pipeline works.\n");
+    model = make_demo_model();
+  } else {
+    model = Model::load(a.model, overrides);
+  }
+  const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
+  LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
+
+  int keyframe_interval = a.keyframe_interval;
+  std::string keyframe_rule = "given";
+  if (keyframe_interval == 0) {
+    const std::optional<int64_t> n = input.count ? input.count : input.estimated;
+    keyframe_interval = n && *n > kAutoKeyframeFrames ? static_cast<int>((*n + kAutoKeyframeFrames - 1) / kAutoKeyframeFrames) : 1;
+    keyframe_rule = n ? "automatic (1 up to 320 frames, else ceil(frames / 320))" : "automatic (frame count unknown: 1)";
+    if (keyframe_interval > 1)
+      std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
+                  static_cast<long long>(*n), static_cast<long long>(kAutoKeyframeFrames));
+  }
+
+  SessionOptions so;
+  so.backend = backend;
+  so.kv_dtype = kv_dtype;
+  so.scale_frames = a.num_scale_frames;
+  so.sliding_window = a.kv_window;
+  so.keyframe_interval = keyframe_interval;
+  so.camera_iterations = a.camera_iterations;
+  so.threads = a.threads;
+  so.keep_features = false;
+  so.camera_head = true;
+  so.depth_head = true;
+  Session session(model, so);
+
+  const fs::path out(a.out);
+  prepare_output_dir(out);
+  if (!a.export_preprocessed.empty()) {
+    std::error_code ec;
+    fs::create_directories(a.export_preprocessed, ec);
+    LINGBOT_CHECK(!ec, "cannot create folder ", a.export_preprocessed, ": ", ec.message());
+  }
+  const int H = input.canvas.height, W = input.canvas.width;
+  std::printf("input: %s%s%s, %s frames, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
+              input.path.c_str(),
+              input.count ? std::to_string(*input.count).c_str()
+                          : (input.estimated ? ("about " + std::to_string(*input.estimated)).c_str() : "unknown"),
+              W, H, a.mode.c_str());
+  std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
+              static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
+  std::printf("session: %s attention, KV %s, %d scale frames, window %d, keyframe interval %d, %d camera iterations\n",
+              a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window, keyframe_interval, a.camera_iterations);
+  std::printf("output: %s\n", out.c_str());
+  std::fflush(stdout);
+
+  json options = {{"image_size", pre.image_size},
+                  {"mode", a.mode},
+                  {"fps", a.fps},
+                  {"first_k", a.first_k},
+                  {"stride", a.stride},
+                  {"rotate_cw90", a.rotate_cw90},
+                  {"num_scale_frames", a.num_scale_frames},
+                  {"kv_window", a.kv_window},
+                  {"keyframe_interval", keyframe_interval},
+                  {"keyframe_interval_rule", keyframe_rule},
+                  {"camera_iterations", a.camera_iterations},
+                  {"attention", a.attention},
+                  {"kv_dtype", a.kv_dtype},
+                  {"threads", a.threads},
+                  {"conf_threshold", a.conf_threshold},
+                  {"downsample", a.downsample},
+                  {"export_preprocessed", a.export_preprocessed},
+                  {"set", a.sets}};
+  const json meta = {{"image_width", W},
+                     {"image_height", H},
+                     {"model", a.demo ? "built-in demo (random weights)" : a.model},
+                     {"demo", a.demo}};
+
+  json summary = {{"format", "lingbot-map run summary"},
+                  {"version", 1},
+                  {"demo", a.demo},
+                  {"input", {{"kind", input.kind}, {"path", input.path}}},
+                  {"model", a.demo ? json("built-in demo (random weights)") : json(a.model)},
+                  {"image_width", W},
+                  {"image_height", H},
+                  {"options", options},
+                  {"files",
+                   {{"poses", "poses.json"},
+                    {"trajectory", "trajectory.tum"},
+                    {"points", "points.ply"},
+                    {"depth", "depth/NNNNNN.png (uint16, depth = value * 0.001; 0 = invalid) and depth/NNNNNN.npy (float32 [H, W])"},
+                    {"confidence", "depth/NNNNNN_conf.png (uint16, conf = value * 0.01) and depth/NNNNNN_conf.npy"}}}};
+  if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
+
+  int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
+  double infer_seconds = 0;
+  std::string status = "completed";
+  std::string error;
+  const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
+  Progress progress(bar, input.count ? input.count : input.estimated);
+  {
+    io::PosesJsonWriter poses(out / "poses.json", meta);
+    io::TumWriter tum(out / "trajectory.tum");
+    io::PlyWriter ply(out / "points.ply");
+    std::deque<PendingFrame> pending;
+    SigintGuard sigint;
+
+    auto write_result = [&](const FrameResult& r) {
+      LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
+                    r.frame_index, " does not match the frames pushed");
+      PendingFrame f = std::move(pending.front());
+      pending.pop_front();
+      LINGBOT_CHECK(!r.extrinsic.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
+                    "the session returned no camera / depth output for frame ", r.frame_index);
+      io::FramePose pose;
+      pose.index = r.frame_index;
+      pose.timestamp = f.timestamp;
+      pose.keyframe = r.is_keyframe;
+      pose.source = f.name;
+      pose.w2c = to_mat34(r.extrinsic, "extrinsic");
+      pose.intrinsics = to_mat33(r.intrinsic, "intrinsic");
+      poses.append(pose);
+      tum.append(f.timestamp, pose.w2c);
+      const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
+      LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
+                    "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
+      const std::span<const float> depth(r.depth.f32(), hw);
+      std::span<const float> conf;
+      if (!r.depth_conf.empty()) conf = std::span<const float>(r.depth_conf.f32(), hw);
+      io::write_depth_frame(out / "depth", r.frame_index, W, H, depth, conf);
+      const io::PointBatch batch =
+          io::select_points(std::span<const float>(r.world_points.f32(), 3 * hw),
+                            std::span<const float>(f.image.f32(), 3 * hw), conf, static_cast<float>(a.conf_threshold),
+                            a.downsample);
+      ply.append_points(batch.xyz, batch.rgb);
+      ply.flush();
+      points += static_cast<int64_t>(batch.size());
+      ++frames_done;
+      if (r.is_keyframe) ++keyframes;
+      progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
+    };
+
+    try {
+      io::SourceFrame frame = std::move(first);
+      bool have = true;
+      while (have) {
+        Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
+        frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
+        if (!a.export_preprocessed.empty()) {
+          char name[32];
+          std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(pushed));
+          io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(image));
+        }
+        const auto t0 = Clock::now();
+        std::vector<FrameResult> results = session.push_frame(image);
+        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        pending.push_back({pushed, frame.timestamp, frame.name, std::move(image)});
+        ++pushed;
+        for (const FrameResult& r : results) write_result(r);
+        if (sigint.requested()) break;
+        have = input.next(&frame);
+      }
+      if (sigint.requested()) {
+        status = "interrupted";
+      } else {
+        const auto t0 = Clock::now();
+        std::vector<FrameResult> results = session.finish();
+        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        for (const FrameResult& r : results) write_result(r);
+      }
+    } catch (const std::exception& e) {
+      status = "failed";
+      error = one_line(e.what());
+    }
+    progress.end();
+  }  // writers closed (the PLY flushed) before the summary
+
+  const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  const SessionStats stats = session.stats();
+  summary["status"] = status;
+  summary["interrupted"] = status == "interrupted";
+  if (!error.empty()) summary["error"] = error;
+  summary["frames"] = frames_done;
+  summary["frames_pushed"] = pushed;
+  summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
+  summary["keyframes"] = keyframes;
+  summary["points"] = points;
+  summary["seconds"] = {{"total", total_seconds},
+                        {"model_load", model_seconds},
+                        {"inference", infer_seconds},
+                        {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
+  summary["peak_rss_bytes"] = peak_rss_bytes();
+  summary["cache"] = cache_json(stats);
+  io::write_json_file(out / "summary.json", summary);
+
+  if (status == "failed") throw Error(error);
+  std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s\n", status.c_str(),
+              static_cast<long long>(frames_done), static_cast<long long>(keyframes), static_cast<long long>(points),
+              frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
+              fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str());
+  if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
+  std::printf("wrote %s\n", (out / "summary.json").c_str());
+  std::fflush(stdout);
+  return status == "interrupted" ? kExitInterrupted : 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Reconstruct a sequence: image folder or video -> camera poses, depth maps and a point cloud.\n"
+      "Frames stream through the model one at a time (upstream demo.py's streaming mode) and every\n"
+      "completed frame is written at once. Outputs in --out:\n"
+      "  poses.json      per frame: index, timestamp, keyframe, source, c2w 4x4, w2c 3x4, intrinsics 3x3\n"
+      "                  (OpenCV camera axes: x right, y down, z forward; pixels of the preprocessed image)\n"
+      "  trajectory.tum  TUM RGB-D lines 'timestamp tx ty tz qx qy qz qw' (camera-to-world)\n"
+      "  depth/NNNNNN.png 16-bit depth, value * 0.001 = depth (0 = invalid); NNNNNN.npy float32 [H, W];\n"
+      "                  NNNNNN_conf.png (value * 0.01) and NNNNNN_conf.npy: confidence\n"
+      "  points.ply      binary coloured point cloud: points with confidence > --conf-threshold,\n"
+      "                  every --downsample-th one, coloured from the preprocessed frame\n"
+      "  summary.json    written last: status completed | interrupted | failed (with the error),\n"
+      "                  frames, keyframes, seconds per frame, peak memory, cache stats, options\n"
+      "Ctrl-C stops after the current frame, finalises the files and exits with code 130.\n"
+      "Earlier outputs of this command in --out are replaced. The checkpoint is upstream's\n"
+      "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
+  auto a = std::make_shared<RunArgs>();
+  cmd->add_option("--images", a->images, "folder of frames (.jpg .jpeg .png .bmp, sorted by name)");
+  cmd->add_option("--video", a->video, "video file (decoded with FFmpeg's libraries, frame by frame)");
+  cmd->add_flag("--demo", a->demo,
+                "run a built-in random-weight model on generated frames (no checkpoint needed; the "
+                "geometry is meaningless)");
+  cmd->add_option("--demo-frames", a->demo_frames, "number of generated frames for --demo")->capture_default_str();
+  cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
+  cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
+  cmd->add_option("--image-size", a->image_size,
+                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size "
+                  "(default 518; 112 with --demo)");
+  cmd->add_option("--mode", a->mode,
+                  "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
+                  "pad (longer side := image size, white padding to a square). Not demo.py's streaming/windowed "
+                  "--mode: this tool always streams")
+      ->capture_default_str();
+  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")->capture_default_str();
+  cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
+  cmd->add_option("--stride", a->stride, "then use every N-th frame")->capture_default_str();
+  cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing");
+  cmd->add_option("--num-scale-frames", a->num_scale_frames,
+                  "frames processed together first (bidirectional attention), pinned in the KV cache")
+      ->capture_default_str();
+  cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
+  cmd->add_option("--keyframe-interval", a->keyframe_interval,
+                  "store every N-th frame after the scale frames in the KV cache; 0 = automatic as upstream: "
+                  "1 up to 320 frames, else ceil(frames / 320) (video: from the estimated frame count)")
+      ->capture_default_str();
+  cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
+  cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
+  cmd->add_option("--conf-threshold", a->conf_threshold, "points.ply keeps points with depth confidence above this")
+      ->capture_default_str();
+  cmd->add_option("--downsample", a->downsample, "points.ply keeps every N-th of the confident points")->capture_default_str();
+  cmd->add_option("--set", a->sets,
+                  "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
+  cmd->add_option("--export-preprocessed", a->export_preprocessed,
+                  "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
+  cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
+  cmd->callback([a] {
+    int code = 0;
+    try {
+      code = run_command(*a);
+    } catch (const Error& e) {
+      throw Error(one_line(e.what()));  // main prints it as the one "error: ..." line
+    }
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace lingbot::cli
