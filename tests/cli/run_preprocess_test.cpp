@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "io/image.h"
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "run_test_util.h"
 
@@ -57,6 +58,44 @@ TEST(RunPreprocess, ExportedFramesEqualUpstreamPreprocessing) {
     EXPECT_EQ(poses.at("image_height"), H);
     EXPECT_EQ(static_cast<int64_t>(poses.at("frames").size()), n);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Frames of different sizes: every frame is padded with white, centred, to the largest preprocessed
+// height and width of the selection, as upstream pads a batch.
+TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
+  const fs::path dir = fresh_dir("preprocess_mixed");
+  fs::create_directories(dir / "frames");
+  for (const char* name : {"000000.png", "000001.png"})
+    fs::copy_file(fs::path(kTestdata) / "tiny" / "frames" / name, dir / "frames" / name);
+  // A portrait frame (70 wide, 112 high): crop mode at 112 makes it 112 x 112 (resized to 182 rows, centre-cropped).
+  const lingbot::io::ImageU8 portrait =
+      lingbot::io::transpose(lingbot::io::load_image(fs::path(kTestdata) / "tiny" / "frames" / "000002.png"),
+                             lingbot::io::Transpose::Rotate270);
+  lingbot::io::write_png_rgb8(dir / "frames" / "000002.png", portrait);
+  const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kTestdata +
+                           "/tiny/model.pt --image-size 112 --num-scale-frames 2 --kv-window 3 --out " +
+                           (dir / "out").string() + " --export-preprocessed " + (dir / "pre").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json poses = read_json(dir / "out" / "poses.json");
+  EXPECT_EQ(poses.at("image_width"), 112);
+  EXPECT_EQ(poses.at("image_height"), 112);
+  // Frame 0 (112 x 70) sits in rows 21..90 of the 112 x 112 canvas; rows above and below are white.
+  const lingbot::io::ImageU8 f0 = lingbot::io::load_image(dir / "pre" / "000000.png");
+  const lingbot::io::ImageU8 src = lingbot::io::load_image(fs::path(kTestdata) / "tiny" / "frames" / "000000.png");
+  ASSERT_EQ(f0.width, 112);
+  ASSERT_EQ(f0.height, 112);
+  int64_t bad = 0;
+  for (int y = 0; y < 112; ++y)
+    for (int x = 0; x < 112; ++x)
+      for (int c = 0; c < 3; ++c) {
+        const int want = (y >= 21 && y < 91) ? src.pixel(x, y - 21)[c] : 255;
+        if (f0.pixel(x, y)[c] != want) ++bad;
+      }
+  EXPECT_EQ(bad, 0);
 }
 
 }  // namespace
