@@ -183,7 +183,7 @@ void write_plot(const std::string& path, const KvBenchResult& r) {
     gp << "EOD\n$lat" << b << " << EOD\n";
     for (const auto& row : r.rows)
       if (row.backend == static_cast<int>(b) && (row.attended || !o.attention) && row.mode != FrameMode::ScalePhase)
-        gp << row.frame << ' ' << row.attn_ms + row.maint_ms << '\n';
+        gp << row.frame << ' ' << row.attn_ms + row.maint_ms << ' ' << row.attn_cpu_ms + row.maint_cpu_ms << '\n';
     gp << "EOD\n";
   }
   std::string out_esc;
@@ -208,13 +208,14 @@ void write_plot(const std::string& path, const KvBenchResult& r) {
     gp << "$mem" << b << " using 1:2 with lines lw 2 lc rgb '" << c << "' title '" << name << " reserved', "
        << "$mem" << b << " using 1:3 with lines lw 1 dt 2 lc rgb '" << c << "' title '" << name << " used'";
   }
-  gp << "\nset ylabel '" << (o.attention ? "ms per frame (attention + cache maintenance)" : "ms per frame (cache bookkeeping)")
-     << "'\n";
+  gp << "\nset ylabel '" << (o.attention ? "ms per frame, attention + cache maintenance" : "ms per frame, cache bookkeeping")
+     << " (solid: wall, dashed: CPU)'\n";
   gp << "plot ";
   for (size_t b = 0; b < o.backends.size(); ++b) {
     if (b) gp << ", ";
     gp << "$lat" << b << " using 1:2 with linespoints pt 7 ps 0.4 lw 1.5 lc rgb '" << colors[b % 4] << "' title '"
-       << kv_backend_name(o.backends[b]) << "'";
+       << kv_backend_name(o.backends[b]) << " wall', $lat" << b << " using 1:3 with lines lw 1 dt 2 lc rgb '"
+       << colors[b % 4] << "' title '" << kv_backend_name(o.backends[b]) << " CPU'";
   }
   gp << "\nunset multiplot\nset output\n";
 
