@@ -16,13 +16,14 @@ cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS"
 
-# CUDA configuration, only where nvcc exists: compiles and links everything with -DLINGBOT_CUDA=ON
-# and runs the CUDA tests (they skip with a visible "no CUDA device" message on machines without a
-# GPU). -j2 keeps nvcc's memory use modest.
+# CUDA configuration, only where nvcc exists: compiles and links the CLI and the CUDA tests with
+# -DLINGBOT_CUDA=ON (every library layer is built for them; the CPU test executables were already
+# built and run above) and runs the CUDA tests (they skip with a visible "no CUDA device" message on
+# machines without a GPU). -j2 keeps nvcc's memory use modest.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== CUDA build (compile + link; CUDA tests run or skip visibly) =="
-  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON
-  cmake --build build-cuda -j2
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF
+  cmake --build build-cuda -j2 --target lingbot-map test_cuda
   ctest --test-dir build-cuda --output-on-failure -j"$JOBS" -R '^Cuda'
 else
   echo "== CUDA build skipped: nvcc not found =="
