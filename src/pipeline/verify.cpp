@@ -246,7 +246,9 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   std::vector<int64_t> all_frames(static_cast<size_t>(S));
   for (int64_t i = 0; i < S; ++i) all_frames[static_cast<size_t>(i)] = i;
   const double kf = kv_factor(kv_dtype);
-  const std::string kv_note = kv_dtype == DType::F32 ? "" : " (scaled for " + report.kv_dtype + " K/V)";
+  char kf_text[32];
+  std::snprintf(kf_text, sizeof kf_text, "%g", kf);
+  const std::string kv_note = kv_dtype == DType::F32 ? "" : " x" + std::string(kf_text) + " (" + report.kv_dtype + " K/V)";
 
   for (const auto& e : ref.entries()) {
     VerifyRow row;
@@ -275,6 +277,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       row.max_abs = d.max_abs;
       row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
       row.tolerance = tol_text + kv_note;
+      row.kv_scale = kf;
       row.status = d.max_abs <= bound_rel_to_max * kf * d.max_ref ? "ok" : "FAIL";
     };
     auto compare_ints = [&](const std::vector<int64_t>& engine, const std::vector<int64_t>& frames_or_steps,
@@ -365,6 +368,8 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       FloatDiff d;
       double intrinsic_excess = 0.0;  // max |Δ| / max(|ref|, 1)
       std::string missing;
+      row.frame_max_abs.assign(static_cast<size_t>(frames), 0.0);
+      row.frame_max_ref.assign(static_cast<size_t>(frames), 0.0);
       for (int64_t f = 0; f < frames; ++f) {
         const Tensor* t = static_cast<size_t>(f) < eng.size() ? &eng[static_cast<size_t>(f)] : nullptr;
         if (!t || t->numel() != lead * per) {
@@ -372,14 +377,18 @@ VerifyReport run_verify(const VerifyOptions& vo) {
           missing += std::to_string(f);
           continue;
         }
+        FloatDiff df;
         for (int64_t l = 0; l < lead; ++l) {
           const float* rv = r.f32() + (l * frames + f) * per;
           const float* ev = t->f32() + l * per;
           accumulate(d, ev, rv, per);
+          accumulate(df, ev, rv, per);
           for (int64_t i = 0; i < per; ++i)
             intrinsic_excess = std::max(
                 intrinsic_excess, std::abs(static_cast<double>(ev[i]) - rv[i]) / std::max(1.0, std::abs(double(rv[i]))));
         }
+        row.frame_max_abs[static_cast<size_t>(f)] = df.max_abs;
+        row.frame_max_ref[static_cast<size_t>(f)] = df.max_ref;
       }
       if (!missing.empty()) {
         row.status = "FAIL";
@@ -389,6 +398,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
         row.max_abs = d.max_abs;
         row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
         row.tolerance = "1e-5*max(|ref|,1)" + kv_note;
+        row.kv_scale = kf;
         row.status = intrinsic_excess <= 1e-5 * kf ? "ok" : "FAIL";
       } else if (e.name == "depth" || e.name == "depth_conf" || e.name == "world_points") {
         finish_float(d, 1e-4, "1e-4*max|ref|");
@@ -396,6 +406,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
         row.max_abs = d.max_abs;
         row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
         row.tolerance = "1e-4 abs" + kv_note;
+        row.kv_scale = kf;
         row.status = d.max_abs <= 1e-4 * kf ? "ok" : "FAIL";
       }
     } else {
@@ -404,6 +415,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
     }
     report.rows.push_back(row);
   }
+  if (vo.keep_outputs) report.outputs = std::move(run.heads);
   return report;
 }
 
@@ -412,13 +424,13 @@ std::string format_verify_report(const VerifyReport& r) {
   os << "case " << r.case_name << ": backend " << r.backend << ", kv dtype " << r.kv_dtype << ", " << r.threads
      << " thread(s), " << r.frames << " frames\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-22s %s\n", "tensor", "frames", "max abs err",
+  std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-34s %s\n", "tensor", "frames", "max abs err",
                 "max rel err", "tolerance", "ok");
   os << line;
   int failed = 0, ok = 0;
   for (const VerifyRow& row : r.rows) {
     const bool numeric = row.status == "ok" || (row.status == "FAIL" && row.note.empty());
-    std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-22s %s", row.tensor.c_str(),
+    std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-34s %s", row.tensor.c_str(),
                   row.frames.empty() ? "-" : row.frames.c_str(), numeric ? sci(row.max_abs).c_str() : "-",
                   numeric ? sci(row.max_rel).c_str() : "-", row.tolerance.empty() ? "-" : row.tolerance.c_str(),
                   row.status.c_str());

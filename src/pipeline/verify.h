@@ -9,11 +9,13 @@
 // exactly. A reference tensor the engine cannot produce is a FAIL ("not implemented"), never skipped;
 // only tensors excluded explicitly with `only` patterns are reported as skipped.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 #include "kvcache/kv_cache.h"
 
 namespace lingbot {
@@ -24,6 +26,7 @@ struct VerifyOptions {
   std::optional<DType> kv_dtype;      // default f32
   int threads = 0;                    // 0 = all
   std::vector<std::string> only;      // glob patterns of tensor names to check; empty = all
+  bool keep_outputs = false;          // fill VerifyReport::outputs (accuracy tests compare backends)
 };
 
 struct VerifyRow {
@@ -34,6 +37,10 @@ struct VerifyRow {
   std::string tolerance;     // human-readable bound
   std::string status;        // "ok", "FAIL", "SKIP" (excluded by --only), "input", "index"
   std::string note;          // reason for FAIL / SKIP, or empty
+  double kv_scale = 1.0;     // factor applied to the f32 tolerance for reduced-precision K/V (1 for f32)
+  // Per-frame head outputs only (pose_enc, pose_enc_iters, extrinsic, intrinsic, extrinsic_c2w, depth,
+  // depth_conf, world_points): index = frame; max |engine - reference| and max|reference| of that frame.
+  std::vector<double> frame_max_abs, frame_max_ref;
   bool counts_as_failure() const { return status == "FAIL"; }
 };
 
@@ -46,6 +53,9 @@ struct VerifyReport {
   int64_t frames = 0;
   double seconds = 0.0;          // wall time of the streaming run (model load excluded)
   size_t peak_rss_bytes = 0;     // process peak RSS after the run
+  // With VerifyOptions::keep_outputs: engine head outputs by reference tensor name, one f32 tensor per
+  // frame (same names as the per-frame rows); empty otherwise.
+  std::map<std::string, std::vector<Tensor>> outputs;
   bool passed() const;
 };
 
