@@ -12,7 +12,6 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev
   libpng-dev libstb-dev     # images
   libjpeg62-turbo-dev       # JPEG decoding as PIL does it (libjpeg-turbo)
-  libzip-dev                # PyTorch .pt (zip) checkpoints
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
   gnuplot-nox               # benchmark plots
 )
