@@ -25,7 +25,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -238,9 +237,12 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-const std::regex& depth_file_pattern() {
-  static const std::regex re(R"(\d{6}(_conf)?\.(png|npy))");
-  return re;
+// NNNNNN.png / .npy / _conf.png / _conf.npy: the names write_depth_frame gives.
+bool is_depth_file_name(const std::string& name) {
+  if (name.size() < 10 || !std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const std::string rest = name.substr(6);
+  return rest == ".png" || rest == ".npy" || rest == "_conf.png" || rest == "_conf.npy";
 }
 
 // Creates --out (and depth/) and removes what an earlier run of this command left there, so the
@@ -254,7 +256,7 @@ void prepare_output_dir(const fs::path& out) {
     LINGBOT_CHECK(!ec, "cannot remove old ", (out / name).string(), ": ", ec.message());
   }
   for (const auto& entry : fs::directory_iterator(out / "depth")) {
-    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), depth_file_pattern()))
+    if (entry.is_regular_file() && is_depth_file_name(entry.path().filename().string()))
       fs::remove(entry.path());
   }
   // A folder can exist and still refuse files (permissions, read-only mount): try one.
