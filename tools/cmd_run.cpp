@@ -40,10 +40,6 @@
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 
-extern "C" {
-#include <libavutil/log.h>
-}
-
 namespace lingbot::cli {
 
 namespace {
@@ -147,7 +143,7 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
   sel.rotate_clockwise_90 = a.rotate_cw90;
   // FFmpeg would print its own copy of every error (e.g. "moov atom not found") next to ours; the
   // user gets one line through the exception, and VideoReader counts skipped packets itself.
-  if (!a.video.empty()) av_log_set_level(AV_LOG_QUIET);
+  if (!a.video.empty()) io::quiet_libav_logging();
   auto src = std::make_shared<io::FrameSource>(a.images.empty() ? io::FrameSource::from_video(a.video, sel)
                                                                  : io::FrameSource::from_folder(a.images, sel));
   in.kind = a.images.empty() ? "video" : "images";

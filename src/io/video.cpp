@@ -42,7 +42,7 @@ struct SwsFreer {
 
 }  // namespace
 
-void quiet_libav_logging() { av_log_set_level(AV_LOG_ERROR); }
+void quiet_libav_logging() { av_log_set_level(AV_LOG_QUIET); }
 
 int video_sample_interval(double source_fps, double target_fps) {
   if (target_fps <= 0) return 1;

@@ -58,8 +58,9 @@ class VideoReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Lowers FFmpeg's process-wide log level to errors only (its demuxers print probing warnings to
-// stderr). Call once from the application; the library itself never changes it.
+// Silences FFmpeg's process-wide logging (its demuxers print probing warnings, and a copy of every
+// error that VideoReader already reports through its exception). Call once from the application; the
+// library itself never changes it.
 void quiet_libav_logging();
 
 // The sampling interval rule on its own (source fps <= 0 is treated as 30).
