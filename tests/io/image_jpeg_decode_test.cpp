@@ -1,6 +1,8 @@
 // JPEG decoding through libjpeg-turbo with PIL's settings: pixels, colour spaces, truncation and
 // corruption errors, EXIF orientation. Every JPEG is encoded here with libjpeg.
 #include <gtest/gtest.h>
+
+#include "test_temp_dir.h"
 #include <unistd.h>
 
 #include <cstdio>
@@ -138,17 +140,7 @@ std::string error_of(const std::vector<uint8_t>& bytes, const std::string& name)
   return "(no error)";
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("lingbot_jpeg_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lingbot_test::TempDir;
 void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
   std::ofstream f(p, std::ios::binary);
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));

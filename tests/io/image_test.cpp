@@ -1,5 +1,7 @@
 // Image decoding: formats, EXIF orientation, alpha compositing, grey, and error messages.
 #include <gtest/gtest.h>
+
+#include "test_temp_dir.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -27,18 +29,7 @@ using namespace lingbot::io;
 
 namespace {
 
-// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag = "") {
-    path = std::filesystem::temp_directory_path() /
-           ("lingbot_image_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lingbot_test::TempDir;
 
 void append_bytes(std::vector<uint8_t>* out, const void* data, int size) {
   const auto* p = static_cast<const uint8_t*>(data);

@@ -1,6 +1,8 @@
 // VideoReader: decode a video generated at run time (lossless FFV1 in Matroska, so pixels are exact),
 // fps sampling as upstream demo.py, and error messages.
 #include <gtest/gtest.h>
+
+#include "test_temp_dir.h"
 #include <unistd.h>
 
 extern "C" {
@@ -27,18 +29,7 @@ using namespace lingbot::io;
 
 namespace {
 
-// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag = "") {
-    path = std::filesystem::temp_directory_path() /
-           ("lingbot_video_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lingbot_test::TempDir;
 
 // Frame i, pixel (x, y): R = 20*i + x, G = 3*y, B = 255 - 20*i.
 ImageU8 synthetic_frame(int i, int w, int h) {

@@ -1,5 +1,7 @@
 // Result writers: every file parses after every incremental step.
 #include <gtest/gtest.h>
+
+#include "test_temp_dir.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -33,18 +35,7 @@ using namespace lingbot::io;
 
 namespace {
 
-// A fresh folder per test (process id and test name, plus `tag` when a test needs two).
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag = "") {
-    path = std::filesystem::temp_directory_path() /
-           ("lingbot_writers_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + tag);
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lingbot_test::TempDir;
 
 std::string slurp(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
