@@ -1,79 +1,22 @@
 // `lingbot-map run --video`: the golden tiny frames encoded losslessly (FFV1, RGB) into a video
 // give the same reconstruction as the image folder, within the golden tolerances; frame selection
 // (--fps, --first-k, --stride) applies in upstream's order.
-extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libswscale/swscale.h>
-}
-
 #include <cmath>
 
 #include "io/image.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "run_test_util.h"
+#include "test_video_writer.h"
 
 namespace {
 
 using namespace run_test;
 using nlohmann::json;
 
-// Encodes `frames` losslessly (FFV1 stores 8-bit RGB exactly) at `fps` into `path` (.mkv).
-// Returns false when libavcodec lacks the FFV1 encoder.
+// Encodes `frames` losslessly (FFV1 stores 8-bit RGB exactly); false when FFV1 is unavailable.
 bool write_ffv1_video(const fs::path& path, const std::vector<lingbot::io::ImageU8>& frames, int fps) {
-  const AVCodec* codec = avcodec_find_encoder_by_name("ffv1");
-  if (!codec || frames.empty()) return false;
-  const int w = frames[0].width, h = frames[0].height;
-  AVFormatContext* fmt = nullptr;
-  EXPECT_GE(avformat_alloc_output_context2(&fmt, nullptr, nullptr, path.c_str()), 0);
-  AVStream* st = avformat_new_stream(fmt, nullptr);
-  AVCodecContext* ctx = avcodec_alloc_context3(codec);
-  ctx->width = w;
-  ctx->height = h;
-  ctx->time_base = AVRational{1, fps};
-  ctx->framerate = AVRational{fps, 1};
-  ctx->pix_fmt = AV_PIX_FMT_0RGB32;
-  if (fmt->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-  EXPECT_GE(avcodec_open2(ctx, codec, nullptr), 0);
-  EXPECT_GE(avcodec_parameters_from_context(st->codecpar, ctx), 0);
-  st->time_base = ctx->time_base;
-  st->avg_frame_rate = ctx->framerate;
-  EXPECT_GE(avio_open(&fmt->pb, path.c_str(), AVIO_FLAG_WRITE), 0);
-  EXPECT_GE(avformat_write_header(fmt, nullptr), 0);
-  SwsContext* sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, ctx->pix_fmt, SWS_POINT, nullptr, nullptr, nullptr);
-  AVFrame* frame = av_frame_alloc();
-  frame->format = ctx->pix_fmt;
-  frame->width = w;
-  frame->height = h;
-  EXPECT_GE(av_frame_get_buffer(frame, 0), 0);
-  AVPacket* pkt = av_packet_alloc();
-  auto drain = [&]() {
-    while (avcodec_receive_packet(ctx, pkt) == 0) {
-      av_packet_rescale_ts(pkt, ctx->time_base, st->time_base);
-      pkt->stream_index = st->index;
-      EXPECT_GE(av_interleaved_write_frame(fmt, pkt), 0);
-    }
-  };
-  for (size_t i = 0; i < frames.size(); ++i) {
-    EXPECT_GE(av_frame_make_writable(frame), 0);
-    const uint8_t* src[4] = {frames[i].rgb.data(), nullptr, nullptr, nullptr};
-    const int src_stride[4] = {w * 3, 0, 0, 0};
-    sws_scale(sws, src, src_stride, 0, h, frame->data, frame->linesize);
-    frame->pts = static_cast<int64_t>(i);
-    EXPECT_GE(avcodec_send_frame(ctx, frame), 0);
-    drain();
-  }
-  avcodec_send_frame(ctx, nullptr);
-  drain();
-  EXPECT_GE(av_write_trailer(fmt), 0);
-  av_packet_free(&pkt);
-  av_frame_free(&frame);
-  sws_freeContext(sws);
-  avcodec_free_context(&ctx);
-  avio_closep(&fmt->pb);
-  avformat_free_context(fmt);
-  return true;
+  return lingbot_test::write_test_video(path, "ffv1", frames, fps);
 }
 
 std::vector<lingbot::io::ImageU8> tiny_frames() {

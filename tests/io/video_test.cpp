@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "test_temp_dir.h"
+#include "test_video_writer.h"
 #include <unistd.h>
 
 extern "C" {
@@ -48,64 +49,9 @@ ImageU8 synthetic_frame(int i, int w, int h) {
 // libavcodec lacks the encoder.
 bool write_video(const std::filesystem::path& path, const char* codec_name, int n, int fps, int w, int h,
                  double display_rotation_cw = 0) {
-  const AVCodec* codec = avcodec_find_encoder_by_name(codec_name);
-  if (!codec) return false;
-  AVFormatContext* fmt = nullptr;
-  EXPECT_GE(avformat_alloc_output_context2(&fmt, nullptr, nullptr, path.c_str()), 0);
-  AVStream* st = avformat_new_stream(fmt, nullptr);
-  AVCodecContext* ctx = avcodec_alloc_context3(codec);
-  ctx->width = w;
-  ctx->height = h;
-  ctx->time_base = AVRational{1, fps};
-  ctx->framerate = AVRational{fps, 1};
-  // FFV1 stores 8-bit RGB losslessly (RCT); other encoders get YUV 4:2:0.
-  ctx->pix_fmt = std::strcmp(codec_name, "ffv1") == 0 ? AV_PIX_FMT_0RGB32 : AV_PIX_FMT_YUV420P;
-  if (fmt->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-  EXPECT_GE(avcodec_open2(ctx, codec, nullptr), 0);
-  EXPECT_GE(avcodec_parameters_from_context(st->codecpar, ctx), 0);
-  st->time_base = ctx->time_base;
-  st->avg_frame_rate = ctx->framerate;
-  if (display_rotation_cw != 0) {
-    auto* m = reinterpret_cast<int32_t*>(av_stream_new_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, 9 * sizeof(int32_t)));
-    av_display_rotation_set(m, display_rotation_cw);  // clockwise, per its documentation
-  }
-  EXPECT_GE(avio_open(&fmt->pb, path.c_str(), AVIO_FLAG_WRITE), 0);
-  EXPECT_GE(avformat_write_header(fmt, nullptr), 0);
-
-  SwsContext* sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, ctx->pix_fmt, SWS_BICUBIC, nullptr, nullptr, nullptr);
-  AVFrame* frame = av_frame_alloc();
-  frame->format = ctx->pix_fmt;
-  frame->width = w;
-  frame->height = h;
-  EXPECT_GE(av_frame_get_buffer(frame, 0), 0);
-  AVPacket* pkt = av_packet_alloc();
-  auto drain = [&]() {
-    while (avcodec_receive_packet(ctx, pkt) == 0) {
-      av_packet_rescale_ts(pkt, ctx->time_base, st->time_base);
-      pkt->stream_index = st->index;
-      EXPECT_GE(av_interleaved_write_frame(fmt, pkt), 0);
-    }
-  };
-  for (int i = 0; i < n; ++i) {
-    const ImageU8 img = synthetic_frame(i, w, h);
-    EXPECT_GE(av_frame_make_writable(frame), 0);
-    const uint8_t* src[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
-    const int src_stride[4] = {w * 3, 0, 0, 0};
-    sws_scale(sws, src, src_stride, 0, h, frame->data, frame->linesize);
-    frame->pts = i;
-    EXPECT_GE(avcodec_send_frame(ctx, frame), 0);
-    drain();
-  }
-  avcodec_send_frame(ctx, nullptr);
-  drain();
-  EXPECT_GE(av_write_trailer(fmt), 0);
-  av_packet_free(&pkt);
-  av_frame_free(&frame);
-  sws_freeContext(sws);
-  avcodec_free_context(&ctx);
-  avio_closep(&fmt->pb);
-  avformat_free_context(fmt);
-  return true;
+  std::vector<ImageU8> frames;
+  for (int i = 0; i < n; ++i) frames.push_back(synthetic_frame(i, w, h));
+  return lingbot_test::write_test_video(path, codec_name, frames, fps, display_rotation_cw);
 }
 
 std::vector<VideoFrame> read_all(const std::filesystem::path& p, double fps) {
