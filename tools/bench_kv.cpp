@@ -12,7 +12,6 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
-#include "kernels/cpu/calibration.h"
 
 namespace lingbot::bench {
 namespace {
@@ -41,23 +40,25 @@ class MemCapExceeded : public Error {
   size_t request_bytes;
 };
 
-// Host allocator that refuses (throws MemCapExceeded) before exceeding a byte cap, so a backend is
-// stopped before the memory is taken. Geometric growth that holds old + new buffers at once counts both.
+// Allocator (of the device's memory) that refuses (throws MemCapExceeded) before exceeding a byte cap,
+// so a backend is stopped before the memory is taken. Geometric growth that holds old + new buffers at
+// once counts both.
 class CappedAllocator final : public Allocator {
  public:
-  explicit CappedAllocator(size_t cap) : cap_(cap) {}
+  CappedAllocator(size_t cap, std::unique_ptr<Allocator> inner) : cap_(cap), inner_(std::move(inner)) {}
   void* allocate(size_t bytes) override {
-    if (cap_ > 0 && inner_.bytes_allocated() + bytes > cap_) throw MemCapExceeded(inner_.bytes_allocated(), bytes, cap_);
-    return inner_.allocate(bytes);
+    if (cap_ > 0 && inner_->bytes_allocated() + bytes > cap_)
+      throw MemCapExceeded(inner_->bytes_allocated(), bytes, cap_);
+    return inner_->allocate(bytes);
   }
-  void deallocate(void* p, size_t bytes) noexcept override { inner_.deallocate(p, bytes); }
-  MemoryKind kind() const override { return MemoryKind::Host; }
-  size_t bytes_allocated() const override { return inner_.bytes_allocated(); }
-  uint64_t allocation_count() const override { return inner_.allocation_count(); }
+  void deallocate(void* p, size_t bytes) noexcept override { inner_->deallocate(p, bytes); }
+  MemoryKind kind() const override { return inner_->kind(); }
+  size_t bytes_allocated() const override { return inner_->bytes_allocated(); }
+  uint64_t allocation_count() const override { return inner_->allocation_count(); }
 
  private:
   size_t cap_;
-  HostAllocator inner_;
+  std::unique_ptr<Allocator> inner_;
 };
 
 // Counter-based generator: value i of stream `key` depends only on (key, i), so inputs are the same
@@ -158,6 +159,9 @@ void validate(const KvBenchOptions& o) {
   LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
   LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
   LINGBOT_CHECK(!o.backends.empty(), "--backends must name at least one backend");
+  for (KVBackend b : o.backends)
+    LINGBOT_CHECK(o.device != BenchDeviceKind::Cuda || b == KVBackend::Paged, "--backends: '", kv_backend_name(b),
+                  "' is not available with --device cuda (CUDA has only the 'paged' cache)");
   for (size_t i = 0; i < o.backends.size(); ++i)
     for (size_t j = i + 1; j < o.backends.size(); ++j)
       LINGBOT_CHECK(o.backends[i] != o.backends[j], "--backends lists '", kv_backend_name(o.backends[i]), "' twice");
@@ -165,8 +169,17 @@ void validate(const KvBenchOptions& o) {
 
 KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
   validate(o);
+  const std::unique_ptr<BenchDevice> device = make_bench_device(o.device, o.threads);
+  return run_kv_bench(o, *device, observer);
+}
+
+KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBenchObserver* observer) {
+  validate(o);
+  LINGBOT_CHECK(device.kind() == o.device, "run_kv_bench: options ask for device '", bench_device_name(o.device),
+                "' but got a '", bench_device_name(device.kind()), "' device");
   KvBenchResult res;
   res.options = o;
+  res.device = device.description();
   const int patches = patches_per_frame(o.resolution);
   res.tokens_per_frame = patches + kSpecialTokens;
   const double t_start = now_ms();
@@ -174,11 +187,12 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
   // Calibrated before and after the stream; the better figure counts (a busy machine only lowers it).
   auto calibrate = [&] {
     if (!o.calibrate) return;
-    const auto sg = kernels::calibrate_sgemm(1024, o.threads, 5);
-    res.sgemm_gflops = std::max(res.sgemm_gflops, sg.gflops);
-    res.sgemm_n = sg.n;
-    res.bandwidth_gbps =
-        std::max(res.bandwidth_gbps, kernels::calibrate_bandwidth(size_t{64} << 20, o.threads, 5).gbps);
+    const DeviceCalibration c = device.calibrate(o.threads);
+    DeviceCalibration& best = res.calibration;
+    best.gemm_gflops = std::max(best.gemm_gflops, c.gemm_gflops);
+    best.gemm_n = c.gemm_n;
+    best.bandwidth_gbps = std::max(best.bandwidth_gbps, c.bandwidth_gbps);
+    best.spec_bandwidth_gbps = c.spec_bandwidth_gbps;
   };
   calibrate();
   reset_peak_rss();
@@ -207,10 +221,10 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
     LiveBackend b;
     b.index = static_cast<int>(i);
     b.kind = o.backends[i];
-    b.alloc = std::make_unique<CappedAllocator>(cap);
+    b.alloc = std::make_unique<CappedAllocator>(cap, device.make_allocator());
     live.push_back(std::move(b));
     try {
-      live.back().cache = make_kv_cache(o.backends[i], co, *live.back().alloc);
+      live.back().cache = device.make_cache(o.backends[i], co, *live.back().alloc);
     } catch (const MemCapExceeded& e) {
       stop(live.size() - 1, 0, e.what());
     }
@@ -219,8 +233,10 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
   const std::vector<Step> steps = schedule(o);
   const int64_t row = static_cast<int64_t>(o.heads) * o.head_dim;
   const int64_t max_q = static_cast<int64_t>(steps.front().n_frames) * res.tokens_per_frame;
-  // q, k, v of one block (f32 [n_q, heads, head_dim] each) and the output, reused for every block.
-  std::vector<float> q(max_q * row), k(max_q * row), v(max_q * row), out(max_q * row);
+  // q, k, v of one block (f32 [n_q, heads, head_dim] each, generated on the host and staged where the
+  // caches read them) and the output, reused for every block.
+  std::vector<float> q(max_q * row), k(max_q * row), v(max_q * row);
+  float* out = device.output(max_q * row);
   if (!o.attention) {
     // Bookkeeping-only runs write no K/V; keep the buffers defined anyway.
     fill_uniform(q.data(), max_q * row, o.seed, o.threads);
@@ -245,6 +261,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
         const double t0 = now_ms(), c0 = cpu_ms();
         try {
           f(live[li]);
+          device.synchronize();
         } catch (const MemCapExceeded& e) {
           stop(li, st.frame_end, e.what());
           continue;
@@ -262,9 +279,11 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
         fill_uniform(q.data(), n_q * row, splitmix64(key + 1), o.threads);
         fill_uniform(k.data(), n_q * row, splitmix64(key + 2), o.threads);
         fill_uniform(v.data(), n_q * row, splitmix64(key + 3), o.threads);
-        const kernels::QueryView qv{q.data(), static_cast<int>(n_q), o.heads, o.head_dim, row};
-        const kernels::KVSpan kv{k.data(), v.data(), DType::F32, static_cast<int>(n_q), row};
-        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out.data()); }, &FrameRow::attn_ms, &FrameRow::attn_cpu_ms);
+        const int64_t n = n_q * row;
+        const kernels::QueryView qv{device.stage(0, q.data(), n), static_cast<int>(n_q), o.heads, o.head_dim, row};
+        const kernels::KVSpan kv{device.stage(1, k.data(), n), device.stage(2, v.data(), n), DType::F32,
+                                 static_cast<int>(n_q), row};
+        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out); }, &FrameRow::attn_ms, &FrameRow::attn_cpu_ms);
       }
       for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live)
@@ -335,6 +354,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
   };
 
   std::vector<std::pair<std::string, std::string>> s;
+  s.emplace_back("device", bench_device_name(o.device));
   const std::string at_last = "@" + std::to_string(last);
   s.emplace_back("mem_ratio_paged_vs_densefull@320", fmt(bytes_ratio(KVBackend::Paged, KVBackend::DenseFull, 320)));
   s.emplace_back("mem_ratio_paged_vs_dense@320", fmt(bytes_ratio(KVBackend::Paged, KVBackend::Dense, 320)));
@@ -353,18 +373,33 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
                  fmt(latency_at(KVBackend::Paged, last) / latency_at(KVBackend::Paged, 100)));
 
   // Kernel throughput: paged streaming steps (not the scale phase), attend() time incl. the K/V store.
-  double flops = 0, ms = 0;
+  // Bytes: every visible key's K and V read once per block (a lower bound on the traffic).
+  double flops = 0, kv_bytes = 0, ms = 0;
   const int pi = backend_index(KVBackend::Paged);
   for (const auto& row : r.rows)
     if (row.backend == pi && row.attended && row.mode != FrameMode::ScalePhase) {
       flops += row.flops;
+      kv_bytes += static_cast<double>(row.n_k) * static_cast<double>(token_kv_bytes(o)) * o.blocks;
       ms += row.attn_ms;
     }
   const double kgf = ms > 0 ? flops / (ms * 1e-3) * 1e-9 : nan;
+  const double kgb = ms > 0 ? kv_bytes / (ms * 1e-3) * 1e-9 : nan;
+  const DeviceCalibration& cal = r.calibration;
   s.emplace_back("kernel_gflops", fmt(kgf));
-  s.emplace_back("sgemm_gflops", r.sgemm_gflops > 0 ? fmt(r.sgemm_gflops) : "na");
-  s.emplace_back("kernel_pct_of_sgemm", r.sgemm_gflops > 0 ? fmt(100.0 * kgf / r.sgemm_gflops, 3) : "na");
-  s.emplace_back("bandwidth_gbps", r.bandwidth_gbps > 0 ? fmt(r.bandwidth_gbps) : "na");
+  s.emplace_back("kernel_gbps", fmt(kgb));
+  if (o.device == BenchDeviceKind::Cuda) {
+    // Fractions of the GPU's peaks measured in the same run (cuBLAS bf16 GEMM, device copy).
+    s.emplace_back("kernel_tflops", fmt(kgf * 1e-3));
+    s.emplace_back("gemm_tflops", cal.gemm_gflops > 0 ? fmt(cal.gemm_gflops * 1e-3) : "na");
+    s.emplace_back("kernel_pct_of_gemm", cal.gemm_gflops > 0 ? fmt(100.0 * kgf / cal.gemm_gflops, 3) : "na");
+    s.emplace_back("copy_gbps", cal.bandwidth_gbps > 0 ? fmt(cal.bandwidth_gbps) : "na");
+    s.emplace_back("kernel_pct_of_copy_bw", cal.bandwidth_gbps > 0 ? fmt(100.0 * kgb / cal.bandwidth_gbps, 3) : "na");
+    s.emplace_back("spec_bandwidth_gbps", cal.spec_bandwidth_gbps > 0 ? fmt(cal.spec_bandwidth_gbps) : "na");
+  } else {
+    s.emplace_back("sgemm_gflops", cal.gemm_gflops > 0 ? fmt(cal.gemm_gflops) : "na");
+    s.emplace_back("kernel_pct_of_sgemm", cal.gemm_gflops > 0 ? fmt(100.0 * kgf / cal.gemm_gflops, 3) : "na");
+    s.emplace_back("bandwidth_gbps", cal.bandwidth_gbps > 0 ? fmt(cal.bandwidth_gbps) : "na");
+  }
 
   // Special stream: bytes stored per stored frame, all blocks (measured), and reserved per frame.
   const FrameRow* pl = nullptr;

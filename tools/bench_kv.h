@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_device.h"
 #include "core/dtype.h"
 #include "kvcache/kv_cache.h"
 
@@ -39,6 +40,7 @@ struct KvBenchOptions {
                                  // bookkeeping only (step_without_attention), to make long runs affordable
   uint64_t seed = 1;
   bool calibrate = true;
+  BenchDeviceKind device = BenchDeviceKind::Cpu;  // cuda: device page pools and kernels (backend paged only)
 };
 
 // Token counts per frame for a resolution; throws Error for anything but 224 or 518.
@@ -80,9 +82,8 @@ struct BackendStop {
 struct KvBenchResult {
   KvBenchOptions options;
   int tokens_per_frame = 0;
-  double sgemm_gflops = 0;       // 0 when not calibrated
-  int sgemm_n = 0;
-  double bandwidth_gbps = 0;
+  std::string device;            // BenchDevice::description()
+  DeviceCalibration calibration; // best of before / after the stream; zeros when not calibrated
   std::vector<FrameRow> rows;    // in step order, backends in option order within a step
   std::vector<BackendStop> stops;
   double wall_seconds = 0;
@@ -97,7 +98,9 @@ class KvBenchObserver {
   virtual void on_stop(const KvBenchResult& /*partial*/, const BackendStop& /*stop*/) {}
 };
 
-// Runs the benchmark (validates the options first).
+// Runs the benchmark on `device` (validates the options first; device->kind() must be options.device).
+KvBenchResult run_kv_bench(const KvBenchOptions& options, BenchDevice& device, KvBenchObserver* observer = nullptr);
+// As above on make_bench_device(options.device, options.threads).
 KvBenchResult run_kv_bench(const KvBenchOptions& options, KvBenchObserver* observer = nullptr);
 
 // The `summary:` keys, in print order; values are formatted numbers, "yes"/"no", or "na" when the run

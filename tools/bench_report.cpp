@@ -110,9 +110,17 @@ void ProgressReporter::finish() {
 }
 
 void print_calibration(std::FILE* f, const KvBenchResult& r) {
-  if (r.sgemm_gflops <= 0) return;
+  const DeviceCalibration& c = r.calibration;
+  if (c.gemm_gflops <= 0) return;
+  if (r.options.device == BenchDeviceKind::Cuda) {
+    std::fprintf(f,
+                 "calibration: cuBLAS bf16 GEMM %dx%dx%d (f32 accumulate): %.1f TFLOP/s; device copy: %.0f GB/s "
+                 "(specification %.0f GB/s)\n",
+                 c.gemm_n, c.gemm_n, c.gemm_n, c.gemm_gflops * 1e-3, c.bandwidth_gbps, c.spec_bandwidth_gbps);
+    return;
+  }
   std::fprintf(f, "calibration: sgemm %dx%dx%d, %d threads: %.1f GFLOP/s; memory bandwidth (triad): %.1f GB/s\n",
-               r.sgemm_n, r.sgemm_n, r.sgemm_n, r.options.threads, r.sgemm_gflops, r.bandwidth_gbps);
+               c.gemm_n, c.gemm_n, c.gemm_n, r.options.threads, c.gemm_gflops, c.bandwidth_gbps);
 }
 
 void print_table(std::FILE* f, const KvBenchResult& r) {

@@ -37,13 +37,20 @@ double parse_double_option(const std::string& name, const std::string& text) {
 
 struct BenchKvArgs {
   std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
-  std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends = "paged,dense,dense-full";
+  std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends;
   std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
-  std::string csv, plot;
+  std::string device = "cpu", csv, plot;
 };
 
-bench::KvBenchOptions to_options(const BenchKvArgs& a) {
+// Backends when --backends is not given: all three on the CPU; CUDA has only the paged cache.
+std::string default_backends(bench::BenchDeviceKind device) {
+  return device == bench::BenchDeviceKind::Cuda ? "paged" : "paged,dense,dense-full";
+}
+
+// Parses and validates the options; opens the device into `device`.
+bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::BenchDevice>& device) {
   bench::KvBenchOptions o;
+  o.device = bench::parse_bench_device(a.device);
   o.resolution = parse_int_option("--resolution", a.resolution);
   o.blocks = parse_int_option("--blocks", a.blocks);
   o.heads = parse_int_option("--heads", a.heads);
@@ -58,10 +65,11 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a) {
   o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
   o.frames = parse_int_option("--frames", a.frames);
   o.backends.clear();
+  const std::string backends = a.backends.empty() ? default_backends(o.device) : a.backends;
   size_t pos = 0;
   while (true) {
-    const size_t comma = a.backends.find(',', pos);
-    const std::string item = a.backends.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t comma = backends.find(',', pos);
+    const std::string item = backends.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     try {
       o.backends.push_back(parse_kv_backend(item));
     } catch (const Error& e) {
@@ -75,13 +83,8 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a) {
   } else {
     o.threads = parse_int_option("--threads", a.threads);
   }
-  if (a.mem_cap_gb == "auto") {
-    // 60% of physical memory shared by the backends, which run side by side.
-    const double phys = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-    o.mem_cap_gb = std::floor(phys * 0.6 / static_cast<double>(o.backends.size()) / 1073741824.0 * 10.0) / 10.0;
-  } else {
-    o.mem_cap_gb = parse_double_option("--mem-cap-gb", a.mem_cap_gb);
-  }
+  const bool auto_cap = a.mem_cap_gb == "auto";
+  o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
   LINGBOT_CHECK(a.attention == "on" || a.attention == "off", "--attention must be on or off, got '", a.attention,
                 "'");
   o.attention = a.attention == "on";
@@ -98,11 +101,20 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a) {
     o.seed = seed;
   }
   bench::validate(o);
+  // The device is opened last, so bad options are reported first and a missing GPU is one error line
+  // before any work.
+  device = bench::make_bench_device(o.device, o.threads);
+  if (auto_cap) {
+    // 60% of the device's memory (RAM or GPU memory) shared by the backends, which run side by side.
+    o.mem_cap_gb = std::floor(device->memory_bytes() * 0.6 / static_cast<double>(o.backends.size()) /
+                              1073741824.0 * 10.0) / 10.0;
+  }
   return o;
 }
 
 void run_bench_kv(const BenchKvArgs& args) {
-  const bench::KvBenchOptions o = to_options(args);
+  std::unique_ptr<bench::BenchDevice> device;
+  const bench::KvBenchOptions o = to_options(args, device);
   // Fail on unusable outputs before a long run, not after it.
   if (!args.csv.empty()) {
     std::ofstream probe(args.csv);
@@ -115,6 +127,7 @@ void run_bench_kv(const BenchKvArgs& args) {
   }
   std::string names;
   for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
+  std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
       "dtype %s, window %d, scale frames %d, keyframe interval %d, %d frames, backends %s, %d threads, "
@@ -126,7 +139,7 @@ void run_bench_kv(const BenchKvArgs& args) {
       o.mem_cap_gb, static_cast<unsigned long long>(o.seed));
   std::fflush(stdout);
   bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
-  const bench::KvBenchResult r = bench::run_kv_bench(o, &progress);
+  const bench::KvBenchResult r = bench::run_kv_bench(o, *device, &progress);
   progress.finish();
   bench::print_table(stdout, r);
   if (!args.csv.empty()) {
@@ -160,9 +173,13 @@ void add_bench_command(CLI::App& app) {
   kv->add_option("--keyframe-interval", args->keyframe_interval, "store every N-th frame after the scale phase")
       ->capture_default_str();
   kv->add_option("--frames", args->frames, "frames to stream")->capture_default_str();
-  kv->add_option("--backends", args->backends, "comma-separated: paged, dense, dense-full")->capture_default_str();
+  kv->add_option("--backends", args->backends,
+                 "comma-separated: paged, dense, dense-full (default: all three; cuda: paged, the only CUDA cache)");
+  kv->add_option("--device", args->device, "cpu or cuda (needs a -DLINGBOT_CUDA=ON build and a GPU)")
+      ->capture_default_str();
   kv->add_option("--threads", args->threads, "threads (default: all cores)");
-  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM / backends)")
+  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM, or of GPU memory "
+                 "with --device cuda, / backends)")
       ->capture_default_str();
   kv->add_option("--attention", args->attention, "on: attend every block; off: cache bookkeeping + memory only")
       ->capture_default_str();
@@ -171,7 +188,7 @@ void add_bench_command(CLI::App& app) {
                  "(others bookkeeping only)")
       ->capture_default_str();
   kv->add_option("--seed", args->seed, "random Q/K/V seed")->capture_default_str();
-  kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration")
+  kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration (cuda: cuBLAS GEMM and device copy)")
       ->capture_default_str();
   kv->add_option("--csv", args->csv, "write every row to this CSV file");
   kv->add_option("--plot", args->plot, "write a two-panel PNG (needs gnuplot)");

@@ -163,12 +163,26 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
       {"--backends paged,paged", "error: --backends lists 'paged' twice\n"},
       {"--threads 0", "error: --threads must be >= 1, got 0\n"},
+      {"--device tpu", "error: --device must be cpu or cuda, got 'tpu'\n"},
+      {"--device cuda --backends paged,dense",
+       "error: --backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
   };
   for (const auto& [args, expected] : cases) {
     const CmdResult r = run_cli("bench kv " + args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.err, expected) << args;
     EXPECT_EQ(r.out, "") << args;
+  }
+  // Without a usable GPU, --device cuda is one error line naming why (build or device), before any work.
+  const CmdResult version = run_cli("version");
+  const bool cuda_build = version.out.find("cuda") != std::string::npos;
+  const CmdResult cuda = run_cli(kTiny + "--frames 3 --device cuda");
+  if (!cuda_build) {
+    EXPECT_NE(cuda.exit_code, 0);
+    EXPECT_EQ(cuda.err, "error: --device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
+    EXPECT_EQ(cuda.out, "");
+  } else if (cuda.exit_code != 0) {
+    EXPECT_EQ(cuda.err.rfind("error: --device cuda: no CUDA device is visible", 0), 0u) << cuda.err;
   }
   const CmdResult bad_backend = run_cli("bench kv --backends paged,flat");
   EXPECT_NE(bad_backend.exit_code, 0);

@@ -170,3 +170,22 @@ TEST(CudaPagedKVCache, StepRulesAreCheckedBeforeTouchingTheDevice) {
     EXPECT_EQ(std::string(e.what()), "end_step: no step in progress");
   }
 }
+
+// Needs no device: the allocator kind is checked before any pool is allocated.
+TEST(CudaPagedKVCache, RejectsAHostAllocator) {
+  CacheOptions o;
+  o.num_blocks = 1;
+  o.heads = 2;
+  o.head_dim = 16;
+  o.num_special_tokens = 6;
+  o.tokens_per_frame = 6 + 4;
+  HostAllocator host;
+  try {
+    CudaPagedKVCache cache(o, host);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "CudaPagedKVCache: the allocator must provide device memory (got a host allocator)");
+  }
+  EXPECT_EQ(host.allocation_count(), 0u);
+}

@@ -8,9 +8,17 @@
 
 namespace lingbot::cuda {
 
-CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, CudaAllocator& allocator, cudaStream_t stream,
+namespace {
+Allocator& require_device_memory(Allocator& allocator) {
+  LINGBOT_CHECK(allocator.kind() == MemoryKind::Device,
+                "CudaPagedKVCache: the allocator must provide device memory (got a host allocator)");
+  return allocator;
+}
+}  // namespace
+
+CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream,
                                    AttentionImpl impl)
-    : book_(options, allocator),
+    : book_(options, require_device_memory(allocator)),
       stream_(stream),
       impl_(impl),
       row_(int64_t{options.heads} * options.head_dim),
@@ -158,7 +166,7 @@ void CudaPagedKVCache::reset() {
   std::fill(written_.begin(), written_.end(), 0);
 }
 
-std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, CudaAllocator& allocator,
+std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator,
                                             cudaStream_t stream, AttentionImpl impl) {
   LINGBOT_CHECK(backend == KVBackend::Paged, "KV backend '", kv_backend_name(backend),
                 "' is not available on CUDA (only 'paged')");

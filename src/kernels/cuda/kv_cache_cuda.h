@@ -22,8 +22,9 @@ namespace lingbot::cuda {
 
 class CudaPagedKVCache final : public KVCache {
  public:
-  // The allocator (device memory) must outlive the cache.
-  CudaPagedKVCache(const CacheOptions& options, CudaAllocator& allocator, cudaStream_t stream = nullptr,
+  // The allocator must hand out device memory (MemoryKind::Device, e.g. a CudaAllocator or a wrapper
+  // of one) and outlive the cache; anything else throws Error.
+  CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream = nullptr,
                    AttentionImpl impl = AttentionImpl::Auto);
 
   void begin_step(FrameMode mode, int n_frames) override;
@@ -61,7 +62,7 @@ class CudaPagedKVCache final : public KVCache {
 
 // Device KV cache factory for benchmarks and the model's GPU path. Only KVBackend::Paged exists on
 // CUDA; other backends throw lingbot::Error naming the backend.
-std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, CudaAllocator& allocator,
+std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator,
                                             cudaStream_t stream = nullptr, AttentionImpl impl = AttentionImpl::Auto);
 
 }  // namespace lingbot::cuda
