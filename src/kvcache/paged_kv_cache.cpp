@@ -313,6 +313,16 @@ void PagedKVCache::attend(int block, const kernels::QueryView& q, const kernels:
   attend_visible(block, q, {}, out);
 }
 
+void PagedKVCache::mark_block_written(int block) {
+  LINGBOT_CHECK(step_.open && step_.mode != FrameMode::NonKeyframe,
+                "mark_block_written: no Keyframe or ScalePhase step in progress");
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
+  LINGBOT_CHECK(!written_[block], "mark_block_written: block ", block, " was already written in this ",
+                frame_mode_name(step_.mode), " step");
+  written_[block] = 1;
+}
+
 void PagedKVCache::end_step() {
   LINGBOT_CHECK(step_.open, "end_step: no step in progress");
   if (step_.mode != FrameMode::NonKeyframe) {

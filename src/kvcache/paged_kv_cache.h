@@ -77,6 +77,10 @@ class PagedKVCache final : public KVCache {
   void rollback_last_frame();
   // Writes stored, resident frame `frame`'s K/V (tokens_per_frame f32 tokens) into `block`.
   void write_frame(int block, int64_t frame, const kernels::KVSpan& kv);
+  // For a backend that writes a step's K/V into the pools itself (a device cache driving this one as
+  // its bookkeeping): records that `block` of the open Keyframe / ScalePhase step is written, in place
+  // of attend(), so end_step() accepts the step. Throws outside such a step or when already recorded.
+  void mark_block_written(int block);
   // Attention of q over the current visible set of `block` plus `extra` spans.
   void attend_visible(int block, const kernels::QueryView& q, std::span<const kernels::KVSpan> extra, float* out);
   // The visible set of the current state (rebuilt only when the state changed).

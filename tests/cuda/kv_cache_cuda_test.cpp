@@ -27,6 +27,7 @@ struct Variant {
   bool camera_only = false;
   bool include_scale_frames = true;
   bool round_pages_pow2 = false;
+  int sliding_window = 4;
 };
 
 double tolerance(AttentionImpl impl, DType dt) {
@@ -42,7 +43,7 @@ void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_di
   o.num_special_tokens = 6;
   o.tokens_per_frame = 6 + 21;
   o.scale_frames = 3;
-  o.sliding_window = 4;
+  o.sliding_window = var.sliding_window;
   o.cross_frame_special = var.cross_frame_special;
   o.camera_only = var.camera_only;
   o.include_scale_frames = var.include_scale_frames;
@@ -112,6 +113,9 @@ const Variant kVariants[] = {
     {"no_cross_frame_special", false},
     {"no_scale_frames", true, false, false},
     {"pow2_pages", true, false, true, true},
+    // The scale phase (3 frames) is larger than the window: its excess frames are evicted after its
+    // attention, in end_step, as on the CPU.
+    {"no_scale_frames_window_2", true, false, false, false, 2},
 };
 
 }  // namespace
@@ -143,7 +147,7 @@ TEST(CudaPagedKVCache, OnlyThePagedBackendExistsOnCuda) {
   EXPECT_EQ(alloc.allocation_count(), 0u);
 }
 
-TEST(CudaPagedKVCache, StepRulesAreCheckedBeforeTouchingTheDevice) {
+TEST(CudaPagedKVCache, StepRulesAreChecked) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   CudaAllocator alloc;
   CacheOptions o;
@@ -156,18 +160,24 @@ TEST(CudaPagedKVCache, StepRulesAreCheckedBeforeTouchingTheDevice) {
   o.scale_frames = 4;
   CudaPagedKVCache cache(o, alloc);
   try {
-    cache.begin_step(FrameMode::ScalePhase, 3);
+    cache.end_step();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "CudaPagedKVCache: a ScalePhase of 3 frames with include_scale_frames off and sliding_window 2 < "
-              "n_frames is not supported on CUDA yet");
+    EXPECT_EQ(std::string(e.what()), "end_step: no step in progress");
+  }
+  cache.begin_step(FrameMode::ScalePhase, 3);
+  try {
+    cache.begin_step(FrameMode::Keyframe, 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "begin_step: the previous ScalePhase step was not ended (call end_step first)");
   }
   try {
     cache.end_step();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "end_step: no step in progress");
+    EXPECT_EQ(std::string(e.what()),
+              "end_step: block 0 was not attended in this ScalePhase step (its K/V would be missing)");
   }
 }
 

@@ -197,4 +197,30 @@ TEST(KVCacheErrors, LowLevelPagedOperations) {
   c.write_frame(1, 4, {k.data(), v.data(), DType::F32, 10, 16});
 }
 
+// mark_block_written (for a device cache that writes the pools itself): same step rules as attend(),
+// and a step closed through it leaves the bookkeeping of step_without_attention, scale phase included.
+TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
+  HostAllocator alloc;
+  CacheOptions o = small_options();
+  o.include_scale_frames = false;
+  o.scale_frames = 3;  // scale phase larger than the window: evicted in end_step
+  PagedKVCache c(o, alloc), ref(o, alloc);
+  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+  c.begin_step(FrameMode::ScalePhase, 3);
+  expect_error([&] { c.mark_block_written(2); }, "mark_block_written: block 2 out of range [0, 2)");
+  c.mark_block_written(0);
+  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: block 0 was already written in this ScalePhase step");
+  expect_error([&] { c.end_step(); }, "end_step: block 1 was not attended in this ScalePhase step (its K/V would be missing)");
+  c.mark_block_written(1);
+  EXPECT_EQ(c.state().window_pages.size(), 3u);  // all three visible during the step
+  c.end_step();
+  ref.step_without_attention(FrameMode::ScalePhase, 3);
+  EXPECT_TRUE(c.state() == ref.state());
+  EXPECT_EQ(c.state().window_pages.size(), 2u);
+  c.begin_step(FrameMode::NonKeyframe, 1);
+  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+  c.end_step();
+  c.check_invariants();
+}
+
 }  // namespace

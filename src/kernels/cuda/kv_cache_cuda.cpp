@@ -36,15 +36,10 @@ CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, Allocator& alloc
 void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
   const CacheOptions& o = book_.options();
   kvdetail::check_begin_step(o, step_, book_.state().ledger, mode, n_frames);
-  // The host cache evicts a scale phase's excess frames in end_step, after its attention; running
-  // its bookkeeping up front (below) would evict them before. Only possible in this configuration.
-  LINGBOT_CHECK(mode != FrameMode::ScalePhase || o.include_scale_frames || n_frames <= o.sliding_window,
-                "CudaPagedKVCache: a ScalePhase of ", n_frames, " frames with include_scale_frames off and "
-                "sliding_window ", o.sliding_window, " < n_frames is not supported on CUDA yet");
   first_frame_ = book_.stats().frames_stored;
-  // Keyframe / NonKeyframe / (non-evicting) ScalePhase: the state after the step equals the state
-  // during it, so the whole bookkeeping step runs now; K/V are written by attend().
-  book_.step_without_attention(mode, n_frames);
+  // The host cache's own step: appends (and a keyframe's eviction) now, a scale phase's eviction in
+  // end_step after its attention, exactly as on the CPU. K/V are written by attend() on the device.
+  book_.begin_step(mode, n_frames);
 
   const PagedCacheState st = book_.state();
   step_pages_.clear();
@@ -77,7 +72,7 @@ void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
   step_.open = true;
   step_.mode = mode;
   step_.n_frames = n_frames;
-  step_.keys = plan.visible_tokens + (mode == FrameMode::NonKeyframe ? o.tokens_per_frame : 0);
+  step_.keys = book_.keys_in_step();
   std::fill(written_.begin(), written_.end(), 0);
 }
 
@@ -137,6 +132,7 @@ void CudaPagedKVCache::attend(int block, const kernels::QueryView& q, const kern
   for (int i = 0; i < step_.n_frames; ++i) write_frame(block, i);
   pending_kv_ = nullptr;
   written_[block] = 1;
+  book_.mark_block_written(block);
   paged_attention(q, book_.pool_view(block), table_, specials, {}, out, params);
 }
 
@@ -148,6 +144,7 @@ void CudaPagedKVCache::end_step() {
                     kvdetail::frame_mode_name(step_.mode), " step (its K/V would be missing)");
   }
   step_.open = false;
+  book_.end_step();
 }
 
 void CudaPagedKVCache::step_without_attention(FrameMode mode, int n_frames) {

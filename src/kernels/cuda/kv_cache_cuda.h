@@ -1,9 +1,10 @@
 #pragma once
 // Paged KV cache with its K/V pages in DEVICE memory. The bookkeeping (frame ledger, pinned /
 // window / free pages, special stream, page plan, append / evict / rollback / reset semantics) is
-// the CPU PagedKVCache's, run on the host with its pools allocated through a CudaAllocator; this
-// class only writes K/V into the device pages (a conversion kernel) and runs the CUDA paged
-// attention kernel. Per frame step the patch page table and the special-stream runs of every block
+// the CPU PagedKVCache's, run on the host with its pools allocated in device memory: its own
+// begin_step / end_step (so a scale phase larger than the window is evicted after its attention, as
+// on the CPU), with mark_block_written in place of its attend. This class only writes K/V into the
+// device pages (a conversion kernel) and runs the CUDA paged attention kernel. Per frame step the patch page table and the special-stream runs of every block
 // are uploaded once (begin_step) and reused by all blocks.
 //
 // attend(): q, kv and out are DEVICE pointers (same shapes as KVCache::attend). Calls are
