@@ -320,10 +320,17 @@ inline uint8_t inverted_cmyk_to_rgb(uint32_t raw_c, uint32_t raw_k) {
   return static_cast<uint8_t>(std::clamp(v, 0, 255));
 }
 
+// Refuses images past kMaxImagePixels before their pixels are allocated (checked on header sizes).
+void check_pixel_limit(int64_t w, int64_t h, const std::string& name) {
+  LINGBOT_CHECK(w * h <= kMaxImagePixels, "cannot decode image ", name, ": ", w, "x", h, " = ", w * h,
+                " pixels exceeds the limit of ", kMaxImagePixels, " (decompression bomb guard, as PIL's)");
+}
+
 ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name) {
   JpegSession s(file_bytes);
   read_jpeg_header(s, name);
   jpeg_decompress_struct& ci = s.cinfo();
+  check_pixel_limit(ci.image_width, ci.image_height, name);
   const bool cmyk = ci.num_components == 4;
   // Grey goes straight to RGB: libjpeg replicates the sample, as PIL's convert("RGB") from "L".
   ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
@@ -356,6 +363,8 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
                 ": file too large");
   if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
   int w = 0, h = 0, comp = 0;
+  if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
+    check_pixel_limit(w, h, name);
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
     if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
@@ -405,12 +414,14 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
     JpegSession s(bytes);
     read_jpeg_header(s, path.string());
     const int w = static_cast<int>(s.cinfo().image_width), h = static_cast<int>(s.cinfo().image_height);
+    check_pixel_limit(w, h, path.string());
     if (orientation_swaps_axes(jpeg_orientation(bytes))) return {h, w};
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
   LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());
+  check_pixel_limit(w, h, path.string());
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};
 }

@@ -58,9 +58,14 @@ int exif_orientation(std::span<const uint8_t> file_bytes);
 // Applies an EXIF orientation as ImageOps.exif_transpose does (1 or unknown values: unchanged).
 ImageU8 apply_exif_orientation(const ImageU8& img, int orientation);
 
+// Largest image decoded, in pixels: PIL's decompression-bomb error threshold (2 x
+// Image.MAX_IMAGE_PIXELS), checked on the header before any pixel memory is allocated.
+inline constexpr int64_t kMaxImagePixels = 2 * int64_t{178956970};
+
 // Decodes an encoded image held in memory. `name` is used in error messages.
-// Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image;
-// for JPEG the reason is libjpeg's message or "image file is truncated".
+// Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image or
+// have more than kMaxImagePixels pixels; for JPEG the reason is libjpeg's message or "image file is
+// truncated".
 ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name);
 
 // Reads and decodes an image file (PNG, JPEG, BMP, TGA, GIF first frame, PSD, PNM, HDR).
@@ -74,7 +79,7 @@ struct ImageSize {
   bool operator==(const ImageSize&) const = default;
 };
 // Displayed size (after EXIF orientation) of an image file, read from its header without decoding
-// the pixels. Same errors as load_image.
+// the pixels. Same errors as load_image (the kMaxImagePixels limit included).
 ImageSize probe_image_size(const std::filesystem::path& path);
 
 // The image files directly inside `dir` whose extension is .jpg, .jpeg, .png or .bmp (any case),

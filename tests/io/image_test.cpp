@@ -218,6 +218,68 @@ TEST(Image, ErrorsNameTheFile) {
   }
 }
 
+namespace {
+uint32_t crc32_of(const uint8_t* p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+void put_be(uint8_t* p, uint32_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * (bytes - 1 - i)));
+}
+}  // namespace
+
+// A small file whose header claims a huge image is refused before any pixel memory is allocated.
+TEST(Image, DecompressionBombsAreRefusedFromTheHeader) {
+  const ImageU8 img = pattern();
+  // Grey PNG (stb itself refuses RGB images past 2^30 bytes, about this limit; grey ones reach 3x
+  // further): IHDR, right after the 8-byte signature, says 20000 x 20000, CRC fixed.
+  std::vector<uint8_t> png = encode_png(img.width, img.height, 1, std::vector<uint8_t>(6, 9));
+  put_be(png.data() + 16, 20000, 4);
+  put_be(png.data() + 20, 20000, 4);
+  put_be(png.data() + 29, crc32_of(png.data() + 12, 17), 4);
+  try {
+    decode_image(png, "bomb.png");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot decode image bomb.png: 20000x20000 = 400000000 pixels exceeds the limit of 357913940 "
+              "(decompression bomb guard, as PIL's)");
+  }
+  // JPEG: the baseline SOF0 frame header says 60000 x 60000.
+  std::vector<uint8_t> jpg;
+  stbi_write_jpg_to_func(stbi_to_vector, &jpg, img.width, img.height, 3, img.rgb.data(), 90);
+  size_t sof = 2;
+  while (sof + 9 < jpg.size() && !(jpg[sof] == 0xff && jpg[sof + 1] == 0xc0)) ++sof;
+  ASSERT_LT(sof + 9, jpg.size());
+  put_be(jpg.data() + sof + 5, 60000, 2);
+  put_be(jpg.data() + sof + 7, 60000, 2);
+  try {
+    decode_image(jpg, "bomb.jpg");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot decode image bomb.jpg: 60000x60000 = 3600000000 pixels exceeds the limit of 357913940 "
+              "(decompression bomb guard, as PIL's)");
+  }
+  // probe_image_size (run's up-front size pass) refuses them too, before any frame is processed.
+  TempDir dir;
+  write_file(dir.path / "bomb.jpg", jpg);
+  try {
+    probe_image_size(dir.path / "bomb.jpg");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image " + (dir.path / "bomb.jpg").string() +
+                                         ": 60000x60000 = 3600000000 pixels exceeds the limit of 357913940 "
+                                         "(decompression bomb guard, as PIL's)");
+  }
+  // Small images are unaffected.
+  EXPECT_EQ(decode_image(encode_png(img.width, img.height, 3, img.rgb), "ok.png").width, 3);
+}
+
 TEST(Image, ListsImageFilesSortedByName) {
   TempDir dir;
   const auto png = encode_png(3, 2, 3, pattern().rgb);
