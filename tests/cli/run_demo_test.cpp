@@ -133,6 +133,27 @@ TEST(RunDemo, WritesEveryFileAndTheyParse) {
   EXPECT_GT(summary.at("points").get<int64_t>(), 0) << "confidence filter removed every point";
 }
 
+// Past 320 frames the keyframe interval defaults to ceil(frames / 320) (upstream demo.py), which
+// bounds the frames the cache stores; the per-frame keyframe flags follow it after the scale phase.
+TEST(RunDemo, AutomaticKeyframeIntervalAbove320Frames) {
+  const fs::path out = fresh_dir("demo_auto_kf") / "out";
+  const Result r = run_cli("run --demo --demo-frames 321 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "keyframe interval 2 selected automatically (321 frames > 320)")) << r.out;
+  // 8 scale frames, then every 2nd of the remaining 313 frames: 8 + 157 = 165.
+  EXPECT_TRUE(contains(r.out, "completed: 321 frames (165 keyframes)")) << r.out;
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("options").at("keyframe_interval"), 2);
+  EXPECT_EQ(summary.at("keyframes"), 165);
+  EXPECT_EQ(summary.at("cache").at("frames_stored"), 165);
+  EXPECT_EQ(summary.at("cache").at("frames_resident"), 8 + 64);
+  const json poses = read_json(out / "poses.json");
+  const json& fr = poses.at("frames");
+  ASSERT_EQ(fr.size(), 321u);
+  for (size_t i = 0; i < fr.size(); ++i)
+    EXPECT_EQ(fr[i].at("keyframe").get<bool>(), i < 8 || (i - 8) % 2 == 0) << "frame " << i;
+}
+
 TEST(RunDemo, ResultsDoNotDependOnThreadsAndRerunReplacesOutputs) {
   const fs::path dir = fresh_dir("demo_threads");
   const Result a = run_cli("run --demo --threads 1 --keyframe-interval 2 --out " + (dir / "a").string());
