@@ -48,6 +48,7 @@ class CpuBenchDevice final : public BenchDevice {
     const auto sg = kernels::calibrate_sgemm(1024, threads, 5);
     c.gemm_gflops = sg.gflops;
     c.gemm_n = sg.n;
+    c.gemm_library = sg.blas;
     c.bandwidth_gbps = kernels::calibrate_bandwidth(size_t{64} << 20, threads, 5).gbps;
     return c;
   }

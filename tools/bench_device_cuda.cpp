@@ -49,6 +49,7 @@ class CudaBenchDevice final : public BenchDevice {
     c.gemm_n = 8192;
     c.bandwidth_gbps = p.copy_gbps;
     c.spec_bandwidth_gbps = desc_.spec_bandwidth_gbps;
+    c.gemm_library = detail::concat("cuBLAS ", CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, ".", CUBLAS_VER_PATCH);
     return c;
   }
 

@@ -193,6 +193,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     best.gemm_n = c.gemm_n;
     best.bandwidth_gbps = std::max(best.bandwidth_gbps, c.bandwidth_gbps);
     best.spec_bandwidth_gbps = c.spec_bandwidth_gbps;
+    best.gemm_library = c.gemm_library;
   };
   calibrate();
   reset_peak_rss();

@@ -121,6 +121,7 @@ void print_calibration(std::FILE* f, const KvBenchResult& r) {
   }
   std::fprintf(f, "calibration: sgemm %dx%dx%d, %d threads: %.1f GFLOP/s; memory bandwidth (triad): %.1f GB/s\n",
                c.gemm_n, c.gemm_n, c.gemm_n, r.options.threads, c.gemm_gflops, c.bandwidth_gbps);
+  std::fprintf(f, "blas: %s\n", c.gemm_library.c_str());
 }
 
 void print_table(std::FILE* f, const KvBenchResult& r) {

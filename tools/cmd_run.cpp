@@ -37,6 +37,7 @@
 #include "io/preprocess.h"
 #include "io/video.h"
 #include "io/writers.h"
+#include "kernels/cpu/calibration.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 
@@ -444,6 +445,8 @@ int run_command(const RunArgs& a) {
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
   std::printf("session: %s attention, KV %s, %d scale frames, window %d, keyframe interval %d, %d camera iterations\n",
               a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window, keyframe_interval, a.camera_iterations);
+  // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
+  std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 
@@ -584,6 +587,7 @@ int run_command(const RunArgs& a) {
                         {"inference", infer_seconds},
                         {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
+  summary["blas"] = kernels::blas_description();
   summary["cache"] = cache_json(stats);
   io::write_json_file(out / "summary.json", summary);
 
