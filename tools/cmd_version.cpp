@@ -1,6 +1,8 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "lingbot_git_rev.h"
+#include "kernels/cpu/calibration.h"
 
 namespace lingbot::cli {
 
@@ -13,6 +15,7 @@ void add_version_command(CLI::App& app) {
 #else
     std::printf("backends: cpu\n");
 #endif
+    std::printf("blas: %s\n", kernels::blas_description().c_str());
   });
 }
 

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "commands.h"
+#include "lingbot_git_rev.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"lingbot-map: streaming 3D reconstruction with LingBot-Map (C++ engine)"};
