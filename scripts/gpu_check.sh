@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # GPU acceptance check for the CUDA backend (issue #8), for a machine with an NVIDIA GPU
-# (H100/H200 class) and the packages of scripts/setup.sh already installed:
-#   1. builds the CUDA configuration (test_cuda only, for this GPU's architecture),
+# (H100/H200 class). Two ways to get the binaries:
+#   bash scripts/gpu_check.sh                      the packages of scripts/setup.sh are installed here:
+#                                                  builds test_cuda + the CLI for this GPU
+#   bash scripts/gpu_check.sh --bundle gpu-bundle  a bare CUDA machine: runs the test_cuda that
+#                                                  scripts/gpu_bundle.sh built elsewhere (no CLI: step 5
+#                                                  is skipped, saying so)
+# Steps:
+#   1. builds the CUDA configuration (test_cuda + CLI, for this GPU's architecture), or takes the bundle,
 #   2. runs the CUDA equivalence suite (must run, not skip),
 #   3. runs the paged-vs-contiguous attention benchmark at the 518x378 streaming shape
 #      (1005 queries, 72 frames + specials) and checks contiguous_time / paged_time >= 0.9,
@@ -14,24 +20,44 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 BUILD=build-gpu-check
+BUNDLE=
+if [ "${1:-}" = "--bundle" ]; then
+  BUNDLE=${2:?--bundle needs the folder scripts/gpu_bundle.sh wrote}
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--bundle DIR]"; exit 2
+fi
 status=0
 fail() { echo "CHECK FAILED: $*"; status=1; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "(nvidia-smi unavailable)"
 start=$(date +%s)
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}" >/dev/null || { echo "configure failed"; exit 1; }
-cmake --build "$BUILD" -j"$JOBS" --target test_cuda lingbot-map >"$BUILD.log" 2>&1 || { tail -50 "$BUILD.log"; echo "build failed"; exit 1; }
-echo "== build: $(( $(date +%s) - start )) s"
+if [ -n "$BUNDLE" ]; then
+  [ -x "$BUNDLE/test_cuda" ] || { echo "no $BUNDLE/test_cuda (run scripts/gpu_bundle.sh first)"; exit 1; }
+  cat "$BUNDLE/MANIFEST" | head -3
+  # The bundle's own libraries, then the CUDA toolkit's (cudart, cuBLAS) wherever this machine has them.
+  cuda_libs=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
+  export LD_LIBRARY_PATH="$(cd "$BUNDLE/lib" && pwd):${cuda_libs}${LD_LIBRARY_PATH:-}"
+  TEST_CUDA="$BUNDLE/test_cuda"
+  CLI=
+  missing=$(ldd "$TEST_CUDA" | grep "not found" || true)
+  [ -z "$missing" ] || { echo "$missing"; echo "bundle libraries missing on this machine"; exit 1; }
+else
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}" >/dev/null || { echo "configure failed"; exit 1; }
+  cmake --build "$BUILD" -j"$JOBS" --target test_cuda lingbot-map >"$BUILD.log" 2>&1 || { tail -50 "$BUILD.log"; echo "build failed"; exit 1; }
+  echo "== build: $(( $(date +%s) - start )) s"
+  TEST_CUDA="$BUILD/tests/test_cuda"
+  CLI="$BUILD/lingbot-map"
+fi
 
 echo "== 1. CUDA equivalence suite"
-out=$("$BUILD/tests/test_cuda" 2>&1); rc=$?
+out=$("$TEST_CUDA" 2>&1); rc=$?
 echo "$out" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |max rel error|Failure|got " | head -120
 [ $rc -eq 0 ] || fail "test_cuda exited with $rc"
 if echo "$out" | grep -q "no CUDA device: skipped"; then fail "test_cuda skipped: no CUDA device visible"; fi
 
 echo "== 2. paged vs contiguous attention (streaming shape)"
-out=$(timeout 300 "$BUILD/tests/test_cuda" --gtest_also_run_disabled_tests \
+out=$(timeout 300 "$TEST_CUDA" --gtest_also_run_disabled_tests \
   --gtest_filter='CudaBench.DISABLED_PagedVsContiguousStreamingShape' 2>&1); rc=$?
 echo "$out" | grep -vE "^\[ |^$|^Note:"
 [ $rc -eq 0 ] || fail "benchmark exited with $rc"
@@ -41,17 +67,21 @@ elif awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }'; then echo "CHECK OK: contig
 else fail "contiguous/paged time $ratio < 0.9"; fi
 
 echo "== 3. ${LINGBOT_MEMORY_FRAMES:-10000}-frame device memory run"
-out=$(timeout 400 "$BUILD/tests/test_cuda" --gtest_also_run_disabled_tests \
+out=$(timeout 400 "$TEST_CUDA" --gtest_also_run_disabled_tests \
   --gtest_filter='CudaBench.DISABLED_TenThousandFrameDeviceMemory' 2>&1); rc=$?
 echo "$out" | grep -vE "^\[ |^$|^Note:"
 [ $rc -eq 0 ] || fail "memory run exited with $rc"
 echo "$out" | grep -q "patch_bytes_flat=yes" && echo "CHECK OK: patch memory flat" || fail "patch memory not flat"
 
 echo "== 4. bench kv --device cuda (518x378, bf16, 24 blocks, 400 frames, attention sampled every 20 frames)"
-timeout 300 "$BUILD/lingbot-map" bench kv --device cuda --resolution 518 --frames 400 --attend-every 20 \
-  --csv "$BUILD-bench-kv-cuda.csv" 2>&1 | grep -v "^progress"
-rc=${PIPESTATUS[0]}
-[ "$rc" -eq 0 ] || fail "bench kv --device cuda exited with $rc"
+if [ -z "$CLI" ]; then
+  echo "skipped: the bundle has no CLI (it links FFmpeg and more; build on a machine with scripts/setup.sh's packages)"
+else
+  timeout 300 "$CLI" bench kv --device cuda --resolution 518 --frames 400 --attend-every 20 \
+    --csv "$BUILD-bench-kv-cuda.csv" 2>&1 | grep -v "^progress"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || fail "bench kv --device cuda exited with $rc"
+fi
 
 echo "== total $(( $(date +%s) - start )) s; status $status"
 exit $status
