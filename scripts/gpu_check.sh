@@ -39,6 +39,13 @@ if [ -n "$BUNDLE" ]; then
   export LD_LIBRARY_PATH="$(cd "$BUNDLE/lib" && pwd):${cuda_libs}${LD_LIBRARY_PATH:-}"
   TEST_CUDA="$BUNDLE/test_cuda"
   CLI=
+  # No toolkit libraries in the usual places: fall back to the CUDA wheels' copies (e.g. PyTorch's venv).
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+    if ldd "$TEST_CUDA" | grep -q "$lib => not found"; then
+      dir=$(find / -xdev -name "$lib" -not -path "*/proc/*" 2>/dev/null | head -1 | xargs -r dirname)
+      [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir:$LD_LIBRARY_PATH" && echo "using $lib from $dir"
+    fi
+  done
   missing=$(ldd "$TEST_CUDA" | grep "not found" || true)
   [ -z "$missing" ] || { echo "$missing"; echo "bundle libraries missing on this machine"; exit 1; }
 else
