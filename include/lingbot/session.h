@@ -63,13 +63,19 @@ struct FrameResult {
   // Camera head (when SessionOptions::camera_head):
   Tensor pose_enc;        // f32 [9]: [t_x, t_y, t_z, q_x, q_y, q_z, q_w (scalar last), fov_h, fov_w]
   Tensor pose_enc_iters;  // f32 [camera_iterations, 9]: activated encoding after each refinement
-  Tensor extrinsic;       // f32 [3, 4] world -> camera [R | t], OpenCV axes
+  // Camera convention: the decoded pose [R(q) | t] is CAMERA -> WORLD (X_world = R·X_cam + t), so
+  // pose_enc[0:3] is the camera centre. This is how every upstream consumer of the released
+  // LingBot-Map checkpoints reads it (demo.py's viewer, the windowed Sim(3) alignment, the flow
+  // keyframe test, the benchmark wrapper); VGGT's identical encoding decodes to world -> camera.
+  // Camera axes are OpenCV's (x right, y down, z forward); matrices are row-major.
+  Tensor extrinsic;       // f32 [3, 4] world -> camera [Rᵀ | −Rᵀt], the inverse of extrinsic_c2w
   Tensor intrinsic;       // f32 [3, 3] K in pixels (cx = W/2, cy = H/2)
-  Tensor extrinsic_c2w;   // f32 [3, 4] camera -> world
+  Tensor extrinsic_c2w;   // f32 [3, 4] camera -> world [R | t], the decoded pose
   // DPT head (when SessionOptions::depth_head); world points also need the camera head:
   Tensor depth;           // f32 [H, W], positive
   Tensor depth_conf;      // f32 [H, W], > 1
-  Tensor world_points;    // f32 [H, W, 3], pixel (x = column, y = row) unprojected at integer coordinates
+  Tensor world_points;    // f32 [H, W, 3]: extrinsic_c2w · (K⁻¹ [x, y, 1]ᵀ · depth), x = column, y = row
+                          // at integer coordinates (no +0.5)
 };
 
 // Cache occupancy after the last completed step (aggregator cache; per block unless noted).

@@ -16,20 +16,21 @@ Camera camera_from_pose_encoding(const PoseEncoding& e, ImageSize size) {
   LINGBOT_CHECK(size.height > 0 && size.width > 0, "camera_from_pose_encoding: image size ", size.height, "x",
                 size.width, " must be positive");
   Camera cam;
+  // The decoded pose [R | t] is camera -> world (LingBot-Map; see geometry.h); w2c is its inverse.
   const Mat3x3 R = quat_xyzw_to_mat(e[3], e[4], e[5], e[6]);
   const float t[3] = {e[0], e[1], e[2]};
   for (int r = 0; r < 3; ++r) {
-    for (int c = 0; c < 3; ++c) cam.w2c[r * 4 + c] = R[r * 3 + c];
-    cam.w2c[r * 4 + 3] = t[r];
+    for (int c = 0; c < 3; ++c) cam.c2w[r * 4 + c] = R[r * 3 + c];
+    cam.c2w[r * 4 + 3] = t[r];
   }
-  // c2w = [Rᵀ | −Rᵀ t]
+  // w2c = [Rᵀ | −Rᵀ t]
   for (int r = 0; r < 3; ++r) {
     float acc = 0.0f;
     for (int c = 0; c < 3; ++c) {
-      cam.c2w[r * 4 + c] = R[c * 3 + r];
+      cam.w2c[r * 4 + c] = R[c * 3 + r];
       acc += R[c * 3 + r] * t[c];
     }
-    cam.c2w[r * 4 + 3] = -acc;
+    cam.w2c[r * 4 + 3] = -acc;
   }
   const float half_h = static_cast<float>(size.height) / 2.0f, half_w = static_cast<float>(size.width) / 2.0f;
   const float fy = half_h / std::tan(e[7] / 2.0f);

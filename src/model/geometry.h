@@ -1,14 +1,18 @@
 #pragma once
 // Camera geometry of the model's outputs: pose encoding -> extrinsics / intrinsics, and world points.
 //
-// Conventions (those of the upstream reference, `utils/pose_enc.py`, `utils/rotation.py`,
-// `GCTBase._unproject_depth_to_world`):
+// Conventions (those of the upstream reference, `utils/pose_enc.py`, `utils/rotation.py`, and of
+// every upstream consumer of the released checkpoints: demo.py's post-processing and viewer, the
+// windowed mode's Sim(3) alignment, the flow keyframe test, the benchmark wrapper):
 //   * Pose encoding (9 floats): [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w].
 //     The quaternion is xyzw (scalar LAST) and need not be unit length: the rotation matrix is built
 //     with the factor 2/|q|², which normalises it. FoVs are full angles in radians.
-//   * Extrinsic `w2c` = [R | t] (3x4, row-major), world -> camera: X_cam = R·X_world + t, OpenCV
-//     camera axes (x right, y down, z forward).
-//   * Camera-to-world `c2w` = [Rᵀ | −Rᵀ·t] (3x4, row-major), the closed-form inverse of w2c.
+//   * The decoded pose `c2w` = [R(q) | t] (3x4, row-major) is CAMERA -> WORLD: X_world = R·X_cam + t,
+//     so t = pose_enc[0:3] is the camera centre in world coordinates. (VGGT's identical encoding
+//     decodes to world -> camera; LingBot-Map's does not, whatever upstream's inherited docstring and
+//     its never-called `GCTBase._unproject_depth_to_world` say.) OpenCV camera axes (x right, y down,
+//     z forward).
+//   * Extrinsic `w2c` = [Rᵀ | −Rᵀ·t] (3x4, row-major), world -> camera, the closed-form inverse.
 //   * Intrinsic K (3x3, row-major) for an image of H rows × W columns, in pixels:
 //     fx = (W/2)/tan(fov_w/2), fy = (H/2)/tan(fov_h/2), cx = W/2, cy = H/2.
 //   * World points: pixel (x = column, y = row) taken at integer coordinates (no +0.5):
@@ -32,9 +36,9 @@ struct ImageSize {
 };
 
 struct Camera {
-  Mat3x4 w2c{};        // world -> camera [R | t]
+  Mat3x4 w2c{};        // world -> camera [Rᵀ | −Rᵀt]
   Mat3x3 intrinsic{};  // K
-  Mat3x4 c2w{};        // camera -> world [Rᵀ | −Rᵀt]
+  Mat3x4 c2w{};        // camera -> world [R | t], the decoded pose
 };
 
 // Rotation matrix (row-major 3x3) of the xyzw quaternion q, normalised by 2/|q|².

@@ -32,10 +32,17 @@ TEST(Geometry, CameraConventions) {
   EXPECT_EQ(cam.intrinsic[2], 56.0f);
   EXPECT_EQ(cam.intrinsic[5], 35.0f);
   EXPECT_EQ(cam.intrinsic[8], 1.0f);
-  // w2c translation is the encoding's t; c2w ∘ w2c is the identity.
-  EXPECT_EQ(cam.w2c[3], 0.5f);
-  EXPECT_EQ(cam.w2c[7], -1.0f);
-  EXPECT_EQ(cam.w2c[11], 2.0f);
+  // The decoded pose is camera -> world: c2w's translation is the encoding's t (the camera centre);
+  // w2c ∘ c2w is the identity.
+  EXPECT_EQ(cam.c2w[3], 0.5f);
+  EXPECT_EQ(cam.c2w[7], -1.0f);
+  EXPECT_EQ(cam.c2w[11], 2.0f);
+  const Mat3x3 R = quat_xyzw_to_mat(e[3], e[4], e[5], e[6]);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(cam.c2w[r * 4 + c], R[r * 3 + c]) << r << c;
+      EXPECT_EQ(cam.w2c[r * 4 + c], R[c * 3 + r]) << r << c;
+    }
   const float X[3] = {0.3f, -0.7f, 1.9f};
   float Xc[3], Xw[3];
   for (int r = 0; r < 3; ++r) Xc[r] = cam.w2c[r * 4] * X[0] + cam.w2c[r * 4 + 1] * X[1] + cam.w2c[r * 4 + 2] * X[2] + cam.w2c[r * 4 + 3];
@@ -60,6 +67,39 @@ TEST(Geometry, UnprojectUsesIntegerPixelCoordinates) {
   EXPECT_NEAR(wp.f32()[0], -2.0f, 1e-6);
   EXPECT_NEAR(wp.f32()[1], -2.0f, 1e-6);
   EXPECT_NEAR(wp.f32()[2], 2.0f, 1e-6);
+}
+
+// Pins the camera -> world convention without goldens: a pose with a known rotation and
+// translation puts the camera centre at pose_enc[0:3], and a pixel on the optical axis at depth d
+// lands at t + d·R[:, 2] (the camera's z axis expressed in the world).
+TEST(Geometry, DecodedPoseIsCameraToWorld) {
+  // 60° about the axis (1, 2, 2)/3, quaternion scaled by 1.7 (not unit), centre (1.5, -2, 0.75).
+  const double half = M_PI / 6, s = std::sin(half) * 1.7 / 3.0;
+  const PoseEncoding e{1.5f, -2.0f, 0.75f, float(s * 1), float(s * 2), float(s * 2), float(std::cos(half) * 1.7), 0.9f, 1.2f};
+  const ImageSize size{70, 112};
+  const Camera cam = camera_from_pose_encoding(e, size);
+  const Mat3x3 R = quat_xyzw_to_mat(e[3], e[4], e[5], e[6]);
+  // Rodrigues' formula for the same rotation, in double, as an independent check of R.
+  const double ax[3] = {1 / 3.0, 2 / 3.0, 2 / 3.0}, c = std::cos(2 * half), sn = std::sin(2 * half);
+  const double skew[9] = {0, -ax[2], ax[1], ax[2], 0, -ax[0], -ax[1], ax[0], 0};
+  for (int r = 0; r < 3; ++r)
+    for (int k = 0; k < 3; ++k) {
+      const double expect = (r == k ? c : 0) + (1 - c) * ax[r] * ax[k] + sn * skew[r * 3 + k];
+      EXPECT_NEAR(R[r * 3 + k], expect, 1e-6) << r << k;
+    }
+  // Camera centre = -w2c_R^T w2c_t = pose_enc[0:3].
+  for (int r = 0; r < 3; ++r) {
+    double centre = 0;
+    for (int k = 0; k < 3; ++k) centre -= cam.w2c[k * 4 + r] * cam.w2c[k * 4 + 3];
+    EXPECT_NEAR(centre, e[r], 1e-6) << r;
+  }
+  // The principal point (cx, cy) = (56, 35) is on the optical axis; at depth d it lands at t + d·R[:, 2].
+  const float d = 3.25f;
+  Tensor depth({70, 112});
+  for (int64_t i = 0; i < depth.numel(); ++i) depth.f32()[i] = d;
+  const Tensor wp = world_points_from_depth(depth, cam, size, 1);
+  const float* p = wp.f32() + (35 * 112 + 56) * 3;
+  for (int r = 0; r < 3; ++r) EXPECT_NEAR(p[r], e[r] + d * R[r * 3 + 2], 1e-5) << r;
 }
 
 TEST(Geometry, GoldenCamerasAndWorldPointsFromReferencePoses) {
