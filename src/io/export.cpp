@@ -11,6 +11,9 @@
 #include "io/depth_preview.h"
 #include "io/export_basic.h"
 #include "io/export_bss.h"
+#include "io/export_colmap.h"
+#include "io/export_glb.h"
+#include "io/export_npz.h"
 
 namespace lingbot::io {
 
@@ -32,6 +35,12 @@ const ExportKind kKinds[] = {
     {"ply", "points.ply: binary coloured point cloud", true, make_ply_exporter, remove_ply_outputs},
     {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (turbo, near = red, invalid = black)", true,
      make_depth_preview_exporter, remove_depth_preview_outputs},
+    {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", false,
+     make_npz_exporter, remove_npz_outputs},
+    {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", false, make_colmap_exporter,
+     remove_colmap_outputs},
+    {"glb", "scene.glb: points, keyframe frustums and the trajectory (glTF 2.0 binary)", false, make_glb_exporter,
+     remove_glb_outputs},
     {"bss", "bss/traj.txt + bss/intrinsics.txt: upstream benchmark format", false, make_bss_exporter,
      remove_bss_outputs},
 };
@@ -48,7 +57,7 @@ std::string choices() {
 }  // namespace
 
 bool geometry_finite(const ExportFrame& f) {
-  return all_finite(f.pose_enc) && all_finite(f.c2w) && all_finite(f.intrinsics);
+  return all_finite(f.pose_enc) && all_finite(f.c2w) && all_finite(f.w2c) && all_finite(f.intrinsics);
 }
 
 PointBatch frame_points(const ExportFrame& f, const PointFilter& filter) {
