@@ -512,6 +512,7 @@ int run_command(const RunArgs& a) {
       x.image = std::span<const float>(f.image.f32(), 3 * hw);
       x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
       x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
+      x.w2c = to_mat34(r.extrinsic, "extrinsic");
       x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
       x.depth = std::span<const float>(r.depth.f32(), hw);
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
