@@ -55,8 +55,8 @@ ImageU8 colorize_depth(int width, int height, std::span<const float> depth) {
   for (size_t i = 0; i < depth.size(); ++i) {
     if (!valid_sample(depth[i])) continue;
     // Near = red (t = 1): a constant-depth frame shows the middle of the map.
-    const double t = span > 0 ? 1.0 - (static_cast<double>(depth[i]) - r.lo) / span : 0.5;
-    const auto c = turbo_rgb(t);
+    const double t = span > 0 ? std::clamp(1.0 - (static_cast<double>(depth[i]) - r.lo) / span, 0.0, 1.0) : 0.5;
+    const auto c = turbo_rgb(kDepthPreviewFarEnd + (1.0 - kDepthPreviewFarEnd) * t);
     std::copy(c.begin(), c.end(), img.rgb.begin() + static_cast<long>(i * 3));
   }
   return img;

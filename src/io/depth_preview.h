@@ -1,7 +1,7 @@
 #pragma once
 // Colourised depth previews (the "depth-preview" export): what a person looks at first.
 //
-// Colour map: Google's Turbo (polynomial approximation), near = red, far = dark blue, linear in
+// Colour map: Google's Turbo (polynomial approximation), near = red, far = blue, linear in
 // depth between the 2nd and 98th percentile of the frame's valid depths (values outside are
 // clamped), so a few outliers do not flatten the picture. Invalid pixels (depth non-finite or
 // <= 0, the rule of io/export.h) are black; Turbo itself never reaches black.
@@ -18,6 +18,9 @@ namespace lingbot::io {
 
 inline constexpr double kDepthPreviewLowPercentile = 2.0;
 inline constexpr double kDepthPreviewHighPercentile = 98.0;
+// The far end of the range maps to turbo_rgb(kDepthPreviewFarEnd), not turbo_rgb(0): Turbo's own
+// end is so dark that it would read as an invalid (black) pixel.
+inline constexpr double kDepthPreviewFarEnd = 0.05;
 
 // Turbo colour of t in [0, 1] (clamped): t = 0 dark blue, t = 1 dark red.
 std::array<uint8_t, 3> turbo_rgb(double t);

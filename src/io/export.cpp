@@ -33,7 +33,7 @@ const ExportKind kKinds[] = {
     {"depth", "depth/NNNNNN.{png,npy} and _conf.{png,npy}: 16-bit PNG and float32 depth / confidence", true,
      make_depth_exporter, remove_depth_outputs},
     {"ply", "points.ply: binary coloured point cloud", true, make_ply_exporter, remove_ply_outputs},
-    {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (turbo, near = red, invalid = black)", true,
+    {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, far = blue, invalid = black)", true,
      make_depth_preview_exporter, remove_depth_preview_outputs},
     {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", false,
      make_npz_exporter, remove_npz_outputs},

@@ -180,15 +180,18 @@ TEST(DepthPreview, RobustRangeTurboAndBlackInvalid) {
   EXPECT_FLOAT_EQ(r.lo, 1 + 0.02f * 99);  // np.percentile(np.arange(1, 101), 2) = 2.98
   EXPECT_FLOAT_EQ(r.hi, 1 + 0.98f * 99);  // 98.02
   const ImageU8 img = colorize_depth(8, 13, depth);
-  const auto near = turbo_rgb(1.0), far = turbo_rgb(0.0);
+  const auto near = turbo_rgb(1.0), far = turbo_rgb(kDepthPreviewFarEnd);
   for (size_t i = 0; i < depth.size(); ++i) {
     const uint8_t* p = img.rgb.data() + 3 * i;
     if (!valid_sample(depth[i])) {
       EXPECT_EQ(p[0] + p[1] + p[2], 0) << i;
       continue;
     }
-    EXPECT_GT(p[0] + p[1] + p[2], 0) << i;  // Turbo never reaches black
-    const auto want = depth[i] <= r.lo ? near : depth[i] >= r.hi ? far : turbo_rgb(1.0 - (static_cast<double>(depth[i]) - r.lo) / (static_cast<double>(r.hi) - r.lo));
+    EXPECT_GE(std::max({p[0], p[1], p[2]}), 100) << i;  // never close to the black of invalid pixels
+    const double t = 1.0 - (static_cast<double>(depth[i]) - r.lo) / (static_cast<double>(r.hi) - r.lo);
+    const auto want = depth[i] <= r.lo   ? near
+                      : depth[i] >= r.hi ? far
+                                         : turbo_rgb(kDepthPreviewFarEnd + (1.0 - kDepthPreviewFarEnd) * t);
     EXPECT_TRUE(std::equal(want.begin(), want.end(), p)) << i;
   }
   // Turbo: blue -> green -> red (the polynomial fit is least exact at the very ends).
