@@ -14,6 +14,7 @@ extern "C" {
 #include <optional>
 
 #include "core/error.h"
+#include "io/file_util.h"
 #include "io/preprocess.h"
 
 namespace lingbot::io {
@@ -134,7 +135,7 @@ VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
   Impl& s = *impl_;
   s.path = path.string();
   std::error_code ec;
-  LINGBOT_CHECK(std::filesystem::exists(path, ec), "video file not found: ", s.path);
+  check_path_exists(path, "video file");
   LINGBOT_CHECK(!std::filesystem::is_directory(path, ec), "cannot open video ", s.path, ": is a directory");
 
   AVFormatContext* raw = nullptr;

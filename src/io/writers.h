@@ -34,10 +34,14 @@ struct FramePose {
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
   Mat34 w2c{};              // world -> camera
   Mat33 intrinsics{};
+  // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
+  // listed without matrices and every geometric writer skips it.
+  bool valid = true;
 };
 
 // poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
-//   {"index", "timestamp", "keyframe", "source", "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3}, ...]}
+//   {"index", "timestamp", "keyframe", "source", "valid": true, "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3},
+//   ...]}; a frame without valid geometry has "valid": false and no matrices.
 // After every append the file ends with the closing "]}" (the next append overwrites it).
 class PosesJsonWriter {
  public:
@@ -64,7 +68,9 @@ class TumWriter {
   ~TumWriter();
   TumWriter(const TumWriter&) = delete;
   TumWriter& operator=(const TumWriter&) = delete;
-  void append(double timestamp, const Mat34& w2c);
+  // Appends one line; a pose with a non-finite value is skipped (returns false), as for every
+  // geometric export (io/output_validity.h).
+  bool append(double timestamp, const Mat34& w2c);
 
  private:
   std::filesystem::path path_;
@@ -115,16 +121,17 @@ void write_depth_frame(const std::filesystem::path& dir, int64_t index, int widt
 
 // Points of one frame for the PLY, chosen as upstream's viewer does (vis/point_cloud_viewer.py
 // parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
-// given), then keep every downsample-th remaining point (0, d, 2d, ...). Colours come from the
-// preprocessed image (values k/255 -> k).
+// given), then keep every downsample-th remaining point (0, d, 2d, ...). Pixels whose depth or
+// confidence is invalid (io/output_validity.h: non-finite or <= 0) never give a point, whatever the
+// threshold. Colours come from the preprocessed image (values k/255 -> k).
 struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point
   size_t size() const { return xyz.size() / 3; }
 };
-// points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
+// points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf, depth: [H*W] or empty.
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample);
+                         float conf_threshold, int downsample, std::span<const float> depth = {});
 
 // Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);
