@@ -9,7 +9,7 @@
 // keyframes", rules 1-4):
 //   * overlap ov: overlap_keyframes ? max(K, overlap_keyframes · max(keyframe_interval, 1))
 //                 : overlap_size ? overlap_size : K          (K = scale frames)
-//   * IntervalKeyframes policy: fixed windows of L = K + (window_size - K) · interval frames, window k
+//   * IntervalKeyframes policy: fixed windows of L = K + max(window_size - K, 0) · interval frames, window k
 //     starting at k · (L - ov); the last one ends with the sequence.
 //   * any other policy (FlowKeyframes): a window streams until it has stored window_size - K
 //     keyframes (it ends on a keyframe) or the sequence ends; the next starts ov frames before its end.
@@ -38,7 +38,7 @@
 namespace lingbot {
 
 struct WindowedOptions {
-  int window_size = 16;                  // stored frames per window (its scale frames + keyframes), > K
+  int window_size = 64;                  // stored frames per window (its scale frames + keyframes); demo.py's default
   std::optional<int> overlap_size;       // overlap in frames (default: the scale frames)
   std::optional<int> overlap_keyframes;  // overlap in keyframes (wins over overlap_size)
 };
@@ -64,9 +64,9 @@ struct WindowObserver {
   std::function<void(int64_t window, int64_t row, const FrameResult& raw)> on_row;
 };
 
-// Throws lingbot::Error naming the field when the options cannot form overlapping windows:
-// window_size <= K, overlap < 0 or >= the window (fixed windows), or window_size < ov + K (windows
-// formed by keyframes: consecutive windows would not overlap by ov frames).
+// Throws lingbot::Error naming the field when the options cannot form windows that overlap by exactly
+// ov frames (golden README N5): window_size < 1, overlap < 0, overlap >= the window length L (fixed
+// windows), or window_size < ov + K (windows formed by keyframes).
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
 int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov (rule 1, before clamping)
 

@@ -132,8 +132,7 @@ int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& o) {
 
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
   const int64_t K = o.scale_frames;
-  LINGBOT_CHECK(w.window_size > K, "WindowedOptions.window_size (", w.window_size, ") must be larger than the ", K,
-                " scale frames: a window stores its scale frames plus at least one keyframe");
+  LINGBOT_CHECK(w.window_size >= 1, "WindowedOptions.window_size must be >= 1, got ", w.window_size);
   LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "WindowedOptions.overlap_size must be >= 0, got ",
                 *w.overlap_size);
   LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 0,
@@ -141,9 +140,9 @@ void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
   const int64_t ov = windowed_overlap(w, o);
   if (interval_policy(o)) {
     const int64_t n = keyframe_interval_of(o);
-    const int64_t L = K + (w.window_size - K) * n;
+    const int64_t L = K + std::max<int64_t>(w.window_size - K, 0) * n;
     LINGBOT_CHECK(ov < L, "the overlap (", ov, " frames) must be smaller than a window (", L, " frames: ", K,
-                  " scale frames + ", w.window_size - K, " keyframes x interval ", n, ")");
+                  " scale frames + ", std::max<int64_t>(w.window_size - K, 0), " keyframes x interval ", n, ")");
   } else {
     LINGBOT_CHECK(w.window_size >= ov + K, "WindowedOptions.window_size (", w.window_size,
                   ") must be at least the overlap (", ov, " frames) + the ", K,
@@ -180,7 +179,7 @@ struct WindowedSession::Impl {
     ov = windowed_overlap(wo, r);
     fixed = interval_policy(r) != nullptr;
     if (fixed) LINGBOT_CHECK(r.keyframe_policy->decides_before(), "internal: interval policy decides after");
-    L = K + (wo.window_size - K) * keyframe_interval_of(r);
+    L = K + std::max<int64_t>(wo.window_size - K, 0) * keyframe_interval_of(r);
     target_keyframes = wo.window_size - K;
     min_rows = fixed ? L : wo.window_size;  // rows of any window that is not the last
   }
