@@ -396,7 +396,8 @@ int run_command(const RunArgs& a) {
   const int keyframe_interval = mode.keyframe_interval;
   const std::string& keyframe_rule = mode.keyframe_rule;
   if (mode.keyframe_rule.rfind("automatic", 0) == 0 && keyframe_interval > 1)
-    std::printf("keyframe interval %d selected automatically (more than %lld frames)\n", keyframe_interval,
+    std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
+                static_cast<long long>(*(input.count ? input.count : input.estimated)),
                 static_cast<long long>(kAutoKeyframeFrames));
 
   SessionOptions so;

@@ -406,7 +406,8 @@ VerifyReport run_verify(const VerifyOptions& vo) {
     auto compare_ints = [&](const std::vector<int64_t>& engine, const std::string& axis) {
       const io::IntTensor t = ref.read_int(e.name);
       row.tolerance = "exact";
-      row.frames = axis == "frames" ? frames_str(all_frames) : axis + " 0-" + std::to_string(t.values.size() - 1);
+      const int64_t items = t.shape.empty() ? 0 : t.shape[0];  // window_bounds is [n, 2]
+      row.frames = axis == "frames" ? frames_str(all_frames) : axis + " 0-" + std::to_string(items - 1);
       if (engine.size() != t.values.size()) {
         row.status = "FAIL";
         row.note = "engine produced " + std::to_string(engine.size()) + " values, reference has " +
