@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/safetensors.h"
+#include "tiny_model_fixture.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
 
@@ -21,25 +21,8 @@ uint64_t fnv1a(const std::vector<unsigned char>& b) {
   return h;
 }
 
-class KeyframePolicyTest : public ::testing::Test {
+class KeyframePolicyTest : public test::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
-    model_ = Model::load(dir + "weights.safetensors");
-    images_ = new Tensor(io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
-  }
-  static void TearDownTestSuite() {
-    delete images_;
-    images_ = nullptr;
-    model_.reset();
-  }
-  static Tensor frame(int64_t i) {
-    const int64_t n = 3 * images_->dim(2) * images_->dim(3);
-    Tensor t({3, images_->dim(2), images_->dim(3)});
-    std::memcpy(t.f32(), images_->f32() + i * n, static_cast<size_t>(n) * sizeof(float));
-    return t;
-  }
-  static int64_t frames() { return images_->dim(0); }
   static SessionOptions tiny_options(KVBackend b = KVBackend::Paged) {
     SessionOptions o;
     o.backend = b;
@@ -70,8 +53,6 @@ class KeyframePolicyTest : public ::testing::Test {
     x.camera_frames = st.camera_cache_frames;
     return x;
   }
-  static inline std::shared_ptr<const Model> model_;
-  static inline Tensor* images_ = nullptr;
 };
 
 // The hash test: a rolled-back frame leaves the aggregator cache (every block's live K/V bytes),

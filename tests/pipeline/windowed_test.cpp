@@ -8,32 +8,15 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/safetensors.h"
+#include "tiny_model_fixture.h"
 #include "lingbot/windowed.h"
 
 namespace {
 
 using namespace lingbot;
 
-class WindowedTest : public ::testing::Test {
+class WindowedTest : public test::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
-    model_ = Model::load(dir + "weights.safetensors");
-    images_ = new Tensor(io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
-  }
-  static void TearDownTestSuite() {
-    delete images_;
-    images_ = nullptr;
-    model_.reset();
-  }
-  static Tensor frame(int64_t i) {
-    const int64_t n = 3 * images_->dim(2) * images_->dim(3);
-    Tensor t({3, images_->dim(2), images_->dim(3)});
-    std::memcpy(t.f32(), images_->f32() + i * n, static_cast<size_t>(n) * sizeof(float));
-    return t;
-  }
-  static int64_t frames() { return images_->dim(0); }
   static SessionOptions options() {
     SessionOptions o;
     o.scale_frames = 2;
@@ -48,8 +31,6 @@ class WindowedTest : public ::testing::Test {
     for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(double(a.f32()[i]) - b.f32()[i]));
     return d;
   }
-  static inline std::shared_ptr<const Model> model_;
-  static inline Tensor* images_ = nullptr;
 };
 
 TEST_F(WindowedTest, OneWindowEqualsTheStreamingSession) {
