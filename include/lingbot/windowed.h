@@ -66,7 +66,9 @@ struct WindowObserver {
 
 // Throws lingbot::Error naming the field when the options cannot form windows that overlap by exactly
 // ov frames (golden README N5): window_size < 1, overlap < 0, overlap >= the window length L (fixed
-// windows), or window_size < ov + K (windows formed by keyframes).
+// windows), or window_size < ov + K (windows formed by keyframes). WindowedSession checks the first two
+// at construction and the rest when a second window would begin (a sequence that fits in one window
+// needs no overlap); call this up front to reject such options before any work.
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
 int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov (rule 1, before clamping)
 

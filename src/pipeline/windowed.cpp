@@ -130,13 +130,19 @@ int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& o) {
   return K;
 }
 
-void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
-  const int64_t K = o.scale_frames;
+namespace {
+void check_window_fields(const WindowedOptions& w) {
   LINGBOT_CHECK(w.window_size >= 1, "WindowedOptions.window_size must be >= 1, got ", w.window_size);
   LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "WindowedOptions.overlap_size must be >= 0, got ",
                 *w.overlap_size);
   LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 0,
                 "WindowedOptions.overlap_keyframes must be >= 0, got ", *w.overlap_keyframes);
+}
+}  // namespace
+
+void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
+  const int64_t K = o.scale_frames;
+  check_window_fields(w);
   const int64_t ov = windowed_overlap(w, o);
   if (interval_policy(o)) {
     const int64_t n = keyframe_interval_of(o);
@@ -174,7 +180,9 @@ struct WindowedSession::Impl {
   Impl(std::shared_ptr<const Model> model, const SessionOptions& so, const WindowedOptions& w, WindowObserver o)
       : session(std::move(model), so), wo(w), obs(std::move(o)) {
     const SessionOptions& r = session.options();
-    check_windowed_options(wo, r);
+    // The overlap rules (check_windowed_options) matter only once a second window begins: a sequence
+    // that fits in one window runs with any overlap, as upstream (which clamps it to the length).
+    check_window_fields(wo);
     K = r.scale_frames;
     ov = windowed_overlap(wo, r);
     fixed = interval_policy(r) != nullptr;
@@ -245,6 +253,7 @@ struct WindowedSession::Impl {
 
   // The current window is full and a further frame arrived: it is not the last one.
   void next_window() {
+    check_windowed_options(wo, session.options());
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t end = current().start + n;
     current().end = end;

@@ -107,8 +107,20 @@ TEST_F(WindowedTest, FramesAreStreamedOnceInOrderAtMostOverlapBehind) {
 TEST_F(WindowedTest, OptionChecksNameTheField) {
   auto expect_error = [&](const SessionOptions& o, const WindowedOptions& w, const std::string& msg) {
     try {
-      WindowedSession s(model_, o, w);
+      SessionOptions resolved = Session(model_, o).options();
+      check_windowed_options(w, resolved);
       ADD_FAILURE() << "expected: " << msg;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+    // A session with these options runs a sequence that fits in one window (4 frames), and stops with
+    // the same error when a second window would begin.
+    if (w.window_size < 1 || w.overlap_size.value_or(0) < 0) return;
+    WindowedSession s(model_, o, w);
+    for (int64_t i = 0; i < 4; ++i) s.push_frame(frame(i));
+    try {
+      for (int64_t i = 4; i < frames(); ++i) s.push_frame(frame(i));
+      ADD_FAILURE() << "expected at the second window: " << msg;
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
