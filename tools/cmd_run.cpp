@@ -48,6 +48,7 @@
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 #include "run_checks.h"
+#include "run_modes.h"
 
 namespace lingbot::cli {
 
@@ -57,9 +58,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Upstream demo.py: with more than this many frames the keyframe interval defaults to
-// ceil(frames / 320), which bounds the frames stored in the KV cache.
-constexpr int64_t kAutoKeyframeFrames = 320;
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 constexpr int kExitTerminated = 143;   // 128 + SIGTERM
 constexpr int kExitDamagedInput = 3;   // the run finished but the video was damaged (see --allow-damaged)
@@ -69,14 +67,14 @@ struct RunArgs {
   bool demo = false;
   int64_t demo_frames = kDemoFrameCount;
   std::optional<int> image_size;  // unset = 518 (demo: 112)
-  std::string mode = "crop";
+  std::string preprocess;  // crop | pad; "" = crop (--mode crop|pad is its deprecated spelling)
+  ModeArgs modes;          // --mode streaming|windowed, keyframe and window options (run_modes.h)
   double fps = 10;
   int64_t first_k = 0;
   int64_t stride = 1;
   bool rotate_cw90 = false;
   int num_scale_frames = 8;
   int kv_window = 64;
-  int keyframe_interval = 0;  // 0 = automatic
   int camera_iterations = 4;
   std::string attention = "paged";
   std::string kv_dtype = "f32";
@@ -357,7 +355,6 @@ void check_output_paths(const RunArgs& a) {
 void check_upper_bounds(const RunArgs& a) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
       {"--num-scale-frames", {a.num_scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
-      {"--keyframe-interval", {a.keyframe_interval, kMaxKeyframeInterval}},
       {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
       {"--downsample", {a.downsample, kMaxDownsample}}};
   for (const auto& [option, vb] : bounds)
@@ -382,12 +379,11 @@ void check_args(const RunArgs& a) {
     LINGBOT_CHECK(*a.image_size >= 1 && *a.image_size <= kMaxImageSize, "--image-size must be in 1..", kMaxImageSize,
                   ", got ", *a.image_size);
   LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
-  LINGBOT_CHECK(a.mode == "crop" || a.mode == "pad", "--mode must be crop or pad, got '", a.mode, "'");
+  check_mode_args(a.modes, a.num_scale_frames);
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.keyframe_interval >= 0, "--keyframe-interval must be >= 1 (or 0 for automatic), got ", a.keyframe_interval);
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
@@ -425,7 +421,7 @@ int run_command(const RunArgs& a) {
   io::PreprocessOptions pre;
   pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
   pre.patch_size = patch;
-  pre.mode = a.mode == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
+  pre.mode = a.preprocess == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
 
@@ -438,16 +434,13 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(input.next(&first), "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
                 " (check --first-k, --stride, --fps)");
 
-  int keyframe_interval = a.keyframe_interval;
-  std::string keyframe_rule = "given";
-  if (keyframe_interval == 0) {
-    const std::optional<int64_t> n = input.count ? input.count : input.estimated;
-    keyframe_interval = n && *n > kAutoKeyframeFrames ? static_cast<int>((*n + kAutoKeyframeFrames - 1) / kAutoKeyframeFrames) : 1;
-    keyframe_rule = n ? "automatic (1 up to 320 frames, else ceil(frames / 320))" : "automatic (frame count unknown: 1)";
-    if (keyframe_interval > 1)
-      std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
-                  static_cast<long long>(*n), static_cast<long long>(kAutoKeyframeFrames));
-  }
+  const ModeChoice mode = choose_mode(a.modes, input.count ? input.count : input.estimated);
+  const int keyframe_interval = mode.keyframe_interval;
+  const std::string& keyframe_rule = mode.keyframe_rule;
+  if (mode.keyframe_rule.rfind("automatic", 0) == 0 && keyframe_interval > 1)
+    std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
+                static_cast<long long>(*(input.count ? input.count : input.estimated)),
+                static_cast<long long>(kAutoKeyframeFrames));
 
   // Memory feasibility from the configuration and options, before the weights are read.
   {
@@ -480,13 +473,12 @@ int run_command(const RunArgs& a) {
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.num_scale_frames;
   so.sliding_window = a.kv_window;
-  so.keyframe_interval = keyframe_interval;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = false;
   so.camera_head = true;
   so.depth_head = true;
-  Session session(model, so);
+  FrameRunner session(model, so, mode);
 
   const fs::path out(a.out);
   prepare_output_dir(out);
@@ -500,18 +492,26 @@ int run_command(const RunArgs& a) {
               input.path.c_str(),
               input.count ? std::to_string(*input.count).c_str()
                           : (input.estimated ? ("about " + std::to_string(*input.estimated)).c_str() : "unknown"),
-              W, H, a.mode.c_str());
+              W, H, a.preprocess.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
-  std::printf("session: %s attention, KV %s, %d scale frames, window %d, keyframe interval %d, %d camera iterations\n",
-              a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window, keyframe_interval, a.camera_iterations);
+  std::printf("session: %s mode, %s attention, KV %s, %d scale frames, window %d, keyframes: %s, %d camera iterations\n",
+              a.modes.mode.c_str(), a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window,
+              mode.policy->describe().c_str(), a.camera_iterations);
+  if (mode.windowed) {
+    SessionOptions with_policy = so;
+    with_policy.keyframe_policy = mode.policy;
+    std::printf("windows: %d stored frames each, overlap %lld frames\n", mode.window.window_size,
+                static_cast<long long>(windowed_overlap(mode.window, with_policy)));
+  }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 
   json options = {{"image_size", pre.image_size},
-                  {"mode", a.mode},
+                  {"mode", a.modes.mode},
+                  {"preprocess", a.preprocess},
                   {"fps", a.fps},
                   {"first_k", a.first_k},
                   {"stride", a.stride},
@@ -520,6 +520,10 @@ int run_command(const RunArgs& a) {
                   {"kv_window", a.kv_window},
                   {"keyframe_interval", keyframe_interval},
                   {"keyframe_interval_rule", keyframe_rule},
+                  {"keyframe_policy", mode.policy->describe()},
+                  {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
+                  {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
+                  {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
                   {"camera_iterations", a.camera_iterations},
                   {"attention", a.attention},
                   {"kv_dtype", a.kv_dtype},
@@ -547,6 +551,7 @@ int run_command(const RunArgs& a) {
   int64_t frames_without_geometry = 0;
 
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
+  std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
   double infer_seconds = 0;
   std::string status = "completed";
   std::string error;
@@ -591,7 +596,7 @@ int run_command(const RunArgs& a) {
       x.timestamp = f.timestamp;
       x.source = f.name;
       x.keyframe = r.is_keyframe;
-      x.scale_frame = r.frame_index < session.options().scale_frames;
+      x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
       x.image = std::span<const float>(f.image.f32(), 3 * hw);
       x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
       x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
@@ -604,6 +609,7 @@ int run_command(const RunArgs& a) {
       if (!check.geometry_valid) ++frames_without_geometry;
       ++frames_done;
       if (r.is_keyframe) ++keyframes;
+      frame_types.push_back(static_cast<int>(r.frame_type));
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
     };
 
@@ -673,6 +679,24 @@ int run_command(const RunArgs& a) {
   summary["frames_pushed"] = pushed;
   summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
   summary["keyframes"] = keyframes;
+  summary["frame_type"] = frame_types;
+  summary["frame_type_legend"] = "per frame: 0 scale frame, 1 keyframe (stored), 2 non-keyframe (used, not stored)";
+  if (session.windowed()) {
+    json windows = json::array();
+    for (const WindowInfo& w : session.windows()) {
+      json t = json::array();
+      for (int r = 0; r < 4; ++r)
+        t.push_back({w.transform[r * 4], w.transform[r * 4 + 1], w.transform[r * 4 + 2], w.transform[r * 4 + 3]});
+      windows.push_back({{"index", w.index},
+                         {"start", w.start},
+                         {"end", w.end},
+                         {"scale", w.scale},
+                         {"transform", t}});
+    }
+    summary["windows"] = windows;
+    summary["windows_note"] = "frames [start, end) of each window; window w is mapped into window 0's frame by "
+                              "x -> scale * R x + t with transform = [[R, t], [0, 0, 0, 1]] (scale not in it)";
+  }
   summary["points"] = points;
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
@@ -708,8 +732,9 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "run",
       "Reconstruct a sequence: image folder or video -> camera poses, depth maps and a point cloud.\n"
-      "Frames stream through the model one at a time (upstream demo.py's streaming mode) and every\n"
-      "completed frame is written at once. Outputs in --out, chosen with --export (default\n"
+      "Frames stream through the model one at a time (--mode streaming, or --mode windowed: overlapping\n"
+      "windows aligned to each other, for long sequences) and every frame is written as soon as it is\n"
+      "final. Outputs in --out, chosen with --export (default\n"
       "poses,tum,depth,ply,depth-preview; 'all' = every one):\n"
       "  poses          poses.json: per frame index, timestamp, keyframe, source, c2w 4x4, w2c 3x4,\n"
       "                 intrinsics 3x3 (OpenCV camera axes: x right, y down, z forward; pixels of the\n"
@@ -727,7 +752,8 @@ void add_run_command(CLI::App& app) {
       "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"
       "                 (timestamp fx fy cx cy w h): upstream's benchmark format\n"
       "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
-      "                 the error), warnings, frames, keyframes, seconds per frame, peak memory, options\n"
+      "                 the error), warnings, frames, keyframes, frame_type per frame, windows (windowed:\n"
+      "                 bounds, scale, transform), seconds per frame, peak memory, cache stats, options\n"
       "Ctrl-C or SIGTERM stops after the current frame, finalises the files and exits with code 130\n"
       "(SIGTERM: 143); a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
       "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
@@ -748,10 +774,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--image-size", a->image_size,
                   "model input width in crop mode / longer side in pad mode, a multiple of the patch size, "
                   "at most 4096 (default 518; 112 with --demo)");
-  cmd->add_option("--mode", a->mode,
+  cmd->add_option("--preprocess", a->preprocess,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
-                  "pad (longer side := image size, white padding to a square). Not demo.py's streaming/windowed "
-                  "--mode: this tool always streams")
+                  "pad (longer side := image size, white padding to a square); default crop");
+  cmd->add_option("--mode", a->modes.mode,
+                  "streaming (frame by frame with the KV cache) | windowed (overlapping windows with a fresh cache "
+                  "each, aligned by a similarity; for sequences beyond the ~320 stored frames the video RoPE was "
+                  "trained on), as upstream demo.py. crop | pad are the deprecated spelling of --preprocess")
       ->capture_default_str();
   cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
       ->check(finite_number())
@@ -763,10 +792,28 @@ void add_run_command(CLI::App& app) {
                   "frames processed together first (bidirectional attention), pinned in the KV cache")
       ->capture_default_str();
   cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
-  cmd->add_option("--keyframe-interval", a->keyframe_interval,
-                  "store every N-th frame after the scale frames in the KV cache; 0 = automatic as upstream: "
-                  "1 up to 320 frames, else ceil(frames / 320) (video: from the estimated frame count)")
+  cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
+                  "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
+                  "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
+                  "windowed: 1; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
+                  "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
       ->capture_default_str();
+  cmd->add_option("--flow-threshold", a->modes.flow_threshold,
+                  "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
+                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")");
+  cmd->add_option("--max-non-keyframe-gap", a->modes.max_non_keyframe_gap,
+                  "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
+                  "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
+  cmd->add_option("--window-size", a->modes.window_size,
+                  "--mode windowed: stored frames per window, its scale frames included (default " +
+                      std::to_string(kDefaultWindowSize) + "; a window spans num-scale-frames + (window-size - "
+                      "num-scale-frames) x keyframe-interval frames, or until that many are stored with flow)");
+  cmd->add_option("--overlap-size", a->modes.overlap_size,
+                  "--mode windowed: frames shared by consecutive windows (default " +
+                      std::to_string(kDefaultOverlapSize) + ")");
+  cmd->add_option("--overlap-keyframes", a->modes.overlap_keyframes,
+                  "--mode windowed: the overlap in keyframes instead: max(num-scale-frames, N x keyframe-interval) "
+                  "frames");
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
@@ -790,6 +837,11 @@ void add_run_command(CLI::App& app) {
   cmd->callback([a] {
     int code = 0;
     try {
+      const PreprocessChoice pre = resolve_preprocess(a->modes, a->preprocess);
+      if (pre.alias_used)
+        std::fprintf(stderr, "notice: --mode %s is deprecated, use --preprocess %s (--mode now selects streaming | "
+                             "windowed)\n", pre.preprocess.c_str(), pre.preprocess.c_str());
+      a->preprocess = pre.preprocess;
       code = run_command(*a);
     } catch (const Error& e) {
       throw Error(one_line(e.what()));  // main prints it as the one "error: ..." line

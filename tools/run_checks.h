@@ -24,7 +24,6 @@ namespace lingbot::cli {
 inline constexpr int kMaxImageSize = 4096;
 inline constexpr int kMaxScaleFrames = 1024;
 inline constexpr int kMaxKvWindow = 1 << 20;
-inline constexpr int kMaxKeyframeInterval = 1 << 20;
 inline constexpr int kMaxCameraIterations = 64;
 inline constexpr int kMaxThreads = 4096;
 inline constexpr int kMaxDownsample = 1 << 20;

@@ -104,6 +104,35 @@ GoldenCase parse_case_json(std::string_view text, const std::string& label) {
     g.include_scale_frames = sc.value("kv_cache_include_scale_frames", true);
     g.camera_only = sc.value("kv_cache_camera_only", false);
     if (c.contains("model")) g.overrides = overrides_from_case(c.at("model"));
+    auto opt_int = [&](const char* key) -> std::optional<int> {
+      if (!sc.contains(key) || sc.at(key).is_null()) return std::nullopt;
+      return sc.at(key).get<int>();
+    };
+    if (sc.contains("num_frames")) g.num_frames = sc.at("num_frames").get<int64_t>();
+    if (sc.contains("image_hw")) {
+      const json& hw = sc.at("image_hw");
+      LINGBOT_CHECK(hw.is_array() && hw.size() == 2, "case.json: scenario.image_hw must be [H, W]");
+      g.height = hw.at(0).get<int64_t>();
+      g.width = hw.at(1).get<int64_t>();
+    }
+    if (sc.contains("flow_threshold") && !sc.at("flow_threshold").is_null())
+      g.flow_threshold = sc.at("flow_threshold").get<double>();
+    g.max_non_keyframe_gap = opt_int("max_non_keyframe_gap");
+    const std::string inference = sc.value("inference", std::string("streaming"));
+    LINGBOT_CHECK(inference == "streaming" || inference == "windowed", "case.json: scenario.inference '", inference,
+                  "' is not supported (streaming or windowed)");
+    g.windowed = inference == "windowed";
+    g.window_size = opt_int("window_size");
+    g.overlap_size = opt_int("overlap_size");
+    g.overlap_keyframes = opt_int("overlap_keyframes");
+    LINGBOT_CHECK(!g.windowed || g.window_size, "case.json: scenario.window_size is missing");
+    if (c.contains("reference") && c.at("reference").contains("check_windowed")) {
+      const json& cw = c.at("reference").at("check_windowed");
+      if (cw.contains("flow_rows"))
+        for (const json& r : cw.at("flow_rows"))
+          g.flow_well_conditioned[{r.value("frame", int64_t{-1}), r.value("window", int64_t{0})}] =
+              r.value("well_conditioned", true);
+    }
     return g;
   } catch (const json::exception& e) {
     throw Error(detail::concat(label, ": ", e.what()));
