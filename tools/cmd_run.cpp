@@ -67,6 +67,7 @@ struct RunArgs {
   int num_scale_frames = 8;
   int kv_window = 64;
   int keyframe_interval = 0;  // 0 = automatic
+  int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
   int camera_iterations = 4;
   std::string attention = "paged";
   std::string kv_dtype = "f32";
@@ -284,6 +285,7 @@ json cache_json(const SessionStats& s) {
           {"frames_stored", c.frames_stored},
           {"frames_resident", c.frames_resident},
           {"special_tokens", c.special_tokens},
+          {"special_frames_dropped", c.special_frames_dropped},
           {"visible_tokens", c.visible_tokens},
           {"pinned_pages", c.pinned_pages},
           {"window_pages", c.window_pages},
@@ -346,6 +348,7 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
   LINGBOT_CHECK(a.keyframe_interval >= 0, "--keyframe-interval must be >= 1 (or 0 for automatic), got ", a.keyframe_interval);
+  LINGBOT_CHECK(a.max_special_frames >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
@@ -421,6 +424,7 @@ int run_command(const RunArgs& a) {
   so.scale_frames = a.num_scale_frames;
   so.sliding_window = a.kv_window;
   so.keyframe_interval = keyframe_interval;
+  so.max_special_frames = a.max_special_frames;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = false;
@@ -460,6 +464,7 @@ int run_command(const RunArgs& a) {
                   {"kv_window", a.kv_window},
                   {"keyframe_interval", keyframe_interval},
                   {"keyframe_interval_rule", keyframe_rule},
+                  {"max_special_frames", a.max_special_frames},
                   {"camera_iterations", a.camera_iterations},
                   {"attention", a.attention},
                   {"kv_dtype", a.kv_dtype},
@@ -650,6 +655,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--keyframe-interval", a->keyframe_interval,
                   "store every N-th frame after the scale frames in the KV cache; 0 = automatic as upstream: "
                   "1 up to 320 frames, else ceil(frames / 320) (video: from the estimated frame count)")
+      ->capture_default_str();
+  cmd->add_option("--max-special-frames", a->max_special_frames,
+                  "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
+                  "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
+                  "(outputs move with a bound: README 'Long streams')")
       ->capture_default_str();
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();

@@ -22,6 +22,25 @@ void CameraHeadCache::reset() {
     e.v.clear();
   }
   frames_ = 0;
+  dropped_ = 0;
+}
+
+void CameraHeadCache::set_history_bound(int64_t keep_first, int64_t keep_recent) {
+  LINGBOT_CHECK(keep_first >= 0 && keep_recent >= 0, "camera head: history bound must be >= 0, got keep_first ",
+                keep_first, ", keep_recent ", keep_recent);
+  keep_first_ = keep_first;
+  keep_recent_ = keep_recent;
+}
+
+void CameraHeadCache::apply_history_bound() {
+  if (keep_recent_ == 0 || frames_ <= keep_first_ + keep_recent_) return;
+  const int64_t excess = frames_ - keep_first_ - keep_recent_;
+  for (Entry& e : entries_) {
+    for (std::vector<float>* buf : {&e.k, &e.v})  // erase keeps the capacity: no reallocation later
+      buf->erase(buf->begin() + keep_first_ * dim_, buf->begin() + (keep_first_ + excess) * dim_);
+  }
+  frames_ -= excess;
+  dropped_ += excess;
 }
 
 int64_t CameraHeadCache::bytes() const {
@@ -179,7 +198,10 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
         o[r * P + c] = c >= 7 ? std::max(v, 0.0f) : v;
       }
   }
-  if (mode != FrameMode::NonKeyframe) cache.frames_ += n;
+  if (mode != FrameMode::NonKeyframe) {
+    cache.frames_ += n;
+    cache.apply_history_bound();
+  }
   return out;
 }
 
