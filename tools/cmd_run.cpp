@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -33,6 +34,7 @@
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
 #include "io/frame_source.h"
+#include "io/live_source.h"
 #include "io/png.h"
 #include "io/preprocess.h"
 #include "io/video.h"
@@ -77,6 +79,8 @@ struct RunArgs {
   std::vector<std::string> sets;
   std::string progress = "auto";
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
+  bool live = false;                // --video is a live source (io/live_source.h)
+  int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
 };
 
 // ---- Ctrl-C ---------------------------------------------------------------------------------
@@ -111,12 +115,13 @@ class SigintGuard {
 // ---- input ------------------------------------------------------------------------------------
 // One interface over the folder / video FrameSource and the generated demo frames.
 struct Input {
-  std::string kind;         // "images" | "video" | "demo"
+  std::string kind;         // "images" | "video" | "live" | "demo"
   std::string path;         // folder or file ("" for the demo)
   std::function<bool(io::SourceFrame*)> next;
   std::optional<int64_t> count;      // exact, when known up front
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
+  std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
 };
 
 Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
@@ -146,6 +151,14 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
   // FFmpeg would print its own copy of every error (e.g. "moov atom not found") next to ours; the
   // user gets one line through the exception, and VideoReader counts skipped packets itself.
   if (!a.video.empty()) io::quiet_libav_logging();
+  if (a.live) {
+    in.live = std::make_shared<io::LiveFrameSource>(a.video, sel, [] { return g_interrupt_requested != 0; });
+    in.kind = "live";
+    in.path = a.video;
+    in.canvas = in.live->canvas(pre);
+    in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
+    return in;
+  }
   auto src = std::make_shared<io::FrameSource>(a.images.empty() ? io::FrameSource::from_video(a.video, sel)
                                                                  : io::FrameSource::from_folder(a.images, sel));
   in.kind = a.images.empty() ? "video" : "images";
@@ -341,6 +354,9 @@ void check_args(const RunArgs& a) {
                   "Robbyant/lingbot-map project release and pass it with --model PATH "
                   "(or run with --demo to try the pipeline with a built-in random-weight model)");
   }
+  LINGBOT_CHECK(!a.live || !a.video.empty(),
+                "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
+  LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
   LINGBOT_CHECK(a.image_size >= 0, "--image-size must be positive, got ", a.image_size);
   LINGBOT_CHECK(a.mode == "crop" || a.mode == "pad", "--mode must be crop or pad, got '", a.mode, "'");
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
@@ -412,7 +428,9 @@ int run_command(const RunArgs& a) {
   if (keyframe_interval == 0) {
     const std::optional<int64_t> n = input.count ? input.count : input.estimated;
     keyframe_interval = n && *n > kAutoKeyframeFrames ? static_cast<int>((*n + kAutoKeyframeFrames - 1) / kAutoKeyframeFrames) : 1;
-    keyframe_rule = n ? "automatic (1 up to 320 frames, else ceil(frames / 320))" : "automatic (frame count unknown: 1)";
+    keyframe_rule = n ? "automatic (1 up to 320 frames, else ceil(frames / 320))"
+                      : input.live ? "automatic (live input, unknown length: 1)"
+                                   : "automatic (frame count unknown: 1)";
     if (keyframe_interval > 1)
       std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
                   static_cast<long long>(*n), static_cast<long long>(kAutoKeyframeFrames));
@@ -556,6 +574,7 @@ int run_command(const RunArgs& a) {
         const auto t0 = Clock::now();
         std::vector<FrameResult> results = session.push_frame(image);
         infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
         pending.push_back({pushed, frame.timestamp, frame.name, std::move(image)});
         ++pushed;
         for (const FrameResult& r : results) write_result(r);
@@ -594,6 +613,15 @@ int run_command(const RunArgs& a) {
   summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["blas"] = kernels::blas_description();
   summary["cache"] = cache_json(stats);
+  if (input.live) {
+    input.live->stop();  // the decoder may still be reading an endless source
+    const io::LiveStats ls = input.live->stats();
+    summary["live"] = {{"frames_decoded", ls.decoded}, {"frames_processed", ls.delivered}, {"frames_dropped", ls.dropped}};
+    std::printf("live: %lld frames decoded, %lld processed, %lld dropped (newest frame first: the engine was slower "
+                "than the source)\n",
+                static_cast<long long>(ls.decoded), static_cast<long long>(ls.delivered),
+                static_cast<long long>(ls.dropped));
+  }
   io::write_json_file(out / "summary.json", summary);
 
   if (status == "failed") throw Error(error);
@@ -629,7 +657,16 @@ void add_run_command(CLI::App& app) {
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--images", a->images, "folder of frames (.jpg .jpeg .png .bmp, sorted by name)");
-  cmd->add_option("--video", a->video, "video file (decoded with FFmpeg's libraries, frame by frame)");
+  cmd->add_option("--video", a->video,
+                  "video file, or any FFmpeg input: a camera /dev/video0 (V4L2), rtsp://..., http://..., pipe:0 "
+                  "(stdin); decoded with FFmpeg's libraries, frame by frame");
+  cmd->add_flag("--live", a->live,
+                "--video is a live source: unknown length, decoded on its own thread keeping only the newest frame "
+                "(frames the engine is too slow for are dropped and counted in the log and summary.json); ends "
+                "at the end of the stream or on Ctrl-C");
+  cmd->add_option("--debug-frame-delay-ms", a->debug_frame_delay_ms,
+                  "test hook: sleep this long after each frame (a deliberately slow engine)")
+      ->group("");
   cmd->add_flag("--demo", a->demo,
                 "run a built-in random-weight model on generated frames (no checkpoint needed; the "
                 "geometry is meaningless)");
