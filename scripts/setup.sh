@@ -13,6 +13,8 @@ PACKAGES=(
   libpng-dev libstb-dev     # images
   libjpeg62-turbo-dev       # JPEG decoding as PIL does it (libjpeg-turbo)
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
+  libavdevice-dev           # live input from devices (V4L2 cameras)
+  libcpp-httplib-dev        # tests: a local HTTP stream for the live input
   gnuplot-nox               # benchmark plots
   libtinygltf-dev           # scene.glb export (glTF 2.0)
   colmap                    # tests: COLMAP reads the colmap/ export

@@ -12,8 +12,11 @@
 
 #include "bench_kv.h"
 #include "bench_report.h"
+#include "bench_soak.h"
 #include "commands.h"
 #include "core/error.h"
+#include "lingbot/model.h"
+#include "pipeline/demo_model.h"
 
 namespace lingbot::cli {
 namespace {
@@ -154,10 +157,67 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::fflush(stdout);
 }
 
+struct BenchSoakArgs {
+  std::string model;
+  bool demo = false;
+  std::string attention = "paged", kv_dtype = "f32", csv;
+  bench::SoakOptions o;
+};
+
+// Progress: one line every 10% of the frames (the soak is long; stdout may be a log).
+class SoakProgress final : public bench::SoakObserver {
+ public:
+  void on_frame(const bench::SoakRow& row, int64_t total) override {
+    if (row.frame % std::max<int64_t>(1, total / 10) != 0 && row.frame != total) return;
+    std::printf("frame %lld/%lld  push %.3f ms  RSS %.1f MiB  KV %.2f MiB  specials dropped %lld\n",
+                static_cast<long long>(row.frame), static_cast<long long>(total), row.push_ms,
+                static_cast<double>(row.rss_bytes) / 1048576.0, static_cast<double>(row.cache.bytes_reserved) / 1048576.0,
+                static_cast<long long>(row.cache.special_frames_dropped));
+    std::fflush(stdout);
+  }
+};
+
+void run_bench_soak(BenchSoakArgs a) {
+  LINGBOT_CHECK(a.demo != !a.model.empty(), a.demo ? "give either --model or --demo, not both"
+                                                    : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
+  try {
+    a.o.backend = parse_kv_backend(a.attention);
+  } catch (const Error& e) {
+    throw Error(std::string("--attention: ") + e.what());
+  }
+  try {
+    a.o.kv_dtype = parse_dtype(a.kv_dtype);
+  } catch (const Error& e) {
+    throw Error(std::string("--kv-dtype: ") + e.what());
+  }
+  bench::validate(a.o);
+  if (!a.csv.empty()) {
+    std::ofstream probe(a.csv);
+    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", a.csv, "'");
+  }
+  const std::shared_ptr<const Model> model = a.demo ? make_demo_model() : Model::load(a.model);
+  std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframe interval %d, %d scale frames, "
+              "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
+              a.demo ? "built-in demo model" : a.model.c_str(), static_cast<long long>(a.o.frames),
+              static_cast<long long>(a.o.max_special_frames), a.o.max_special_frames == 0 ? " (unbounded)" : "",
+              a.o.keyframe_interval, a.o.scale_frames, a.o.sliding_window, a.attention.c_str(), a.kv_dtype.c_str(),
+              a.o.threads, static_cast<long long>(a.o.reference_frame), static_cast<long long>(a.o.timing_window));
+  std::fflush(stdout);
+  SoakProgress progress;
+  const bench::SoakResult r = bench::run_soak(model, a.o, &progress);
+  bench::print_soak_report(stdout, r);
+  if (!a.csv.empty()) {
+    bench::write_soak_csv(a.csv, r);
+    std::printf("csv: %s (%zu rows)\n", a.csv.c_str(), r.rows.size());
+  }
+  std::printf("%s\n", bench::soak_summary_line(r).c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (paged vs dense KV cache)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (paged vs dense KV cache; long-stream soak)");
   bench->require_subcommand(1);
   auto* kv = bench->add_subcommand(
       "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
@@ -193,6 +253,29 @@ void add_bench_command(CLI::App& app) {
   kv->add_option("--csv", args->csv, "write every row to this CSV file");
   kv->add_option("--plot", args->plot, "write a two-panel PNG (needs gnuplot)");
   kv->callback([args] { run_bench_kv(*args); });
+
+  auto* soak = bench->add_subcommand(
+      "soak", "A long stream through a real session (all heads): peak RSS and per-frame time at a reference "
+              "frame vs the last, KV and camera-head growth vs the exact formula; table, CSV, 'summary:' line");
+  auto sa = std::make_shared<BenchSoakArgs>();
+  soak->add_option("--model", sa->model, "checkpoint (e.g. testdata/tiny/model.pt)");
+  soak->add_flag("--demo", sa->demo, "use the built-in random-weight demo model");
+  soak->add_option("--frames", sa->o.frames, "frames to stream")->capture_default_str();
+  soak->add_option("--max-special-frames", sa->o.max_special_frames,
+                   "special-stream bound (SessionOptions::max_special_frames); 0 = unbounded, as upstream")
+      ->capture_default_str();
+  soak->add_option("--keyframe-interval", sa->o.keyframe_interval, "store every N-th frame after the scale frames")
+      ->capture_default_str();
+  soak->add_option("--num-scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str();
+  soak->add_option("--kv-window", sa->o.sliding_window, "KV window, in stored frames")->capture_default_str();
+  soak->add_option("--attention", sa->attention, "paged | dense | dense-full")->capture_default_str();
+  soak->add_option("--kv-dtype", sa->kv_dtype, "f32 | f16 | bf16")->capture_default_str();
+  soak->add_option("--threads", sa->o.threads, "OpenMP threads")->capture_default_str();
+  soak->add_option("--reference-frame", sa->o.reference_frame, "frame compared with the last one")
+      ->capture_default_str();
+  soak->add_option("--timing-window", sa->o.timing_window, "frames per per-frame-time median")->capture_default_str();
+  soak->add_option("--csv", sa->csv, "write one row per frame to this CSV file");
+  soak->callback([sa] { run_bench_soak(*sa); });
 }
 
 }  // namespace lingbot::cli

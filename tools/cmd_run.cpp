@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
@@ -40,6 +41,7 @@
 #include "io/export.h"
 #include "io/file_util.h"
 #include "io/frame_source.h"
+#include "io/live_source.h"
 #include "io/png.h"
 #include "io/preprocess.h"
 #include "io/video.h"
@@ -75,6 +77,7 @@ struct RunArgs {
   bool rotate_cw90 = false;
   int num_scale_frames = 8;
   int kv_window = 64;
+  int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
   int camera_iterations = 4;
   std::string attention = "paged";
   std::string kv_dtype = "f32";
@@ -86,6 +89,8 @@ struct RunArgs {
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
   std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
   bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
+  bool live = false;                // --video is a live source (io/live_source.h)
+  int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
 };
 
 // ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
@@ -126,13 +131,14 @@ class StopSignalGuard {
 // ---- input ------------------------------------------------------------------------------------
 // One interface over the folder / video FrameSource and the generated demo frames.
 struct Input {
-  std::string kind;         // "images" | "video" | "demo"
+  std::string kind;         // "images" | "video" | "live" | "demo"
   std::string path;         // folder or file ("" for the demo)
   std::function<bool(io::SourceFrame*)> next;
   std::optional<int64_t> count;      // exact, when known up front
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
   std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
+  std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
 };
 
 Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
@@ -162,6 +168,14 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
   // FFmpeg would print its own copy of every error (e.g. "moov atom not found") next to ours; the
   // user gets one line through the exception, and VideoReader counts skipped packets itself.
   if (!a.video.empty()) io::quiet_libav_logging();
+  if (a.live) {
+    in.live = std::make_shared<io::LiveFrameSource>(a.video, sel, [] { return g_interrupt_requested != 0; });
+    in.kind = "live";
+    in.path = a.video;
+    in.canvas = in.live->canvas(pre);
+    in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
+    return in;
+  }
   auto src = std::make_shared<io::FrameSource>(a.images.empty() ? io::FrameSource::from_video(a.video, sel)
                                                                  : io::FrameSource::from_folder(a.images, sel));
   in.kind = a.images.empty() ? "video" : "images";
@@ -288,6 +302,7 @@ json cache_json(const SessionStats& s) {
           {"frames_stored", c.frames_stored},
           {"frames_resident", c.frames_resident},
           {"special_tokens", c.special_tokens},
+          {"special_frames_dropped", c.special_frames_dropped},
           {"visible_tokens", c.visible_tokens},
           {"pinned_pages", c.pinned_pages},
           {"window_pages", c.window_pages},
@@ -380,10 +395,14 @@ void check_args(const RunArgs& a) {
                   ", got ", *a.image_size);
   LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
   check_mode_args(a.modes, a.num_scale_frames);
+  LINGBOT_CHECK(!a.live || !a.video.empty(),
+                "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
+  LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
+  LINGBOT_CHECK(a.max_special_frames >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
@@ -473,6 +492,7 @@ int run_command(const RunArgs& a) {
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.num_scale_frames;
   so.sliding_window = a.kv_window;
+  so.max_special_frames = a.max_special_frames;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = false;
@@ -524,6 +544,7 @@ int run_command(const RunArgs& a) {
                   {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
                   {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
+                  {"max_special_frames", a.max_special_frames},
                   {"camera_iterations", a.camera_iterations},
                   {"attention", a.attention},
                   {"kv_dtype", a.kv_dtype},
@@ -627,6 +648,7 @@ int run_command(const RunArgs& a) {
         const auto t0 = Clock::now();
         std::vector<FrameResult> results = session.push_frame(image);
         infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
         pending.push_back({pushed, frame.timestamp, frame.name, std::move(image)});
         ++pushed;
         for (const FrameResult& r : results) write_result(r);
@@ -706,6 +728,15 @@ int run_command(const RunArgs& a) {
   summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["blas"] = kernels::blas_description();
   summary["cache"] = cache_json(stats);
+  if (input.live) {
+    input.live->stop();  // the decoder may still be reading an endless source
+    const io::LiveStats ls = input.live->stats();
+    summary["live"] = {{"frames_decoded", ls.decoded}, {"frames_processed", ls.delivered}, {"frames_dropped", ls.dropped}};
+    std::printf("live: %lld frames decoded, %lld processed, %lld dropped (newest frame first: the engine was slower "
+                "than the source)\n",
+                static_cast<long long>(ls.decoded), static_cast<long long>(ls.delivered),
+                static_cast<long long>(ls.dropped));
+  }
   io::write_json_file(out / "summary.json", summary);
 
   if (status == "failed") throw Error(error);
@@ -764,7 +795,16 @@ void add_run_command(CLI::App& app) {
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--images", a->images, "folder of frames (.jpg .jpeg .png .bmp, sorted by name)");
-  cmd->add_option("--video", a->video, "video file (decoded with FFmpeg's libraries, frame by frame)");
+  cmd->add_option("--video", a->video,
+                  "video file, or any FFmpeg input: a camera /dev/video0 (V4L2), rtsp://..., http://..., pipe:0 "
+                  "(stdin); decoded with FFmpeg's libraries, frame by frame");
+  cmd->add_flag("--live", a->live,
+                "--video is a live source: unknown length, decoded on its own thread keeping only the newest frame "
+                "(frames the engine is too slow for are dropped and counted in the log and summary.json); ends "
+                "at the end of the stream or on Ctrl-C");
+  cmd->add_option("--debug-frame-delay-ms", a->debug_frame_delay_ms,
+                  "test hook: sleep this long after each frame (a deliberately slow engine)")
+      ->group("");
   cmd->add_flag("--demo", a->demo,
                 "run a built-in random-weight model on generated frames (no checkpoint needed; the "
                 "geometry is meaningless)");
@@ -814,6 +854,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--overlap-keyframes", a->modes.overlap_keyframes,
                   "--mode windowed: the overlap in keyframes instead: max(num-scale-frames, N x keyframe-interval) "
                   "frames");
+  cmd->add_option("--max-special-frames", a->max_special_frames,
+                  "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
+                  "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
+                  "(outputs move with a bound: README 'Long streams')")
+      ->capture_default_str();
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
@@ -842,6 +887,7 @@ void add_run_command(CLI::App& app) {
         std::fprintf(stderr, "notice: --mode %s is deprecated, use --preprocess %s (--mode now selects streaming | "
                              "windowed)\n", pre.preprocess.c_str(), pre.preprocess.c_str());
       a->preprocess = pre.preprocess;
+      a->modes.live = a->live;
       code = run_command(*a);
     } catch (const Error& e) {
       throw Error(one_line(e.what()));  // main prints it as the one "error: ..." line

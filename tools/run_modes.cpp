@@ -49,7 +49,7 @@ void check_mode_args(const ModeArgs& m, int K) {
                 "--mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got '",
                 m.mode, "'");
   const int interval = parse_interval(m.keyframe_interval);
-  const bool flow = interval < 0;
+  const bool flow = interval < 0 || (interval == 0 && m.live && m.mode == "streaming");
   if (!flow) {
     LINGBOT_CHECK(!m.flow_threshold, "--flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval ",
                   m.keyframe_interval, ")");
@@ -101,10 +101,10 @@ ModeChoice choose_mode(const ModeArgs& m, std::optional<int64_t> frames) {
   ModeChoice c;
   c.windowed = m.mode == "windowed";
   const int interval = parse_interval(m.keyframe_interval);
-  if (interval < 0) {
+  if (interval < 0 || (interval == 0 && m.live && !c.windowed)) {
     const auto p = std::make_shared<FlowKeyframes>(m.flow_threshold.value_or(kDefaultFlowThreshold),
                                                    m.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
-    c.keyframe_rule = p->describe();
+    c.keyframe_rule = interval == 0 ? "automatic (live input, unknown length: " + p->describe() + ")" : p->describe();
     c.policy = p;
   } else {
     if (interval > 0) {

@@ -27,6 +27,7 @@ struct ModeArgs {
   std::optional<int> window_size;
   std::optional<int> overlap_size;
   std::optional<int> overlap_keyframes;
+  bool live = false;  // --live: the length is unknown, so `auto` means flow keyframes
 };
 
 // --mode also accepts crop | pad, its meaning before --preprocess existed. Returns the preprocessing

@@ -58,6 +58,12 @@ struct SessionOptions {
   bool keep_patch_tokens = false;          // fill FrameResult::patch_tokens
   bool round_pages_pow2 = false;           // paged cache: round patch pages up (padding is masked)
   int64_t max_special_tokens = 0;          // cap on the cache's special stream per block; 0 = unlimited
+  // Bounded cost forever: of the frames evicted from the cache window only the newest
+  // max_special_frames keep their special tokens (CacheOptions::max_special_frames), and the camera
+  // head's causal cache keeps only the pinned scale frames and the newest sliding_window +
+  // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
+  // (README "Long streams"). 0 = keep every frame's (upstream).
+  int64_t max_special_frames = 0;
 };
 
 struct FrameResult {

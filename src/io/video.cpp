@@ -84,6 +84,10 @@ struct MemoryFile {
 
 void quiet_libav_logging() { av_log_set_level(AV_LOG_QUIET); }
 
+bool is_stream_url(const std::string& source) {
+  return source.find("://") != std::string::npos || source.rfind("pipe:", 0) == 0;
+}
+
 int video_sample_interval(double source_fps, double target_fps) {
   if (target_fps <= 0) return 1;
   if (!(source_fps > 0)) source_fps = 30;  // upstream: cap.get(CAP_PROP_FPS) or 30
@@ -92,6 +96,7 @@ int video_sample_interval(double source_fps, double target_fps) {
 
 struct VideoReader::Impl {
   std::string path;
+  std::function<bool()> interrupt;  // VideoOpenOptions::interrupt (FFmpeg calls it through `fmt`)
   VideoInfo info;
   int interval = 1;
   int stream_index = -1;
@@ -131,15 +136,36 @@ struct VideoReader::Impl {
 };
 
 VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
+    : VideoReader(path.string(), target_fps, VideoOpenOptions{}) {}
+
+VideoReader::VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& opts)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.path = path.string();
-  std::error_code ec;
-  check_path_exists(path, "video file");
-  LINGBOT_CHECK(!std::filesystem::is_directory(path, ec), "cannot open video ", s.path, ": is a directory");
-
-  AVFormatContext* raw = nullptr;
-  const int r = avformat_open_input(&raw, s.path.c_str(), nullptr, nullptr);
+  s.path = source;
+  if (!is_stream_url(source)) {
+    std::error_code ec;
+    check_path_exists(source, "video file");
+    LINGBOT_CHECK(!std::filesystem::is_directory(source, ec), "cannot open video ", s.path, ": is a directory");
+  }
+  const AVInputFormat* format = nullptr;
+  if (!opts.format.empty()) {
+    format = av_find_input_format(opts.format.c_str());
+    LINGBOT_CHECK(format != nullptr, "cannot open video ", s.path, ": FFmpeg input format '", opts.format,
+                  "' is not available");
+  }
+  AVFormatContext* raw = avformat_alloc_context();
+  LINGBOT_CHECK(raw != nullptr, "cannot open video ", s.path, ": out of memory");
+  if (opts.interrupt) {
+    s.interrupt = opts.interrupt;
+    raw->interrupt_callback.callback = [](void* opaque) -> int { return (*static_cast<std::function<bool()>*>(opaque))() ? 1 : 0; };
+    raw->interrupt_callback.opaque = &s.interrupt;  // Impl is heap-allocated: the address is stable
+  }
+  if (opts.low_latency) {
+    raw->probesize = 32 * 1024;               // bytes (FFmpeg's minimum useful probe)
+    raw->max_analyze_duration = AV_TIME_BASE / 10;
+    raw->fps_probe_size = 0;                  // no waiting for frames to guess the rate
+  }
+  int r = avformat_open_input(&raw, s.path.c_str(), format, nullptr);  // frees `raw` on failure
   LINGBOT_CHECK(r >= 0, "cannot open video ", s.path, ": ", av_error(r));
   s.fmt.reset(raw);
   open(target_fps);

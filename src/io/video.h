@@ -10,6 +10,7 @@
 // is applied, as OpenCV does by default.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,17 @@ struct VideoFrame {
                               // when the stream has no timestamps)
 };
 
+// How to open a source that is not a plain file (see live_source.h for the live layer).
+struct VideoOpenOptions {
+  std::string format;               // FFmpeg input format, e.g. "video4linux2"; "" = probe
+  bool low_latency = false;         // probe only the first packets (a live source has no end to probe)
+  std::function<bool()> interrupt;  // polled during blocking I/O; returning true aborts it (stop, Ctrl-C)
+};
+
+// True for inputs FFmpeg opens itself rather than a local file: "<scheme>://..." (rtsp, http, ...)
+// and "pipe:N". Device nodes such as /dev/video0 are local paths.
+bool is_stream_url(const std::string& source);
+
 class VideoReader {
  public:
   // Opens `path` and its best video stream. target_fps <= 0 keeps every frame.
@@ -45,6 +57,8 @@ class VideoReader {
   // The same on a file held in memory (custom AVIO; seeks within the buffer). `label` names it in
   // errors. Used by the fuzz target and for inputs that are not files.
   static VideoReader from_memory(std::vector<uint8_t> bytes, const std::string& label, double target_fps = 0);
+  // Any FFmpeg input: a file, a URL (is_stream_url: no existence check), a device with opts.format.
+  VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& opts);
   ~VideoReader();
   VideoReader(VideoReader&&) noexcept;
   VideoReader& operator=(VideoReader&&) noexcept;

@@ -55,8 +55,14 @@ void DenseKVCache::grow(bool side, int64_t need_tokens, int64_t live_tokens) {
   cap = new_cap;
 }
 
+int64_t DenseKVCache::drops_for(const kvdetail::FrameLedger& l, int64_t n_evict) const {
+  kvdetail::FrameLedger after = l;
+  after.evicted += n_evict;
+  return after.dropped(opt_) - l.dropped(opt_);
+}
+
 void DenseKVCache::evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames,
-                               int64_t side_tokens) {
+                               int64_t side_tokens, int64_t n_drop) {
   if (n_evict == 0) return;
   const int64_t tpf = opt_.tokens_per_frame;
   const int kept = kept_specials_per_evicted_frame(opt_);
@@ -73,6 +79,12 @@ void DenseKVCache::evict_block(int block, int64_t pinned, int64_t n_evict, int64
   const size_t bytes = static_cast<size_t>((resident_frames - pinned - n_evict) * tpf) * token_bytes_;
   std::memmove(k_at(bb.frames, frames_cap_, dst), k_at(bb.frames, frames_cap_, src), bytes);
   std::memmove(v_at(bb.frames, frames_cap_, dst), v_at(bb.frames, frames_cap_, src), bytes);
+  // max_special_frames: the oldest kept specials leave the side buffer (the rest slide down).
+  const int64_t drop = n_drop * kept, keep = side_tokens + n_evict * kept - drop;
+  if (drop > 0 && keep > 0) {
+    std::memmove(k_at(bb.side, side_cap_, 0), k_at(bb.side, side_cap_, drop), static_cast<size_t>(keep) * token_bytes_);
+    std::memmove(v_at(bb.side, side_cap_, 0), v_at(bb.side, side_cap_, drop), static_cast<size_t>(keep) * token_bytes_);
+  }
 }
 
 void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
@@ -86,10 +98,13 @@ void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
     const int64_t e = evictions_for(after);  // Deferred: runs in commit_deferred (capacity checked now)
     if (mode == FrameMode::Keyframe) pre = e;
     if (mode == FrameMode::ScalePhase) post = e;
-    kvdetail::check_special_cap(opt_, (after.evicted + e) * kept_specials_per_evicted_frame(opt_));
+    const int kept = kept_specials_per_evicted_frame(opt_);
+    kvdetail::FrameLedger final_ledger = after;
+    final_ledger.evicted += e;
+    kvdetail::check_special_cap(opt_, final_ledger.kept(opt_) * kept);
     grow(false, after.resident(opt_) * opt_.tokens_per_frame, ledger_.resident(opt_) * opt_.tokens_per_frame);
-    grow(true, (after.evicted + e) * kept_specials_per_evicted_frame(opt_),
-         ledger_.evicted * kept_specials_per_evicted_frame(opt_));
+    // The newly evicted frames' specials are appended before the oldest are dropped.
+    grow(true, (ledger_.kept(opt_) + e) * kept, ledger_.kept(opt_) * kept);
   }
   before_ = ledger_;
   after.evicted += pre;
@@ -119,7 +134,7 @@ void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels:
                       static_cast<int>(frame_tokens), row_});
   };
   if (step_.mode == FrameMode::NonKeyframe) {
-    make_spans(ledger_.evicted * kept, ledger_.resident(opt_) * tpf);
+    make_spans(ledger_.kept(opt_) * kept, ledger_.resident(opt_) * tpf);
     spans_.push_back(kvdetail::own_tokens_span(opt_, kv, static_cast<int>(tpf), own_scratch_));
     kernels::dense_attention(q, spans_, out, params);
     return;
@@ -134,10 +149,11 @@ void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels:
   kvdetail::FrameLedger now = before_;
   now.stored += step_.n_frames;
   // Keyframe: evict, then attend. Scale phase: attend now, evict in end_step (all blocks at once).
-  evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.evicted * kept);
+  evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.kept(opt_) * kept,
+              drops_for(now, evict_before_attend_));
   now.evicted += evict_before_attend_;
   written_[block] = 1;  // the block's data now matches the step, whatever the kernel does next
-  make_spans(now.evicted * kept, now.resident(opt_) * tpf);
+  make_spans(now.kept(opt_) * kept, now.resident(opt_) * tpf);
   kernels::dense_attention(q, spans_, out, params);
 }
 
@@ -151,7 +167,8 @@ void DenseKVCache::end_step() {
   if (evict_after_attend_ > 0 && !skip_data_) {
     const int kept = kept_specials_per_evicted_frame(opt_);
     for (int b = 0; b < opt_.num_blocks; ++b)
-      evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.evicted * kept);
+      evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.kept(opt_) * kept,
+                  drops_for(ledger_, evict_after_attend_));
   }
   ledger_.evicted += evict_after_attend_;
   evict_after_attend_ = evict_before_attend_ = 0;
@@ -165,7 +182,7 @@ int64_t DenseKVCache::commit_deferred() {
   const int64_t e = evictions_for(ledger_);
   const int kept = kept_specials_per_evicted_frame(opt_);
   for (int b = 0; b < opt_.num_blocks && e > 0; ++b)
-    evict_block(b, ledger_.pinned(opt_), e, ledger_.resident(opt_), ledger_.evicted * kept);
+    evict_block(b, ledger_.pinned(opt_), e, ledger_.resident(opt_), ledger_.kept(opt_) * kept, drops_for(ledger_, e));
   ledger_.evicted += e;
   deferred_pending_ = false;
   return e;
@@ -195,7 +212,7 @@ int64_t DenseKVCache::keys_in_step() const {
 std::vector<unsigned char> DenseKVCache::live_bytes(int block) const {
   auto& bb = const_cast<BlockBuffers&>(blocks_[block]);
   const int64_t ft = ledger_.resident(opt_) * opt_.tokens_per_frame;
-  const int64_t st = ledger_.evicted * kept_specials_per_evicted_frame(opt_);
+  const int64_t st = ledger_.kept(opt_) * kept_specials_per_evicted_frame(opt_);
   std::vector<unsigned char> out;
   auto put = [&](const unsigned char* p, int64_t tokens) { out.insert(out.end(), p, p + tokens * token_bytes_); };
   if (ft) {
@@ -216,7 +233,8 @@ CacheStats DenseKVCache::stats() const {
   s.frames_resident = ledger_.resident(opt_);
   s.pinned_pages = ledger_.pinned(opt_);
   s.window_pages = ledger_.window(opt_);
-  s.special_tokens = ledger_.evicted * kept;
+  s.special_tokens = ledger_.kept(opt_) * kept;
+  s.special_frames_dropped = ledger_.dropped(opt_);
   s.kept_special_tokens = s.special_tokens;
   s.visible_tokens = ledger_.visible_tokens(opt_);
   const int64_t nb = opt_.num_blocks, tb = static_cast<int64_t>(token_bytes_);

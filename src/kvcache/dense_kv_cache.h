@@ -4,7 +4,9 @@
 //   frames: [2 (K,V), capacity, heads, head_dim] in options.dtype; tokens [0, resident*tokens_per_frame)
 //           hold the resident frames whole (specials + patches), in storage order.
 //   side:   [2, capacity, heads, head_dim]; the kept specials of evicted frames, oldest first
-//           (num_special_tokens, 1 (camera_only) or 0 per frame, by kept_specials_per_evicted_frame).
+//           (num_special_tokens, 1 (camera_only) or 0 per frame, by kept_specials_per_evicted_frame);
+//           with max_special_frames only those of the newest max_special_frames evicted frames (older
+//           ones are dropped by sliding the rest down).
 // Eviction copies the kept specials to the side buffer and slides later frames down (memmove).
 // Buffers grow geometrically (x2, amortised) through the allocator and are kept across reset().
 // never_evict (backend DenseFull): every stored frame stays whole; the window rule is ignored.
@@ -48,7 +50,11 @@ class DenseKVCache final : public KVCache {
   };
   int64_t evictions_for(const kvdetail::FrameLedger& l) const { return never_evict_ ? 0 : l.excess(opt_); }
   void grow(bool side, int64_t need_tokens, int64_t live_tokens);
-  void evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames, int64_t side_tokens);
+  // Evicts n_evict frames after the pinned ones (their kept specials appended to the side buffer's
+  // side_tokens), then drops the kept specials of the n_drop oldest evicted frames (max_special_frames).
+  void evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames, int64_t side_tokens,
+                   int64_t n_drop);
+  int64_t drops_for(const kvdetail::FrameLedger& l, int64_t n_evict) const;  // drops n_evict more evictions cause
   unsigned char* k_at(Buffer& b, int64_t cap, int64_t token) const;
   unsigned char* v_at(Buffer& b, int64_t cap, int64_t token) const;
 

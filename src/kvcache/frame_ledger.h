@@ -3,7 +3,8 @@
 // evicted (DESIGN.md §2 / golden README "Semantics worth checking" item 5), plus the input checks
 // of a step. Stored frames are numbered 0, 1, ... in storage order; at any time they split into
 //   pinned   [0, pinned)                      first scale_frames stored frames (include_scale_frames)
-//   evicted  [pinned, pinned + evicted)       only their kept specials stay visible
+//   evicted  [pinned, pinned + evicted)       only their kept specials stay visible, except
+//            [pinned, pinned + dropped)       the oldest ones, whose specials max_special_frames dropped
 //   window   [pinned + evicted, stored)       all tokens visible
 // This holds because eviction always takes the oldest unpinned frame, and an eviction can only
 // happen once all scale_frames pinned slots are filled.
@@ -28,9 +29,15 @@ struct FrameLedger {
     const int64_t w = window(o);
     return w > o.sliding_window ? w - o.sliding_window : 0;
   }
+  // Evicted frames whose specials are dropped (max_special_frames keeps the newest evicted ones).
+  int64_t dropped(const CacheOptions& o) const {
+    return o.max_special_frames > 0 && evicted > o.max_special_frames ? evicted - o.max_special_frames : 0;
+  }
+  // Evicted frames whose kept specials stay visible.
+  int64_t kept(const CacheOptions& o) const { return evicted - dropped(o); }
   // Keys a frame attending now sees from the cache.
   int64_t visible_tokens(const CacheOptions& o) const {
-    return resident(o) * o.tokens_per_frame + evicted * kept_specials_per_evicted_frame(o);
+    return resident(o) * o.tokens_per_frame + kept(o) * kept_specials_per_evicted_frame(o);
   }
   bool operator==(const FrameLedger&) const = default;
 };

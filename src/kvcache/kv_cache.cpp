@@ -42,6 +42,8 @@ void validate_cache_options(const CacheOptions& o) {
   LINGBOT_CHECK(o.sliding_window >= 1, "CacheOptions.sliding_window must be >= 1, got ", o.sliding_window);
   LINGBOT_CHECK(o.max_special_tokens >= 0, "CacheOptions.max_special_tokens must be >= 0 (0 = unlimited), got ",
                 o.max_special_tokens);
+  LINGBOT_CHECK(o.max_special_frames >= 0, "CacheOptions.max_special_frames must be >= 0 (0 = keep all), got ",
+                o.max_special_frames);
   LINGBOT_CHECK(o.num_threads >= 1, "CacheOptions.num_threads must be >= 1, got ", o.num_threads);
   // Page slots and page-table entries are int32 (GPU-friendly); keep one page within range.
   const int64_t page_elems = int64_t{2} * o.tokens_per_frame * o.heads * o.head_dim;

@@ -39,7 +39,8 @@
 //   Paged (paged_kv_cache.h): per block one fixed patch pool [pages, 2, page_size, heads, head_dim]
 //     (max(pinned + window + 1, scale_frames) pages, allocated at construction) and an append-only special stream of pages of the same shape,
 //     each holding whole frames' specials, allocated on demand (never moved). The special stream keeps
-//     the specials of EVERY stored frame (also those a rule hides, e.g. cross_frame_special off).
+//     the specials of every stored frame (also those a rule hides, e.g. cross_frame_special off)
+//     except those dropped by max_special_frames; a page whose frames are all dropped is recycled.
 //   Dense / DenseFull (dense_kv_cache.h): per block contiguous K/V of whole resident frames in storage order plus a side
 //     buffer of the kept specials of evicted frames, both grown geometrically (DenseFull never evicts).
 #include <cstdint>
@@ -79,6 +80,12 @@ struct CacheOptions {
   // Cap on special tokens per block (paged: the special stream, 6 per stored frame; dense: the side
   // buffer of kept specials); 0 = unlimited. Exceeding it throws in begin_step before any change.
   int64_t max_special_tokens = 0;
+  // Bound on the special stream (cost that stays flat forever): of the evicted frames only the
+  // `max_special_frames` most recently evicted keep their kept specials (visible and in memory); the
+  // specials of older evicted frames are dropped, oldest first (paged: their special pages are
+  // recycled once every frame on them is dropped; ids only, data never moves). Pinned and window
+  // frames are never affected. 0 = keep all (upstream).
+  int64_t max_special_frames = 0;
   int num_threads = 1;             // attention threads (results identical for any value)
 };
 
@@ -106,7 +113,9 @@ struct CacheStats {
   int64_t kept_special_tokens = 0;  // specials of evicted frames that stay visible (golden trace
                                     // "retained special tokens"); paged: a subset of special_tokens,
                                     // dense: equals special_tokens (the side buffer)
-  int64_t special_pages = 0;        // paged: pages allocated for the special stream (0 for dense)
+  int64_t special_pages = 0;        // paged: special-stream pages in use (0 for dense)
+  int64_t special_free_pages = 0;   // paged: special pages allocated but free for reuse (max_special_frames)
+  int64_t special_frames_dropped = 0;  // evicted frames whose specials max_special_frames dropped
   int64_t patch_bytes_reserved = 0;    // part of bytes_reserved: paged patch pool / dense frame buffers
   int64_t special_bytes_reserved = 0;  // part of bytes_reserved: paged special pages / dense side buffer
 };

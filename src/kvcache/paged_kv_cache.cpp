@@ -29,6 +29,7 @@ PagedKVCache::PagedKVCache(const CacheOptions& options, Allocator& allocator) : 
   const int64_t pages = std::max<int64_t>(int64_t{pinned_cap} + opt_.sliding_window + 1, opt_.scale_frames);
   LINGBOT_CHECK(pages <= INT32_MAX, "CacheOptions: scale_frames + sliding_window = ", pages, " pages is too large");
   pool_pages_ = static_cast<int>(pages);
+  special_head_pages_ = (int64_t{pinned_cap} + special_page_frames_ - 1) / special_page_frames_;
   row_ = int64_t{opt_.heads} * opt_.head_dim;
   page_bytes_ = static_cast<size_t>(2 * page_size_ * row_) * dtype_size(opt_.dtype);
   pools_.reserve(opt_.num_blocks);
@@ -45,7 +46,14 @@ void PagedKVCache::reset() {
   free_pages_.resize(pool_pages_);
   for (int i = 0; i < pool_pages_; ++i) free_pages_[i] = pool_pages_ - 1 - i;  // hands out 0, 1, 2, ...
   deferred_pending_ = false;
-  deferred_new_special_pages_ = 0;
+  deferred_new_special_.clear();
+  // Every physical special page is free again; ids handed out 0, 1, 2, ... as from a fresh cache.
+  special_head_.clear();
+  special_tail_.clear();
+  special_tail_first_ = special_head_pages_;
+  const auto allocated = static_cast<int32_t>(special_[0].size());
+  special_free_.resize(static_cast<size_t>(allocated));
+  for (int32_t i = 0; i < allocated; ++i) special_free_[static_cast<size_t>(i)] = allocated - 1 - i;
   step_ = {};
   std::fill(written_.begin(), written_.end(), 0);
   plan_valid_ = false;
@@ -55,17 +63,70 @@ void PagedKVCache::check_no_step(const char* op) const {
   LINGBOT_CHECK(!step_.open, op, ": a ", frame_mode_name(step_.mode), " step is in progress (call end_step first)");
 }
 
-void PagedKVCache::reserve_special_pages(int64_t frames) {
+int64_t PagedKVCache::special_logical_pages() const {
+  // The head fills first; the tail only exists once the head is complete.
+  const auto head = static_cast<int64_t>(special_head_.size());
+  if (head < special_head_pages_) return head;
+  return special_tail_first_ + static_cast<int64_t>(special_tail_.size());
+}
+
+int32_t PagedKVCache::special_physical(int64_t logical) const {
+  if (logical < special_head_pages_) return special_head_[static_cast<size_t>(logical)];
+  LINGBOT_CHECK(logical >= special_tail_first_ && logical < special_tail_first_ + static_cast<int64_t>(special_tail_.size()),
+                "PagedKVCache: special page ", logical, " is not held (held: [", special_tail_first_, ", ",
+                special_tail_first_ + static_cast<int64_t>(special_tail_.size()), ") after the pinned frames' ",
+                special_head_pages_, ")");
+  return special_tail_[static_cast<size_t>(logical - special_tail_first_)];
+}
+
+void PagedKVCache::reserve_special_pages(int64_t frames, std::vector<NewSpecialPage>* added) {
   const int64_t need = (frames + special_page_frames_ - 1) / special_page_frames_;
-  const int64_t have = static_cast<int64_t>(special_[0].size());
+  const int64_t have = special_logical_pages();
   if (need <= have) return;
-  // All-or-nothing: allocate everything first, then commit, so a failed allocation leaves the
-  // blocks consistent.
+  const int64_t n = need - have;
+  const int64_t reused = std::min<int64_t>(n, static_cast<int64_t>(special_free_.size()));
+  // All-or-nothing: allocate the fresh pages of every block first, then commit, so a failed
+  // allocation leaves the blocks consistent.
   std::vector<std::vector<Buffer>> fresh(opt_.num_blocks);
   for (auto& f : fresh)
-    for (int64_t p = have; p < need; ++p) f.emplace_back(*alloc_, page_bytes_);
+    for (int64_t p = reused; p < n; ++p) f.emplace_back(*alloc_, page_bytes_);
+  const auto first_fresh = static_cast<int32_t>(special_[0].size());
   for (int b = 0; b < opt_.num_blocks; ++b)
     for (auto& buf : fresh[b]) special_[b].push_back(std::move(buf));
+  for (int64_t i = 0; i < n; ++i) {
+    NewSpecialPage page;
+    if (i < reused) {
+      page.id = special_free_.back();
+      special_free_.pop_back();
+    } else {
+      page.id = first_fresh + static_cast<int32_t>(i - reused);
+      page.fresh = true;
+    }
+    if (have + i < special_head_pages_)
+      special_head_.push_back(page.id);
+    else
+      special_tail_.push_back(page.id);
+    if (added) added->push_back(page);
+  }
+}
+
+void PagedKVCache::release_special_pages() {
+  if (opt_.max_special_frames == 0) return;
+  // Frames before this one (and after the pinned ones) have their specials dropped.
+  const int64_t first_needed = ledger_.pinned(opt_) + ledger_.dropped(opt_);
+  while (!special_tail_.empty() && (special_tail_first_ + 1) * special_page_frames_ <= first_needed) {
+    special_free_.push_back(special_tail_.front());
+    special_tail_.pop_front();
+    ++special_tail_first_;
+    plan_valid_ = false;
+  }
+}
+
+int64_t PagedKVCache::special_tokens_after(int n_frames, bool evicts) const {
+  kvdetail::FrameLedger after = ledger_;
+  after.stored += n_frames;
+  if (evicts) after.evicted += after.excess(opt_);
+  return (after.stored - after.dropped(opt_)) * opt_.num_special_tokens;
 }
 
 int64_t PagedKVCache::append_unchecked() {
@@ -86,13 +147,13 @@ int64_t PagedKVCache::append_frame(Eviction eviction) {
   check_no_step("append_frame");
   LINGBOT_CHECK(!deferred_pending_,
                 "append_frame: a deferred eviction is pending (call execute_deferred_eviction or rollback_last_frame)");
-  kvdetail::check_special_cap(opt_, (ledger_.stored + 1) * opt_.num_special_tokens);
-  const int64_t pages_before = static_cast<int64_t>(special_[0].size());
-  reserve_special_pages(ledger_.stored + 1);
+  kvdetail::check_special_cap(opt_, special_tokens_after(1, eviction == Eviction::Immediate));
+  std::vector<NewSpecialPage> added;
+  reserve_special_pages(ledger_.stored + 1, &added);
   const int64_t frame = append_unchecked();
   if (eviction == Eviction::Deferred) {
     deferred_pending_ = true;
-    deferred_new_special_pages_ = static_cast<int64_t>(special_[0].size()) - pages_before;
+    deferred_new_special_ = std::move(added);
   } else {
     evict();
   }
@@ -102,7 +163,7 @@ int64_t PagedKVCache::append_frame(Eviction eviction) {
 int64_t PagedKVCache::evict() {
   check_no_step("evict");
   deferred_pending_ = false;
-  deferred_new_special_pages_ = 0;
+  deferred_new_special_.clear();
   const int64_t n = ledger_.excess(opt_);
   for (int64_t i = 0; i < n; ++i) {  // frame by frame, oldest unpinned first
     free_pages_.push_back(window_pages_.front());
@@ -110,6 +171,7 @@ int64_t PagedKVCache::evict() {
     ++ledger_.evicted;
   }
   if (n) plan_valid_ = false;
+  release_special_pages();
   return n;
 }
 
@@ -134,10 +196,21 @@ void PagedKVCache::rollback_last_frame() {
   }
   free_pages_.push_back(page);
   --ledger_.stored;
-  for (auto& pages : special_)
-    for (int64_t i = 0; i < deferred_new_special_pages_; ++i) pages.pop_back();
+  // Undo the special pages it added, newest first: fresh ones are the last allocated, reused ones
+  // go back on the free list in the order they came off it.
+  for (auto it = deferred_new_special_.rbegin(); it != deferred_new_special_.rend(); ++it) {
+    if (!special_tail_.empty())
+      special_tail_.pop_back();
+    else
+      special_head_.pop_back();
+    if (it->fresh) {
+      for (auto& pages : special_) pages.pop_back();
+    } else {
+      special_free_.push_back(it->id);
+    }
+  }
   deferred_pending_ = false;
-  deferred_new_special_pages_ = 0;
+  deferred_new_special_.clear();
   plan_valid_ = false;
 }
 
@@ -171,9 +244,9 @@ void PagedKVCache::write_frame(int block, int64_t frame, const kernels::KVSpan& 
   kvdetail::store_rows(v + ns * kv.token_stride, kv.token_stride, pbase + static_cast<size_t>(slots * row_) * es,
                        opt_.dtype, row_, patch_tokens_, row_);
   // Special tokens -> the frame's slots in the special stream.
-  const int64_t sp = frame / special_page_frames_;
-  const int64_t slot = (frame % special_page_frames_) * ns;
-  auto* sbase = static_cast<unsigned char*>(special_[block][static_cast<size_t>(sp)].data());
+  const SpecialSlot where = special_slot(frame);
+  const int64_t slot = where.slot;
+  auto* sbase = static_cast<unsigned char*>(special_[block][static_cast<size_t>(where.page)].data());
   kvdetail::store_rows(k, kv.token_stride, sbase + static_cast<size_t>(slot * row_) * es, opt_.dtype, row_, ns, row_);
   kvdetail::store_rows(v, kv.token_stride, sbase + static_cast<size_t>((slots + slot) * row_) * es, opt_.dtype, row_,
                        ns, row_);
@@ -207,9 +280,10 @@ void PagedKVCache::build_plan() {
     const bool all = per_frame == ns;
     const int32_t stride = all ? 1 : ns;
     for (int64_t f = a; f < b;) {
-      const int64_t page = f / fpp;
-      const int64_t end = std::min<int64_t>(b, (page + 1) * fpp);
-      const auto start = static_cast<int32_t>((f - page * fpp) * ns);
+      const int64_t logical = f / fpp;
+      const int32_t page = special_physical(logical);
+      const int64_t end = std::min<int64_t>(b, (logical + 1) * fpp);
+      const auto start = static_cast<int32_t>((f - logical * fpp) * ns);
       const auto len = static_cast<int32_t>(all ? (end - f) * ns : end - f);
       const size_t last = p.special_len.size();
       if (last > 0 && p.special_page_ids[last - 1] == page && p.special_stride[last - 1] == stride &&
@@ -218,7 +292,7 @@ void PagedKVCache::build_plan() {
         f = end;
         continue;
       }
-      p.special_page_ids.push_back(static_cast<int32_t>(page));
+      p.special_page_ids.push_back(page);
       p.special_start.push_back(start);
       p.special_len.push_back(len);
       p.special_stride.push_back(stride);
@@ -228,7 +302,7 @@ void PagedKVCache::build_plan() {
   const int64_t pinned = ledger_.pinned(opt_);
   const int64_t first_window = pinned + ledger_.evicted;
   add(0, pinned, ns);
-  add(pinned, first_window, kept_specials_per_evicted_frame(opt_));
+  add(pinned + ledger_.dropped(opt_), first_window, kept_specials_per_evicted_frame(opt_));
   add(first_window, ledger_.stored, ns);
   p.visible_tokens = ledger_.visible_tokens(opt_);
   plan_valid_ = true;
@@ -257,7 +331,22 @@ kernels::PagePoolView PagedKVCache::pool_view(int block) const {
                                opt_.head_dim};
 }
 
-const void* PagedKVCache::special_page(int block, int page) const { return special_[block][page].data(); }
+const void* PagedKVCache::special_page(int block, int page) const {
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "special_page: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
+  LINGBOT_CHECK(page >= 0 && page < static_cast<int>(special_[block].size()), "special_page: page ", page,
+                " out of range [0, ", special_[block].size(), ")");
+  return special_[block][static_cast<size_t>(page)].data();
+}
+
+PagedKVCache::SpecialSlot PagedKVCache::special_slot(int64_t frame) const {
+  const int64_t pinned = ledger_.pinned(opt_), dropped = ledger_.dropped(opt_);
+  LINGBOT_CHECK(frame >= 0 && frame < ledger_.stored, "special_slot: frame ", frame, " is not stored (",
+                ledger_.stored, " stored frames)");
+  LINGBOT_CHECK(frame < pinned || frame >= pinned + dropped, "special_slot: the specials of frame ", frame,
+                " were dropped (max_special_frames = ", opt_.max_special_frames, ")");
+  return {special_physical(frame / special_page_frames_), (frame % special_page_frames_) * opt_.num_special_tokens};
+}
 
 void PagedKVCache::attend_visible(int block, const kernels::QueryView& q, std::span<const kernels::KVSpan> extra,
                                   float* out) {
@@ -279,14 +368,14 @@ void PagedKVCache::begin_step(FrameMode mode, int n_frames) {
                 "begin_step: a deferred eviction is pending (call execute_deferred_eviction or rollback_last_frame)");
   const int64_t first = ledger_.stored;
   if (mode != FrameMode::NonKeyframe) {
-    kvdetail::check_special_cap(opt_, (ledger_.stored + n_frames) * opt_.num_special_tokens);
-    const int64_t pages_before = static_cast<int64_t>(special_[0].size());
-    reserve_special_pages(ledger_.stored + n_frames);
+    kvdetail::check_special_cap(opt_, special_tokens_after(n_frames, mode != FrameMode::Deferred));
+    std::vector<NewSpecialPage> added;
+    reserve_special_pages(ledger_.stored + n_frames, &added);
     for (int i = 0; i < n_frames; ++i) append_unchecked();
     if (mode == FrameMode::Keyframe) evict();  // scale phase evicts in end_step, after its attention
     if (mode == FrameMode::Deferred) {         // = append_frame(Eviction::Deferred)
       deferred_pending_ = true;
-      deferred_new_special_pages_ = static_cast<int64_t>(special_[0].size()) - pages_before;
+      deferred_new_special_ = std::move(added);
     }
   }
   plan();
@@ -366,9 +455,13 @@ std::vector<unsigned char> PagedKVCache::live_bytes(int block) const {
     if (f >= pinned && f < pinned + ledger_.evicted) continue;
     put(pool + static_cast<size_t>(frame_page(f)) * page_bytes_, 0, patch_tokens_);
   }
-  for (int64_t f = 0; f < ledger_.stored; ++f)
-    put(static_cast<const unsigned char*>(special_[block][static_cast<size_t>(f / special_page_frames_)].data()),
-        (f % special_page_frames_) * opt_.num_special_tokens, opt_.num_special_tokens);
+  const int64_t pinned = ledger_.pinned(opt_), dropped = ledger_.dropped(opt_);
+  for (int64_t f = 0; f < ledger_.stored; ++f) {
+    if (f >= pinned && f < pinned + dropped) continue;
+    const SpecialSlot where = special_slot(f);
+    put(static_cast<const unsigned char*>(special_[block][static_cast<size_t>(where.page)].data()), where.slot,
+        opt_.num_special_tokens);
+  }
   return out;
 }
 
@@ -378,7 +471,11 @@ PagedCacheState PagedKVCache::state() const {
   s.pinned_pages = pinned_pages_;
   s.window_pages.assign(window_pages_.begin(), window_pages_.end());
   s.free_pages = free_pages_;
-  s.special_pages = static_cast<int64_t>(special_[0].size());
+  s.special_held = special_head_;
+  s.special_held.insert(s.special_held.end(), special_tail_.begin(), special_tail_.end());
+  s.special_free = special_free_;
+  s.special_tail_first = special_tail_first_;
+  s.special_allocated = static_cast<int64_t>(special_[0].size());
   s.deferred_pending = deferred_pending_;
   return s;
 }
@@ -391,14 +488,16 @@ CacheStats PagedKVCache::stats() const {
   s.window_pages = static_cast<int64_t>(window_pages_.size());
   s.free_pages = static_cast<int64_t>(free_pages_.size());
   s.pool_pages = pool_pages_;
-  s.special_tokens = ledger_.stored * opt_.num_special_tokens;
+  s.special_frames_dropped = ledger_.dropped(opt_);
+  s.special_tokens = (ledger_.stored - s.special_frames_dropped) * opt_.num_special_tokens;
   s.visible_tokens = ledger_.visible_tokens(opt_);
-  s.kept_special_tokens = ledger_.evicted * kept_specials_per_evicted_frame(opt_);
-  s.special_pages = static_cast<int64_t>(special_[0].size());
+  s.kept_special_tokens = ledger_.kept(opt_) * kept_specials_per_evicted_frame(opt_);
+  s.special_pages = static_cast<int64_t>(special_head_.size() + special_tail_.size());
+  s.special_free_pages = static_cast<int64_t>(special_free_.size());
   const int64_t token_bytes = 2 * row_ * static_cast<int64_t>(dtype_size(opt_.dtype));
   s.bytes_used = opt_.num_blocks * token_bytes * (s.frames_resident * patch_tokens_ + s.special_tokens);
   s.patch_bytes_reserved = opt_.num_blocks * static_cast<int64_t>(page_bytes_) * pool_pages_;
-  s.special_bytes_reserved = opt_.num_blocks * static_cast<int64_t>(page_bytes_) * s.special_pages;
+  s.special_bytes_reserved = opt_.num_blocks * static_cast<int64_t>(page_bytes_) * special_pages_allocated();
   s.bytes_reserved = s.patch_bytes_reserved + s.special_bytes_reserved;
   return s;
 }
@@ -427,10 +526,36 @@ void PagedKVCache::check_invariants() const {
   const bool may_exceed = deferred_pending_ || (step_.open && step_.mode == FrameMode::ScalePhase);
   LINGBOT_CHECK(may_exceed || ledger_.excess(opt_) == 0, "invariant: window holds ", ledger_.window(opt_),
                 " frames > sliding_window ", opt_.sliding_window);
-  const int64_t need_special = (ledger_.stored + special_page_frames_ - 1) / special_page_frames_;
+  // Special stream: every physical id exactly once (held or free), the held logical pages are exactly
+  // those of the stored frames minus the released ones, and a page is released iff all its frames'
+  // specials are dropped.
+  const int64_t allocated = special_pages_allocated();
   for (const auto& pages : special_)
-    LINGBOT_CHECK(static_cast<int64_t>(pages.size()) >= need_special && pages.size() == special_[0].size(),
-                  "invariant: special pages ", pages.size(), " for ", ledger_.stored, " stored frames");
+    LINGBOT_CHECK(static_cast<int64_t>(pages.size()) == allocated, "invariant: blocks hold ", pages.size(), " and ",
+                  allocated, " special pages");
+  std::vector<uint8_t> seen_special(static_cast<size_t>(allocated), 0);
+  auto mark_special = [&](int32_t id, const char* where) {
+    LINGBOT_CHECK(id >= 0 && id < allocated, "invariant: special page id ", id, " in ", where, " out of range [0, ",
+                  allocated, ")");
+    LINGBOT_CHECK(!seen_special[static_cast<size_t>(id)], "invariant: special page id ", id,
+                  " appears twice (second time in ", where, ")");
+    seen_special[static_cast<size_t>(id)] = 1;
+  };
+  for (int32_t id : special_head_) mark_special(id, "special head");
+  for (int32_t id : special_tail_) mark_special(id, "special tail");
+  for (int32_t id : special_free_) mark_special(id, "special free list");
+  const int64_t held = static_cast<int64_t>(special_head_.size() + special_tail_.size());
+  LINGBOT_CHECK(held + static_cast<int64_t>(special_free_.size()) == allocated, "invariant: held ", held,
+                " + free ", special_free_.size(), " special pages != allocated ", allocated);
+  const int64_t need_special = (ledger_.stored + special_page_frames_ - 1) / special_page_frames_;
+  LINGBOT_CHECK(special_logical_pages() == need_special, "invariant: ", special_logical_pages(),
+                " logical special pages for ", ledger_.stored, " stored frames (expected ", need_special, ")");
+  const int64_t released_to =
+      opt_.max_special_frames == 0
+          ? special_head_pages_
+          : std::max(special_head_pages_, (ledger_.pinned(opt_) + ledger_.dropped(opt_)) / special_page_frames_);
+  LINGBOT_CHECK(special_tail_first_ == released_to,
+                "invariant: special tail starts at logical page ", special_tail_first_, ", expected ", released_to);
 }
 
 }  // namespace lingbot

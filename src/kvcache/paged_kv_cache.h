@@ -12,8 +12,13 @@
 //     padding (page_size rounded to a power of two on request) and never appear in a plan.
 //     Eviction moves page ids to the free list; data never moves.
 //   * special stream: the num_special_tokens specials of every stored frame, frame after frame, in
-//     append-only special pages of special_page_frames() whole frames each; one allocation per page,
-//     made on demand and never moved or copied, kept across reset() for reuse.
+//     append-only special pages of special_page_frames() whole frames each: logical special page
+//     L holds frames [L * special_page_frames(), (L + 1) * special_page_frames()). Each logical page is
+//     backed by a physical special page (one allocation per block, made on demand, never moved or
+//     copied, kept across reset() for reuse). With max_special_frames, a logical page whose frames'
+//     specials are all dropped is released: its physical id goes to a free list and backs a later
+//     logical page, so the stream holds at most the pages of the pinned frames plus
+//     ceil((sliding_window + max_special_frames) / special_page_frames()) + 1 more.
 // Page ids (patch pool ids and special page ids, two id spaces) are identical in every block, so
 // the plan of a frame step is built once and reused by every block.
 #include <deque>
@@ -44,7 +49,12 @@ struct PagePlan {
 struct PagedCacheState {
   kvdetail::FrameLedger ledger;
   std::vector<int32_t> pinned_pages, window_pages, free_pages;  // free list in pop order (back first)
-  int64_t special_pages = 0;
+  // Special stream: physical ids backing the held logical pages (those holding pinned frames, then
+  // [special_tail_first, ...)), the free physical ids (pop order back first), and how many physical
+  // pages are allocated.
+  std::vector<int32_t> special_held, special_free;
+  int64_t special_tail_first = 0;
+  int64_t special_allocated = 0;
   bool deferred_pending = false;
   bool operator==(const PagedCacheState&) const = default;
 };
@@ -97,7 +107,16 @@ class PagedKVCache final : public KVCache {
   size_t page_bytes() const { return page_bytes_; }
   PagedCacheState state() const;
   kernels::PagePoolView pool_view(int block) const;
+  // Physical special page `page` of `block` (the ids of PagePlan::special_page_ids), [2, page_size, row].
   const void* special_page(int block, int page) const;
+  // Where stored frame `frame`'s specials live: physical special page and first slot. Throws when
+  // they were dropped (max_special_frames) or the frame is not stored.
+  struct SpecialSlot {
+    int32_t page = 0;
+    int64_t slot = 0;
+  };
+  SpecialSlot special_slot(int64_t frame) const;
+  int64_t special_pages_allocated() const { return static_cast<int64_t>(special_[0].size()); }
   // Bytes of the live tokens of a block: resident frames' patch slots (storage order) then the
   // special stream [0, stored * num_special_tokens), K then V of each.
   std::vector<unsigned char> live_bytes(int block) const;
@@ -107,7 +126,17 @@ class PagedKVCache final : public KVCache {
 
  private:
   void check_no_step(const char* op) const;
-  void reserve_special_pages(int64_t frames);  // allocates in all blocks, all-or-nothing
+  struct NewSpecialPage {
+    int32_t id = 0;
+    bool fresh = false;  // allocated now (else taken from the free list)
+  };
+  // Backs logical pages up to ceil(frames / special_page_frames()), free ids first, fresh ones
+  // allocated in all blocks all-or-nothing; appends what it added to `added` when given.
+  void reserve_special_pages(int64_t frames, std::vector<NewSpecialPage>* added = nullptr);
+  void release_special_pages();  // frees logical pages whose frames' specials are all dropped
+  int64_t special_logical_pages() const;
+  int32_t special_physical(int64_t logical) const;
+  int64_t special_tokens_after(int n_frames, bool evicts) const;  // held after appending n_frames
   int64_t append_unchecked();
   int32_t frame_page(int64_t frame) const;
   void build_plan();
@@ -123,14 +152,19 @@ class PagedKVCache final : public KVCache {
   size_t page_bytes_ = 0;
 
   std::vector<Buffer> pools_;                      // [block] patch pool
-  std::vector<std::vector<Buffer>> special_;       // [block][special page]
+  std::vector<std::vector<Buffer>> special_;       // [block][physical special page]
+  int64_t special_head_pages_ = 0;                 // logical pages holding pinned frames (never released)
+  std::vector<int32_t> special_head_;              // physical ids of logical pages [0, special_head_pages_)
+  std::deque<int32_t> special_tail_;               // physical ids of logical pages [special_tail_first_, ...)
+  int64_t special_tail_first_ = 0;
+  std::vector<int32_t> special_free_;              // stack: back() is the next id handed out
 
   kvdetail::FrameLedger ledger_;
   std::vector<int32_t> pinned_pages_;
   std::deque<int32_t> window_pages_;
   std::vector<int32_t> free_pages_;  // stack: back() is the next page handed out
   bool deferred_pending_ = false;
-  int64_t deferred_new_special_pages_ = 0;
+  std::vector<NewSpecialPage> deferred_new_special_;  // special pages the pending deferred append added
 
   kvdetail::StepState step_;
   int64_t step_first_frame_ = 0;

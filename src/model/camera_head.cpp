@@ -23,11 +23,13 @@ void CameraHeadCache::reset() {
   }
   frames_ = 0;
   deferred_ = false;
+  dropped_ = 0;
 }
 
 void CameraHeadCache::commit_deferred() {
   LINGBOT_CHECK(deferred_, "camera head: commit_deferred without a pending Deferred frame");
   deferred_ = false;
+  apply_history_bound();  // deferred like the aggregator cache's eviction, so a rollback is exact
 }
 
 void CameraHeadCache::rollback_deferred() {
@@ -49,6 +51,24 @@ std::vector<unsigned char> CameraHeadCache::live_bytes() const {
     out.insert(out.end(), v, v + e.v.size() * sizeof(float));
   }
   return out;
+}
+
+void CameraHeadCache::set_history_bound(int64_t keep_first, int64_t keep_recent) {
+  LINGBOT_CHECK(keep_first >= 0 && keep_recent >= 0, "camera head: history bound must be >= 0, got keep_first ",
+                keep_first, ", keep_recent ", keep_recent);
+  keep_first_ = keep_first;
+  keep_recent_ = keep_recent;
+}
+
+void CameraHeadCache::apply_history_bound() {
+  if (keep_recent_ == 0 || frames_ <= keep_first_ + keep_recent_) return;
+  const int64_t excess = frames_ - keep_first_ - keep_recent_;
+  for (Entry& e : entries_) {
+    for (std::vector<float>* buf : {&e.k, &e.v})  // erase keeps the capacity: no reallocation later
+      buf->erase(buf->begin() + keep_first_ * dim_, buf->begin() + (keep_first_ + excess) * dim_);
+  }
+  frames_ -= excess;
+  dropped_ += excess;
 }
 
 int64_t CameraHeadCache::bytes() const {
@@ -210,6 +230,7 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
   }
   if (mode != FrameMode::NonKeyframe) cache.frames_ += n;
   cache.deferred_ = mode == FrameMode::Deferred;
+  if (mode != FrameMode::NonKeyframe && !cache.deferred_) cache.apply_history_bound();
   return out;
 }
 

@@ -15,7 +15,8 @@
 // therefore exact prefixes of a longer run (same arithmetic).
 //
 // Camera-token KV cache: one per (iteration, trunk block), one token per frame, f32, append-only,
-// never evicted (upstream's eviction test cannot fire for one token per frame):
+// never evicted (upstream's eviction test cannot fire for one token per frame) unless a history
+// bound is set (CameraHeadCache::set_history_bound, for unbounded streams):
 //   ScalePhase  (cache must be empty, n >= 1 frames): the n frames attend bidirectionally to each
 //               other, then all are stored.
 //   Keyframe    (n == 1): stored, then attends to every stored frame (itself included).
@@ -50,7 +51,13 @@ namespace lingbot::model {
 class CameraHeadCache {
  public:
   int num_iterations() const { return iterations_; }
-  int64_t frames() const { return frames_; }  // frames stored in each (iteration, block) cache
+  int64_t frames() const { return frames_; }  // frames held in each (iteration, block) cache
+  int64_t frames_dropped() const { return dropped_; }  // stored frames the history bound removed
+  // Bounded history (SessionOptions::max_special_frames): after each storing step only the first
+  // `keep_first` stored frames and the newest `keep_recent` stored frames stay (older ones in between
+  // are removed; the buffers keep their capacity, so memory stays flat). keep_recent 0 = keep all
+  // (upstream). Set before the first step of a sequence; reset() keeps it.
+  void set_history_bound(int64_t keep_first, int64_t keep_recent);
   int64_t bytes() const;                      // K+V bytes held now, all caches
   int64_t bytes_reserved() const;             // K+V bytes allocated, all caches
   void reset();                               // forget every frame, keep the capacity
@@ -72,6 +79,9 @@ class CameraHeadCache {
   std::vector<Entry> entries_;  // [iteration * trunk_depth + block]
   int64_t frames_ = 0;
   bool deferred_ = false;
+  int64_t dropped_ = 0;
+  int64_t keep_first_ = 0, keep_recent_ = 0;
+  void apply_history_bound();
 };
 
 // The camera head's weights: immutable after construction, shareable by any number of streams.

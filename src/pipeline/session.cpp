@@ -36,6 +36,8 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   LINGBOT_CHECK(o.threads >= 1, "SessionOptions.threads must be >= 0, got ", in.threads);
   LINGBOT_CHECK(o.max_special_tokens >= 0, "SessionOptions.max_special_tokens must be >= 0, got ",
                 o.max_special_tokens);
+  LINGBOT_CHECK(o.max_special_frames >= 0, "SessionOptions.max_special_frames must be >= 0 (0 = keep all), got ",
+                o.max_special_frames);
   if (!o.keyframe_policy) o.keyframe_policy = std::make_shared<IntervalKeyframes>(o.keyframe_interval);
   o.keyframe_policy->check(o);
   return o;
@@ -138,6 +140,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.dtype = opt.kv_dtype;
   co.round_pages_pow2 = opt.round_pages_pow2;
   co.max_special_tokens = opt.max_special_tokens;
+  co.max_special_frames = opt.max_special_frames;
   co.num_threads = opt.threads;
   cache.reset();  // release the old pools before allocating new ones
   cache = make_kv_cache(opt.backend, co, allocator);
@@ -253,7 +256,14 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     LINGBOT_CHECK(!impl_->opt.depth_head || (i >= 0 && static_cast<size_t>(i) < n_selected),
                   "dpt.intermediate_layer_idx entry ", i, " is outside the ", n_selected,
                   " selected aggregator outputs");
-  if (impl_->opt.camera_head) impl_->camera_cache.emplace(model->camera_head().make_cache(impl_->opt.camera_iterations));
+  if (impl_->opt.camera_head) {
+    const SessionOptions& o = impl_->opt;
+    impl_->camera_cache.emplace(model->camera_head().make_cache(o.camera_iterations));
+    // The camera tokens the aggregator still sees: pinned scale frames, window and kept frames.
+    if (o.max_special_frames > 0)
+      impl_->camera_cache->set_history_bound(*o.include_scale_frames ? o.scale_frames : 0,
+                                             o.sliding_window + o.max_special_frames);
+  }
   impl_->model = std::move(model);
 }
 

@@ -54,6 +54,8 @@ TEST(KVCacheErrors, Options) {
       {[](CacheOptions& o) { o.sliding_window = 0; }, "CacheOptions.sliding_window must be >= 1, got 0"},
       {[](CacheOptions& o) { o.max_special_tokens = -1; },
        "CacheOptions.max_special_tokens must be >= 0 (0 = unlimited), got -1"},
+      {[](CacheOptions& o) { o.max_special_frames = -2; },
+       "CacheOptions.max_special_frames must be >= 0 (0 = keep all), got -2"},
       {[](CacheOptions& o) { o.num_threads = 0; }, "CacheOptions.num_threads must be >= 1, got 0"},
   };
   for (KVBackend b : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull})

@@ -75,7 +75,8 @@ inline float round_to(DType t, float x) {
 // scale_frames stored frames. After a keyframe is stored (or after the scale phase has attended),
 // the oldest non-pinned, non-evicted frame is evicted while more than sliding_window such frames
 // exist (never for DenseFull). Visible: all tokens of non-evicted frames; of an evicted frame its
-// tokens 0..ns-1 (cross_frame_special), token 0 (plus camera_only) or none.
+// tokens 0..ns-1 (cross_frame_special), token 0 (plus camera_only) or none; with max_special_frames
+// > 0, only the newest max_special_frames evicted frames keep those (older ones show nothing).
 struct RefFrame {
   std::vector<std::vector<float>> k, v;  // [block][tokens_per_frame * row]
   bool evicted = false;
@@ -103,13 +104,31 @@ class RefCache {
     }
   }
 
+  int64_t evicted_frames() const {
+    int64_t n = 0;
+    for (const auto& f : frames_) n += f.evicted;
+    return n;
+  }
+  // Evicted frames that max_special_frames hides entirely: all but the newest max_special_frames.
+  int64_t dropped_frames() const {
+    const int64_t e = evicted_frames();
+    return o_.max_special_frames > 0 && e > o_.max_special_frames ? e - o_.max_special_frames : 0;
+  }
+  // Tokens of frame i visible now.
+  int visible_of(size_t i) const {
+    if (!frames_[i].evicted) return o_.tokens_per_frame;
+    int64_t older_evicted = 0;  // evicted frames stored before i (eviction is oldest first)
+    for (size_t j = 0; j < i; ++j) older_evicted += frames_[j].evicted;
+    if (older_evicted < dropped_frames()) return 0;
+    return !o_.cross_frame_special ? 0 : (o_.camera_only ? 1 : o_.num_special_tokens);
+  }
+
   // Token rows (pointers into the frames) visible to a frame attending now, for `block`.
   void gather(int block, std::vector<const float*>& ks, std::vector<const float*>& vs) const {
     const int64_t row = int64_t{o_.heads} * o_.head_dim;
     for (size_t i = 0; i < frames_.size(); ++i) {
       const RefFrame& f = frames_[i];
-      int n = o_.tokens_per_frame;
-      if (f.evicted) n = !o_.cross_frame_special ? 0 : (o_.camera_only ? 1 : o_.num_special_tokens);
+      const int n = visible_of(i);
       for (int t = 0; t < n; ++t) {
         ks.push_back(f.k[block].data() + t * row);
         vs.push_back(f.v[block].data() + t * row);
@@ -124,8 +143,8 @@ class RefCache {
   }
   int64_t kept_specials() const {
     int64_t n = 0;
-    for (const auto& f : frames_)
-      if (f.evicted) n += !o_.cross_frame_special ? 0 : (o_.camera_only ? 1 : o_.num_special_tokens);
+    for (size_t i = 0; i < frames_.size(); ++i)
+      if (frames_[i].evicted) n += visible_of(i);
     return n;
   }
   int64_t visible_tokens() const { return resident_frames() * o_.tokens_per_frame + kept_specials(); }

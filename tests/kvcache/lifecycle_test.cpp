@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kv_test_util.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
@@ -153,6 +154,85 @@ TEST(PagedKVCacheLifecycle, RollbackReleasesSpecialPageItAllocated) {
     d.append_frame(PagedKVCache::Eviction::Immediate);
     EXPECT_EQ(c.state(), d.state());
   }
+}
+
+// max_special_frames: a long stream recycles special page ids (no allocation once the stream is
+// full, memory flat), keeps the kept frames' data in place (never moved), and a deferred append that
+// took a recycled page rolls back exactly (free list order included). Pinned frames keep their page.
+TEST(PagedKVCacheLifecycle, BoundedSpecialStreamRecyclesPages) {
+  HostAllocator alloc;
+  CacheOptions o = options(8, 6, 2, 2);  // page 6 slots: one frame of specials per special page
+  o.max_special_frames = 3;
+  o.include_scale_frames = true;
+  PagedKVCache c(o, alloc);
+  ASSERT_EQ(c.special_page_frames(), 1);
+  const int64_t row = 16, tpf = 8;
+  std::vector<float> k(tpf * row), v(tpf * row);
+  c.step_without_attention(FrameMode::ScalePhase, 2);
+  const PagedKVCache::SpecialSlot pinned0 = c.special_slot(0);
+  size_t warm_bytes = 0;
+  uint64_t warm_allocs = 0;
+  std::vector<int> seen_as_page(64, 0);
+  for (int i = 0; i < 60; ++i) {
+    const int64_t f = c.append_frame();
+    for (int b = 0; b < 2; ++b) {
+      for (int64_t t = 0; t < tpf * row; ++t) k[t] = v[t] = static_cast<float>(f * 1000 + t);
+      c.write_frame(b, f, {k.data(), v.data(), DType::F32, int(tpf), row});
+    }
+    c.check_invariants();
+    const CacheStats s = c.stats();
+    // Visible: 2 pinned + 2 window frames whole, the specials of the 3 newest evicted frames.
+    const int64_t evicted = std::max<int64_t>(0, s.frames_stored - 4);
+    EXPECT_EQ(s.special_frames_dropped, std::max<int64_t>(0, evicted - 3));
+    EXPECT_EQ(s.visible_tokens, (s.frames_stored - evicted) * tpf + std::min<int64_t>(evicted, 3) * 6);
+    EXPECT_EQ(c.plan().visible_tokens, s.visible_tokens);
+    // Held special pages: 2 pinned + 2 window + 3 kept frames.
+    EXPECT_EQ(s.special_pages, std::min<int64_t>(s.frames_stored, 7));
+    ++seen_as_page[static_cast<size_t>(c.special_slot(f).page)];
+    if (i == 10) {
+      warm_bytes = alloc.bytes_allocated();
+      warm_allocs = alloc.allocation_count();
+    }
+    if (i > 10) {
+      EXPECT_EQ(alloc.bytes_allocated(), warm_bytes);
+      EXPECT_EQ(alloc.allocation_count(), warm_allocs);
+    }
+  }
+  EXPECT_EQ(c.special_slot(0).page, pinned0.page);  // the pinned frames' specials never move
+  EXPECT_LE(c.special_pages_allocated(), 8);
+  int reused = 0;
+  for (int n : seen_as_page) reused += n > 1;
+  EXPECT_GT(reused, 0);
+  // The kept frames' specials are where write_frame put them (data never moved).
+  const int64_t stored = c.stats().frames_stored;
+  for (int64_t f = stored - 5; f < stored; ++f) {
+    const auto where = c.special_slot(f);
+    const auto* page = static_cast<const float*>(c.special_page(1, where.page));
+    EXPECT_EQ(page[where.slot * row], static_cast<float>(f * 1000)) << "frame " << f;
+  }
+  try {
+    c.special_slot(2);  // frame 2: first unpinned frame, long dropped
+    ADD_FAILURE() << "special_slot of a dropped frame did not throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "special_slot: the specials of frame 2 were dropped (max_special_frames = 3)");
+  }
+  // Deferred append taking a recycled page, then rollback: exact prior state, nothing allocated.
+  const PagedCacheState before = c.state();
+  ASSERT_FALSE(before.special_free.empty());
+  c.append_frame(PagedKVCache::Eviction::Deferred);
+  EXPECT_EQ(alloc.bytes_allocated(), warm_bytes);
+  c.check_invariants();
+  c.rollback_last_frame();
+  EXPECT_EQ(c.state(), before);
+  // ... and committed, the same as an immediate append.
+  PagedKVCache d(o, alloc);
+  d.step_without_attention(FrameMode::ScalePhase, 2);
+  for (int64_t i = 2; i < stored; ++i) d.append_frame();
+  EXPECT_EQ(d.state(), c.state());
+  c.append_frame(PagedKVCache::Eviction::Deferred);
+  c.execute_deferred_eviction();
+  d.append_frame();
+  EXPECT_EQ(d.state(), c.state());
 }
 
 // reset(): both backends return to empty keeping their memory; replaying a run allocates nothing.

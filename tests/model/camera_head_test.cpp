@@ -194,6 +194,54 @@ TEST(CameraHeadGolden, DeferredFrameRollsBackExactlyAndCommitsLikeAKeyframe) {
   EXPECT_THROW(b.rollback_deferred(), Error);
 }
 
+// History bound (SessionOptions::max_special_frames): the cache keeps the first K stored frames and
+// the newest R; results are bit-identical to the unbounded head until it first drops a frame, then
+// differ (the bound is honoured); memory stops growing.
+TEST(CameraHeadGolden, HistoryBoundKeepsFirstAndNewestFrames) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap w = copy_weights(c->weights);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache full = head.make_cache(), bounded = head.make_cache();
+  constexpr int64_t K = 2, R = 3;
+  bounded.set_history_bound(K, R);
+  head.step(full, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(bounded, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  int64_t reserved_after_first_drop = -1;
+  bool diverged = false;
+  for (int64_t i = 2; i < 40; ++i) {
+    const RowsView rows = camera_rows(agg, i % 10, 1);  // the 10 reference frames, looped
+    const Tensor a = head.step(full, FrameMode::Keyframe, rows, 1);
+    const Tensor b = head.step(bounded, FrameMode::Keyframe, rows, 1);
+    const int64_t stored = i + 1;
+    EXPECT_EQ(full.frames(), stored);
+    EXPECT_EQ(bounded.frames(), std::min(stored, K + R));
+    EXPECT_EQ(bounded.frames_dropped(), stored - bounded.frames());
+    EXPECT_EQ(bounded.bytes(), bounded.frames() * 2 * 256 * 4 * int64_t(c->cfg.num_iterations * c->cfg.trunk_depth));
+    const bool same = std::memcmp(a.f32(), b.f32(), a.nbytes()) == 0;
+    // Frame i attends to the held frames + itself: identical while nothing was dropped before it.
+    if (i <= K + R) {
+      EXPECT_TRUE(same) << "frame " << i;
+    }
+    diverged |= !same;
+    if (stored == K + R + 1) reserved_after_first_drop = bounded.bytes_reserved();
+    if (stored > K + R + 1) {
+      EXPECT_EQ(bounded.bytes_reserved(), reserved_after_first_drop) << "frame " << i;
+    }
+  }
+  EXPECT_TRUE(diverged);
+  bounded.reset();
+  EXPECT_EQ(bounded.frames(), 0);
+  EXPECT_EQ(bounded.frames_dropped(), 0);
+  try {
+    bounded.set_history_bound(-1, 2);
+    ADD_FAILURE() << "a negative history bound was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "camera head: history bound must be >= 0, got keep_first -1, keep_recent 2");
+  }
+}
+
 TEST(CameraHeadGolden, PosesDecodeToReferenceCameras) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";

@@ -93,10 +93,9 @@ void CudaPagedKVCache::write_frame(int block, int i) {
   store_rows(v + ns * kv.token_stride, kv.token_stride, page + static_cast<size_t>(slots * row_) * es, o.dtype, row_,
              patch, row_, stream_);
   // Specials -> the frame's slots in the special stream.
-  const int64_t f = first_frame_ + i;
-  const int spf = book_.special_page_frames();
-  const int64_t slot = (f % spf) * ns;
-  auto* sp = static_cast<unsigned char*>(const_cast<void*>(book_.special_page(block, static_cast<int>(f / spf))));
+  const PagedKVCache::SpecialSlot where = book_.special_slot(first_frame_ + i);
+  const int64_t slot = where.slot;
+  auto* sp = static_cast<unsigned char*>(const_cast<void*>(book_.special_page(block, where.page)));
   store_rows(k, kv.token_stride, sp + static_cast<size_t>(slot * row_) * es, o.dtype, row_, ns, row_, stream_);
   store_rows(v, kv.token_stride, sp + static_cast<size_t>((slots + slot) * row_) * es, o.dtype, row_, ns, row_,
              stream_);

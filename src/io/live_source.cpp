@@ -1,0 +1,148 @@
+#include "io/live_source.h"
+
+#include <fcntl.h>
+
+extern "C" {
+#include <libavdevice/avdevice.h>
+}
+
+#include <atomic>
+#include <cstdlib>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/error.h"
+
+namespace lingbot::io {
+
+struct LiveFrameSource::Impl {
+  FrameSelection sel;
+  std::function<bool()> user_interrupt;
+  std::atomic<bool> stopping{false};
+  std::optional<VideoReader> reader;
+
+  mutable std::mutex mutex;
+  std::condition_variable cv;
+  std::optional<VideoFrame> slot;  // the newest decoded frame not taken yet
+  bool ended = false;
+  std::exception_ptr error;
+  LiveStats stats;
+  int64_t produced = 0;
+  std::thread thread;
+  int pipe_fd = -1, pipe_fd_flags = 0;  // "pipe:N": the descriptor made non-blocking (restored at the end)
+
+  bool interrupted() const { return stopping.load() || (user_interrupt && user_interrupt()); }
+
+  void decode_loop() {
+    int64_t sampled = 0;
+    try {
+      VideoFrame f;
+      while (!interrupted()) {
+        if (sel.first_k > 0 && sampled >= sel.first_k) break;
+        if (!reader->next(&f)) break;
+        if (sampled++ % sel.stride != 0) continue;
+        std::lock_guard lock(mutex);
+        ++stats.decoded;
+        if (slot) ++stats.dropped;  // the engine has not taken the previous one: newest first
+        slot = std::move(f);
+        cv.notify_all();
+      }
+    } catch (...) {
+      // A read aborted by a stop or Ctrl-C is the clean end it was asked for.
+      if (!interrupted()) {
+        std::lock_guard lock(mutex);
+        error = std::current_exception();
+      }
+    }
+    std::lock_guard lock(mutex);
+    ended = true;
+    cv.notify_all();
+  }
+};
+
+LiveFrameSource::LiveFrameSource(const std::string& source, const FrameSelection& sel, std::function<bool()> interrupt)
+    : impl_(std::make_unique<Impl>()) {
+  LINGBOT_CHECK(sel.stride >= 1, "stride must be >= 1, got ", sel.stride);
+  LINGBOT_CHECK(sel.first_k >= 0, "first_k must be >= 0, got ", sel.first_k);
+  Impl& s = *impl_;
+  s.sel = sel;
+  s.user_interrupt = std::move(interrupt);
+  VideoOpenOptions open;
+  open.low_latency = true;
+  open.interrupt = [impl = impl_.get()] { return impl->interrupted(); };
+  if (source.rfind("pipe:", 0) == 0) {
+    // FFmpeg's pipe protocol blocks in read() where its interrupt callback cannot run; on a
+    // non-blocking descriptor it retries EAGAIN itself and checks the callback between tries, so a
+    // stop or Ctrl-C ends a silent pipe too.
+    const std::string n = source.substr(5);
+    const int fd = n.empty() ? 0 : std::atoi(n.c_str());
+    const int flags = fcntl(fd, F_GETFL);
+    LINGBOT_CHECK(flags >= 0, "cannot open video ", source, ": file descriptor ", fd, " is not open");
+    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
+      s.pipe_fd = fd;
+      s.pipe_fd_flags = flags;
+    }
+  }
+  if (source.rfind("/dev/video", 0) == 0) {
+    avdevice_register_all();  // FFmpeg's device inputs (idempotent)
+    open.format = "video4linux2";
+  }
+  try {
+    s.reader.emplace(source, sel.video_fps, open);
+  } catch (...) {
+    if (s.pipe_fd >= 0) fcntl(s.pipe_fd, F_SETFL, s.pipe_fd_flags);
+    throw;
+  }
+  s.thread = std::thread([impl = impl_.get()] { impl->decode_loop(); });
+}
+
+LiveFrameSource::~LiveFrameSource() {
+  stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->pipe_fd >= 0) fcntl(impl_->pipe_fd, F_SETFL, impl_->pipe_fd_flags);
+}
+
+void LiveFrameSource::stop() {
+  impl_->stopping = true;
+  impl_->cv.notify_all();
+}
+
+bool LiveFrameSource::next(SourceFrame* out) {
+  Impl& s = *impl_;
+  std::unique_lock lock(s.mutex);
+  // Wake up regularly to notice Ctrl-C while the source is silent.
+  while (!s.slot && !s.ended && !s.interrupted()) s.cv.wait_for(lock, std::chrono::milliseconds(50));
+  if (!s.slot) {
+    if (s.error && !s.interrupted()) std::rethrow_exception(s.error);
+    return false;
+  }
+  VideoFrame f = std::move(*s.slot);
+  s.slot.reset();
+  ++s.stats.delivered;
+  lock.unlock();
+  out->image = std::move(f.image);
+  if (s.sel.rotate_clockwise_90) out->image = transpose(out->image, Transpose::Rotate270);
+  out->name = "frame_" + std::to_string(f.source_index);
+  out->timestamp = f.timestamp_s;
+  out->index = s.produced++;
+  return true;
+}
+
+LiveStats LiveFrameSource::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stats;
+}
+
+const VideoInfo& LiveFrameSource::info() const { return impl_->reader->info(); }
+
+ImageSize LiveFrameSource::canvas(const PreprocessOptions& opt) const {
+  const VideoInfo& i = info();
+  const ImageSize size = impl_->sel.rotate_clockwise_90 ? ImageSize{i.height, i.width} : ImageSize{i.width, i.height};
+  return preprocessed_size(size, opt);
+}
+
+}  // namespace lingbot::io

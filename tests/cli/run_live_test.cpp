@@ -1,0 +1,262 @@
+// `lingbot-map run --live` on real streams (issue #14 part 3):
+//   * pipe:0 — the test writes a NUT/FFV1 stream (lossless RGB) into the process's stdin frame by
+//     frame; each frame's result must appear while the stream is still open (the next frames not
+//     written yet), and the poses equal an offline run over the same frames as images;
+//   * a deliberately slow engine (the hidden --debug-frame-delay-ms hook) drops frames, newest first,
+//     and says how many (log line and summary.json: decoded = processed + dropped);
+//   * a looping HTTP source served from this test on 127.0.0.1 (cpp-httplib), stopped by --first-k.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <thread>
+
+#include "io/image.h"
+#include "run_test_util.h"
+#include "test_stream_writer.h"
+
+using namespace run_test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<lingbot::io::ImageU8> tiny_frames() {
+  std::vector<lingbot::io::ImageU8> v;
+  for (const auto& p : lingbot::io::list_image_files(kTestdata + "/tiny/frames")) v.push_back(lingbot::io::load_image(p));
+  return v;
+}
+
+const std::string kModelArgs = " --model " + kTestdata +
+                               "/tiny/model.pt --image-size 112 --kv-window 3 --threads 1 "
+                               "--fps 0 --progress lines --num-scale-frames ";
+
+// `lingbot-map run <args>` with its stdin the read end of a pipe the test writes to.
+struct Child {
+  pid_t pid = -1;
+  int stdin_w = -1;
+  fs::path io;
+  Child(const std::vector<std::string>& args, const fs::path& io_dir) : io(io_dir) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fds[0], 0);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      const int out = ::open((io / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open((io / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      std::vector<char*> argv;
+      std::string bin = LINGBOT_CLI_PATH;
+      argv.push_back(bin.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[0]);
+    stdin_w = fds[1];
+  }
+  bool running() {
+    int status = 0;
+    return ::waitpid(pid, &status, WNOHANG) == 0 ? true : (exited_ = true, status_ = status, false);
+  }
+  int wait() {
+    if (!exited_) {
+      ::waitpid(pid, &status_, 0);
+      exited_ = true;
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+  ~Child() {
+    if (stdin_w >= 0) ::close(stdin_w);
+    if (!exited_ && pid > 0) {
+      ::kill(pid, SIGKILL);
+      wait();
+    }
+  }
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+std::vector<std::string> split_args(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream is(s);
+  for (std::string w; is >> w;) v.push_back(w);
+  return v;
+}
+
+bool wait_for_file(const fs::path& p, double seconds) {
+  const auto t0 = Clock::now();
+  while (!fs::exists(p)) {
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
+  const fs::path dir = fresh_dir("live_pipe");
+  const auto frames = tiny_frames();
+  ASSERT_EQ(frames.size(), 10u);
+  // One scale frame, so every frame's result can be awaited before the next frame is written (with
+  // two, frame 0 would wait for frame 1, and writing both at once lets the newest replace frame 0).
+  Child child(split_args("run --video pipe:0 --live --keyframe-interval 1 --out " + (dir / "out").string() + kModelArgs + "1"), dir);
+  {
+    lingbot_test::StreamVideoWriter w("pipe:" + std::to_string(child.stdin_w), 112, 70, 10);
+    ASSERT_TRUE(w.ok());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      ASSERT_TRUE(w.write(frames[i])) << "frame " << i;
+      char name[32];
+      std::snprintf(name, sizeof name, "%06zu.npy", i);
+      // The result of frame i arrives before frame i + 1 is even written.
+      ASSERT_TRUE(wait_for_file(dir / "out" / "depth" / name, 120)) << "no result for frame " << i << "\n"
+                                                                    << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+      ASSERT_TRUE(child.running()) << "the run ended before the stream did";
+    }
+    w.close();
+  }
+  ::close(child.stdin_w);
+  child.stdin_w = -1;
+  ASSERT_EQ(child.wait(), 0) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["input"]["kind"], "live");
+  EXPECT_EQ(summary["frames"], 10);
+  EXPECT_EQ(summary["live"]["frames_decoded"], 10);
+  EXPECT_EQ(summary["live"]["frames_processed"], 10);
+  EXPECT_EQ(summary["live"]["frames_dropped"], 0);
+  EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "live: 10 frames decoded, 10 processed, 0 dropped"));
+
+  // Lossless stream: the same poses as the offline run over the frames as images.
+  const Result offline =
+      run_cli("run --images " + kTestdata + "/tiny/frames --keyframe-interval 1 --out " + (dir / "offline").string() + kModelArgs + "1");
+  ASSERT_EQ(offline.exit_code, 0) << offline.err;
+  const auto live_poses = read_json(dir / "out" / "poses.json")["frames"];
+  const auto ref_poses = read_json(dir / "offline" / "poses.json")["frames"];
+  ASSERT_EQ(live_poses.size(), 10u);
+  ASSERT_EQ(ref_poses.size(), 10u);
+  for (size_t i = 0; i < 10; ++i)
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t c = 0; c < 4; ++c)
+        EXPECT_NEAR(live_poses[i]["w2c"][r][c].get<double>(), ref_poses[i]["w2c"][r][c].get<double>(), 1e-6)
+            << "frame " << i;
+}
+
+TEST(RunLive, SlowEngineDropsFramesAndSaysHowMany) {
+  const fs::path dir = fresh_dir("live_slow");
+  const auto frames = tiny_frames();
+  constexpr int kFrames = 30;
+  // 300 ms per frame: taking all 30 frames would need >= 9 s, writing them takes milliseconds.
+  Child child(split_args("run --video pipe:0 --live --debug-frame-delay-ms 300 --out " + (dir / "out").string() +
+                         kModelArgs + "2"),
+              dir);
+  {
+    lingbot_test::StreamVideoWriter w("pipe:" + std::to_string(child.stdin_w), 112, 70, 10);
+    for (int i = 0; i < kFrames; ++i) ASSERT_TRUE(w.write(frames[static_cast<size_t>(i % 10)])) << "frame " << i;
+    w.close();
+  }
+  ::close(child.stdin_w);
+  child.stdin_w = -1;
+  ASSERT_EQ(child.wait(), 0) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  const int64_t decoded = summary["live"]["frames_decoded"], processed = summary["live"]["frames_processed"],
+                dropped = summary["live"]["frames_dropped"];
+  EXPECT_EQ(decoded, kFrames);
+  EXPECT_EQ(processed + dropped, kFrames);
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(summary["frames"], processed);  // every frame taken got a result
+  EXPECT_EQ(read_json(dir / "out" / "poses.json")["frames"].size(), static_cast<size_t>(processed));
+  EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "live: " + std::to_string(kFrames) + " frames decoded, " +
+                                               std::to_string(processed) + " processed, " + std::to_string(dropped) +
+                                               " dropped"));
+}
+
+TEST(RunLive, LoopingHttpSourceStopsCleanly) {
+  const auto frames = tiny_frames();
+  httplib::Server server;
+  std::atomic<int> served{0};
+  server.Get("/loop.nut", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("video/x-nut", [&](size_t, httplib::DataSink& sink) {
+      lingbot_test::StreamVideoWriter w(
+          [&](const uint8_t* data, size_t n) { return sink.is_writable() && sink.write(reinterpret_cast<const char*>(data), n); },
+          112, 70, 10);
+      // Loops the 10 frames until the client goes away (at most about a minute of video).
+      for (int i = 0; i < 600 && w.ok(); ++i) {
+        if (!w.write(frames[static_cast<size_t>(i % 10)])) break;
+        ++served;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      sink.done();
+      return true;
+    });
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listener([&] { server.listen_after_bind(); });
+  const fs::path dir = fresh_dir("live_http");
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/loop.nut";
+  const Result r = run_cli("run --video " + url + " --live --first-k 12 --out " + (dir / "out").string() + kModelArgs + "2");
+  server.stop();
+  listener.join();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["input"]["path"], url);
+  // Unknown length: the default keyframe rule is flow, never the frame-count rule.
+  EXPECT_EQ(summary["options"]["keyframe_interval_rule"].get<std::string>().rfind("automatic (live input, unknown length: flow", 0), 0u)
+      << summary["options"]["keyframe_interval_rule"];
+  EXPECT_EQ(summary["live"]["frames_decoded"], 12);
+  EXPECT_EQ(summary["live"]["frames_processed"].get<int64_t>() + summary["live"]["frames_dropped"].get<int64_t>(), 12);
+  EXPECT_EQ(summary["frames"], summary["live"]["frames_processed"]);
+  EXPECT_GE(summary["frames"].get<int64_t>(), 2);
+  EXPECT_GE(served.load(), 12);
+  EXPECT_LT(served.load(), 600) << "the source should have stopped when the run disconnected";
+}
+
+TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
+  const fs::path dir = fresh_dir("live_sigint");
+  const auto frames = tiny_frames();
+  // The writer outlives the run (its trailer then goes to a closed pipe): EPIPE, not a fatal signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  Child child(split_args("run --video pipe:0 --live --out " + (dir / "out").string() + kModelArgs + "1"), dir);
+  lingbot_test::StreamVideoWriter w("pipe:" + std::to_string(child.stdin_w), 112, 70, 10);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w.write(frames[i]));
+    char name[32];
+    std::snprintf(name, sizeof name, "%06zu.npy", i);
+    ASSERT_TRUE(wait_for_file(dir / "out" / "depth" / name, 120)) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  }
+  // The stream stays open and silent; Ctrl-C must still end the run (exit 130, files finalised).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(child.running());
+  ::kill(child.pid, SIGINT);
+  EXPECT_EQ(child.wait(), 130) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["status"], "interrupted");
+  EXPECT_EQ(summary["frames"], 3);
+  EXPECT_EQ(summary["live"]["frames_processed"], 3);
+  EXPECT_EQ(summary["live"]["frames_dropped"], 0);
+}
+
+TEST(RunLive, BadLiveOptionsNameTheProblem) {
+  const fs::path dir = fresh_dir("live_errors");
+  Result r = run_cli("run --live --images " + kTestdata + "/tiny/frames --out " + (dir / "out").string() + kModelArgs + "1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: --live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)\n");
+  r = run_cli("run --live --video http://127.0.0.1:1/none.nut --out " + (dir / "out").string() + kModelArgs + "1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "error: cannot open video http://127.0.0.1:1/none.nut: ")) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out")) << "nothing is written for an input that cannot be opened";
+}

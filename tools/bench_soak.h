@@ -1,0 +1,84 @@
+#pragma once
+// `lingbot-map bench soak`: a long stream through a real Session (every head on), to show that cost
+// stays bounded forever with SessionOptions::max_special_frames, and exactly how it grows without.
+//
+// Frames: a loop of pre-rendered demo frames (render_demo_frame, preprocessed once), so input cost
+// is constant. Per frame it records the push_frame wall time, RSS (VmRSS, VmHWM) and the cache
+// stats. At the end it compares a reference frame (default 1,000) with the last frame:
+//   * peak RSS growth (VmHWM at the end / at the reference frame - 1),
+//   * per-frame time ratio: median process CPU time of push_frame over the `timing_window` frames
+//     ending at the last frame, over that of the window ending at the reference frame (CPU time and
+//     medians: robust to other processes sharing the cores; wall time is in the CSV),
+//   * KV and camera-head bytes growth against the exact formula: with the bound both are flat
+//     (0 bytes); without it the paged special stream grows by one special page per block every
+//     special_page_frames stored frames, and the camera head by one K and V row of dim_in floats
+//     per (iteration, trunk block) per stored frame.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvcache/kv_cache.h"
+#include "lingbot/model.h"
+
+namespace lingbot::bench {
+
+struct SoakOptions {
+  int64_t frames = 10000;
+  int64_t reference_frame = 1000;  // compare the last frame with this one (1-based frame count)
+  int64_t timing_window = 200;     // frames per median
+  int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = unbounded, upstream)
+  int keyframe_interval = 1;
+  int scale_frames = 8;
+  int sliding_window = 64;
+  KVBackend backend = KVBackend::Paged;
+  DType kv_dtype = DType::F32;
+  int threads = 1;
+  int loop_frames = 64;  // distinct demo frames, cycled
+};
+
+struct SoakRow {
+  int64_t frame = 0;  // 1-based: frames pushed so far
+  bool keyframe = false;
+  double push_ms = 0;  // wall time of push_frame
+  double cpu_ms = 0;   // process CPU time of push_frame (the timing criterion)
+  int64_t rss_bytes = 0, peak_rss_bytes = 0;
+  CacheStats cache;
+  int64_t camera_cache_frames = 0, camera_cache_bytes = 0;
+};
+
+struct SoakResult {
+  SoakOptions options;
+  int image_width = 0, image_height = 0;
+  int64_t tokens_per_frame = 0, patch_tokens = 0, num_special_tokens = 0;
+  int64_t special_page_frames = 0, special_page_bytes = 0;  // paged special stream geometry (all blocks: x blocks)
+  int64_t num_blocks = 0;
+  int64_t camera_row_bytes_per_frame = 0;  // camera head: K+V bytes per stored frame, all its caches
+  std::vector<SoakRow> rows;
+  // Comparison last frame vs reference frame.
+  double peak_rss_growth = 0;       // fraction
+  double time_ratio = 0;            // median(last window) / median(reference window)
+  double ref_median_ms = 0, last_median_ms = 0;
+  int64_t kv_reserved_growth = 0, kv_reserved_formula = 0;
+  int64_t kv_used_growth = 0, kv_used_formula = 0;
+  int64_t camera_growth = 0, camera_formula = 0;
+  int64_t fill_frame = 0;  // frame after which the bounded caches hold their final size
+  bool pass = false;
+  std::string verdict;  // what was checked and why it passed / failed
+};
+
+class SoakObserver {
+ public:
+  virtual ~SoakObserver() = default;
+  virtual void on_frame(const SoakRow& row, int64_t total) = 0;
+};
+
+// Throws Error naming the first bad option.
+void validate(const SoakOptions& o);
+SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, SoakObserver* observer);
+
+void write_soak_csv(const std::string& path, const SoakResult& r);
+std::string soak_summary_line(const SoakResult& r);
+void print_soak_report(std::FILE* f, const SoakResult& r);
+
+}  // namespace lingbot::bench
