@@ -7,7 +7,8 @@
 
 namespace lingbot::model {
 
-Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, const std::string& prefix)
+Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, DType weights_dtype,
+                       const std::string& prefix)
     : config_(config) {
   const int64_t C = config.embed_dim, R = config.num_register_tokens;
   LINGBOT_CHECK(config.num_special_tokens == R + 2, "aggregator: num_special_tokens ", config.num_special_tokens,
@@ -21,9 +22,9 @@ Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, c
   for (int64_t i = 0; i < config.depth; ++i) {
     const std::string idx = std::to_string(i) + ".";
     frame_blocks_.push_back(BlockWeights::take(weights, prefix + "frame_blocks." + idx, C, config.num_heads,
-                                               config.mlp_hidden, config.ln_eps, config.qk_norm));
+                                               config.mlp_hidden, config.ln_eps, config.qk_norm, true, weights_dtype));
     global_blocks_.push_back(BlockWeights::take(weights, prefix + "global_blocks." + idx, C, config.num_heads,
-                                                config.mlp_hidden, config.ln_eps, config.qk_norm));
+                                                config.mlp_hidden, config.ln_eps, config.qk_norm, true, weights_dtype));
   }
   selected_slot_.assign(static_cast<size_t>(config.depth), -1);
   for (size_t j = 0; j < config.selected_layers.size(); ++j) {
