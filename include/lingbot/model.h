@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct ModelLoadOptions {
   // kernels::gemm_path() / gemm_path_description() say what runs.
   DType weights_dtype = DType::F32;
 };
+
+// True for the tensor names ModelLoadOptions::weights_dtype applies to
+// ("aggregator.{patch_embed.blocks,frame_blocks,global_blocks}.N.{attn.qkv,attn.proj,mlp.fc1,mlp.fc2}.weight").
+bool is_block_linear_weight(std::string_view name);
 
 // What Model::load did.
 struct ModelLoadStats {

@@ -59,7 +59,7 @@ ModelConfig demo_model_config() {
   return c;
 }
 
-io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
+io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed, DType block_linear_dtype) {
   io::TensorMap weights;
   for (const ExpectedTensor& e : config.expected_keys()) {
     Tensor t(e.shape);
@@ -80,14 +80,15 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
       const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
       for (int64_t i = 0; i < n; ++i) v[i] = bound * rng.symmetric();
     }
+    if (block_linear_dtype != DType::F32 && is_block_linear_weight(name)) t = t.to(block_linear_dtype);
     weights.emplace(e.name, std::move(t));
   }
   return weights;
 }
 
-std::shared_ptr<const Model> make_demo_model(uint64_t seed) {
+std::shared_ptr<const Model> make_demo_model(uint64_t seed, const ModelLoadOptions& options) {
   const ModelConfig config = demo_model_config();
-  return Model::from_weights(demo_weights(config, seed), config);
+  return Model::from_weights(demo_weights(config, seed, options.weights_dtype), config, options);
 }
 
 namespace {

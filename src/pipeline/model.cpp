@@ -21,17 +21,12 @@ struct Model::Impl {
   std::unique_ptr<model::DptHead> dpt_head;
 };
 
-namespace {
-
-// The tensors ModelLoadOptions::weights_dtype applies to (the encoder's and aggregator's block linears).
 bool is_block_linear_weight(std::string_view name) {
   if (!name.starts_with("aggregator.") || name.find("blocks.") == std::string_view::npos) return false;
   for (std::string_view suffix : {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight"})
     if (name.ends_with(suffix)) return true;
   return false;
 }
-
-}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
