@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/phase_clock.h"
 #include "core/tensor.h"
 #include "kvcache/kv_cache.h"
 #include "lingbot/model.h"
@@ -79,12 +80,18 @@ struct FrameResult {
 };
 
 // Cache occupancy after the last completed step (aggregator cache; per block unless noted).
+// Time spent per phase since the session was made (all steps; reset() does not clear it).
+struct SessionPhaseTimes {
+  PhaseTime encoder, frame_blocks, global_blocks, camera_head, dpt_head;
+};
+
 struct SessionStats {
   int64_t steps = 0;              // forward steps run (the scale phase counts as one)
   int64_t frames_completed = 0;   // frames whose results were returned
   CacheStats cache;               // see kvcache/kv_cache.h (zero before the first step)
   int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted)
   int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
+  SessionPhaseTimes phases;
 };
 
 class Session {

@@ -122,15 +122,21 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
   cache.begin_step(mode, static_cast<int>(n));
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
-    block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
-                  num_threads);
+    {
+      const PhaseClock clock(s.frame_blocks);
+      block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
+                    num_threads);
+    }
     if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), 0);
     const int block = static_cast<int>(d);
     const AttendFn attend_global = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
       cache.attend(block, q, kv, out);
     };
-    block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
-                  attend_global, num_threads);
+    {
+      const PhaseClock clock(s.global_blocks);
+      block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
+                    attend_global, num_threads);
+    }
     if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), C);
   }
   cache.end_step();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/phase_clock.h"
 #include "core/tensor.h"
 #include "io/tensor_map.h"
 #include "kernels/cpu/rope.h"
@@ -36,6 +37,7 @@ struct StepFrames {
 };
 
 struct AggregatorScratch {
+  PhaseTime frame_blocks, global_blocks;  // accumulated over step() calls
   std::vector<float> tokens;
   BlockScratch block;
   FrameGrid rope2d_grid;
