@@ -12,6 +12,7 @@
 #include "bench_report.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "io/safetensors.h"
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
@@ -84,6 +85,34 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
     r.calibration.push_back(kernels::calibrate_linear(DType::F32, rows, in, out, o.threads, 3));
     for (DType w : o.weights_dtypes)
       if (w != DType::F32) r.calibration.push_back(kernels::calibrate_linear(w, rows, in, out, o.threads, 3));
+  }
+
+  if (!o.load_test_file.empty()) {
+    {
+      if (progress) std::fprintf(progress, "bench model: writing f32 random weights to %s\n", o.load_test_file.c_str());
+      const io::TensorMap w = demo_weights(cfg, o.seed);
+      io::write_safetensors(o.load_test_file, w);
+    }
+    std::vector<DType> order{DType::F32, DType::F32};
+    for (DType w : o.weights_dtypes)
+      if (w != DType::F32) order.push_back(w);
+    for (DType w : order) {
+      ModelLoadOptions mo;
+      mo.weights_dtype = w;
+      const double c0 = PhaseClock::cpu_now();
+      const auto m = Model::load(o.load_test_file, {}, mo);
+      LoadTiming t;
+      t.weights = w;
+      t.cpu_seconds = PhaseClock::cpu_now() - c0;
+      t.seconds = m->load_stats().seconds;
+      t.mapped = m->load_stats().mapped;
+      t.borrowed_bytes = m->load_stats().borrowed_bytes;
+      t.owned_bytes = m->load_stats().owned_bytes;
+      if (progress)
+        std::fprintf(progress, "bench model: Model::load %s weights: %.2f s (%.2f s CPU), %s\n", dtype_name(w).data(),
+                     t.seconds, t.cpu_seconds, t.mapped ? "memory-mapped" : "read + converted");
+      r.loads.push_back(t);
+    }
   }
 
   // Frames: seeded uniform noise in [0, 1], the same for every configuration.
@@ -218,6 +247,12 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
     for (size_t i = 1; i < r.calibration.size(); ++i)
       s.emplace_back(std::string(dtype_name(r.calibration[i].weights)) + "_gemm_vs_sgemm_cpu",
                      fmt(r.calibration[i].gflops_per_cpu_s / r.calibration[0].gflops_per_cpu_s, 2));
+  for (size_t i = 0; i < r.loads.size(); ++i) {
+    const LoadTiming& t = r.loads[i];
+    const std::string k = "load_" + std::string(dtype_name(t.weights)) + (t.mapped ? "_mmap" : "_read") +
+                          (i == 1 ? "_warm" : (i == 0 ? "_first" : ""));
+    s.emplace_back(k + "_s", fmt(t.seconds, 2));
+  }
   const ModelBenchConfig* base = nullptr;
   for (const auto& c : r.configs) {
     s.emplace_back(key(c) + "_frame_cpu_ms", fmt(c.frame_cpu_ms, 0));
@@ -251,6 +286,10 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
                  row.results, row.wall_ms, row.cpu_ms, row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms,
                  row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB);
   }
+  for (const auto& t : r.loads)
+    std::fprintf(f, "load: %s weights, %s: %.2f s wall, %.2f s CPU, %.2f GiB borrowed from the mapping, %.2f GiB owned\n",
+                 dtype_name(t.weights).data(), t.mapped ? "memory-mapped" : "read + converted", t.seconds, t.cpu_seconds,
+                 static_cast<double>(t.borrowed_bytes) / kGiB, static_cast<double>(t.owned_bytes) / kGiB);
   for (const auto& c : r.configs)
     std::fprintf(f, "%s: %.0f ms CPU / %.0f ms wall per frame after the scale phase, scale phase %.0f ms CPU, peak RSS %.2f GiB, weights built in %.1f s (%s)\n",
                  key(c).c_str(), c.frame_cpu_ms, c.frame_wall_ms, c.scale_phase_cpu_ms,

@@ -33,6 +33,18 @@ struct ModelBenchOptions {
   uint64_t seed = 1;
   bool calibrate = true;
   bool writers = true;           // time the output writers too
+  // Non-empty: first write the f32 random weights to this safetensors file, then time Model::load of
+  // it: f32 (memory-mapped) twice -- the second is warm (page cache) -- and each reduced weights dtype
+  // (read + convert). The file is left in place.
+  std::string load_test_file;
+};
+
+struct LoadTiming {
+  DType weights = DType::F32;
+  bool mapped = false;
+  double seconds = 0;            // Model::load wall time
+  double cpu_seconds = 0;        // process CPU time of the same call
+  size_t borrowed_bytes = 0, owned_bytes = 0;
 };
 
 // Throws Error naming the first bad option.
@@ -64,6 +76,7 @@ struct ModelBenchResult {
   std::vector<ModelBenchConfig> configs;
   std::vector<ModelBenchRow> rows;
   std::vector<kernels::LinearCalibration> calibration;  // f32 first, then each reduced weights dtype
+  std::vector<LoadTiming> loads;  // with load_test_file: f32 first load, f32 warm, then reduced dtypes
   std::string load_average_start, load_average_end;   // /proc/loadavg's first three fields
   double wall_seconds = 0;
 };

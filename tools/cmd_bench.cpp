@@ -160,7 +160,7 @@ void run_bench_kv(const BenchKvArgs& args) {
 struct BenchModelArgs {
   std::string model = "full", resolution = "518", frames = "10", scale_frames = "8", window = "64";
   std::string weights_dtype = "f32,bf16", kv_dtype = "f32", threads, seed = "1", calibrate = "on", writers = "on";
-  std::string csv, plot;
+  std::string csv, plot, load_test;
 };
 
 template <typename F>
@@ -202,6 +202,7 @@ void run_bench_model(const BenchModelArgs& a) {
   o.seed = static_cast<uint64_t>(parse_int_option("--seed", a.seed));
   o.calibrate = parse_on_off("--calibrate", a.calibrate);
   o.writers = parse_on_off("--writers", a.writers);
+  o.load_test_file = a.load_test;
   std::vector<std::string> notices;
   o.weights_dtypes.clear();
   for_each_item(a.weights_dtype, [&](const std::string& item) {
@@ -303,6 +304,9 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--seed", margs->seed, "random weights / frames seed")->capture_default_str();
   model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")->capture_default_str();
   model->add_option("--writers", margs->writers, "on|off: also time the output writers")->capture_default_str();
+  model->add_option("--load-test", margs->load_test,
+                    "write the f32 random weights to this safetensors FILE first and time Model::load of it "
+                    "(f32 memory-mapped, cold then warm; each reduced weights dtype read + converted)");
   model->add_option("--csv", margs->csv, "write every push as a CSV row");
   model->add_option("--plot", margs->plot, "write a two-panel PNG (needs gnuplot)");
   model->callback([margs] { run_bench_model(*margs); });
