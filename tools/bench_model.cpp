@@ -323,12 +323,12 @@ void write_plot(const std::string& path, const ModelBenchResult& r) {
     gp << "EOD\n";
   }
   const ModelBenchOptions& o = r.options;
-  gp << "set terminal pngcairo size 1100,900 font 'sans,10'\nset output " << gnuplot_quote(path) << "\n"
+  gp << "set terminal pngcairo size 1100,900 font 'sans,10' noenhanced\nset output " << gnuplot_quote(path) << "\n"
      << "set multiplot layout 2,1 title " << gnuplot_quote("lingbot-map bench model: " + o.model + " model, " +
                                                         std::to_string(o.width) + "x" + std::to_string(o.height) + ", " +
                                                         std::to_string(o.threads) + " thread(s), load " +
                                                         r.load_average_start)
-     << "\nset grid\nset key top right\nset xlabel 'push (frames pushed)'\nset logscale y\n"
+     << "\nset grid\nset key top right\nset xtics 1\nset xlabel 'push (frames pushed)'\nset logscale y\n"
      << "set ylabel 'CPU ms per push (solid: total, dashed: frame+global blocks)'\nplot ";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   for (size_t c = 0; c < r.configs.size(); ++c) {
