@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake pkg-config git
   libopenblas-dev           # BLAS (CBLAS) for GEMM
+  libdnnl-dev               # oneDNN: bf16 GEMM for reduced-precision weights
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libpng-dev libstb-dev     # images

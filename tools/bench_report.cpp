@@ -228,14 +228,27 @@ void write_plot(const std::string& path, const KvBenchResult& r) {
        << colors[b % 4] << "' title '" << kv_backend_name(o.backends[b]) << " CPU'";
   }
   gp << "\nunset multiplot\nset output\n";
+  run_gnuplot(gp.str(), path);
+}
 
+std::string gnuplot_quote(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return "\"" + out + "\"";
+}
+
+void run_gnuplot(const std::string& script_text, const std::string& path) {
+  require_gnuplot();
   // Script beside the PNG's temp dir; gnuplot's own errors go to our stderr.
   const std::filesystem::path script =
       std::filesystem::temp_directory_path() / ("lingbot-bench-" + std::to_string(::getpid()) + ".gp");
   {
     std::ofstream s(script);
     LINGBOT_CHECK(s.good(), "cannot write gnuplot script '", script.string(), "'");
-    s << gp.str();
+    s << script_text;
   }
   const std::string cmd = "gnuplot '" + script.string() + "'";
   const int rc = std::system(cmd.c_str());

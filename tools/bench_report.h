@@ -39,6 +39,11 @@ void write_csv(const std::string& path, const KvBenchResult& r);
 
 // Throws Error unless gnuplot can be run (names the Debian package gnuplot-nox).
 void require_gnuplot();
+// Runs a gnuplot script that writes the PNG `path`; throws Error when gnuplot is missing or fails.
+void run_gnuplot(const std::string& script_text, const std::string& path);
+// `s` as a double-quoted gnuplot string.
+std::string gnuplot_quote(const std::string& s);
+
 // Two panels (KV memory vs frame, latency vs frame), one curve per backend, rendered by gnuplot.
 void write_plot(const std::string& path, const KvBenchResult& r);
 

@@ -1,4 +1,5 @@
 // `lingbot-map bench kv`: paged vs dense streaming attention (see tools/bench_kv.h, README "Performance").
+// `lingbot-map bench model`: end-to-end frames through a random-weight model (tools/bench_model.h).
 #include <unistd.h>
 
 #include <charconv>
@@ -11,10 +12,12 @@
 #include <thread>
 
 #include "bench_kv.h"
+#include "bench_model.h"
 #include "bench_report.h"
 #include "bench_soak.h"
 #include "commands.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "pipeline/demo_model.h"
 
@@ -214,10 +217,101 @@ void run_bench_soak(BenchSoakArgs a) {
   std::fflush(stdout);
 }
 
+struct BenchModelArgs {
+  std::string model = "full", resolution = "518", frames = "10", scale_frames = "8", window = "64";
+  std::string weights_dtype = "f32,bf16", kv_dtype = "f32", threads, seed = "1", calibrate = "on", writers = "on";
+  std::string csv, plot, load_test;
+};
+
+template <typename F>
+void for_each_item(const std::string& list, F f) {
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = list.find(',', pos);
+    f(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+}
+
+bool parse_on_off(const std::string& name, const std::string& v) {
+  LINGBOT_CHECK(v == "on" || v == "off", name, " must be on or off, got '", v, "'");
+  return v == "on";
+}
+
+void run_bench_model(const BenchModelArgs& a) {
+  bench::ModelBenchOptions o;
+  o.model = a.model;
+  // 224 / 518 as bench kv (224x224, 518x378), or WxH.
+  if (a.resolution == "224") {
+    o.width = o.height = 224;
+  } else if (a.resolution == "518") {
+    o.width = 518;
+    o.height = 378;
+  } else {
+    const size_t x = a.resolution.find('x');
+    LINGBOT_CHECK(x != std::string::npos, "--resolution must be 224, 518 or WxH, got '", a.resolution, "'");
+    o.width = parse_int_option("--resolution width", a.resolution.substr(0, x));
+    o.height = parse_int_option("--resolution height", a.resolution.substr(x + 1));
+  }
+  o.frames = parse_int_option("--frames", a.frames);
+  o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
+  o.window = parse_int_option("--window", a.window);
+  o.threads = a.threads.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                                : parse_int_option("--threads", a.threads);
+  o.seed = static_cast<uint64_t>(parse_int_option("--seed", a.seed));
+  o.calibrate = parse_on_off("--calibrate", a.calibrate);
+  o.writers = parse_on_off("--writers", a.writers);
+  o.load_test_file = a.load_test;
+  std::vector<std::string> notices;
+  o.weights_dtypes.clear();
+  for_each_item(a.weights_dtype, [&](const std::string& item) {
+    const kernels::WeightsDtypeChoice c = kernels::parse_weights_dtype(item);
+    if (!c.notice.empty()) notices.push_back(c.notice);
+    o.weights_dtypes.push_back(c.dtype);
+  });
+  o.kv_dtypes.clear();
+  for_each_item(a.kv_dtype, [&](const std::string& item) {
+    try {
+      o.kv_dtypes.push_back(parse_dtype(item));
+    } catch (const Error& e) {
+      throw Error(std::string("--kv-dtype: ") + e.what());
+    }
+  });
+  bench::validate(o);
+  if (!a.csv.empty()) {
+    std::ofstream probe(a.csv);
+    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", a.csv, "'");
+  }
+  if (!a.plot.empty()) {
+    bench::require_gnuplot();
+    std::ofstream probe(a.plot);
+    LINGBOT_CHECK(probe.good(), "cannot write --plot file '", a.plot, "'");
+  }
+  for (const auto& n : notices) std::printf("%s\n", n.c_str());
+  std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), window %d, %d threads, seed %llu\n",
+              o.model.c_str(), o.width, o.height, o.frames, o.scale_frames, o.window, o.threads,
+              static_cast<unsigned long long>(o.seed));
+  std::printf("blas: %s\n", kernels::blas_description().c_str());
+  std::fflush(stdout);
+  const bench::ModelBenchResult r = bench::run_model_bench(o, stderr);
+  bench::print_table(stdout, r);
+  if (!a.csv.empty()) {
+    bench::write_csv(a.csv, r);
+    std::printf("csv: %s (%zu rows)\n", a.csv.c_str(), r.rows.size());
+  }
+  if (!a.plot.empty()) {
+    bench::write_plot(a.plot, r);
+    std::printf("plot: %s\n", a.plot.c_str());
+  }
+  std::printf("%s\n", bench::summary_line(r).c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (paged vs dense KV cache; long-stream soak)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (KV cache: bench kv; whole model: bench model; long-stream soak: bench soak)");
   bench->require_subcommand(1);
   auto* kv = bench->add_subcommand(
       "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
@@ -254,6 +348,28 @@ void add_bench_command(CLI::App& app) {
   kv->add_option("--plot", args->plot, "write a two-panel PNG (needs gnuplot)");
   kv->callback([args] { run_bench_kv(*args); });
 
+  auto* model = bench->add_subcommand(
+      "model", "End-to-end frames through a random-weight model built in memory (no checkpoint): per-phase CPU time, "
+               "peak RSS, same-run GEMM calibration; --weights-dtype / --kv-dtype sweeps");
+  auto margs = std::make_shared<BenchModelArgs>();
+  model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")->capture_default_str();
+  model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")->capture_default_str();
+  model->add_option("--frames", margs->frames, "frames pushed per configuration (> scale frames)")->capture_default_str();
+  model->add_option("--scale-frames", margs->scale_frames, "scale frames")->capture_default_str();
+  model->add_option("--window", margs->window, "KV cache sliding window (frames)")->capture_default_str();
+  model->add_option("--weights-dtype", margs->weights_dtype, "comma-separated sweep of auto | f32 | f16 | bf16")
+      ->capture_default_str();
+  model->add_option("--kv-dtype", margs->kv_dtype, "comma-separated sweep of f32 | f16 | bf16")->capture_default_str();
+  model->add_option("--threads", margs->threads, "threads (default: all cores)");
+  model->add_option("--seed", margs->seed, "random weights / frames seed")->capture_default_str();
+  model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")->capture_default_str();
+  model->add_option("--writers", margs->writers, "on|off: also time the output writers")->capture_default_str();
+  model->add_option("--load-test", margs->load_test,
+                    "write the f32 random weights to this safetensors FILE first and time Model::load of it "
+                    "(f32 memory-mapped, cold then warm; each reduced weights dtype read + converted)");
+  model->add_option("--csv", margs->csv, "write every push as a CSV row");
+  model->add_option("--plot", margs->plot, "write a two-panel PNG (needs gnuplot)");
+  model->callback([margs] { run_bench_model(*margs); });
   auto* soak = bench->add_subcommand(
       "soak", "A long stream through a real session (all heads): peak RSS and per-frame time at a reference "
               "frame vs the last, KV and camera-head growth vs the exact formula; table, CSV, 'summary:' line");

@@ -47,6 +47,7 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "kernels/cpu/calibration.h"
+#include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 #include "run_checks.h"
@@ -81,6 +82,7 @@ struct RunArgs {
   int camera_iterations = 4;
   std::string attention = "paged";
   std::string kv_dtype = "f32";
+  std::string weights_dtype = "f32";
   int threads = 0;
   double conf_threshold = 1.5;
   int downsample = 10;
@@ -420,6 +422,8 @@ int run_command(const RunArgs& a) {
   const std::vector<std::string> export_names = io::parse_export_list(a.exports);
   const KVBackend backend = parse_kv_backend(a.attention);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
+  const kernels::WeightsDtypeChoice weights = kernels::parse_weights_dtype(a.weights_dtype);
+  if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
   const ConfigOverrides overrides = parse_sets(a.sets);
   LINGBOT_CHECK(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
 
@@ -477,12 +481,14 @@ int run_command(const RunArgs& a) {
 
   const auto t_model = Clock::now();
   std::shared_ptr<const Model> model;
+  ModelLoadOptions mo;
+  mo.weights_dtype = weights.dtype;
   if (a.demo) {
     std::printf("demo: built-in model with RANDOM weights and generated frames.\n"
                 "demo: the poses, depth and points it writes are MEANINGLESS; this only shows the pipeline works.\n");
-    model = make_demo_model();
+    model = make_demo_model(kDemoWeightSeed, mo);
   } else {
-    model = Model::load(a.model, overrides);
+    model = Model::load(a.model, overrides, mo);
   }
   const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
@@ -526,6 +532,9 @@ int run_command(const RunArgs& a) {
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("blas: %s\n", kernels::blas_description().c_str());
+  std::printf("weights: %s for the block linears (%s)%s\n", dtype_name(model->weights_dtype()).data(),
+              kernels::gemm_path_description(model->weights_dtype()).c_str(),
+              model->load_stats().mapped ? ", checkpoint memory-mapped" : "");
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 
@@ -548,6 +557,7 @@ int run_command(const RunArgs& a) {
                   {"camera_iterations", a.camera_iterations},
                   {"attention", a.attention},
                   {"kv_dtype", a.kv_dtype},
+                  {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
                   {"threads", a.threads},
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},
@@ -574,6 +584,7 @@ int run_command(const RunArgs& a) {
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
   std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
   double infer_seconds = 0;
+  double first_result_seconds = 0;  // model load start -> first frame result written (time to first frame)
   std::string status = "completed";
   std::string error;
   int stop_signal = 0;
@@ -628,6 +639,7 @@ int run_command(const RunArgs& a) {
       x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
       exports.frame(x);
       if (!check.geometry_valid) ++frames_without_geometry;
+      if (frames_done == 0) first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
       ++frames_done;
       if (r.is_keyframe) ++keyframes;
       frame_types.push_back(static_cast<int>(r.frame_type));
@@ -723,6 +735,7 @@ int run_command(const RunArgs& a) {
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
+                        {"first_frame", first_result_seconds},
                         {"inference", infer_seconds},
                         {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
@@ -862,6 +875,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--weights-dtype", a->weights_dtype,
+                  "storage dtype of the blocks' linear layers: auto (bf16 where the CPU has a native bf16 GEMM, "
+                  "else f32) | f32 | f16 | bf16")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
   cmd->add_option("--conf-threshold", a->conf_threshold,
                   "point clouds (points.ply, scene.glb, colmap) keep points with depth confidence above this")

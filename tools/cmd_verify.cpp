@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 #include "pipeline/verify.h"
 
 namespace lingbot::cli {
@@ -11,13 +12,16 @@ namespace lingbot::cli {
 void add_verify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Run a golden case through the streaming Session and compare with its reference");
   struct Args {
-    std::string case_dir, backend = "paged", kv_dtype = "f32", only;
+    std::string case_dir, backend = "paged", kv_dtype = "f32", weights_dtype = "f32", only;
     int threads = 0;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--golden", args->case_dir, "case directory (case.json, weights, reference.safetensors)")->required();
   cmd->add_option("--backend", args->backend, "KV cache backend: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--weights-dtype", args->weights_dtype,
+                  "storage dtype of the blocks' linear layers: auto | f32 | f16 | bf16 (tolerances scale with it)")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
   cmd->add_option("--only", args->only,
                   "comma-separated glob patterns: check only these tensors (others are listed as SKIP)");
@@ -26,6 +30,9 @@ void add_verify_command(CLI::App& app) {
     o.case_dir = args->case_dir;
     o.backend = parse_kv_backend(args->backend);
     o.kv_dtype = parse_dtype(args->kv_dtype);
+    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(args->weights_dtype);
+    if (!wd.notice.empty()) std::printf("%s\n", wd.notice.c_str());
+    o.weights_dtype = wd.dtype;
     LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
     o.threads = args->threads;
     for (size_t start = 0; !args->only.empty() && start <= args->only.size();) {

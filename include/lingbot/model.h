@@ -1,11 +1,14 @@
 #pragma once
-// lingbot::Model: the loaded, immutable network (weights in f32 + ModelConfig). Share one Model
+// lingbot::Model: the loaded, immutable network (weights + ModelConfig). Share one Model
 // between any number of Sessions (std::shared_ptr<const Model>); it is never modified after loading.
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/tensor_map.h"
 #include "model/config.h"
 
@@ -21,14 +24,44 @@ class DptHead;
 // "group.field" = "value" pairs applied to the inferred configuration (ModelConfig::set keys).
 using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
 
+// How the weights are kept in memory.
+struct ModelLoadOptions {
+  // Storage dtype of the big linear layers: qkv, proj, fc1 and fc2 of every encoder and aggregator
+  // block (~78% of the parameters, ~90% of the FLOPs). f16 / bf16 halve their memory; where the CPU has
+  // a native GEMM for the dtype (bf16: AVX512_BF16 or AMX, through oneDNN) they also run faster, with
+  // the activations rounded to the dtype at each of these layers; elsewhere each block of weights is
+  // widened to f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms,
+  // LayerScale, biases, camera head, DPT head) stays f32: the camera path amplifies weight error.
+  // kernels::gemm_path() / gemm_path_description() say what runs.
+  DType weights_dtype = DType::F32;
+};
+
+// True for the tensor names ModelLoadOptions::weights_dtype applies to
+// ("aggregator.{patch_embed.blocks,frame_blocks,global_blocks}.N.{attn.qkv,attn.proj,mlp.fc1,mlp.fc2}.weight").
+bool is_block_linear_weight(std::string_view name);
+
+// What Model::load did.
+struct ModelLoadStats {
+  double seconds = 0.0;        // wall time of load(): read/map, infer, validate, convert
+  bool mapped = false;         // the checkpoint was memory-mapped (f32 weights: always)
+  uint64_t file_bytes = 0;
+  size_t borrowed_bytes = 0;   // weight bytes read straight from the mapping (no copy)
+  size_t owned_bytes = 0;      // weight bytes held in the process's own memory
+};
+
 class Model {
  public:
   // Loads a checkpoint file (safetensors or a PyTorch .pt/.pth zip, by content), infers the configuration from the tensor shapes,
-  // applies `overrides`, validates every key and shape, and converts the weights to f32.
+  // applies `overrides`, validates every key and shape, and converts the weights (see ModelLoadOptions).
+  // With f32 weights the file is memory-mapped and tensors stored in f32 are used in place (no copy:
+  // the pages are read when first used, so part of the load cost moves to the first frame); with
+  // f16 / bf16 weights it is read and the big linear layers converted while loading.
   // Throws lingbot::Error naming the file and the problem.
-  static std::shared_ptr<const Model> load(const std::string& path, const ConfigOverrides& overrides = {});
+  static std::shared_ptr<const Model> load(const std::string& path, const ConfigOverrides& overrides = {},
+                                           const ModelLoadOptions& options = {});
   // Builds from an in-memory state_dict (consumed) and a configuration; validates both.
-  static std::shared_ptr<const Model> from_weights(io::TensorMap weights, const ModelConfig& config);
+  static std::shared_ptr<const Model> from_weights(io::TensorMap weights, const ModelConfig& config,
+                                                   const ModelLoadOptions& options = {});
 
   ~Model();
   Model(const Model&) = delete;
@@ -36,6 +69,8 @@ class Model {
 
   const ModelConfig& config() const;
   int64_t patch_size() const { return config().encoder.patch_size; }
+  DType weights_dtype() const;
+  const ModelLoadStats& load_stats() const;  // zero except `seconds`/bytes for from_weights()
 
   // Internal modules (used by the streaming session).
   const model::Encoder& encoder() const;

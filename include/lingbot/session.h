@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/phase_clock.h"
 #include "core/tensor.h"
 #include "kvcache/kv_cache.h"
 #include "lingbot/keyframe_policy.h"
@@ -101,6 +102,11 @@ struct FrameResult {
 };
 
 // Cache occupancy after the last completed step (aggregator cache; per block unless noted).
+// Time spent per phase since the session was made (all steps; reset() does not clear it).
+struct SessionPhaseTimes {
+  PhaseTime encoder, frame_blocks, global_blocks, camera_head, dpt_head;
+};
+
 struct SessionStats {
   int64_t steps = 0;              // forward steps run (the scale phase counts as one)
   int64_t frames_completed = 0;   // frames whose results were returned
@@ -109,6 +115,7 @@ struct SessionStats {
   int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
   int64_t rope_time_next = 0;       // 3D-RoPE time index the next stored frame gets (= frames stored)
   bool decision_pending = false;    // a push_frame_deferred frame awaits commit_frame / rollback_frame
+  SessionPhaseTimes phases;
 };
 
 class Session {

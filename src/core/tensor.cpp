@@ -23,14 +23,26 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-void Tensor::Free::operator()(void* p) const noexcept { std::free(p); }
 
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), numel_(shape_numel(shape_)), dtype_(dtype) {
   const size_t bytes = (nbytes() + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes ? bytes : 64);
   if (!p) throw Error(detail::concat("allocation of tensor ", shape_str(shape_), " failed"));
   std::memset(p, 0, bytes ? bytes : 64);
-  data_.reset(p);
+  data_.reset(p, [](void* q) { std::free(q); });
+}
+
+Tensor Tensor::borrow(Shape shape, DType dtype, std::shared_ptr<void> data) {
+  LINGBOT_CHECK(data != nullptr, "Tensor::borrow: null data");
+  LINGBOT_CHECK(reinterpret_cast<uintptr_t>(data.get()) % dtype_size(dtype) == 0, "Tensor::borrow: data of ",
+                dtype_name(dtype), " tensor ", shape_str(shape), " is not aligned to its element size");
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.borrowed_ = true;
+  t.data_ = std::move(data);
+  return t;
 }
 
 Tensor Tensor::from_f32(Shape shape, std::span<const float> values) {

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor: an owning, contiguous, row-major host array with an explicit shape and dtype.
-// Move-only (copies are explicit through clone()); storage is 64-byte aligned.
+// Move-only (copies are explicit through clone()); storage is 64-byte aligned, except for tensors
+// made by borrow(), which share memory someone else owns (a memory-mapped checkpoint file).
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -23,6 +24,9 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(Shape shape, DType dtype = DType::F32);   // zero-initialised
   static Tensor from_f32(Shape shape, std::span<const float> values);
+  // A tensor over `data` (numel · dtype_size bytes, aligned to the element size), kept alive by
+  // `data`'s owner for as long as the tensor lives. Writing through it writes that memory.
+  static Tensor borrow(Shape shape, DType dtype, std::shared_ptr<void> data);
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -37,6 +41,7 @@ class Tensor {
   DType dtype() const { return dtype_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
   bool empty() const { return numel_ == 0; }
+  bool borrowed() const { return borrowed_; }  // made by borrow()
 
   void* raw() { return data_.get(); }
   const void* raw() const { return data_.get(); }
@@ -53,13 +58,11 @@ class Tensor {
   void check_shape(const Shape& expected, const std::string& what) const;
 
  private:
-  struct Free {
-    void operator()(void* p) const noexcept;
-  };
   Shape shape_;
   int64_t numel_ = 0;
   DType dtype_ = DType::F32;
-  std::unique_ptr<void, Free> data_;
+  bool borrowed_ = false;
+  std::shared_ptr<void> data_;
 };
 
 }  // namespace lingbot

@@ -1,6 +1,7 @@
 #include "io/byte_source.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,44 @@ class FileSource final : public ByteSource {
   uint64_t size_ = 0;
 };
 
+class MappedSource final : public ByteSource {
+ public:
+  explicit MappedSource(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    LINGBOT_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(detail::concat("'", path, "' is not a regular file"));
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ == 0) {  // mmap of 0 bytes fails; an empty mapping is a valid empty source
+      ::close(fd);
+      map_ = std::shared_ptr<uint8_t>(new uint8_t[1], std::default_delete<uint8_t[]>());
+      return;
+    }
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);  // the mapping keeps the file referenced
+    LINGBOT_CHECK(p != MAP_FAILED, "cannot memory-map '", path, "': ", std::strerror(err));
+    const size_t len = size_;
+    map_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [len](uint8_t* q) { ::munmap(q, len); });
+  }
+
+  uint64_t size() const override { return size_; }
+  const std::string& label() const override { return path_; }
+  std::shared_ptr<uint8_t> mapping() const override { return map_; }
+  void read_at(uint64_t offset, void* dst, size_t n) const override {
+    check_range(*this, offset, n);
+    if (n) std::memcpy(dst, map_.get() + offset, n);
+  }
+
+ private:
+  std::string path_;
+  uint64_t size_ = 0;
+  std::shared_ptr<uint8_t> map_;
+};
+
 class MemorySource final : public ByteSource {
  public:
   MemorySource(std::vector<uint8_t> bytes, std::string label) : bytes_(std::move(bytes)), label_(std::move(label)) {}
@@ -74,6 +113,10 @@ class MemorySource final : public ByteSource {
 }  // namespace
 
 std::unique_ptr<ByteSource> ByteSource::open_file(const std::string& path) { return std::make_unique<FileSource>(path); }
+
+std::unique_ptr<ByteSource> ByteSource::map_file(const std::string& path) {
+  return std::make_unique<MappedSource>(path);
+}
 
 std::unique_ptr<ByteSource> ByteSource::from_memory(std::vector<uint8_t> bytes, std::string label) {
   return std::make_unique<MemorySource>(std::move(bytes), std::move(label));

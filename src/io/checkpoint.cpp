@@ -59,8 +59,8 @@ CheckpointIndex index_checkpoint(const std::string& path) {
   return c;
 }
 
-Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as) {
-  return load_checkpoint(ByteSource::open_file(path), as);
+Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as, CheckpointAccess access) {
+  return load_checkpoint(access == CheckpointAccess::Map ? ByteSource::map_file(path) : ByteSource::open_file(path), as);
 }
 
 }  // namespace lingbot::io

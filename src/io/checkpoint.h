@@ -1,6 +1,7 @@
 #pragma once
 // load_checkpoint: reads model weights from either a safetensors file or a PyTorch (.pt / .pth)
 // checkpoint, chosen by the file's magic bytes, not its extension.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,8 +34,17 @@ CheckpointIndex index_checkpoint(const std::string& path);
 // Throws Error("<file>: unrecognised checkpoint format ...") when the magic matches neither format.
 CheckpointFormat sniff_checkpoint_format(const ByteSource& source);
 
-// Loads every tensor; `as` converts float tensors to that dtype while reading.
-Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as = std::nullopt);
+// How load_checkpoint(path) reads tensor data.
+enum class CheckpointAccess : uint8_t {
+  Read,  // pread into owned buffers (the file can change or go away afterwards)
+  Map,   // mmap: tensors kept in their stored dtype borrow the mapping (Tensor::borrowed()); no copy,
+         // pages come from the page cache when first touched and are shared between processes
+};
+
+// Loads every tensor; `as` converts float tensors to that dtype while reading (converted tensors
+// are always owned copies).
+Checkpoint load_checkpoint(const std::string& path, std::optional<DType> as = std::nullopt,
+                           CheckpointAccess access = CheckpointAccess::Read);
 Checkpoint load_checkpoint(std::unique_ptr<ByteSource> source, std::optional<DType> as = std::nullopt);
 
 }  // namespace lingbot::io

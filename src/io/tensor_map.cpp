@@ -103,6 +103,12 @@ Tensor read_float_tensor(const ByteSource& src, uint64_t offset, StorageDType st
                 ", expected a floating-point tensor (F32, F16, BF16 or F64)");
   const DType out_dtype = as.value_or(*native);
   check_fits(src, offset, checked_numel(shape, what), storage_dtype_size(stored), what);
+  if (stored != StorageDType::F64 && out_dtype == *native && offset % storage_dtype_size(stored) == 0) {
+    if (std::shared_ptr<uint8_t> map = src.mapping()) {
+      // No conversion: borrow the mapped bytes (no copy; pages are read when first used).
+      return Tensor::borrow(std::move(shape), out_dtype, std::shared_ptr<void>(map, map.get() + offset));
+    }
+  }
   Tensor t(std::move(shape), out_dtype);
   const size_t n = static_cast<size_t>(t.numel());
   const size_t esize = storage_dtype_size(stored);

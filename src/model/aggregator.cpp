@@ -7,7 +7,8 @@
 
 namespace lingbot::model {
 
-Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, const std::string& prefix)
+Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, DType weights_dtype,
+                       const std::string& prefix)
     : config_(config) {
   const int64_t C = config.embed_dim, R = config.num_register_tokens;
   LINGBOT_CHECK(config.num_special_tokens == R + 2, "aggregator: num_special_tokens ", config.num_special_tokens,
@@ -21,9 +22,9 @@ Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, c
   for (int64_t i = 0; i < config.depth; ++i) {
     const std::string idx = std::to_string(i) + ".";
     frame_blocks_.push_back(BlockWeights::take(weights, prefix + "frame_blocks." + idx, C, config.num_heads,
-                                               config.mlp_hidden, config.ln_eps, config.qk_norm));
+                                               config.mlp_hidden, config.ln_eps, config.qk_norm, true, weights_dtype));
     global_blocks_.push_back(BlockWeights::take(weights, prefix + "global_blocks." + idx, C, config.num_heads,
-                                                config.mlp_hidden, config.ln_eps, config.qk_norm));
+                                                config.mlp_hidden, config.ln_eps, config.qk_norm, true, weights_dtype));
   }
   selected_slot_.assign(static_cast<size_t>(config.depth), -1);
   for (size_t j = 0; j < config.selected_layers.size(); ++j) {
@@ -121,15 +122,21 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
   cache.begin_step(mode, static_cast<int>(n));
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
-    block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
-                  num_threads);
+    {
+      const PhaseClock clock(s.frame_blocks);
+      block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
+                    num_threads);
+    }
     if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), 0);
     const int block = static_cast<int>(d);
     const AttendFn attend_global = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
       cache.attend(block, q, kv, out);
     };
-    block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
-                  attend_global, num_threads);
+    {
+      const PhaseClock clock(s.global_blocks);
+      block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
+                    attend_global, num_threads);
+    }
     if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), C);
   }
   cache.end_step();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/phase_clock.h"
 #include "core/tensor.h"
 #include "io/tensor_map.h"
 #include "kernels/cpu/rope.h"
@@ -36,6 +37,7 @@ struct StepFrames {
 };
 
 struct AggregatorScratch {
+  PhaseTime frame_blocks, global_blocks;  // accumulated over step() calls
   std::vector<float> tokens;
   BlockScratch block;
   FrameGrid rope2d_grid;
@@ -44,8 +46,10 @@ struct AggregatorScratch {
 
 class Aggregator {
  public:
-  // Takes the aggregator.{camera,register,scale}_token and frame/global block tensors out of `weights`.
-  Aggregator(const AggregatorConfig& config, io::TensorMap& weights, const std::string& prefix = "aggregator.");
+  // Takes the aggregator.{camera,register,scale}_token and frame/global block tensors out of `weights`;
+  // the blocks' Linear weights are kept in `weights_dtype`.
+  Aggregator(const AggregatorConfig& config, io::TensorMap& weights, DType weights_dtype = DType::F32,
+             const std::string& prefix = "aggregator.");
 
   const AggregatorConfig& config() const { return config_; }
   int64_t tokens_per_frame(const FrameGrid& g) const { return config_.num_special_tokens + g.patches(); }

@@ -8,17 +8,18 @@
 
 namespace lingbot::model {
 
-Linear Linear::take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias) {
+Linear Linear::take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                    DType weights_dtype) {
   Linear l;
   l.in = in;
   l.out = out;
-  l.weight = take_weight(weights, prefix + "weight", {out, in});
+  l.weight = take_weight(weights, prefix + "weight", {out, in}, weights_dtype);
   if (bias) l.bias = take_weight(weights, prefix + "bias", {out});
   return l;
 }
 
 void Linear::forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride, int64_t y_stride) const {
-  kernels::linear(x, n, in, weight.f32(), bias.empty() ? nullptr : bias.f32(), out, y, num_threads, x_stride,
+  kernels::linear(x, n, in, kernels::WeightView{weight.raw(), weight.dtype()}, bias.empty() ? nullptr : bias.f32(), out, y, num_threads, x_stride,
                   y_stride);
 }
 
@@ -38,7 +39,8 @@ void LayerNormW::forward(const float* x, int64_t n, float* y, int num_threads, i
 }
 
 BlockWeights BlockWeights::take(io::TensorMap& weights, const std::string& prefix, int64_t dim, int64_t heads,
-                                int64_t mlp_hidden, float ln_eps, bool qk_norm, bool layer_scale) {
+                                int64_t mlp_hidden, float ln_eps, bool qk_norm, bool layer_scale,
+                                DType weights_dtype) {
   LINGBOT_CHECK(heads > 0 && dim % heads == 0, prefix, ": embed dim ", dim, " is not divisible by ", heads, " heads");
   BlockWeights b;
   b.dim = dim;
@@ -46,16 +48,16 @@ BlockWeights BlockWeights::take(io::TensorMap& weights, const std::string& prefi
   b.head_dim = dim / heads;
   b.mlp_hidden = mlp_hidden;
   b.norm1 = LayerNormW::take(weights, prefix + "norm1.", dim, ln_eps);
-  b.qkv = Linear::take(weights, prefix + "attn.qkv.", dim, 3 * dim);
+  b.qkv = Linear::take(weights, prefix + "attn.qkv.", dim, 3 * dim, true, weights_dtype);
   b.qk_norm = qk_norm;
   if (qk_norm) {
     b.q_norm = LayerNormW::take(weights, prefix + "attn.q_norm.", b.head_dim, ln_eps);
     b.k_norm = LayerNormW::take(weights, prefix + "attn.k_norm.", b.head_dim, ln_eps);
   }
-  b.proj = Linear::take(weights, prefix + "attn.proj.", dim, dim);
+  b.proj = Linear::take(weights, prefix + "attn.proj.", dim, dim, true, weights_dtype);
   b.norm2 = LayerNormW::take(weights, prefix + "norm2.", dim, ln_eps);
-  b.fc1 = Linear::take(weights, prefix + "mlp.fc1.", dim, mlp_hidden);
-  b.fc2 = Linear::take(weights, prefix + "mlp.fc2.", mlp_hidden, dim);
+  b.fc1 = Linear::take(weights, prefix + "mlp.fc1.", dim, mlp_hidden, true, weights_dtype);
+  b.fc2 = Linear::take(weights, prefix + "mlp.fc2.", mlp_hidden, dim, true, weights_dtype);
   if (layer_scale) {
     b.ls1 = take_weight(weights, prefix + "ls1.gamma", {dim});
     b.ls2 = take_weight(weights, prefix + "ls2.gamma", {dim});

@@ -1,6 +1,7 @@
 #pragma once
 // Shared transformer pieces of the encoder and the aggregator: weights taken out of a state_dict
-// (converted to f32 once, at load) and the pre-norm block
+// (converted once, at load: Linear weights to the model's weights dtype, everything else to f32) and
+// the pre-norm block
 //   x += ls1 · proj(attn(qk_norm/rope(qkv(norm1(x)))));  x += ls2 · fc2(gelu(fc1(norm2(x))))
 // with the attention itself and the position rotation supplied by the caller (intra-frame dense
 // attention, or the KV cache's attention for global blocks).
@@ -16,11 +17,12 @@
 namespace lingbot::model {
 
 struct Linear {
-  Tensor weight;  // [out, in] (PyTorch layout)
-  Tensor bias;    // [out] or empty
+  Tensor weight;  // [out, in] (PyTorch layout), f32 / f16 / bf16 (the weights dtype)
+  Tensor bias;    // [out] f32, or empty
   int64_t in = 0, out = 0;
 
-  static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
+  static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
+                     DType weights_dtype = DType::F32);
   // y[n, out] = x[n, in] W^T + b; row strides default to in / out.
   void forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride = 0, int64_t y_stride = 0) const;
 };
@@ -44,8 +46,10 @@ struct BlockWeights {
 
   // Keys under `prefix` ("aggregator.frame_blocks.3."): norm1, attn.qkv, attn.q_norm/k_norm (if
   // qk_norm), attn.proj, ls1.gamma, norm2, mlp.fc1, mlp.fc2, ls2.gamma.
+  // qkv / proj / fc1 / fc2 weights are kept in `weights_dtype`; norms, biases and LayerScale in f32.
   static BlockWeights take(io::TensorMap& weights, const std::string& prefix, int64_t dim, int64_t heads,
-                           int64_t mlp_hidden, float ln_eps, bool qk_norm, bool layer_scale = true);
+                           int64_t mlp_hidden, float ln_eps, bool qk_norm, bool layer_scale = true,
+                           DType weights_dtype = DType::F32);
 };
 
 // Reusable activations of one block call; grows, never shrinks.

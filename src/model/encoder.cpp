@@ -12,7 +12,7 @@
 namespace lingbot::model {
 
 Encoder::Encoder(const EncoderConfig& config, const ImageNormConfig& norm, io::TensorMap& weights,
-                 const std::string& prefix)
+                 DType weights_dtype, const std::string& prefix)
     : config_(config), norm_(norm) {
   const int64_t C = config.embed_dim, p = config.patch_size, M = config.pos_grid();
   const int64_t R = config.num_register_tokens;
@@ -32,7 +32,8 @@ Encoder::Encoder(const EncoderConfig& config, const ImageNormConfig& norm, io::T
   weights.erase(prefix + "mask_token");  // training-only (masked image modelling)
   for (int64_t i = 0; i < config.depth; ++i)
     blocks_.push_back(BlockWeights::take(weights, prefix + "blocks." + std::to_string(i) + ".", C, config.num_heads,
-                                         config.mlp_hidden, config.ln_eps, /*qk_norm=*/false));
+                                         config.mlp_hidden, config.ln_eps, /*qk_norm=*/false, /*layer_scale=*/true,
+                                         weights_dtype));
   final_norm_ = LayerNormW::take(weights, prefix + "norm.", C, config.ln_eps);
 }
 

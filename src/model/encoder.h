@@ -21,9 +21,10 @@ struct EncoderScratch {
 
 class Encoder {
  public:
-  // Takes the aggregator.patch_embed.* tensors out of `weights`.
+  // Takes the aggregator.patch_embed.* tensors out of `weights`; the blocks' Linear weights are kept
+  // in `weights_dtype`.
   Encoder(const EncoderConfig& config, const ImageNormConfig& norm, io::TensorMap& weights,
-          const std::string& prefix = "aggregator.patch_embed.");
+          DType weights_dtype = DType::F32, const std::string& prefix = "aggregator.patch_embed.");
 
   const EncoderConfig& config() const { return config_; }
 

@@ -59,7 +59,7 @@ ModelConfig demo_model_config() {
   return c;
 }
 
-io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
+io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed, DType block_linear_dtype) {
   io::TensorMap weights;
   for (const ExpectedTensor& e : config.expected_keys()) {
     Tensor t(e.shape);
@@ -88,6 +88,7 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
       if (ends_with(name, "pose_branch.fc2.weight") && e.shape.size() == 2 && e.shape[0] >= 9)
         for (int64_t i = 7 * e.shape[1]; i < 9 * e.shape[1]; ++i) v[i] *= 0.05f;
     }
+    if (block_linear_dtype != DType::F32 && is_block_linear_weight(name)) t = t.to(block_linear_dtype);
     weights.emplace(e.name, std::move(t));
   }
   // The camera head's last layer decides the pose encoding [t(3), q(4), fov(2)]: with plain random
@@ -110,9 +111,9 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
   return weights;
 }
 
-std::shared_ptr<const Model> make_demo_model(uint64_t seed) {
+std::shared_ptr<const Model> make_demo_model(uint64_t seed, const ModelLoadOptions& options) {
   const ModelConfig config = demo_model_config();
-  return Model::from_weights(demo_weights(config, seed), config);
+  return Model::from_weights(demo_weights(config, seed, options.weights_dtype), config, options);
 }
 
 namespace {

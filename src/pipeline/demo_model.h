@@ -27,11 +27,15 @@ ModelConfig demo_model_config();
 
 // Seeded random weights for every key of `config` (same seed -> same bytes on every platform):
 // LayerNorm weights 1, biases and tokens small, LayerScale 0.1, other matrices and kernels uniform in
-// +-1/sqrt(fan_in).
-io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed = kDemoWeightSeed);
+// +-1/sqrt(fan_in). Works for any configuration (ModelConfig::release() gives the full-size model).
+// The block linear weights (those ModelLoadOptions::weights_dtype applies to) are made in
+// `block_linear_dtype` (rounded from the same f32 values), so a reduced-precision model never holds
+// them in f32; everything else is f32.
+io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed = kDemoWeightSeed,
+                           DType block_linear_dtype = DType::F32);
 
-// demo_model_config() + demo_weights(), validated through Model::from_weights.
-std::shared_ptr<const Model> make_demo_model(uint64_t seed = kDemoWeightSeed);
+// demo_model_config() + demo_weights(), validated through Model::from_weights with `options`.
+std::shared_ptr<const Model> make_demo_model(uint64_t seed = kDemoWeightSeed, const ModelLoadOptions& options = {});
 
 // Frame `index` of the demo sequence, rendered by ray casting: a room (floor, ceiling, three walls)
 // with procedural checker / stripe / noise textures, seen by a pinhole camera that moves forward

@@ -70,6 +70,7 @@ struct Session::Impl {
 
   model::EncoderScratch enc_scratch;
   model::AggregatorScratch agg_scratch;
+  SessionPhaseTimes phases;  // encoder, camera head, DPT head (the blocks' are in agg_scratch)
   std::vector<Tensor> selected;
 
   int64_t scale_frames() const { return opt.scale_frames; }
@@ -147,6 +148,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
 }
 
 void Session::Impl::encode(const float* image, float* out) {
+  const PhaseClock clock(phases.encoder);
   model->encoder().forward(image, height, width, pos_embed, out, enc_scratch, opt.threads);
 }
 
@@ -213,6 +215,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   const model::ImageSize size{static_cast<int>(height), static_cast<int>(width)};
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
+    const PhaseClock clock(phases.camera_head);
     const model::RowsView tokens{selected.back().f32(), n, C2, P * C2};
     const Tensor poses = model->camera_head().step(*camera_cache, mode, tokens, opt.threads);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
@@ -232,6 +235,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
     }
   }
   if (opt.depth_head) {
+    const PhaseClock clock(phases.dpt_head);
     const auto& idx = cfg.dpt.intermediate_layer_idx;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
@@ -422,6 +426,9 @@ SessionStats Session::stats() const {
   SessionStats st;
   st.steps = impl_->steps;
   st.frames_completed = impl_->completed;
+  st.phases = impl_->phases;
+  st.phases.frame_blocks = impl_->agg_scratch.frame_blocks;
+  st.phases.global_blocks = impl_->agg_scratch.global_blocks;
   if (impl_->cache) st.cache = impl_->cache->stats();
   if (impl_->camera_cache) {
     st.camera_cache_frames = impl_->camera_cache->frames();

@@ -119,7 +119,7 @@ bool matches_only(const std::vector<std::string>& only, const std::string& name)
 }
 
 // Tolerance scale for reduced-precision K/V storage (the README's bounds are for f32 compute).
-double kv_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.0 : 400.0; }
+double dtype_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.0 : 400.0; }
 
 }  // namespace
 
@@ -145,7 +145,10 @@ VerifyReport run_verify(const VerifyOptions& vo) {
     for (int64_t f : ref.read_int("aggregated_frame_index").values) feature_frames.insert(f);
   }
 
-  auto model = Model::load((dir / gc.weights_file).string(), gc.overrides);
+  ModelLoadOptions mo;
+  mo.weights_dtype = vo.weights_dtype;
+  report.weights_dtype = std::string(dtype_name(vo.weights_dtype));
+  auto model = Model::load((dir / gc.weights_file).string(), gc.overrides, mo);
 
   SessionOptions so;
   so.backend = backend;
@@ -277,10 +280,13 @@ VerifyReport run_verify(const VerifyOptions& vo) {
 
   std::vector<int64_t> all_frames(static_cast<size_t>(S));
   for (int64_t i = 0; i < S; ++i) all_frames[static_cast<size_t>(i)] = i;
-  const double kf = kv_factor(kv_dtype);
+  const double kf = verify_tolerance_scale(kv_dtype, vo.weights_dtype);
   char kf_text[32];
   std::snprintf(kf_text, sizeof kf_text, "%g", kf);
-  const std::string kv_note = kv_dtype == DType::F32 ? "" : " x" + std::string(kf_text) + " (" + report.kv_dtype + " K/V)";
+  std::string kv_note;
+  if (kv_dtype != DType::F32) kv_note = report.kv_dtype + " K/V";
+  if (vo.weights_dtype != DType::F32) kv_note += (kv_note.empty() ? "" : ", ") + report.weights_dtype + " weights";
+  if (!kv_note.empty()) kv_note = " x" + std::string(kf_text) + " (" + kv_note + ")";
 
   for (const auto& e : ref.entries()) {
     VerifyRow row;
@@ -507,9 +513,15 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   return report;
 }
 
+double verify_tolerance_scale(DType kv_dtype, DType weights_dtype) {
+  const double w = weights_dtype == DType::F32 ? 1.0 : weights_dtype == DType::F16 ? 250.0 : 2000.0;
+  return dtype_factor(kv_dtype) + w - 1.0;
+}
+
 std::string format_verify_report(const VerifyReport& r) {
   std::ostringstream os;
-  os << "case " << r.case_name << ": backend " << r.backend << ", kv dtype " << r.kv_dtype << ", " << r.threads
+  os << "case " << r.case_name << ": backend " << r.backend << ", kv dtype " << r.kv_dtype << ", weights dtype "
+     << r.weights_dtype << ", " << r.threads
      << " thread(s), " << r.frames << " frames\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-34s %s\n", "tensor", "frames", "max abs err",

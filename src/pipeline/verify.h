@@ -25,6 +25,7 @@ struct VerifyOptions {
   std::string case_dir;
   std::optional<KVBackend> backend;   // default paged
   std::optional<DType> kv_dtype;      // default f32
+  DType weights_dtype = DType::F32;   // ModelLoadOptions::weights_dtype of the loaded case model
   int threads = 0;                    // 0 = all
   std::vector<std::string> only;      // glob patterns of tensor names to check; empty = all
   bool keep_outputs = false;          // fill VerifyReport::outputs (accuracy tests compare backends)
@@ -38,7 +39,8 @@ struct VerifyRow {
   std::string tolerance;     // human-readable bound
   std::string status;        // "ok", "FAIL", "SKIP" (excluded by --only), "input", "index"
   std::string note;          // reason for FAIL / SKIP, or empty
-  double kv_scale = 1.0;     // factor applied to the f32 tolerance for reduced-precision K/V (1 for f32)
+  double kv_scale = 1.0;     // factor applied to the f32 tolerance for reduced-precision K/V and weights
+                             // (1 for f32; see verify_tolerance_scale)
   // Per-frame head outputs only (pose_enc, pose_enc_iters, extrinsic, intrinsic, extrinsic_c2w, depth,
   // depth_conf, world_points): index = frame; max |engine - reference| and max|reference| of that frame.
   std::vector<double> frame_max_abs, frame_max_ref;
@@ -49,6 +51,7 @@ struct VerifyReport {
   std::string case_name;
   std::string backend;
   std::string kv_dtype;
+  std::string weights_dtype;
   int threads = 0;
   std::vector<VerifyRow> rows;
   int64_t frames = 0;
@@ -59,6 +62,11 @@ struct VerifyReport {
   std::map<std::string, std::vector<Tensor>> outputs;
   bool passed() const;
 };
+
+// Factor on the README's f32 tolerances for reduced-precision storage: K/V x50 (f16) / x400 (bf16),
+// weights x250 (f16) / x2000 (bf16), the excesses adding up when both are reduced (x1 for f32 / f32).
+// Weights scale more than K/V: every block linear also rounds its input activations to the dtype.
+double verify_tolerance_scale(DType kv_dtype, DType weights_dtype);
 
 // Throws lingbot::Error for an unreadable / malformed case or an unsupported scenario option.
 VerifyReport run_verify(const VerifyOptions& options);

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace lingbot::kernels {
 namespace {
@@ -111,6 +113,39 @@ BandwidthCalibration calibrate_bandwidth(size_t bytes_per_array, int threads, in
   volatile float sink = pa[n / 2];
   (void)sink;
   r.gbps = best;
+  return r;
+}
+
+LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int64_t out, int threads, int repeats) {
+  LINGBOT_CHECK(rows >= 1 && in >= 1 && out >= 1, "calibrate_linear: shape must be positive, got ", rows, "x", in,
+                "x", out);
+  LINGBOT_CHECK(threads >= 1 && repeats >= 1, "calibrate_linear: threads and repeats must be >= 1");
+  std::vector<float> x(static_cast<size_t>(rows * in)), w(static_cast<size_t>(in * out)), y(static_cast<size_t>(rows * out));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 13) * 0.01f - 0.06f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 11) * 0.01f - 0.05f;
+  std::vector<uint16_t> w16(weights == DType::F32 ? 0 : w.size());
+  if (weights != DType::F32) convert_from_f32(w.data(), w16.data(), weights, w.size());
+  const WeightView view{weights == DType::F32 ? static_cast<const void*>(w.data()) : w16.data(), weights};
+  LinearCalibration r;
+  r.weights = weights;
+  r.rows = rows;
+  r.in = in;
+  r.out = out;
+  r.threads = threads;
+  r.path = gemm_path_description(weights);
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+  for (int rep = 0; rep <= repeats; ++rep) {
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    const double t0 = now_seconds();
+    linear(x.data(), rows, in, view, nullptr, out, y.data(), threads);
+    const double dt = now_seconds() - t0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    const double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
+    if (rep == 0 || dt <= 0 || cpu <= 0) continue;
+    r.gflops = std::max(r.gflops, flops / dt * 1e-9);
+    r.gflops_per_cpu_s = std::max(r.gflops_per_cpu_s, flops / cpu * 1e-9);
+  }
   return r;
 }
 

@@ -8,7 +8,10 @@
 // `bytes_per_array` each, threaded with OpenMP, best of `repeats`; GB/s counts 3 arrays (2 read,
 // 1 written) per pass, 1 GB = 1e9 bytes.
 #include <cstddef>
+#include <cstdint>
 #include <string>
+
+#include "core/dtype.h"
 
 namespace lingbot::kernels {
 
@@ -32,6 +35,18 @@ struct BandwidthCalibration {
   double gbps = 0.0;          // best triad GB/s
   double seconds = 0.0;       // wall time of the best repeat
 };
+
+// kernels::linear at one layer shape with weights in `weights` (the model's own GEMM path, threaded
+// as in the model): y[rows, out] = x[rows, in] · W^T. Best of `repeats` after one warm-up.
+struct LinearCalibration {
+  DType weights = DType::F32;
+  int64_t rows = 0, in = 0, out = 0;
+  int threads = 0;
+  double gflops = 0.0;          // 2·rows·in·out / best wall time
+  double gflops_per_cpu_s = 0.0;  // 2·rows·in·out / process CPU seconds of the same repeat (busy-machine proof)
+  std::string path;             // gemm_path_description(weights)
+};
+LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int64_t out, int threads, int repeats);
 
 // n >= 16, threads >= 1, repeats >= 1; throws Error naming a bad value.
 SgemmCalibration calibrate_sgemm(int n, int threads, int repeats);

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm_dnnl.h"
 
 namespace lingbot::kernels {
 
@@ -60,6 +64,95 @@ void linear(const float* x, int64_t n, int64_t in, const float* W, const float* 
     beta = 1.0f;
   }
   gemm(x, x_stride, W, in, /*trans_b=*/true, y, y_stride, n, out, in, beta, num_threads);
+}
+
+GemmPath gemm_path(DType weights) {
+  if (weights == DType::F32) return GemmPath::Sgemm;
+  return dnnl_gemm::native(weights) ? GemmPath::DnnlNative : GemmPath::PanelSgemm;
+}
+
+std::string gemm_path_description(DType weights) {
+  switch (gemm_path(weights)) {
+    case GemmPath::Sgemm: return "OpenBLAS sgemm";
+    case GemmPath::DnnlNative: return dnnl_gemm::description(weights);
+    case GemmPath::PanelSgemm:
+      return "f32 panel + OpenBLAS sgemm (no native " + std::string(dtype_name(weights)) + " GEMM on this CPU)";
+  }
+  return "";
+}
+
+DType auto_weights_dtype() { return gemm_path(DType::BF16) == GemmPath::DnnlNative ? DType::BF16 : DType::F32; }
+
+WeightsDtypeChoice parse_weights_dtype(std::string_view name) {
+  WeightsDtypeChoice c;
+  if (name == "auto") {
+    c.dtype = auto_weights_dtype();
+    return c;
+  }
+  try {
+    c.dtype = parse_dtype(name);
+  } catch (const Error&) {
+    throw Error(detail::concat("unknown weights dtype '", name, "' (expected auto, f32, f16 or bf16)"));
+  }
+  if (gemm_path(c.dtype) == GemmPath::PanelSgemm)
+    c.notice = detail::concat("notice: no native ", dtype_name(c.dtype), " GEMM on this CPU: ", dtype_name(c.dtype),
+                              " weights halve their memory but each GEMM widens them to f32 (slower than f32)");
+  return c;
+}
+
+namespace {
+
+// Reduced-precision weights without a native kernel: tiles are walked column-block-major so a thread
+// widens each 256-row block of W into its own f32 panel once and reuses it for every row tile.
+void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const float* b, int64_t out, float* y,
+                  int num_threads, int64_t x_stride, int64_t y_stride) {
+  blas_single_threaded();
+  if (b) {
+    for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * y_stride);
+  }
+  const float beta = b ? 1.0f : 0.0f;
+  const int64_t tm = ceil_div(n, kTileM), tn = ceil_div(out, kTileN);
+  const int64_t tiles = tm * tn;
+  const size_t esize = dtype_size(W.dtype);
+  const bool par = tiles > 1 && num_threads > 1;
+#pragma omp parallel num_threads(std::max(1, num_threads)) if (par)
+  {
+    std::vector<float> panel;
+    int64_t panel_block = -1;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t jb = t / tm, i0 = (t % tm) * kTileM, j0 = jb * kTileN;
+      const int64_t mi = std::min(kTileM, n - i0), nj = std::min(kTileN, out - j0);
+      if (panel_block != jb) {
+        panel.resize(static_cast<size_t>(nj * in));
+        convert_to_f32(static_cast<const char*>(W.data) + static_cast<size_t>(j0 * in) * esize, W.dtype, panel.data(),
+                       panel.size());
+        panel_block = jb;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mi), static_cast<int>(nj),
+                  static_cast<int>(in), 1.0f, x + i0 * x_stride, static_cast<int>(x_stride), panel.data(),
+                  static_cast<int>(in), beta, y + i0 * y_stride + j0, static_cast<int>(y_stride));
+    }
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t n, int64_t in, WeightView W, const float* b, int64_t out, float* y,
+            int num_threads, int64_t x_stride, int64_t y_stride) {
+  LINGBOT_CHECK(W.data != nullptr || n * in * out == 0, "linear: null weights");
+  if (W.dtype == DType::F32) {
+    linear(x, n, in, static_cast<const float*>(W.data), b, out, y, num_threads, x_stride, y_stride);
+    return;
+  }
+  if (n <= 0 || out <= 0) return;
+  if (x_stride == 0) x_stride = in;
+  if (y_stride == 0) y_stride = out;
+  if (gemm_path(W.dtype) == GemmPath::DnnlNative) {
+    dnnl_gemm::linear(x, n, in, W.data, W.dtype, b, out, y, num_threads, x_stride, y_stride);
+  } else {
+    linear_panel(x, n, in, W, b, out, y, num_threads, x_stride, y_stride);
+  }
 }
 
 void layer_norm(const float* x, int64_t n, int64_t dim, const float* gamma, const float* beta, float eps, float* y,

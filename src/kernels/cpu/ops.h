@@ -1,9 +1,13 @@
 #pragma once
 // Basic dense CPU ops shared by the encoder, the aggregator and the heads.
-// All arrays are f32, row-major, caller-owned; nothing here allocates persistent state.
+// Activations are f32, row-major, caller-owned; nothing here allocates persistent state.
 // Every op is threaded with OpenMP over a partition that does not depend on `num_threads`,
-// so results are bit-identical for any thread count.
+// so results are bit-identical for any thread count (for a given weights dtype).
 #include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
 
 namespace lingbot::kernels {
 
@@ -11,6 +15,39 @@ namespace lingbot::kernels {
 // W is PyTorch's nn.Linear layout. x rows are `x_stride` floats apart (0 = `in`), y rows
 // `y_stride` apart (0 = `out`). GEMM goes through BLAS (cblas_sgemm) on fixed tiles.
 void linear(const float* x, int64_t n, int64_t in, const float* W, const float* b, int64_t out, float* y,
+            int num_threads, int64_t x_stride = 0, int64_t y_stride = 0);
+
+// A borrowed weight matrix W[out, in] (nn.Linear layout, packed rows) stored as f32, f16 or bf16.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+};
+
+// How a weights dtype is multiplied on this CPU (fixed per process: decided once from the CPU).
+enum class GemmPath : uint8_t {
+  Sgemm,         // f32 weights: OpenBLAS sgemm
+  DnnlNative,    // oneDNN matmul in the weights dtype (activations rounded to it, f32 accumulation)
+  PanelSgemm,    // no native kernel: each 256-row block of W is widened into a reused f32 panel, then sgemm
+};
+GemmPath gemm_path(DType weights);
+// One line for banners: "oneDNN 2.6.3 bf16 matmul (brg:avx512_core_bf16)", "OpenBLAS sgemm", or
+// "f32 panel + OpenBLAS sgemm (no native f16 GEMM on this CPU)".
+std::string gemm_path_description(DType weights);
+
+// The weights dtype `auto` stands for on this CPU: bf16 where gemm_path(bf16) is DnnlNative, else f32.
+DType auto_weights_dtype();
+
+// A weights dtype as the CLI takes it: "auto" | "f32" | "f16" | "bf16" (aliases as parse_dtype).
+struct WeightsDtypeChoice {
+  DType dtype = DType::F32;
+  std::string notice;  // one line when the dtype runs slower than f32 on this CPU, else ""
+};
+// Throws Error("unknown weights dtype 'x' (expected auto, f32, f16 or bf16)").
+WeightsDtypeChoice parse_weights_dtype(std::string_view name);
+
+// linear() with weights in any WeightView dtype. f32 is exactly the overload above. DnnlNative rounds x
+// to the weights dtype (y = round(x)·W^T in f32, + b); PanelSgemm keeps x in f32 (y = x·f32(W)^T + b).
+void linear(const float* x, int64_t n, int64_t in, WeightView W, const float* b, int64_t out, float* y,
             int num_threads, int64_t x_stride = 0, int64_t y_stride = 0);
 
 // Plain GEMM: C[m, n] = A[m, k] · B (B is [k, n], or [n, k] when trans_b) (+ beta·C).

@@ -1,0 +1,141 @@
+#include "kernels/cpu/gemm_dnnl.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <dnnl.hpp>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lingbot::kernels::dnnl_gemm {
+
+namespace {
+
+// Tiles of the output: fixed, so results do not depend on the thread count. Larger than the sgemm
+// tiles because a oneDNN call costs a few microseconds of primitive lookup.
+constexpr int64_t kTileM = 256;
+constexpr int64_t kTileN = 256;
+
+dnnl::memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::F32: return dnnl::memory::data_type::f32;
+    case DType::F16: return dnnl::memory::data_type::f16;
+    case DType::BF16: return dnnl::memory::data_type::bf16;
+  }
+  return dnnl::memory::data_type::f32;
+}
+
+// One tile's primitive descriptor: A [m, k] packed (row stride k), B = W^T viewed as [k, n] with
+// W's row stride, C [m, n] with row stride ldc, optional bias [1, n].
+dnnl::matmul::primitive_desc tile_pd(const dnnl::engine& eng, DType t, int64_t m, int64_t n, int64_t k, int64_t ldw,
+                                     int64_t ldc, bool bias) {
+  using md = dnnl::memory::desc;
+  const md a({m, k}, dnnl_type(t), dnnl::memory::dims{k, 1});
+  const md w({k, n}, dnnl_type(t), dnnl::memory::dims{1, ldw});
+  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per-thread scratch: safe concurrent execution
+  if (bias) {
+    const md bd({1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1});
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, bd, c), attr, eng);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), attr, eng);
+}
+
+struct Probe {
+  bool native = false;
+  std::string impl;
+};
+
+// Decided once per process from the CPU; immutable afterwards.
+const Probe& probe(DType t) {
+  static const Probe probes[3] = {
+      Probe{},
+      [] {
+        // f16: oneDNN 2.6 has no CPU f16 matmul; a future library may, so ask it.
+        Probe p;
+        try {
+          dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+          auto pd = tile_pd(eng, DType::F16, kTileM, kTileN, 1024, 1024, kTileN, false);
+          p.impl = pd.impl_info_str();
+          p.native = p.impl.find("ref") == std::string::npos;
+        } catch (const dnnl::error&) {
+        }
+        return p;
+      }(),
+      [] {
+        Probe p;
+        const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+        if ((isa & bf16) != bf16) return p;  // oneDNN would emulate bf16: no faster than sgemm
+        try {
+          dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+          auto pd = tile_pd(eng, DType::BF16, kTileM, kTileN, 1024, 1024, kTileN, false);
+          p.impl = pd.impl_info_str();
+          p.native = p.impl.find("ref") == std::string::npos;
+        } catch (const dnnl::error&) {
+        }
+        return p;
+      }(),
+  };
+  return probes[static_cast<int>(t)];
+}
+
+}  // namespace
+
+bool native(DType t) { return t != DType::F32 && probe(t).native; }
+
+std::string description(DType t) {
+  if (!native(t)) return "";
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
+         std::string(dtype_name(t)) + " matmul (" + probe(t).impl + ")";
+}
+
+void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const float* b, int64_t out, float* y,
+            int num_threads, int64_t x_stride, int64_t y_stride) {
+  LINGBOT_CHECK(native(t), "no native ", dtype_name(t), " matmul on this CPU");
+  if (n <= 0 || out <= 0) return;
+  if (x_stride == 0) x_stride = in;
+  if (y_stride == 0) y_stride = out;
+  const int nt = std::max(1, num_threads);
+  // Activations rounded to the weights dtype once, packed [n, in].
+  std::vector<uint16_t> xr(static_cast<size_t>(n * in));
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * in >= (1 << 16))
+  for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.data() + r * in, t, static_cast<size_t>(in));
+
+  const int64_t tm = (n + kTileM - 1) / kTileM, tn = (out + kTileN - 1) / kTileN;
+  const int64_t tiles = tm * tn;
+  const auto* w16 = static_cast<const uint16_t*>(W);
+  const bool par = nt > 1 && tiles > 1;
+  // oneDNN calls below run single-threaded (it sees it is inside a parallel region); setting the
+  // task's thread count to 1 also keeps its kernel choices (blocking, K split) independent of nt.
+#pragma omp parallel num_threads(nt) if (par)
+  {
+    omp_set_num_threads(1);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    std::vector<uint8_t> scratch;
+#pragma omp for schedule(static)
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t i0 = (tile / tn) * kTileM, j0 = (tile % tn) * kTileN;
+      const int64_t mi = std::min(kTileM, n - i0), nj = std::min(kTileN, out - j0);
+      const auto pd = tile_pd(eng, t, mi, nj, in, in, y_stride, b != nullptr);
+      const size_t sp = pd.scratchpad_desc().get_size();
+      if (scratch.size() < sp) scratch.resize(sp);
+      const dnnl::matmul mm(pd);
+      dnnl::memory am(pd.src_desc(), eng, const_cast<uint16_t*>(xr.data() + i0 * in));
+      dnnl::memory wm(pd.weights_desc(), eng, const_cast<uint16_t*>(w16 + j0 * in));
+      dnnl::memory cm(pd.dst_desc(), eng, y + i0 * y_stride + j0);
+      dnnl::memory sm(pd.scratchpad_desc(), eng, scratch.data());
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}};
+      if (b) args.emplace(DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), eng, const_cast<float*>(b + j0)));
+      mm.execute(stream, args);
+      stream.wait();
+    }
+  }
+}
+
+}  // namespace lingbot::kernels::dnnl_gemm

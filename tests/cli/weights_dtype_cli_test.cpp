@@ -1,0 +1,127 @@
+// CLI contract of the weights dtype (issue #16): `run --weights-dtype` (banner line, summary.json,
+// unknown value -> one error line naming the choices, slow dtype -> one notice line), `verify
+// --weights-dtype`, and `bench model` on the tiny demo model (CSV rows, summary keys, errors).
+// Timings are not checked.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "kernels/cpu/ops.h"
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+
+std::map<std::string, std::string> summary_of(const std::string& out) {
+  std::map<std::string, std::string> kv;
+  const auto pos = out.rfind("summary:");
+  EXPECT_NE(pos, std::string::npos) << out;
+  if (pos == std::string::npos) return kv;
+  std::istringstream is(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
+  std::string item;
+  while (is >> item) {
+    const auto eq = item.find('=');
+    if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return kv;
+}
+
+int count_lines(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(WeightsDtypeCli, RunBannerAndSummary) {
+  const fs::path out = fresh_dir("wd_run");
+  const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --weights-dtype bf16 --threads 1 --out " +
+                           out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "weights: bf16 for the block linears (" +
+                                  lingbot::kernels::gemm_path_description(lingbot::DType::BF16) + ")"))
+      << r.out;
+  const auto s = read_json(out / "summary.json");
+  EXPECT_EQ(s["options"]["weights_dtype"], "bf16");
+  EXPECT_GT(s["seconds"]["first_frame"].get<double>(), 0.0);
+  EXPECT_LE(s["seconds"]["first_frame"].get<double>(), s["seconds"]["total"].get<double>());
+}
+
+TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
+  const fs::path out = fresh_dir("wd_bad");
+  for (const std::string& cmd : {"run --demo --weights-dtype int8 --out " + out.string(),
+                                "verify --golden " + kTestdata + "/tiny --weights-dtype int8",
+                                std::string("bench model --model-size demo --weights-dtype f32,int8")}) {
+    const Result r = run_cli(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.err, "error: unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)\n") << cmd;
+  }
+}
+
+TEST(WeightsDtypeCli, SlowDtypeIsAcceptedWithOneNotice) {
+  using lingbot::DType;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const std::string name(lingbot::dtype_name(dt));
+    const bool slow = lingbot::kernels::gemm_path(dt) == lingbot::kernels::GemmPath::PanelSgemm;
+    const fs::path out = fresh_dir("wd_notice_" + name);
+    const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --threads 1 --weights-dtype " + name +
+                             " --out " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(count_lines(r.out, "notice: no native " + name + " GEMM on this CPU"), slow ? 1 : 0) << r.out;
+  }
+}
+
+TEST(WeightsDtypeCli, VerifyTakesTheWeightsDtype) {
+  const Result r = run_cli("verify --golden " + kTestdata + "/tiny --weights-dtype bf16 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "weights dtype bf16")) << r.out;
+  EXPECT_TRUE(contains(r.out, "x2000 (bf16 weights)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "PASS:")) << r.out;
+}
+
+TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
+  const fs::path d = fresh_dir("bench_model");
+  const Result r = run_cli("bench model --model-size demo --resolution 112x70 --frames 4 --scale-frames 2 --threads 1 "
+                           "--weights-dtype f32,bf16 --kv-dtype f32 --csv " + (d / "m.csv").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string csv = slurp(d / "m.csv");
+  std::istringstream is(csv);
+  std::string header, line;
+  std::getline(is, header);
+  EXPECT_EQ(header,
+            "config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,global_blocks_ms,"
+            "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes");
+  int rows = 0, scale_rows = 0;
+  while (std::getline(is, line)) {
+    ++rows;
+    std::istringstream ls(line);
+    std::string f[5];
+    for (auto& x : f) std::getline(ls, x, ',');
+    if (f[4] == "2") ++scale_rows;  // the scale phase push returns both scale frames
+  }
+  EXPECT_EQ(rows, 2 * 4);       // 2 configurations x 4 pushes
+  EXPECT_EQ(scale_rows, 2);     // one scale-phase push per configuration
+  const auto s = summary_of(r.out);
+  for (const char* k : {"model", "size", "threads", "load_avg_start", "sgemm_gflops_per_cpu_s", "bf16_gemm_gflops_per_cpu_s",
+                        "bf16_gemm_vs_sgemm_cpu", "wf32_kvf32_frame_cpu_ms", "wbf16_kvf32_frame_cpu_ms",
+                        "wbf16_kvf32_peak_rss_gib", "wbf16_kvf32_vs_wf32_kvf32_frame_cpu"})
+    EXPECT_TRUE(s.count(k)) << k << "\n" << r.out;
+  EXPECT_EQ(s.at("size"), "112x70");
+}
+
+TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {
+  Result r = run_cli("bench model --model-size demo --resolution 100x70");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --resolution 100x70 must be multiples of the patch size 14\n");
+  r = run_cli("bench model --model-size demo --frames 2 --scale-frames 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: --frames must exceed --scale-frames (2) so that single-frame steps are measured, got 2\n");
+  r = run_cli("bench model --model-size huge");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --model-size must be full or demo, got 'huge'\n");
+}
+
+}  // namespace

@@ -1,0 +1,48 @@
+// Model::load with ModelLoadOptions (issue #16): f32 weights memory-map the checkpoint and borrow
+// tensors stored in f32; reduced-precision weights are read and converted, holding fewer bytes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "lingbot/model.h"
+#include "test_temp_dir.h"
+
+namespace lingbot {
+namespace {
+
+const std::string kTiny = std::string(LINGBOT_TESTDATA_DIR) + "/tiny";
+using io::load_checkpoint;
+using io::write_safetensors;
+
+TEST(ModelLoad, ModelLoadMapsF32AndReadsReducedPrecision) {
+  const auto f32 = Model::load(kTiny + "/weights.safetensors");
+  EXPECT_TRUE(f32->load_stats().mapped);
+  EXPECT_EQ(f32->weights_dtype(), DType::F32);
+  // The tiny file stores f16, so f32 weights are converted copies: nothing stays borrowed.
+  EXPECT_EQ(f32->load_stats().borrowed_bytes, 0u);
+  EXPECT_EQ(f32->load_stats().owned_bytes, static_cast<size_t>(f32->config().parameter_count()) * 4);
+
+  ModelLoadOptions o;
+  o.weights_dtype = DType::BF16;
+  const auto bf16 = Model::load(kTiny + "/weights.safetensors", {}, o);
+  EXPECT_FALSE(bf16->load_stats().mapped);
+  EXPECT_EQ(bf16->weights_dtype(), DType::BF16);
+  EXPECT_LT(bf16->load_stats().owned_bytes, f32->load_stats().owned_bytes);
+  EXPECT_GT(bf16->load_stats().seconds, 0.0);
+}
+
+TEST(ModelLoad, ModelLoadBorrowsF32StoredWeights) {
+  lingbot_test::TempDir dir;
+  const std::string path = (dir.path / "f32.safetensors").string();
+  write_safetensors(path, load_checkpoint(kTiny + "/weights.safetensors").tensors, DType::F32);
+  const auto m = Model::load(path);
+  EXPECT_TRUE(m->load_stats().mapped);
+  EXPECT_GT(m->load_stats().borrowed_bytes, 0u);
+  EXPECT_EQ(m->load_stats().borrowed_bytes + m->load_stats().owned_bytes,
+            static_cast<size_t>(m->config().parameter_count()) * 4);
+}
+
+}  // namespace
+}  // namespace lingbot
