@@ -222,7 +222,7 @@ class NpzExporter final : public Exporter {
         {"predictions/meta.npz", "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 other)"}};
     nlohmann::json r = {{"frames", writer_ ? writer_->frames() : 0}};
     if (finished_ && combined_.empty()) files["predictions.npz"] = "the arrays above stacked over the S frames";
-    if (finished_ && !combined_.empty()) r["predictions_npz_not_written"] = combined_;
+    if (finished_ && !combined_.empty()) r["note"] = "predictions.npz not written: " + combined_;
     r["files"] = files;
     return r;
   }
