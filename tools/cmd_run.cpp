@@ -599,7 +599,6 @@ int run_command(const RunArgs& a) {
     run.width = W;
     run.height = H;
     run.scale_frames = session.options().scale_frames;
-    run.expected_frames = input.count;
     run.points = {static_cast<float>(a.conf_threshold), a.downsample};
     run.meta = meta;
     exports.begin(run);
@@ -693,6 +692,8 @@ int run_command(const RunArgs& a) {
   }
   const json export_report = exports.report();
   if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
+  for (const auto& [name, rep] : export_report.items())
+    if (rep.contains("note")) std::printf("%s: %s\n", name.c_str(), rep["note"].get<std::string>().c_str());
 
   // Damage found in the video (complete when the stream was read to its end).
   const io::StreamDamage* damage = input.damage();
