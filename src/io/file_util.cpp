@@ -41,9 +41,12 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const bool ok = written == bytes.size() && std::fflush(f) == 0;
-  const int err = errno;
-  std::fclose(f);
+  bool ok = written == bytes.size() && std::fflush(f) == 0;
+  int err = errno;
+  if (std::fclose(f) != 0 && ok) {  // a delayed write error (NFS, quota) shows at close
+    ok = false;
+    err = errno;
+  }
   if (!ok) {
     std::remove(tmp.c_str());
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
