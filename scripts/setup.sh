@@ -14,6 +14,7 @@ PACKAGES=(
   libjpeg62-turbo-dev       # JPEG decoding as PIL does it (libjpeg-turbo)
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
   gnuplot-nox               # benchmark plots
+  clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (scripts/fuzz.sh, -DLINGBOT_FUZZ=ON)
 )
 
 missing=()
