@@ -270,30 +270,13 @@ TEST(RunDemo, KillNineLeavesEveryPerFrameFileValid) {
 TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   const fs::path dir = fresh_dir("demo_sigint");
   const fs::path out = dir / "out";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "1000000", "--out", out.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Wait until some streaming frames are on disk (the TUM file gains a line per frame).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(out / "trajectory.tum") && read_lines(out / "trajectory.tum").size() >= 10) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const int status = run_demo_and_signal(dir, out, SIGINT, 10);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
   EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "log");
   const json summary = read_json(out / "summary.json");
   EXPECT_EQ(summary.at("status"), "interrupted");
   EXPECT_EQ(summary.at("interrupted"), true);
+  EXPECT_EQ(summary.at("signal"), "SIGINT");
   const int64_t frames = summary.at("frames").get<int64_t>();
   EXPECT_GE(frames, 10);
   EXPECT_LT(frames, 1000000);
