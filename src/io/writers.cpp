@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <stdio_ext.h>  // __fpurge (glibc, musl)
@@ -71,6 +72,13 @@ Mat44 rigid_inverse_4x4(const Mat34& m) {
     out[i * 4 + 3] = -(m[0 * 4 + i] * m[3] + m[1 * 4 + i] * m[7] + m[2 * 4 + i] * m[11]);
   }
   out[15] = 1.0;
+  return out;
+}
+
+Mat34 rigid_inverse(const Mat34& m) {
+  const Mat44 inv = rigid_inverse_4x4(m);
+  Mat34 out{};
+  std::copy(inv.begin(), inv.begin() + 12, out.begin());
   return out;
 }
 
@@ -149,12 +157,15 @@ void PosesJsonWriter::append(const FramePose& p) {
                           {"source", p.source},
                           {"valid", p.valid}};
   // nlohmann writes a non-finite double as null: a frame must never carry such matrices.
-  LINGBOT_CHECK(!p.valid || (all_finite(p.w2c) && all_finite(p.intrinsics)), "poses.json: frame ", p.index,
+  LINGBOT_CHECK(!p.valid || (all_finite(p.c2w) && all_finite(p.intrinsics)), "poses.json: frame ", p.index,
                 " is marked valid but has a non-finite camera value");
   if (p.valid) {
-    const Mat44 c2w = rigid_inverse_4x4(p.w2c);
+    Mat44 c2w{};
+    std::copy(p.c2w.begin(), p.c2w.end(), c2w.begin());
+    c2w[15] = 1.0;
+    const Mat34 w2c = rigid_inverse(p.c2w);
     frame["c2w"] = rows(c2w.data(), 4, 4);
-    frame["w2c"] = rows(p.w2c.data(), 3, 4);
+    frame["w2c"] = rows(w2c.data(), 3, 4);
     frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
   }
   std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
@@ -181,11 +192,9 @@ TumWriter::~TumWriter() {
   if (file_) std::fclose(file_);
 }
 
-bool TumWriter::append(double timestamp, const Mat34& w2c) {
-  if (!all_finite(w2c)) return false;
-  const Mat44 c2w = rigid_inverse_4x4(w2c);
-  const Mat34 c2w34 = {c2w[0], c2w[1], c2w[2], c2w[3], c2w[4], c2w[5], c2w[6], c2w[7], c2w[8], c2w[9], c2w[10], c2w[11]};
-  const auto q = rotation_to_quaternion_xyzw(c2w34);
+bool TumWriter::append(double timestamp, const Mat34& c2w) {
+  if (!all_finite(c2w)) return false;
+  const auto q = rotation_to_quaternion_xyzw(c2w);
   char line[256];
   const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
                               c2w[7], c2w[11], q[0], q[1], q[2], q[3]);

@@ -25,6 +25,8 @@ using Mat33 = std::array<double, 9>;   // row-major 3x3
 
 // Inverse of a rigid transform [R | t] -> [R^T | -R^T t], as a 4x4 with last row 0 0 0 1.
 Mat44 rigid_inverse_4x4(const Mat34& m);
+// The same inverse as a 3x4.
+Mat34 rigid_inverse(const Mat34& m);
 // Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0.
 std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
 
@@ -33,7 +35,7 @@ struct FramePose {
   double timestamp = 0;     // seconds (video) or the frame index (image folders)
   bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
-  Mat34 w2c{};              // world -> camera
+  Mat34 c2w{};              // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
   // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
   // listed without matrices and every geometric writer skips it.
@@ -69,9 +71,9 @@ class TumWriter {
   ~TumWriter();
   TumWriter(const TumWriter&) = delete;
   TumWriter& operator=(const TumWriter&) = delete;
-  // Appends one line; a pose with a non-finite value is skipped (returns false), as for every
-  // geometric export (io/output_validity.h).
-  bool append(double timestamp, const Mat34& w2c);
+  // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
+  // (returns false), as for every geometric export (io/output_validity.h).
+  bool append(double timestamp, const Mat34& c2w);
 
  private:
   std::filesystem::path path_;
@@ -132,7 +134,9 @@ struct PointBatch {
   std::vector<uint8_t> rgb;  // 3 per point
   size_t size() const { return xyz.size() / 3; }
 };
-// points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf, depth: [H*W] or empty.
+// points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
+// depth: [H*W] or empty; when given, pixels whose depth or confidence is non-finite or <= 0 are
+// dropped first (the invalid-value rule of io/export.h).
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
                          float conf_threshold, int downsample, std::span<const float> depth = {});
 

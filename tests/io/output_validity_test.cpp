@@ -53,7 +53,7 @@ TEST(OutputValidity, PosesJsonMarksFramesWithoutGeometry) {
   {
     PosesJsonWriter w(path);
     FramePose good;
-    good.w2c = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    good.c2w = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
     good.intrinsics = {100, 0, 50, 0, 100, 40, 0, 0, 1};
     w.append(good);
     FramePose bad = good;
