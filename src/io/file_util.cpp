@@ -1,5 +1,8 @@
 #include "io/file_util.h"
 
+#include <stdio_ext.h>  // __fpurge (glibc, musl)
+#include <unistd.h>     // ftruncate, fileno
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -61,6 +64,13 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
   write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void roll_back_failed_append(std::FILE* f, long valid_bytes) {
+  __fpurge(f);
+  std::clearerr(f);
+  (void)::ftruncate(::fileno(f), valid_bytes);
+  (void)std::fseek(f, valid_bytes, SEEK_SET);
 }
 
 }  // namespace lingbot::io

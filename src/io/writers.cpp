@@ -8,9 +8,6 @@
 #include <limits>
 #include <vector>
 
-#include <stdio_ext.h>  // __fpurge (glibc, musl)
-#include <unistd.h>     // ftruncate, fileno
-
 #include "core/error.h"
 #include "io/file_util.h"
 #include "io/npy.h"
@@ -43,15 +40,6 @@ void flush_file(std::FILE* f, const std::filesystem::path& path) {
   LINGBOT_CHECK(std::fflush(f) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
 }
 
-// After a failed append (a full disk fails a write part way): drop what stdio still buffers and
-// cut the file back to the `valid` bytes it had, so it stays exactly as valid as before the call.
-// Best effort: the caller rethrows the original error, which is what gets reported.
-void roll_back(std::FILE* f, long valid) {
-  __fpurge(f);
-  std::clearerr(f);
-  (void)::ftruncate(::fileno(f), valid);
-  (void)std::fseek(f, valid, SEEK_SET);
-}
 
 nlohmann::json rows(const double* m, int r, int c) {
   nlohmann::json out = nlohmann::json::array();
@@ -177,7 +165,7 @@ void PosesJsonWriter::append(const FramePose& p) {
     flush_file(file_, path_);
   } catch (const Error&) {
     // Restore the document of the frames before this one (the trailer fits where it was).
-    roll_back(file_, trailer_pos_);
+    roll_back_failed_append(file_, trailer_pos_);
     if (std::fwrite(trailer.data(), 1, trailer.size(), file_) == trailer.size()) (void)std::fflush(file_);
     throw;
   }
@@ -202,7 +190,7 @@ bool TumWriter::append(double timestamp, const Mat34& c2w) {
     write_all(file_, path_, line, static_cast<size_t>(n));
     flush_file(file_, path_);
   } catch (const Error&) {
-    roll_back(file_, size_);  // no half line
+    roll_back_failed_append(file_, size_);  // no half line
     throw;
   }
   size_ += n;
@@ -259,7 +247,7 @@ void PlyWriter::flush() {
     flush_file(file_, path_);
   } catch (const Error&) {
     // The points of this flush are dropped; the file keeps exactly the vertices its header counts.
-    roll_back(file_, valid);
+    roll_back_failed_append(file_, valid);
     buffer_.clear();
     pending_ = 0;
     throw;
