@@ -8,7 +8,7 @@
 # (fuzz/corpus/<target>/, never modified) plus the corpus it grew before (build-fuzz/corpus/<target>/).
 # A crash, sanitizer report, leak, timeout (> 10 s per input) or out-of-memory (> 2 GiB) stops the
 # target, leaves the input in build-fuzz/crashes/<target>/ and makes the script exit 1. The last
-# lines print per target: executions, coverage (edges), features, corpus size and CPU seconds.
+# lines print per target: executions, coverage (edges), features, corpus size, wall and CPU seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,20 +46,22 @@ for t in "${TARGETS[@]}"; do
   log="$BUILD/$t.log"
   echo "== $t (${RUNS:+$RUNS runs}${SECONDS_PER_TARGET:+$SECONDS_PER_TARGET s})"
   start=$(date +%s.%N)
-  if ! "$BUILD/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$crashes/" "$work" "$seeds" >"$log" 2>&1; then
+  TIMEFORMAT='%U %S'  # CPU seconds of the target (user, system), for the report
+  if ! { time "$BUILD/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$crashes/" "$work" "$seeds" >"$log" 2>&1; } 2>"$BUILD/$t.cpu"; then
     echo "FINDING in $t: see $log and $crashes/"
     tail -40 "$log"
     status=1
   fi
   end=$(date +%s.%N)
+  cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$BUILD/$t.cpu")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   line=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$line")
-  report+=("$(printf '%-18s %12s execs  cov %6s  ft %6s  corpus %5s  %8.0f s' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
-    "${corp:-?}" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')")")
+  report+=("$(printf '%-18s %12s execs  cov %6s  ft %6s  corpus %5s  %6.0f s wall  %6s s CPU' "$t" "${execs:-?}" \
+    "${cov:-?}" "${ft:-?}" "${corp:-?}" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "${cpu:-?}")")
 done
 echo "== fuzz summary"
 printf '%s\n' "${report[@]}"

@@ -17,6 +17,7 @@ PACKAGES=(
   libavdevice-dev           # live input from devices (V4L2 cameras)
   libcpp-httplib-dev        # tests: a local HTTP stream for the live input
   gnuplot-nox               # benchmark plots
+  clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (scripts/fuzz.sh, -DLINGBOT_FUZZ=ON)
   libtinygltf-dev           # scene.glb export (glTF 2.0)
   colmap                    # tests: COLMAP reads the colmap/ export
   python3-numpy python3-open3d  # tests: numpy loads the NPZ exports, Open3D reads points.ply

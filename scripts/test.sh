@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies and builds (scripts/setup.sh --no-run), runs
 # CTest on the release build, then builds and runs the same tests under AddressSanitizer+UBSan
-# (build-asan/).
+# (build-asan/), then the libFuzzer targets for a fixed number of runs (build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -15,6 +15,12 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINGBOT_SANITIZE=ON
 cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+
+# libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
+# committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,
+# leak or timeout fails the suite. Longer campaigns: scripts/fuzz.sh SECONDS (figures in README.md).
+echo "== fuzz targets (fixed number of runs) =="
+scripts/fuzz.sh --runs 10000
 
 # CUDA configuration, only where nvcc exists: compiles and links the CLI and the CUDA tests with
 # -DLINGBOT_CUDA=ON (every library layer is built for them; the CPU test executables were already

@@ -751,9 +751,15 @@ int run_command(const RunArgs& a) {
                 static_cast<long long>(ls.decoded), static_cast<long long>(ls.delivered),
                 static_cast<long long>(ls.dropped));
   }
-  io::write_json_file(out / "summary.json", summary);
-
-  if (status == "failed") throw Error(error);
+  // With a full disk even the summary may not fit: the run's own error stays the message.
+  std::string summary_error;
+  try {
+    io::write_json_file(out / "summary.json", summary);
+  } catch (const Error& e) {
+    summary_error = e.what();
+  }
+  if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
+  if (!summary_error.empty()) throw Error(summary_error);
   std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s\n", status.c_str(),
               static_cast<long long>(frames_done), static_cast<long long>(keyframes), static_cast<long long>(points),
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,

@@ -1,5 +1,8 @@
 #include "io/file_util.h"
 
+#include <stdio_ext.h>  // __fpurge (glibc, musl)
+#include <unistd.h>     // ftruncate, fileno
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -60,9 +63,12 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const bool ok = written == bytes.size() && std::fflush(f) == 0;
-  const int err = errno;
-  std::fclose(f);
+  bool ok = written == bytes.size() && std::fflush(f) == 0;
+  int err = errno;
+  if (std::fclose(f) != 0 && ok) {  // a delayed write error (NFS, quota) shows at close
+    ok = false;
+    err = errno;
+  }
   if (!ok) {
     std::remove(tmp.c_str());
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
@@ -72,6 +78,13 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
   write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void roll_back_failed_append(std::FILE* f, long valid_bytes) {
+  __fpurge(f);
+  std::clearerr(f);
+  (void)::ftruncate(::fileno(f), valid_bytes);
+  (void)std::fseek(f, valid_bytes, SEEK_SET);
 }
 
 }  // namespace lingbot::io

@@ -1,6 +1,7 @@
 #pragma once
 // Whole-file reads and crash-safe whole-file writes for the io layer.
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -28,5 +29,9 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
 std::filesystem::path temp_path(const std::filesystem::path& path);
 void commit_temp_file(const std::filesystem::path& path);
 void discard_temp_file(const std::filesystem::path& path);
+// After a failed append to `f` (a full disk fails a write part way): drops what stdio still buffers
+// and cuts the file back to its first `valid_bytes`, the state before the append, then positions the
+// stream there. Best effort: the caller rethrows the original error, which is what gets reported.
+void roll_back_failed_append(std::FILE* f, long valid_bytes);
 
 }  // namespace lingbot::io

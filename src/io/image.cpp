@@ -151,6 +151,7 @@ struct PngFacts {
   int color_type = -1;
   int bit_depth = -1;
   int orientation = 1;
+  std::string chunk_error;  // a chunk whose declared length runs past the end of the file
 };
 PngFacts png_facts(std::span<const uint8_t> b) {
   PngFacts f;
@@ -158,7 +159,14 @@ PngFacts png_facts(std::span<const uint8_t> b) {
   while (pos + 12 <= b.size()) {
     const uint32_t len = be32(b.data() + pos);
     const uint8_t* type = b.data() + pos + 4;
-    if (len > b.size() - pos - 12) break;
+    if (len > b.size() - pos - 12) {
+      // stb_image would grow its buffer towards the declared length before finding the data
+      // missing: gigabytes for a 100-byte file (found by fuzz_image). Refuse it here.
+      f.chunk_error = detail::concat("PNG chunk '", printable_excerpt(std::string_view(reinterpret_cast<const char*>(type), 4)),
+                                     "' at byte ", pos, " declares ", len, " data bytes but the file has only ",
+                                     b.size() - pos - 12, " left (truncated or corrupt)");
+      break;
+    }
     const uint8_t* data = b.data() + pos + 8;
     if (std::memcmp(type, "IHDR", 4) == 0 && len >= 13) {
       f.bit_depth = data[8];
@@ -367,6 +375,7 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
     check_pixel_limit(w, h, name);
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
+    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
     if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
   }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -17,8 +18,13 @@ LineFile::~LineFile() {
 }
 
 void LineFile::append(std::string_view text) {
-  LINGBOT_CHECK(std::fwrite(text.data(), 1, text.size(), file_) == text.size() && std::fflush(file_) == 0,
-                "cannot write ", path_.string(), ": ", std::strerror(errno));
+  if (std::fwrite(text.data(), 1, text.size(), file_) == text.size() && std::fflush(file_) == 0) {
+    size_ += static_cast<long>(text.size());
+    return;
+  }
+  const int err = errno;
+  roll_back_failed_append(file_, size_);  // the file keeps its complete lines
+  throw Error(detail::concat("cannot write ", path_.string(), ": ", std::strerror(err)));
 }
 
 }  // namespace lingbot::io

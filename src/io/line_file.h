@@ -1,6 +1,7 @@
 #pragma once
 // A text file written by appending: every append() reaches the file (fflush) before it returns, so
-// an interrupted run leaves the lines written so far. Used by the line-based exports (bss, colmap).
+// an interrupted run leaves the lines written so far. An append that fails (full disk) throws and
+// leaves the file as it was before the call. Used by the line-based exports (bss, colmap).
 #include <cstdio>
 #include <filesystem>
 #include <string_view>
@@ -20,6 +21,7 @@ class LineFile {
  private:
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
+  long size_ = 0;  // bytes of complete appends
 };
 
 }  // namespace lingbot::io

@@ -14,7 +14,10 @@ std::string ranges(const std::vector<StreamPosition>& v, int64_t total) {
     while (j + 1 < v.size() && v[j + 1].position == v[j].position + 1) ++j;
     if (!s.empty()) s += ", ";
     s += std::to_string(v[i].position);
-    if (j > i) s += "-" + std::to_string(v[j].position);
+    if (j > i) {  // (two appends: GCC 12 warns falsely on `"-" + to_string`)
+      s += '-';
+      s += std::to_string(v[j].position);
+    }
     i = j + 1;
   }
   if (static_cast<int64_t>(v.size()) < total) s += ", ...";
@@ -103,7 +106,11 @@ void StreamDamageTracker::on_end(int64_t declared_frames) {
       damage_.truncation = "file ends at frame " + std::to_string(present) + " of " + std::to_string(declared_frames) +
                            " declared by the container";
     }
-    while (next_position_ < declared_frames) lose(kNoTimestamp, next_position_++);
+    // Counted in one step: a corrupt header may declare billions of frames (found by fuzz_video).
+    for (int64_t p = next_position_; p < declared_frames && damage_.lost.size() < StreamDamage::kMaxListed; ++p)
+      damage_.lost.push_back({p, static_cast<double>(p) / fps_});
+    damage_.lost_frames += declared_frames - next_position_;
+    next_position_ = declared_frames;
   }
 }
 

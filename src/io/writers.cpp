@@ -40,6 +40,7 @@ void flush_file(std::FILE* f, const std::filesystem::path& path) {
   LINGBOT_CHECK(std::fflush(f) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
 }
 
+
 nlohmann::json rows(const double* m, int r, int c) {
   nlohmann::json out = nlohmann::json::array();
   for (int i = 0; i < r; ++i) {
@@ -156,12 +157,19 @@ void PosesJsonWriter::append(const FramePose& p) {
     frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
   }
   std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
-  seek(file_, path_, trailer_pos_, SEEK_SET);
-  write_all(file_, path_, text);
+  const std::string trailer = "\n]}\n";
+  try {
+    seek(file_, path_, trailer_pos_, SEEK_SET);
+    // The new content is longer than the old trailer it replaced, so nothing stale remains after it.
+    write_all(file_, path_, text + trailer);
+    flush_file(file_, path_);
+  } catch (const Error&) {
+    // Restore the document of the frames before this one (the trailer fits where it was).
+    roll_back_failed_append(file_, trailer_pos_);
+    if (std::fwrite(trailer.data(), 1, trailer.size(), file_) == trailer.size()) (void)std::fflush(file_);
+    throw;
+  }
   trailer_pos_ += static_cast<long>(text.size());
-  // The new content is longer than the old trailer it replaced, so nothing stale remains after it.
-  write_all(file_, path_, std::string("\n]}\n"));
-  flush_file(file_, path_);
   ++frames_;
 }
 
@@ -178,8 +186,14 @@ bool TumWriter::append(double timestamp, const Mat34& c2w) {
   char line[256];
   const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
                               c2w[7], c2w[11], q[0], q[1], q[2], q[3]);
-  write_all(file_, path_, line, static_cast<size_t>(n));
-  flush_file(file_, path_);
+  try {
+    write_all(file_, path_, line, static_cast<size_t>(n));
+    flush_file(file_, path_);
+  } catch (const Error&) {
+    roll_back_failed_append(file_, size_);  // no half line
+    throw;
+  }
+  size_ += n;
   return true;
 }
 
@@ -196,6 +210,7 @@ PlyWriter::PlyWriter(const std::filesystem::path& path) : path_(path) {
   count.resize(kPlyCountWidth, ' ');
   write_all(file_, path_, head + count + tail);
   flush_file(file_, path_);
+  data_pos_ = static_cast<long>(head.size() + count.size() + tail.size());
 }
 
 PlyWriter::~PlyWriter() {
@@ -224,11 +239,20 @@ void PlyWriter::append_points(std::span<const float> xyz, std::span<const uint8_
 
 void PlyWriter::flush() {
   if (pending_ == 0) return;
-  seek(file_, path_, 0, SEEK_END);
-  write_all(file_, path_, buffer_);
+  const long valid = data_pos_ + static_cast<long>(written_ * 15);
+  try {
+    seek(file_, path_, valid, SEEK_SET);
+    write_all(file_, path_, buffer_);
+    // Make the data durable in the stream before the header claims it.
+    flush_file(file_, path_);
+  } catch (const Error&) {
+    // The points of this flush are dropped; the file keeps exactly the vertices its header counts.
+    roll_back_failed_append(file_, valid);
+    buffer_.clear();
+    pending_ = 0;
+    throw;
+  }
   buffer_.clear();
-  // Make the data durable in the stream before the header claims it.
-  flush_file(file_, path_);
   std::string count = std::to_string(written_ + pending_);
   LINGBOT_CHECK(count.size() <= static_cast<size_t>(kPlyCountWidth), "PLY vertex count ", count, " too large");
   count.resize(kPlyCountWidth, ' ');

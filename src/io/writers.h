@@ -1,7 +1,8 @@
 #pragma once
 // Result writers for `lingbot-map run`. Every writer is incremental: it writes per frame, and after
 // each call returns the file on disk is complete and parseable for the frames written so far, so
-// an interrupted run leaves valid files. Files written whole (depth maps, summary) are written to a
+// an interrupted run leaves valid files. A call that fails (a full disk) throws and cuts the file
+// back to what it was before the call, so it stays valid for the earlier frames. Files written whole (depth maps, summary) are written to a
 // temporary name and renamed, so a half-written file never carries the final name.
 //
 // Conventions: poses are OpenCV-style (x right, y down, z forward); `w2c` maps world to camera,
@@ -77,6 +78,7 @@ class TumWriter {
  private:
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
+  long size_ = 0;  // bytes of complete lines
 };
 
 // Binary little-endian PLY with per-vertex "float x, y, z; uchar red, green, blue". The header's
@@ -97,6 +99,7 @@ class PlyWriter {
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
   long count_pos_ = 0;
+  long data_pos_ = 0;  // end of the header
   int64_t written_ = 0;
   int64_t pending_ = 0;
   std::string buffer_;

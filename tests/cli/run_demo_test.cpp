@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "io/npy.h"
@@ -44,6 +45,11 @@ void check_outputs(const fs::path& out, int64_t frames) {
     for (int r = 0; r < 3; ++r) ASSERT_EQ(K[r].size(), 3u);
     EXPECT_DOUBLE_EQ(K[0][2].get<double>(), kW / 2.0);
     EXPECT_DOUBLE_EQ(K[1][2].get<double>(), kH / 2.0);
+    // The demo model's camera is plausible: valid, focal lengths near the generated frames' own
+    // (0.9 x width = 100.8 px), so the README's first run shows a sane frustum-shaped cloud.
+    EXPECT_EQ(f.at("valid"), true);
+    EXPECT_NEAR(K[0][0].get<double>(), 0.9 * kW, 15.0) << "frame " << i;
+    EXPECT_NEAR(K[1][1].get<double>(), 0.9 * kW, 15.0) << "frame " << i;
     // w2c (as 4x4) times c2w is the identity.
     for (int r = 0; r < 3; ++r)
       for (int c = 0; c < 4; ++c) {
@@ -94,6 +100,14 @@ void check_outputs(const fs::path& out, int64_t frames) {
                                                         "uchar blue"}));
   EXPECT_GE(info.vertices, 0);
   EXPECT_EQ(ply.size(), info.header_bytes + static_cast<size_t>(info.vertices) * 15);
+  // Every point finite and in front of the cameras (the demo cameras stay near the origin).
+  EXPECT_GT(info.vertices, 0);
+  for (int64_t v = 0; v < info.vertices; ++v) {
+    float xyz[3];
+    std::memcpy(xyz, ply.data() + info.header_bytes + static_cast<size_t>(v) * 15, 12);
+    ASSERT_TRUE(std::isfinite(xyz[0]) && std::isfinite(xyz[1]) && std::isfinite(xyz[2])) << "vertex " << v;
+    ASSERT_GT(xyz[2], 0.0f) << "vertex " << v;
+  }
 
   // summary.json
   const json summary = read_json(out / "summary.json");
@@ -114,6 +128,31 @@ void check_outputs(const fs::path& out, int64_t frames) {
   EXPECT_EQ(summary.at("options").at("image_size"), kW);
   EXPECT_EQ(summary.at("options").at("conf_threshold"), 1.5);
   EXPECT_EQ(summary.at("options").at("downsample"), 10);
+  EXPECT_EQ(summary.at("warnings"), json::array());
+}
+
+// Starts `run --demo` on a million frames, waits for `min_frames` TUM lines, sends `sig`.
+// Returns the wait status; the log is in dir/log.
+int run_demo_and_signal(const fs::path& dir, const fs::path& out, int sig, size_t min_frames) {
+  const pid_t pid = ::fork();
+  EXPECT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "1000000", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(out / "trajectory.tum") && read_lines(out / "trajectory.tum").size() >= min_frames) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, sig);
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  return status;
 }
 
 TEST(RunDemo, WritesEveryFileAndTheyParse) {
@@ -175,34 +214,69 @@ TEST(RunDemo, ResultsDoNotDependOnThreadsAndRerunReplacesOutputs) {
   check_outputs(dir / "a", 3);  // 3 < 8 scale frames: the whole stream is one scale phase at finish
 }
 
+// SIGTERM (what service managers and `timeout` send) is handled like Ctrl-C: exit code 143.
+TEST(RunDemo, SigtermLeavesSummaryAndValidFilesAndExits143) {
+  const fs::path dir = fresh_dir("demo_sigterm");
+  const int status = run_demo_and_signal(dir, dir / "out", SIGTERM, 10);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
+  EXPECT_EQ(WEXITSTATUS(status), 143) << slurp(dir / "log");
+  const json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "interrupted");
+  EXPECT_EQ(summary.at("signal"), "SIGTERM");
+  check_outputs(dir / "out", summary.at("frames").get<int64_t>());
+}
+
+// kill -9 (or a second Ctrl-C) ends the process at once: no summary.json, but every per-frame file
+// on disk is valid for the frames it holds (they differ by at most the frame being written).
+TEST(RunDemo, KillNineLeavesEveryPerFrameFileValid) {
+  const fs::path dir = fresh_dir("demo_sigkill");
+  const fs::path out = dir / "out";
+  const int status = run_demo_and_signal(dir, out, SIGKILL, 12);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  const json poses = read_json(out / "poses.json");  // parses: the trailer is rewritten on each frame
+  const int64_t frames = static_cast<int64_t>(poses.at("frames").size());
+  const auto tum = read_lines(out / "trajectory.tum");
+  for (const auto& line : tum) ASSERT_EQ(line.size(), 8u);
+  EXPECT_GE(static_cast<int64_t>(tum.size()), frames - 1);
+  EXPECT_LE(static_cast<int64_t>(tum.size()), frames);
+  const std::string ply = slurp(out / "points.ply");
+  const PlyInfo info = parse_ply_header(ply);
+  ASSERT_GE(info.vertices, 0);
+  // The vertex data may run ahead of the header's count by the frame being written, never behind.
+  EXPECT_GE(ply.size(), info.header_bytes + static_cast<size_t>(info.vertices) * 15);
+  int64_t complete = 0;
+  for (int64_t i = 0; i < frames + 1; ++i) {
+    char stem[32];
+    std::snprintf(stem, sizeof stem, "%06lld", static_cast<long long>(i));
+    int present = 0;
+    for (const std::string suffix : {".npy", ".png", "_conf.npy", "_conf.png"}) {
+      const fs::path p = out / "depth" / (stem + suffix);
+      if (!fs::exists(p)) continue;
+      ++present;
+      if (suffix.ends_with(".npy")) {
+        EXPECT_EQ(lingbot::io::read_npy_f32(p).data.size(), static_cast<size_t>(kW * kH)) << p;
+      } else {
+        EXPECT_EQ(parse_png_header(slurp(p)).height, static_cast<uint32_t>(kH)) << p;
+      }
+    }
+    if (present == 4) ++complete;
+  }
+  EXPECT_GE(complete, frames - 1);
+  EXPECT_GE(frames, 12);
+}
+
 // Ctrl-C: stop after the current frame, finalise the files, summary "interrupted", exit code 130.
 TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   const fs::path dir = fresh_dir("demo_sigint");
   const fs::path out = dir / "out";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "1000000", "--out", out.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Wait until some streaming frames are on disk (the TUM file gains a line per frame).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(out / "trajectory.tum") && read_lines(out / "trajectory.tum").size() >= 10) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const int status = run_demo_and_signal(dir, out, SIGINT, 10);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
   EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "log");
   const json summary = read_json(out / "summary.json");
   EXPECT_EQ(summary.at("status"), "interrupted");
   EXPECT_EQ(summary.at("interrupted"), true);
+  EXPECT_EQ(summary.at("signal"), "SIGINT");
   const int64_t frames = summary.at("frames").get<int64_t>();
   EXPECT_GE(frames, 10);
   EXPECT_LT(frames, 1000000);

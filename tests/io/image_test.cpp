@@ -314,3 +314,23 @@ TEST(Image, Grey16PngIsClippedLikePil) {
   for (size_t i = 0; i < img.rgb.size(); i += 3) grey.push_back(img.rgb[i]);
   EXPECT_EQ(grey, (std::vector<uint8_t>{0, 200, 255, 255, 255, 255}));
 }
+
+// Found by fuzz_image: a PNG whose IDAT chunk declares 1 GiB in a 100-byte file made stb_image grow
+// its buffer towards that length (gigabytes reserved, seconds of work) before seeing the data end.
+// The chunk table is now checked against the file size first.
+TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
+  const std::vector<uint16_t> grey(48, 1000);
+  std::vector<uint8_t> png = lingbot::io::encode_png_gray16(8, 6, grey);
+  // Chunks after the 8-byte signature: IHDR (8 + 13 + 4 bytes), then the first IDAT's length field.
+  const size_t idat = 8 + 25;
+  ASSERT_EQ(std::string(png.begin() + idat + 4, png.begin() + idat + 8), "IDAT");
+  png[idat] = 0x40, png[idat + 1] = 0, png[idat + 2] = 0, png[idat + 3] = 0x2e;
+  try {
+    (void)lingbot::io::decode_image(png, "bomb.png");
+    FAIL() << "no error";
+  } catch (const lingbot::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image bomb.png: PNG chunk 'IDAT' at byte 33 declares 1073741870 data "
+                                     "bytes but the file has only " + std::to_string(png.size() - 45) +
+                                     " left (truncated or corrupt)");
+  }
+}

@@ -196,3 +196,46 @@ TEST(VideoDamage, FrameSourceExposesTheDamage) {
   EXPECT_EQ(src.damage()->lost_frames + n, 40);
   EXPECT_EQ(FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {}).damage(), nullptr);
 }
+
+namespace {
+double pts_seconds(int64_t pts, const void*) { return 0.04 * static_cast<double>(pts); }
+}  // namespace
+
+// The bookkeeping on its own: decoder output in presentation order (B-frames arrive out of order),
+// a packet that never comes out, a frame that comes out late after all, and the end of a file that
+// declares more frames than it holds.
+TEST(StreamDamageTracker, PositionsLossesAndTruncation) {
+  StreamDamageTracker t(&pts_seconds, nullptr, 25);
+  for (int64_t pts : {0, 3, 1, 2, 6, 4, 5}) t.on_packet(pts);  // decode order of I P B B P B B
+  EXPECT_EQ(t.on_frame(0, false), 0);
+  EXPECT_EQ(t.on_frame(1, false), 1);
+  EXPECT_EQ(t.on_frame(3, false), 3);  // pts 2 never came out: lost at position 2
+  EXPECT_EQ(t.on_frame(2, true), 2);   // ... until it does (late): it gets its position back, damaged
+  EXPECT_EQ(t.on_frame(5, false), 5);  // pts 4 lost
+  EXPECT_EQ(t.on_frame(6, false), 6);
+  t.on_end(0);
+  const StreamDamage& d = t.damage();
+  EXPECT_EQ(d.lost_frames, 1);
+  ASSERT_EQ(d.lost.size(), 1u);
+  EXPECT_EQ(d.lost[0].position, 4);
+  EXPECT_DOUBLE_EQ(d.lost[0].timestamp_s, 0.16);
+  EXPECT_EQ(d.damaged_frames, 1);
+  EXPECT_FALSE(d.truncated);
+  EXPECT_EQ(d.describe(), "1 frame lost (stream positions 4), 1 frame decoded with errors (positions 2)");
+}
+
+// Found by fuzz_video: a header declaring ~1e12 frames made the end-of-stream bookkeeping loop once
+// per missing frame. Counted in one step now; the list stays capped.
+TEST(StreamDamageTracker, HugeDeclaredFrameCountIsCountedNotIterated) {
+  StreamDamageTracker t(&pts_seconds, nullptr, 25);
+  t.on_packet(0);
+  EXPECT_EQ(t.on_frame(0, false), 0);
+  t.on_end(int64_t{1} << 40);
+  const StreamDamage& d = t.damage();
+  EXPECT_TRUE(d.truncated);
+  EXPECT_EQ(d.lost_frames, (int64_t{1} << 40) - 1);
+  EXPECT_EQ(d.lost.size(), StreamDamage::kMaxListed);
+  EXPECT_EQ(d.lost.back().position, static_cast<int64_t>(StreamDamage::kMaxListed));
+  EXPECT_NE(d.describe().find("(stream positions 1-100, ...)"), std::string::npos) << d.describe();
+  EXPECT_NE(d.describe().find("file ends at frame 1 of 1099511627776 declared by the container"), std::string::npos);
+}

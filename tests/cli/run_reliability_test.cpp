@@ -1,0 +1,321 @@
+// Reliability of `lingbot-map run` (issue: damaged inputs, non-finite outputs, late checks, exit
+// codes, full disk). Every test reproduces one defect: a damaged video must not pass as completed,
+// non-finite values never reach a geometric file, checks happen before anything is written, usage
+// errors exit 2 with one error line, and a disk that fills up mid-run leaves valid files.
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "io/image.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "run_test_util.h"
+#include "test_video_writer.h"
+
+namespace {
+
+using namespace run_test;
+using nlohmann::json;
+
+const std::string kFrames = kTestdata + "/tiny/frames";
+const std::string kModel = kTestdata + "/tiny/model.pt";
+const std::string kTinyArgs = " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+
+void write_file_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+size_t stderr_lines(const Result& r) { return static_cast<size_t>(std::count(r.err.begin(), r.err.end(), '\n')); }
+
+// The 10 tiny frames cycled to 40, as an H.264 MP4 (MPEG-4 part 2 without libx264), index in front.
+bool write_tiny_mp4(const fs::path& path) {
+  std::vector<lingbot::io::ImageU8> frames;
+  const auto files = lingbot::io::list_image_files(kFrames);
+  for (int i = 0; i < 40; ++i) frames.push_back(lingbot::io::load_image(files[static_cast<size_t>(i) % files.size()]));
+  const char* codec = avcodec_find_encoder_by_name("libx264") ? "libx264" : "mpeg4";
+  return lingbot_test::write_test_video(path, codec, frames, 10, 0, "+faststart");
+}
+
+// Every file a run leaves is valid on its own: poses.json parses, each TUM line has 8 numbers, the
+// PLY size matches its header, every depth file is complete. Returns the frames in poses.json.
+size_t check_files_valid(const fs::path& out) {
+  const json poses = read_json(out / "poses.json");
+  for (const auto& line : read_lines(out / "trajectory.tum")) EXPECT_EQ(line.size(), 8u);
+  const std::string ply = slurp(out / "points.ply");
+  const PlyInfo info = parse_ply_header(ply);
+  EXPECT_GE(info.vertices, 0);
+  EXPECT_EQ(ply.size(), info.header_bytes + static_cast<size_t>(info.vertices) * 15);
+  for (const auto& e : fs::directory_iterator(out / "depth")) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << "temporary file left: " << name;
+    if (e.path().extension() == ".npy") {
+      EXPECT_EQ(lingbot::io::read_npy_f32(e.path()).data.size(), 70u * 112u) << name;
+    } else if (e.path().extension() == ".png") {
+      EXPECT_EQ(parse_png_header(slurp(e.path())).width, 112u) << name;
+    }
+  }
+  return poses.at("frames").size();
+}
+
+// ---- exit codes ------------------------------------------------------------------------------
+
+TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
+  const fs::path out = fresh_dir("usage") / "out";
+  const std::string o = " --out " + out.string();
+  struct Case {
+    std::string args, error, help;
+  };
+  const Case cases[] = {
+      {"foo", "error: unknown subcommand 'foo' (subcommands: version, inspect, convert, verify, bench, run)",
+       "lingbot-map"},
+      {"run --demo --bogus" + o, "error: The following argument was not expected: --bogus", "lingbot-map run"},
+      {"run --demo --fps nan" + o, "error: --fps: 'nan' is not a finite number", "lingbot-map run"},
+      {"run --demo --conf-threshold inf" + o, "error: --conf-threshold: 'inf' is not a finite number", "lingbot-map run"},
+      {"run --demo --threads abc" + o, "error: Could not convert: --threads = abc", "lingbot-map run"},
+      {"run --demo", "error: --out is required", "lingbot-map run"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err, c.error + "\nRun '" + c.help + " --help' for usage.\n") << c.args;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  // --help and --version are not errors.
+  EXPECT_EQ(run_cli("--help").exit_code, 0);
+  EXPECT_EQ(run_cli("run --help").exit_code, 0);
+}
+
+// Values out of range are bad input (exit 1), found before anything is written.
+TEST(RunReliability, OutOfRangeValuesExit1BeforeAnythingIsWritten) {
+  const fs::path dir = fresh_dir("ranges");
+  write_file_bytes(dir / "a_file", "x");
+  const std::string demo = "run --demo --demo-frames 2";
+  struct Case {
+    std::string args, error;
+  };
+  const Case cases[] = {
+      {demo + " --image-size 0", "error: --image-size must be in 1..4096, got 0"},
+      {demo + " --image-size 100002", "error: --image-size must be in 1..4096, got 100002"},
+      {demo + " --kv-window 2147483647", "error: --kv-window must be at most 1048576, got 2147483647"},
+      {demo + " --num-scale-frames 5000", "error: --num-scale-frames must be at most 1024, got 5000"},
+      {demo + " --camera-iterations 1000", "error: --camera-iterations must be at most 64, got 1000"},
+      {demo + " --export-preprocessed " + (dir / "a_file").string(),
+       "error: --export-preprocessed " + (dir / "a_file").string() + " exists and is not a folder"},
+  };
+  for (const Case& c : cases) {
+    const fs::path out = dir / "out";
+    const Result r = run_cli(c.args + " --out " + out.string());
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err, c.error + "\n") << c.args;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  const Result r = run_cli(demo + " --out " + (dir / "a_file").string());
+  EXPECT_EQ(r.err, "error: --out " + (dir / "a_file").string() + " exists and is not a folder\n");
+}
+
+// The KV cache of a huge window at a large image size cannot fit: refused up front, naming the option.
+TEST(RunReliability, InfeasibleMemoryIsRefusedBeforeAnythingIsWritten) {
+  const fs::path out = fresh_dir("memory") / "out";
+  const Result r = run_cli("run --demo --demo-frames 3 --image-size 4088 --kv-window 1000000 --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: the run needs at least ", 0), 0u) << r.err;
+  EXPECT_TRUE(contains(r.err, "lower --kv-window")) << r.err;
+  EXPECT_EQ(stderr_lines(r), 1u);
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(RunReliability, SymlinkLoopIsReportedAsSuch) {
+  const fs::path dir = fresh_dir("loop");
+  fs::create_symlink(dir / "b", dir / "a");
+  fs::create_symlink(dir / "a", dir / "b");
+  const Result r = run_cli("run --images " + (dir / "a").string() + " --model " + kModel + " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: image folder " + (dir / "a").string() +
+                       " is a symbolic link loop (Too many levels of symbolic links)\n");
+  const Result v = run_cli("run --video " + (dir / "a").string() + " --model " + kModel + " --out " + (dir / "out").string());
+  EXPECT_EQ(v.err, "error: video file " + (dir / "a").string() +
+                       " is a symbolic link loop (Too many levels of symbolic links)\n");
+  const Result m = run_cli("run --images " + kFrames + " --model " + (dir / "a").string() + " --out " + (dir / "out").string());
+  EXPECT_EQ(m.err, "error: model file " + (dir / "a").string() +
+                       " is a symbolic link loop (Too many levels of symbolic links)\n");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+// ---- damaged video ---------------------------------------------------------------------------
+
+// The issue's reproduction: a 40-frame MP4 (index in front) cut in half.
+TEST(RunReliability, VideoCutInHalfIsReportedDamagedNotCompleted) {
+  const fs::path dir = fresh_dir("cut_video");
+  ASSERT_TRUE(write_tiny_mp4(dir / "clip.mp4"));
+  fs::resize_file(dir / "clip.mp4", fs::file_size(dir / "clip.mp4") / 2);
+  const std::string args = "run --video " + (dir / "clip.mp4").string() + " --fps 0 --model " + kModel + kTinyArgs;
+  const Result r = run_cli(args + " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: input damaged: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: the input video is damaged (")) << r.err;
+  json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "damaged");
+  const json& w = summary.at("warnings");
+  ASSERT_EQ(w.size(), 1u) << w.dump();
+  EXPECT_EQ(w[0].at("kind"), "input_damaged");
+  EXPECT_EQ(w[0].at("truncated"), true);
+  const int64_t frames = summary.at("frames").get<int64_t>();
+  const int64_t lost = w[0].at("lost_frames").get<int64_t>();
+  EXPECT_GT(frames, 0);
+  EXPECT_EQ(frames + lost, 40) << w.dump();
+  ASSERT_EQ(static_cast<int64_t>(w[0].at("lost").size()), lost);
+  // Labels and timestamps follow the stream: frame_<n> at n / 10 s; lost positions are the rest.
+  std::set<int64_t> positions;
+  const json poses = read_json(dir / "out" / "poses.json");
+  for (const json& f : poses.at("frames")) {
+    const std::string source = f.at("source");
+    const int64_t n = std::stoll(source.substr(6));
+    EXPECT_NEAR(f.at("timestamp").get<double>(), 0.1 * static_cast<double>(n), 1e-9) << source;
+    positions.insert(n);
+  }
+  for (const json& p : w[0].at("lost")) positions.insert(p.at("position").get<int64_t>());
+  EXPECT_EQ(positions.size(), 40u);
+  EXPECT_EQ(*positions.rbegin(), 39);
+
+  // --allow-damaged: completed, exit 0, the damage still listed.
+  const Result ok = run_cli(args + " --stride 8 --allow-damaged --out " + (dir / "out2").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  summary = read_json(dir / "out2" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("warnings").size(), 1u);
+  EXPECT_TRUE(contains(ok.err, "warning: input damaged: ")) << ok.err;
+}
+
+TEST(RunReliability, IntactVideoHasNoWarnings) {
+  const fs::path dir = fresh_dir("intact_video");
+  ASSERT_TRUE(write_tiny_mp4(dir / "clip.mp4"));
+  const Result r = run_cli("run --video " + (dir / "clip.mp4").string() + " --fps 0 --first-k 12 --model " + kModel +
+                           kTinyArgs + " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("warnings"), json::array());
+}
+
+// ---- non-finite outputs ----------------------------------------------------------------------
+
+// The tiny checkpoint with one bias changed: `edit` gets the tensor to modify.
+fs::path edited_model(const fs::path& dir, const std::string& name, float value, int64_t first, int64_t count) {
+  const auto ref = lingbot::io::SafetensorsReader::open(kTestdata + "/tiny/weights.safetensors");
+  lingbot::io::TensorMap weights = ref.read_all(lingbot::DType::F32);
+  lingbot::Tensor& t = weights.at(name);
+  for (int64_t i = first; i < first + count; ++i) t.f32()[i] = value;
+  const fs::path path = dir / "model.safetensors";
+  lingbot::io::write_safetensors(path.string(), weights);
+  return path;
+}
+
+// A zero field of view (FoV channels of the pose encoding clipped to 0 by their ReLU) gives an
+// infinite focal length: the frames keep depth files but have no geometry anywhere.
+TEST(RunReliability, NonFiniteIntrinsicsLeaveFramesOutOfEveryGeometricFile) {
+  const fs::path dir = fresh_dir("nonfinite_camera");
+  const fs::path model = edited_model(dir, "camera_head.pose_branch.fc2.bias", -1e4f, 7, 2);
+  const Result r = run_cli("run --images " + kFrames + " --model " + model.string() + kTinyArgs + " --first-k 4 --out " +
+                           (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: frame 0: non-finite values in intrinsic (2); the frame has no geometry")) << r.err;
+  const fs::path out = dir / "out";
+  const std::string poses_text = slurp(out / "poses.json");
+  EXPECT_EQ(poses_text.find("null"), std::string::npos);
+  const json poses = json::parse(poses_text);
+  ASSERT_EQ(poses.at("frames").size(), 4u);
+  for (const json& f : poses["frames"]) {
+    EXPECT_EQ(f.at("valid"), false);
+    EXPECT_FALSE(f.contains("intrinsics"));
+    EXPECT_FALSE(f.contains("c2w"));
+  }
+  EXPECT_TRUE(read_lines(out / "trajectory.tum").empty());
+  EXPECT_EQ(parse_ply_header(slurp(out / "points.ply")).vertices, 0);
+  EXPECT_TRUE(fs::exists(out / "depth" / "000003.npy"));  // raw arrays are kept
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("frames_without_geometry"), 4);
+  ASSERT_EQ(summary.at("warnings").size(), 4u);
+  const json& w = summary["warnings"][2];
+  EXPECT_EQ(w.at("kind"), "non_finite");
+  EXPECT_EQ(w.at("frame"), 2);
+  EXPECT_EQ(w.at("geometry"), false);
+  EXPECT_EQ(w.at("fields").at("intrinsic"), 2);
+}
+
+// NaN depth: the .npy keeps it, the PNG stores 0, no point comes from it; the cameras stay valid.
+TEST(RunReliability, NonFiniteDepthIsInvalidInPngsAndPointsButKeptInNpy) {
+  const fs::path dir = fresh_dir("nonfinite_depth");
+  const fs::path model = edited_model(dir, "depth_head.scratch.output_conv2.2.bias", std::nanf(""), 0, 1);
+  const Result r = run_cli("run --images " + kFrames + " --model " + model.string() + kTinyArgs + " --first-k 3 --out " +
+                           (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path out = dir / "out";
+  const json poses = read_json(out / "poses.json");
+  for (const json& f : poses.at("frames")) EXPECT_EQ(f.at("valid"), true);
+  EXPECT_EQ(read_lines(out / "trajectory.tum").size(), 3u);
+  EXPECT_EQ(parse_ply_header(slurp(out / "points.ply")).vertices, 0);
+  const auto npy = lingbot::io::read_npy_f32(out / "depth" / "000001.npy");
+  EXPECT_TRUE(std::all_of(npy.data.begin(), npy.data.end(), [](float v) { return std::isnan(v); }));
+  // The 16-bit PNG: every sample 0 (IDAT of a constant image compresses to a few bytes; decode it).
+  const lingbot::io::ImageU8 png = lingbot::io::load_image(out / "depth" / "000001.png");
+  EXPECT_TRUE(std::all_of(png.rgb.begin(), png.rgb.end(), [](uint8_t v) { return v == 0; }));
+  const json summary = read_json(out / "summary.json");
+  ASSERT_EQ(summary.at("warnings").size(), 3u);
+  EXPECT_EQ(summary["warnings"][0].at("fields").at("depth"), 70 * 112);
+  EXPECT_EQ(summary["warnings"][0].at("geometry"), true);
+  EXPECT_EQ(summary.at("frames_without_geometry"), 0);
+}
+
+// ---- full disk -------------------------------------------------------------------------------
+
+// Runs `run` with the output on a 256 KiB tmpfs (root), else with a 96 KiB file size limit
+// (RLIMIT_FSIZE: a write past it fails with EFBIG, as a full disk fails with ENOSPC).
+TEST(RunReliability, DiskFullMidRunGivesAClearErrorAndValidFiles) {
+  const fs::path dir = fresh_dir("disk_full");
+  const fs::path mnt = dir / "small";
+  fs::create_directories(mnt);
+  const bool tmpfs = ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") == 0;
+  const fs::path out = mnt / "out";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (!tmpfs) {
+      ::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal; survives exec
+      const rlimit lim{96 * 1024, 96 * 1024};
+      ::setrlimit(RLIMIT_FSIZE, &lim);
+    }
+    const std::string log = (dir / "log").string();
+    std::freopen(log.c_str(), "w", stderr);
+    std::freopen((dir / "stdout").c_str(), "w", stdout);
+    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "40", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string err = slurp(dir / "log");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << err;
+  const std::string reason = tmpfs ? "No space left on device" : "File too large";
+  EXPECT_EQ(err.rfind("error: cannot write " + out.string(), 0), 0u) << err;
+  EXPECT_TRUE(contains(err, reason)) << err;
+  const size_t frames = check_files_valid(out);
+  EXPECT_GT(frames, 0u);
+  EXPECT_LT(frames, 40u);
+  if (fs::exists(out / "summary.json")) {
+    const json summary = read_json(out / "summary.json");
+    EXPECT_EQ(summary.at("status"), "failed");
+    EXPECT_TRUE(contains(summary.at("error").get<std::string>(), reason));
+  } else {
+    EXPECT_TRUE(contains(err, "(and cannot write " + (out / "summary.json").string())) << err;
+  }
+  if (tmpfs) ::umount(mnt.c_str());
+  RecordProperty("fault", tmpfs ? "tmpfs 256k" : "RLIMIT_FSIZE 96k");
+}
+
+}  // namespace
