@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -36,10 +37,12 @@
 #include "io/png.h"
 #include "io/preprocess.h"
 #include "io/video.h"
+#include "io/viewer_frames.h"
 #include "io/writers.h"
 #include "kernels/cpu/calibration.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
+#include "viewer_server.h"
 
 namespace lingbot::cli {
 
@@ -76,6 +79,8 @@ struct RunArgs {
   std::vector<std::string> sets;
   std::string progress = "auto";
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
+  int serve_port = -1;              // --serve: viewer on this loopback port while running; -1 = off
+  double demo_pace = 0;             // --demo-pace: seconds to wait before each generated frame
 };
 
 // ---- Ctrl-C ---------------------------------------------------------------------------------
@@ -126,8 +131,10 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
     in.canvas = io::preprocessed_size({kDemoFrameWidth, kDemoFrameHeight}, pre);
     auto index = std::make_shared<int64_t>(0);
     const int64_t total = a.demo_frames;
-    in.next = [index, total](io::SourceFrame* f) {
+    const auto pace = std::chrono::duration<double>(a.demo_pace);
+    in.next = [index, total, pace](io::SourceFrame* f) {
       if (*index >= total) return false;
+      if (pace.count() > 0) std::this_thread::sleep_for(pace);  // --demo-pace: to watch --serve live
       f->index = *index;
       f->image = render_demo_frame(*index);
       f->name = "demo_" + std::to_string(*index);
@@ -353,6 +360,8 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(a.progress == "auto" || a.progress == "bar" || a.progress == "lines",
                 "--progress must be auto, bar or lines, got '", a.progress, "'");
   LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
+  LINGBOT_CHECK(a.demo_pace >= 0 && a.demo_pace <= 60, "--demo-pace must be 0..60 seconds, got ", a.demo_pace);
+  LINGBOT_CHECK(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
 }
 
 int run_command(const RunArgs& a) {
@@ -429,6 +438,14 @@ int run_command(const RunArgs& a) {
   Session session(model, so);
 
   const fs::path out(a.out);
+  // --serve binds before anything is written, so a busy port leaves no half-made output folder.
+  LiveRunStatus live;
+  std::optional<ViewerServer> viewer_server;
+  if (a.serve_port >= 0) {
+    viewer_server.emplace(out, [&live] { return live.json(); });
+    viewer_server->start(kDefaultViewerHost, a.serve_port);
+    std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
+  }
   prepare_output_dir(out);
   if (!a.export_preprocessed.empty()) {
     std::error_code ec;
@@ -486,7 +503,9 @@ int run_command(const RunArgs& a) {
                     {"trajectory", "trajectory.tum"},
                     {"points", "points.ply"},
                     {"depth", "depth/NNNNNN.png (uint16, depth = value * 0.001; 0 = invalid) and depth/NNNNNN.npy (float32 [H, W])"},
-                    {"confidence", "depth/NNNNNN_conf.png (uint16, conf = value * 0.01) and depth/NNNNNN_conf.npy"}}}};
+                    {"confidence", "depth/NNNNNN_conf.png (uint16, conf = value * 0.01) and depth/NNNNNN_conf.npy"},
+                    {"viewer", "viewer/NNNNNN.bin (per frame: pose, the points.ply points with confidence, "
+                               "image and depth previews; read by 'lingbot-map view')"}}}};
   if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
 
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
@@ -499,6 +518,7 @@ int run_command(const RunArgs& a) {
     io::PosesJsonWriter poses(out / "poses.json", meta);
     io::TumWriter tum(out / "trajectory.tum");
     io::PlyWriter ply(out / "points.ply");
+    io::ViewerFrameWriter viewer(out / "viewer");
     std::deque<PendingFrame> pending;
     SigintGuard sigint;
 
@@ -531,8 +551,12 @@ int run_command(const RunArgs& a) {
                             a.downsample);
       ply.append_points(batch.xyz, batch.rgb);
       ply.flush();
+      viewer.append({.index = r.frame_index, .timestamp = f.timestamp, .keyframe = r.is_keyframe, .w2c = pose.w2c,
+                     .intrinsics = pose.intrinsics, .width = W, .height = H, .image_chw = {f.image.f32(), 3 * hw},
+                     .depth = depth, .points = &batch, .conf_threshold = static_cast<float>(a.conf_threshold)});
       points += static_cast<int64_t>(batch.size());
       ++frames_done;
+      live.set_frames(frames_done);
       if (r.is_keyframe) ++keyframes;
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
     };
@@ -590,6 +614,12 @@ int run_command(const RunArgs& a) {
   summary["blas"] = kernels::blas_description();
   summary["cache"] = cache_json(stats);
   io::write_json_file(out / "summary.json", summary);
+  live.finish(status, error);
+  if (viewer_server) {
+    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
+    std::fflush(stdout);
+    wait_for_stop_signal();
+  }
 
   if (status == "failed") throw Error(error);
   std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s\n", status.c_str(),
@@ -662,6 +692,14 @@ void add_run_command(CLI::App& app) {
                   "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
+  cmd->add_option("--serve", a->serve_port,
+                  "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "
+                  "on, and after it until Ctrl-C (see 'view')")
+      ->expected(0, 1)
+      ->default_str(std::to_string(kDefaultViewerPort));
+  cmd->add_option("--demo-pace", a->demo_pace,
+                  "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
+      ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
   cmd->callback([a] {
     int code = 0;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
   lingbot::cli::add_run_command(app);
+  lingbot::cli::add_view_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
