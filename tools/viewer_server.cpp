@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "io/viewer_frames.h"
+#include "io/export_viewer.h"
 #include "viewer_assets.h"
 
 namespace lingbot::cli {

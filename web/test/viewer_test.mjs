@@ -83,9 +83,14 @@ async function pngStats(page, png, other) {
   }, [png.toString('base64'), other ? other.toString('base64') : null]);
 }
 
-async function openPage(url) {
+// Launched before the server so that a slow browser start does not miss a live run.
+async function launchBrowser() {
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: CHROMIUM_FLAGS });
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  return { browser, page };
+}
+
+async function openPage({ browser, page }, url) {
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
@@ -105,9 +110,10 @@ async function staticTest() {
   execFileSync(opt.cli, ['run', '--demo', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
   const posesFrames = JSON.parse(fs.readFileSync(path.join(out, 'poses.json'), 'utf8')).frames.length;
   const plyPoints = plyVertexCount(path.join(out, 'points.ply'));
+  const launched = await launchBrowser();
   const server = startServer(['view', out, '--port', '0']);
   const url = await server.url;
-  const { browser, page, errors } = await openPage(url);
+  const { browser, page, errors } = await openPage(launched, url);
   try {
     await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
     const frames = Number(await body(page, 'frames')), points = Number(await body(page, 'points'));
@@ -146,10 +152,11 @@ async function liveTest() {
   const out = path.join(opt.work, 'live');
   fs.rmSync(out, { recursive: true, force: true });
   const total = 40;
+  const launched = await launchBrowser();
   const server = startServer(['run', '--demo', '--demo-frames', String(total), '--serve', '0', '--demo-pace',
     opt.pace || '0.25', '--progress', 'lines', '--out', out]);
   const url = await server.url;
-  const { browser, page, errors } = await openPage(url);
+  const { browser, page, errors } = await openPage(launched, url);
   try {
     const seen = [];        // distinct frame counts, in order
     const whileRunning = new Set();  // frame counts seen while the page said the run was going on
@@ -157,7 +164,7 @@ async function liveTest() {
     for (;;) {
       const frames = Number((await body(page, 'frames')) || 0), status = await body(page, 'status');
       if (status === 'running' && frames > 0 && frames < total) whileRunning.add(frames);
-      if (!seen.length || seen[seen.length - 1] !== frames) seen.push(frames);
+      if (!seen.length || seen[seen.length - 1] !== frames) { seen.push(frames); console.log(`  page: ${frames} frames, ${status}`); }
       if ((status === 'completed' && frames >= total) || Date.now() > deadline || status === 'failed') break;
       await sleep(100);
     }

@@ -173,11 +173,6 @@ function updateScene() {
   requestRender();
 }
 
-const TURBO = [[48, 18, 59], [70, 107, 227], [40, 187, 236], [49, 241, 151], [164, 252, 60], [237, 208, 58], [251, 128, 34], [208, 47, 5], [122, 4, 3]];
-function turbo(t) {
-  const x = Math.min(1, Math.max(0, t)) * (TURBO.length - 1), i = Math.min(TURBO.length - 2, Math.floor(x)), a = x - i;
-  return TURBO[i].map((c, k) => Math.round(c + (TURBO[i + 1][k] - c) * a));
-}
 function drawPreview(canvas, w, h, pixel) {
   canvas.width = w; canvas.height = h;
   const ctx = canvas.getContext('2d'), img = ctx.createImageData(w, h);
@@ -193,11 +188,12 @@ function updateSelection() {
   $('st-keyframe').textContent = f.keyframe ? 'yes' : 'no';
   $('st-timestamp').textContent = `${f.timestamp.toFixed(3)} s`;
   $('st-points').textContent = f.count.toLocaleString('en-US');
-  $('st-depth').textContent = f.depthMax > 0 ? `${f.depthMin.toPrecision(3)} – ${f.depthMax.toPrecision(3)}` : 'none valid';
+  $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
   document.body.dataset.selected = String(f.index);
   drawPreview(ui.previewImage, f.previewWidth, f.previewHeight, (i) => [f.previewRgb[3 * i], f.previewRgb[3 * i + 1], f.previewRgb[3 * i + 2]]);
-  drawPreview(ui.previewDepth, f.previewWidth, f.previewHeight,
-    (i) => (f.previewDepth[i] === 0 ? [0, 0, 0] : turbo((f.previewDepth[i] - 1) / 65534)));
+  // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run wrote it.
+  const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
+  if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
 }
 
 // Scene centre and size from the points shown (per-axis median, 5-95 % spread), up from the cameras'

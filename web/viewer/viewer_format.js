@@ -23,8 +23,8 @@ export function parseViewerFrame(buffer) {
     confThreshold: dv.getFloat32(108, true),
     previewWidth: dv.getUint32(112, true),
     previewHeight: dv.getUint32(116, true),
-    depthMin: dv.getFloat32(120, true),
-    depthMax: dv.getFloat32(124, true),
+    depthLo: dv.getFloat32(120, true),  // depth_preview/NNNNNN.png's colour range (0, 0: no valid depth)
+    depthHi: dv.getFloat32(124, true),
   };
   const pad4 = (n) => (n + 3) & ~3;
   const n = f.count, pn = f.previewWidth * f.previewHeight;
@@ -33,7 +33,6 @@ export function parseViewerFrame(buffer) {
   f.conf = new Float32Array(buffer, off, n); off += 4 * n;
   f.rgb = new Uint8Array(buffer, off, 3 * n); off += pad4(3 * n);
   f.previewRgb = new Uint8Array(buffer, off, 3 * pn); off += pad4(3 * pn);
-  f.previewDepth = new Uint16Array(buffer, off, pn); off += pad4(2 * pn);
   if (off !== buffer.byteLength) throw new Error(`viewer frame ${f.index}: ${buffer.byteLength} bytes, expected ${off}`);
   return f;
 }
