@@ -24,7 +24,7 @@ struct ViewArgs {
 void view_command(const ViewArgs& a) {
   LINGBOT_CHECK(fs::is_directory(a.out), "output folder not found: ", a.out);
   LINGBOT_CHECK(fs::is_directory(fs::path(a.out) / "viewer"), a.out,
-                " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a version before the viewer)");
+                " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the viewer export)");
   const fs::path root(a.out);
   ViewerServer server(root, [root] { return folder_run_status(root); });
   server.start(a.host, a.port);

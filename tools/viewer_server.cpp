@@ -171,6 +171,12 @@ void ViewerServer::start(const std::string& host, int port) {
     not_found(res);
   });
 
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind a port already in use and
+  // share its connections; keep only SO_REUSEADDR (rebinding right after a restart).
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (port == 0) {
     port_ = svr.bind_to_any_port(host);
     LINGBOT_CHECK(port_ > 0, "cannot listen on ", host, " (any port)");
