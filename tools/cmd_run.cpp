@@ -247,8 +247,15 @@ std::string one_line(const std::string& msg) {
 // Creates --out and removes the summary of an earlier run there; the exporters clean their own
 // files (io::ExportSet::begin), so the folder never mixes two runs.
 void prepare_output_dir(const fs::path& out) {
-  io::ensure_writable_dir(out);
   std::error_code ec;
+  fs::create_directories(out, ec);
+  LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
+  // A folder can exist and still refuse files (permissions, read-only mount): try one.
+  const fs::path probe = out / ".lingbot-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
+  std::fclose(f);
+  fs::remove(probe, ec);
   fs::remove(out / "summary.json", ec);
   LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
 }
@@ -501,7 +508,6 @@ int run_command(const RunArgs& a) {
     run.width = W;
     run.height = H;
     run.scale_frames = session.options().scale_frames;
-    run.expected_frames = input.count;
     run.points = {static_cast<float>(a.conf_threshold), a.downsample};
     run.meta = meta;
     exports.begin(run);
@@ -587,6 +593,8 @@ int run_command(const RunArgs& a) {
   }
   const json export_report = exports.report();
   if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
+  for (const auto& [name, rep] : export_report.items())
+    if (rep.contains("note")) std::printf("%s: %s\n", name.c_str(), rep["note"].get<std::string>().c_str());
 
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
@@ -688,9 +696,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
-  cmd->add_option("--conf-threshold", a->conf_threshold, "points.ply keeps points with depth confidence above this")
+  cmd->add_option("--conf-threshold", a->conf_threshold,
+                  "point clouds (points.ply, scene.glb, colmap) keep points with depth confidence above this")
       ->capture_default_str();
-  cmd->add_option("--downsample", a->downsample, "points.ply keeps every N-th of the confident points")->capture_default_str();
+  cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();
   cmd->add_option("--set", a->sets,
                   "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
   cmd->add_option("--export-preprocessed", a->export_preprocessed,

@@ -6,7 +6,8 @@
 //   prepare(run)   for every selected exporter: create its folders and check they accept files.
 //                  Nothing is written or removed yet, so a bad folder fails the run before any
 //                  output exists.
-//   (the run then removes what earlier runs left in the folder: remove_export_outputs)
+//   (then every registered ExportKind::remove_outputs, selected or not, removes what an earlier
+//   run left, so the folder never mixes two runs)
 //   begin(run)     open the files;
 //   frame(record)  once per completed frame, in frame order;
 //   finish(status) once at the end (also after Ctrl-C or an error), so every file is complete.
@@ -32,7 +33,6 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,7 +54,6 @@ struct ExportRun {
   std::filesystem::path out_dir;      // every exporter writes below this folder
   int width = 0, height = 0;          // preprocessed frame size in pixels (all frames)
   int scale_frames = 0;               // frames 0 .. scale_frames-1 are the scale phase
-  std::optional<int64_t> expected_frames;  // when known up front (sizes buffers, never trusted)
   PointFilter points;
   nlohmann::json meta = nlohmann::json::object();  // top-level fields for poses.json (image size, model, ...)
 };
@@ -96,11 +95,13 @@ class Exporter {
   virtual void begin(const ExportRun& run) = 0;
   virtual void frame(const ExportFrame& f) = 0;
   virtual void finish(ExportStatus status) = 0;
-  // For summary.json: the files written (name -> description) and counts ("frames", "points", ...).
+  // For summary.json: the files written ("files": name -> description), counts ("frames",
+  // "points", ...), and optionally "note": one line the run prints (e.g. a file it did not write).
   virtual nlohmann::json report() const = 0;
 };
 
-// The registry: every export `run --export` knows, in a fixed order.
+// The registry: every export `run --export` knows, in a fixed order. Adding one = a make_ /
+// remove_ function pair and a row in the table of export.cpp.
 struct ExportKind {
   std::string_view name;         // the --export name
   std::string_view description;  // one line for --help / README
@@ -128,7 +129,7 @@ void remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::
 class ExportSet {
  public:
   explicit ExportSet(std::vector<std::unique_ptr<Exporter>> exporters);
-  // prepare() on every selected exporter, remove_export_outputs of every registered export, begin().
+  // prepare() on every selected exporter, remove_outputs of every registered export, begin().
   void begin(const ExportRun& run);
   void frame(const ExportFrame& f);
   void finish(ExportStatus status);

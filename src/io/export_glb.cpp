@@ -8,6 +8,7 @@
 #include <tiny_gltf.h>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -159,18 +160,13 @@ void GlbSceneBuilder::write(const fs::path& path) const {
   m.scenes.push_back(scene);
   m.defaultScene = 0;
 
-  const fs::path tmp = path.string() + ".tmp";
   tinygltf::TinyGLTF gltf;
-  LINGBOT_CHECK(gltf.WriteGltfSceneToFile(&m, tmp.string(), /*embedImages=*/true, /*embedBuffers=*/true,
-                                          /*prettyPrint=*/false, /*writeBinary=*/true),
-                "cannot write ", path.string(), " (TinyGLTF failed)");
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);  // no stray temporary next to the missing file
+  if (!gltf.WriteGltfSceneToFile(&m, temp_path(path).string(), /*embedImages=*/true, /*embedBuffers=*/true,
+                                 /*prettyPrint=*/false, /*writeBinary=*/true)) {
+    discard_temp_file(path);
+    throw Error("cannot write " + path.string() + " (TinyGLTF failed)");
   }
-  LINGBOT_CHECK(!ec, "cannot write ", path.string(), ": ", ec.message());
+  commit_temp_file(path);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/byte_source.h"
+#include "io/file_util.h"
 #include "io/npy.h"
 #include "io/zip_archive.h"
 #include "io/zip_writer.h"
@@ -80,9 +81,8 @@ EntryData locate_npy_data(const ByteSource& src, const ZipDirectory& dir, const 
 }  // namespace
 
 void write_npz(const fs::path& path, std::span<const NpzArray> arrays) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    ZipWriter zip(tmp);
+  try {
+    ZipWriter zip(temp_path(path));
     for (const NpzArray& a : arrays) {
       LINGBOT_CHECK(a.bytes.size() == element_count(a.shape) * dtype_size(a.descr), "npz ", path.string(), ": array ",
                     a.name, " has ", a.bytes.size(), " bytes, its shape and dtype need ",
@@ -94,14 +94,11 @@ void write_npz(const fs::path& path, std::span<const NpzArray> arrays) {
       zip.end_entry();
     }
     zip.close();
+  } catch (...) {
+    discard_temp_file(path);
+    throw;
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);  // no stray temporary next to the missing file
-  }
-  LINGBOT_CHECK(!ec, "cannot write ", path.string(), ": ", ec.message());
+  commit_temp_file(path);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -157,9 +154,8 @@ std::string PredictionsWriter::write_combined(const fs::path& path) const {
   if (total + 2 * static_cast<uint64_t>(s) + 65536 > ZipWriter::kMaxBytes)
     return "the arrays would exceed 4 GiB (no ZIP64; predictions/ holds every frame)";
 
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    ZipWriter zip(tmp);
+  try {
+    ZipWriter zip(temp_path(path));
     std::vector<uint8_t> buf;
     for (const Key& k : keys) {
       std::vector<int64_t> shape = {s};
@@ -189,14 +185,11 @@ std::string PredictionsWriter::write_combined(const fs::path& path) const {
       zip.end_entry();
     }
     zip.close();
+  } catch (...) {
+    discard_temp_file(path);
+    throw;
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);  // no stray temporary next to the missing file
-  }
-  LINGBOT_CHECK(!ec, "cannot write ", path.string(), ": ", ec.message());
+  commit_temp_file(path);
   return "";
 }
 
@@ -229,7 +222,7 @@ class NpzExporter final : public Exporter {
         {"predictions/meta.npz", "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 other)"}};
     nlohmann::json r = {{"frames", writer_ ? writer_->frames() : 0}};
     if (finished_ && combined_.empty()) files["predictions.npz"] = "the arrays above stacked over the S frames";
-    if (finished_ && !combined_.empty()) r["predictions_npz_not_written"] = combined_;
+    if (finished_ && !combined_.empty()) r["note"] = "predictions.npz not written: " + combined_;
     r["files"] = files;
     return r;
   }

@@ -27,9 +27,28 @@ std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const st
   return bytes;
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
+std::filesystem::path temp_path(const std::filesystem::path& path) {
   std::filesystem::path tmp = path;
   tmp += ".tmp";
+  return tmp;
+}
+
+void discard_temp_file(const std::filesystem::path& path) {
+  std::error_code ignored;
+  std::filesystem::remove(temp_path(path), ignored);
+}
+
+void commit_temp_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::rename(temp_path(path), path, ec);
+  if (ec) {
+    discard_temp_file(path);
+    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", ec.message());
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
+  const std::filesystem::path tmp = temp_path(path);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
@@ -40,12 +59,7 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
     std::remove(tmp.c_str());
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", ec.message());
-  }
+  commit_temp_file(path);
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {

@@ -18,4 +18,11 @@ std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const st
 void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 
+// For writers that stream into the temporary file themselves: "<path>.tmp", and the rename of that
+// finished file over `path` (the temporary is removed when the rename fails; error "cannot write
+// <path>: <reason>"). discard_temp_file removes it after a failed write (no error).
+std::filesystem::path temp_path(const std::filesystem::path& path);
+void commit_temp_file(const std::filesystem::path& path);
+void discard_temp_file(const std::filesystem::path& path);
+
 }  // namespace lingbot::io
