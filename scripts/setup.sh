@@ -22,6 +22,8 @@ PACKAGES=(
   colmap                    # tests: COLMAP reads the colmap/ export
   python3-numpy python3-open3d  # tests: numpy loads the NPZ exports, Open3D reads points.ply
   nodejs                    # tests: the Khronos glTF validator (web/node_modules, npm ci below)
+  libcpp-httplib-dev        # the viewer's HTTP server (view, run --serve)
+  chromium                  # tests: the headless browser of the viewer tests (driven by playwright-core)
 )
 
 missing=()
@@ -38,7 +40,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# JS tools of the test suite (glTF validator, ...), pinned by web/package-lock.json.
+# three.js (built into the viewer page) and the JS tools of the test suite (glTF validator, playwright-core),
+# pinned by web/package-lock.json; before the build, which embeds three.js.
 if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
   (cd web && npm ci --no-audit --no-fund)
 fi

@@ -52,6 +52,7 @@
 #include "pipeline/demo_model.h"
 #include "run_checks.h"
 #include "run_modes.h"
+#include "viewer_server.h"
 
 namespace lingbot::cli {
 
@@ -93,6 +94,8 @@ struct RunArgs {
   bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
   bool live = false;                // --video is a live source (io/live_source.h)
   int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
+  int serve_port = -1;              // --serve: viewer on this loopback port while running; -1 = off
+  double demo_pace = 0;             // --demo-pace: seconds to wait before each generated frame
 };
 
 // ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
@@ -151,8 +154,10 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
     in.canvas = io::preprocessed_size({kDemoFrameWidth, kDemoFrameHeight}, pre);
     auto index = std::make_shared<int64_t>(0);
     const int64_t total = a.demo_frames;
-    in.next = [index, total](io::SourceFrame* f) {
+    const auto pace = std::chrono::duration<double>(a.demo_pace);
+    in.next = [index, total, pace](io::SourceFrame* f) {
       if (*index >= total) return false;
+      if (pace.count() > 0) std::this_thread::sleep_for(pace);  // --demo-pace: to watch --serve live
       f->index = *index;
       f->image = render_demo_frame(*index);
       f->name = "demo_" + std::to_string(*index);
@@ -414,12 +419,16 @@ void check_args(const RunArgs& a) {
                 "--progress must be auto, bar or lines, got '", a.progress, "'");
   LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
   check_output_paths(a);
+  LINGBOT_CHECK(a.demo_pace >= 0 && a.demo_pace <= 60, "--demo-pace must be 0..60 seconds, got ", a.demo_pace);
+  LINGBOT_CHECK(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
 }
 
 int run_command(const RunArgs& a) {
   const auto t_start = Clock::now();
   check_args(a);
   const std::vector<std::string> export_names = io::parse_export_list(a.exports);
+  LINGBOT_CHECK(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
+                "--serve shows the viewer export: add viewer to --export");
   const KVBackend backend = parse_kv_backend(a.attention);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const kernels::WeightsDtypeChoice weights = kernels::parse_weights_dtype(a.weights_dtype);
@@ -507,6 +516,14 @@ int run_command(const RunArgs& a) {
   FrameRunner session(model, so, mode);
 
   const fs::path out(a.out);
+  // --serve binds before anything is written, so a busy port leaves no half-made output folder.
+  LiveRunStatus live;
+  std::optional<ViewerServer> viewer_server;
+  if (a.serve_port >= 0) {
+    viewer_server.emplace(out, [&live] { return live.json(); });
+    viewer_server->start(kDefaultViewerHost, a.serve_port);
+    std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
+  }
   prepare_output_dir(out);
   if (!a.export_preprocessed.empty()) {
     std::error_code ec;
@@ -640,6 +657,7 @@ int run_command(const RunArgs& a) {
       if (!check.geometry_valid) ++frames_without_geometry;
       if (frames_done == 0) first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
       ++frames_done;
+      live.set_frames(frames_done);
       if (r.is_keyframe) ++keyframes;
       frame_types.push_back(static_cast<int>(r.frame_type));
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
@@ -758,6 +776,12 @@ int run_command(const RunArgs& a) {
   } catch (const Error& e) {
     summary_error = e.what();
   }
+  live.finish(status, error);
+  if (viewer_server) {
+    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
+    std::fflush(stdout);
+    wait_for_stop_signal();
+  }
   if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
   if (!summary_error.empty()) throw Error(summary_error);
   std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s\n", status.c_str(),
@@ -786,7 +810,7 @@ void add_run_command(CLI::App& app) {
       "Frames stream through the model one at a time (--mode streaming, or --mode windowed: overlapping\n"
       "windows aligned to each other, for long sequences) and every frame is written as soon as it is\n"
       "final. Outputs in --out, chosen with --export (default\n"
-      "poses,tum,depth,ply,depth-preview; 'all' = every one):\n"
+      "poses,tum,depth,ply,depth-preview,viewer; 'all' = every one):\n"
       "  poses          poses.json: per frame index, timestamp, keyframe, source, c2w 4x4, w2c 3x4,\n"
       "                 intrinsics 3x3 (OpenCV camera axes: x right, y down, z forward; pixels of the\n"
       "                 preprocessed image, principal point (W/2, H/2) at integer pixel coordinates)\n"
@@ -800,6 +824,7 @@ void add_run_command(CLI::App& app) {
       "                 and, up to 300 frames, predictions.npz (upstream demo.py --save_predictions keys)\n"
       "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5)\n"
       "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"
+      "  viewer         viewer/NNNNNN.bin: per-frame points, pose and frame image for 'view' / --serve\n"
       "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"
       "                 (timestamp fx fy cx cy w h): upstream's benchmark format\n"
       "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
@@ -897,7 +922,15 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
   cmd->add_option("--export", a->exports,
-                  "comma list of outputs: poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, or all")
+                  "comma list of outputs: poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, or all")
+      ->capture_default_str();
+  cmd->add_option("--serve", a->serve_port,
+                  "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "
+                  "on, and after it until Ctrl-C (see 'view')")
+      ->expected(0, 1)
+      ->default_str(std::to_string(kDefaultViewerPort));
+  cmd->add_option("--demo-pace", a->demo_pace,
+                  "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
       ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
   cmd->add_flag("--allow-damaged", a->allow_damaged,

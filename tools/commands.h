@@ -12,5 +12,6 @@ void add_convert_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_view_command(CLI::App& app);
 
 }  // namespace lingbot::cli

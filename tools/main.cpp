@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
   lingbot::cli::add_run_command(app);
+  lingbot::cli::add_view_command(app);
   // A first word that is not an option must be a subcommand (CLI11 would say "A subcommand is required").
   std::string names;
   bool known = false;

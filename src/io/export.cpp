@@ -14,6 +14,7 @@
 #include "io/export_colmap.h"
 #include "io/export_glb.h"
 #include "io/export_npz.h"
+#include "io/export_viewer.h"
 
 namespace lingbot::io {
 
@@ -35,6 +36,8 @@ const ExportKind kKinds[] = {
     {"ply", "points.ply: binary coloured point cloud", true, make_ply_exporter, remove_ply_outputs},
     {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, far = blue, invalid = black)", true,
      make_depth_preview_exporter, remove_depth_preview_outputs},
+    {"viewer", "viewer/NNNNNN.bin: per-frame points, pose and frame image for 'lingbot-map view' / run --serve", true,
+     make_viewer_exporter, remove_viewer_outputs},
     {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", false,
      make_npz_exporter, remove_npz_outputs},
     {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", false, make_colmap_exporter,

@@ -111,7 +111,7 @@ struct ExportKind {
   void (*remove_outputs)(const std::filesystem::path& out_dir);
 };
 std::span<const ExportKind> export_kinds();
-// "poses,tum,depth,ply,depth-preview": the default --export list.
+// "poses,tum,depth,ply,depth-preview,viewer": the default --export list.
 std::string default_export_list();
 // Parses a comma list ("all" = every export); duplicates are dropped, order follows export_kinds().
 // Throws Error "unknown export 'x' (choose from poses, tum, ...)" for a name not in the registry.

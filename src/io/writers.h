@@ -132,6 +132,7 @@ void write_depth_frame(const std::filesystem::path& dir, int64_t index, int widt
 struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point
+  std::vector<float> conf;   // 1 per point when confidences were given, else empty
   size_t size() const { return xyz.size() / 3; }
 };
 // points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.

@@ -108,7 +108,8 @@ TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
   const Result r2 = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export poses --out " + out.string());
   ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
   for (const char* gone : {"trajectory.tum", "points.ply", "scene.glb", "predictions.npz", "colmap/images.txt",
-                           "bss/traj.txt", "predictions/meta.npz", "depth/000000.npy", "depth_preview/000000.png"})
+                           "bss/traj.txt", "predictions/meta.npz", "depth/000000.npy", "depth_preview/000000.png",
+                           "viewer/000000.bin"})
     EXPECT_FALSE(fs::exists(out / gone)) << gone;
   EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 10u);
 }
@@ -121,12 +122,12 @@ TEST(RunExport, DefaultSetIsDocumented) {
   std::vector<std::string> names;
   for (const auto& [k, v] : ex.items()) names.push_back(k);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"depth", "depth-preview", "ply", "poses", "tum"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"depth", "depth-preview", "ply", "poses", "tum", "viewer"}));
   EXPECT_EQ(count_files(out / "depth_preview", ".png"), 3u);
   EXPECT_FALSE(fs::exists(out / "colmap"));
   const Result help = run_cli("run --help");
   EXPECT_TRUE(contains(help.out, "--export")) << help.out;
-  EXPECT_TRUE(contains(help.out, "poses,tum,depth,ply,depth-preview")) << help.out;
+  EXPECT_TRUE(contains(help.out, "poses,tum,depth,ply,depth-preview,viewer")) << help.out;
 }
 
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
@@ -134,7 +135,7 @@ TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
   const Result r = run_cli("run --demo --export poses,colmp --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
-            "error: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, all)\n");
+            "error: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, all)\n");
   EXPECT_FALSE(fs::exists(out));
 }
 

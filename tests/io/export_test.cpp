@@ -127,9 +127,9 @@ ExportRun run_info(const fs::path& out, int w, int h) {
 
 // ---- the list -----------------------------------------------------------------------------------
 TEST(Export, ListParsesNamesInRegistryOrder) {
-  EXPECT_EQ(default_export_list(), "poses,tum,depth,ply,depth-preview");
+  EXPECT_EQ(default_export_list(), "poses,tum,depth,ply,depth-preview,viewer");
   EXPECT_EQ(parse_export_list(default_export_list()),
-            (std::vector<std::string>{"poses", "tum", "depth", "ply", "depth-preview"}));
+            (std::vector<std::string>{"poses", "tum", "depth", "ply", "depth-preview", "viewer"}));
   EXPECT_EQ(parse_export_list("glb, poses,glb"), (std::vector<std::string>{"poses", "glb"}));
   EXPECT_EQ(parse_export_list("all").size(), export_kinds().size());
   for (const ExportKind& k : export_kinds()) EXPECT_EQ(make_exporter(k.name)->name(), k.name);
@@ -141,7 +141,7 @@ TEST(Export, UnknownNameNamesTheChoices) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown export 'colmapp' (choose from poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, all)");
+              "unknown export 'colmapp' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, all)");
   }
   EXPECT_THROW(parse_export_list("poses,,ply"), Error);
   EXPECT_THROW(parse_export_list(""), Error);

@@ -1,0 +1,321 @@
+// `lingbot-map view` and `run --serve`: the server answers only for files inside the run's folder
+// (raw and percent-encoded "..", symlinks out -> 404), binds loopback unless --host says otherwise,
+// refuses requests addressed to a non-loopback Host while bound to loopback, and the viewer files
+// match the run's other outputs. Raw sockets, so no client normalises the paths for us.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "cli/run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+
+// A CLI process with stdout on a pipe; SIGINT and reaped on destruction.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::vector<std::string>& args) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      std::string cli = LINGBOT_CLI_PATH;
+      argv.push_back(cli.data());
+      std::vector<std::string> copy = args;
+      for (std::string& s : copy) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execv(cli.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_fd_ = fds[0];
+  }
+  ~ServerProcess() {
+    if (pid_ > 0 && exit_code_ < 0) stop();
+    if (out_fd_ >= 0) ::close(out_fd_);
+  }
+  // Reads stdout until it prints "viewer: http://HOST:PORT/"; returns the port (0 if it exited first).
+  int wait_for_port() {
+    char buf[4096];
+    for (;;) {
+      const size_t at = output_.find("viewer: http://");
+      const size_t slash = at == std::string::npos ? at : output_.find("/ ", at + 15);
+      if (slash != std::string::npos) {
+        const size_t colon = output_.rfind(':', slash);
+        return std::stoi(output_.substr(colon + 1, slash - colon - 1));
+      }
+      const ssize_t n = ::read(out_fd_, buf, sizeof buf);
+      if (n <= 0) return 0;
+      output_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // SIGINT, then the exit code.
+  int stop() {
+    ::kill(pid_, SIGINT);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out_fd_, buf, sizeof buf)) > 0;) output_.append(buf, static_cast<size_t>(n));
+    return exit_code_;
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int exit_code_ = -1;
+  std::string output_;
+};
+
+struct HttpReply {
+  int status = 0;  // 0: could not connect
+  std::string body;
+};
+
+// One raw HTTP/1.1 GET of `target` exactly as given, with a Host header.
+HttpReply http_get(const std::string& ip, int port, const std::string& target, const std::string& host_header = "") {
+  HttpReply reply;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return reply;
+  }
+  const std::string host = host_header.empty() ? ip + ":" + std::to_string(port) : host_header;
+  const std::string req = "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  std::string raw;
+  char buf[65536];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) raw.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (raw.rfind("HTTP/1.1 ", 0) == 0) reply.status = std::stoi(raw.substr(9, 3));
+  const size_t body = raw.find("\r\n\r\n");
+  if (body != std::string::npos) reply.body = raw.substr(body + 4);
+  return reply;
+}
+
+// An IPv4 address of this machine that is not loopback, if it has one.
+std::optional<std::string> non_loopback_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+      continue;
+    char text[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// One demo run shared by the tests of this file.
+const fs::path& demo_out() {
+  static const fs::path out = [] {
+    const fs::path d = fresh_dir("view_demo");
+    const Result r = run_cli("run --demo --out " + d.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return d;
+  }();
+  return out;
+}
+
+std::string frame_name(size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%06zu.bin", i);
+  return name;
+}
+
+uint32_t u32_at(const std::string& b, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, b.data() + at, 4);
+  return v;
+}
+
+}  // namespace
+
+TEST(View, ViewerFilesMatchPosesAndPly) {
+  const fs::path out = demo_out();
+  const nlohmann::json poses = read_json(out / "poses.json");
+  const int64_t ply_points = parse_ply_header(slurp(out / "points.ply")).vertices;
+  int64_t points = 0;
+  size_t frames = 0;
+  for (; fs::exists(out / "viewer" / frame_name(frames)); ++frames) {
+    const std::string name = frame_name(frames);
+    const std::string b = slurp(out / "viewer" / name);
+    ASSERT_GE(b.size(), 128u);
+    EXPECT_EQ(b.substr(0, 4), "LBVF");
+    const uint32_t n = u32_at(b, 104), pw = u32_at(b, 112), ph = u32_at(b, 116);
+    const auto pad4 = [](size_t v) { return (v + 3) / 4 * 4; };
+    EXPECT_EQ(b.size(), 128 + 16 * size_t{n} + pad4(3 * size_t{n}) + pad4(3 * size_t{pw} * ph)) << name;
+    // c2w in the file equals poses.json's c2w (float precision).
+    const auto& c2w = poses["frames"][frames]["c2w"];
+    for (int i = 0; i < 12; ++i) {
+      float v;
+      std::memcpy(&v, b.data() + 40 + 4 * i, 4);
+      EXPECT_NEAR(v, c2w[i / 4][i % 4].get<double>(), 1e-5) << name << " c2w[" << i << "]";
+    }
+    points += n;
+  }
+  EXPECT_EQ(frames, poses["frames"].size());
+  EXPECT_EQ(points, ply_points);
+}
+
+TEST(View, ServesOnlyFilesInsideTheFolder) {
+  const fs::path out = demo_out();
+  // A secret next to the folder, and symlinks from inside pointing out of it.
+  const fs::path secret = out.parent_path() / "view_secret.txt";
+  { std::ofstream(secret) << "SECRET-OUTSIDE\n"; }
+  fs::remove(out / "link_out.txt");
+  fs::remove(out / "link_dir");
+  fs::remove(out / "link_in.json");
+  fs::create_symlink(secret, out / "link_out.txt");
+  fs::create_directory_symlink(out.parent_path(), out / "link_dir");
+  fs::create_symlink(out / "poses.json", out / "link_in.json");
+
+  ServerProcess server({"view", out.string(), "--port", "0"});
+  const int port = server.wait_for_port();
+  ASSERT_GT(port, 0) << server.output();
+  const std::string ip = "127.0.0.1";
+
+  // Positive controls: the page, the status, a run file, a percent-encoded name, a symlink inside.
+  EXPECT_EQ(http_get(ip, port, "/").status, 200);
+  const HttpReply status = http_get(ip, port, "/api/status");
+  ASSERT_EQ(status.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(status.body)["frames"], 12);
+  EXPECT_EQ(nlohmann::json::parse(status.body)["status"], "completed");
+  const HttpReply poses = http_get(ip, port, "/run/poses.json");
+  EXPECT_EQ(poses.status, 200);
+  EXPECT_EQ(poses.body, slurp(out / "poses.json"));
+  EXPECT_EQ(http_get(ip, port, "/run/pose%73.json").body, slurp(out / "poses.json"));
+  EXPECT_EQ(http_get(ip, port, "/run/link_in.json").status, 200);
+  EXPECT_EQ(http_get(ip, port, "/run/viewer/000000.bin").body, slurp(out / "viewer" / "000000.bin"));
+
+  const std::string rel_secret = "../" + secret.filename().string();
+  const std::vector<std::string> targets = {"/run/" + rel_secret, "/run/%2e%2e/" + secret.filename().string(), "/run/%2E%2E/" + secret.filename().string(),
+        "/run/..%2f" + secret.filename().string(), "/run/%2e%2e%2f" + secret.filename().string(),
+        "/run/.%2e/" + secret.filename().string(), "/run/viewer/../../" + secret.filename().string(),
+        "/run/..\\" + secret.filename().string(), "/run/%2e%2e%5c" + secret.filename().string(),
+        "/../" + secret.filename().string(), "/run/%252e%252e/" + secret.filename().string(),
+        "/run/" + secret.string(), "/run/%2f" + secret.string().substr(1), "/run//etc/passwd",
+        std::string("/run/../../../../../../etc/passwd"), std::string("/run/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd"),
+        std::string("/run/link_out.txt"), "/run/link_dir/" + secret.filename().string(),
+        "/run/poses.json%00.png", std::string("/run/"), std::string("/run/viewer"), std::string("/run/viewer/"),
+        std::string("/run/no-such-file"), std::string("/etc/passwd")};
+  for (const std::string& target : targets) {
+    const HttpReply r = http_get(ip, port, target);
+    EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.body.find("SECRET-OUTSIDE"), std::string::npos) << target;
+    EXPECT_EQ(r.body.find("root:"), std::string::npos) << target;
+  }
+  // DNS rebinding: while bound to loopback, a request addressed to another host name is refused.
+  EXPECT_EQ(http_get(ip, port, "/run/poses.json", "attacker.example:" + std::to_string(port)).status, 403);
+  EXPECT_EQ(http_get(ip, port, "/run/poses.json", "localhost:" + std::to_string(port)).status, 200);
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_TRUE(contains(server.output(), "viewer: stopped")) << server.output();
+  fs::remove(out / "link_out.txt");
+  fs::remove(out / "link_dir");
+  fs::remove(out / "link_in.json");
+  fs::remove(secret);
+}
+
+TEST(View, LoopbackUnlessHostSaysOtherwise) {
+  const std::optional<std::string> lan = non_loopback_ipv4();
+  if (!lan) GTEST_SKIP() << "this machine has no non-loopback IPv4 address to test with";
+  {
+    ServerProcess server({"view", demo_out().string(), "--port", "0"});
+    const int port = server.wait_for_port();
+    ASSERT_GT(port, 0) << server.output();
+    EXPECT_TRUE(contains(server.output(), "http://127.0.0.1:")) << server.output();
+    EXPECT_EQ(http_get("127.0.0.1", port, "/api/status").status, 200);
+    EXPECT_EQ(http_get(*lan, port, "/api/status").status, 0) << "reachable on " << *lan << " without --host";
+    EXPECT_EQ(server.stop(), 0);
+  }
+  {
+    ServerProcess server({"view", demo_out().string(), "--port", "0", "--host", "0.0.0.0"});
+    const int port = server.wait_for_port();
+    ASSERT_GT(port, 0) << server.output();
+    EXPECT_TRUE(contains(server.output(), "warning: listening on 0.0.0.0, not a loopback address")) << server.output();
+    EXPECT_EQ(http_get(*lan, port, "/api/status").status, 200) << "not reachable on " << *lan << " with --host 0.0.0.0";
+    EXPECT_EQ(server.stop(), 0);
+  }
+}
+
+TEST(View, Errors) {
+  const fs::path empty = fresh_dir("view_empty");
+  Result r = run_cli("view " + (empty / "missing").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: output folder not found: " + (empty / "missing").string() + "\n");
+  r = run_cli("view " + empty.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: " + empty.string() +
+                       " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the "
+                       "viewer export)\n");
+  r = run_cli("view " + demo_out().string() + " --host example.com --port 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --host must be an IP address or localhost, got 'example.com'\n");
+  // run --serve binds before writing anything: a busy port leaves no output folder.
+  ServerProcess busy({"view", demo_out().string(), "--port", "0"});
+  const int port = busy.wait_for_port();
+  ASSERT_GT(port, 0);
+  const fs::path out = empty / "serve_out";
+  r = run_cli("run --demo --serve " + std::to_string(port) + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "error: cannot listen on 127.0.0.1:" + std::to_string(port))) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  r = run_cli("run --demo --serve 0 --export poses --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --serve shows the viewer export: add viewer to --export\n");
+  r = run_cli("run --images x --model y --demo-pace 1 --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --demo-pace paces the generated frames of --demo only\n");
+  EXPECT_EQ(busy.stop(), 0);
+}
+
+TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
+  const fs::path out = fresh_dir("view_serve");
+  ServerProcess run({"run", "--demo", "--demo-frames", "12", "--serve", "0", "--progress", "lines", "--out", out.string()});
+  const int port = run.wait_for_port();
+  ASSERT_GT(port, 0) << run.output();
+  // Poll until the run reports its end; the frame count never decreases and each counted frame's
+  // file is there.
+  int64_t last = 0;
+  std::string state = "running";
+  for (int i = 0; i < 1200 && state == "running"; ++i) {
+    const HttpReply r = http_get("127.0.0.1", port, "/api/status");
+    ASSERT_EQ(r.status, 200);
+    const nlohmann::json s = nlohmann::json::parse(r.body);
+    EXPECT_TRUE(s["live"].get<bool>());
+    EXPECT_GE(s["frames"].get<int64_t>(), last);
+    last = s["frames"].get<int64_t>();
+    if (last > 0) {
+      EXPECT_EQ(http_get("127.0.0.1", port, "/run/viewer/" + frame_name(static_cast<size_t>(last - 1))).status, 200);
+    }
+    state = s["status"].get<std::string>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(state, "completed");
+  EXPECT_EQ(last, 12);
+  EXPECT_EQ(run.stop(), 0);
+  EXPECT_TRUE(contains(run.output(), "viewer: run completed; still serving")) << run.output();
+}

@@ -1,0 +1,209 @@
+#include "viewer_server.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/export_viewer.h"
+#include "viewer_assets.h"
+
+namespace lingbot::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void LiveRunStatus::set_frames(int64_t frames) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  frames_ = frames;
+}
+
+void LiveRunStatus::finish(const std::string& status, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  status_ = status;
+  error_ = error;
+}
+
+json LiveRunStatus::json() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {{"frames", frames_}, {"status", status_}, {"error", error_}, {"live", true}};
+}
+
+json folder_run_status(const fs::path& out_dir) {
+  int64_t frames = 0;
+  std::error_code ec;
+  while (fs::is_regular_file(out_dir / "viewer" / io::viewer_frame_file_name(frames), ec)) ++frames;
+  std::string status = "running", error;
+  std::ifstream in(out_dir / "summary.json");
+  if (in) {
+    const json summary = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (summary.is_object() && summary.contains("status") && summary["status"].is_string()) {
+      status = summary["status"].get<std::string>();
+      if (summary.contains("error") && summary["error"].is_string()) error = summary["error"].get<std::string>();
+    }
+  }
+  return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}};
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+namespace {
+
+bool is_ip_or_localhost(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  return host == "localhost" || inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
+// The host name of a Host header value: "name:port", "[v6]:port" or without a port.
+std::string host_header_name(const std::string& value) {
+  if (!value.empty() && value.front() == '[') {
+    const size_t close = value.find(']');
+    return close == std::string::npos ? value : value.substr(1, close - 1);
+  }
+  const size_t colon = value.rfind(':');
+  return colon == std::string::npos ? value : value.substr(0, colon);
+}
+
+const char* content_type(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  if (ext == ".json") return "application/json";
+  if (ext == ".png") return "image/png";
+  if (ext == ".tum" || ext == ".txt") return "text/plain; charset=utf-8";
+  return "application/octet-stream";
+}
+
+void not_found(httplib::Response& res) {
+  res.status = 404;
+  res.set_content("not found\n", "text/plain");
+}
+
+// A request path below /run/ (already percent-decoded by the server) -> a regular file inside
+// `root`, or nothing. Lexically: no "..", ".", empty segment, backslash or NUL. Then the resolved
+// path (every symlink followed) must still lie inside the resolved root.
+std::optional<fs::path> resolve_in_root(const fs::path& root, const std::string& rel) {
+  if (rel.empty() || rel.find('\0') != std::string::npos || rel.find('\\') != std::string::npos) return std::nullopt;
+  std::stringstream ss(rel);
+  std::string seg;
+  while (std::getline(ss, seg, '/'))
+    if (seg.empty() || seg == "." || seg == "..") return std::nullopt;
+  if (rel.back() == '/') return std::nullopt;
+  std::error_code ec;
+  const fs::path root_real = fs::canonical(root, ec);
+  if (ec) return std::nullopt;
+  const fs::path real = fs::canonical(root_real / rel, ec);
+  if (ec) return std::nullopt;
+  const auto [r, p] = std::mismatch(root_real.begin(), root_real.end(), real.begin(), real.end());
+  if (r != root_real.end() || p == real.end()) return std::nullopt;  // outside root, or root itself
+  if (!fs::is_regular_file(real, ec)) return std::nullopt;
+  return real;
+}
+
+}  // namespace
+
+ViewerServer::ViewerServer(const fs::path& root, StatusFn status) : root_(root), status_(std::move(status)) {}
+
+ViewerServer::~ViewerServer() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string ViewerServer::url() const {
+  const bool v6 = host_.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_) + "/";
+}
+
+void ViewerServer::start(const std::string& host, int port) {
+  LINGBOT_CHECK(!server_, "internal: viewer server started twice");
+  LINGBOT_CHECK(web_assets_missing().empty(), web_assets_missing());
+  LINGBOT_CHECK(is_ip_or_localhost(host), "--host must be an IP address or localhost, got '", host, "'");
+  LINGBOT_CHECK(port >= 0 && port <= 65535, "--port must be 0..65535, got ", port);
+  host_ = host;
+  server_ = std::make_unique<httplib::Server>();
+  httplib::Server& svr = *server_;
+  const bool loopback = is_loopback_host(host);
+
+  if (loopback) {
+    svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (is_loopback_host(host_header_name(req.get_header_value("Host")))) return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 403;
+      res.set_content("forbidden: this server answers only requests addressed to a loopback host\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  svr.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    const std::string& path = req.path;
+    if (path == "/api/status") {
+      res.set_content(status_().dump(), "application/json");
+      return;
+    }
+    constexpr std::string_view kRun = "/run/";
+    if (path.starts_with(kRun)) {
+      const auto file = resolve_in_root(root_, path.substr(kRun.size()));
+      if (!file) return not_found(res);
+      std::ifstream in(*file, std::ios::binary);
+      if (!in) return not_found(res);
+      std::stringstream data;
+      data << in.rdbuf();
+      res.set_content(data.str(), content_type(*file));
+      return;
+    }
+    for (const WebAsset& a : web_assets()) {
+      if (path == a.url) {
+        res.set_content(std::string(a.data), std::string(a.mime));
+        return;
+      }
+    }
+    not_found(res);
+  });
+
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind a port already in use and
+  // share its connections; keep only SO_REUSEADDR (rebinding right after a restart).
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  if (port == 0) {
+    port_ = svr.bind_to_any_port(host);
+    LINGBOT_CHECK(port_ > 0, "cannot listen on ", host, " (any port)");
+  } else {
+    LINGBOT_CHECK(svr.bind_to_port(host, port), "cannot listen on ", host, ":", port, " (in use? try another --port, or 0 for any free one)");
+    port_ = port;
+  }
+  // The server thread (and the worker threads it starts) must not take Ctrl-C from the main thread.
+  sigset_t block, previous;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &block, &previous);
+  thread_ = std::thread([&svr] { svr.listen_after_bind(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+int wait_for_stop_signal() {
+  sigset_t set, previous;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, &previous);
+  int sig = 0;
+  sigwait(&set, &sig);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return sig;
+}
+
+}  // namespace lingbot::cli

@@ -1,0 +1,79 @@
+#pragma once
+// The HTTP server behind `lingbot-map view` and `run --serve` (cpp-httplib, Debian
+// libcpp-httplib-dev). It serves
+//   /, /viewer.js, /three/...   the viewer page and three.js, embedded in the binary (viewer_assets.h)
+//   /api/status                 {"frames": N, "status": "running"|"completed"|"interrupted"|"failed",
+//                                "error": "...", "live": bool} (the page polls it)
+//   /run/<path>                 regular files inside the run's output folder, nothing else: any
+//                               ".." segment, a path that resolves (symlinks included) outside the
+//                               folder, a folder or a missing file is 404
+// When bound to a loopback address it also answers only requests whose Host header names a loopback
+// host (403 otherwise), so a web page elsewhere cannot read the folder through DNS rebinding.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+}
+
+namespace lingbot::cli {
+
+inline constexpr int kDefaultViewerPort = 8080;
+inline constexpr const char* kDefaultViewerHost = "127.0.0.1";
+
+// Run state shared between a running `run` (writer) and the server thread (reader).
+class LiveRunStatus {
+ public:
+  void set_frames(int64_t frames);
+  void finish(const std::string& status, const std::string& error);
+  nlohmann::json json() const;
+
+ private:
+  mutable std::mutex mutex_;
+  int64_t frames_ = 0;
+  std::string status_ = "running";
+  std::string error_;
+};
+
+// Status of a folder from its files, for `view`: frames = viewer/000000.bin, 000001.bin, ... present
+// without a gap; status from summary.json ("running" while it does not exist yet).
+nlohmann::json folder_run_status(const std::filesystem::path& out_dir);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+class ViewerServer {
+ public:
+  using StatusFn = std::function<nlohmann::json()>;
+  // `root`: the run's output folder (must exist). `status` is called on the server thread.
+  ViewerServer(const std::filesystem::path& root, StatusFn status);
+  ~ViewerServer();  // stops and joins the server thread
+  ViewerServer(const ViewerServer&) = delete;
+  ViewerServer& operator=(const ViewerServer&) = delete;
+
+  // Binds host:port (port 0: any free port) and serves on a background thread, which never takes
+  // SIGINT/SIGTERM (they stay with the caller). `host` must be an IP address or "localhost".
+  // Throws Error when the page is not in this build or the address cannot be bound.
+  void start(const std::string& host, int port);
+  int port() const { return port_; }
+  std::string url() const;  // http://host:port/
+
+ private:
+  std::filesystem::path root_;
+  StatusFn status_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::string host_;
+  int port_ = 0;
+};
+
+// Blocks until SIGINT or SIGTERM arrives (the signal is consumed) and returns its number.
+int wait_for_stop_signal();
+
+}  // namespace lingbot::cli

@@ -1,0 +1,194 @@
+// Browser tests of the lingbot-map viewer: headless Debian chromium driven by playwright-core.
+//   node web/test/viewer_test.mjs static --cli BUILD/lingbot-map --work DIR [--screenshot OUT.png]
+//     `run --demo`, then `view`: the page's frame and point counts equal poses.json's frames and
+//     points.ply's vertex count; the 3D view is not blank and changes when the frame slider moves.
+//   node web/test/viewer_test.mjs live --cli BUILD/lingbot-map --work DIR
+//     `run --demo --demo-frames 40 --serve 0 --demo-pace S`: the page's frame count grows while the
+//     run goes on and ends at 40 with the status "completed".
+// Exit code 0 = pass; every failed check prints one "FAIL: ..." line.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [mode, ...rest] = process.argv.slice(2);
+const opt = {};
+for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, '')] = rest[i + 1];
+if (!['static', 'live'].includes(mode) || !opt.cli || !opt.work) {
+  console.error('usage: viewer_test.mjs static|live --cli PATH --work DIR [--screenshot OUT.png]');
+  process.exit(2);
+}
+const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+  '--disable-sync', '--no-first-run', '--disable-quic'];
+let failures = 0;
+function check(cond, what) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'}: ${what}`);
+  if (!cond) failures += 1;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Starts the CLI and resolves with the viewer URL it prints ("viewer: http://...").
+function startServer(args) {
+  const child = spawn(opt.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const url = new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/viewer: (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    child.stderr.on('data', (d) => process.stderr.write(d));
+    child.on('exit', (code) => reject(new Error(`${args[0]} exited with ${code} before serving:\n${out}`)));
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, url, exited, output: () => out };
+}
+
+function plyVertexCount(file) {
+  const head = fs.readFileSync(file).subarray(0, 4096).toString('latin1');
+  const m = head.match(/element vertex (\d+)/);
+  return m ? Number(m[1]) : -1;
+}
+
+// Pixel statistics of a PNG, decoded by the browser itself (no PNG library in node).
+async function pngStats(page, png, other) {
+  return page.evaluate(async ([a, b]) => {
+    const load = async (b64) => {
+      const img = new Image();
+      img.src = `data:image/png;base64,${b64}`;
+      await img.decode();
+      const c = document.createElement('canvas');
+      c.width = img.width; c.height = img.height;
+      const ctx = c.getContext('2d');
+      ctx.drawImage(img, 0, 0);
+      return ctx.getImageData(0, 0, c.width, c.height).data;
+    };
+    const da = await load(a);
+    let sum = 0, sum2 = 0;
+    const n = da.length / 4;
+    for (let i = 0; i < n; ++i) {
+      const y = 0.299 * da[4 * i] + 0.587 * da[4 * i + 1] + 0.114 * da[4 * i + 2];
+      sum += y; sum2 += y * y;
+    }
+    const result = { variance: sum2 / n - (sum / n) ** 2, differing: null };
+    if (b) {
+      const db = await load(b);
+      let diff = 0;
+      for (let i = 0; i < n; ++i) {
+        if (Math.abs(da[4 * i] - db[4 * i]) + Math.abs(da[4 * i + 1] - db[4 * i + 1]) + Math.abs(da[4 * i + 2] - db[4 * i + 2]) > 24) diff += 1;
+      }
+      result.differing = diff / n;
+    }
+    return result;
+  }, [png.toString('base64'), other ? other.toString('base64') : null]);
+}
+
+// Launched before the server so that a slow browser start does not miss a live run.
+async function launchBrowser() {
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: CHROMIUM_FLAGS });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  return { browser, page };
+}
+
+async function openPage({ browser, page }, url) {
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
+  // No network at view time: any request that is not to the viewer server fails the test.
+  const origin = new URL(url).origin;
+  page.on('request', (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith('data:')) errors.push(`external request: ${r.url()}`); });
+  await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 90000 });
+  return { browser, page, errors };
+}
+
+const body = (page, key) => page.evaluate((k) => document.body.dataset[k], key);
+
+async function staticTest() {
+  const out = path.join(opt.work, 'demo');
+  fs.rmSync(out, { recursive: true, force: true });
+  execFileSync(opt.cli, ['run', '--demo', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const posesFrames = JSON.parse(fs.readFileSync(path.join(out, 'poses.json'), 'utf8')).frames.length;
+  const plyPoints = plyVertexCount(path.join(out, 'points.ply'));
+  const launched = await launchBrowser();
+  const server = startServer(['view', out, '--port', '0']);
+  const url = await server.url;
+  const { browser, page, errors } = await openPage(launched, url);
+  try {
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    const frames = Number(await body(page, 'frames')), points = Number(await body(page, 'points'));
+    check(frames === posesFrames && frames > 0, `page frames ${frames} == poses.json frames ${posesFrames}`);
+    check(points === plyPoints && points > 0, `page points ${points} == points.ply vertices ${plyPoints}`);
+    check(Number(await body(page, 'pointsShown')) === plyPoints, 'all points shown at the run\'s confidence threshold');
+    check((await body(page, 'status')) === 'completed', 'page reports the run completed');
+    await page.click('#fit');
+    await sleep(300);
+    const canvas = page.locator('#view canvas');
+    const shotAll = await canvas.screenshot();
+    const statsAll = await pngStats(page, shotAll);
+    check(statsAll.variance > 50, `3D view not blank: luminance variance ${statsAll.variance.toFixed(1)} > 50`);
+    if (opt.screenshot) fs.writeFileSync(opt.screenshot, await page.screenshot());
+    await page.fill('#frame', '0');
+    await page.waitForSelector('body[data-selected="0"]');
+    await sleep(300);
+    const shotFirst = await canvas.screenshot();
+    const diff = await pngStats(page, shotFirst, shotAll);
+    check(diff.differing > 0.005, `view changes when the frame slider moves: ${(100 * diff.differing).toFixed(2)}% pixels differ > 0.5%`);
+    // The confidence control filters on the GPU and in the count.
+    await page.fill('#frame', String(frames - 1));
+    await page.evaluate(() => { const c = document.getElementById('conf'); c.value = c.max; c.dispatchEvent(new Event('input')); });
+    const shownMax = Number(await body(page, 'pointsShown'));
+    check(shownMax < plyPoints, `confidence threshold at its maximum shows fewer points (${shownMax} < ${plyPoints})`);
+    check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+  } finally {
+    await browser.close();
+    server.child.kill('SIGINT');
+    const { code } = await server.exited;
+    check(code === 0, `view exits 0 on SIGINT (got ${code})`);
+  }
+}
+
+async function liveTest() {
+  const out = path.join(opt.work, 'live');
+  fs.rmSync(out, { recursive: true, force: true });
+  const total = 40;
+  const launched = await launchBrowser();
+  const server = startServer(['run', '--demo', '--demo-frames', String(total), '--serve', '0', '--demo-pace',
+    opt.pace || '0.25', '--progress', 'lines', '--out', out]);
+  const url = await server.url;
+  const { browser, page, errors } = await openPage(launched, url);
+  try {
+    const seen = [];        // distinct frame counts, in order
+    const whileRunning = new Set();  // frame counts seen while the page said the run was going on
+    const deadline = Date.now() + 180000;
+    for (;;) {
+      const frames = Number((await body(page, 'frames')) || 0), status = await body(page, 'status');
+      if (status === 'running' && frames > 0 && frames < total) whileRunning.add(frames);
+      if (!seen.length || seen[seen.length - 1] !== frames) { seen.push(frames); console.log(`  page: ${frames} frames, ${status}`); }
+      if ((status === 'completed' && frames >= total) || Date.now() > deadline || status === 'failed') break;
+      await sleep(100);
+    }
+    console.log(`frame counts seen: ${seen.join(' ')}; while running: ${[...whileRunning].join(' ')}`);
+    check(seen.every((v, i) => i === 0 || v > seen[i - 1]), 'the frame count only grew');
+    check(whileRunning.size >= 2, `the frame count increased while the run went on (${whileRunning.size} counts >= 2)`);
+    check(seen[seen.length - 1] === total, `frame count ends at ${total}`);
+    check((await body(page, 'status')) === 'completed', 'page reports the run completed');
+    const summary = JSON.parse(fs.readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    check(Number(await body(page, 'points')) === summary.points, `page points == summary.json points ${summary.points}`);
+    check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+  } finally {
+    await browser.close();
+    server.child.kill('SIGINT');
+    const { code } = await server.exited;
+    check(code === 0, `run --serve exits 0 on SIGINT after completing (got ${code})`);
+  }
+}
+
+try {
+  await (mode === 'static' ? staticTest() : liveTest());
+} catch (e) {
+  console.log(`FAIL: ${e.stack || e}`);
+  failures += 1;
+}
+console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,344 @@
+// The lingbot-map browser viewer: reads a run's viewer/NNNNNN.bin files through the server that
+// `lingbot-map view` / `run --serve` starts, follows /api/status while the run goes on, and draws
+// the per-frame point chunks, camera frustums with the frame image, and the trajectory.
+//
+// Conventions: the world frame is the run's (poses are camera -> world, OpenCV camera axes x right,
+// y down, z forward). three.js draws that world as is; only the orbit camera's "up" is set to the
+// cameras' mean -y axis (what upstream's viewer does), so the scene appears upright.
+//
+// For tests and scripts the page reports its state on <body>: data-frames (frames loaded, in
+// order), data-points (points loaded = the points.ply count), data-points-shown, data-status
+// (running | completed | interrupted | failed | disconnected).
+import * as THREE from 'three';
+import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
+import { parseViewerFrame } from '/viewer_format.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  view: $('view'), status: $('status'), frame: $('frame'), frameNum: $('frame-num'), play: $('play'),
+  follow: $('follow'), conf: $('conf'), confNum: $('conf-num'), size: $('size'), sizeNum: $('size-num'),
+  every: $('every'), keyframes: $('keyframes'), cameras: $('cameras'), trajectory: $('trajectory'),
+  fit: $('fit'), screenshot: $('screenshot'), framesCount: $('frames-count'), pointsCount: $('points-count'),
+  pointsShown: $('points-shown'), previewImage: $('preview-image'), previewDepth: $('preview-depth'),
+};
+
+// ---- scene ------------------------------------------------------------------------------------
+const renderer = new THREE.WebGLRenderer({ antialias: true });
+renderer.setPixelRatio(window.devicePixelRatio);
+renderer.setClearColor(0x15171a);
+ui.view.appendChild(renderer.domElement);
+const scene = new THREE.Scene();
+const camera = new THREE.PerspectiveCamera(60, 1, 0.001, 1000);
+camera.up.set(0, -1, 0);  // OpenCV world: -y is up until the cameras say otherwise
+camera.position.set(0, -1, -3);
+let controls = null;
+function makeControls(target) {
+  if (controls) controls.dispose();
+  controls = new OrbitControls(camera, renderer.domElement);  // takes camera.up as its up axis
+  controls.target.copy(target);
+  controls.addEventListener('change', requestRender);
+  controls.update();
+}
+makeControls(new THREE.Vector3(0, 0, 0));
+
+const pointMaterial = new THREE.ShaderMaterial({
+  uniforms: { uSize: { value: 3 * window.devicePixelRatio }, uThreshold: { value: 0 } },
+  vertexShader: `
+    attribute vec3 rgb;
+    attribute float conf;
+    uniform float uSize;
+    uniform float uThreshold;
+    varying vec3 vColor;
+    void main() {
+      vColor = rgb;
+      gl_Position = projectionMatrix * modelViewMatrix * vec4(position, 1.0);
+      // The same rule as points.ply: shown when conf > threshold. Others go outside the clip volume.
+      if (!(conf > uThreshold)) gl_Position = vec4(2.0, 2.0, 2.0, 1.0);
+      gl_PointSize = uSize;
+    }`,
+  fragmentShader: `
+    varying vec3 vColor;
+    void main() { gl_FragColor = vec4(vColor, 1.0); }`,
+});
+const frustumMaterial = new THREE.LineBasicMaterial({ color: 0x4fc3f7 });
+const selectedMaterial = new THREE.LineBasicMaterial({ color: 0xffb300 });
+const trajectoryMaterial = new THREE.LineBasicMaterial({ color: 0xff5252 });
+let trajectoryLine = null;
+
+// frames[i]: parsed file + its three.js objects; loaded strictly in order.
+const frames = [];
+let runThreshold = null, maxConf = 0, totalPoints = 0, frustumScale = null;
+let renderPending = false;
+function requestRender() {
+  if (renderPending) return;
+  renderPending = true;
+  requestAnimationFrame(() => { renderPending = false; renderer.render(scene, camera); });
+}
+function resize() {
+  const w = ui.view.clientWidth, h = ui.view.clientHeight;
+  renderer.setSize(w, h, false);
+  camera.aspect = w / Math.max(1, h);
+  camera.updateProjectionMatrix();
+  requestRender();
+}
+window.addEventListener('resize', resize);
+resize();
+
+// c2w (row-major 3x4) as a three.js Matrix4.
+function c2wMatrix(c) {
+  return new THREE.Matrix4().set(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], 0, 0, 0, 1);
+}
+
+function rgbaTexture(f) {
+  const n = f.previewWidth * f.previewHeight, rgba = new Uint8Array(4 * n);
+  for (let i = 0; i < n; ++i) {
+    rgba[4 * i] = f.previewRgb[3 * i]; rgba[4 * i + 1] = f.previewRgb[3 * i + 1];
+    rgba[4 * i + 2] = f.previewRgb[3 * i + 2]; rgba[4 * i + 3] = 255;
+  }
+  const t = new THREE.DataTexture(rgba, f.previewWidth, f.previewHeight, THREE.RGBAFormat);
+  t.colorSpace = THREE.SRGBColorSpace;  // row 0 = top of the image = uv v 0 (flipY false)
+  t.needsUpdate = true;
+  return t;
+}
+
+// A frustum in camera coordinates (apex at the origin, image plane at z = 1) scaled by the scene size,
+// placed by the frame's camera -> world matrix; the frame image textures its far rectangle.
+function makeFrustum(f) {
+  const group = new THREE.Group();
+  const corners = [[0, 0], [f.width, 0], [f.width, f.height], [0, f.height]].map(
+    ([u, v]) => new THREE.Vector3((u - f.cx) / f.fx, (v - f.cy) / f.fy, 1));
+  const o = new THREE.Vector3(0, 0, 0), seg = [];
+  for (let i = 0; i < 4; ++i) seg.push(o, corners[i], corners[i], corners[(i + 1) % 4]);
+  const lines = new THREE.LineSegments(new THREE.BufferGeometry().setFromPoints(seg), frustumMaterial);
+  group.add(lines);
+  const quad = new THREE.BufferGeometry().setFromPoints([corners[0], corners[1], corners[3], corners[2]]);
+  quad.setAttribute('uv', new THREE.Float32BufferAttribute([0, 0, 1, 0, 0, 1, 1, 1], 2));
+  quad.setIndex([0, 2, 1, 1, 2, 3]);
+  const image = new THREE.Mesh(quad, new THREE.MeshBasicMaterial({ map: rgbaTexture(f), side: THREE.DoubleSide }));
+  group.add(image);
+  group.matrixAutoUpdate = false;
+  group.userData.lines = lines;
+  return group;
+}
+
+function addFrame(f) {
+  const geom = new THREE.BufferGeometry();
+  geom.setAttribute('position', new THREE.BufferAttribute(f.xyz, 3));
+  geom.setAttribute('rgb', new THREE.BufferAttribute(f.rgb, 3, true));
+  geom.setAttribute('conf', new THREE.BufferAttribute(f.conf, 1));
+  geom.computeBoundingSphere();
+  const points = new THREE.Points(geom, pointMaterial);
+  points.frustumCulled = f.count > 0;
+  scene.add(points);
+  const frustum = makeFrustum(f);
+  scene.add(frustum);
+  const m = c2wMatrix(f.c2w);
+  const center = new THREE.Vector3().setFromMatrixPosition(m);
+  frames.push({ f, points, frustum, m, center });
+  totalPoints += f.count;
+  if (runThreshold === null) runThreshold = f.confThreshold;
+  for (let i = 0; i < f.count; ++i) if (Number.isFinite(f.conf[i]) && f.conf[i] > maxConf) maxConf = f.conf[i];
+}
+
+// ---- view state ---------------------------------------------------------------------------------
+function selected() { return Math.min(Number(ui.frame.value), frames.length - 1); }
+function frameVisible(i) {
+  const every = Math.max(1, Math.floor(Number(ui.every.value) || 1));
+  return i <= selected() && i % every === 0 && (!ui.keyframes.checked || frames[i].f.keyframe);
+}
+
+function updateScene() {
+  const sel = selected(), thr = pointMaterial.uniforms.uThreshold.value;
+  let shown = 0;
+  const centers = [];
+  for (let i = 0; i < frames.length; ++i) {
+    const fr = frames[i], vis = frameVisible(i);
+    fr.points.visible = vis;
+    fr.frustum.visible = ui.cameras.checked && (vis || i === sel);
+    fr.frustum.userData.lines.material = i === sel ? selectedMaterial : frustumMaterial;
+    const s = frustumScale || 0.1;
+    fr.frustum.matrix.copy(fr.m).multiply(new THREE.Matrix4().makeScale(s, s, s));
+    fr.frustum.matrixWorldNeedsUpdate = true;
+    if (i <= sel) centers.push(fr.center);
+    if (vis) { const c = fr.f.conf; for (let k = 0; k < c.length; ++k) if (c[k] > thr) ++shown; }
+  }
+  if (trajectoryLine) { scene.remove(trajectoryLine); trajectoryLine.geometry.dispose(); trajectoryLine = null; }
+  if (ui.trajectory.checked && centers.length > 1) {
+    trajectoryLine = new THREE.Line(new THREE.BufferGeometry().setFromPoints(centers), trajectoryMaterial);
+    scene.add(trajectoryLine);
+  }
+  ui.pointsShown.textContent = shown.toLocaleString('en-US');
+  document.body.dataset.pointsShown = String(shown);
+  updateSelection();
+  requestRender();
+}
+
+function drawPreview(canvas, w, h, pixel) {
+  canvas.width = w; canvas.height = h;
+  const ctx = canvas.getContext('2d'), img = ctx.createImageData(w, h);
+  for (let i = 0; i < w * h; ++i) { const p = pixel(i); img.data.set([p[0], p[1], p[2], 255], 4 * i); }
+  ctx.putImageData(img, 0, 0);
+}
+
+function updateSelection() {
+  if (!frames.length) return;
+  const fr = frames[selected()], f = fr.f;
+  ui.frameNum.textContent = String(f.index);
+  $('st-index').textContent = String(f.index);
+  $('st-keyframe').textContent = f.keyframe ? 'yes' : 'no';
+  $('st-timestamp').textContent = `${f.timestamp.toFixed(3)} s`;
+  $('st-points').textContent = f.count.toLocaleString('en-US');
+  $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
+  document.body.dataset.selected = String(f.index);
+  drawPreview(ui.previewImage, f.previewWidth, f.previewHeight, (i) => [f.previewRgb[3 * i], f.previewRgb[3 * i + 1], f.previewRgb[3 * i + 2]]);
+  // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run wrote it.
+  const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
+  if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
+}
+
+// Scene centre and size from the points shown (per-axis median, 5-95 % spread), up from the cameras'
+// -y axes, then the orbit camera behind and above the first frame's camera, looking at the centre.
+function fitView() {
+  if (!frames.length) return;
+  const xs = [], ys = [], zs = [], thr = pointMaterial.uniforms.uThreshold.value;
+  const visible = frames.filter((_, i) => frameVisible(i));
+  const total = visible.reduce((s, fr) => s + fr.f.count, 0), step = Math.max(1, Math.floor(total / 20000));
+  let k = 0;
+  for (const fr of visible) {
+    const p = fr.f.xyz, c = fr.f.conf;
+    for (let i = 0; i < fr.f.count; ++i, ++k) {
+      if (k % step || !(c[i] > thr) || !Number.isFinite(p[3 * i])) continue;
+      xs.push(p[3 * i]); ys.push(p[3 * i + 1]); zs.push(p[3 * i + 2]);
+    }
+  }
+  for (const fr of frames) { xs.push(fr.center.x); ys.push(fr.center.y); zs.push(fr.center.z); }
+  const q = (a, t) => a[Math.min(a.length - 1, Math.floor(t * a.length))];
+  [xs, ys, zs].forEach((a) => a.sort((u, v) => u - v));
+  const center = new THREE.Vector3(q(xs, 0.5), q(ys, 0.5), q(zs, 0.5));
+  const spread = new THREE.Vector3(q(xs, 0.95) - q(xs, 0.05), q(ys, 0.95) - q(ys, 0.05), q(zs, 0.95) - q(zs, 0.05));
+  const radius = Math.max(1e-3, 0.5 * spread.length());
+  const up = new THREE.Vector3();
+  for (const fr of frames) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
+  if (up.lengthSq() < 1e-12) up.set(0, -1, 0);
+  up.normalize();
+  const c0 = frames[0].f.c2w, forward = new THREE.Vector3(c0[2], c0[6], c0[10]).normalize();  // z column of R
+  const dist = radius / Math.tan(THREE.MathUtils.degToRad(camera.fov / 2)) * 1.1;
+  camera.up.copy(up);
+  camera.position.copy(center).addScaledVector(forward, -dist).addScaledVector(up, 0.35 * dist);
+  camera.near = dist * 1e-3; camera.far = dist * 1e3;
+  camera.updateProjectionMatrix();
+  makeControls(center);
+  if (frustumScale === null) { frustumScale = 0.08 * radius; updateScene(); }
+  requestRender();
+}
+
+// ---- controls -----------------------------------------------------------------------------------
+function setThreshold(v) {
+  pointMaterial.uniforms.uThreshold.value = v;
+  ui.confNum.textContent = v.toFixed(2);
+}
+ui.conf.addEventListener('input', () => { setThreshold(Number(ui.conf.value)); updateScene(); });
+ui.size.addEventListener('input', () => {
+  ui.sizeNum.textContent = ui.size.value;
+  pointMaterial.uniforms.uSize.value = Number(ui.size.value) * window.devicePixelRatio;
+  requestRender();
+});
+for (const el of [ui.every, ui.keyframes, ui.cameras, ui.trajectory]) el.addEventListener('input', updateScene);
+ui.frame.addEventListener('input', () => {
+  ui.follow.checked = Number(ui.frame.value) >= frames.length - 1;
+  updateScene();
+});
+ui.follow.addEventListener('input', () => { if (ui.follow.checked) { ui.frame.value = String(frames.length - 1); updateScene(); } });
+ui.fit.addEventListener('click', fitView);
+ui.screenshot.addEventListener('click', () => {
+  renderer.render(scene, camera);  // the drawing buffer is read in the same task, before it is cleared
+  const a = document.createElement('a');
+  a.href = renderer.domElement.toDataURL('image/png');
+  a.download = `lingbot-map-frame-${String(frames.length ? frames[selected()].f.index : 0).padStart(6, '0')}.png`;
+  a.click();
+});
+let playTimer = null;
+ui.play.addEventListener('click', () => {
+  if (playTimer) { clearInterval(playTimer); playTimer = null; ui.play.textContent = '▶'; return; }
+  if (selected() >= frames.length - 1) ui.frame.value = '0';
+  ui.play.textContent = '❚❚';
+  playTimer = setInterval(() => {
+    const next = selected() + 1;
+    if (next >= frames.length) { ui.play.click(); return; }
+    ui.frame.value = String(next);
+    ui.follow.checked = next >= frames.length - 1;
+    updateScene();
+  }, 100);
+});
+
+// ---- loading ------------------------------------------------------------------------------------
+let runStatus = { status: 'running', frames: 0, error: '' };
+function showStatus(text, failed) {
+  ui.status.textContent = text;
+  ui.status.classList.toggle('failed', !!failed);
+}
+function reportCounts() {
+  ui.framesCount.textContent = String(frames.length);
+  ui.pointsCount.textContent = totalPoints.toLocaleString('en-US');
+  document.body.dataset.frames = String(frames.length);
+  document.body.dataset.points = String(totalPoints);
+  document.body.dataset.status = runStatus.status;
+  const s = runStatus.status;
+  const what = s === 'running' ? (runStatus.live ? 'run in progress' : 'run in progress (no summary.json yet)')
+    : s === 'failed' ? `run failed: ${runStatus.error}` : s === 'disconnected' ? 'server gone (the run or viewer stopped)' : `run ${s}`;
+  const loading = frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
+  showStatus(`${what} · ${frames.length} frames · ${totalPoints.toLocaleString('en-US')} points${loading}`, s === 'failed');
+}
+
+const CONCURRENCY = 6;
+let loading = false;
+async function loadNewFrames() {
+  if (loading) return;
+  loading = true;
+  try {
+    while (frames.length < runStatus.frames) {
+      const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
+      const names = [];
+      for (let i = start; i < end; ++i) names.push(`/run/viewer/${String(i).padStart(6, '0')}.bin`);
+      const buffers = await Promise.all(names.map(async (u) => {
+        const r = await fetch(u, { cache: 'no-store' });
+        if (!r.ok) throw new Error(`${u}: HTTP ${r.status}`);
+        return r.arrayBuffer();
+      }));
+      const first = frames.length === 0;
+      for (const b of buffers) addFrame(parseViewerFrame(b));
+      if (first) {
+        setThreshold(runThreshold);
+        ui.conf.min = String(runThreshold);
+      }
+      ui.conf.max = String(Math.max(runThreshold + 1e-3, maxConf));
+      ui.conf.step = String((Number(ui.conf.max) - runThreshold) / 200);
+      ui.frame.max = String(frames.length - 1);
+      if (ui.follow.checked) ui.frame.value = String(frames.length - 1);
+      if (first || frames.length <= 2 * CONCURRENCY) fitView();
+      updateScene();
+      reportCounts();
+    }
+  } finally {
+    loading = false;
+  }
+}
+
+async function poll() {
+  try {
+    const r = await fetch('/api/status', { cache: 'no-store' });
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    runStatus = await r.json();
+    reportCounts();
+    await loadNewFrames();
+  } catch (e) {
+    if (runStatus.status === 'running') runStatus = { ...runStatus, status: 'disconnected' };
+    console.error(e);
+    reportCounts();
+  }
+  // A finished run's files no longer change; a running one (or a viewer of a running folder) is polled.
+  const done = runStatus.status !== 'running' && frames.length >= runStatus.frames;
+  if (!done && runStatus.status !== 'disconnected') setTimeout(poll, 500);
+  else document.body.dataset.ready = '1';
+}
+poll();
