@@ -386,11 +386,27 @@ class PySession {
     pending_.clear();
   }
 
-  py::dict stats() { return stats_dict(open().stats()); }
-  py::dict options() { return options_dict(open().options()); }
-  bool finished() { return open().closed(); }
-  bool is_closed() const { return session_ == nullptr; }
-  int64_t frames_pushed() { return open().frames_pushed(); }
+  // Readers take the guard too: the engine state they read changes while a push runs.
+  py::dict stats() {
+    BusyGuard busy(busy_, "this Session");
+    return stats_dict(open().stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this Session");
+    return options_dict(open().options());
+  }
+  bool finished() {
+    BusyGuard busy(busy_, "this Session");
+    return open().closed();
+  }
+  bool is_closed() {
+    BusyGuard busy(busy_, "this Session");
+    return session_ == nullptr;
+  }
+  int64_t frames_pushed() {
+    BusyGuard busy(busy_, "this Session");
+    return open().frames_pushed();
+  }
   const PyModel& model() const { return model_; }
 
  private:
@@ -575,8 +591,14 @@ class PyReconstruction {
     return r;
   }
 
-  py::dict stats() { return stats_dict(session_->stats()); }
-  py::dict options() { return options_dict(session_->options()); }
+  py::dict stats() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return stats_dict(session_->stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return options_dict(session_->options());
+  }
   py::object frame_count() const {
     if (feed_->count) return py::int_(*feed_->count);
     return py::none();
