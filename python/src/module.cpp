@@ -678,7 +678,7 @@ class PyExporter {
     const auto d = f32_exact(r.depth, hw, "depth");
     const auto pts = f32_exact(r.world_points, 3 * hw, "world_points");
     const auto img = f32_exact(r.image, 3 * hw, "image");
-    py::array_t<float, py::array::c_style> conf;
+    std::optional<py::array_t<float, py::array::c_style>> conf;  // (a default array_t is not "none")
     if (!r.conf.is_none()) conf = f32_exact(r.conf, hw, "conf");
     if (width_ != 0) LINGBOT_CHECK(W == width_ && H == height_, "frame ", r.frame_index, " is ", W, "x", H,
                                    ", earlier frames of this Exporter are ", width_, "x", height_);
@@ -687,7 +687,7 @@ class PyExporter {
     if (!poses_) open_writers(W, H);
     poses_->append(pose);
     tum_->append(pose.timestamp, pose.w2c);
-    const std::span<const float> cs = conf ? std::span<const float>(conf.data(), hw) : std::span<const float>();
+    const std::span<const float> cs = conf ? std::span<const float>(conf->data(), hw) : std::span<const float>();
     io::write_depth_frame(out_ / "depth", r.frame_index, W, H, std::span<const float>(d.data(), hw), cs);
     const io::PointBatch batch = io::select_points(std::span<const float>(pts.data(), 3 * hw),
                                                    std::span<const float>(img.data(), 3 * hw), cs,
@@ -938,13 +938,13 @@ void bind_module(py::module_& m) {
         const size_t hw = static_cast<size_t>(wp.shape(0) * wp.shape(1));
         const auto pts = f32_exact(world_points, 3 * hw, "world_points");
         const auto img = f32_exact(image, 3 * hw, "image");
-        py::array_t<float, py::array::c_style> c;
+        std::optional<py::array_t<float, py::array::c_style>> c;
         if (!conf.is_none()) c = f32_exact(conf, hw, "conf");
         io::PointBatch b;
         {
           py::gil_scoped_release nogil;
           b = io::select_points(std::span<const float>(pts.data(), 3 * hw), std::span<const float>(img.data(), 3 * hw),
-                                c ? std::span<const float>(c.data(), hw) : std::span<const float>(),
+                                c ? std::span<const float>(c->data(), hw) : std::span<const float>(),
                                 static_cast<float>(conf_threshold), downsample);
         }
         const py::ssize_t n = static_cast<py::ssize_t>(b.size());
