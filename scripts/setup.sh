@@ -14,6 +14,8 @@ PACKAGES=(
   libjpeg62-turbo-dev       # JPEG decoding as PIL does it (libjpeg-turbo)
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
   gnuplot-nox               # benchmark plots
+  python3-dev pybind11-dev python3-numpy  # the lingbot_map Python module (build/python)
+  python3-pytest python3-open3d           # its tests (Open3D reads the point clouds written)
 )
 
 missing=()

@@ -69,3 +69,17 @@ def test_live_webcam_stops_cleanly_on_ctrl_c(tmp_path):
     done = int(out.split(" frames; cache")[0].rsplit("\n", 1)[-1])
     poses = json.loads((tmp_path / "poses.json").read_text())
     assert len(poses["frames"]) == done >= 4
+
+
+def test_readme_five_line_example_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Python: `lingbot_map`"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("```\n", section.index("```python\n") + 10)]
+    assert len(code.strip().splitlines()) == 5
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert [int(ln.split()[0]) for ln in lines] == list(range(6))
+    assert all(ln.endswith("(70, 112)") for ln in lines)
