@@ -1,11 +1,13 @@
 // `lingbot-map run`: frames (image folder, video, or the built-in demo) -> streaming Session ->
-// poses.json, trajectory.tum, depth/, points.ply, summary.json in --out.
+// the exports chosen with --export (io/export.h: poses.json, trajectory.tum, depth/, points.ply,
+// depth_preview/, predictions/, colmap/, scene.glb, bss/) and summary.json in --out.
 //
 // Order of work, so that bad input never leaves files that look like a result:
 //   1. options are checked, the input is opened and its first frame decoded, the model is loaded and
 //      the Session created (any error here: nothing is written, --out is not even created);
-//   2. --out is created, previous outputs of a run there are removed (only the file names this
-//      command writes), and the incremental writers are opened;
+//   2. --out and every chosen export's folders are created and checked writable, previous outputs
+//      of a run there are removed (only the file names this command writes), and the exporters
+//      are opened;
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
 //   4. summary.json is written last, with "status": "completed", "interrupted" (Ctrl-C: exit 130)
@@ -32,6 +34,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
+#include "io/export.h"
 #include "io/frame_source.h"
 #include "io/png.h"
 #include "io/preprocess.h"
@@ -76,6 +79,7 @@ struct RunArgs {
   std::vector<std::string> sets;
   std::string progress = "auto";
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
+  std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
 };
 
 // ---- Ctrl-C ---------------------------------------------------------------------------------
@@ -234,34 +238,13 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-// NNNNNN.png / .npy / _conf.png / _conf.npy: the names write_depth_frame gives.
-bool is_depth_file_name(const std::string& name) {
-  if (name.size() < 10 || !std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  const std::string rest = name.substr(6);
-  return rest == ".png" || rest == ".npy" || rest == "_conf.png" || rest == "_conf.npy";
-}
-
-// Creates --out (and depth/) and removes what an earlier run of this command left there, so the
-// folder never mixes two runs. Only this command's own file names are touched.
+// Creates --out and removes the summary of an earlier run there; the exporters clean their own
+// files (io::ExportSet::begin), so the folder never mixes two runs.
 void prepare_output_dir(const fs::path& out) {
+  io::ensure_writable_dir(out);
   std::error_code ec;
-  fs::create_directories(out / "depth", ec);
-  LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
-  for (const char* name : {"summary.json", "poses.json", "trajectory.tum", "points.ply"}) {
-    fs::remove(out / name, ec);
-    LINGBOT_CHECK(!ec, "cannot remove old ", (out / name).string(), ": ", ec.message());
-  }
-  for (const auto& entry : fs::directory_iterator(out / "depth")) {
-    if (entry.is_regular_file() && is_depth_file_name(entry.path().filename().string()))
-      fs::remove(entry.path());
-  }
-  // A folder can exist and still refuse files (permissions, read-only mount): try one.
-  const fs::path probe = out / ".lingbot-write-test";
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
-  std::fclose(f);
-  fs::remove(probe, ec);
+  fs::remove(out / "summary.json", ec);
+  LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
 }
 
 io::Mat34 to_mat34(const Tensor& t, const char* what) {
@@ -358,6 +341,7 @@ void check_args(const RunArgs& a) {
 int run_command(const RunArgs& a) {
   const auto t_start = Clock::now();
   check_args(a);
+  const std::vector<std::string> export_names = io::parse_export_list(a.exports);
   const KVBackend backend = parse_kv_backend(a.attention);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const ConfigOverrides overrides = parse_sets(a.sets);
@@ -467,6 +451,7 @@ int run_command(const RunArgs& a) {
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},
                   {"export_preprocessed", a.export_preprocessed},
+                  {"export", export_names},
                   {"set", a.sets}};
   const json meta = {{"image_width", W},
                      {"image_height", H},
@@ -480,13 +465,7 @@ int run_command(const RunArgs& a) {
                   {"model", a.demo ? json("built-in demo (random weights)") : json(a.model)},
                   {"image_width", W},
                   {"image_height", H},
-                  {"options", options},
-                  {"files",
-                   {{"poses", "poses.json"},
-                    {"trajectory", "trajectory.tum"},
-                    {"points", "points.ply"},
-                    {"depth", "depth/NNNNNN.png (uint16, depth = value * 0.001; 0 = invalid) and depth/NNNNNN.npy (float32 [H, W])"},
-                    {"confidence", "depth/NNNNNN_conf.png (uint16, conf = value * 0.01) and depth/NNNNNN_conf.npy"}}}};
+                  {"options", options}};
   if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
 
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
@@ -495,10 +474,21 @@ int run_command(const RunArgs& a) {
   std::string error;
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);
+  std::vector<std::unique_ptr<io::Exporter>> exporters;
+  for (const std::string& name : export_names) exporters.push_back(io::make_exporter(name));
+  io::ExportSet exports(std::move(exporters));
   {
-    io::PosesJsonWriter poses(out / "poses.json", meta);
-    io::TumWriter tum(out / "trajectory.tum");
-    io::PlyWriter ply(out / "points.ply");
+    io::ExportRun run;
+    run.out_dir = out;
+    run.width = W;
+    run.height = H;
+    run.scale_frames = session.options().scale_frames;
+    run.expected_frames = input.count;
+    run.points = {static_cast<float>(a.conf_threshold), a.downsample};
+    run.meta = meta;
+    exports.begin(run);
+  }
+  {
     std::deque<PendingFrame> pending;
     SigintGuard sigint;
 
@@ -507,31 +497,27 @@ int run_command(const RunArgs& a) {
                     r.frame_index, " does not match the frames pushed");
       PendingFrame f = std::move(pending.front());
       pending.pop_front();
-      LINGBOT_CHECK(!r.extrinsic.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
+      LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
                     "the session returned no camera / depth output for frame ", r.frame_index);
-      io::FramePose pose;
-      pose.index = r.frame_index;
-      pose.timestamp = f.timestamp;
-      pose.keyframe = r.is_keyframe;
-      pose.source = f.name;
-      pose.w2c = to_mat34(r.extrinsic, "extrinsic");
-      pose.intrinsics = to_mat33(r.intrinsic, "intrinsic");
-      poses.append(pose);
-      tum.append(f.timestamp, pose.w2c);
       const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
       LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
                     "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
-      const std::span<const float> depth(r.depth.f32(), hw);
-      std::span<const float> conf;
-      if (!r.depth_conf.empty()) conf = std::span<const float>(r.depth_conf.f32(), hw);
-      io::write_depth_frame(out / "depth", r.frame_index, W, H, depth, conf);
-      const io::PointBatch batch =
-          io::select_points(std::span<const float>(r.world_points.f32(), 3 * hw),
-                            std::span<const float>(f.image.f32(), 3 * hw), conf, static_cast<float>(a.conf_threshold),
-                            a.downsample);
-      ply.append_points(batch.xyz, batch.rgb);
-      ply.flush();
-      points += static_cast<int64_t>(batch.size());
+      r.pose_enc.check_shape({9}, "pose_enc");
+      io::ExportFrame x;
+      x.index = r.frame_index;
+      x.timestamp = f.timestamp;
+      x.source = f.name;
+      x.keyframe = r.is_keyframe;
+      x.scale_frame = r.frame_index < session.options().scale_frames;
+      x.image = std::span<const float>(f.image.f32(), 3 * hw);
+      x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
+      x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
+      x.w2c = to_mat34(r.extrinsic, "extrinsic");
+      x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
+      x.depth = std::span<const float>(r.depth.f32(), hw);
+      if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
+      x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
+      exports.frame(x);
       ++frames_done;
       if (r.is_keyframe) ++keyframes;
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
@@ -570,7 +556,18 @@ int run_command(const RunArgs& a) {
       error = one_line(e.what());
     }
     progress.end();
-  }  // writers closed (the PLY flushed) before the summary
+  }
+  // Every export is finalised before the summary, whatever the status.
+  try {
+    exports.finish(status == "completed" ? io::ExportStatus::Completed
+                   : status == "interrupted" ? io::ExportStatus::Interrupted
+                                             : io::ExportStatus::Failed);
+  } catch (const std::exception& e) {
+    if (status != "failed") error = one_line(e.what());
+    status = "failed";
+  }
+  const json export_report = exports.report();
+  if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
 
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
@@ -582,6 +579,7 @@ int run_command(const RunArgs& a) {
   summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
   summary["keyframes"] = keyframes;
   summary["points"] = points;
+  summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
                         {"inference", infer_seconds},
@@ -609,16 +607,25 @@ void add_run_command(CLI::App& app) {
       "run",
       "Reconstruct a sequence: image folder or video -> camera poses, depth maps and a point cloud.\n"
       "Frames stream through the model one at a time (upstream demo.py's streaming mode) and every\n"
-      "completed frame is written at once. Outputs in --out:\n"
-      "  poses.json      per frame: index, timestamp, keyframe, source, c2w 4x4, w2c 3x4, intrinsics 3x3\n"
-      "                  (OpenCV camera axes: x right, y down, z forward; pixels of the preprocessed image)\n"
-      "  trajectory.tum  TUM RGB-D lines 'timestamp tx ty tz qx qy qz qw' (camera-to-world)\n"
-      "  depth/NNNNNN.png 16-bit depth, value * 0.001 = depth (0 = invalid); NNNNNN.npy float32 [H, W];\n"
-      "                  NNNNNN_conf.png (value * 0.01) and NNNNNN_conf.npy: confidence\n"
-      "  points.ply      binary coloured point cloud: points with confidence > --conf-threshold,\n"
-      "                  every --downsample-th one, coloured from the preprocessed frame\n"
-      "  summary.json    written last: status completed | interrupted | failed (with the error),\n"
-      "                  frames, keyframes, seconds per frame, peak memory, cache stats, options\n"
+      "completed frame is written at once. Outputs in --out, chosen with --export (default\n"
+      "poses,tum,depth,ply,depth-preview; 'all' = every one):\n"
+      "  poses          poses.json: per frame index, timestamp, keyframe, source, c2w 4x4, w2c 3x4,\n"
+      "                 intrinsics 3x3 (OpenCV camera axes: x right, y down, z forward; pixels of the\n"
+      "                 preprocessed image, principal point (W/2, H/2) at integer pixel coordinates)\n"
+      "  tum            trajectory.tum: TUM RGB-D lines 'timestamp tx ty tz qx qy qz qw' (camera-to-world)\n"
+      "  depth          depth/NNNNNN.png 16-bit depth, value * 0.001 = depth (0 = invalid); NNNNNN.npy\n"
+      "                 float32 [H, W]; NNNNNN_conf.png (value * 0.01) and NNNNNN_conf.npy: confidence\n"
+      "  ply            points.ply: binary coloured point cloud: points with confidence > --conf-threshold,\n"
+      "                 every --downsample-th one, coloured from the preprocessed frame\n"
+      "  depth-preview  depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, invalid = black)\n"
+      "  npz            predictions/frame_NNNNNN.npz + predictions/meta.npz (upstream batch_demo.py layout)\n"
+      "                 and, up to 300 frames, predictions.npz (upstream demo.py --save_predictions keys)\n"
+      "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5)\n"
+      "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"
+      "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"
+      "                 (timestamp fx fy cx cy w h): upstream's benchmark format\n"
+      "  summary.json   always, written last: status completed | interrupted | failed (with the error),\n"
+      "                 frames, keyframes, seconds per frame, peak memory, cache stats, options, exports\n"
       "Ctrl-C stops after the current frame, finalises the files and exits with code 130.\n"
       "Earlier outputs of this command in --out are replaced. The checkpoint is upstream's\n"
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
@@ -662,6 +669,9 @@ void add_run_command(CLI::App& app) {
                   "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
+  cmd->add_option("--export", a->exports,
+                  "comma list of outputs: poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, or all")
+      ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
   cmd->callback([a] {
     int code = 0;

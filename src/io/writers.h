@@ -24,6 +24,8 @@ using Mat33 = std::array<double, 9>;   // row-major 3x3
 
 // Inverse of a rigid transform [R | t] -> [R^T | -R^T t], as a 4x4 with last row 0 0 0 1.
 Mat44 rigid_inverse_4x4(const Mat34& m);
+// The same inverse as a 3x4.
+Mat34 rigid_inverse(const Mat34& m);
 // Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0.
 std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
 
@@ -32,7 +34,7 @@ struct FramePose {
   double timestamp = 0;     // seconds (video) or the frame index (image folders)
   bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
-  Mat34 w2c{};              // world -> camera
+  Mat34 c2w{};              // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
 };
 
@@ -64,7 +66,7 @@ class TumWriter {
   ~TumWriter();
   TumWriter(const TumWriter&) = delete;
   TumWriter& operator=(const TumWriter&) = delete;
-  void append(double timestamp, const Mat34& w2c);
+  void append(double timestamp, const Mat34& c2w);
 
  private:
   std::filesystem::path path_;
@@ -123,8 +125,10 @@ struct PointBatch {
   size_t size() const { return xyz.size() / 3; }
 };
 // points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
+// depth: [H*W] or empty; when given, pixels whose depth or confidence is non-finite or <= 0 are
+// dropped first (the invalid-value rule of io/export.h).
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample);
+                         float conf_threshold, int downsample, std::span<const float> depth = {});
 
 // Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);

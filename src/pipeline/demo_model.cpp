@@ -75,6 +75,10 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
     } else if (ends_with(name, ".bias") || name.find("token") != std::string_view::npos ||
                name.find("pos_embed") != std::string_view::npos) {
       for (int64_t i = 0; i < n; ++i) v[i] = 0.02f * rng.symmetric();
+      // The camera head's FoV outputs (pose entries 7, 8) pass a ReLU: a random bias near 0 would
+      // often give FoV 0, i.e. an infinite focal length, and every geometric export drops such
+      // frames. A positive bias per refinement step keeps the demo's cameras finite (~60 degrees).
+      if (ends_with(name, "pose_branch.fc2.bias") && n >= 9) v[7] = v[8] = 0.25f;
     } else {
       const int64_t fan_in = e.shape.empty() || e.shape[0] == 0 ? 1 : std::max<int64_t>(1, n / e.shape[0]);
       const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
