@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Image folder (or video) -> coloured point cloud, camera poses and depth maps, from Python.
 
-Writes the files `lingbot-map run` writes (points.ply, poses.json, trajectory.tum, depth/) into
---out through lingbot_map.Exporter, and prints one line per frame. With --show, opens the point
+Writes the files `lingbot-map run` writes (points.ply, poses.json, trajectory.tum, depth/, ...;
+--export all adds NPZ, COLMAP, GLB) into --out through lingbot_map.Exporter, and prints one line per frame. With --show, opens the point
 cloud in Open3D (python3-open3d) when it is installed.
 
   PYTHONPATH=build/python python3 examples/python/folder_to_point_cloud.py \\
@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-window", type=int, default=64)
     ap.add_argument("--conf-threshold", type=float, default=1.5)
     ap.add_argument("--downsample", type=int, default=10)
+    ap.add_argument("--export", default=lm.default_exports(),
+                    help="comma list of run's exports ('all' = every kind: " + ", ".join(k["name"] for k in lm.export_kinds()) + ")")
     ap.add_argument("--show", action="store_true", help="open the cloud in Open3D at the end")
     args = ap.parse_args(argv)
 
@@ -45,11 +47,13 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     points = 0
     try:
-        with lm.Exporter(args.out, conf_threshold=args.conf_threshold, downsample=args.downsample,
+        with lm.Exporter(args.out, exports=args.export, expected_frames=frames.frame_count,
+                         conf_threshold=args.conf_threshold, downsample=args.downsample,
                          meta={"model": str(args.model)}) as exporter:
             for r in frames:
                 exporter.write(r)
-                xyz, _ = lm.select_points(r.world_points, r.image, r.conf, args.conf_threshold, args.downsample)
+                xyz, _ = lm.select_points(r.world_points, r.image, r.conf, r.depth,
+                                          conf_threshold=args.conf_threshold, downsample=args.downsample)
                 points += len(xyz)
                 centre = r.c2w[:, 3]
                 print(f"frame {r.frame_index:4d} {r.source:>16s}  camera at ({centre[0]:+.3f}, {centre[1]:+.3f}, "

@@ -10,7 +10,7 @@ The native engine of the `lingbot-map` command line tool, as a Python module:
                 print(r.frame_index, r.c2w[:, 3], r.depth.shape)
 
 `reconstruct(images=..., video=..., model=...)` runs a folder, a list of arrays or a video the way
-`lingbot-map run` does and yields one Result per frame; `Exporter` writes run's files. Arrays are
+`lingbot-map run` does and yields one Result per frame; `Exporter` writes run's files (every `run --export` kind). Arrays are
 float32 NumPy arrays that own their memory. Engine errors raise lingbot_map.Error with the
 engine's message; the GIL is released while the engine computes.
 """
@@ -25,7 +25,9 @@ from ._lingbot_map import (  # noqa: F401
     Session,
     __version__,
     blas,
+    default_exports,
     demo_frame,
+    export_kinds,
     load_image,
     load_safetensors,
     preprocess,
@@ -43,7 +45,9 @@ __all__ = [
     "Session",
     "__version__",
     "blas",
+    "default_exports",
     "demo_frame",
+    "export_kinds",
     "load_image",
     "load_safetensors",
     "preprocess",

@@ -26,6 +26,7 @@
 
 #include "arrays.h"
 #include "core/error.h"
+#include "io/export.h"
 #include "io/frame_source.h"
 #include "io/image.h"
 #include "io/preprocess.h"
@@ -284,6 +285,7 @@ struct PyResult {
   int64_t rope_time_index = 0;
   std::string source;
   double timestamp = 0;
+  int64_t scale_frames = 0;  // of the session that produced it (frames below it are the scale phase)
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
 };
@@ -297,7 +299,7 @@ struct Pending {
 };
 
 // Pairs each engine result with its pending input (needs the GIL: builds arrays).
-std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<Pending>* pending) {
+std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<Pending>* pending, int scale_frames) {
   std::vector<PyResult> out;
   out.reserve(results.size());
   for (FrameResult& r : results) {
@@ -309,6 +311,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.frame_index = r.frame_index;
     o.is_keyframe = r.is_keyframe;
     o.rope_time_index = r.rope_time_index;
+    o.scale_frames = scale_frames;
     o.source = std::move(p.source);
     o.timestamp = p.timestamp;
     o.pose_enc = tensor_to_array(std::move(r.pose_enc));
@@ -357,7 +360,7 @@ class PySession {
       results = s.push_frame(image);
     }
     pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)), std::move(image)});
-    return to_python(std::move(results), &pending_);
+    return to_python(std::move(results), &pending_, s.options().scale_frames);
   }
 
   std::vector<PyResult> finish() {
@@ -368,7 +371,7 @@ class PySession {
       py::gil_scoped_release nogil;
       results = s.finish();
     }
-    return to_python(std::move(results), &pending_);
+    return to_python(std::move(results), &pending_, s.options().scale_frames);
   }
 
   void reset() {
@@ -583,7 +586,7 @@ class PyReconstruction {
         }
         done_ = true;
       }
-      for (PyResult& r : to_python(std::move(results), &pending_)) ready_.push_back(std::move(r));
+      for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
       check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
     }
     PyResult r = std::move(ready_.front());
@@ -647,88 +650,111 @@ py::array_t<float, py::array::c_style> f32_exact(const py::handle& a, size_t n, 
   return arr;
 }
 
+// The export list as run's --export takes it: None = the default list, a comma string, or a list.
+std::vector<std::string> export_names(const py::object& exports) {
+  if (exports.is_none()) return io::parse_export_list(io::default_export_list());
+  if (py::isinstance<py::str>(exports)) return io::parse_export_list(exports.cast<std::string>());
+  if (py::isinstance<py::list>(exports) || py::isinstance<py::tuple>(exports)) {
+    std::string list;
+    for (const auto& item : exports) {
+      if (!py::isinstance<py::str>(item))
+        throw py::type_error("exports must be names (str), got " + describe_array(item));
+      if (!list.empty()) list += ',';
+      list += item.cast<std::string>();
+    }
+    LINGBOT_CHECK(!list.empty(), "exports is empty: give at least one export name");
+    return io::parse_export_list(list);
+  }
+  throw py::type_error("exports must be None, a comma-separated str or a list of names, got " + describe_array(exports));
+}
+
+// run's exporters (io::ExportSet) fed with Python results. Opened at the first write, when the frame
+// size is known; like run, that removes earlier outputs of every export in `out`.
 class PyExporter {
  public:
-  PyExporter(const fs::path& out, double conf_threshold, int downsample, const py::object& meta)
-      : out_(out), conf_threshold_(conf_threshold), downsample_(downsample), meta_(json_from_python(meta)) {
+  PyExporter(const fs::path& out, const py::object& exports, std::optional<int64_t> expected_frames,
+             double conf_threshold, int downsample, const py::object& meta)
+      : meta_(json_from_python(meta)) {
     LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
     LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
-    std::error_code ec;
-    fs::create_directories(out_ / "depth", ec);
-    LINGBOT_CHECK(!ec, "cannot create output folder ", out_.string(), ": ", ec.message());
+    std::vector<std::unique_ptr<io::Exporter>> exporters;
+    for (const std::string& name : export_names(exports)) exporters.push_back(io::make_exporter(name));
+    set_ = std::make_unique<io::ExportSet>(std::move(exporters));
+    run_.out_dir = out;
+    run_.expected_frames = expected_frames;
+    run_.points = {static_cast<float>(conf_threshold), downsample};
+    py::gil_scoped_release nogil;
+    io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
   }
 
   void write(const PyResult& r) {
     BusyGuard busy(busy_, "this Exporter");
     LINGBOT_CHECK(!closed_, "the Exporter is closed: create a new one");
-    for (const auto& [field, v] : {std::pair<const char*, const py::object*>{"w2c", &r.w2c}, {"K", &r.K},
-                                   {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
+    for (const auto& [field, v] :
+         {std::pair<const char*, const py::object*>{"pose_enc", &r.pose_enc}, {"c2w", &r.c2w}, {"w2c", &r.w2c},
+          {"K", &r.K}, {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
       LINGBOT_CHECK(!v->is_none(), "result of frame ", r.frame_index, " has no ", field, " (camera and depth heads are needed)");
-    io::FramePose pose;
-    pose.index = r.frame_index;
-    pose.timestamp = r.timestamp;
-    pose.keyframe = r.is_keyframe;
-    pose.source = r.source;
-    pose.w2c = mat34(r.w2c, "w2c");
-    pose.intrinsics = mat33(r.K, "K");
     const auto depth = py::reinterpret_borrow<py::array>(r.depth);
     LINGBOT_CHECK(depth.ndim() == 2, "depth must be [H, W], got ", describe_array(r.depth));
     const int H = static_cast<int>(depth.shape(0)), W = static_cast<int>(depth.shape(1));
     const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
+    if (begun_)
+      LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", W, "x", H,
+                    ", earlier frames of this Exporter are ", run_.width, "x", run_.height);
+    const auto pose_enc = f32_exact(r.pose_enc, 9, "pose_enc");
     const auto d = f32_exact(r.depth, hw, "depth");
     const auto pts = f32_exact(r.world_points, 3 * hw, "world_points");
     const auto img = f32_exact(r.image, 3 * hw, "image");
     std::optional<py::array_t<float, py::array::c_style>> conf;  // (a default array_t is not "none")
     if (!r.conf.is_none()) conf = f32_exact(r.conf, hw, "conf");
-    if (width_ != 0) LINGBOT_CHECK(W == width_ && H == height_, "frame ", r.frame_index, " is ", W, "x", H,
-                                   ", earlier frames of this Exporter are ", width_, "x", height_);
+    io::ExportFrame x;
+    x.index = r.frame_index;
+    x.timestamp = r.timestamp;
+    x.source = r.source;
+    x.keyframe = r.is_keyframe;
+    x.scale_frame = r.frame_index < r.scale_frames;
+    x.image = std::span<const float>(img.data(), 3 * hw);
+    x.pose_enc = std::span<const float>(pose_enc.data(), 9);
+    x.c2w = mat34(r.c2w, "c2w");
+    x.w2c = mat34(r.w2c, "w2c");
+    x.intrinsics = mat33(r.K, "K");
+    x.depth = std::span<const float>(d.data(), hw);
+    if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);
+    x.world_points = std::span<const float>(pts.data(), 3 * hw);
 
     py::gil_scoped_release nogil;
-    if (!poses_) open_writers(W, H);
-    poses_->append(pose);
-    tum_->append(pose.timestamp, pose.w2c);
-    const std::span<const float> cs = conf ? std::span<const float>(conf->data(), hw) : std::span<const float>();
-    io::write_depth_frame(out_ / "depth", r.frame_index, W, H, std::span<const float>(d.data(), hw), cs);
-    const io::PointBatch batch = io::select_points(std::span<const float>(pts.data(), 3 * hw),
-                                                   std::span<const float>(img.data(), 3 * hw), cs,
-                                                   static_cast<float>(conf_threshold_), downsample_);
-    ply_->append_points(batch.xyz, batch.rgb);
-    ply_->flush();
+    if (!begun_) {
+      run_.width = W;
+      run_.height = H;
+      run_.scale_frames = static_cast<int>(r.scale_frames);
+      run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
+      run_.meta["image_width"] = W;
+      run_.meta["image_height"] = H;
+      set_->begin(run_);
+      begun_ = true;
+    }
+    set_->frame(x);
     ++frames_;
   }
 
-  void close() {
+  // Finalises every export (status "completed", or "interrupted" / "failed" when a with-block ends
+  // with KeyboardInterrupt / another exception).
+  void close(io::ExportStatus status) {
     BusyGuard busy(busy_, "this Exporter");
-    py::gil_scoped_release nogil;
-    poses_.reset();
-    tum_.reset();
-    ply_.reset();
+    if (closed_) return;
     closed_ = true;
+    py::gil_scoped_release nogil;
+    if (begun_) set_->finish(status);
   }
+  py::object report() const { return py::module_::import("json").attr("loads")(set_->report().dump()); }
   int64_t frames() const { return frames_; }
 
  private:
-  void open_writers(int W, int H) {
-    width_ = W;
-    height_ = H;
-    nlohmann::json meta = meta_.is_null() ? nlohmann::json::object() : meta_;
-    meta["image_width"] = W;
-    meta["image_height"] = H;
-    poses_ = std::make_unique<io::PosesJsonWriter>(out_ / "poses.json", meta);
-    tum_ = std::make_unique<io::TumWriter>(out_ / "trajectory.tum");
-    ply_ = std::make_unique<io::PlyWriter>(out_ / "points.ply");
-  }
-
-  fs::path out_;
-  double conf_threshold_;
-  int downsample_;
+  std::unique_ptr<io::ExportSet> set_;
+  io::ExportRun run_;
   nlohmann::json meta_;
-  int width_ = 0, height_ = 0;
-  std::unique_ptr<io::PosesJsonWriter> poses_;
-  std::unique_ptr<io::TumWriter> tum_;
-  std::unique_ptr<io::PlyWriter> ply_;
+  bool begun_ = false, closed_ = false;
   int64_t frames_ = 0;
-  bool closed_ = false;
   std::atomic<bool> busy_{false};
 };
 
@@ -783,6 +809,8 @@ void bind_module(py::module_& m) {
       .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
       .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
+      .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_index < r.scale_frames; },
+                             "One of the session's first scale_frames frames (processed together).")
       .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
       .def_readonly("timestamp", &PyResult::timestamp, "Seconds for video; the frame index otherwise.")
       .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
@@ -869,17 +897,40 @@ void bind_module(py::module_& m) {
       "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary.");
 
   py::class_<PyExporter>(m, "Exporter",
-                         "Writes results into `out` as `lingbot-map run` does, with its writers: poses.json,\n"
-                         "trajectory.tum, depth/NNNNNN.{png,npy} + _conf, points.ply (points with conf >\n"
-                         "conf_threshold, every downsample-th). Files are valid after every write(). `meta` adds\n"
-                         "top-level fields to poses.json. Existing files of those names are replaced.")
-      .def(py::init<const fs::path&, double, int, const py::object&>(), "out"_a, py::kw_only(), "conf_threshold"_a = 1.5,
-           "downsample"_a = 10, "meta"_a = py::none())
-      .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every file.")
-      .def("close", &PyExporter::close, "Closes the files (the PLY is complete after every write already).")
-      .def_property_readonly("frames", &PyExporter::frames)
+                         "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
+                         "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
+                         "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
+                         "of names (export_kinds()). Points (PLY / GLB / COLMAP) have conf > conf_threshold,\n"
+                         "every downsample-th. `meta` adds top-level fields to poses.json; `expected_frames`\n"
+                         "sizes buffers when the count is known. The files are opened at the first write(),\n"
+                         "which, like run, first removes earlier outputs of every export in `out`; close() (or\n"
+                         "the end of a with-block) finalises them. summary.json is run's own and not written.")
+      .def(py::init<const fs::path&, const py::object&, std::optional<int64_t>, double, int, const py::object&>(),
+           "out"_a, py::kw_only(), "exports"_a = py::none(), "expected_frames"_a = py::none(),
+           "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
+      .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
+      .def("close", [](PyExporter& self) { self.close(io::ExportStatus::Completed); },
+           "Finalises every export with status completed (a second close() does nothing).")
+      .def("report", &PyExporter::report, "Per export: the files written and counts (summary.json's 'exports').")
+      .def_property_readonly("frames", &PyExporter::frames, "Frames written so far.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyExporter& self, const py::args&) { self.close(); });
+      .def("__exit__", [](PyExporter& self, const py::object& type, const py::args&) {
+        const bool interrupted = !type.is_none() && PyErr_GivenExceptionMatches(type.ptr(), PyExc_KeyboardInterrupt);
+        self.close(type.is_none() ? io::ExportStatus::Completed
+                                  : interrupted ? io::ExportStatus::Interrupted : io::ExportStatus::Failed);
+      });
+
+  m.def(
+      "export_kinds",
+      [] {
+        py::list out;
+        for (const io::ExportKind& k : io::export_kinds())
+          out.append(py::dict("name"_a = std::string(k.name), "description"_a = std::string(k.description),
+                              "default"_a = k.default_on));
+        return out;
+      },
+      "Every export Exporter (and run --export) knows: [{'name', 'description', 'default'}], in run's order.");
+  m.def("default_exports", &io::default_export_list, "run's default --export list, e.g. 'poses,tum,depth,ply,depth-preview'.");
 
   m.def(
       "load_image",
@@ -929,8 +980,8 @@ void bind_module(py::module_& m) {
 
   m.def(
       "select_points",
-      [](const py::handle& world_points, const py::handle& image, const py::object& conf, double conf_threshold,
-         int downsample) {
+      [](const py::handle& world_points, const py::handle& image, const py::object& conf, const py::object& depth,
+         double conf_threshold, int downsample) {
         const auto wp = py::reinterpret_borrow<py::array>(world_points);
         if (!py::isinstance<py::array>(world_points) || wp.ndim() != 3 || wp.shape(2) != 3)
           throw py::value_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
@@ -940,12 +991,15 @@ void bind_module(py::module_& m) {
         const auto img = f32_exact(image, 3 * hw, "image");
         std::optional<py::array_t<float, py::array::c_style>> c;
         if (!conf.is_none()) c = f32_exact(conf, hw, "conf");
+        std::optional<py::array_t<float, py::array::c_style>> d;
+        if (!depth.is_none()) d = f32_exact(depth, hw, "depth");
         io::PointBatch b;
         {
           py::gil_scoped_release nogil;
           b = io::select_points(std::span<const float>(pts.data(), 3 * hw), std::span<const float>(img.data(), 3 * hw),
                                 c ? std::span<const float>(c->data(), hw) : std::span<const float>(),
-                                static_cast<float>(conf_threshold), downsample);
+                                static_cast<float>(conf_threshold), downsample,
+                                d ? std::span<const float>(d->data(), hw) : std::span<const float>());
         }
         const py::ssize_t n = static_cast<py::ssize_t>(b.size());
         py::array_t<float> xyz({n, py::ssize_t{3}});
@@ -954,9 +1008,11 @@ void bind_module(py::module_& m) {
         std::copy(b.rgb.begin(), b.rgb.end(), rgb.mutable_data());
         return py::make_tuple(xyz, rgb);
       },
-      "world_points"_a, "image"_a, "conf"_a = py::none(), "conf_threshold"_a = 1.5, "downsample"_a = 10,
-      "The points `run` puts into points.ply: finite, conf > conf_threshold (when conf is given), every\n"
-      "downsample-th -> (xyz float32 [N, 3], rgb uint8 [N, 3]) coloured from the model input `image`.");
+      "world_points"_a, "image"_a, "conf"_a = py::none(), "depth"_a = py::none(), "conf_threshold"_a = 1.5,
+      "downsample"_a = 10,
+      "The points `run` puts into points.ply for a frame with finite pose: finite points whose depth and\n"
+      "conf (when given) are valid (finite, > 0), conf > conf_threshold, then every downsample-th\n"
+      "-> (xyz float32 [N, 3], rgb uint8 [N, 3]) coloured from the model input `image`.");
 
   m.def(
       "load_safetensors",

@@ -13,16 +13,16 @@ from conftest import TINY, TINY_CLI_OPTIONS, TINY_OPTIONS, run_cli
 
 FRAMES = TINY / "frames"
 N = 10
-RUN_FILES = ["poses.json", "trajectory.tum", "points.ply"]
 
 
-def depth_files(out: pathlib.Path) -> list[str]:
-    return sorted(p.name for p in (out / "depth").iterdir())
+def run_files(out: pathlib.Path) -> list[str]:
+    """Every file a run leaves in `out` except summary.json (run's own report), relative paths."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "summary.json")
 
 
-def export(results_iter, out: pathlib.Path, model_label: str) -> list:
+def export(results_iter, out: pathlib.Path, model_label: str, **kwargs) -> list:
     results = []
-    with lm.Exporter(out, meta={"model": model_label, "demo": False}) as ex:
+    with lm.Exporter(out, meta={"model": model_label, "demo": False}, **kwargs) as ex:
         for r in results_iter:
             ex.write(r)
             results.append(r)
@@ -31,11 +31,10 @@ def export(results_iter, out: pathlib.Path, model_label: str) -> list:
 
 
 def assert_same_files(a: pathlib.Path, b: pathlib.Path) -> None:
-    for name in RUN_FILES:
+    names = run_files(b)
+    assert run_files(a) == names
+    for name in names:
         assert filecmp.cmp(a / name, b / name, shallow=False), f"{name} differs"
-    assert depth_files(a) == depth_files(b)
-    for name in depth_files(a):
-        assert filecmp.cmp(a / "depth" / name, b / "depth" / name, shallow=False), f"depth/{name} differs"
 
 
 def assert_results_equal_cli(results, cli_out: pathlib.Path) -> None:
@@ -45,11 +44,11 @@ def assert_results_equal_cli(results, cli_out: pathlib.Path) -> None:
         assert (r.frame_index, r.is_keyframe, r.source, r.timestamp) == (f["index"], f["keyframe"], f["source"], f["timestamp"])
         # poses.json stores each float32 as the double it converts to (shortest round-trip text), so
         # the comparison at the precision the file stores is exact equality.
-        np.testing.assert_array_equal(np.array(f["w2c"], dtype=np.float64), r.w2c.astype(np.float64))
+        np.testing.assert_array_equal(np.array(f["c2w"], dtype=np.float64)[:3], r.c2w.astype(np.float64))
         np.testing.assert_array_equal(np.array(f["intrinsics"], dtype=np.float64), r.K.astype(np.float64))
-        # c2w in poses.json is the double-precision rigid inverse of w2c; the engine's c2w is the
-        # decoded pose itself: equal up to float32 rounding.
-        np.testing.assert_allclose(np.array(f["c2w"])[:3], r.c2w, rtol=0, atol=1e-6)
+        # w2c in poses.json is the double-precision rigid inverse of c2w; the engine's w2c is its
+        # float32 inverse: equal up to float32 rounding.
+        np.testing.assert_allclose(np.array(f["w2c"]), r.w2c, rtol=0, atol=1e-6)
         for suffix, arr in (("", r.depth), ("_conf", r.conf)):
             ref = np.load(cli_out / "depth" / f"{i:06d}{suffix}.npy")
             assert ref.dtype == arr.dtype == np.float32 and ref.shape == arr.shape == (70, 112)
@@ -71,6 +70,26 @@ def test_reconstruct_folder_equals_cli(cli_folder_run, tiny_model, tmp_path):
     assert_same_files(tmp_path, cli_folder_run)
 
 
+def test_every_export_kind_equals_cli(cli, tiny_model, tmp_path):
+    """Exporter(exports='all') writes what `run --export all` writes: npz, COLMAP, GLB, BSS, previews."""
+    cli_out = tmp_path / "cli"
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--export", "all",
+            "--out", cli_out)
+    results = export(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS), tmp_path / "py",
+                     str(TINY / "model.pt"), exports="all", expected_frames=N)
+    assert results[0].is_scale_frame and results[1].is_scale_frame and not results[2].is_scale_frame
+    names = run_files(cli_out)
+    assert {"scene.glb", "predictions.npz", "colmap/images.txt", "bss/traj.txt", "depth_preview/000000.png"} <= set(names)
+    assert_same_files(tmp_path / "py", cli_out)
+    summary = json.loads((cli_out / "summary.json").read_text())
+    ex = lm.Exporter(tmp_path / "again", exports=["ply", "poses"])
+    for r in results:
+        ex.write(r)
+    ex.close()
+    assert ex.report()["ply"] == summary["exports"]["ply"]
+    assert sorted(ex.report()) == ["ply", "poses"]
+
+
 def test_reconstruct_model_path_and_array_list_equal_cli(cli_folder_run, tmp_path):
     frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())]
     it = lm.reconstruct(images=frames, model=TINY / "model.pt", **TINY_OPTIONS)
@@ -80,7 +99,7 @@ def test_reconstruct_model_path_and_array_list_equal_cli(cli_folder_run, tmp_pat
         assert r.source == f"array_{r.frame_index}"
     poses = json.loads((cli_folder_run / "poses.json").read_text())
     for i, r in enumerate(results):
-        np.testing.assert_array_equal(np.array(poses["frames"][i]["w2c"]), r.w2c.astype(np.float64))
+        np.testing.assert_array_equal(np.array(poses["frames"][i]["c2w"])[:3], r.c2w.astype(np.float64))
         assert np.load(cli_folder_run / "depth" / f"{i:06d}.npy").tobytes() == r.depth.tobytes()
 
 

@@ -115,12 +115,18 @@ def test_exporter_points_equal_select_points(tiny_model, tmp_path):
         for r in results:
             ex.write(r)
     xyz, rgb = read_ply(tmp_path / "points.ply")
-    sel = [lm.select_points(r.world_points, r.image, r.conf, conf_threshold=2.0, downsample=3) for r in results]
+    sel = [lm.select_points(r.world_points, r.image, r.conf, r.depth, conf_threshold=2.0, downsample=3) for r in results]
     np.testing.assert_array_equal(xyz, np.concatenate([s[0] for s in sel]))
     np.testing.assert_array_equal(rgb, np.concatenate([s[1] for s in sel]))
     assert len(xyz) > 0
     # Every selected point is confident: without the threshold more points are kept.
     assert sum(len(lm.select_points(r.world_points, r.image, downsample=3)[0]) for r in results) > len(xyz)
+    with pytest.raises(lm.Error) as e:
+        lm.Exporter(tmp_path / "c", exports="poses,obj")
+    assert str(e.value).startswith("unknown export 'obj' (choose from poses, tum, depth, ply, depth-preview, ")
+    with pytest.raises(TypeError) as e:
+        lm.Exporter(tmp_path / "c", exports=[1])
+    assert str(e.value) == "exports must be names (str), got int"
     ex2 = lm.Exporter(tmp_path / "b")
     ex2.close()
     with pytest.raises(lm.Error) as e:
