@@ -25,6 +25,7 @@ const char* mode_name(FrameMode m) {
     case FrameMode::ScalePhase: return "scale";
     case FrameMode::Keyframe: return "key";
     case FrameMode::NonKeyframe: return "nonkey";
+    case FrameMode::Deferred: return "deferred";
   }
   return "?";
 }

@@ -10,9 +10,11 @@
 //      are opened;
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
-//   4. summary.json is written last, with "status": "completed", "interrupted" (Ctrl-C: exit 130)
-//      or "failed" (an error after step 2: it carries the message; exit 1). A run killed hard
-//      leaves no summary.json.
+//   4. summary.json is written last, with "status": "completed", "damaged" (the video had decode
+//      errors or lost frames: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C or SIGTERM: exit
+//      130 / 143) or "failed" (an error after step 2: it carries the message; exit 1), and the
+//      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
+//      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,11 +32,13 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
 #include "io/export.h"
+#include "io/file_util.h"
 #include "io/frame_source.h"
 #include "io/png.h"
 #include "io/preprocess.h"
@@ -43,6 +47,8 @@
 #include "kernels/cpu/calibration.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
+#include "run_checks.h"
+#include "run_modes.h"
 
 namespace lingbot::cli {
 
@@ -52,24 +58,23 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Upstream demo.py: with more than this many frames the keyframe interval defaults to
-// ceil(frames / 320), which bounds the frames stored in the KV cache.
-constexpr int64_t kAutoKeyframeFrames = 320;
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+constexpr int kExitTerminated = 143;   // 128 + SIGTERM
+constexpr int kExitDamagedInput = 3;   // the run finished but the video was damaged (see --allow-damaged)
 
 struct RunArgs {
   std::string images, video, model, out;
   bool demo = false;
   int64_t demo_frames = kDemoFrameCount;
-  int image_size = 0;  // 0 = 518 (demo: 112)
-  std::string mode = "crop";
+  std::optional<int> image_size;  // unset = 518 (demo: 112)
+  std::string preprocess;  // crop | pad; "" = crop (--mode crop|pad is its deprecated spelling)
+  ModeArgs modes;          // --mode streaming|windowed, keyframe and window options (run_modes.h)
   double fps = 10;
   int64_t first_k = 0;
   int64_t stride = 1;
   bool rotate_cw90 = false;
   int num_scale_frames = 8;
   int kv_window = 64;
-  int keyframe_interval = 0;  // 0 = automatic
   int camera_iterations = 4;
   std::string attention = "paged";
   std::string kv_dtype = "f32";
@@ -80,35 +85,42 @@ struct RunArgs {
   std::string progress = "auto";
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
   std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
+  bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
 };
 
-// ---- Ctrl-C ---------------------------------------------------------------------------------
-// The flag a SIGINT handler may touch must be a lock-free global; it is only read by the run loop.
+// ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
+// The flag a signal handler may touch must be a lock-free global; it is only read by the run loop.
+// It holds the signal number (SIGINT or SIGTERM), 0 when none arrived.
 volatile std::sig_atomic_t g_interrupt_requested = 0;
-extern "C" void on_sigint(int) { g_interrupt_requested = 1; }
+extern "C" void on_stop_signal(int sig) { g_interrupt_requested = sig; }
 
-// Installs the SIGINT handler for the streaming loop and restores the previous one on exit.
-// SA_RESETHAND: a second Ctrl-C gets the default action (terminate at once).
-class SigintGuard {
+// Installs the SIGINT and SIGTERM handlers for the streaming loop and restores the previous ones on
+// exit. Both stop the run after the current frame (a frame can take seconds). SA_RESETHAND: a
+// second signal gets the default action, so a second Ctrl-C terminates at once (no summary.json;
+// every per-frame file already written stays valid).
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     g_interrupt_requested = 0;
     struct sigaction sa{};
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    installed_ = sigaction(SIGINT, &sa, &previous_) == 0;
+    installed_int_ = sigaction(SIGINT, &sa, &previous_int_) == 0;
+    installed_term_ = sigaction(SIGTERM, &sa, &previous_term_) == 0;
   }
-  ~SigintGuard() {
-    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  ~StopSignalGuard() {
+    if (installed_int_) sigaction(SIGINT, &previous_int_, nullptr);
+    if (installed_term_) sigaction(SIGTERM, &previous_term_, nullptr);
   }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
+  StopSignalGuard(const StopSignalGuard&) = delete;
+  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
   bool requested() const { return g_interrupt_requested != 0; }
+  int signal() const { return g_interrupt_requested; }
 
  private:
-  struct sigaction previous_{};
-  bool installed_ = false;
+  struct sigaction previous_int_{}, previous_term_{};
+  bool installed_int_ = false, installed_term_ = false;
 };
 
 // ---- input ------------------------------------------------------------------------------------
@@ -120,6 +132,7 @@ struct Input {
   std::optional<int64_t> count;      // exact, when known up front
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
+  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
 };
 
 Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
@@ -157,6 +170,7 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
   in.estimated = src->estimated_count();
   in.canvas = src->canvas(pre);
   in.next = [src](io::SourceFrame* f) { return src->next(f); };
+  in.damage = [src] { return src->damage(); };
   return in;
 }
 
@@ -241,8 +255,15 @@ std::string one_line(const std::string& msg) {
 // Creates --out and removes the summary of an earlier run there; the exporters clean their own
 // files (io::ExportSet::begin), so the folder never mixes two runs.
 void prepare_output_dir(const fs::path& out) {
-  io::ensure_writable_dir(out);
   std::error_code ec;
+  fs::create_directories(out, ec);
+  LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
+  // A folder can exist and still refuse files (permissions, read-only mount): try one.
+  const fs::path probe = out / ".lingbot-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
+  std::fclose(f);
+  fs::remove(probe, ec);
   fs::remove(out / "summary.json", ec);
   LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
 }
@@ -308,6 +329,38 @@ ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
   return o;
 }
 
+// Output locations that can never work, found before anything is written (a folder that cannot be
+// created or written is found when it is created: nothing else exists yet then).
+void check_output_paths(const RunArgs& a) {
+  std::error_code ec;
+  for (const auto& [option, path] : {std::pair<const char*, const std::string*>{"--out", &a.out},
+                                     {"--export-preprocessed", &a.export_preprocessed}}) {
+    if (path->empty()) continue;
+    const fs::file_status st = fs::status(*path, ec);
+    LINGBOT_CHECK(ec.value() != ELOOP, option, " ", *path, " is a symbolic link loop");
+    LINGBOT_CHECK(!fs::exists(st) || fs::is_directory(st), option, " ", *path, " exists and is not a folder");
+    // A parent that is a file: create_directories would fail only after other outputs exist.
+    for (fs::path p = fs::path(*path).parent_path(); !p.empty(); p = p.parent_path()) {
+      const fs::file_status ps = fs::status(p, ec);
+      if (!fs::exists(ps)) continue;
+      LINGBOT_CHECK(fs::is_directory(ps), option, " ", *path, ": ", p.string(), " is not a folder");
+      break;
+    }
+  }
+  LINGBOT_CHECK(a.export_preprocessed.empty() || fs::weakly_canonical(a.export_preprocessed) != fs::weakly_canonical(a.out),
+                "--export-preprocessed must not be the --out folder");
+}
+
+// Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
+void check_upper_bounds(const RunArgs& a) {
+  const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
+      {"--num-scale-frames", {a.num_scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
+      {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
+      {"--downsample", {a.downsample, kMaxDownsample}}};
+  for (const auto& [option, vb] : bounds)
+    LINGBOT_CHECK(vb.first <= vb.second, option, " must be at most ", vb.second, ", got ", vb.first);
+}
+
 void check_args(const RunArgs& a) {
   const int sources = (a.images.empty() ? 0 : 1) + (a.video.empty() ? 0 : 1);
   if (a.demo) {
@@ -322,20 +375,24 @@ void check_args(const RunArgs& a) {
                   "Robbyant/lingbot-map project release and pass it with --model PATH "
                   "(or run with --demo to try the pipeline with a built-in random-weight model)");
   }
-  LINGBOT_CHECK(a.image_size >= 0, "--image-size must be positive, got ", a.image_size);
-  LINGBOT_CHECK(a.mode == "crop" || a.mode == "pad", "--mode must be crop or pad, got '", a.mode, "'");
+  if (a.image_size)
+    LINGBOT_CHECK(*a.image_size >= 1 && *a.image_size <= kMaxImageSize, "--image-size must be in 1..", kMaxImageSize,
+                  ", got ", *a.image_size);
+  LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
+  check_mode_args(a.modes, a.num_scale_frames);
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.keyframe_interval >= 0, "--keyframe-interval must be >= 1 (or 0 for automatic), got ", a.keyframe_interval);
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
   LINGBOT_CHECK(a.downsample >= 1, "--downsample must be >= 1, got ", a.downsample);
+  check_upper_bounds(a);
   LINGBOT_CHECK(a.progress == "auto" || a.progress == "bar" || a.progress == "lines",
                 "--progress must be auto, bar or lines, got '", a.progress, "'");
   LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
+  check_output_paths(a);
 }
 
 int run_command(const RunArgs& a) {
@@ -350,20 +407,21 @@ int run_command(const RunArgs& a) {
   // The patch size decides the preprocessing. For a checkpoint it comes from the file's index (names
   // and shapes only), so input problems are reported before the weights are read.
   int patch = 0;
-  if (a.demo) {
-    patch = static_cast<int>(demo_model_config().encoder.patch_size);
-  } else {
-    LINGBOT_CHECK(fs::exists(a.model), "model file not found: ", a.model);
+  if (!a.demo) {
+    io::check_path_exists(a.model, "model file");
+  }
+  const ModelConfig model_cfg = a.demo ? demo_model_config() : [&] {
     ModelConfig cfg = ModelConfig::infer(io::index_checkpoint(a.model).tensors);
     for (const auto& [key, value] : overrides) cfg.set(key, value);
-    patch = static_cast<int>(cfg.encoder.patch_size);
-    LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
-  }
+    return cfg;
+  }();
+  patch = static_cast<int>(model_cfg.encoder.patch_size);
+  LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
 
   io::PreprocessOptions pre;
-  pre.image_size = a.image_size > 0 ? a.image_size : (a.demo ? kDemoImageSize : 518);
+  pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
   pre.patch_size = patch;
-  pre.mode = a.mode == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
+  pre.mode = a.preprocess == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
 
@@ -375,6 +433,28 @@ int run_command(const RunArgs& a) {
   io::SourceFrame first;
   LINGBOT_CHECK(input.next(&first), "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
                 " (check --first-k, --stride, --fps)");
+
+  const ModeChoice mode = choose_mode(a.modes, input.count ? input.count : input.estimated);
+  const int keyframe_interval = mode.keyframe_interval;
+  const std::string& keyframe_rule = mode.keyframe_rule;
+  if (mode.keyframe_rule.rfind("automatic", 0) == 0 && keyframe_interval > 1)
+    std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
+                static_cast<long long>(*(input.count ? input.count : input.estimated)),
+                static_cast<long long>(kAutoKeyframeFrames));
+
+  // Memory feasibility from the configuration and options, before the weights are read.
+  {
+    MemoryInputs mi;
+    mi.width = input.canvas.width;
+    mi.height = input.canvas.height;
+    mi.frames = input.count ? input.count : input.estimated;
+    mi.scale_frames = a.num_scale_frames;
+    mi.kv_window = a.kv_window;
+    mi.keyframe_interval = keyframe_interval;
+    mi.backend = backend;
+    mi.kv_dtype = kv_dtype;
+    check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()));
+  }
 
   const auto t_model = Clock::now();
   std::shared_ptr<const Model> model;
@@ -388,29 +468,17 @@ int run_command(const RunArgs& a) {
   const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
 
-  int keyframe_interval = a.keyframe_interval;
-  std::string keyframe_rule = "given";
-  if (keyframe_interval == 0) {
-    const std::optional<int64_t> n = input.count ? input.count : input.estimated;
-    keyframe_interval = n && *n > kAutoKeyframeFrames ? static_cast<int>((*n + kAutoKeyframeFrames - 1) / kAutoKeyframeFrames) : 1;
-    keyframe_rule = n ? "automatic (1 up to 320 frames, else ceil(frames / 320))" : "automatic (frame count unknown: 1)";
-    if (keyframe_interval > 1)
-      std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
-                  static_cast<long long>(*n), static_cast<long long>(kAutoKeyframeFrames));
-  }
-
   SessionOptions so;
   so.backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.num_scale_frames;
   so.sliding_window = a.kv_window;
-  so.keyframe_interval = keyframe_interval;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = false;
   so.camera_head = true;
   so.depth_head = true;
-  Session session(model, so);
+  FrameRunner session(model, so, mode);
 
   const fs::path out(a.out);
   prepare_output_dir(out);
@@ -424,18 +492,26 @@ int run_command(const RunArgs& a) {
               input.path.c_str(),
               input.count ? std::to_string(*input.count).c_str()
                           : (input.estimated ? ("about " + std::to_string(*input.estimated)).c_str() : "unknown"),
-              W, H, a.mode.c_str());
+              W, H, a.preprocess.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
-  std::printf("session: %s attention, KV %s, %d scale frames, window %d, keyframe interval %d, %d camera iterations\n",
-              a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window, keyframe_interval, a.camera_iterations);
+  std::printf("session: %s mode, %s attention, KV %s, %d scale frames, window %d, keyframes: %s, %d camera iterations\n",
+              a.modes.mode.c_str(), a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window,
+              mode.policy->describe().c_str(), a.camera_iterations);
+  if (mode.windowed) {
+    SessionOptions with_policy = so;
+    with_policy.keyframe_policy = mode.policy;
+    std::printf("windows: %d stored frames each, overlap %lld frames\n", mode.window.window_size,
+                static_cast<long long>(windowed_overlap(mode.window, with_policy)));
+  }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 
   json options = {{"image_size", pre.image_size},
-                  {"mode", a.mode},
+                  {"mode", a.modes.mode},
+                  {"preprocess", a.preprocess},
                   {"fps", a.fps},
                   {"first_k", a.first_k},
                   {"stride", a.stride},
@@ -444,6 +520,10 @@ int run_command(const RunArgs& a) {
                   {"kv_window", a.kv_window},
                   {"keyframe_interval", keyframe_interval},
                   {"keyframe_interval_rule", keyframe_rule},
+                  {"keyframe_policy", mode.policy->describe()},
+                  {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
+                  {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
+                  {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
                   {"camera_iterations", a.camera_iterations},
                   {"attention", a.attention},
                   {"kv_dtype", a.kv_dtype},
@@ -467,11 +547,15 @@ int run_command(const RunArgs& a) {
                   {"image_height", H},
                   {"options", options}};
   if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
+  RunWarnings warnings;
+  int64_t frames_without_geometry = 0;
 
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
+  std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
   double infer_seconds = 0;
   std::string status = "completed";
   std::string error;
+  int stop_signal = 0;
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);
   std::vector<std::unique_ptr<io::Exporter>> exporters;
@@ -490,7 +574,7 @@ int run_command(const RunArgs& a) {
   }
   {
     std::deque<PendingFrame> pending;
-    SigintGuard sigint;
+    StopSignalGuard sigint;
 
     auto write_result = [&](const FrameResult& r) {
       LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
@@ -499,6 +583,10 @@ int run_command(const RunArgs& a) {
       pending.pop_front();
       LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
                     "the session returned no camera / depth output for frame ", r.frame_index);
+      // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
+      // raw arrays but has no geometry (io/output_validity.h).
+      const FrameCheck check = check_frame_result(r);
+      warnings.add_frame(r.frame_index, check);
       const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
       LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
                     "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
@@ -508,7 +596,7 @@ int run_command(const RunArgs& a) {
       x.timestamp = f.timestamp;
       x.source = f.name;
       x.keyframe = r.is_keyframe;
-      x.scale_frame = r.frame_index < session.options().scale_frames;
+      x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
       x.image = std::span<const float>(f.image.f32(), 3 * hw);
       x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
       x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
@@ -518,8 +606,10 @@ int run_command(const RunArgs& a) {
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
       x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
       exports.frame(x);
+      if (!check.geometry_valid) ++frames_without_geometry;
       ++frames_done;
       if (r.is_keyframe) ++keyframes;
+      frame_types.push_back(static_cast<int>(r.frame_type));
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
     };
 
@@ -545,6 +635,7 @@ int run_command(const RunArgs& a) {
       }
       if (sigint.requested()) {
         status = "interrupted";
+        stop_signal = sigint.signal();
       } else {
         const auto t0 = Clock::now();
         std::vector<FrameResult> results = session.finish();
@@ -569,15 +660,43 @@ int run_command(const RunArgs& a) {
   const json export_report = exports.report();
   if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
 
+  // Damage found in the video (complete when the stream was read to its end).
+  const io::StreamDamage* damage = input.damage();
+  if (damage && damage->any()) {
+    warnings.add_damage(*damage);
+    if (status == "completed" && !a.allow_damaged) status = "damaged";
+  }
+
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
   summary["status"] = status;
   summary["interrupted"] = status == "interrupted";
+  if (stop_signal != 0) summary["signal"] = stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
   if (!error.empty()) summary["error"] = error;
+  summary["warnings"] = warnings.list();
+  summary["frames_without_geometry"] = frames_without_geometry;
   summary["frames"] = frames_done;
   summary["frames_pushed"] = pushed;
   summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
   summary["keyframes"] = keyframes;
+  summary["frame_type"] = frame_types;
+  summary["frame_type_legend"] = "per frame: 0 scale frame, 1 keyframe (stored), 2 non-keyframe (used, not stored)";
+  if (session.windowed()) {
+    json windows = json::array();
+    for (const WindowInfo& w : session.windows()) {
+      json t = json::array();
+      for (int r = 0; r < 4; ++r)
+        t.push_back({w.transform[r * 4], w.transform[r * 4 + 1], w.transform[r * 4 + 2], w.transform[r * 4 + 3]});
+      windows.push_back({{"index", w.index},
+                         {"start", w.start},
+                         {"end", w.end},
+                         {"scale", w.scale},
+                         {"transform", t}});
+    }
+    summary["windows"] = windows;
+    summary["windows_note"] = "frames [start, end) of each window; window w is mapped into window 0's frame by "
+                              "x -> scale * R x + t with transform = [[R, t], [0, 0, 0, 1]] (scale not in it)";
+  }
   summary["points"] = points;
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
@@ -595,9 +714,16 @@ int run_command(const RunArgs& a) {
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
               fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str());
   if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
+  if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
-  return status == "interrupted" ? kExitInterrupted : 0;
+  if (status == "damaged") {
+    std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
+                         "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
+    return kExitDamagedInput;
+  }
+  if (status == "interrupted") return stop_signal == SIGTERM ? kExitTerminated : kExitInterrupted;
+  return 0;
 }
 
 }  // namespace
@@ -606,8 +732,9 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "run",
       "Reconstruct a sequence: image folder or video -> camera poses, depth maps and a point cloud.\n"
-      "Frames stream through the model one at a time (upstream demo.py's streaming mode) and every\n"
-      "completed frame is written at once. Outputs in --out, chosen with --export (default\n"
+      "Frames stream through the model one at a time (--mode streaming, or --mode windowed: overlapping\n"
+      "windows aligned to each other, for long sequences) and every frame is written as soon as it is\n"
+      "final. Outputs in --out, chosen with --export (default\n"
       "poses,tum,depth,ply,depth-preview; 'all' = every one):\n"
       "  poses          poses.json: per frame index, timestamp, keyframe, source, c2w 4x4, w2c 3x4,\n"
       "                 intrinsics 3x3 (OpenCV camera axes: x right, y down, z forward; pixels of the\n"
@@ -624,9 +751,15 @@ void add_run_command(CLI::App& app) {
       "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"
       "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"
       "                 (timestamp fx fy cx cy w h): upstream's benchmark format\n"
-      "  summary.json   always, written last: status completed | interrupted | failed (with the error),\n"
-      "                 frames, keyframes, seconds per frame, peak memory, cache stats, options, exports\n"
-      "Ctrl-C stops after the current frame, finalises the files and exits with code 130.\n"
+      "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
+      "                 the error), warnings, frames, keyframes, frame_type per frame, windows (windowed:\n"
+      "                 bounds, scale, transform), seconds per frame, peak memory, cache stats, options\n"
+      "Ctrl-C or SIGTERM stops after the current frame, finalises the files and exits with code 130\n"
+      "(SIGTERM: 143); a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
+      "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
+      "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"
+      "and give no points (the .npy/.npz keep them); a frame whose camera is not finite is listed in\n"
+      "poses.json with \"valid\": false and no matrices, and is left out of every geometric export.\n"
       "Earlier outputs of this command in --out are replaced. The checkpoint is upstream's\n"
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
@@ -639,14 +772,19 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
   cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
   cmd->add_option("--image-size", a->image_size,
-                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size "
-                  "(default 518; 112 with --demo)");
-  cmd->add_option("--mode", a->mode,
+                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size, "
+                  "at most 4096 (default 518; 112 with --demo)");
+  cmd->add_option("--preprocess", a->preprocess,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
-                  "pad (longer side := image size, white padding to a square). Not demo.py's streaming/windowed "
-                  "--mode: this tool always streams")
+                  "pad (longer side := image size, white padding to a square); default crop");
+  cmd->add_option("--mode", a->modes.mode,
+                  "streaming (frame by frame with the KV cache) | windowed (overlapping windows with a fresh cache "
+                  "each, aligned by a similarity; for sequences beyond the ~320 stored frames the video RoPE was "
+                  "trained on), as upstream demo.py. crop | pad are the deprecated spelling of --preprocess")
       ->capture_default_str();
-  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")->capture_default_str();
+  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
+      ->check(finite_number())
+      ->capture_default_str();
   cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
   cmd->add_option("--stride", a->stride, "then use every N-th frame")->capture_default_str();
   cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing");
@@ -654,17 +792,37 @@ void add_run_command(CLI::App& app) {
                   "frames processed together first (bidirectional attention), pinned in the KV cache")
       ->capture_default_str();
   cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
-  cmd->add_option("--keyframe-interval", a->keyframe_interval,
-                  "store every N-th frame after the scale frames in the KV cache; 0 = automatic as upstream: "
-                  "1 up to 320 frames, else ceil(frames / 320) (video: from the estimated frame count)")
+  cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
+                  "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
+                  "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
+                  "windowed: 1; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
+                  "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
       ->capture_default_str();
+  cmd->add_option("--flow-threshold", a->modes.flow_threshold,
+                  "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
+                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")");
+  cmd->add_option("--max-non-keyframe-gap", a->modes.max_non_keyframe_gap,
+                  "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
+                  "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
+  cmd->add_option("--window-size", a->modes.window_size,
+                  "--mode windowed: stored frames per window, its scale frames included (default " +
+                      std::to_string(kDefaultWindowSize) + "; a window spans num-scale-frames + (window-size - "
+                      "num-scale-frames) x keyframe-interval frames, or until that many are stored with flow)");
+  cmd->add_option("--overlap-size", a->modes.overlap_size,
+                  "--mode windowed: frames shared by consecutive windows (default " +
+                      std::to_string(kDefaultOverlapSize) + ")");
+  cmd->add_option("--overlap-keyframes", a->modes.overlap_keyframes,
+                  "--mode windowed: the overlap in keyframes instead: max(num-scale-frames, N x keyframe-interval) "
+                  "frames");
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
-  cmd->add_option("--conf-threshold", a->conf_threshold, "points.ply keeps points with depth confidence above this")
+  cmd->add_option("--conf-threshold", a->conf_threshold,
+                  "point clouds (points.ply, scene.glb, colmap) keep points with depth confidence above this")
+      ->check(finite_number())
       ->capture_default_str();
-  cmd->add_option("--downsample", a->downsample, "points.ply keeps every N-th of the confident points")->capture_default_str();
+  cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();
   cmd->add_option("--set", a->sets,
                   "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
@@ -673,9 +831,17 @@ void add_run_command(CLI::App& app) {
                   "comma list of outputs: poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, or all")
       ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
+  cmd->add_flag("--allow-damaged", a->allow_damaged,
+                "a damaged video (decode errors, lost frames, file cut short) still counts as completed "
+                "(exit 0); the damage is listed in summary.json \"warnings\" either way");
   cmd->callback([a] {
     int code = 0;
     try {
+      const PreprocessChoice pre = resolve_preprocess(a->modes, a->preprocess);
+      if (pre.alias_used)
+        std::fprintf(stderr, "notice: --mode %s is deprecated, use --preprocess %s (--mode now selects streaming | "
+                             "windowed)\n", pre.preprocess.c_str(), pre.preprocess.c_str());
+      a->preprocess = pre.preprocess;
       code = run_command(*a);
     } catch (const Error& e) {
       throw Error(one_line(e.what()));  // main prints it as the one "error: ..." line

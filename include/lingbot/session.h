@@ -7,8 +7,15 @@
 //     (bidirectional global attention), stored in the KV cache, and all their results are returned
 //     by that push, in frame order.
 //   * Every later push processes its frame immediately and returns exactly that frame's result.
-//     Frame i >= scale_frames is a keyframe iff (i - scale_frames) % keyframe_interval == 0;
-//     a non-keyframe attends to the cache plus its own tokens and is never stored.
+//     The keyframe policy (keyframe_policy.h; default: every keyframe_interval-th frame, i.e. frame
+//     i >= scale_frames is a keyframe iff (i - scale_frames) % keyframe_interval == 0) decides which
+//     frames are stored; a non-keyframe attends to the cache plus its own tokens and is never stored.
+//     A policy that decides after the frame ran (FlowKeyframes) runs it with eviction deferred, then
+//     commits it or rolls it back (aggregator cache, camera-head caches and RoPE time index exactly
+//     as before), all inside the same push.
+//   * Deciding by hand: push_frame_deferred() runs one streamed frame with eviction deferred and
+//     returns its result (frame_type still undecided); commit_frame() makes it a keyframe,
+//     rollback_frame() a non-keyframe. One of them must come before the next push or finish().
 //   * finish() ends the sequence: if fewer than scale_frames frames were pushed, it runs the scale
 //     phase on those frames (as the reference does for a short stream) and returns their results;
 //     otherwise it returns nothing. After finish() the session is closed: push_frame() throws until
@@ -25,6 +32,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/keyframe_policy.h"
 #include "lingbot/model.h"
 
 namespace lingbot {
@@ -39,7 +47,9 @@ struct SessionOptions {
   std::optional<bool> cross_frame_special;   // unset = model default
   std::optional<bool> include_scale_frames;  // unset = model default
   std::optional<bool> camera_only;           // unset = model default
-  int keyframe_interval = 1;               // >= 1; 1 = every frame is stored
+  int keyframe_interval = 1;               // >= 1; 1 = every frame is stored (when keyframe_policy is null)
+  // Which streamed frames are stored; null = IntervalKeyframes(keyframe_interval). Shared, immutable.
+  std::shared_ptr<const KeyframePolicy> keyframe_policy;
   int camera_iterations = 0;               // camera-head refinement iterations; 0 = model default
   int threads = 0;                         // OpenMP threads; 0 = all available. Results do not depend on it.
   bool camera_head = true;                 // run the camera head (pose, extrinsic, intrinsic)
@@ -53,7 +63,13 @@ struct SessionOptions {
 struct FrameResult {
   int64_t frame_index = 0;      // position in the sequence, from 0
   bool is_keyframe = false;     // stored in the caches (every scale frame and every keyframe)
+  FrameType frame_type = FrameType::Scale;  // scale frame / keyframe / non-keyframe (is_keyframe = not the last)
   int64_t rope_time_index = 0;  // 3D-RoPE time position (advances only for stored frames)
+  // Policies that decide after the frame ran (FlowKeyframes): the value that decided, e.g. the flow in
+  // pixels, and the frame it was measured against; -1 for frames decided otherwise.
+  double flow = -1.0;
+  int64_t flow_reference_frame = -1;
+  int64_t window = 0;           // windowed mode (windowed.h): the window the result comes from; else 0
   // Per selected aggregator layer j (ModelConfig::aggregator.selected_layers[j]): f32 [P, 2C],
   // tokens [camera, registers, scale, patches row-major], channels [frame block | global block].
   // Filled when SessionOptions::keep_features; outputs of other layers are never retained.
@@ -85,6 +101,8 @@ struct SessionStats {
   CacheStats cache;               // see kvcache/kv_cache.h (zero before the first step)
   int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted)
   int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
+  int64_t rope_time_next = 0;       // 3D-RoPE time index the next stored frame gets (= frames stored)
+  bool decision_pending = false;    // a push_frame_deferred frame awaits commit_frame / rollback_frame
 };
 
 class Session {
@@ -101,6 +119,20 @@ class Session {
   std::vector<FrameResult> push_frame(const float* image, int64_t height, int64_t width);
   std::vector<FrameResult> finish();
   void reset();
+
+  // Deciding by hand (see the protocol): only for streamed frames (frame index >= scale_frames; throws
+  // for a scale frame). The result's frame_type is Keyframe provisionally; commit_frame() stores the
+  // frame (it is a keyframe), rollback_frame() removes it again (a non-keyframe: caches and RoPE index
+  // exactly as before the push). Both throw when no deferred frame is pending.
+  FrameResult push_frame_deferred(const Tensor& image);
+  void commit_frame();
+  void rollback_frame();
+  // The policy in use (never null).
+  const KeyframePolicy& keyframe_policy() const;
+  // Fingerprints of the per-stream state, for tests: equal bytes = equal state. The aggregator cache's
+  // live K/V bytes of `block` (paged and dense backends), the camera-head caches' stored rows.
+  std::vector<unsigned char> cache_live_bytes(int block) const;
+  std::vector<unsigned char> camera_cache_live_bytes() const;
 
   bool closed() const;
   int64_t frames_pushed() const;

@@ -39,6 +39,9 @@ class Result:
     rope_time_index: int
     @property
     def is_scale_frame(self) -> bool: ...
+    @property
+    def frame_type(self) -> Literal["scale", "keyframe", "non-keyframe"]: ...
+    flow: float
     source: str
     timestamp: float
     pose_enc: F32  # [9]
@@ -69,6 +72,8 @@ class Session:
         mode: Mode = "crop",
         features: bool = False,
         patch_tokens: bool = False,
+        flow_threshold: float = 5.0,
+        max_non_keyframe_gap: int = 30,
     ) -> None: ...
     def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
     def finish(self) -> list[Result]: ...
@@ -126,6 +131,8 @@ def reconstruct(
     threads: int = 0,
     features: bool = False,
     patch_tokens: bool = False,
+    flow_threshold: float = 5.0,
+    max_non_keyframe_gap: int = 30,
 ) -> Reconstruction: ...
 
 class Exporter:

@@ -35,6 +35,7 @@
 #include "io/writers.h"
 #include "kernels/cpu/calibration.h"
 #include "lingbot/model.h"
+#include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 #include "pipeline/verify.h"
@@ -48,9 +49,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Upstream demo.py's automatic keyframe interval, as `lingbot-map run` applies it (tools/cmd_run.cpp):
-// 1 up to this many frames, else ceil(frames / 320).
-constexpr int64_t kAutoKeyframeFrames = 320;
+// `lingbot-map run`'s default --flow-threshold (tools/run_modes.h), in pixels of mean flow.
+constexpr double kDefaultFlowThreshold = 5.0;
 
 // ---- small helpers ----------------------------------------------------------------------------
 
@@ -187,17 +187,12 @@ PyModel model_from_python(const py::handle& obj) {
 
 // ---- options ----------------------------------------------------------------------------------
 
-// keyframes= : "auto" -> 0 (decided by the caller), an int >= 1 -> that interval.
+// keyframes= : "auto" -> 0 (decided by the caller), "flow" -> -1 (FlowKeyframes), an int >= 1 -> that interval.
 int parse_keyframes(const py::handle& k) {
   if (py::isinstance<py::str>(k)) {
     const std::string s = k.cast<std::string>();
     if (s == "auto") return 0;
-    if (s == "flow") {
-      PyErr_SetString(PyExc_NotImplementedError,
-                      "keyframes='flow' (optical-flow keyframe selection) is not implemented yet: use 'auto' or an "
-                      "interval >= 1");
-      throw py::error_already_set();
-    }
+    if (s == "flow") return -1;
     throw py::value_error("keyframes must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
   }
   if (py::isinstance<py::int_>(k) && !py::isinstance<py::bool_>(k)) {
@@ -218,6 +213,8 @@ struct SessionArgs {
   int threads = 0;
   bool features = false;
   bool patch_tokens = false;
+  double flow_threshold = kDefaultFlowThreshold;
+  int max_non_keyframe_gap = kDefaultMaxNonKeyframeGap;
 };
 
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
@@ -227,7 +224,11 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   so.kv_dtype = parse_dtype(a.kv_dtype);
   so.scale_frames = a.scale_frames;
   so.sliding_window = a.kv_window;
-  so.keyframe_interval = keyframe_interval;
+  if (keyframe_interval < 0) {  // keyframes="flow" (FlowKeyframes checks its own arguments)
+    so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold, a.max_non_keyframe_gap);
+  } else {
+    so.keyframe_interval = keyframe_interval;
+  }
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = a.features;
@@ -269,9 +270,11 @@ py::dict stats_dict(const SessionStats& s) {
                   "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes);
 }
 
-py::dict options_dict(const SessionOptions& o) {
+py::dict options_dict(const Session& s) {
+  const SessionOptions& o = s.options();
   return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.sliding_window,
-                  "keyframe_interval"_a = o.keyframe_interval, "camera_iterations"_a = o.camera_iterations,
+                  "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
+                  "camera_iterations"_a = o.camera_iterations,
                   "backend"_a = kv_backend_name(o.backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                   "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
 }
@@ -282,10 +285,12 @@ py::dict options_dict(const SessionOptions& o) {
 struct PyResult {
   int64_t frame_index = 0;
   bool is_keyframe = false;
+  FrameType frame_type = FrameType::Scale;
+  double flow = -1.0;
   int64_t rope_time_index = 0;
   std::string source;
   double timestamp = 0;
-  int64_t scale_frames = 0;  // of the session that produced it (frames below it are the scale phase)
+  int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
 };
@@ -310,6 +315,8 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     PyResult o;
     o.frame_index = r.frame_index;
     o.is_keyframe = r.is_keyframe;
+    o.frame_type = r.frame_type;
+    o.flow = r.flow;
     o.rope_time_index = r.rope_time_index;
     o.scale_frames = scale_frames;
     o.source = std::move(p.source);
@@ -396,7 +403,7 @@ class PySession {
   }
   py::dict options() {
     BusyGuard busy(busy_, "this Session");
-    return options_dict(open().options());
+    return options_dict(open());
   }
   bool finished() {
     BusyGuard busy(busy_, "this Session");
@@ -560,7 +567,7 @@ class PyReconstruction {
                   "-pixel patch: use a larger image_size");
     if (interval == 0) {
       const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
-      interval = n && *n > kAutoKeyframeFrames ? static_cast<int>((*n + kAutoKeyframeFrames - 1) / kAutoKeyframeFrames) : 1;
+      interval = n ? auto_keyframe_interval(*n) : 1;
     }
     const SessionOptions so = session_options(args, interval);
     py::gil_scoped_release nogil;
@@ -600,7 +607,7 @@ class PyReconstruction {
   }
   py::dict options() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
-    return options_dict(session_->options());
+    return options_dict(*session_);
   }
   py::object frame_count() const {
     if (feed_->count) return py::int_(*feed_->count);
@@ -712,7 +719,7 @@ class PyExporter {
     x.timestamp = r.timestamp;
     x.source = r.source;
     x.keyframe = r.is_keyframe;
-    x.scale_frame = r.frame_index < r.scale_frames;
+    x.scale_frame = r.frame_type == FrameType::Scale;
     x.image = std::span<const float>(img.data(), 3 * hw);
     x.pose_enc = std::span<const float>(pose_enc.data(), 9);
     x.c2w = mat34(r.c2w, "c2w");
@@ -809,8 +816,12 @@ void bind_module(py::module_& m) {
       .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
       .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
-      .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_index < r.scale_frames; },
+      .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
                              "One of the session's first scale_frames frames (processed together).")
+      .def_property_readonly("frame_type", [](const PyResult& r) { return frame_type_name(r.frame_type); },
+                             "'scale', 'keyframe' or 'non-keyframe'.")
+      .def_readonly("flow", &PyResult::flow,
+                    "keyframes='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
       .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
       .def_readonly("timestamp", &PyResult::timestamp, "Seconds for video; the frame index otherwise.")
       .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
@@ -835,20 +846,24 @@ void bind_module(py::module_& m) {
       "finish() ends the sequence (runs the scale phase if fewer frames came) and returns what is left;\n"
       "reset() starts a new sequence. Frames: uint8 [H, W, 3] RGB or float32 [3, H, W] in [0, 1], all the\n"
       "same size, multiples of the patch size unless image_size= asks for `run`'s preprocessing of uint8\n"
-      "frames (resize + crop/pad). keyframes='auto' stores every frame (the stream length is unknown; \n"
-      "reconstruct() applies upstream's rule from the frame count). Used as a context manager, the\n"
-      "Session frees its cache on exit.";
+      "frames (resize + crop/pad). keyframes='auto' stores every frame (the stream length is unknown;\n"
+      "reconstruct() applies upstream's rule from the frame count); an int stores every N-th streamed\n"
+      "frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
+      "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
+      "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
       .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframes,
                        int camera_iterations, const std::string& backend, const std::string& kv_dtype, int threads,
-                       std::optional<int> image_size, const std::string& mode, bool features, bool patch_tokens) {
+                       std::optional<int> image_size, const std::string& mode, bool features, bool patch_tokens,
+                       double flow_threshold, int max_non_keyframe_gap) {
              SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
-                           patch_tokens};
+                           patch_tokens, flow_threshold, max_non_keyframe_gap};
              return std::make_unique<PySession>(model, a, image_size, mode);
            }),
            "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
            "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
-           "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false)
+           "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
+           "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap)
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
@@ -880,16 +895,18 @@ void bind_module(py::module_& m) {
       [](const py::object& images, const py::object& video, const py::object& model, int image_size,
          const std::string& mode, double fps, int64_t first_k, int64_t stride, bool rotate_cw90, int scale_frames,
          int kv_window, const py::object& keyframes, int camera_iterations, const std::string& backend,
-         const std::string& kv_dtype, int threads, bool features, bool patch_tokens) {
+         const std::string& kv_dtype, int threads, bool features, bool patch_tokens, double flow_threshold,
+         int max_non_keyframe_gap) {
         SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
         SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
-                      patch_tokens};
+                      patch_tokens, flow_threshold, max_non_keyframe_gap};
         return std::make_unique<PyReconstruction>(images, video, model, s, a);
       },
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
       "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false, "scale_frames"_a = 8, "kv_window"_a = 64,
       "keyframes"_a = "auto", "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
-      "features"_a = false, "patch_tokens"_a = false,
+      "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
+      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"

@@ -30,7 +30,7 @@ DepthRange depth_preview_range(std::span<const float> depth) {
   std::vector<float> v;
   v.reserve(depth.size());
   for (float d : depth)
-    if (valid_sample(d)) v.push_back(d);
+    if (is_valid_map_value(d)) v.push_back(d);
   if (v.empty()) return {};
   auto percentile = [&v](double p) {
     const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
@@ -53,7 +53,7 @@ ImageU8 colorize_depth(int width, int height, std::span<const float> depth) {
   const double span = static_cast<double>(r.hi) - static_cast<double>(r.lo);
   ImageU8 img(width, height);  // zero-filled: invalid pixels stay black
   for (size_t i = 0; i < depth.size(); ++i) {
-    if (!valid_sample(depth[i])) continue;
+    if (!is_valid_map_value(depth[i])) continue;
     // Near = red (t = 1): a constant-depth frame shows the middle of the map.
     const double t = span > 0 ? std::clamp(1.0 - (static_cast<double>(depth[i]) - r.lo) / span, 0.0, 1.0) : 0.5;
     const auto c = turbo_rgb(kDepthPreviewFarEnd + (1.0 - kDepthPreviewFarEnd) * t);

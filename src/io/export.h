@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/output_validity.h"
 #include "io/writers.h"
 
 namespace lingbot::io {
@@ -79,8 +80,7 @@ struct ExportFrame {
   uint8_t frame_type() const { return scale_frame ? 0 : (keyframe ? 1 : 2); }
 };
 
-// The rules above as predicates, shared by every writer.
-inline bool valid_sample(float v) { return v > 0 && v <= std::numeric_limits<float>::max(); }  // finite and > 0
+// The rules above as predicates, shared by every writer (pixels: io::is_valid_map_value).
 bool geometry_finite(const ExportFrame& f);  // pose_enc, c2w and K all finite
 // The frame's points for a point cloud (PLY / GLB / COLMAP): none when !geometry_finite, else
 // select_points with invalid depth / confidence pixels removed.

@@ -35,6 +35,7 @@ class PosesExporter final : public Exporter {
     p.source = std::string(f.source);
     p.c2w = f.c2w;
     p.intrinsics = f.intrinsics;
+    p.valid = geometry_finite(f);
     writer_->append(p);
     ++frames_;
   }

@@ -179,7 +179,7 @@ namespace {
 float frustum_depth(std::span<const float> depth) {
   std::vector<float> v;
   for (size_t i = 0; i < depth.size(); i += 16)
-    if (valid_sample(depth[i])) v.push_back(depth[i]);
+    if (is_valid_map_value(depth[i])) v.push_back(depth[i]);
   if (v.empty()) return 0.1f;
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
   return 0.1f * v[v.size() / 2];

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/file_util.h"
 #include "io/npy.h"
+#include "io/output_validity.h"
 #include "io/png.h"
 
 namespace lingbot::io {
@@ -129,18 +130,31 @@ PosesJsonWriter::~PosesJsonWriter() {
   if (file_) std::fclose(file_);
 }
 
+namespace {
+template <size_t N>
+bool all_finite(const std::array<double, N>& m) {
+  return std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); });
+}
+}  // namespace
+
 void PosesJsonWriter::append(const FramePose& p) {
-  Mat44 c2w{};
-  std::copy(p.c2w.begin(), p.c2w.end(), c2w.begin());
-  c2w[15] = 1.0;
-  const Mat34 w2c = rigid_inverse(p.c2w);
   nlohmann::json frame = {{"index", p.index},
                           {"timestamp", p.timestamp},
                           {"keyframe", p.keyframe},
                           {"source", p.source},
-                          {"c2w", rows(c2w.data(), 4, 4)},
-                          {"w2c", rows(w2c.data(), 3, 4)},
-                          {"intrinsics", rows(p.intrinsics.data(), 3, 3)}};
+                          {"valid", p.valid}};
+  // nlohmann writes a non-finite double as null: a frame must never carry such matrices.
+  LINGBOT_CHECK(!p.valid || (all_finite(p.c2w) && all_finite(p.intrinsics)), "poses.json: frame ", p.index,
+                " is marked valid but has a non-finite camera value");
+  if (p.valid) {
+    Mat44 c2w{};
+    std::copy(p.c2w.begin(), p.c2w.end(), c2w.begin());
+    c2w[15] = 1.0;
+    const Mat34 w2c = rigid_inverse(p.c2w);
+    frame["c2w"] = rows(c2w.data(), 4, 4);
+    frame["w2c"] = rows(w2c.data(), 3, 4);
+    frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
+  }
   std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
   seek(file_, path_, trailer_pos_, SEEK_SET);
   write_all(file_, path_, text);
@@ -158,13 +172,15 @@ TumWriter::~TumWriter() {
   if (file_) std::fclose(file_);
 }
 
-void TumWriter::append(double timestamp, const Mat34& c2w) {
+bool TumWriter::append(double timestamp, const Mat34& c2w) {
+  if (!all_finite(c2w)) return false;
   const auto q = rotation_to_quaternion_xyzw(c2w);
   char line[256];
   const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
                               c2w[7], c2w[11], q[0], q[1], q[2], q[3]);
   write_all(file_, path_, line, static_cast<size_t>(n));
   flush_file(file_, path_);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,15 +282,13 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
   LINGBOT_CHECK(image_chw.size() == 3 * n, "point colours: image has ", image_chw.size(), " values, expected ", 3 * n);
   LINGBOT_CHECK(conf.empty() || conf.size() == n, "point confidence: ", conf.size(), " values, expected ", n);
   LINGBOT_CHECK(depth.empty() || depth.size() == n, "point depth: ", depth.size(), " values, expected ", n);
-  // Finite and > 0 (NaN fails the comparison).
-  auto valid = [](float v) { return v > 0 && v <= std::numeric_limits<float>::max(); };
   PointBatch out;
   size_t kept = 0;  // points that passed the filters so far; every downsample-th is emitted
   for (size_t i = 0; i < n; ++i) {
     const float* p = points.data() + i * 3;
     if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) continue;
-    if (!conf.empty() && !(conf[i] > conf_threshold)) continue;
-    if (!depth.empty() && (!valid(depth[i]) || (!conf.empty() && !valid(conf[i])))) continue;
+    if (!conf.empty() && (!is_valid_map_value(conf[i]) || !(conf[i] > conf_threshold))) continue;
+    if (!depth.empty() && !is_valid_map_value(depth[i])) continue;
     if (kept++ % static_cast<size_t>(downsample) != 0) continue;
     out.xyz.insert(out.xyz.end(), p, p + 3);
     for (int c = 0; c < 3; ++c) {

@@ -36,10 +36,14 @@ struct FramePose {
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
   Mat34 c2w{};              // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
+  // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
+  // listed without matrices and every geometric writer skips it.
+  bool valid = true;
 };
 
 // poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
-//   {"index", "timestamp", "keyframe", "source", "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3}, ...]}
+//   {"index", "timestamp", "keyframe", "source", "valid": true, "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3},
+//   ...]}; a frame without valid geometry has "valid": false and no matrices.
 // After every append the file ends with the closing "]}" (the next append overwrites it).
 class PosesJsonWriter {
  public:
@@ -66,7 +70,9 @@ class TumWriter {
   ~TumWriter();
   TumWriter(const TumWriter&) = delete;
   TumWriter& operator=(const TumWriter&) = delete;
-  void append(double timestamp, const Mat34& c2w);
+  // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
+  // (returns false), as for every geometric export (io/output_validity.h).
+  bool append(double timestamp, const Mat34& c2w);
 
  private:
   std::filesystem::path path_;
@@ -117,8 +123,9 @@ void write_depth_frame(const std::filesystem::path& dir, int64_t index, int widt
 
 // Points of one frame for the PLY, chosen as upstream's viewer does (vis/point_cloud_viewer.py
 // parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
-// given), then keep every downsample-th remaining point (0, d, 2d, ...). Colours come from the
-// preprocessed image (values k/255 -> k).
+// given), then keep every downsample-th remaining point (0, d, 2d, ...). Pixels whose depth or
+// confidence is invalid (io/output_validity.h: non-finite or <= 0) never give a point, whatever the
+// threshold. Colours come from the preprocessed image (values k/255 -> k).
 struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point

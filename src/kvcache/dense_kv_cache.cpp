@@ -28,6 +28,7 @@ unsigned char* DenseKVCache::v_at(Buffer& b, int64_t cap, int64_t token) const {
 
 void DenseKVCache::reset() {
   ledger_ = {};
+  deferred_pending_ = false;
   before_ = {};
   step_ = {};
   evict_before_attend_ = evict_after_attend_ = 0;
@@ -76,12 +77,15 @@ void DenseKVCache::evict_block(int block, int64_t pinned, int64_t n_evict, int64
 
 void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
   kvdetail::check_begin_step(opt_, step_, ledger_, mode, n_frames);
+  LINGBOT_CHECK(!deferred_pending_,
+                "begin_step: a deferred frame is pending (call commit_deferred or rollback_deferred)");
   kvdetail::FrameLedger after = ledger_;
   int64_t pre = 0, post = 0;
   if (mode != FrameMode::NonKeyframe) {
     after.stored += n_frames;
-    const int64_t e = evictions_for(after);
-    (mode == FrameMode::Keyframe ? pre : post) = e;
+    const int64_t e = evictions_for(after);  // Deferred: runs in commit_deferred (capacity checked now)
+    if (mode == FrameMode::Keyframe) pre = e;
+    if (mode == FrameMode::ScalePhase) post = e;
     kvdetail::check_special_cap(opt_, (after.evicted + e) * kept_specials_per_evicted_frame(opt_));
     grow(false, after.resident(opt_) * opt_.tokens_per_frame, ledger_.resident(opt_) * opt_.tokens_per_frame);
     grow(true, (after.evicted + e) * kept_specials_per_evicted_frame(opt_),
@@ -151,7 +155,28 @@ void DenseKVCache::end_step() {
   }
   ledger_.evicted += evict_after_attend_;
   evict_after_attend_ = evict_before_attend_ = 0;
+  deferred_pending_ = step_.mode == FrameMode::Deferred;
   step_.open = false;
+}
+
+int64_t DenseKVCache::commit_deferred() {
+  LINGBOT_CHECK(!step_.open, "commit_deferred: a ", frame_mode_name(step_.mode), " step is in progress (call end_step first)");
+  LINGBOT_CHECK(deferred_pending_, "commit_deferred: no Deferred frame is pending");
+  const int64_t e = evictions_for(ledger_);
+  const int kept = kept_specials_per_evicted_frame(opt_);
+  for (int b = 0; b < opt_.num_blocks && e > 0; ++b)
+    evict_block(b, ledger_.pinned(opt_), e, ledger_.resident(opt_), ledger_.evicted * kept);
+  ledger_.evicted += e;
+  deferred_pending_ = false;
+  return e;
+}
+
+void DenseKVCache::rollback_deferred() {
+  LINGBOT_CHECK(!step_.open, "rollback_deferred: a ", frame_mode_name(step_.mode),
+                " step is in progress (call end_step first)");
+  LINGBOT_CHECK(deferred_pending_, "rollback_deferred: no Deferred frame is pending");
+  --ledger_.stored;  // the frame was appended last, after every resident frame, and evicted nothing
+  deferred_pending_ = false;
 }
 
 void DenseKVCache::step_without_attention(FrameMode mode, int n_frames) {

@@ -9,6 +9,9 @@
 // Buffers grow geometrically (x2, amortised) through the allocator and are kept across reset().
 // never_evict (backend DenseFull): every stored frame stays whole; the window rule is ignored.
 // Attention is dense_attention over [side, frames, (non-keyframe: own tokens)].
+// Deferred: the frame is appended like a keyframe without eviction; commit_deferred() evicts (the
+// same memmove a keyframe does), rollback_deferred() drops it from the ledger (its bytes lie beyond
+// the live tokens; capacity grown for it is kept, as across reset()).
 #include <span>
 #include <vector>
 
@@ -26,6 +29,9 @@ class DenseKVCache final : public KVCache {
   void end_step() override;
   void step_without_attention(FrameMode mode, int n_frames) override;
   int64_t keys_in_step() const override;
+  int64_t commit_deferred() override;
+  void rollback_deferred() override;
+  bool deferred_pending() const override { return deferred_pending_; }
   void reset() override;
   CacheStats stats() const override;
   const CacheOptions& options() const override { return opt_; }
@@ -61,6 +67,7 @@ class DenseKVCache final : public KVCache {
   int64_t evict_before_attend_ = 0, evict_after_attend_ = 0;
   std::vector<uint8_t> written_;
   bool skip_data_ = false;  // step_without_attention: bookkeeping only
+  bool deferred_pending_ = false;  // a Deferred frame awaits commit_deferred / rollback_deferred
   std::vector<kernels::KVSpan> spans_;
   std::vector<unsigned char> own_scratch_;
 };

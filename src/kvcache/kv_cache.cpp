@@ -65,6 +65,7 @@ const char* frame_mode_name(FrameMode m) {
     case FrameMode::ScalePhase: return "ScalePhase";
     case FrameMode::Keyframe: return "Keyframe";
     case FrameMode::NonKeyframe: return "NonKeyframe";
+    case FrameMode::Deferred: return "Deferred";
   }
   return "unknown";
 }
@@ -82,6 +83,7 @@ void check_begin_step(const CacheOptions& o, const StepState& step, const FrameL
       break;
     case FrameMode::Keyframe:
     case FrameMode::NonKeyframe:
+    case FrameMode::Deferred:
       LINGBOT_CHECK(n_frames == 1, "begin_step: ", frame_mode_name(mode), " takes n_frames = 1, got ", n_frames);
       break;
     default: throw Error("begin_step: unknown FrameMode " + std::to_string(static_cast<int>(mode)));

@@ -21,11 +21,17 @@
 // down to the window in end_step (only matters with include_scale_frames off and scale_frames >
 // sliding_window). Keyframe: stored, then evicted frame by frame (oldest unpinned first) while the
 // window holds more than sliding_window frames, then attends. NonKeyframe: attends to the cache plus
-// its own tokens (rounded to the storage dtype like stored keys) and writes nothing.
+// its own tokens (rounded to the storage dtype like stored keys) and writes nothing. Deferred: one
+// frame stored like a keyframe but WITHOUT eviction, so it attends to the cache as it stands plus its
+// own tokens (the window may hold sliding_window + 1 frames); after end_step the caller decides:
+// commit_deferred() runs the deferred eviction (the frame is a keyframe), rollback_deferred() removes
+// the frame again and leaves the cache exactly as it was before the step (a non-keyframe). This is
+// the flow-keyframe protocol (golden README "Windowed mode and flow keyframes" F3).
 //
 // Rules the caller must keep (violations throw lingbot::Error with a message naming the value):
 //   * ScalePhase is only allowed on an empty cache (fresh or after reset()), with 1 <= n_frames <=
-//     scale_frames; Keyframe and NonKeyframe take n_frames == 1.
+//     scale_frames; Keyframe, NonKeyframe and Deferred take n_frames == 1.
+//   * After a Deferred step, commit_deferred() or rollback_deferred() must come before the next step.
 //   * In a ScalePhase or Keyframe step every block 0..num_blocks-1 must be attended before end_step()
 //     (that is when the frame's K/V are written into the block's cache).
 //   * attend() calls of one cache must not run concurrently (they share the step plan and scratch).
@@ -54,6 +60,7 @@ enum class FrameMode : uint8_t {
   ScalePhase,   // n_frames >= 1 frames attend bidirectionally to each other, then are stored
   Keyframe,     // one frame: stored, eviction runs, then it attends (it counts in its own window)
   NonKeyframe,  // one frame: attends to the cache + its own tokens; the cache is left exactly as it was
+  Deferred,     // one frame: stored without eviction, attends; then commit_deferred() or rollback_deferred()
 };
 
 struct CacheOptions {
@@ -119,6 +126,12 @@ class KVCache {
   // Keys each query attends to in the current step (cache + own tokens of a non-keyframe);
   // valid between begin_step and end_step.
   virtual int64_t keys_in_step() const = 0;
+  // After a Deferred step (and only then): keep the frame and run the eviction a Keyframe would have
+  // run (returns the frames evicted), or remove the frame so that the cache (frames, pages, special
+  // stream, visible set) is exactly what it was before the step. Throw when no Deferred frame is pending.
+  virtual int64_t commit_deferred() = 0;
+  virtual void rollback_deferred() = 0;
+  virtual bool deferred_pending() const = 0;
   virtual void reset() = 0;  // back to empty, without reallocating (capacity is kept)
   virtual CacheStats stats() const = 0;
   virtual const CacheOptions& options() const = 0;

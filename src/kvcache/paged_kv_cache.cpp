@@ -280,9 +280,14 @@ void PagedKVCache::begin_step(FrameMode mode, int n_frames) {
   const int64_t first = ledger_.stored;
   if (mode != FrameMode::NonKeyframe) {
     kvdetail::check_special_cap(opt_, (ledger_.stored + n_frames) * opt_.num_special_tokens);
+    const int64_t pages_before = static_cast<int64_t>(special_[0].size());
     reserve_special_pages(ledger_.stored + n_frames);
     for (int i = 0; i < n_frames; ++i) append_unchecked();
     if (mode == FrameMode::Keyframe) evict();  // scale phase evicts in end_step, after its attention
+    if (mode == FrameMode::Deferred) {         // = append_frame(Eviction::Deferred)
+      deferred_pending_ = true;
+      deferred_new_special_pages_ = static_cast<int64_t>(special_[0].size()) - pages_before;
+    }
   }
   plan();
   step_.open = true;

@@ -59,6 +59,9 @@ class PagedKVCache final : public KVCache {
   void end_step() override;
   void step_without_attention(FrameMode mode, int n_frames) override;
   int64_t keys_in_step() const override;
+  int64_t commit_deferred() override { return execute_deferred_eviction(); }
+  void rollback_deferred() override { rollback_last_frame(); }
+  bool deferred_pending() const override { return deferred_pending_; }
   void reset() override;
   CacheStats stats() const override;
   const CacheOptions& options() const override { return opt_; }

@@ -22,6 +22,33 @@ void CameraHeadCache::reset() {
     e.v.clear();
   }
   frames_ = 0;
+  deferred_ = false;
+}
+
+void CameraHeadCache::commit_deferred() {
+  LINGBOT_CHECK(deferred_, "camera head: commit_deferred without a pending Deferred frame");
+  deferred_ = false;
+}
+
+void CameraHeadCache::rollback_deferred() {
+  LINGBOT_CHECK(deferred_, "camera head: rollback_deferred without a pending Deferred frame");
+  for (Entry& e : entries_) {  // the frame is the last row of every cache
+    e.k.resize(e.k.size() - static_cast<size_t>(dim_));
+    e.v.resize(e.v.size() - static_cast<size_t>(dim_));
+  }
+  --frames_;
+  deferred_ = false;
+}
+
+std::vector<unsigned char> CameraHeadCache::live_bytes() const {
+  std::vector<unsigned char> out;
+  for (const Entry& e : entries_) {
+    const auto* k = reinterpret_cast<const unsigned char*>(e.k.data());
+    const auto* v = reinterpret_cast<const unsigned char*>(e.v.data());
+    out.insert(out.end(), k, k + e.k.size() * sizeof(float));
+    out.insert(out.end(), v, v + e.v.size() * sizeof(float));
+  }
+  return out;
 }
 
 int64_t CameraHeadCache::bytes() const {
@@ -126,11 +153,13 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
   LINGBOT_CHECK(tokens.data != nullptr && tokens.cols == D && n >= 1 && tokens.stride() >= D,
                 "camera head: camera tokens must be [n >= 1, ", D, "] with row stride >= ", D, ", got [", n, ", ",
                 tokens.cols, "] stride ", tokens.stride());
+  LINGBOT_CHECK(!cache.deferred_, "camera head: a Deferred frame is pending (call commit_deferred or rollback_deferred)");
   if (mode == FrameMode::ScalePhase) {
     LINGBOT_CHECK(cache.frames_ == 0, "camera head: scale phase needs an empty cache, it holds ", cache.frames_,
                   " frames (call reset())");
   } else {
-    LINGBOT_CHECK(n == 1, "camera head: a ", mode == FrameMode::Keyframe ? "keyframe" : "non-keyframe",
+    LINGBOT_CHECK(n == 1, "camera head: a ",
+                  mode == FrameMode::Keyframe ? "keyframe" : mode == FrameMode::Deferred ? "deferred" : "non-keyframe",
                   " step takes 1 frame, got ", n);
   }
 
@@ -180,6 +209,7 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
       }
   }
   if (mode != FrameMode::NonKeyframe) cache.frames_ += n;
+  cache.deferred_ = mode == FrameMode::Deferred;
   return out;
 }
 

@@ -20,6 +20,10 @@
 //               other, then all are stored.
 //   Keyframe    (n == 1): stored, then attends to every stored frame (itself included).
 //   NonKeyframe (n == 1): attends to every stored frame plus itself; nothing is stored.
+//   Deferred    (n == 1): as Keyframe, then the caller decides with commit_deferred() (keep it) or
+//               rollback_deferred() (remove it from every (iteration, block) cache: the caches are
+//               exactly as before the step). Upstream never rolls the camera head back (golden
+//               README N1); the reference, and this engine, do.
 // The cache is a small append-only array per (iteration, block) rather than a KVCache backend: it
 // has no pages, no eviction, no special tokens and is touched once per block per step, so a
 // contiguous buffer read by kernels::dense_attention is the whole job.
@@ -50,6 +54,12 @@ class CameraHeadCache {
   int64_t bytes() const;                      // K+V bytes held now, all caches
   int64_t bytes_reserved() const;             // K+V bytes allocated, all caches
   void reset();                               // forget every frame, keep the capacity
+  // After a Deferred step: keep the frame / remove it again. Throw when no Deferred frame is pending.
+  void commit_deferred();
+  void rollback_deferred();
+  bool deferred_pending() const { return deferred_; }
+  // The stored K then V rows of every (iteration, block) cache, in order: equal bytes = equal state.
+  std::vector<unsigned char> live_bytes() const;
 
  private:
   friend class CameraHead;
@@ -61,6 +71,7 @@ class CameraHeadCache {
   int64_t depth_ = 0, dim_ = 0;
   std::vector<Entry> entries_;  // [iteration * trunk_depth + block]
   int64_t frames_ = 0;
+  bool deferred_ = false;
 };
 
 // The camera head's weights: immutable after construction, shareable by any number of streams.

@@ -83,4 +83,62 @@ Tensor world_points_from_depth(const Tensor& depth, const Camera& camera, ImageS
   return out;
 }
 
+FlowMeasure reprojection_flow(const Tensor& depth, const Camera& f, const Camera& k, ImageSize size, int stride) {
+  const bool ok = (depth.ndim() == 2 || (depth.ndim() == 3 && depth.dim(2) == 1)) && depth.dim(0) == size.height &&
+                  depth.dim(1) == size.width && depth.dtype() == DType::F32;
+  LINGBOT_CHECK(ok, "reprojection_flow: depth must be f32 [", size.height, ", ", size.width, "] (or [..., 1]), got ",
+                shape_str(depth.shape()));
+  LINGBOT_CHECK(stride >= 1, "reprojection_flow: stride must be >= 1, got ", stride);
+  const float* d = depth.f32();
+  // K_f⁻¹ of K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
+  const float ifx = 1.0f / f.intrinsic[0], ify = 1.0f / f.intrinsic[4];
+  const float fcx = f.intrinsic[2], fcy = f.intrinsic[5];
+  const Mat3x4& c = f.c2w;
+  const Mat3x4& w = k.w2c;  // closed-form inverse of the reference c2w
+  const Mat3x3& K = k.intrinsic;
+  double sum = 0.0;
+  int64_t valid = 0;
+  for (int v = 0; v < size.height; v += stride) {
+    for (int u = 0; u < size.width; u += stride) {
+      const float dep = d[static_cast<size_t>(v) * static_cast<size_t>(size.width) + static_cast<size_t>(u)];
+      const float uf = static_cast<float>(u), vf = static_cast<float>(v);
+      const float cam[3] = {(uf - fcx) * ifx * dep, (vf - fcy) * ify * dep, dep};
+      float X[3], x[3];
+      for (int r = 0; r < 3; ++r) X[r] = c[r * 4] * cam[0] + c[r * 4 + 1] * cam[1] + c[r * 4 + 2] * cam[2] + c[r * 4 + 3];
+      for (int r = 0; r < 3; ++r) x[r] = w[r * 4] * X[0] + w[r * 4 + 1] * X[1] + w[r * 4 + 2] * X[2] + w[r * 4 + 3];
+      if (!(dep > 1e-6f) || !(x[2] > 1e-6f)) continue;
+      const float z = std::max(x[2], 1e-6f);
+      const float nx = x[0] / z, ny = x[1] / z;
+      const float px = K[0] * nx + K[1] * ny + K[2];
+      const float py = K[3] * nx + K[4] * ny + K[5];
+      sum += std::sqrt(static_cast<double>((px - uf) * (px - uf) + (py - vf) * (py - vf)));
+      ++valid;
+    }
+  }
+  return {valid > 0 ? sum / static_cast<double>(valid) : 0.0, valid};
+}
+
+std::array<float, 4> mat_to_quat_xyzw(const Mat3x3& m) {
+  const float m00 = m[0], m01 = m[1], m02 = m[2], m10 = m[3], m11 = m[4], m12 = m[5], m20 = m[6], m21 = m[7],
+              m22 = m[8];
+  auto sqrt_pos = [](float x) { return x > 0.0f ? std::sqrt(x) : 0.0f; };
+  // |w|, |x|, |y|, |z| (times 2), PyTorch3D order (scalar first).
+  const float q_abs[4] = {sqrt_pos(1.0f + m00 + m11 + m22), sqrt_pos(1.0f + m00 - m11 - m22),
+                          sqrt_pos(1.0f - m00 + m11 - m22), sqrt_pos(1.0f - m00 - m11 + m22)};
+  const float cand[4][4] = {{q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01},
+                            {m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20},
+                            {m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21},
+                            {m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]}};
+  int best = 0;
+  for (int i = 1; i < 4; ++i)
+    if (q_abs[i] > q_abs[best]) best = i;  // first maximum, as torch.argmax
+  const float denom = 2.0f * std::max(q_abs[best], 0.1f);
+  float wxyz[4];
+  for (int i = 0; i < 4; ++i) wxyz[i] = cand[best][i] / denom;
+  std::array<float, 4> q{wxyz[1], wxyz[2], wxyz[3], wxyz[0]};
+  if (q[3] < 0.0f)
+    for (float& v : q) v = -v;
+  return q;
+}
+
 }  // namespace lingbot::model

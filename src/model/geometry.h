@@ -60,4 +60,23 @@ CameraTensors cameras_from_pose_encodings(const Tensor& pose_enc, ImageSize size
 // points. Threaded over rows (each point is independent, so results do not depend on num_threads).
 Tensor world_points_from_depth(const Tensor& depth, const Camera& camera, ImageSize size, int num_threads);
 
+// Camera-motion flow of a frame against a reference camera (upstream `_compute_flow_magnitude`, the
+// flow keyframe test; golden README "Windowed mode and flow keyframes" F1). Samples (u, v) =
+// (column, row) on the grid {0, stride, 2·stride, ...} below (W, H), integer coordinates; d = depth
+// there; X = c2w_f · (K_f⁻¹ (u, v, 1)ᵀ · d); x = c2w_k⁻¹ · X; p = (K_k · x / max(x_z, 1e-6))[0:2].
+// Valid iff d > 1e-6 and x_z > 1e-6. Returns the mean of ‖p − (u, v)‖ over valid samples in pixels
+// (0 if none) and how many were valid. Arithmetic in float32 as upstream, the mean accumulated in
+// double. depth: f32 [H, W] or [H, W, 1] of `size`.
+struct FlowMeasure {
+  double flow = 0.0;
+  int64_t valid_samples = 0;
+};
+FlowMeasure reprojection_flow(const Tensor& depth, const Camera& frame, const Camera& reference, ImageSize size,
+                              int stride = 8);
+
+// Rotation matrix (row-major 3x3) -> unit xyzw quaternion with w >= 0 (PyTorch3D's
+// matrix_to_quaternion: of the four candidates the one with the largest |component| is taken, then
+// the sign is flipped if w < 0), as upstream's windowed warp re-encodes rotations.
+std::array<float, 4> mat_to_quat_xyzw(const Mat3x3& m);
+
 }  // namespace lingbot::model

@@ -7,6 +7,8 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "kvcache/dense_kv_cache.h"
+#include "kvcache/paged_kv_cache.h"
 #include "model/aggregator.h"
 #include "model/camera_head.h"
 #include "model/dpt_head.h"
@@ -34,6 +36,8 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   LINGBOT_CHECK(o.threads >= 1, "SessionOptions.threads must be >= 0, got ", in.threads);
   LINGBOT_CHECK(o.max_special_tokens >= 0, "SessionOptions.max_special_tokens must be >= 0, got ",
                 o.max_special_tokens);
+  if (!o.keyframe_policy) o.keyframe_policy = std::make_shared<IntervalKeyframes>(o.keyframe_interval);
+  o.keyframe_policy->check(o);
   return o;
 }
 
@@ -56,6 +60,11 @@ struct Session::Impl {
   int64_t steps = 0;
   bool closed = false;
   std::vector<float> scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
+  // The reference keyframe of the policies: the last stored frame (raw pose encoding, index).
+  Tensor last_stored_pose;
+  int64_t last_stored_index = -1;
+  bool pending = false;  // a push_frame_deferred frame awaits commit_frame / rollback_frame
+  Tensor deferred_result_pose;  // push_frame_deferred: the pending frame's pose, for commit_frame
 
   model::EncoderScratch enc_scratch;
   model::AggregatorScratch agg_scratch;
@@ -66,7 +75,42 @@ struct Session::Impl {
   void encode(const float* image, float* out);
   std::vector<FrameResult> run_step(int64_t first_frame, int64_t n, FrameMode mode, const float* patch_tokens);
   void run_heads(FrameMode mode, std::vector<FrameResult>& results);
+  const float* encode_streamed(const float* image, int64_t H, int64_t W, std::vector<float>& tokens);
+  KeyframeQuery query(int64_t idx) const;
+  void note_stored(const FrameResult& r);
+  void commit();
+  void rollback();
 };
+
+KeyframeQuery Session::Impl::query(int64_t idx) const {
+  KeyframeQuery q;
+  q.frame_index = idx;
+  q.streamed_index = idx - opt.scale_frames;
+  q.reference_frame = last_stored_index;
+  q.reference_pose_enc = last_stored_pose.empty() ? nullptr : &last_stored_pose;
+  q.height = height;
+  q.width = width;
+  return q;
+}
+
+void Session::Impl::note_stored(const FrameResult& r) {
+  last_stored_index = r.frame_index;
+  last_stored_pose = r.pose_enc.empty() ? Tensor() : r.pose_enc.clone();
+}
+
+// Ends a Deferred step: the frame stays (deferred eviction executed) or leaves every cache again.
+void Session::Impl::commit() {
+  cache->commit_deferred();
+  if (camera_cache) camera_cache->commit_deferred();
+  ++stored;
+  pending = false;
+}
+
+void Session::Impl::rollback() {
+  cache->rollback_deferred();
+  if (camera_cache) camera_cache->rollback_deferred();
+  pending = false;
+}
 
 void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   const ModelConfig& cfg = model->config();
@@ -126,6 +170,9 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     FrameResult& r = results[static_cast<size_t>(f)];
     r.frame_index = idx;
     r.is_keyframe = mode != FrameMode::NonKeyframe;
+    r.frame_type = mode == FrameMode::ScalePhase    ? FrameType::Scale
+                   : mode == FrameMode::NonKeyframe ? FrameType::NonKeyframe
+                                                    : FrameType::Keyframe;
     r.rope_time_index = t;
     if (opt.keep_patch_tokens) {
       r.patch_tokens = Tensor({Pp, C});
@@ -133,7 +180,7 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     }
   }
   model->aggregator().step(grid, frames, mode, *cache, agg_scratch, selected, opt.threads);
-  if (mode != FrameMode::NonKeyframe) stored += n;
+  if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) stored += n;  // Deferred: on commit
   ++steps;
   completed += n;
 
@@ -148,6 +195,7 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     }
   }
   run_heads(mode, results);
+  if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) note_stored(results.back());
   return results;
 }
 
@@ -223,6 +271,8 @@ std::vector<FrameResult> Session::push_frame(const Tensor& image) {
 std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
   Impl& s = *impl_;
   LINGBOT_CHECK(!s.closed, "push_frame after finish(): the session is closed (call reset() to start a new sequence)");
+  LINGBOT_CHECK(!s.pending, "push_frame: frame ", s.pushed - 1,
+                " awaits its decision (call commit_frame() or rollback_frame() first)");
   LINGBOT_CHECK(image != nullptr, "push_frame: image is null");
   const int64_t p = s.model->patch_size();
   LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0, "image size ", H, "x", W,
@@ -250,13 +300,88 @@ std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int6
   std::vector<float> tokens(static_cast<size_t>(Pp * C));
   s.encode(image, tokens.data());
   ++s.pushed;
-  const bool keyframe = (idx - K) % s.opt.keyframe_interval == 0;
-  return s.run_step(idx, 1, keyframe ? FrameMode::Keyframe : FrameMode::NonKeyframe, tokens.data());
+  const KeyframePolicy& policy = *s.opt.keyframe_policy;
+  const KeyframeQuery q = s.query(idx);
+  if (policy.decides_before()) {
+    const bool keyframe = policy.is_keyframe(q);
+    return s.run_step(idx, 1, keyframe ? FrameMode::Keyframe : FrameMode::NonKeyframe, tokens.data());
+  }
+  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens.data());
+  s.pending = true;
+  FrameResult& r = results.front();
+  const KeyframeDecision d = policy.decide_after(q, r);
+  r.flow = d.flow;
+  r.flow_reference_frame = q.reference_frame;
+  if (d.keyframe) {
+    s.commit();
+    s.note_stored(r);
+  } else {
+    s.rollback();
+    r.is_keyframe = false;
+    r.frame_type = FrameType::NonKeyframe;
+  }
+  return results;
+}
+
+FrameResult Session::push_frame_deferred(const Tensor& image) {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.closed, "push_frame_deferred after finish(): the session is closed (call reset() to start a new sequence)");
+  LINGBOT_CHECK(!s.pending, "push_frame_deferred: frame ", s.pushed - 1,
+                " awaits its decision (call commit_frame() or rollback_frame() first)");
+  LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
+                "image must be f32 [3, H, W], got ", dtype_name(image.dtype()), " ", shape_str(image.shape()));
+  LINGBOT_CHECK(s.pushed >= s.scale_frames(), "push_frame_deferred: frame ", s.pushed, " is a scale frame (the first ",
+                s.scale_frames(), " frames are always stored; push them with push_frame)");
+  const int64_t H = image.dim(1), W = image.dim(2);
+  LINGBOT_CHECK(H == s.height && W == s.width, "frame ", s.pushed, " has size ", H, "x", W,
+                " (HxW), but this sequence's frames are ", s.height, "x", s.width,
+                " (call reset() to start a new sequence)");
+  const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
+  std::vector<float> tokens(static_cast<size_t>(Pp * C));
+  s.encode(image.f32(), tokens.data());
+  const int64_t idx = s.pushed++;
+  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens.data());
+  s.pending = true;
+  results.front().flow_reference_frame = s.last_stored_index;
+  s.deferred_result_pose = results.front().pose_enc.empty() ? Tensor() : results.front().pose_enc.clone();
+  return std::move(results.front());
+}
+
+void Session::commit_frame() {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(s.pending, "commit_frame: no frame awaits a decision (push one with push_frame_deferred)");
+  s.commit();
+  s.last_stored_index = s.pushed - 1;
+  s.last_stored_pose = std::move(s.deferred_result_pose);
+}
+
+void Session::rollback_frame() {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(s.pending, "rollback_frame: no frame awaits a decision (push one with push_frame_deferred)");
+  s.rollback();
+  s.deferred_result_pose = Tensor();
+}
+
+const KeyframePolicy& Session::keyframe_policy() const { return *impl_->opt.keyframe_policy; }
+
+std::vector<unsigned char> Session::cache_live_bytes(int block) const {
+  const KVCache* c = impl_->cache.get();
+  if (const auto* p = dynamic_cast<const PagedKVCache*>(c)) return p->live_bytes(block);
+  if (const auto* d = dynamic_cast<const DenseKVCache*>(c)) return d->live_bytes(block);
+  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl_->opt.backend),
+                " backend has no host byte view");
+  return {};
+}
+
+std::vector<unsigned char> Session::camera_cache_live_bytes() const {
+  return impl_->camera_cache ? impl_->camera_cache->live_bytes() : std::vector<unsigned char>{};
 }
 
 std::vector<FrameResult> Session::finish() {
   Impl& s = *impl_;
   LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+  LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
+                " awaits its decision (call commit_frame() or rollback_frame() first)");
   s.closed = true;
   if (s.pushed == 0 || s.pushed >= s.scale_frames()) return {};
   // Short stream: the scale phase runs on the frames received (the reference caps
@@ -274,6 +399,10 @@ void Session::reset() {
   s.pushed = s.completed = s.stored = s.steps = 0;
   s.closed = false;
   s.scale_tokens.clear();
+  s.last_stored_pose = Tensor();
+  s.deferred_result_pose = Tensor();
+  s.last_stored_index = -1;
+  s.pending = false;
 }
 
 bool Session::closed() const { return impl_->closed; }
@@ -288,6 +417,8 @@ SessionStats Session::stats() const {
     st.camera_cache_frames = impl_->camera_cache->frames();
     st.camera_cache_bytes = impl_->camera_cache->bytes();
   }
+  st.rope_time_next = impl_->stored;
+  st.decision_pending = impl_->pending;
   return st;
 }
 

@@ -16,8 +16,10 @@
 
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "io/image.h"
 #include "io/safetensors.h"
 #include "lingbot/session.h"
+#include "lingbot/windowed.h"
 
 namespace lingbot {
 
@@ -30,79 +32,12 @@ bool VerifyReport::passed() const {
 
 namespace {
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
   LINGBOT_CHECK(in.good(), "cannot open ", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(detail::concat(path.string(), ": invalid JSON: ", e.what()));
-  }
-}
-
-const json& need(const json& j, const std::string& key, const std::string& where) {
-  LINGBOT_CHECK(j.is_object() && j.contains(key), "case.json: ", where, key, " is missing");
-  return j.at(key);
-}
-
-std::string list_str(const json& arr) {
-  std::string s;
-  for (const auto& v : arr) {
-    if (!s.empty()) s += ',';
-    s += v.dump();
-  }
-  return s;
-}
-
-// Model hyperparameters stated by case.json that the shapes do not reveal -> ModelConfig overrides.
-ConfigOverrides overrides_from_case(const json& model) {
-  ConfigOverrides o;
-  auto num = [&](const json& sec, const char* key, const char* cfg_key) {
-    if (sec.is_object() && sec.contains(key) && !sec.at(key).is_null()) {
-      const json& v = sec.at(key);
-      o.emplace_back(cfg_key, v.is_array() ? list_str(v) : v.is_boolean() ? (v.get<bool>() ? "true" : "false")
-                                                                            : v.dump());
-    }
-  };
-  if (model.contains("aggregator")) {
-    const json& a = model.at("aggregator");
-    num(a, "num_heads", "aggregator.num_heads");
-    num(a, "selected_layers", "aggregator.selected_layers");
-    num(a, "rope2d_frequency", "aggregator.rope2d_frequency");
-    num(a, "enable_3d_rope", "aggregator.enable_3d_rope");
-    num(a, "rope3d_theta", "aggregator.rope3d_theta");
-    num(a, "rope3d_fhw_dim", "aggregator.rope3d_fhw");
-    num(a, "rope3d_max_seq_len", "aggregator.rope3d_max_frames");
-  }
-  if (model.contains("patch_encoder")) {
-    const json& e = model.at("patch_encoder");
-    num(e, "num_heads", "encoder.num_heads");
-    num(e, "interpolate_offset", "encoder.interpolate_offset");
-    num(e, "interpolate_antialias", "encoder.interpolate_antialias");
-  }
-  if (model.contains("camera_head") && model.at("camera_head").is_object()) {
-    const json& c = model.at("camera_head");
-    num(c, "num_heads", "camera.num_heads");
-    num(c, "num_iterations", "camera.num_iterations");
-  }
-  if (model.contains("depth_head") && model.at("depth_head").is_object())
-    num(model.at("depth_head"), "intermediate_layer_idx", "dpt.intermediate_layer_idx");
-  return o;
-}
-
-// Options the engine does not implement must fail loudly.
-void check_supported(const json& c) {
-  if (c.contains("constructor_kwargs")) {
-    const json& k = c.at("constructor_kwargs");
-    auto is = [&](const char* key, const json& expected) { return !k.contains(key) || k.at(key) == expected; };
-    LINGBOT_CHECK(is("sliding_window_size", -1), "case.json: constructor_kwargs.sliding_window_size = ",
-                  k.value("sliding_window_size", json()).dump(), " is not supported (only -1)");
-    LINGBOT_CHECK(is("enable_point", false), "case.json: constructor_kwargs.enable_point = true is not supported");
-    LINGBOT_CHECK(is("enable_camera_3d_rope", false),
-                  "case.json: constructor_kwargs.enable_camera_3d_rope = true is not supported");
-  }
-  if (c.contains("model") && c.at("model").contains("point_head"))
-    LINGBOT_CHECK(c.at("model").at("point_head").is_null(), "case.json: model.point_head is not supported");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::string frames_str(const std::vector<int64_t>& f) {
@@ -128,10 +63,42 @@ std::string sci(double v) {
 struct EngineRun {
   std::map<int64_t, std::vector<Tensor>> features;  // frame -> per selected layer [P, 2C]
   Tensor patch_tokens_frame0;
-  std::vector<int64_t> is_keyframe, rope_time;      // per frame
-  std::vector<int64_t> frames_after, kept_specials_after, visible_after, camera_frames_after;  // per step
   std::map<std::string, std::vector<Tensor>> heads;  // tensor name -> per frame (empty if not produced)
+  // Integer tensors by reference name: per frame (is_keyframe, frame_type, ...), per step (cache traces,
+  // step_*), per window row (window_row_*, window_raw_frame_type, ...) or per window (window_bounds).
+  std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, std::string> int_axis;         // name -> "frames" | "steps" | "rows" | "windows"
+  std::map<std::string, std::vector<Tensor>> rows;     // window_raw_pose_enc / window_raw_depth per row
+  std::vector<double> flow, row_flow;                  // flow_magnitude per frame, window_raw_flow per row
+  std::vector<int64_t> frame_window, row_window;       // window each stitched frame / row comes from
+  std::vector<float> chunk_scales;
+  std::vector<float> chunk_transforms;                 // [n, 4, 4]
 };
+
+// The model input: reference `images` [S, 3, H, W], or (formats without it) frames/NNNNNN.png / 255.
+Tensor load_case_images(const fs::path& dir, const io::SafetensorsReader& ref, const GoldenCase& gc) {
+  if (ref.find("images")) {
+    Tensor images = ref.read("images", DType::F32);
+    LINGBOT_CHECK(images.ndim() == 4 && images.dim(1) == 3, "reference.safetensors: images must be [S, 3, H, W], got ",
+                  shape_str(images.shape()));
+    return images;
+  }
+  LINGBOT_CHECK(gc.num_frames && gc.height && gc.width,
+                "case.json: scenario.num_frames and scenario.image_hw are needed when reference.safetensors has no images");
+  const int64_t S = *gc.num_frames, H = *gc.height, W = *gc.width;
+  Tensor images({S, 3, H, W});
+  for (int64_t i = 0; i < S; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(i));
+    const io::ImageU8 img = io::load_image(dir / "frames" / name);
+    LINGBOT_CHECK(img.width == W && img.height == H, "frames/", name, " is ", img.width, "x", img.height,
+                  " (WxH), case.json scenario.image_hw says ", W, "x", H);
+    float* out = images.f32() + i * 3 * H * W;
+    for (int64_t p = 0; p < H * W; ++p)
+      for (int64_t c = 0; c < 3; ++c) out[c * H * W + p] = static_cast<float>(img.rgb[static_cast<size_t>(p * 3 + c)]) / 255.0f;
+  }
+  return images;
+}
 
 // Float comparison: max |a - r| and that over max|r|.
 struct FloatDiff {
@@ -159,26 +126,18 @@ double kv_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.
 VerifyReport run_verify(const VerifyOptions& vo) {
   const fs::path dir(vo.case_dir);
   LINGBOT_CHECK(fs::is_directory(dir), "verify: case directory '", vo.case_dir, "' does not exist");
-  const json c = read_json(dir / "case.json");
-  check_supported(c);
-  const json& sc = need(c, "scenario", "");
-  const int K = need(sc, "num_scale_frames", "scenario.").get<int>();
-  const int kvK = sc.value("kv_cache_scale_frames", K);
-  LINGBOT_CHECK(kvK == K, "case.json: scenario.kv_cache_scale_frames (", kvK, ") != num_scale_frames (", K,
-                ") is not supported: the engine uses one value for both");
-  const std::string weights_rel = need(c, "weights_file", "").get<std::string>();
+  const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
+  const int K = gc.scale_frames;
 
   VerifyReport report;
-  report.case_name = c.value("case", dir.filename().string());
+  report.case_name = gc.case_name.empty() ? dir.filename().string() : gc.case_name;
   const KVBackend backend = vo.backend.value_or(KVBackend::Paged);
   const DType kv_dtype = vo.kv_dtype.value_or(DType::F32);
   report.backend = kv_backend_name(backend);
   report.kv_dtype = std::string(dtype_name(kv_dtype));
 
   const io::SafetensorsReader ref = io::SafetensorsReader::open((dir / "reference.safetensors").string());
-  const Tensor images = ref.read("images", DType::F32);
-  LINGBOT_CHECK(images.ndim() == 4 && images.dim(1) == 3, "reference.safetensors: images must be [S, 3, H, W], got ",
-                shape_str(images.shape()));
+  const Tensor images = load_case_images(dir, ref, gc);
   const int64_t S = images.dim(0), H = images.dim(2), W = images.dim(3);
   report.frames = S;
   std::set<int64_t> feature_frames;
@@ -186,36 +145,81 @@ VerifyReport run_verify(const VerifyOptions& vo) {
     for (int64_t f : ref.read_int("aggregated_frame_index").values) feature_frames.insert(f);
   }
 
-  const ConfigOverrides overrides = c.contains("model") ? overrides_from_case(c.at("model")) : ConfigOverrides{};
-  auto model = Model::load((dir / weights_rel).string(), overrides);
+  auto model = Model::load((dir / gc.weights_file).string(), gc.overrides);
 
   SessionOptions so;
   so.backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = K;
-  so.sliding_window = need(sc, "kv_cache_sliding_window", "scenario.").get<int>();
-  so.keyframe_interval = sc.value("keyframe_interval", 1);
-  so.camera_iterations = sc.value("camera_num_iterations", 0);
-  so.cross_frame_special = sc.value("kv_cache_cross_frame_special", true);
-  so.include_scale_frames = sc.value("kv_cache_include_scale_frames", true);
-  so.camera_only = sc.value("kv_cache_camera_only", false);
+  so.sliding_window = gc.sliding_window;
+  so.keyframe_interval = gc.keyframe_interval;
+  so.camera_iterations = gc.camera_iterations;
+  so.cross_frame_special = gc.cross_frame_special;
+  so.include_scale_frames = gc.include_scale_frames;
+  so.camera_only = gc.camera_only;
   so.threads = vo.threads;
   so.keep_features = !feature_frames.empty();
   so.keep_patch_tokens = true;
-  Session session(model, so);
-  report.threads = session.options().threads;
+  if (gc.flow_threshold > 0)
+    so.keyframe_policy = std::make_shared<FlowKeyframes>(gc.flow_threshold,
+                                                         gc.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
+  const bool windowed = gc.windowed;
 
   EngineRun run;
-  run.is_keyframe.assign(static_cast<size_t>(S), -1);
-  run.rope_time.assign(static_cast<size_t>(S), -1);
+  auto& r_is_kf = run.ints["is_keyframe"];
+  auto& r_type = run.ints["frame_type"];
+  auto& r_rope = run.ints["rope_time_index"];
+  auto& r_flow_kf = run.ints["flow_keyframe"];
+  auto& r_source = run.ints["frame_source_row"];
+  for (auto* v : {&r_is_kf, &r_type, &r_rope, &r_flow_kf, &r_source}) v->assign(static_cast<size_t>(S), -1);
+  for (const char* n : {"is_keyframe", "frame_type", "rope_time_index", "flow_keyframe", "frame_source_row"})
+    run.int_axis[n] = "frames";
+  for (const char* n : {"kv_cache_frames_after_step", "kv_cache_special_tokens_after_step",
+                        "kv_cache_visible_tokens_after_step", "camera_kv_frames_after_step", "step_window",
+                        "step_first_frame", "step_num_frames", "step_rope_time_start"})
+    run.int_axis[n] = "steps";
+  for (const char* n : {"window_row_frame_index", "window_row_window", "window_raw_frame_type",
+                        "window_raw_flow_keyframe"})
+    run.int_axis[n] = "rows";
+  run.int_axis["window_bounds"] = "windows";
+  run.flow.assign(static_cast<size_t>(S), -1.0);
+  run.frame_window.assign(static_cast<size_t>(S), 0);
+  std::map<std::pair<int64_t, int64_t>, int64_t> row_of;  // (window, frame) -> row id
+
+  auto record_step = [&](int64_t window, int64_t first, int64_t n, int64_t rope, const SessionStats& st) {
+    run.ints["kv_cache_frames_after_step"].push_back(st.cache.frames_resident);
+    run.ints["kv_cache_special_tokens_after_step"].push_back(st.cache.kept_special_tokens);
+    run.ints["kv_cache_visible_tokens_after_step"].push_back(st.cache.visible_tokens);
+    run.ints["camera_kv_frames_after_step"].push_back(st.camera_cache_frames);
+    run.ints["step_window"].push_back(window);
+    run.ints["step_first_frame"].push_back(first);
+    run.ints["step_num_frames"].push_back(n);
+    run.ints["step_rope_time_start"].push_back(rope);
+  };
+  auto record_row = [&](int64_t window, int64_t row, const FrameResult& r) {
+    row_of[{window, r.frame_index}] = row;
+    run.ints["window_row_frame_index"].push_back(r.frame_index);
+    run.ints["window_row_window"].push_back(window);
+    run.ints["window_raw_frame_type"].push_back(static_cast<int64_t>(r.frame_type));
+    run.ints["window_raw_flow_keyframe"].push_back(r.frame_type == FrameType::Scale ? -1 : r.flow_reference_frame);
+    run.row_flow.push_back(r.frame_type == FrameType::Scale ? -1.0 : r.flow);
+    run.row_window.push_back(window);
+    run.rows["window_raw_pose_enc"].push_back(r.pose_enc.clone());
+    run.rows["window_raw_depth"].push_back(r.depth.clone());
+  };
   auto collect = [&](std::vector<FrameResult>&& results) {
-    if (results.empty()) return;
     for (FrameResult& r : results) {
-      run.is_keyframe[static_cast<size_t>(r.frame_index)] = r.is_keyframe ? 1 : 0;
-      run.rope_time[static_cast<size_t>(r.frame_index)] = r.rope_time_index;
+      const auto fi = static_cast<size_t>(r.frame_index);
+      LINGBOT_CHECK(r.frame_index >= 0 && r.frame_index < S, "internal: result for frame ", r.frame_index);
+      r_is_kf[fi] = r.is_keyframe ? 1 : 0;
+      r_type[fi] = static_cast<int64_t>(r.frame_type);
+      r_rope[fi] = r.rope_time_index;
+      r_flow_kf[fi] = r.frame_type == FrameType::Scale ? -1 : r.flow_reference_frame;
+      run.flow[fi] = r.frame_type == FrameType::Scale ? -1.0 : r.flow;
+      run.frame_window[fi] = r.window;
+      if (auto it = row_of.find({r.window, r.frame_index}); it != row_of.end()) r_source[fi] = it->second;
       if (r.frame_index == 0) run.patch_tokens_frame0 = std::move(r.patch_tokens);
       if (feature_frames.count(r.frame_index)) run.features[r.frame_index] = std::move(r.features);
-      const auto fi = static_cast<size_t>(r.frame_index);
       auto keep = [&](const char* name, Tensor& t) {
         auto& v = run.heads[name];
         v.resize(static_cast<size_t>(S));
@@ -230,18 +234,46 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       keep("depth_conf", r.depth_conf);
       keep("world_points", r.world_points);
     }
-    const SessionStats st = session.stats();
-    run.frames_after.push_back(st.cache.frames_resident);
-    run.kept_specials_after.push_back(st.cache.kept_special_tokens);
-    run.visible_after.push_back(st.cache.visible_tokens);
-    run.camera_frames_after.push_back(st.camera_cache_frames);
   };
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t frame_elems = 3 * H * W;
-  for (int64_t i = 0; i < S; ++i) collect(session.push_frame(images.f32() + i * frame_elems, H, W));
-  collect(session.finish());
+  if (windowed) {
+    WindowedOptions wopt;
+    wopt.window_size = *gc.window_size;
+    if (gc.overlap_size) wopt.overlap_size = *gc.overlap_size;
+    if (gc.overlap_keyframes) wopt.overlap_keyframes = *gc.overlap_keyframes;
+    WindowObserver obs;
+    obs.on_step = record_step;
+    obs.on_row = record_row;
+    WindowedSession session(model, so, wopt, obs);
+    report.threads = session.options().threads;
+    for (int64_t i = 0; i < S; ++i) {
+      Tensor frame({3, H, W});
+      std::memcpy(frame.f32(), images.f32() + i * frame_elems, static_cast<size_t>(frame_elems) * sizeof(float));
+      collect(session.push_frame(frame));
+    }
+    collect(session.finish());
+    for (const WindowInfo& w : session.windows()) {
+      run.ints["window_bounds"].push_back(w.start);
+      run.ints["window_bounds"].push_back(w.end);
+      run.chunk_scales.push_back(w.scale);
+      run.chunk_transforms.insert(run.chunk_transforms.end(), w.transform.begin(), w.transform.end());
+    }
+  } else {
+    Session session(model, so);
+    report.threads = session.options().threads;
+    auto push = [&](std::vector<FrameResult>&& results) {
+      if (results.empty()) return;
+      record_step(0, results.front().frame_index, static_cast<int64_t>(results.size()),
+                  results.front().rope_time_index, session.stats());
+      collect(std::move(results));
+    };
+    for (int64_t i = 0; i < S; ++i) push(session.push_frame(images.f32() + i * frame_elems, H, W));
+    push(session.finish());
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report.peak_rss_bytes = peak_rss_bytes();
+  const auto& conditioning = gc.flow_well_conditioned;
 
   std::vector<int64_t> all_frames(static_cast<size_t>(S));
   for (int64_t i = 0; i < S; ++i) all_frames[static_cast<size_t>(i)] = i;
@@ -280,11 +312,11 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       row.kv_scale = kf;
       row.status = d.max_abs <= bound_rel_to_max * kf * d.max_ref ? "ok" : "FAIL";
     };
-    auto compare_ints = [&](const std::vector<int64_t>& engine, const std::vector<int64_t>& frames_or_steps,
-                            bool per_frame) {
+    auto compare_ints = [&](const std::vector<int64_t>& engine, const std::string& axis) {
       const io::IntTensor t = ref.read_int(e.name);
       row.tolerance = "exact";
-      row.frames = per_frame ? frames_str(frames_or_steps) : "steps 0-" + std::to_string(t.values.size() - 1);
+      const int64_t items = t.shape.empty() ? 0 : t.shape[0];  // window_bounds is [n, 2]
+      row.frames = axis == "frames" ? frames_str(all_frames) : axis + " 0-" + std::to_string(items - 1);
       if (engine.size() != t.values.size()) {
         row.status = "FAIL";
         row.note = "engine produced " + std::to_string(engine.size()) + " values, reference has " +
@@ -344,27 +376,82 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       } else {
         finish_float(d, 1e-4, "1e-4*max|ref|");
       }
-    } else if (e.name == "is_keyframe") {
-      compare_ints(run.is_keyframe, all_frames, true);
-    } else if (e.name == "rope_time_index") {
-      compare_ints(run.rope_time, all_frames, true);
-    } else if (e.name == "kv_cache_frames_after_step") {
-      compare_ints(run.frames_after, {}, false);
-    } else if (e.name == "kv_cache_special_tokens_after_step") {
-      compare_ints(run.kept_specials_after, {}, false);
-    } else if (e.name == "kv_cache_visible_tokens_after_step") {
-      compare_ints(run.visible_after, {}, false);
-    } else if (e.name == "camera_kv_frames_after_step") {
-      compare_ints(run.camera_frames_after, {}, false);
-    } else if (run.heads.count(e.name)) {
+    } else if (run.int_axis.count(e.name)) {
+      compare_ints(run.ints[e.name], run.int_axis.at(e.name));
+    } else if (e.name == "flow_magnitude" || e.name == "window_raw_flow") {
+      // Relative 1e-3 per well-conditioned value; -1 (scale rows) exactly; the values of rows the
+      // reference marks ill-conditioned are not compared (their decisions are, through frame_type).
+      const Tensor r = ref.read(e.name, DType::F32);
+      const bool per_frame = e.name == "flow_magnitude";
+      const std::vector<double>& eng = per_frame ? run.flow : run.row_flow;
+      const std::vector<int64_t>& win = per_frame ? run.frame_window : run.row_window;
+      const std::vector<int64_t>* row_frames = per_frame ? nullptr : &run.ints["window_row_frame_index"];
+      row.tolerance = "1e-3 rel (well-conditioned)";
+      row.frames = per_frame ? frames_str(all_frames) : "rows 0-" + std::to_string(r.numel() - 1);
+      if (static_cast<int64_t>(eng.size()) != r.numel()) {
+        row.status = "FAIL";
+        row.note = "engine produced " + std::to_string(eng.size()) + " values, reference has " + std::to_string(r.numel());
+      } else {
+        double worst = 0.0;
+        int skipped = 0;
+        std::string bad;
+        for (int64_t i = 0; i < r.numel(); ++i) {
+          const double rv = r.f32()[i], ev = eng[static_cast<size_t>(i)];
+          const int64_t frame = per_frame ? i : (*row_frames)[static_cast<size_t>(i)];
+          row.max_abs = std::max(row.max_abs, std::abs(ev - rv));
+          if (rv < 0 || ev < 0) {
+            if (rv != ev) bad += (bad.empty() ? "" : ",") + std::to_string(i);
+            continue;
+          }
+          auto it = conditioning.find({frame, win[static_cast<size_t>(i)]});
+          if (it != conditioning.end() && !it->second) {
+            ++skipped;
+            continue;
+          }
+          const double rel = std::abs(ev - rv) / std::max(std::abs(rv), 1e-12);
+          worst = std::max(worst, rel);
+          if (rel > 1e-3) bad += (bad.empty() ? "" : ",") + std::to_string(i);
+        }
+        row.max_rel = worst;
+        row.status = bad.empty() ? "ok" : "FAIL";
+        if (!bad.empty()) row.note = "outside tolerance at " + std::string(per_frame ? "frames " : "rows ") + bad;
+        else if (skipped) row.note = std::to_string(skipped) + " ill-conditioned value(s) not compared";
+      }
+    } else if (e.name == "chunk_scales" || e.name == "chunk_transforms") {
+      const Tensor r = ref.read(e.name, DType::F32);
+      const std::vector<float>& eng = e.name == "chunk_scales" ? run.chunk_scales : run.chunk_transforms;
+      row.frames = "windows 0-" + std::to_string(r.dim(0) - 1);
+      if (static_cast<int64_t>(eng.size()) != r.numel()) {
+        row.status = "FAIL";
+        row.note = "engine produced " + std::to_string(eng.size()) + " values, reference has " + std::to_string(r.numel());
+      } else {
+        FloatDiff d;
+        accumulate(d, eng.data(), r.f32(), r.numel());
+        row.max_abs = d.max_abs;
+        row.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : 0.0;
+        row.kv_scale = kf;
+        if (e.name == "chunk_scales") {
+          double worst = 0.0;
+          for (int64_t i = 0; i < r.numel(); ++i)
+            worst = std::max(worst, std::abs(double(eng[static_cast<size_t>(i)]) - r.f32()[i]) /
+                                        std::max(std::abs(double(r.f32()[i])), 1e-12));
+          row.tolerance = "1e-5 rel" + kv_note;
+          row.status = worst <= 1e-5 * kf ? "ok" : "FAIL";
+        } else {
+          row.tolerance = "1e-4 abs" + kv_note;
+          row.status = d.max_abs <= 1e-4 * kf ? "ok" : "FAIL";
+        }
+      }
+    } else if (run.heads.count(e.name) || run.rows.count(e.name)) {
       // Per-frame head outputs: reference [S, ...] ([iters, S, 9] for pose_enc_iters).
       const Tensor r = ref.read(e.name, DType::F32);
       const bool iters_first = e.name == "pose_enc_iters";
       const int64_t frames = iters_first ? (r.ndim() > 1 ? r.dim(1) : 0) : r.dim(0);
       const int64_t lead = iters_first ? r.dim(0) : 1;
       const int64_t per = frames > 0 ? r.numel() / (frames * lead) : 0;
-      const auto& eng = run.heads.at(e.name);
-      row.frames = frames_str(all_frames);
+      const bool per_row = run.rows.count(e.name) > 0;
+      const auto& eng = per_row ? run.rows.at(e.name) : run.heads.at(e.name);
+      row.frames = per_row ? "rows 0-" + std::to_string(frames - 1) : frames_str(all_frames);
       FloatDiff d;
       double intrinsic_excess = 0.0;  // max |Δ| / max(|ref|, 1)
       std::string missing;
@@ -400,7 +487,8 @@ VerifyReport run_verify(const VerifyOptions& vo) {
         row.tolerance = "1e-5*max(|ref|,1)" + kv_note;
         row.kv_scale = kf;
         row.status = intrinsic_excess <= 1e-5 * kf ? "ok" : "FAIL";
-      } else if (e.name == "depth" || e.name == "depth_conf" || e.name == "world_points") {
+      } else if (e.name == "depth" || e.name == "depth_conf" || e.name == "world_points" ||
+                 e.name == "window_raw_depth") {
         finish_float(d, 1e-4, "1e-4*max|ref|");
       } else {  // poses and extrinsics: absolute bound
         row.max_abs = d.max_abs;

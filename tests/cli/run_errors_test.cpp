@@ -87,7 +87,8 @@ TEST(RunErrors, OptionsThatDoNotFitTheModel) {
             "error: unknown KV backend 'flash' (expected paged, dense or dense-full)\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --mode stretch", "mode"), "error: --mode must be crop or pad, got 'stretch'\n");
+  EXPECT_EQ(expect_failure(base + kTinyArgs + " --mode stretch", "mode"), "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
+            "'stretch'\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --set aggregator.num_heads", "set_syntax"),
             "error: --set expects key=value, got 'aggregator.num_heads'\n");
   // A configuration the checkpoint does not fit (head count that does not divide the width).
@@ -101,7 +102,8 @@ TEST(RunErrors, UnwritableOutput) {
   const fs::path out = dir / "file" / "out";  // below a regular file: cannot be created, even by root
   const Result r = run_cli("run --images " + kFrames + " --model " + kModel + kTinyArgs + " --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: cannot create output folder " + out.string() + ": Not a directory\n");
+  EXPECT_EQ(r.err, "error: --out " + out.string() + ": " + (dir / "file").string() + " is not a folder\n");
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // A frame that cannot be decoded in the middle of the sequence: the frames before it stay valid,

@@ -149,8 +149,8 @@ TEST(Export, UnknownNameNamesTheChoices) {
 
 // ---- the invalid-value rule ---------------------------------------------------------------------
 TEST(Export, InvalidSamplesAndNonFiniteFramesGiveNoPoints) {
-  EXPECT_TRUE(valid_sample(1e-30f));
-  for (float v : {0.0f, -1.0f, NAN, INFINITY, -INFINITY}) EXPECT_FALSE(valid_sample(v)) << v;
+  EXPECT_TRUE(is_valid_map_value(1e-30f));
+  for (float v : {0.0f, -1.0f, NAN, INFINITY, -INFINITY}) EXPECT_FALSE(is_valid_map_value(v)) << v;
   Synth s(0, 4, 3, 0.0, {0, 0, 0});
   const PointFilter all{1.5f, 1};
   EXPECT_EQ(frame_points(s.f, all).size(), 12u);
@@ -183,7 +183,7 @@ TEST(DepthPreview, RobustRangeTurboAndBlackInvalid) {
   const auto near = turbo_rgb(1.0), far = turbo_rgb(kDepthPreviewFarEnd);
   for (size_t i = 0; i < depth.size(); ++i) {
     const uint8_t* p = img.rgb.data() + 3 * i;
-    if (!valid_sample(depth[i])) {
+    if (!is_valid_map_value(depth[i])) {
       EXPECT_EQ(p[0] + p[1] + p[2], 0) << i;
       continue;
     }

@@ -159,6 +159,41 @@ TEST(CameraHeadGolden, NonKeyframeLeavesTheCacheUnchanged) {
   EXPECT_EQ(b.frames(), 4);
 }
 
+// Flow keyframes: a Deferred frame is stored like a keyframe (same poses); rollback_deferred() leaves
+// every (iteration, block) cache byte-identical to before, commit_deferred() to the keyframe path.
+TEST(CameraHeadGolden, DeferredFrameRollsBackExactlyAndCommitsLikeAKeyframe) {
+  const TinyCase* c = tiny();
+  if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
+  const Tensor& agg = c->ref.at("aggregated_3");
+  io::TensorMap w = copy_weights(c->weights);
+  const CameraHead head(c->cfg, w);
+  CameraHeadCache a = head.make_cache(), b = head.make_cache();
+  head.step(a, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(b, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  for (int64_t f = 2; f < agg.dim(0); ++f) {
+    const bool keep = f % 3 != 0;  // 3, 6, 9 rolled back
+    const std::vector<unsigned char> before = b.live_bytes();
+    const int64_t frames_before = b.frames();
+    const Tensor d = head.step(b, FrameMode::Deferred, camera_rows(agg, f, 1), 1);
+    EXPECT_TRUE(b.deferred_pending());
+    EXPECT_EQ(b.frames(), frames_before + 1);
+    EXPECT_THROW(head.step(b, FrameMode::Keyframe, camera_rows(agg, f, 1), 1), Error);  // decide first
+    if (keep) {
+      b.commit_deferred();
+      const Tensor k = head.step(a, FrameMode::Keyframe, camera_rows(agg, f, 1), 1);
+      EXPECT_EQ(std::memcmp(d.f32(), k.f32(), d.nbytes()), 0) << "frame " << f;
+      EXPECT_EQ(b.live_bytes(), a.live_bytes()) << "frame " << f;
+    } else {
+      b.rollback_deferred();
+      EXPECT_EQ(b.live_bytes(), before) << "frame " << f;
+      EXPECT_EQ(b.frames(), frames_before);
+    }
+    EXPECT_FALSE(b.deferred_pending());
+  }
+  EXPECT_EQ(a.frames(), b.frames());
+  EXPECT_THROW(b.rollback_deferred(), Error);
+}
+
 TEST(CameraHeadGolden, PosesDecodeToReferenceCameras) {
   const TinyCase* c = tiny();
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";

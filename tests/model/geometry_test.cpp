@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
@@ -100,6 +101,42 @@ TEST(Geometry, DecodedPoseIsCameraToWorld) {
   const Tensor wp = world_points_from_depth(depth, cam, size, 1);
   const float* p = wp.f32() + (35 * 112 + 56) * 3;
   for (int r = 0; r < 3; ++r) EXPECT_NEAR(p[r], e[r] + d * R[r * 3 + 2], 1e-5) << r;
+}
+
+TEST(Geometry, MatToQuatInvertsQuatToMatWithNonNegativeW) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int i = 0; i < 500; ++i) {
+    const float q[4] = {nd(rng), nd(rng), nd(rng), nd(rng)};
+    const float n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    const std::array<float, 4> r = mat_to_quat_xyzw(quat_xyzw_to_mat(q[0], q[1], q[2], q[3]));
+    const float sign = q[3] < 0 ? -1.0f : 1.0f;  // the standardised quaternion has w >= 0
+    EXPECT_GE(r[3], 0.0f);
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(r[k], sign * q[k] / n, 2e-5) << "sample " << i << " component " << k;
+  }
+}
+
+// Flow of a frame against a reference camera: zero for the same camera; for a sideways translation b
+// of the reference (same rotation and K) every sample moves by fx * b / depth pixels (at depth 2:
+// fx * b / 2), and samples behind the reference camera are not counted.
+TEST(Geometry, ReprojectionFlowIsTheCameraMotionInPixels) {
+  const ImageSize size{70, 112};
+  Tensor depth({70, 112});
+  for (int64_t i = 0; i < depth.numel(); ++i) depth.f32()[i] = 2.0f;
+  const PoseEncoding e{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.2f};
+  const Camera cam = camera_from_pose_encoding(e, size);
+  const FlowMeasure same = reprojection_flow(depth, cam, cam, size);
+  EXPECT_EQ(same.valid_samples, 9 * 14);  // rows 0, 8, ..., 64; columns 0, 8, ..., 104
+  EXPECT_NEAR(same.flow, 0.0, 1e-5);
+  PoseEncoding moved = e;
+  moved[0] = 0.1f;  // reference camera 0.1 to the right: points appear 0.1 further left
+  const FlowMeasure side = reprojection_flow(depth, cam, camera_from_pose_encoding(moved, size), size);
+  EXPECT_NEAR(side.flow, cam.intrinsic[0] * 0.1 / 2.0, 1e-3);
+  PoseEncoding ahead = e;
+  ahead[2] = 3.0f;  // reference camera in front of every point: nothing valid
+  const FlowMeasure none = reprojection_flow(depth, cam, camera_from_pose_encoding(ahead, size), size);
+  EXPECT_EQ(none.valid_samples, 0);
+  EXPECT_EQ(none.flow, 0.0);
 }
 
 TEST(Geometry, GoldenCamerasAndWorldPointsFromReferencePoses) {

@@ -20,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace lingbot;
 
-void expect_case_passes(const fs::path& dir, KVBackend backend) {
+// checked: rows that must come out "ok" (every reference tensor but the input).
+void expect_case_passes(const fs::path& dir, KVBackend backend, int expected_checked = 19) {
   VerifyOptions o;
   o.case_dir = dir.string();
   o.backend = backend;
@@ -31,8 +32,8 @@ void expect_case_passes(const fs::path& dir, KVBackend backend) {
     if (row.status == "ok") ++checked;
     EXPECT_NE(row.status, "FAIL") << row.tensor << ": " << row.note;
   }
-  // patch tokens, 4 aggregated layers, 2 per-frame traces, 4 cache traces, 8 head outputs
-  EXPECT_EQ(checked, 19) << format_verify_report(r);
+  // tiny: patch tokens, 4 aggregated layers, 2 per-frame traces, 4 cache traces, 8 head outputs
+  EXPECT_EQ(checked, expected_checked) << format_verify_report(r);
   EXPECT_TRUE(r.passed());
   std::cout << dir.filename().string() << " [" << kv_backend_name(backend) << "]: peak RSS "
             << r.peak_rss_bytes / (1024 * 1024) << " MiB, streaming " << r.seconds << " s\n";
@@ -53,6 +54,29 @@ TEST(Verify, SharedGoldenCasesBothBackends) {
       GTEST_SKIP() << "shared golden cases not present at " << LINGBOT_SHARED_GOLDEN_DIR;
     }
     for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) expect_case_passes(dir, b);
+  }
+}
+
+// Flow keyframes and windowed mode (golden README "Windowed mode and flow keyframes"): cases without an
+// `images` tensor (frames/*.png), per-frame flow values (1e-3 relative), every keyframe decision,
+// window bounds, per-window Sim(3), raw window rows and per-step traces. Checked rows per case:
+//   streaming-flow-tiny 21 = 8 head outputs + is_keyframe, frame_type, flow_magnitude, flow_keyframe,
+//     rope_time_index + 4 cache traces + 4 step_* traces;
+//   windowed-flow-tiny 30, windowed-tiny 26 (no flow tensors, no pose_enc_iters / rope_time_index).
+// streaming-flow-tiny and windowed-flow-tiny are copied into testdata/; windowed-tiny is read from the
+// shared golden folder when present.
+TEST(Verify, FlowAndWindowedCasesBothBackends) {
+  const std::vector<std::pair<fs::path, int>> cases = {
+      {fs::path(LINGBOT_TESTDATA_DIR) / "streaming-flow-tiny", 21},
+      {fs::path(LINGBOT_TESTDATA_DIR) / "windowed-flow-tiny", 30},
+      {shared_case("windowed-tiny"), 26},
+  };
+  for (const auto& [dir, checked] : cases) {
+    if (!fs::exists(dir / "case.json")) {
+      std::cout << "[ SKIPPED ] golden case " << dir << " not present\n";
+      continue;
+    }
+    for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) expect_case_passes(dir, b, checked);
   }
 }
 

@@ -142,3 +142,19 @@ def test_reconstruct_video_equals_cli(cli, tiny_model, tmp_path):
     results = export(it, tmp_path / "py", str(TINY / "model.pt"))
     assert [r.source for r in results] == [f"frame_{i}" for i in range(N)]
     assert_same_files(tmp_path / "py", cli_out)
+
+
+def test_flow_keyframes_equal_cli(cli, tiny_model, tmp_path):
+    """keyframes='flow' is run's --keyframe-interval flow: the same frames stored, the same files."""
+    frames = TINY.parent / "streaming-flow-tiny" / "frames"
+    flow_cli = ["--keyframe-interval", "flow", "--flow-threshold", "5", "--max-non-keyframe-gap", "3"]
+    run_cli(cli, "run", "--images", frames, "--model", TINY / "model.pt", "--image-size", "112", "--num-scale-frames",
+            "2", "--kv-window", "3", *flow_cli, "--out", tmp_path / "cli")
+    it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframes="flow",
+                        flow_threshold=5.0, max_non_keyframe_gap=3)
+    assert it.options["keyframes"].startswith("flow")
+    results = export(it, tmp_path / "py", str(TINY / "model.pt"))
+    types = [r.frame_type for r in results]
+    assert "non-keyframe" in types and types[:2] == ["scale", "scale"]
+    assert all(r.flow >= 0 for r in results[2:]) and all(r.flow == -1 for r in results[:2])
+    assert_same_files(tmp_path / "py", tmp_path / "cli")

@@ -70,8 +70,6 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=good, image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
         (dict(images=good, mode="fit"), ValueError, "mode must be 'crop' or 'pad', got 'fit'"),
         (dict(images=FRAMES, stride=0), lm.Error, "stride must be >= 1, got 0"),
-        (dict(images=good, keyframes="flow"), NotImplementedError,
-         "keyframes='flow' (optical-flow keyframe selection) is not implemented yet: use 'auto' or an interval >= 1"),
     ]
     for kwargs, exc, message in cases:
         with pytest.raises(exc) as e:

@@ -33,6 +33,10 @@ class CudaPagedKVCache final : public KVCache {
   void end_step() override;
   void step_without_attention(FrameMode mode, int n_frames) override;
   int64_t keys_in_step() const override;
+  // Deferred frames: the host bookkeeping cache decides; K/V stay where attend() wrote them.
+  int64_t commit_deferred() override { return book_.commit_deferred(); }
+  void rollback_deferred() override { book_.rollback_deferred(); }
+  bool deferred_pending() const override { return book_.deferred_pending(); }
   void reset() override;
   CacheStats stats() const override { return book_.stats(); }
   const CacheOptions& options() const override { return book_.options(); }

@@ -1,0 +1,101 @@
+#pragma once
+// lingbot::WindowedSession: upstream's windowed inference (GCTStream.inference_windowed, demo.py
+// --mode windowed) for sequences longer than the ~320 stored frames the video RoPE was trained on,
+// streamed frame by frame.
+//
+// The sequence is cut into overlapping windows. Each window runs with a fresh cache (aggregator and
+// camera head, RoPE time 0): its first scale_frames frames are its scale phase, later frames stream
+// with the session's keyframe policy. Windows are formed (golden README "Windowed mode and flow
+// keyframes", rules 1-4):
+//   * overlap ov: overlap_keyframes ? max(K, overlap_keyframes · max(keyframe_interval, 1))
+//                 : overlap_size ? overlap_size : K          (K = scale frames)
+//   * IntervalKeyframes policy: fixed windows of L = K + max(window_size - K, 0) · interval frames, window k
+//     starting at k · (L - ov); the last one ends with the sequence.
+//   * any other policy (FlowKeyframes): a window streams until it has stored window_size - K
+//     keyframes (it ends on a keyframe) or the sequence ends; the next starts ov frames before its end.
+// Window w >= 1 is aligned to window w-1 (after that one's alignment) by a similarity (s, R, t) from
+// their overlap: R from the latest frame that is stored in both (anchor), s = the lower median of the
+// depth ratios over all such frames (clamped to [1e-3, 1e3]), t from the anchor's camera centres.
+// Every row is warped (centre -> s·R·c + t, rotation -> R·R_c re-encoded as a unit quaternion with
+// w >= 0, depth -> s·depth; cameras and world points recomputed from them), and the output takes
+// rows [0, L_w - ov) of every non-final window and all rows of the final one.
+//
+// Streaming: push_frame() returns the frames that became final with this push (warped, in frame
+// order, each exactly once); finish() returns the rest. A row is final as soon as its window's
+// transform is known and it is certain that no later window replaces it, so output lags the input by
+// at most the overlap (plus the first window's scale phase). Only the current window's rows and the
+// last `ov` input frames are held.
+// Frame indices in results are positions in the whole sequence; rope_time_index is window-local.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "lingbot/session.h"
+
+namespace lingbot {
+
+struct WindowedOptions {
+  int window_size = 64;                  // stored frames per window (its scale frames + keyframes); demo.py's default
+  std::optional<int> overlap_size;       // overlap in frames (default: the scale frames)
+  std::optional<int> overlap_keyframes;  // overlap in keyframes (wins over overlap_size)
+};
+
+// One window: bounds and its similarity to window 0's frame.
+struct WindowInfo {
+  int64_t index = 0;
+  int64_t start = 0;           // first frame (inclusive)
+  int64_t end = -1;            // last frame + 1; -1 while the window is still open
+  bool aligned = false;        // scale / transform known
+  float scale = 1.0f;          // s
+  std::array<float, 16> transform{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};  // [[R, t], [0, 1]] row-major (s not in it)
+};
+
+// Observation hooks (verification, tracing); called synchronously. Rows are in processing order.
+struct WindowObserver {
+  // After every forward call of a window's session: window, first frame (sequence index), frames in
+  // the call, first RoPE time index and the window session's stats after the call (and its decision).
+  std::function<void(int64_t window, int64_t first_frame, int64_t n_frames, int64_t rope_time_start,
+                     const SessionStats& stats)>
+      on_step;
+  // Every raw (unwarped, window-local) row as computed; frame_index is the sequence index.
+  std::function<void(int64_t window, int64_t row, const FrameResult& raw)> on_row;
+};
+
+// Throws lingbot::Error naming the field when the options cannot form windows that overlap by exactly
+// ov frames (golden README N5): window_size < 1, overlap < 0, overlap >= the window length L (fixed
+// windows), or window_size < ov + K (windows formed by keyframes). WindowedSession checks the first two
+// at construction and the rest when a second window would begin (a sequence that fits in one window
+// needs no overlap); call this up front to reject such options before any work.
+void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
+int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov (rule 1, before clamping)
+
+class WindowedSession {
+ public:
+  // Session options as for Session (keyframe_policy: IntervalKeyframes -> fixed windows, any other
+  // policy -> windows formed by keyframes).
+  WindowedSession(std::shared_ptr<const Model> model, const SessionOptions& options, const WindowedOptions& windowed,
+                  WindowObserver observer = {});
+  ~WindowedSession();
+  WindowedSession(WindowedSession&&) noexcept;
+  WindowedSession& operator=(WindowedSession&&) noexcept;
+
+  // image: f32 [3, H, W] as for Session::push_frame. Returns the frames that became final.
+  std::vector<FrameResult> push_frame(const Tensor& image);
+  // Ends the sequence and returns every remaining frame. Afterwards push_frame throws.
+  std::vector<FrameResult> finish();
+
+  const std::vector<WindowInfo>& windows() const;  // every window begun so far
+  int64_t overlap() const;                          // ov
+  int64_t frames_pushed() const;
+  const SessionOptions& options() const;            // resolved
+  SessionStats stats() const;                       // the current window's session
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lingbot

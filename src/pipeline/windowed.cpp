@@ -1,0 +1,327 @@
+#include "lingbot/windowed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+
+#include "core/error.h"
+#include "model/geometry.h"
+
+namespace lingbot {
+
+namespace {
+
+// Similarity x -> s·R·x + t mapping a window's frame into window 0's.
+struct Sim3 {
+  float s = 1.0f;
+  model::Mat3x3 R{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  float t[3] = {0, 0, 0};
+};
+
+const IntervalKeyframes* interval_policy(const SessionOptions& o) {
+  return dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get());
+}
+
+int keyframe_interval_of(const SessionOptions& o) {
+  const IntervalKeyframes* p = interval_policy(o);
+  return std::max(p ? p->interval() : o.keyframe_interval, 1);
+}
+
+model::Mat3x3 matmul(const model::Mat3x3& a, const model::Mat3x3& b) {
+  model::Mat3x3 c{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) c[i * 3 + j] = a[i * 3] * b[j] + a[i * 3 + 1] * b[3 + j] + a[i * 3 + 2] * b[6 + j];
+  return c;
+}
+
+model::Mat3x3 rotation_of(const float* pe) { return model::quat_xyzw_to_mat(pe[3], pe[4], pe[5], pe[6]); }
+
+// Warps one pose encoding (9 floats) in place: centre -> s·R·c + t, rotation -> R·R_c (re-encoded).
+void warp_pose(float* pe, const Sim3& x) {
+  const model::Mat3x3 rot = matmul(x.R, rotation_of(pe));
+  float c[3];
+  for (int r = 0; r < 3; ++r) c[r] = x.s * (x.R[r * 3] * pe[0] + x.R[r * 3 + 1] * pe[1] + x.R[r * 3 + 2] * pe[2]) + x.t[r];
+  const std::array<float, 4> q = model::mat_to_quat_xyzw(rot);
+  std::copy(c, c + 3, pe);
+  std::copy(q.begin(), q.end(), pe + 3);
+}
+
+// Rule 9 + 11: the warped row, with cameras and world points recomputed from the warped outputs.
+FrameResult warp(FrameResult r, const Sim3& x, model::ImageSize size, int threads) {
+  const int64_t D = model::kPoseEncodingDim;
+  if (!r.pose_enc.empty()) {
+    warp_pose(r.pose_enc.f32(), x);
+    for (int64_t it = 0; !r.pose_enc_iters.empty() && it < r.pose_enc_iters.dim(0); ++it)
+      warp_pose(r.pose_enc_iters.f32() + it * D, x);
+    model::PoseEncoding e;
+    std::memcpy(e.data(), r.pose_enc.f32(), sizeof(e));
+    const model::Camera cam = model::camera_from_pose_encoding(e, size);
+    r.extrinsic = Tensor::from_f32({3, 4}, cam.w2c);
+    r.intrinsic = Tensor::from_f32({3, 3}, cam.intrinsic);
+    r.extrinsic_c2w = Tensor::from_f32({3, 4}, cam.c2w);
+    if (!r.depth.empty()) {
+      float* d = r.depth.f32();
+      for (int64_t i = 0; i < r.depth.numel(); ++i) d[i] *= x.s;
+      r.world_points = model::world_points_from_depth(r.depth, cam, size, threads);
+    }
+  } else if (!r.depth.empty()) {
+    float* d = r.depth.f32();
+    for (int64_t i = 0; i < r.depth.numel(); ++i) d[i] *= x.s;
+  }
+  return r;
+}
+
+// Rule 8: the similarity of `curr` (raw rows of the window) to `prev_tail` (warped rows
+// [max(Lp - ov, 0), Lp) of the previous window, Lp = prev_rows).
+Sim3 align(const std::vector<FrameResult>& prev_tail, int64_t prev_rows, const std::vector<FrameResult>& curr,
+           int64_t ov) {
+  Sim3 x;
+  if (ov <= 0 || prev_tail.empty() || curr.empty()) return x;
+  const int64_t start = std::max<int64_t>(prev_rows - ov, 0);
+  const int64_t n = std::min({ov, prev_rows - start, static_cast<int64_t>(curr.size())});
+  std::vector<int64_t> paired;
+  for (int64_t o = 0; o < n; ++o)
+    if (prev_tail[static_cast<size_t>(o)].frame_type != FrameType::NonKeyframe &&
+        curr[static_cast<size_t>(o)].frame_type != FrameType::NonKeyframe)
+      paired.push_back(o);
+  const int64_t anchor = paired.empty() ? 0 : paired.back();
+  if (paired.empty()) paired.push_back(0);
+  const FrameResult& a = prev_tail[static_cast<size_t>(anchor)];
+  const FrameResult& b = curr[static_cast<size_t>(anchor)];
+  if (a.pose_enc.empty() || b.pose_enc.empty()) return x;  // no camera head: nothing to align
+  const model::Mat3x3 Ra = rotation_of(a.pose_enc.f32()), Rb = rotation_of(b.pose_enc.f32());
+  model::Mat3x3 RbT{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) RbT[i * 3 + j] = Rb[j * 3 + i];
+  x.R = matmul(Ra, RbT);
+
+  // Scale: lower median of depth_prev / depth_curr over every counted pixel of the paired rows.
+  std::vector<float> ratios;
+  for (int64_t o : paired) {
+    const Tensor& dp = prev_tail[static_cast<size_t>(o)].depth;
+    const Tensor& dc = curr[static_cast<size_t>(o)].depth;
+    if (dp.empty() || dc.empty()) continue;
+    for (int64_t i = 0; i < dc.numel(); ++i) {
+      const float p = dp.f32()[i], c = dc.f32()[i];
+      if (std::isfinite(p) && std::isfinite(c) && std::abs(c) > std::numeric_limits<float>::epsilon())
+        ratios.push_back(p / c);
+    }
+  }
+  if (!ratios.empty()) {
+    const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>((ratios.size() - 1) / 2);
+    std::nth_element(ratios.begin(), mid, ratios.end());
+    x.s = std::clamp(*mid, 1e-3f, 1e3f);
+  }
+  const float* ca = a.pose_enc.f32();
+  const float* cb = b.pose_enc.f32();
+  for (int r = 0; r < 3; ++r)
+    x.t[r] = ca[r] - x.s * (x.R[r * 3] * cb[0] + x.R[r * 3 + 1] * cb[1] + x.R[r * 3 + 2] * cb[2]);
+  return x;
+}
+
+}  // namespace
+
+int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& o) {
+  const int64_t K = o.scale_frames;
+  if (w.overlap_keyframes) return std::max<int64_t>(K, int64_t{*w.overlap_keyframes} * keyframe_interval_of(o));
+  if (w.overlap_size) return *w.overlap_size;
+  return K;
+}
+
+namespace {
+void check_window_fields(const WindowedOptions& w) {
+  LINGBOT_CHECK(w.window_size >= 1, "WindowedOptions.window_size must be >= 1, got ", w.window_size);
+  LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "WindowedOptions.overlap_size must be >= 0, got ",
+                *w.overlap_size);
+  LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 0,
+                "WindowedOptions.overlap_keyframes must be >= 0, got ", *w.overlap_keyframes);
+}
+}  // namespace
+
+void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
+  const int64_t K = o.scale_frames;
+  check_window_fields(w);
+  const int64_t ov = windowed_overlap(w, o);
+  if (interval_policy(o)) {
+    const int64_t n = keyframe_interval_of(o);
+    const int64_t L = K + std::max<int64_t>(w.window_size - K, 0) * n;
+    LINGBOT_CHECK(ov < L, "the overlap (", ov, " frames) must be smaller than a window (", L, " frames: ", K,
+                  " scale frames + ", std::max<int64_t>(w.window_size - K, 0), " keyframes x interval ", n, ")");
+  } else {
+    LINGBOT_CHECK(w.window_size >= ov + K, "WindowedOptions.window_size (", w.window_size,
+                  ") must be at least the overlap (", ov, " frames) + the ", K,
+                  " scale frames with keyframes chosen while running, or consecutive windows would not overlap");
+  }
+}
+
+struct WindowedSession::Impl {
+  Session session;
+  WindowedOptions wo;
+  WindowObserver obs;
+  bool fixed = true;
+  int64_t K = 0, ov = 0, L = 0, target_keyframes = 0, min_rows = 0;
+  int64_t pushed = 0;
+  bool finished = false;
+  model::ImageSize size;
+
+  std::vector<WindowInfo> windows;
+  std::vector<FrameResult> rows;  // the current window's raw rows (moved out once delivered)
+  int64_t delivered = 0;          // rows of the current window returned so far
+  int64_t keyframes = 0;          // streamed keyframes of the current window
+  bool full = false;              // the current window has all its rows (it ends unless the sequence does)
+  std::optional<Sim3> xf;         // the current window's similarity, once known
+  int64_t rows_before = 0;        // rows of earlier windows (row ids in processing order)
+  std::deque<std::pair<int64_t, Tensor>> recent;  // the last ov input frames (sequence index, image)
+  std::vector<FrameResult> prev_tail;             // warped rows [max(Lp - ov, 0), Lp) of the previous window
+  int64_t prev_rows = 0;
+
+  Impl(std::shared_ptr<const Model> model, const SessionOptions& so, const WindowedOptions& w, WindowObserver o)
+      : session(std::move(model), so), wo(w), obs(std::move(o)) {
+    const SessionOptions& r = session.options();
+    // The overlap rules (check_windowed_options) matter only once a second window begins: a sequence
+    // that fits in one window runs with any overlap, as upstream (which clamps it to the length).
+    check_window_fields(wo);
+    K = r.scale_frames;
+    ov = windowed_overlap(wo, r);
+    fixed = interval_policy(r) != nullptr;
+    if (fixed) LINGBOT_CHECK(r.keyframe_policy->decides_before(), "internal: interval policy decides after");
+    L = K + std::max<int64_t>(wo.window_size - K, 0) * keyframe_interval_of(r);
+    target_keyframes = wo.window_size - K;
+    min_rows = fixed ? L : wo.window_size;  // rows of any window that is not the last
+  }
+
+  WindowInfo& current() { return windows.back(); }
+
+  void begin_window(int64_t start) {
+    WindowInfo info;
+    info.index = static_cast<int64_t>(windows.size());
+    info.start = start;
+    windows.push_back(info);
+    rows.clear();
+    delivered = keyframes = 0;
+    full = false;
+    xf.reset();
+    if (info.index == 0) set_transform(Sim3{});
+  }
+
+  void set_transform(const Sim3& x) {
+    xf = x;
+    WindowInfo& w = current();
+    w.aligned = true;
+    w.scale = x.s;
+    w.transform = {x.R[0], x.R[1], x.R[2], x.t[0], x.R[3], x.R[4], x.R[5], x.t[1],
+                   x.R[6], x.R[7], x.R[8], x.t[2], 0,      0,      0,      1};
+  }
+
+  // The results of one push into the window's session.
+  void absorb(std::vector<FrameResult>&& results) {
+    if (results.empty()) return;
+    const int64_t w = current().index, start = current().start;
+    if (obs.on_step)
+      obs.on_step(w, start + results.front().frame_index, static_cast<int64_t>(results.size()),
+                  results.front().rope_time_index, session.stats());
+    for (FrameResult& r : results) {
+      r.frame_index += start;
+      if (r.flow_reference_frame >= 0) r.flow_reference_frame += start;
+      r.window = w;
+      if (obs.on_row) obs.on_row(w, rows_before + static_cast<int64_t>(rows.size()), r);
+      if (r.frame_type == FrameType::Keyframe) ++keyframes;
+      rows.push_back(std::move(r));
+    }
+    full = fixed ? static_cast<int64_t>(rows.size()) >= L : keyframes >= target_keyframes;
+  }
+
+  void feed(const Tensor& image) { absorb(session.push_frame(image)); }
+
+  void try_align(bool final_window) {
+    if (xf) return;
+    const int64_t need = std::min(ov, prev_rows);
+    if (static_cast<int64_t>(rows.size()) >= need || (final_window && !rows.empty()))
+      set_transform(align(prev_tail, prev_rows, rows, ov));
+  }
+
+  // Moves the rows that are final now (all of them when `final_window`) into `out`, warped.
+  void deliver(bool final_window, std::vector<FrameResult>& out) {
+    if (!xf) return;
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const int64_t upto = final_window ? n : std::min(n, std::max(min_rows, n) - ov);
+    for (; delivered < upto; ++delivered)
+      out.push_back(warp(std::move(rows[static_cast<size_t>(delivered)]), *xf, size, session.options().threads));
+  }
+
+  // The current window is full and a further frame arrived: it is not the last one.
+  void next_window() {
+    check_windowed_options(wo, session.options());
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const int64_t end = current().start + n;
+    current().end = end;
+    const int64_t tail = std::max<int64_t>(n - ov, 0);
+    LINGBOT_CHECK(delivered == tail && xf, "internal: window ", current().index, " delivered ", delivered,
+                  " rows before its tail of ", n - tail);
+    prev_tail.clear();
+    for (int64_t r = tail; r < n; ++r)
+      prev_tail.push_back(warp(std::move(rows[static_cast<size_t>(r)]), *xf, size, session.options().threads));
+    prev_rows = n;
+    rows_before += n;
+    const int64_t start = fixed ? current().start + L - ov : std::max(end - ov, current().start + K);
+    session.reset();
+    begin_window(start);
+    for (const auto& [idx, img] : recent)
+      if (idx >= start) feed(img);
+  }
+};
+
+WindowedSession::WindowedSession(std::shared_ptr<const Model> model, const SessionOptions& options,
+                                 const WindowedOptions& windowed, WindowObserver observer)
+    : impl_(std::make_unique<Impl>(std::move(model), options, windowed, std::move(observer))) {}
+WindowedSession::~WindowedSession() = default;
+WindowedSession::WindowedSession(WindowedSession&&) noexcept = default;
+WindowedSession& WindowedSession::operator=(WindowedSession&&) noexcept = default;
+
+std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.finished, "push_frame after finish(): the windowed session is closed");
+  LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
+  std::vector<FrameResult> out;
+  if (s.windows.empty()) {
+    s.size = {static_cast<int>(image.dim(1)), static_cast<int>(image.dim(2))};
+    s.begin_window(0);
+  } else if (s.full) {
+    s.next_window();
+    s.try_align(false);
+    s.deliver(false, out);
+  }
+  s.feed(image);
+  if (s.ov > 0) {
+    s.recent.emplace_back(s.pushed, image.clone());
+    while (static_cast<int64_t>(s.recent.size()) > s.ov) s.recent.pop_front();
+  }
+  ++s.pushed;
+  s.try_align(false);
+  s.deliver(false, out);
+  return out;
+}
+
+std::vector<FrameResult> WindowedSession::finish() {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
+  s.finished = true;
+  std::vector<FrameResult> out;
+  if (s.windows.empty()) return out;
+  s.absorb(s.session.finish());
+  s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
+  s.try_align(true);
+  s.deliver(true, out);
+  s.recent.clear();
+  return out;
+}
+
+const std::vector<WindowInfo>& WindowedSession::windows() const { return impl_->windows; }
+int64_t WindowedSession::overlap() const { return impl_->ov; }
+int64_t WindowedSession::frames_pushed() const { return impl_->pushed; }
+const SessionOptions& WindowedSession::options() const { return impl_->session.options(); }
+SessionStats WindowedSession::stats() const { return impl_->session.stats(); }
+
+}  // namespace lingbot

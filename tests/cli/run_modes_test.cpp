@@ -1,0 +1,113 @@
+// `lingbot-map run --mode streaming|windowed` and the keyframe options: exact errors for inconsistent
+// combinations (one "error:" line, exit 1, nothing written), the deprecated --mode crop|pad alias,
+// and a windowed run whose summary.json states the windows and every frame's type.
+#include <cmath>
+
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+using nlohmann::json;
+
+const std::string kBase = "--images " + kTestdata + "/tiny/frames --model " + kTestdata +
+                          "/tiny/weights.safetensors --image-size 112 --num-scale-frames 2 --kv-window 3 --threads 1";
+
+std::string error_of(const std::string& args, const std::string& name) {
+  const fs::path out = fresh_dir("modes_" + name) / "out";
+  const Result r = run_cli("run " + kBase + " " + args + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(out)) << name;
+  return r.err;
+}
+
+}  // namespace
+
+TEST(RunModes, InconsistentOptionsNameTheOption) {
+  EXPECT_EQ(error_of("--mode stretch", "mode"),
+            "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
+            "'stretch'\n");
+  EXPECT_EQ(error_of("--preprocess stretch", "preprocess"), "error: --preprocess must be crop or pad, got 'stretch'\n");
+  EXPECT_EQ(error_of("--mode crop --preprocess pad", "alias_conflict"),
+            "error: --mode crop (the deprecated spelling of --preprocess crop) contradicts --preprocess pad\n");
+  EXPECT_EQ(error_of("--keyframe-interval sometimes", "interval"),
+            "error: --keyframe-interval must be a number >= 1, auto or flow, got 'sometimes'\n");
+  EXPECT_EQ(error_of("--flow-threshold 5", "flow_without_flow"),
+            "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval auto)\n");
+  EXPECT_EQ(error_of("--keyframe-interval 2 --max-non-keyframe-gap 4", "gap_without_flow"),
+            "error: --max-non-keyframe-gap only applies to --keyframe-interval flow (got --keyframe-interval 2)\n");
+  EXPECT_EQ(error_of("--keyframe-interval flow --flow-threshold 0", "flow_zero"),
+            "error: --flow-threshold must be a number > 0 (pixels), got 0\n");
+  EXPECT_EQ(error_of("--keyframe-interval flow --max-non-keyframe-gap 0", "gap_zero"),
+            "error: --max-non-keyframe-gap must be >= 1, got 0\n");
+  EXPECT_EQ(error_of("--window-size 6", "window_in_streaming"), "error: --window-size only applies to --mode windowed\n");
+  EXPECT_EQ(error_of("--overlap-keyframes 2", "overlap_in_streaming"),
+            "error: --overlap-keyframes only applies to --mode windowed\n");
+  EXPECT_EQ(error_of("--mode windowed --window-size 2", "window_vs_scale"),
+            "error: --window-size 2 must be larger than --num-scale-frames 2: a window stores its scale frames plus at "
+            "least one keyframe\n");
+  EXPECT_EQ(error_of("--mode windowed --window-size 6 --overlap-size 6", "overlap_ge_window"),
+            "error: --overlap-size 6 must be smaller than a window (6 frames: --num-scale-frames 2 + (--window-size 6 - "
+            "2) keyframes x --keyframe-interval 1)\n");
+  EXPECT_EQ(error_of("--mode windowed --window-size 6", "default_overlap"),
+            "error: the default overlap (--overlap-size 16) must be smaller than a window (6 frames: --num-scale-frames "
+            "2 + (--window-size 6 - 2) keyframes x --keyframe-interval 1)\n");
+  EXPECT_EQ(error_of("--mode windowed --window-size 3 --overlap-keyframes 2 --keyframe-interval 2", "overlap_keyframes"),
+            "error: --overlap-keyframes 2 (= 4 frames) must be smaller than a window (4 frames: --num-scale-frames 2 + "
+            "(--window-size 3 - 2) keyframes x --keyframe-interval 2)\n");
+  EXPECT_EQ(error_of("--mode windowed --keyframe-interval flow --window-size 4 --overlap-size 3", "flow_window"),
+            "error: --window-size 4 must be at least the overlap + --num-scale-frames (3 + 2) with --keyframe-interval "
+            "flow: --overlap-size 3 would not fit in a window, and consecutive windows would not overlap by it\n");
+  EXPECT_EQ(error_of("--mode windowed --window-size 6 --overlap-size 2 --overlap-keyframes 1", "two_overlaps"),
+            "error: give --overlap-size or --overlap-keyframes, not both\n");
+}
+
+TEST(RunModes, DeprecatedModeAliasStillSelectsThePreprocessing) {
+  const fs::path out = fresh_dir("modes_alias") / "out";
+  const Result r = run_cli("run " + kBase + " --first-k 3 --mode pad --progress lines --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "notice: --mode pad is deprecated, use --preprocess pad (--mode now selects streaming | windowed)\n");
+  const json s = read_json(out / "summary.json");
+  EXPECT_EQ(s.at("options").at("preprocess"), "pad");
+  EXPECT_EQ(s.at("options").at("mode"), "streaming");
+  EXPECT_EQ(s.at("image_width"), 112);
+  EXPECT_EQ(s.at("image_height"), 112);  // padded to a square
+}
+
+// 10 frames, 2 scale frames, window of 4 stored frames, overlap 2: windows [0,4) [2,6) [4,8) [6,10);
+// every frame written once, in order; frame types per stitched frame; window 0 is the reference.
+TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
+  const fs::path out = fresh_dir("modes_windowed") / "out";
+  const Result r = run_cli("run " + kBase + " --mode windowed --window-size 4 --overlap-size 2 --progress lines --out " +
+                           out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "windows: 4 stored frames each, overlap 2 frames")) << r.out;
+  const json s = read_json(out / "summary.json");
+  EXPECT_EQ(s.at("status"), "completed");
+  EXPECT_EQ(s.at("frames"), 10);
+  EXPECT_EQ(s.at("frame_type"), json({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
+  const json& w = s.at("windows");
+  ASSERT_EQ(w.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(w[i].at("start"), 2 * i);
+    EXPECT_EQ(w[i].at("end"), 2 * i + 4);
+  }
+  EXPECT_EQ(w[0].at("scale"), 1.0);
+  EXPECT_EQ(w[0].at("transform"), json({{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}));
+  for (int i = 1; i < 4; ++i) {
+    const double sc = w[i].at("scale").get<double>();
+    EXPECT_GT(sc, 1e-3);
+    EXPECT_LT(sc, 1e3);
+    // The rotation block is orthonormal: row norms 1.
+    for (int row = 0; row < 3; ++row) {
+      double n = 0;
+      for (int c = 0; c < 3; ++c) n += std::pow(w[i].at("transform")[row][c].get<double>(), 2);
+      EXPECT_NEAR(n, 1.0, 1e-5);
+    }
+  }
+  const json poses = read_json(out / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(poses.at("frames")[i].at("index"), i);
+  EXPECT_EQ(s.at("options").at("mode"), "windowed");
+  EXPECT_EQ(s.at("options").at("window_size"), 4);
+}

@@ -1,0 +1,38 @@
+#pragma once
+// Test fixture: the tiny golden model (testdata/tiny) and its 10 input frames, loaded once per suite.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "io/safetensors.h"
+#include "lingbot/model.h"
+
+namespace lingbot::test {
+
+class TinyModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
+    model_ = Model::load(dir + "weights.safetensors");
+    images_ = new Tensor(io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
+  }
+  static void TearDownTestSuite() {
+    delete images_;
+    images_ = nullptr;
+    model_.reset();
+  }
+  // Frame i as f32 [3, H, W].
+  static Tensor frame(int64_t i) {
+    const int64_t n = 3 * images_->dim(2) * images_->dim(3);
+    Tensor t({3, images_->dim(2), images_->dim(3)});
+    std::memcpy(t.f32(), images_->f32() + i * n, static_cast<size_t>(n) * sizeof(float));
+    return t;
+  }
+  static int64_t frames() { return images_->dim(0); }
+  static inline std::shared_ptr<const Model> model_;
+  static inline Tensor* images_ = nullptr;
+};
+
+}  // namespace lingbot::test

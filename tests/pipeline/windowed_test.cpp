@@ -1,0 +1,146 @@
+// WindowedSession beyond the golden cases (verify_test.cpp compares those with the reference): a
+// single window equals the streaming Session up to the warp's quaternion re-encoding, frames come out
+// streamed (each exactly once, in order, at most `overlap` frames behind the input), windows chain,
+// and the option checks name the field.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "tiny_model_fixture.h"
+#include "lingbot/windowed.h"
+
+namespace {
+
+using namespace lingbot;
+
+class WindowedTest : public test::TinyModelTest {
+ protected:
+  static SessionOptions options() {
+    SessionOptions o;
+    o.scale_frames = 2;
+    o.sliding_window = 3;
+    o.threads = 1;
+    o.keep_features = false;
+    return o;
+  }
+  static double max_diff(const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.numel(), b.numel());
+    double d = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(double(a.f32()[i]) - b.f32()[i]));
+    return d;
+  }
+};
+
+TEST_F(WindowedTest, OneWindowEqualsTheStreamingSession) {
+  Session plain(model_, options());
+  WindowedOptions w;
+  w.window_size = 50;  // longer than the sequence: one window
+  WindowedSession win(model_, options(), w);
+  std::vector<FrameResult> a, b;
+  for (int64_t i = 0; i < frames(); ++i) {
+    for (auto& r : plain.push_frame(frame(i))) a.push_back(std::move(r));
+    for (auto& r : win.push_frame(frame(i))) b.push_back(std::move(r));
+  }
+  for (auto& r : plain.finish()) a.push_back(std::move(r));
+  for (auto& r : win.finish()) b.push_back(std::move(r));
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(win.windows().size(), 1u);
+  EXPECT_EQ(win.windows()[0].end, frames());
+  EXPECT_EQ(win.windows()[0].scale, 1.0f);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].frame_index, b[i].frame_index);
+    EXPECT_EQ(a[i].frame_type, b[i].frame_type);
+    EXPECT_EQ(std::memcmp(a[i].depth.f32(), b[i].depth.f32(), a[i].depth.nbytes()), 0);  // s = 1 exactly
+    EXPECT_LE(max_diff(a[i].extrinsic, b[i].extrinsic), 1e-6);  // the quaternion is only re-encoded
+    EXPECT_LE(max_diff(a[i].world_points, b[i].world_points), 1e-5);
+    // The warped quaternion is unit length with w >= 0.
+    const float* q = b[i].pose_enc.f32() + 3;
+    EXPECT_NEAR(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3], 1.0, 1e-5);
+    EXPECT_GE(q[3], 0.0f);
+  }
+}
+
+// Fixed windows of 4 stored frames, overlap 2 -> [0,4) [2,6) [4,8) [6,10); flow windows end on keyframes.
+TEST_F(WindowedTest, FramesAreStreamedOnceInOrderAtMostOverlapBehind) {
+  for (bool flow : {false, true}) {
+    SCOPED_TRACE(flow ? "flow" : "interval");
+    SessionOptions o = options();
+    if (flow) o.keyframe_policy = std::make_shared<FlowKeyframes>(1e9, 2);  // keyframes only by the gap rule
+    WindowedOptions w;
+    w.window_size = 4;
+    w.overlap_size = 2;
+    std::vector<int64_t> steps_per_window;
+    WindowObserver obs;
+    obs.on_step = [&](int64_t window, int64_t, int64_t, int64_t, const SessionStats&) {
+      if (static_cast<int64_t>(steps_per_window.size()) <= window) steps_per_window.resize(window + 1, 0);
+      ++steps_per_window[static_cast<size_t>(window)];
+    };
+    WindowedSession s(model_, o, w, obs);
+    int64_t next = 0;
+    for (int64_t i = 0; i < frames(); ++i) {
+      for (const FrameResult& r : s.push_frame(frame(i))) EXPECT_EQ(r.frame_index, next++);
+      if (i >= 1) {
+        EXPECT_GE(next, i + 1 - s.overlap()) << "after frame " << i;
+      }
+    }
+    for (const FrameResult& r : s.finish()) EXPECT_EQ(r.frame_index, next++);
+    EXPECT_EQ(next, frames());
+    const auto& win = s.windows();
+    ASSERT_GE(win.size(), 2u);
+    for (size_t k = 1; k < win.size(); ++k) {
+      EXPECT_EQ(win[k].start, win[k - 1].end - 2) << "window " << k;  // overlap of exactly ov frames
+      EXPECT_TRUE(win[k].aligned);
+    }
+    EXPECT_EQ(win.back().end, frames());
+    if (!flow) {
+      ASSERT_EQ(win.size(), 4u);
+      for (size_t k = 0; k < 4; ++k) EXPECT_EQ(win[k].start, static_cast<int64_t>(2 * k));
+    }
+    // Every window starts with its scale phase (one forward call for 2 frames) and then one call per row.
+    for (size_t k = 0; k < win.size(); ++k)
+      EXPECT_EQ(steps_per_window[k], win[k].end - win[k].start - 1) << "window " << k;
+  }
+}
+
+TEST_F(WindowedTest, OptionChecksNameTheField) {
+  auto expect_error = [&](const SessionOptions& o, const WindowedOptions& w, const std::string& msg) {
+    try {
+      SessionOptions resolved = Session(model_, o).options();
+      check_windowed_options(w, resolved);
+      ADD_FAILURE() << "expected: " << msg;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+    // A session with these options runs a sequence that fits in one window (4 frames), and stops with
+    // the same error when a second window would begin.
+    if (w.window_size < 1 || w.overlap_size.value_or(0) < 0) return;
+    WindowedSession s(model_, o, w);
+    for (int64_t i = 0; i < 4; ++i) s.push_frame(frame(i));
+    try {
+      for (int64_t i = 4; i < frames(); ++i) s.push_frame(frame(i));
+      ADD_FAILURE() << "expected at the second window: " << msg;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+  };
+  WindowedOptions w;
+  w.window_size = 4;
+  w.overlap_size = 4;
+  expect_error(options(), w,
+               "the overlap (4 frames) must be smaller than a window (4 frames: 2 scale frames + 2 keyframes x "
+               "interval 1)");
+  w.overlap_size = -1;
+  expect_error(options(), w, "WindowedOptions.overlap_size must be >= 0, got -1");
+  w.overlap_size = 3;
+  SessionOptions flow = options();
+  flow.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
+  expect_error(flow, w,
+               "WindowedOptions.window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
+               "keyframes chosen while running, or consecutive windows would not overlap");
+  w.window_size = 0;
+  expect_error(options(), w, "WindowedOptions.window_size must be >= 1, got 0");
+}
+
+}  // namespace

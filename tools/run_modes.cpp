@@ -1,0 +1,153 @@
+#include "run_modes.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace lingbot::cli {
+
+namespace {
+
+// --keyframe-interval: 0 or "auto" -> 0, "flow" -> -1, N >= 1 -> N.
+int parse_interval(const std::string& s) {
+  if (s == "auto" || s == "0") return 0;
+  if (s == "flow") return -1;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  LINGBOT_CHECK(!s.empty() && end && *end == '\0' && v >= 1 && v <= 1000000,
+                "--keyframe-interval must be a number >= 1, auto or flow, got '", s, "'");
+  return static_cast<int>(v);
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_option) {
+  PreprocessChoice c;
+  if (m.mode == "crop" || m.mode == "pad") {
+    LINGBOT_CHECK(preprocess_option.empty() || preprocess_option == m.mode, "--mode ", m.mode,
+                  " (the deprecated spelling of --preprocess ", m.mode, ") contradicts --preprocess ", preprocess_option);
+    c.preprocess = m.mode;
+    c.alias_used = true;
+    m.mode = "streaming";
+    return c;
+  }
+  c.preprocess = preprocess_option.empty() ? "crop" : preprocess_option;
+  LINGBOT_CHECK(c.preprocess == "crop" || c.preprocess == "pad", "--preprocess must be crop or pad, got '",
+                c.preprocess, "'");
+  return c;
+}
+
+void check_mode_args(const ModeArgs& m, int K) {
+  LINGBOT_CHECK(m.mode == "streaming" || m.mode == "windowed",
+                "--mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got '",
+                m.mode, "'");
+  const int interval = parse_interval(m.keyframe_interval);
+  const bool flow = interval < 0;
+  if (!flow) {
+    LINGBOT_CHECK(!m.flow_threshold, "--flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval ",
+                  m.keyframe_interval, ")");
+    LINGBOT_CHECK(!m.max_non_keyframe_gap,
+                  "--max-non-keyframe-gap only applies to --keyframe-interval flow (got --keyframe-interval ",
+                  m.keyframe_interval, ")");
+  }
+  LINGBOT_CHECK(!m.flow_threshold || (std::isfinite(*m.flow_threshold) && *m.flow_threshold > 0),
+                "--flow-threshold must be a number > 0 (pixels), got ", m.flow_threshold ? fmt(*m.flow_threshold) : "");
+  LINGBOT_CHECK(!m.max_non_keyframe_gap || *m.max_non_keyframe_gap >= 1, "--max-non-keyframe-gap must be >= 1, got ",
+                m.max_non_keyframe_gap.value_or(0));
+  if (m.mode == "streaming") {
+    for (const auto& [given, name] : {std::pair{m.window_size.has_value(), "--window-size"},
+                                      std::pair{m.overlap_size.has_value(), "--overlap-size"},
+                                      std::pair{m.overlap_keyframes.has_value(), "--overlap-keyframes"}})
+      LINGBOT_CHECK(!given, name, " only applies to --mode windowed");
+    return;
+  }
+  LINGBOT_CHECK(!(m.overlap_size && m.overlap_keyframes), "give --overlap-size or --overlap-keyframes, not both");
+  LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "--overlap-size must be >= 0, got ", m.overlap_size.value_or(0));
+  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 0, "--overlap-keyframes must be >= 0, got ",
+                m.overlap_keyframes.value_or(0));
+  const int window = m.window_size.value_or(kDefaultWindowSize);
+  LINGBOT_CHECK(window > K, "--window-size ", window, " must be larger than --num-scale-frames ", K,
+                ": a window stores its scale frames plus at least one keyframe");
+  const int n = interval > 0 ? interval : 1;  // auto is 1 in windowed mode (demo.py)
+  int64_t ov = 0;
+  std::string ov_text;
+  if (m.overlap_keyframes) {
+    ov = std::max<int64_t>(K, int64_t{*m.overlap_keyframes} * n);
+    ov_text = "--overlap-keyframes " + std::to_string(*m.overlap_keyframes) + " (= " + std::to_string(ov) + " frames)";
+  } else {
+    ov = m.overlap_size.value_or(kDefaultOverlapSize);
+    ov_text = m.overlap_size ? "--overlap-size " + std::to_string(ov)
+                             : "the default overlap (--overlap-size " + std::to_string(ov) + ")";
+  }
+  if (flow) {
+    LINGBOT_CHECK(window >= ov + K, "--window-size ", window, " must be at least the overlap + --num-scale-frames (",
+                  ov, " + ", K, ") with --keyframe-interval flow: ", ov_text,
+                  " would not fit in a window, and consecutive windows would not overlap by it");
+  } else {
+    const int64_t L = K + int64_t{window - K} * n;
+    LINGBOT_CHECK(ov < L, ov_text, " must be smaller than a window (", L, " frames: --num-scale-frames ", K, " + (",
+                  "--window-size ", window, " - ", K, ") keyframes x --keyframe-interval ", n, ")");
+  }
+}
+
+ModeChoice choose_mode(const ModeArgs& m, std::optional<int64_t> frames) {
+  ModeChoice c;
+  c.windowed = m.mode == "windowed";
+  const int interval = parse_interval(m.keyframe_interval);
+  if (interval < 0) {
+    const auto p = std::make_shared<FlowKeyframes>(m.flow_threshold.value_or(kDefaultFlowThreshold),
+                                                   m.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
+    c.keyframe_rule = p->describe();
+    c.policy = p;
+  } else {
+    if (interval > 0) {
+      c.keyframe_interval = interval;
+      c.keyframe_rule = "given";
+    } else if (c.windowed) {
+      c.keyframe_interval = 1;
+      c.keyframe_rule = "automatic (windowed mode: 1)";
+    } else if (frames) {
+      c.keyframe_interval = auto_keyframe_interval(*frames);
+      c.keyframe_rule = "automatic (1 up to 320 frames, else ceil(frames / 320))";
+    } else {
+      c.keyframe_interval = 1;
+      c.keyframe_rule = "automatic (frame count unknown: 1)";
+    }
+    c.policy = std::make_shared<IntervalKeyframes>(c.keyframe_interval);
+  }
+  if (c.windowed) {
+    c.window.window_size = m.window_size.value_or(kDefaultWindowSize);
+    if (m.overlap_keyframes) c.window.overlap_keyframes = m.overlap_keyframes;
+    else c.window.overlap_size = m.overlap_size.value_or(kDefaultOverlapSize);
+  }
+  return c;
+}
+
+FrameRunner::FrameRunner(std::shared_ptr<const Model> model, const SessionOptions& options, const ModeChoice& mode) {
+  SessionOptions o = options;
+  o.keyframe_policy = mode.policy;
+  o.keyframe_interval = mode.keyframe_interval;
+  if (mode.windowed) windowed_ = std::make_unique<WindowedSession>(std::move(model), o, mode.window);
+  else session_ = std::make_unique<Session>(std::move(model), o);
+}
+
+std::vector<FrameResult> FrameRunner::push_frame(const Tensor& image) {
+  return windowed_ ? windowed_->push_frame(image) : session_->push_frame(image);
+}
+
+std::vector<FrameResult> FrameRunner::finish() { return windowed_ ? windowed_->finish() : session_->finish(); }
+
+SessionStats FrameRunner::stats() const { return windowed_ ? windowed_->stats() : session_->stats(); }
+
+const SessionOptions& FrameRunner::options() const { return windowed_ ? windowed_->options() : session_->options(); }
+
+const std::vector<WindowInfo>& FrameRunner::windows() const { return windowed_ ? windowed_->windows() : none_; }
+
+}  // namespace lingbot::cli

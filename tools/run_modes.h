@@ -1,0 +1,71 @@
+#pragma once
+// `lingbot-map run`: the inference mode (--mode streaming | windowed, upstream demo.py's names) and the
+// keyframe options (--keyframe-interval N | auto | flow, --flow-threshold, --max-non-keyframe-gap,
+// --window-size, --overlap-size, --overlap-keyframes): their checks, with messages naming the options,
+// and one frame loop interface over Session (streaming) and WindowedSession (windowed).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lingbot/keyframe_policy.h"
+#include "lingbot/session.h"
+#include "lingbot/windowed.h"
+
+namespace lingbot::cli {
+
+inline constexpr double kDefaultFlowThreshold = 5.0;  // pixels of mean camera-motion flow
+inline constexpr int kDefaultWindowSize = 64;         // demo.py --window_size
+inline constexpr int kDefaultOverlapSize = 16;        // demo.py --overlap_size
+
+struct ModeArgs {
+  std::string mode = "streaming";         // streaming | windowed
+  std::string keyframe_interval = "auto";  // N >= 1 | auto (0 is accepted as auto) | flow
+  std::optional<double> flow_threshold;
+  std::optional<int> max_non_keyframe_gap;
+  std::optional<int> window_size;
+  std::optional<int> overlap_size;
+  std::optional<int> overlap_keyframes;
+};
+
+// --mode also accepts crop | pad, its meaning before --preprocess existed. Returns the preprocessing
+// ("crop" | "pad") and sets `mode` to streaming when such an alias is used (the caller prints the
+// deprecation notice when `alias_used`); throws when --preprocess and the alias disagree.
+struct PreprocessChoice {
+  std::string preprocess;
+  bool alias_used = false;
+};
+PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_option);
+
+// Throws lingbot::Error with one message naming the option for every inconsistent combination.
+void check_mode_args(const ModeArgs& m, int num_scale_frames);
+
+struct ModeChoice {
+  bool windowed = false;
+  std::shared_ptr<const KeyframePolicy> policy;
+  int keyframe_interval = 1;     // the interval used (interval policies; 1 for flow)
+  std::string keyframe_rule;     // how it was chosen, for the log and summary.json
+  WindowedOptions window;        // windowed mode
+};
+// frames: the sequence length when known (for auto).
+ModeChoice choose_mode(const ModeArgs& m, std::optional<int64_t> frames);
+
+// Session or WindowedSession behind one loop.
+class FrameRunner {
+ public:
+  FrameRunner(std::shared_ptr<const Model> model, const SessionOptions& options, const ModeChoice& mode);
+  std::vector<FrameResult> push_frame(const Tensor& image);
+  std::vector<FrameResult> finish();
+  SessionStats stats() const;
+  const SessionOptions& options() const;  // resolved
+  bool windowed() const { return windowed_ != nullptr; }
+  const std::vector<WindowInfo>& windows() const;  // empty in streaming mode
+
+ private:
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<WindowedSession> windowed_;
+  std::vector<WindowInfo> none_;
+};
+
+}  // namespace lingbot::cli
