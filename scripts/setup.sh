@@ -24,6 +24,8 @@ PACKAGES=(
   nodejs                    # tests: the Khronos glTF validator (web/node_modules, npm ci below)
   libcpp-httplib-dev        # the viewer's HTTP server (view, run --serve)
   chromium                  # tests: the headless browser of the viewer tests (driven by playwright-core)
+  python3-dev pybind11-dev    # the lingbot_map Python module (build/python)
+  python3-pytest            # its tests (tests/python)
 )
 
 missing=()

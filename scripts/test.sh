@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies and builds (scripts/setup.sh --no-run), runs
-# CTest on the release build, then builds and runs the same tests under AddressSanitizer+UBSan
-# (build-asan/), then the libFuzzer targets for a fixed number of runs (build-fuzz/).
+# CTest and the Python module's pytest suite (tests/python) on the release build, then builds and
+# runs the same CTest tests under AddressSanitizer+UBSan (build-asan/; the Python module is not built
+# there: an ASan extension cannot be loaded by an uninstrumented python3), then the libFuzzer targets
+# for a fixed number of runs (build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -9,6 +11,12 @@ JOBS=$(nproc)
 scripts/setup.sh --no-run
 echo "== tests (release build) =="
 ctest --test-dir build --output-on-failure -j"$JOBS"
+
+# The Python module's tests, with Debian's interpreter and pytest (the module is built for it).
+# pytest exits non-zero when it collects no test (5) or a test file fails to import, so a missing
+# module or an empty suite fails this script rather than passing.
+echo "== Python tests (lingbot_map module, /usr/bin/python3 -m pytest) =="
+OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/python
 
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build) =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF

@@ -1,0 +1,179 @@
+"""Type stubs for lingbot_map (the native module _lingbot_map). Docstrings live in the module."""
+import os
+from types import TracebackType
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+PathLike = Union[str, os.PathLike[str]]
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+Frame = Union[U8, F32]  # uint8 [H, W, 3] RGB, or float32 [3, H, W] in [0, 1]
+Keyframes = Union[Literal["auto", "flow"], int]
+Backend = Literal["paged", "dense", "dense-full"]
+KVDType = Literal["f32", "f16", "bf16"]
+Mode = Literal["crop", "pad"]
+
+class Error(RuntimeError): ...
+
+class Model:
+    @staticmethod
+    def load(path: PathLike, config: Optional[Mapping[str, Any]] = None) -> Model: ...
+    @staticmethod
+    def demo(seed: int = ...) -> Model: ...
+    @property
+    def config(self) -> dict[str, dict[str, Any]]: ...
+    @property
+    def patch_size(self) -> int: ...
+    @property
+    def parameter_count(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+
+class Result:
+    frame_index: int
+    is_keyframe: bool
+    rope_time_index: int
+    @property
+    def is_scale_frame(self) -> bool: ...
+    @property
+    def frame_type(self) -> Literal["scale", "keyframe", "non-keyframe"]: ...
+    flow: float
+    source: str
+    timestamp: float
+    pose_enc: F32  # [9]
+    pose_enc_iters: F32  # [camera_iterations, 9]
+    c2w: F32  # [3, 4]
+    w2c: F32  # [3, 4]
+    K: F32  # [3, 3]
+    depth: F32  # [H, W]
+    conf: F32  # [H, W]
+    world_points: F32  # [H, W, 3]
+    image: F32  # [3, H, W]
+    features: list[F32]  # [P, 2C] per selected layer (Session(features=True))
+    patch_tokens: Optional[F32]  # [(H/p)(W/p), C] (Session(patch_tokens=True))
+
+class Session:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        scale_frames: int = 8,
+        kv_window: int = 64,
+        keyframes: Keyframes = "auto",
+        camera_iterations: int = 4,
+        backend: Backend = "paged",
+        kv_dtype: KVDType = "f32",
+        threads: int = 0,
+        image_size: Optional[int] = None,
+        mode: Mode = "crop",
+        features: bool = False,
+        patch_tokens: bool = False,
+        flow_threshold: float = 5.0,
+        max_non_keyframe_gap: int = 30,
+    ) -> None: ...
+    def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
+    def finish(self) -> list[Result]: ...
+    def reset(self) -> None: ...
+    def close(self) -> None: ...
+    def stats(self) -> dict[str, int]: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def frames_pushed(self) -> int: ...
+    @property
+    def model(self) -> Model: ...
+    def __enter__(self) -> Session: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...
+
+class Reconstruction(Iterator[Result]):
+    def __iter__(self) -> Reconstruction: ...
+    def __next__(self) -> Result: ...
+    def stats(self) -> dict[str, int]: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
+    @property
+    def frame_count(self) -> Optional[int]: ...
+    @property
+    def image_size(self) -> tuple[int, int]: ...
+    @property
+    def kind(self) -> Literal["images", "video", "arrays"]: ...
+
+def reconstruct(
+    images: Union[PathLike, Sequence[Frame], None] = None,
+    video: Optional[PathLike] = None,
+    *,
+    model: Union[Model, PathLike],
+    image_size: int = 518,
+    mode: Mode = "crop",
+    fps: float = 10.0,
+    first_k: int = 0,
+    stride: int = 1,
+    rotate_cw90: bool = False,
+    scale_frames: int = 8,
+    kv_window: int = 64,
+    keyframes: Keyframes = "auto",
+    camera_iterations: int = 4,
+    backend: Backend = "paged",
+    kv_dtype: KVDType = "f32",
+    threads: int = 0,
+    features: bool = False,
+    patch_tokens: bool = False,
+    flow_threshold: float = 5.0,
+    max_non_keyframe_gap: int = 30,
+) -> Reconstruction: ...
+
+class Exporter:
+    def __init__(
+        self,
+        out: PathLike,
+        *,
+        exports: Union[str, Sequence[str], None] = None,
+        expected_frames: Optional[int] = None,
+        conf_threshold: float = 1.5,
+        downsample: int = 10,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> None: ...
+    def write(self, result: Result) -> None: ...
+    def close(self) -> None: ...
+    def report(self) -> dict[str, Any]: ...
+    @property
+    def frames(self) -> int: ...
+    def __enter__(self) -> Exporter: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...
+
+def load_image(path: PathLike) -> U8: ...
+def preprocess(image: U8, image_size: int = 518, mode: Mode = "crop", patch_size: int = 14) -> F32: ...
+def demo_frame(index: int, width: int = 112, height: int = 70) -> U8: ...
+def select_points(
+    world_points: F32,
+    image: F32,
+    conf: Optional[F32] = None,
+    depth: Optional[F32] = None,
+    conf_threshold: float = 1.5,
+    downsample: int = 10,
+) -> tuple[F32, U8]: ...
+def load_safetensors(path: PathLike) -> dict[str, npt.NDArray[Any]]: ...
+def verify(
+    case_dir: PathLike, *, backend: Backend = "paged", kv_dtype: KVDType = "f32", threads: int = 0
+) -> dict[str, Any]: ...
+def export_kinds() -> list[dict[str, Any]]: ...
+def default_exports() -> str: ...
+def blas() -> str: ...

@@ -1,0 +1,98 @@
+#include "arrays.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace lingbot::python {
+
+namespace {
+
+std::vector<py::ssize_t> c_strides(const std::vector<py::ssize_t>& shape, py::ssize_t item) {
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t s = item;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+}  // namespace
+
+std::string describe_array(const py::handle& obj) {
+  if (!py::isinstance<py::array>(obj)) return std::string(py::str(py::type::of(obj).attr("__name__")));
+  const auto arr = py::reinterpret_borrow<py::array>(obj);
+  std::string shape = "(";
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+    if (i) shape += ", ";
+    shape += std::to_string(arr.shape(i));
+  }
+  if (arr.ndim() == 1) shape += ",";
+  shape += ")";
+  return std::string(py::str(arr.dtype())) + " array of shape " + shape;
+}
+
+py::object tensor_to_array(Tensor&& t) {
+  if (t.empty()) return py::none();
+  auto owner = std::make_unique<Tensor>(std::move(t));
+  float* data = owner->f32();  // throws for a non-f32 tensor before ownership moves
+  std::vector<py::ssize_t> shape(owner->shape().begin(), owner->shape().end());
+  py::capsule base(owner.get(), [](void* p) { delete static_cast<Tensor*>(p); });
+  owner.release();  // the capsule owns it now
+  return py::array_t<float>(shape, c_strides(shape, sizeof(float)), data, base);
+}
+
+py::array image_to_array(io::ImageU8&& img) {
+  auto owner = std::make_unique<std::vector<uint8_t>>(std::move(img.rgb));
+  const std::vector<py::ssize_t> shape{img.height, img.width, 3};
+  uint8_t* data = owner->data();
+  py::capsule base(owner.get(), [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+  owner.release();
+  return py::array_t<uint8_t>(shape, c_strides(shape, 1), data, base);
+}
+
+Tensor rgb8_to_chw(const io::ImageU8& img) {
+  const int64_t h = img.height, w = img.width;
+  Tensor t({3, h, w});
+  float* out = t.f32();
+  const size_t plane = static_cast<size_t>(h * w);
+  for (size_t i = 0; i < plane; ++i)
+    for (size_t c = 0; c < 3; ++c) out[c * plane + i] = static_cast<float>(img.rgb[i * 3 + c]) / 255.0f;
+  return t;
+}
+
+InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
+  const std::string expected = what + " must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1])";
+  if (!py::isinstance<py::array>(obj)) throw py::type_error(expected + ", got " + describe_array(obj));
+  const auto arr = py::reinterpret_borrow<py::array>(obj);
+  InputFrame f;
+  if (arr.dtype().is(py::dtype::of<uint8_t>())) {
+    if (arr.ndim() != 3 || arr.shape(2) != 3 || arr.shape(0) < 1 || arr.shape(1) < 1)
+      throw py::value_error(expected + ", got " + describe_array(obj));
+    const auto c = py::array_t<uint8_t, py::array::c_style>::ensure(arr);  // copies only if strided
+    io::ImageU8 img(static_cast<int>(c.shape(1)), static_cast<int>(c.shape(0)));
+    std::memcpy(img.rgb.data(), c.data(), img.rgb.size());
+    f.rgb8 = std::move(img);
+    return f;
+  }
+  if (arr.dtype().is(py::dtype::of<float>())) {
+    if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
+      throw py::value_error(expected + ", got " + describe_array(obj));
+    const auto c = py::array_t<float, py::array::c_style>::ensure(arr);
+    f.chw = Tensor({3, c.shape(1), c.shape(2)});
+    std::memcpy(f.chw.f32(), c.data(), f.chw.nbytes());
+    const float* v = f.chw.f32();
+    for (int64_t i = 0; i < f.chw.numel(); ++i) {
+      // A frame scaled to 0..255 (or normalised with a mean/std) is the usual mistake: say so.
+      if (!(v[i] >= 0.0f && v[i] <= 1.0f))
+        throw py::value_error(what + ": float32 values must be RGB in [0, 1] (uint8 / 255), got " +
+                              std::string(py::str(py::float_(v[i]))) + " at flat index " + std::to_string(i));
+    }
+    return f;
+  }
+  throw py::type_error(expected + ", got " + describe_array(obj));
+}
+
+}  // namespace lingbot::python

@@ -1,0 +1,44 @@
+#pragma once
+// NumPy <-> engine conversions for the lingbot_map module.
+//
+// Ownership: an engine Tensor handed to Python is moved into a heap object owned by a capsule that
+// is the NumPy array's base, so the array borrows nothing from a Session or Model and stays valid
+// after both are gone (zero-copy: the engine's buffer becomes the array's memory).
+// Input frames are copied out of the caller's array (the engine keeps its own f32 copy for the
+// result's `image`), so a caller may reuse or modify its buffer as soon as push() returns.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/image.h"
+
+namespace lingbot::python {
+
+namespace py = pybind11;
+
+// f32 Tensor -> float32 ndarray sharing its memory; an empty tensor -> None.
+py::object tensor_to_array(Tensor&& t);
+// 8-bit RGB image -> uint8 ndarray [H, W, 3] (the pixel vector moves into the array).
+py::array image_to_array(io::ImageU8&& img);
+
+// A frame given by Python: either 8-bit RGB (to be preprocessed or scaled by 1/255) or an already
+// preprocessed f32 [3, H, W] model input. Exactly one of the two is set.
+struct InputFrame {
+  std::optional<io::ImageU8> rgb8;
+  Tensor chw;
+};
+
+// Validates and copies `obj` (needs the GIL). Raises TypeError for a non-array / wrong dtype and
+// ValueError for a wrong shape or out-of-range values; `what` names the argument in messages.
+InputFrame frame_from_python(const py::handle& obj, const std::string& what);
+
+// uint8 [H, W, 3] -> f32 [3, H, W] with values k / 255 (preprocess_image's arithmetic, no resize).
+Tensor rgb8_to_chw(const io::ImageU8& img);
+
+// "uint8 array of shape (70, 112, 3)" for messages.
+std::string describe_array(const py::handle& obj);
+
+}  // namespace lingbot::python

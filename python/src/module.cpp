@@ -1,0 +1,1085 @@
+// The lingbot_map Python module: Model, Session, reconstruct(), Exporter and the I/O helpers of
+// `lingbot-map run`, over the engine's public API (include/lingbot/*.h, src/io/*.h).
+//
+// Threads: every call into the engine (loading, decoding, preprocessing, inference, writing) runs
+// with the GIL released. A Session / Reconstruction / Exporter serves one call at a time; a second
+// thread calling the same object meanwhile gets lingbot_map.Error instead of racing.
+// Ctrl-C: CPython's SIGINT handler only sets a flag while the GIL is released; reconstruct()'s
+// iterator checks it after every frame (PyErr_CheckSignals), so KeyboardInterrupt arrives at the
+// next frame boundary with the engine state consistent.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "core/error.h"
+#include "io/export.h"
+#include "io/frame_source.h"
+#include "io/image.h"
+#include "io/preprocess.h"
+#include "io/safetensors.h"
+#include "io/video.h"
+#include "io/writers.h"
+#include "kernels/cpu/calibration.h"
+#include "lingbot/model.h"
+#include "lingbot/keyframe_policy.h"
+#include "lingbot/session.h"
+#include "pipeline/demo_model.h"
+#include "pipeline/verify.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace lingbot::python {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `lingbot-map run`'s default --flow-threshold (tools/run_modes.h), in pixels of mean flow.
+constexpr double kDefaultFlowThreshold = 5.0;
+
+// ---- small helpers ----------------------------------------------------------------------------
+
+// Marks an object busy for the duration of one call (see the header comment on threads).
+class BusyGuard {
+ public:
+  BusyGuard(std::atomic<bool>& flag, const char* what) : flag_(flag) {
+    if (flag_.exchange(true))
+      throw Error(std::string(what) + " is already running a call in another thread (use one object per thread)");
+  }
+  ~BusyGuard() { flag_ = false; }
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+void check_signals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// A Python value -> the text ModelConfig::set() parses.
+std::string config_value_text(const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
+  if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) return py::repr(v).cast<std::string>();
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    std::string s;
+    for (const auto& item : v) {
+      if (!s.empty()) s += ",";
+      s += config_value_text(item);
+    }
+    return s;
+  }
+  throw py::type_error("config values must be bool, int, float, str or a list of numbers, got " +
+                       py::str(py::type::of(v).attr("__name__")).cast<std::string>());
+}
+
+// {"camera": {"num_iterations": 4}} or {"camera.num_iterations": 4} -> [("camera.num_iterations", "4")].
+void flatten_config(const py::dict& d, const std::string& prefix, ConfigOverrides* out) {
+  for (const auto& [k, v] : d) {
+    if (!py::isinstance<py::str>(k)) throw py::type_error("config keys must be str, got " + py::repr(k).cast<std::string>());
+    const std::string key = prefix.empty() ? k.cast<std::string>() : prefix + "." + k.cast<std::string>();
+    if (py::isinstance<py::dict>(v)) flatten_config(v.cast<py::dict>(), key, out);
+    else out->emplace_back(key, config_value_text(v));
+  }
+}
+
+// One value of ModelConfig::describe() ("true", "4", "1e-05", "0,1,2,3") as a Python object.
+py::object config_value(const std::string& text) {
+  if (text == "true") return py::bool_(true);
+  if (text == "false") return py::bool_(false);
+  if (text.find(',') != std::string::npos) {
+    py::list items;
+    std::stringstream ss(text);
+    for (std::string part; std::getline(ss, part, ',');) items.append(config_value(part));
+    return items;
+  }
+  size_t used = 0;
+  try {
+    const long long i = std::stoll(text, &used);
+    if (used == text.size()) return py::int_(i);
+    const double d = std::stod(text, &used);
+    if (used == text.size()) return py::float_(d);
+  } catch (const std::exception&) {
+  }
+  return py::str(text);
+}
+
+// ModelConfig as {"encoder": {"img_size": 518, ...}, ...}: the fields and names of describe() /
+// ModelConfig::set() (the CLI's `inspect` listing and `--set` keys).
+py::dict config_dict(const ModelConfig& cfg) {
+  py::dict out;
+  std::stringstream ss(cfg.describe());
+  for (std::string line; std::getline(ss, line);) {
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq);
+    key.erase(0, key.find_first_not_of(' '));
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos) continue;
+    const py::str group(key.substr(0, dot));
+    if (!out.contains(group)) out[group] = py::dict();
+    out[group].cast<py::dict>()[py::str(key.substr(dot + 1))] = config_value(line.substr(eq + 3));
+  }
+  return out;
+}
+
+nlohmann::json json_from_python(const py::handle& obj) {
+  if (obj.is_none()) return nullptr;
+  const std::string text = py::module_::import("json").attr("dumps")(obj).cast<std::string>();
+  return nlohmann::json::parse(text);
+}
+
+// ---- Model ------------------------------------------------------------------------------------
+
+struct PyModel {
+  std::shared_ptr<const Model> model;
+  std::string source;  // checkpoint path, or "demo"
+
+  static PyModel load(const fs::path& path, const py::object& config) {
+    ConfigOverrides overrides;
+    if (!config.is_none()) {
+      if (!py::isinstance<py::dict>(config)) throw py::type_error("config must be a dict, got " + describe_array(config));
+      flatten_config(config.cast<py::dict>(), "", &overrides);
+    }
+    LINGBOT_CHECK(fs::exists(path), "model file not found: ", path.string());
+    PyModel m;
+    {
+      py::gil_scoped_release nogil;
+      m.model = Model::load(path.string(), overrides);
+    }
+    m.source = path.string();
+    return m;
+  }
+  static PyModel demo(uint64_t seed) {
+    PyModel m;
+    {
+      py::gil_scoped_release nogil;
+      m.model = make_demo_model(seed);
+    }
+    m.source = "demo";
+    return m;
+  }
+};
+
+PyModel model_from_python(const py::handle& obj) {
+  if (py::isinstance<PyModel>(obj)) return obj.cast<PyModel>();
+  if (py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"))
+    return PyModel::load(obj.cast<fs::path>(), py::none());
+  throw py::type_error("model must be a lingbot_map.Model or a checkpoint path, got " + describe_array(obj));
+}
+
+// ---- options ----------------------------------------------------------------------------------
+
+// keyframes= : "auto" -> 0 (decided by the caller), "flow" -> -1 (FlowKeyframes), an int >= 1 -> that interval.
+int parse_keyframes(const py::handle& k) {
+  if (py::isinstance<py::str>(k)) {
+    const std::string s = k.cast<std::string>();
+    if (s == "auto") return 0;
+    if (s == "flow") return -1;
+    throw py::value_error("keyframes must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
+  }
+  if (py::isinstance<py::int_>(k) && !py::isinstance<py::bool_>(k)) {
+    const long long v = k.cast<long long>();
+    if (v < 1) throw py::value_error("keyframes interval must be >= 1, got " + std::to_string(v));
+    return static_cast<int>(v);
+  }
+  throw py::type_error("keyframes must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
+}
+
+struct SessionArgs {
+  int scale_frames = 8;
+  int kv_window = 64;
+  py::object keyframes;
+  int camera_iterations = 4;
+  std::string backend = "paged";
+  std::string kv_dtype = "f32";
+  int threads = 0;
+  bool features = false;
+  bool patch_tokens = false;
+  double flow_threshold = kDefaultFlowThreshold;
+  int max_non_keyframe_gap = kDefaultMaxNonKeyframeGap;
+};
+
+// The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
+SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
+  SessionOptions so;
+  so.backend = parse_kv_backend(a.backend);
+  so.kv_dtype = parse_dtype(a.kv_dtype);
+  so.scale_frames = a.scale_frames;
+  so.sliding_window = a.kv_window;
+  if (keyframe_interval < 0) {  // keyframes="flow" (FlowKeyframes checks its own arguments)
+    so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold, a.max_non_keyframe_gap);
+  } else {
+    so.keyframe_interval = keyframe_interval;
+  }
+  so.camera_iterations = a.camera_iterations;
+  so.threads = a.threads;
+  so.keep_features = a.features;
+  so.keep_patch_tokens = a.patch_tokens;
+  so.camera_head = true;
+  so.depth_head = true;
+  // 0 means "model default" to the engine; Python callers must say what they mean.
+  LINGBOT_CHECK(a.scale_frames >= 1, "scale_frames must be >= 1, got ", a.scale_frames);
+  LINGBOT_CHECK(a.kv_window >= 1, "kv_window must be >= 1, got ", a.kv_window);
+  LINGBOT_CHECK(a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", a.camera_iterations);
+  LINGBOT_CHECK(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
+  return so;
+}
+
+io::ResizeMode parse_mode(const std::string& mode) {
+  if (mode == "crop") return io::ResizeMode::Crop;
+  if (mode == "pad") return io::ResizeMode::Pad;
+  throw py::value_error("mode must be 'crop' or 'pad', got '" + mode + "'");
+}
+
+io::PreprocessOptions preprocess_options(int image_size, const std::string& mode, int64_t patch) {
+  io::PreprocessOptions pre;
+  LINGBOT_CHECK(image_size > 0, "image_size must be positive, got ", image_size);
+  LINGBOT_CHECK(image_size % patch == 0, "image_size must be a multiple of the model's patch size ", patch, ", got ",
+                image_size);
+  pre.image_size = image_size;
+  pre.patch_size = static_cast<int>(patch);
+  pre.mode = parse_mode(mode);
+  return pre;
+}
+
+py::dict stats_dict(const SessionStats& s) {
+  const CacheStats& c = s.cache;
+  return py::dict("steps"_a = s.steps, "frames_completed"_a = s.frames_completed, "frames_stored"_a = c.frames_stored,
+                  "frames_resident"_a = c.frames_resident, "special_tokens"_a = c.special_tokens,
+                  "kept_special_tokens"_a = c.kept_special_tokens, "visible_tokens"_a = c.visible_tokens,
+                  "pinned_pages"_a = c.pinned_pages, "window_pages"_a = c.window_pages, "free_pages"_a = c.free_pages,
+                  "pool_pages"_a = c.pool_pages, "bytes_used"_a = c.bytes_used, "bytes_reserved"_a = c.bytes_reserved,
+                  "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes);
+}
+
+py::dict options_dict(const Session& s) {
+  const SessionOptions& o = s.options();
+  return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.sliding_window,
+                  "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
+                  "camera_iterations"_a = o.camera_iterations,
+                  "backend"_a = kv_backend_name(o.backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
+                  "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
+}
+
+// ---- results ----------------------------------------------------------------------------------
+
+// One frame's outputs; every array owns its memory (see arrays.h).
+struct PyResult {
+  int64_t frame_index = 0;
+  bool is_keyframe = false;
+  FrameType frame_type = FrameType::Scale;
+  double flow = -1.0;
+  int64_t rope_time_index = 0;
+  std::string source;
+  double timestamp = 0;
+  int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
+  py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
+  py::list features;
+};
+
+// A frame pushed whose result has not come back yet (scale phase).
+struct Pending {
+  int64_t index = 0;
+  std::string source;
+  double timestamp = 0;
+  Tensor image;  // the model input [3, H, W]
+};
+
+// Pairs each engine result with its pending input (needs the GIL: builds arrays).
+std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<Pending>* pending, int scale_frames) {
+  std::vector<PyResult> out;
+  out.reserve(results.size());
+  for (FrameResult& r : results) {
+    LINGBOT_CHECK(!pending->empty() && pending->front().index == r.frame_index, "internal: result for frame ",
+                  r.frame_index, " does not match the frames pushed");
+    Pending p = std::move(pending->front());
+    pending->pop_front();
+    PyResult o;
+    o.frame_index = r.frame_index;
+    o.is_keyframe = r.is_keyframe;
+    o.frame_type = r.frame_type;
+    o.flow = r.flow;
+    o.rope_time_index = r.rope_time_index;
+    o.scale_frames = scale_frames;
+    o.source = std::move(p.source);
+    o.timestamp = p.timestamp;
+    o.pose_enc = tensor_to_array(std::move(r.pose_enc));
+    // Engine layout [iterations, 9]; also the reference's per-frame slice of pose_enc_iters.
+    o.pose_enc_iters = tensor_to_array(std::move(r.pose_enc_iters));
+    o.c2w = tensor_to_array(std::move(r.extrinsic_c2w));
+    o.w2c = tensor_to_array(std::move(r.extrinsic));
+    o.K = tensor_to_array(std::move(r.intrinsic));
+    o.depth = tensor_to_array(std::move(r.depth));
+    o.conf = tensor_to_array(std::move(r.depth_conf));
+    o.world_points = tensor_to_array(std::move(r.world_points));
+    o.image = tensor_to_array(std::move(p.image));
+    o.patch_tokens = tensor_to_array(std::move(r.patch_tokens));
+    for (Tensor& f : r.features) o.features.append(tensor_to_array(std::move(f)));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// ---- Session ----------------------------------------------------------------------------------
+
+class PySession {
+ public:
+  PySession(const PyModel& model, const SessionArgs& args, std::optional<int> image_size, const std::string& mode)
+      : model_(model) {
+    int interval = parse_keyframes(args.keyframes);
+    if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
+    const SessionOptions so = session_options(args, interval);
+    if (image_size) pre_ = preprocess_options(*image_size, mode, model.model->patch_size());
+    else parse_mode(mode);
+    py::gil_scoped_release nogil;
+    session_ = std::make_unique<Session>(model.model, so);
+  }
+
+  std::vector<PyResult> push(const py::handle& frame, std::optional<std::string> source, std::optional<double> timestamp) {
+    BusyGuard busy(busy_, "this Session");
+    Session& s = open();
+    InputFrame in = frame_from_python(frame, "frame");
+    const int64_t index = s.frames_pushed();
+    std::vector<FrameResult> results;
+    Tensor image;
+    {
+      py::gil_scoped_release nogil;
+      if (in.rgb8) image = pre_ ? io::preprocess_image(*in.rgb8, *pre_) : rgb8_to_chw(*in.rgb8);
+      else image = std::move(in.chw);
+      results = s.push_frame(image);
+    }
+    pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)), std::move(image)});
+    return to_python(std::move(results), &pending_, s.options().scale_frames);
+  }
+
+  std::vector<PyResult> finish() {
+    BusyGuard busy(busy_, "this Session");
+    Session& s = open();
+    std::vector<FrameResult> results;
+    {
+      py::gil_scoped_release nogil;
+      results = s.finish();
+    }
+    return to_python(std::move(results), &pending_, s.options().scale_frames);
+  }
+
+  void reset() {
+    BusyGuard busy(busy_, "this Session");
+    Session& s = open();
+    py::gil_scoped_release nogil;
+    s.reset();
+    pending_.clear();
+  }
+
+  void close() {
+    BusyGuard busy(busy_, "this Session");
+    py::gil_scoped_release nogil;
+    session_.reset();
+    pending_.clear();
+  }
+
+  // Readers take the guard too: the engine state they read changes while a push runs.
+  py::dict stats() {
+    BusyGuard busy(busy_, "this Session");
+    return stats_dict(open().stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this Session");
+    return options_dict(open());
+  }
+  bool finished() {
+    BusyGuard busy(busy_, "this Session");
+    return open().closed();
+  }
+  bool is_closed() {
+    BusyGuard busy(busy_, "this Session");
+    return session_ == nullptr;
+  }
+  int64_t frames_pushed() {
+    BusyGuard busy(busy_, "this Session");
+    return open().frames_pushed();
+  }
+  const PyModel& model() const { return model_; }
+
+ private:
+  Session& open() {
+    if (!session_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
+    return *session_;
+  }
+
+  PyModel model_;
+  std::optional<io::PreprocessOptions> pre_;
+  std::unique_ptr<Session> session_;
+  std::deque<Pending> pending_;
+  std::atomic<bool> busy_{false};
+};
+
+// ---- reconstruct ------------------------------------------------------------------------------
+
+struct SourceArgs {
+  int image_size = 518;
+  std::string mode = "crop";
+  double fps = 10;
+  int64_t first_k = 0;
+  int64_t stride = 1;
+  bool rotate_cw90 = false;
+};
+
+// The frames of a folder, a video or a list of arrays, preprocessed as `run` does.
+class FrameFeed {
+ public:
+  virtual ~FrameFeed() = default;
+  // Next model input (needs the GIL for array lists; decoding/preprocessing release it). False at the end.
+  virtual bool next(Pending* out) = 0;
+  std::optional<int64_t> count, estimated;
+  io::ImageSize canvas;
+};
+
+class SourceFeed : public FrameFeed {
+ public:
+  SourceFeed(io::FrameSource src, const io::PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
+    count = src_.count();
+    estimated = src_.estimated_count();
+    canvas = src_.canvas(pre_);
+  }
+  bool next(Pending* out) override {
+    py::gil_scoped_release nogil;
+    io::SourceFrame f;
+    if (!src_.next(&f)) return false;
+    out->index = f.index;
+    out->source = std::move(f.name);
+    out->timestamp = f.timestamp;
+    out->image = io::preprocess_image(f.image, pre_, canvas);
+    return true;
+  }
+
+ private:
+  io::FrameSource src_;
+  io::PreprocessOptions pre_;
+};
+
+class ArrayFeed : public FrameFeed {
+ public:
+  ArrayFeed(py::sequence frames, const io::PreprocessOptions& pre) : frames_(std::move(frames)), pre_(pre) {
+    const int64_t n = static_cast<int64_t>(py::len(frames_));
+    LINGBOT_CHECK(n > 0, "images is an empty list: give at least one frame");
+    count = estimated = n;
+    // Validate every frame now (a bad one fails before any work) and find upstream's batch canvas.
+    std::vector<io::ImageSize> sizes;
+    int kinds = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const py::handle obj = frames_[static_cast<size_t>(i)];
+      const std::string what = "images[" + std::to_string(i) + "]";
+      if (!py::isinstance<py::array>(obj)) frame_from_python(obj, what);  // raises the TypeError
+      const auto arr = py::reinterpret_borrow<py::array>(obj);
+      const bool u8 = arr.dtype().is(py::dtype::of<uint8_t>());
+      kinds |= u8 ? 1 : 2;
+      if (arr.ndim() == 3 && (u8 ? arr.shape(2) == 3 : arr.shape(0) == 3)) {
+        const io::ImageSize s = u8 ? io::ImageSize{static_cast<int>(arr.shape(1)), static_cast<int>(arr.shape(0))}
+                                   : io::ImageSize{static_cast<int>(arr.shape(2)), static_cast<int>(arr.shape(1))};
+        sizes.push_back(u8 ? io::preprocessed_size(s, pre_) : s);
+      } else {
+        frame_from_python(obj, what);  // raises the shape / dtype error
+      }
+    }
+    if (kinds == 3)
+      throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
+    canvas = io::batch_canvas_size(sizes);
+  }
+  bool next(Pending* out) override {
+    if (next_ >= static_cast<int64_t>(py::len(frames_))) return false;
+    InputFrame in = frame_from_python(frames_[static_cast<size_t>(next_)], "images[" + std::to_string(next_) + "]");
+    out->index = next_;
+    out->source = "array_" + std::to_string(next_);
+    out->timestamp = static_cast<double>(next_);
+    {
+      py::gil_scoped_release nogil;
+      out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
+    }
+    ++next_;
+    return true;
+  }
+
+ private:
+  py::sequence frames_;
+  io::PreprocessOptions pre_;
+  int64_t next_ = 0;
+};
+
+class PyReconstruction {
+ public:
+  PyReconstruction(const py::object& images, const py::object& video, const py::object& model, const SourceArgs& src,
+                   const SessionArgs& args)
+      : model_(model_from_python(model)) {
+    const bool has_images = !images.is_none(), has_video = !video.is_none();
+    if (has_images == has_video)
+      throw py::value_error(has_images ? "give either images= or video=, not both"
+                                       : "no input: give images= (a folder or a list of arrays) or video= (a file)");
+    int interval = parse_keyframes(args.keyframes);  // before any decoding: bad options fail first
+    const io::PreprocessOptions pre = preprocess_options(src.image_size, src.mode, model_.model->patch_size());
+    const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
+    if (has_images && !folder) {
+      if (!py::isinstance<py::sequence>(images))
+        throw py::type_error("images must be a folder path or a list of arrays, got " + describe_array(images));
+      if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
+        throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");
+      feed_ = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre);
+      kind_ = "arrays";
+    } else {
+      io::FrameSelection sel;
+      sel.first_k = src.first_k;
+      sel.stride = src.stride;
+      sel.video_fps = src.fps;
+      sel.rotate_clockwise_90 = src.rotate_cw90;
+      const fs::path path = (has_images ? images : video).cast<fs::path>();
+      if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
+      std::unique_ptr<FrameFeed> feed;
+      {
+        py::gil_scoped_release nogil;
+        feed = std::make_unique<SourceFeed>(has_images ? io::FrameSource::from_folder(path, sel)
+                                                       : io::FrameSource::from_video(path, sel),
+                                            pre);
+      }
+      feed_ = std::move(feed);
+      kind_ = has_images ? "images" : "video";
+    }
+    const int patch = pre.patch_size;
+    LINGBOT_CHECK(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
+                  feed_->canvas.width, "x", feed_->canvas.height, " pixels, smaller than one ", patch,
+                  "-pixel patch: use a larger image_size");
+    if (interval == 0) {
+      const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
+      interval = n ? auto_keyframe_interval(*n) : 1;
+    }
+    const SessionOptions so = session_options(args, interval);
+    py::gil_scoped_release nogil;
+    session_ = std::make_unique<Session>(model_.model, so);
+  }
+
+  PyResult next() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    while (ready_.empty()) {
+      if (done_) throw py::stop_iteration();
+      Pending p;
+      std::vector<FrameResult> results;
+      if (feed_->next(&p)) {
+        {
+          py::gil_scoped_release nogil;
+          results = session_->push_frame(p.image);
+        }
+        pending_.push_back(std::move(p));
+      } else {
+        {
+          py::gil_scoped_release nogil;
+          results = session_->finish();
+        }
+        done_ = true;
+      }
+      for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
+      check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
+    }
+    PyResult r = std::move(ready_.front());
+    ready_.pop_front();
+    return r;
+  }
+
+  py::dict stats() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return stats_dict(session_->stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return options_dict(*session_);
+  }
+  py::object frame_count() const {
+    if (feed_->count) return py::int_(*feed_->count);
+    return py::none();
+  }
+  std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
+  const std::string& kind() const { return kind_; }
+
+ private:
+  PyModel model_;
+  std::unique_ptr<FrameFeed> feed_;
+  std::unique_ptr<Session> session_;
+  std::deque<Pending> pending_;
+  std::deque<PyResult> ready_;
+  std::string kind_;
+  bool done_ = false;
+  std::atomic<bool> busy_{false};
+};
+
+// ---- Exporter: the files of `lingbot-map run` -------------------------------------------------
+
+io::Mat34 mat34(const py::handle& a, const char* what) {
+  const auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!arr || arr.ndim() != 2 || arr.shape(0) != 3 || arr.shape(1) != 4)
+    throw py::value_error(std::string(what) + " must be a float array [3, 4], got " + describe_array(a));
+  io::Mat34 m{};
+  for (size_t i = 0; i < 12; ++i) m[i] = arr.data()[i];
+  return m;
+}
+
+io::Mat33 mat33(const py::handle& a, const char* what) {
+  const auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!arr || arr.ndim() != 2 || arr.shape(0) != 3 || arr.shape(1) != 3)
+    throw py::value_error(std::string(what) + " must be a float array [3, 3], got " + describe_array(a));
+  io::Mat33 m{};
+  for (size_t i = 0; i < 9; ++i) m[i] = arr.data()[i];
+  return m;
+}
+
+// A float32 C-contiguous view of `a` with `n` elements (raises naming `what`).
+py::array_t<float, py::array::c_style> f32_exact(const py::handle& a, size_t n, const std::string& what) {
+  if (!py::isinstance<py::array>(a) || !py::reinterpret_borrow<py::array>(a).dtype().is(py::dtype::of<float>()))
+    throw py::type_error(what + " must be a float32 array, got " + describe_array(a));
+  const auto arr = py::array_t<float, py::array::c_style>::ensure(a);
+  if (static_cast<size_t>(arr.size()) != n)
+    throw py::value_error(what + " must have " + std::to_string(n) + " elements, got " + describe_array(a));
+  return arr;
+}
+
+// The export list as run's --export takes it: None = the default list, a comma string, or a list.
+std::vector<std::string> export_names(const py::object& exports) {
+  if (exports.is_none()) return io::parse_export_list(io::default_export_list());
+  if (py::isinstance<py::str>(exports)) return io::parse_export_list(exports.cast<std::string>());
+  if (py::isinstance<py::list>(exports) || py::isinstance<py::tuple>(exports)) {
+    std::string list;
+    for (const auto& item : exports) {
+      if (!py::isinstance<py::str>(item))
+        throw py::type_error("exports must be names (str), got " + describe_array(item));
+      if (!list.empty()) list += ',';
+      list += item.cast<std::string>();
+    }
+    LINGBOT_CHECK(!list.empty(), "exports is empty: give at least one export name");
+    return io::parse_export_list(list);
+  }
+  throw py::type_error("exports must be None, a comma-separated str or a list of names, got " + describe_array(exports));
+}
+
+// run's exporters (io::ExportSet) fed with Python results. Opened at the first write, when the frame
+// size is known; like run, that removes earlier outputs of every export in `out`.
+class PyExporter {
+ public:
+  PyExporter(const fs::path& out, const py::object& exports, std::optional<int64_t> expected_frames,
+             double conf_threshold, int downsample, const py::object& meta)
+      : meta_(json_from_python(meta)) {
+    LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
+    LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
+    std::vector<std::unique_ptr<io::Exporter>> exporters;
+    for (const std::string& name : export_names(exports)) exporters.push_back(io::make_exporter(name));
+    set_ = std::make_unique<io::ExportSet>(std::move(exporters));
+    run_.out_dir = out;
+    run_.expected_frames = expected_frames;
+    run_.points = {static_cast<float>(conf_threshold), downsample};
+    py::gil_scoped_release nogil;
+    io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
+  }
+
+  void write(const PyResult& r) {
+    BusyGuard busy(busy_, "this Exporter");
+    LINGBOT_CHECK(!closed_, "the Exporter is closed: create a new one");
+    for (const auto& [field, v] :
+         {std::pair<const char*, const py::object*>{"pose_enc", &r.pose_enc}, {"c2w", &r.c2w}, {"w2c", &r.w2c},
+          {"K", &r.K}, {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
+      LINGBOT_CHECK(!v->is_none(), "result of frame ", r.frame_index, " has no ", field, " (camera and depth heads are needed)");
+    const auto depth = py::reinterpret_borrow<py::array>(r.depth);
+    LINGBOT_CHECK(depth.ndim() == 2, "depth must be [H, W], got ", describe_array(r.depth));
+    const int H = static_cast<int>(depth.shape(0)), W = static_cast<int>(depth.shape(1));
+    const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
+    if (begun_)
+      LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", W, "x", H,
+                    ", earlier frames of this Exporter are ", run_.width, "x", run_.height);
+    const auto pose_enc = f32_exact(r.pose_enc, 9, "pose_enc");
+    const auto d = f32_exact(r.depth, hw, "depth");
+    const auto pts = f32_exact(r.world_points, 3 * hw, "world_points");
+    const auto img = f32_exact(r.image, 3 * hw, "image");
+    std::optional<py::array_t<float, py::array::c_style>> conf;  // (a default array_t is not "none")
+    if (!r.conf.is_none()) conf = f32_exact(r.conf, hw, "conf");
+    io::ExportFrame x;
+    x.index = r.frame_index;
+    x.timestamp = r.timestamp;
+    x.source = r.source;
+    x.keyframe = r.is_keyframe;
+    x.scale_frame = r.frame_type == FrameType::Scale;
+    x.image = std::span<const float>(img.data(), 3 * hw);
+    x.pose_enc = std::span<const float>(pose_enc.data(), 9);
+    x.c2w = mat34(r.c2w, "c2w");
+    x.w2c = mat34(r.w2c, "w2c");
+    x.intrinsics = mat33(r.K, "K");
+    x.depth = std::span<const float>(d.data(), hw);
+    if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);
+    x.world_points = std::span<const float>(pts.data(), 3 * hw);
+
+    py::gil_scoped_release nogil;
+    if (!begun_) {
+      run_.width = W;
+      run_.height = H;
+      run_.scale_frames = static_cast<int>(r.scale_frames);
+      run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
+      run_.meta["image_width"] = W;
+      run_.meta["image_height"] = H;
+      set_->begin(run_);
+      begun_ = true;
+    }
+    set_->frame(x);
+    ++frames_;
+  }
+
+  // Finalises every export (status "completed", or "interrupted" / "failed" when a with-block ends
+  // with KeyboardInterrupt / another exception).
+  void close(io::ExportStatus status) {
+    BusyGuard busy(busy_, "this Exporter");
+    if (closed_) return;
+    closed_ = true;
+    py::gil_scoped_release nogil;
+    if (begun_) set_->finish(status);
+  }
+  py::object report() const { return py::module_::import("json").attr("loads")(set_->report().dump()); }
+  int64_t frames() const { return frames_; }
+
+ private:
+  std::unique_ptr<io::ExportSet> set_;
+  io::ExportRun run_;
+  nlohmann::json meta_;
+  bool begun_ = false, closed_ = false;
+  int64_t frames_ = 0;
+  std::atomic<bool> busy_{false};
+};
+
+std::string result_repr(const PyResult& r) {
+  std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + (r.is_keyframe ? " keyframe" : "");
+  if (!r.depth.is_none()) {
+    const auto d = py::reinterpret_borrow<py::array>(r.depth);
+    s += " " + std::to_string(d.shape(1)) + "x" + std::to_string(d.shape(0));
+  }
+  if (!r.source.empty()) s += " source='" + r.source + "'";
+  return s + ">";
+}
+
+}  // namespace
+
+void bind_module(py::module_& m);
+
+void bind_module(py::module_& m) {
+  m.doc() = "lingbot_map: streaming 3D reconstruction (LingBot-Map) from NumPy, without PyTorch.";
+  m.attr("__version__") = LINGBOT_VERSION;
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  m.attr("Error").attr("__doc__") =
+      "An engine error: bad input, an unreadable file, an invalid option. The message is the engine's "
+      "(the same text `lingbot-map` prints after 'error: ').";
+
+  py::class_<PyModel>(m, "Model",
+                      "A loaded LingBot-Map network (immutable; share one between any number of Sessions).")
+      .def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(),
+                  "Loads a checkpoint (upstream .pt / .pth, or .safetensors; the format is detected from the\n"
+                  "content), infers the configuration from the tensor shapes and applies `config` overrides:\n"
+                  "{'camera': {'num_iterations': 4}} or {'camera.num_iterations': 4} (the keys of `config`\n"
+                  "and of `lingbot-map run --set`). Raises lingbot_map.Error naming the file and the problem.")
+      .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed,
+                  "The built-in demo network (the `run --demo` model): seeded RANDOM weights, so the geometry it\n"
+                  "produces is meaningless; for trying the API without a checkpoint.")
+      .def_property_readonly("config", [](const PyModel& self) { return config_dict(self.model->config()); },
+                             "The configuration as a dict of groups: {'encoder': {'img_size': 518, ...}, ...}.")
+      .def_property_readonly("patch_size", [](const PyModel& self) { return self.model->patch_size(); },
+                             "Pixels per patch side; frame sizes must be multiples of it.")
+      .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); })
+      .def_property_readonly("source", [](const PyModel& self) { return self.source; },
+                             "The checkpoint path, or 'demo'.")
+      .def("__repr__", [](const PyModel& self) {
+        return "<lingbot_map.Model " + self.source + ", " + std::to_string(self.model->config().parameter_count()) +
+               " parameters>";
+      });
+
+  py::class_<PyResult>(m, "Result",
+                       "One frame's outputs. Arrays are float32 NumPy arrays that own their memory (they stay valid\n"
+                       "after the Session is gone). Camera convention: OpenCV axes (x right, y down, z forward);\n"
+                       "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.")
+      .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
+      .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
+      .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
+      .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
+                             "One of the session's first scale_frames frames (processed together).")
+      .def_property_readonly("frame_type", [](const PyResult& r) { return frame_type_name(r.frame_type); },
+                             "'scale', 'keyframe' or 'non-keyframe'.")
+      .def_readonly("flow", &PyResult::flow,
+                    "keyframes='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
+      .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
+      .def_readonly("timestamp", &PyResult::timestamp, "Seconds for video; the frame index otherwise.")
+      .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
+      .def_readonly("pose_enc_iters", &PyResult::pose_enc_iters, "[camera_iterations, 9]: pose_enc after each refinement.")
+      .def_readonly("c2w", &PyResult::c2w, "[3, 4] camera -> world [R | t] (t = camera centre).")
+      .def_readonly("w2c", &PyResult::w2c, "[3, 4] world -> camera, the inverse of c2w.")
+      .def_readonly("K", &PyResult::K, "[3, 3] intrinsics in pixels (cx = W/2, cy = H/2).")
+      .def_readonly("depth", &PyResult::depth, "[H, W] depth along the camera z axis, positive.")
+      .def_readonly("conf", &PyResult::conf, "[H, W] depth confidence, > 1.")
+      .def_readonly("world_points", &PyResult::world_points, "[H, W, 3] world coordinates of every pixel.")
+      .def_readonly("image", &PyResult::image, "[3, H, W] the model input (RGB in [0, 1]) the outputs belong to.")
+      .def_readonly("features", &PyResult::features,
+                    "Session(features=True): per selected aggregator layer, [P, 2C] tokens; else [].")
+      .def_readonly("patch_tokens", &PyResult::patch_tokens,
+                    "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
+      .def("__repr__", &result_repr);
+
+  const char* session_doc =
+      "Streaming inference over one sequence of frames (one Session per stream; Sessions may share a Model).\n\n"
+      "Protocol: the first `scale_frames` frames are processed together; push() returns [] for them until\n"
+      "the last one, which returns all their results. Every later push returns that frame's result.\n"
+      "finish() ends the sequence (runs the scale phase if fewer frames came) and returns what is left;\n"
+      "reset() starts a new sequence. Frames: uint8 [H, W, 3] RGB or float32 [3, H, W] in [0, 1], all the\n"
+      "same size, multiples of the patch size unless image_size= asks for `run`'s preprocessing of uint8\n"
+      "frames (resize + crop/pad). keyframes='auto' stores every frame (the stream length is unknown;\n"
+      "reconstruct() applies upstream's rule from the frame count); an int stores every N-th streamed\n"
+      "frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
+      "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
+      "Used as a context manager, the Session frees its cache on exit.";
+  py::class_<PySession>(m, "Session", session_doc)
+      .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframes,
+                       int camera_iterations, const std::string& backend, const std::string& kv_dtype, int threads,
+                       std::optional<int> image_size, const std::string& mode, bool features, bool patch_tokens,
+                       double flow_threshold, int max_non_keyframe_gap) {
+             SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
+                           patch_tokens, flow_threshold, max_non_keyframe_gap};
+             return std::make_unique<PySession>(model, a, image_size, mode);
+           }),
+           "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
+           "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
+           "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
+           "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap)
+      .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
+           "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
+           "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
+           "and the frame index).")
+      .def("finish", &PySession::finish, "Ends the sequence; returns the results still pending (short streams).")
+      .def("reset", &PySession::reset, "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
+      .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
+      .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
+      .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
+      .def_property_readonly("finished", &PySession::finished, "True after finish() until reset().")
+      .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
+      .def_property_readonly("frames_pushed", &PySession::frames_pushed)
+      .def_property_readonly("model", &PySession::model)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PySession& self, const py::args&) { self.close(); });
+
+  py::class_<PyReconstruction>(m, "Reconstruction",
+                               "The iterator reconstruct() returns: one Result per frame, in order.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PyReconstruction::next)
+      .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
+      .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
+      .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames to come (folders, lists); None for video.")
+      .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
+      .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.");
+
+  m.def(
+      "reconstruct",
+      [](const py::object& images, const py::object& video, const py::object& model, int image_size,
+         const std::string& mode, double fps, int64_t first_k, int64_t stride, bool rotate_cw90, int scale_frames,
+         int kv_window, const py::object& keyframes, int camera_iterations, const std::string& backend,
+         const std::string& kv_dtype, int threads, bool features, bool patch_tokens, double flow_threshold,
+         int max_non_keyframe_gap) {
+        SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
+        SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
+                      patch_tokens, flow_threshold, max_non_keyframe_gap};
+        return std::make_unique<PyReconstruction>(images, video, model, s, a);
+      },
+      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
+      "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false, "scale_frames"_a = 8, "kv_window"_a = 64,
+      "keyframes"_a = "auto", "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
+      "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
+      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
+      "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
+      "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
+      "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"
+      "Model or a checkpoint path. Returns an iterator of Result, one per frame; inputs are checked\n"
+      "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary.");
+
+  py::class_<PyExporter>(m, "Exporter",
+                         "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
+                         "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
+                         "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
+                         "of names (export_kinds()). Points (PLY / GLB / COLMAP) have conf > conf_threshold,\n"
+                         "every downsample-th. `meta` adds top-level fields to poses.json; `expected_frames`\n"
+                         "sizes buffers when the count is known. The files are opened at the first write(),\n"
+                         "which, like run, first removes earlier outputs of every export in `out`; close() (or\n"
+                         "the end of a with-block) finalises them. summary.json is run's own and not written.")
+      .def(py::init<const fs::path&, const py::object&, std::optional<int64_t>, double, int, const py::object&>(),
+           "out"_a, py::kw_only(), "exports"_a = py::none(), "expected_frames"_a = py::none(),
+           "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
+      .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
+      .def("close", [](PyExporter& self) { self.close(io::ExportStatus::Completed); },
+           "Finalises every export with status completed (a second close() does nothing).")
+      .def("report", &PyExporter::report, "Per export: the files written and counts (summary.json's 'exports').")
+      .def_property_readonly("frames", &PyExporter::frames, "Frames written so far.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyExporter& self, const py::object& type, const py::args&) {
+        const bool interrupted = !type.is_none() && PyErr_GivenExceptionMatches(type.ptr(), PyExc_KeyboardInterrupt);
+        self.close(type.is_none() ? io::ExportStatus::Completed
+                                  : interrupted ? io::ExportStatus::Interrupted : io::ExportStatus::Failed);
+      });
+
+  m.def(
+      "export_kinds",
+      [] {
+        py::list out;
+        for (const io::ExportKind& k : io::export_kinds())
+          out.append(py::dict("name"_a = std::string(k.name), "description"_a = std::string(k.description),
+                              "default"_a = k.default_on));
+        return out;
+      },
+      "Every export Exporter (and run --export) knows: [{'name', 'description', 'default'}], in run's order.");
+  m.def("default_exports", &io::default_export_list, "run's default --export list, e.g. 'poses,tum,depth,ply,depth-preview'.");
+
+  m.def(
+      "load_image",
+      [](const fs::path& path) {
+        io::ImageU8 img;
+        {
+          py::gil_scoped_release nogil;
+          img = io::load_image(path);
+        }
+        return image_to_array(std::move(img));
+      },
+      "path"_a,
+      "Decodes an image file as `run` does (PIL-compatible: EXIF orientation, alpha on white) -> uint8 [H, W, 3].");
+
+  m.def(
+      "preprocess",
+      [](const py::handle& image, int image_size, const std::string& mode, int patch_size) {
+        InputFrame in = frame_from_python(image, "image");
+        if (!in.rgb8) throw py::type_error("image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)");
+        const io::PreprocessOptions pre = preprocess_options(image_size, mode, patch_size);
+        Tensor t;
+        {
+          py::gil_scoped_release nogil;
+          t = io::preprocess_image(*in.rgb8, pre);
+        }
+        return tensor_to_array(std::move(t));
+      },
+      "image"_a, "image_size"_a = 518, "mode"_a = "crop", "patch_size"_a = 14,
+      "`run`'s preprocessing (upstream's load_and_preprocess_images, bit-exact): PIL bicubic resize, then\n"
+      "centre crop (mode='crop': width := image_size) or white padding (mode='pad': longer side :=\n"
+      "image_size) -> float32 [3, H, W] = uint8 / 255.");
+
+  m.def(
+      "demo_frame",
+      [](int64_t index, int width, int height) {
+        LINGBOT_CHECK(index >= 0, "index must be >= 0, got ", index);
+        LINGBOT_CHECK(width > 0 && height > 0, "width and height must be positive, got ", width, "x", height);
+        io::ImageU8 img;
+        {
+          py::gil_scoped_release nogil;
+          img = render_demo_frame(index, width, height);
+        }
+        return image_to_array(std::move(img));
+      },
+      "index"_a, "width"_a = kDemoFrameWidth, "height"_a = kDemoFrameHeight,
+      "Frame `index` of the generated demo sequence (a camera moving through a textured room) as uint8 [H, W, 3].");
+
+  m.def(
+      "select_points",
+      [](const py::handle& world_points, const py::handle& image, const py::object& conf, const py::object& depth,
+         double conf_threshold, int downsample) {
+        const auto wp = py::reinterpret_borrow<py::array>(world_points);
+        if (!py::isinstance<py::array>(world_points) || wp.ndim() != 3 || wp.shape(2) != 3)
+          throw py::value_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
+        LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
+        const size_t hw = static_cast<size_t>(wp.shape(0) * wp.shape(1));
+        const auto pts = f32_exact(world_points, 3 * hw, "world_points");
+        const auto img = f32_exact(image, 3 * hw, "image");
+        std::optional<py::array_t<float, py::array::c_style>> c;
+        if (!conf.is_none()) c = f32_exact(conf, hw, "conf");
+        std::optional<py::array_t<float, py::array::c_style>> d;
+        if (!depth.is_none()) d = f32_exact(depth, hw, "depth");
+        io::PointBatch b;
+        {
+          py::gil_scoped_release nogil;
+          b = io::select_points(std::span<const float>(pts.data(), 3 * hw), std::span<const float>(img.data(), 3 * hw),
+                                c ? std::span<const float>(c->data(), hw) : std::span<const float>(),
+                                static_cast<float>(conf_threshold), downsample,
+                                d ? std::span<const float>(d->data(), hw) : std::span<const float>());
+        }
+        const py::ssize_t n = static_cast<py::ssize_t>(b.size());
+        py::array_t<float> xyz({n, py::ssize_t{3}});
+        py::array_t<uint8_t> rgb({n, py::ssize_t{3}});
+        std::copy(b.xyz.begin(), b.xyz.end(), xyz.mutable_data());
+        std::copy(b.rgb.begin(), b.rgb.end(), rgb.mutable_data());
+        return py::make_tuple(xyz, rgb);
+      },
+      "world_points"_a, "image"_a, "conf"_a = py::none(), "depth"_a = py::none(), "conf_threshold"_a = 1.5,
+      "downsample"_a = 10,
+      "The points `run` puts into points.ply for a frame with finite pose: finite points whose depth and\n"
+      "conf (when given) are valid (finite, > 0), conf > conf_threshold, then every downsample-th\n"
+      "-> (xyz float32 [N, 3], rgb uint8 [N, 3]) coloured from the model input `image`.");
+
+  m.def(
+      "load_safetensors",
+      [](const fs::path& path) {
+        py::dict out;
+        const io::SafetensorsReader r = io::SafetensorsReader::open(path.string());
+        for (const auto& e : r.entries()) {
+          if (e.dtype == io::StorageDType::F64 || e.dtype == io::StorageDType::F32 || e.dtype == io::StorageDType::F16 ||
+              e.dtype == io::StorageDType::BF16) {
+            out[py::str(e.name)] = tensor_to_array(r.read(e.name, DType::F32));
+          } else {
+            io::IntTensor t = r.read_int(e.name);
+            py::array_t<int64_t> a(std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()));
+            std::copy(t.values.begin(), t.values.end(), a.mutable_data());
+            out[py::str(e.name)] = a;
+          }
+        }
+        return out;
+      },
+      "path"_a,
+      "Reads a .safetensors file with the engine's reader -> {name: array} (floats as float32, integers as int64).");
+
+  m.def(
+      "verify",
+      [](const fs::path& case_dir, const std::string& backend, const std::string& kv_dtype, int threads) {
+        VerifyOptions o;
+        o.case_dir = case_dir.string();
+        o.backend = parse_kv_backend(backend);
+        o.kv_dtype = parse_dtype(kv_dtype);
+        o.threads = threads;
+        VerifyReport rep;
+        {
+          py::gil_scoped_release nogil;
+          rep = run_verify(o);
+        }
+        py::list rows;
+        for (const VerifyRow& row : rep.rows)
+          rows.append(py::dict("tensor"_a = row.tensor, "frames"_a = row.frames, "max_abs"_a = row.max_abs,
+                               "max_rel"_a = row.max_rel, "tolerance"_a = row.tolerance, "status"_a = row.status,
+                               "note"_a = row.note));
+        return py::dict("case"_a = rep.case_name, "passed"_a = rep.passed(), "rows"_a = rows,
+                        "report"_a = format_verify_report(rep));
+      },
+      "case_dir"_a, py::kw_only(), "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
+      "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
+      "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.");
+
+  m.def("blas", &kernels::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
+}
+
+}  // namespace lingbot::python
+
+PYBIND11_MODULE(_lingbot_map, m) { lingbot::python::bind_module(m); }

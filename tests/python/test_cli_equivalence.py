@@ -1,0 +1,160 @@
+"""Python results equal `lingbot-map run`'s bit for bit on the golden tiny case, with the README's
+golden options (folder input and video input), and the Python Exporter writes the CLI's files byte
+for byte."""
+import filecmp
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import lingbot_map as lm
+from conftest import TINY, TINY_CLI_OPTIONS, TINY_OPTIONS, run_cli
+
+FRAMES = TINY / "frames"
+N = 10
+
+
+def run_files(out: pathlib.Path) -> list[str]:
+    """Every file a run leaves in `out` except summary.json (run's own report), relative paths."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "summary.json")
+
+
+def export(results_iter, out: pathlib.Path, model_label: str, **kwargs) -> list:
+    results = []
+    with lm.Exporter(out, meta={"model": model_label, "demo": False}, **kwargs) as ex:
+        for r in results_iter:
+            ex.write(r)
+            results.append(r)
+        assert ex.frames == len(results)
+    return results
+
+
+def assert_same_files(a: pathlib.Path, b: pathlib.Path) -> None:
+    names = run_files(b)
+    assert run_files(a) == names
+    for name in names:
+        assert filecmp.cmp(a / name, b / name, shallow=False), f"{name} differs"
+
+
+def assert_results_equal_cli(results, cli_out: pathlib.Path) -> None:
+    poses = json.loads((cli_out / "poses.json").read_text())
+    assert len(results) == len(poses["frames"]) == N
+    for i, (r, f) in enumerate(zip(results, poses["frames"])):
+        assert (r.frame_index, r.is_keyframe, r.source, r.timestamp) == (f["index"], f["keyframe"], f["source"], f["timestamp"])
+        # poses.json stores each float32 as the double it converts to (shortest round-trip text), so
+        # the comparison at the precision the file stores is exact equality.
+        np.testing.assert_array_equal(np.array(f["c2w"], dtype=np.float64)[:3], r.c2w.astype(np.float64))
+        np.testing.assert_array_equal(np.array(f["intrinsics"], dtype=np.float64), r.K.astype(np.float64))
+        # w2c in poses.json is the double-precision rigid inverse of c2w; the engine's w2c is its
+        # float32 inverse: equal up to float32 rounding.
+        np.testing.assert_allclose(np.array(f["w2c"]), r.w2c, rtol=0, atol=1e-6)
+        for suffix, arr in (("", r.depth), ("_conf", r.conf)):
+            ref = np.load(cli_out / "depth" / f"{i:06d}{suffix}.npy")
+            assert ref.dtype == arr.dtype == np.float32 and ref.shape == arr.shape == (70, 112)
+            assert ref.tobytes() == arr.tobytes(), f"frame {i} depth{suffix} differs"
+
+
+@pytest.fixture(scope="module")
+def cli_folder_run(cli, tmp_path_factory) -> pathlib.Path:
+    out = tmp_path_factory.mktemp("cli") / "out"
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--out", out)
+    return out
+
+
+def test_reconstruct_folder_equals_cli(cli_folder_run, tiny_model, tmp_path):
+    it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)
+    assert (it.kind, it.frame_count, it.image_size) == ("images", N, (112, 70))
+    results = export(it, tmp_path, str(TINY / "model.pt"))
+    assert_results_equal_cli(results, cli_folder_run)
+    assert_same_files(tmp_path, cli_folder_run)
+
+
+def test_every_export_kind_equals_cli(cli, tiny_model, tmp_path):
+    """Exporter(exports='all') writes what `run --export all` writes: npz, COLMAP, GLB, BSS, previews."""
+    cli_out = tmp_path / "cli"
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--export", "all",
+            "--out", cli_out)
+    results = export(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS), tmp_path / "py",
+                     str(TINY / "model.pt"), exports="all", expected_frames=N)
+    assert results[0].is_scale_frame and results[1].is_scale_frame and not results[2].is_scale_frame
+    names = run_files(cli_out)
+    assert {"scene.glb", "predictions.npz", "colmap/images.txt", "bss/traj.txt", "depth_preview/000000.png"} <= set(names)
+    assert_same_files(tmp_path / "py", cli_out)
+    summary = json.loads((cli_out / "summary.json").read_text())
+    ex = lm.Exporter(tmp_path / "again", exports=["ply", "poses"])
+    for r in results:
+        ex.write(r)
+    ex.close()
+    assert ex.report()["ply"] == summary["exports"]["ply"]
+    assert sorted(ex.report()) == ["ply", "poses"]
+
+
+def test_reconstruct_model_path_and_array_list_equal_cli(cli_folder_run, tmp_path):
+    frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())]
+    it = lm.reconstruct(images=frames, model=TINY / "model.pt", **TINY_OPTIONS)
+    assert it.kind == "arrays"
+    results = list(it)
+    for r, name in zip(results, sorted(p.name for p in FRAMES.iterdir())):
+        assert r.source == f"array_{r.frame_index}"
+    poses = json.loads((cli_folder_run / "poses.json").read_text())
+    for i, r in enumerate(results):
+        np.testing.assert_array_equal(np.array(poses["frames"][i]["c2w"])[:3], r.c2w.astype(np.float64))
+        assert np.load(cli_folder_run / "depth" / f"{i:06d}.npy").tobytes() == r.depth.tobytes()
+
+
+@pytest.mark.parametrize("preprocess", [False, True])
+def test_session_push_equals_cli(cli_folder_run, tiny_model, tmp_path, preprocess):
+    """Session.push on uint8 frames: as-is (/255) or with run's preprocessing (image_size=112)."""
+    kwargs = dict(scale_frames=2, kv_window=3, keyframes=1)
+    if preprocess:
+        kwargs["image_size"] = 112
+    results = []
+    with lm.Session(tiny_model, **kwargs) as s:
+        for i, p in enumerate(sorted(FRAMES.iterdir())):
+            results += s.push(lm.load_image(p), source=p.name, timestamp=float(i))
+        results += s.finish()
+    assert_results_equal_cli(results, cli_folder_run)
+    export(iter(results), tmp_path, str(TINY / "model.pt"))
+    assert_same_files(tmp_path, cli_folder_run)
+
+
+def write_y4m(path: pathlib.Path, frames: list) -> None:
+    """A YUV4MPEG2 (4:4:4) video: FFmpeg reads it without any encoder, so no media is committed."""
+    h, w, _ = frames[0].shape
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{w} H{h} F10:1 Ip A1:1 C444\n".encode())
+        for fr in frames:
+            r, g, b = (fr[..., c].astype(np.float64) for c in range(3))
+            y = 16 + (65.481 * r + 128.553 * g + 24.966 * b) / 255
+            u = 128 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255
+            v = 128 + (112.0 * r - 93.786 * g - 18.214 * b) / 255
+            f.write(b"FRAME\n" + b"".join(np.clip(np.rint(c), 0, 255).astype(np.uint8).tobytes() for c in (y, u, v)))
+
+
+def test_reconstruct_video_equals_cli(cli, tiny_model, tmp_path):
+    video = tmp_path / "tiny.y4m"
+    write_y4m(video, [lm.load_image(p) for p in sorted(FRAMES.iterdir())])
+    cli_out = tmp_path / "cli"
+    run_cli(cli, "run", "--video", video, "--fps", "0", "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--out", cli_out)
+    it = lm.reconstruct(video=video, model=tiny_model, fps=0, **TINY_OPTIONS)
+    assert (it.kind, it.frame_count) == ("video", None)
+    results = export(it, tmp_path / "py", str(TINY / "model.pt"))
+    assert [r.source for r in results] == [f"frame_{i}" for i in range(N)]
+    assert_same_files(tmp_path / "py", cli_out)
+
+
+def test_flow_keyframes_equal_cli(cli, tiny_model, tmp_path):
+    """keyframes='flow' is run's --keyframe-interval flow: the same frames stored, the same files."""
+    frames = TINY.parent / "streaming-flow-tiny" / "frames"
+    flow_cli = ["--keyframe-interval", "flow", "--flow-threshold", "5", "--max-non-keyframe-gap", "3"]
+    run_cli(cli, "run", "--images", frames, "--model", TINY / "model.pt", "--image-size", "112", "--num-scale-frames",
+            "2", "--kv-window", "3", *flow_cli, "--out", tmp_path / "cli")
+    it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframes="flow",
+                        flow_threshold=5.0, max_non_keyframe_gap=3)
+    assert it.options["keyframes"].startswith("flow")
+    results = export(it, tmp_path / "py", str(TINY / "model.pt"))
+    types = [r.frame_type for r in results]
+    assert "non-keyframe" in types and types[:2] == ["scale", "scale"]
+    assert all(r.flow >= 0 for r in results[2:]) and all(r.flow == -1 for r in results[:2])
+    assert_same_files(tmp_path / "py", tmp_path / "cli")

@@ -1,0 +1,235 @@
+"""Session: protocol, memory ownership of the result arrays, context manager, reset, stats, and the
+exact exception for every bad input or misuse."""
+import gc
+import re
+
+import numpy as np
+import pytest
+
+import lingbot_map as lm
+
+H, W = 70, 112
+FRAME_ERROR = "frame must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1]), got "
+
+
+def frames(n: int) -> list:
+    return [lm.demo_frame(i) for i in range(n)]
+
+
+def run(model, frames_, **kw) -> list:
+    out = []
+    with lm.Session(model, **kw) as s:
+        for f in frames_:
+            out += s.push(f)
+        out += s.finish()
+    return out
+
+
+def test_scale_phase_protocol_and_result_fields(demo_model):
+    with lm.Session(demo_model, scale_frames=3, kv_window=4) as s:
+        assert s.push(lm.demo_frame(0)) == [] and s.push(lm.demo_frame(1)) == []
+        got = s.push(lm.demo_frame(2))
+        assert [r.frame_index for r in got] == [0, 1, 2]
+        (r3,) = s.push(lm.demo_frame(3))
+        assert s.finish() == []
+        assert s.finished and s.frames_pushed == 4
+        st = s.stats()
+        assert st["steps"] == 2 and st["frames_completed"] == 4 and st["frames_stored"] == 4
+        assert s.options["scale_frames"] == 3 and s.options["kv_window"] == 4 and s.options["keyframe_interval"] == 1
+    r = got[0]
+    shapes = {"pose_enc": (9,), "pose_enc_iters": (4, 9), "c2w": (3, 4), "w2c": (3, 4), "K": (3, 3),
+              "depth": (H, W), "conf": (H, W), "world_points": (H, W, 3), "image": (3, H, W)}
+    for name, shape in shapes.items():
+        a = getattr(r, name)
+        assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == shape, name
+        assert a.flags.c_contiguous
+    assert r3.frame_index == 3 and r3.is_keyframe and r3.rope_time_index == 3
+    assert r.features == [] and r.patch_tokens is None
+    # c2w and w2c are inverse rigid transforms; K has the principal point at the image centre.
+    c2w = np.vstack([r.c2w, [0, 0, 0, 1]]).astype(np.float64)
+    w2c = np.vstack([r.w2c, [0, 0, 0, 1]]).astype(np.float64)
+    np.testing.assert_allclose(c2w @ w2c, np.eye(4), atol=1e-5)
+    assert (r.K[0, 2], r.K[1, 2]) == (W / 2, H / 2)
+    np.testing.assert_array_equal(r.image, lm.demo_frame(0).transpose(2, 0, 1).astype(np.float32) / np.float32(255))
+
+
+def test_short_stream_finish_runs_the_scale_phase(demo_model):
+    with lm.Session(demo_model, scale_frames=4) as s:
+        assert s.push(lm.demo_frame(0)) == [] and s.push(lm.demo_frame(1)) == []
+        assert [r.frame_index for r in s.finish()] == [0, 1]
+
+
+def test_results_own_their_memory_after_session_is_deleted(demo_model):
+    s = lm.Session(demo_model, scale_frames=1)
+    (r,) = s.push(lm.demo_frame(0))
+    depth, points = r.depth, r.world_points
+    expected_depth, expected_points = depth.copy(), points.copy()
+    del s, r
+    gc.collect()
+    # New allocations after the session is gone must not reuse the arrays' memory.
+    junk = [np.full((H, W, 3), -7.0, np.float32) for _ in range(64)]
+    with lm.Session(demo_model, scale_frames=1) as s2:
+        s2.push(lm.demo_frame(5))
+    del s2, junk
+    gc.collect()
+    np.testing.assert_array_equal(depth, expected_depth)
+    np.testing.assert_array_equal(points, expected_points)
+    assert depth.base is not None and not depth.flags.owndata  # zero-copy: the engine buffer, owned by a capsule
+
+
+def test_float32_input_equals_uint8_input(demo_model):
+    u8 = frames(3)
+    f32 = [f.transpose(2, 0, 1).astype(np.float32) / np.float32(255) for f in u8]
+    a, b = run(demo_model, u8, scale_frames=2), run(demo_model, f32, scale_frames=2)
+    for x, y in zip(a, b):
+        assert x.depth.tobytes() == y.depth.tobytes() and x.w2c.tobytes() == y.w2c.tobytes()
+    # Non-contiguous views are accepted (copied): same results.
+    strided = [np.ascontiguousarray(f[:, ::-1])[:, ::-1] for f in u8]
+    assert not strided[0].flags.c_contiguous
+    c = run(demo_model, strided, scale_frames=2)
+    assert all(x.depth.tobytes() == y.depth.tobytes() for x, y in zip(a, c))
+
+
+def test_reset_starts_a_fresh_sequence(demo_model):
+    fresh = run(demo_model, frames(4), scale_frames=2)
+    with lm.Session(demo_model, scale_frames=2) as s:
+        for f in frames(3):
+            s.push(f)
+        s.reset()
+        assert s.frames_pushed == 0 and not s.finished
+        again = []
+        for f in frames(4):
+            again += s.push(f)
+        again += s.finish()
+    assert [r.frame_index for r in again] == [0, 1, 2, 3]
+    for x, y in zip(fresh, again):
+        assert x.depth.tobytes() == y.depth.tobytes() and x.pose_enc.tobytes() == y.pose_enc.tobytes()
+
+
+def test_keyframe_interval_and_features(demo_model):
+    rs = run(demo_model, frames(7), scale_frames=2, keyframes=2, features=True, patch_tokens=True)
+    assert [r.is_keyframe for r in rs] == [True, True, True, False, True, False, True]
+    assert [r.rope_time_index for r in rs] == [0, 1, 2, 3, 3, 4, 4]
+    cfg = demo_model.config
+    assert len(rs[0].features) == len(cfg["aggregator"]["selected_layers"])
+    assert rs[0].features[0].shape == (6 + 5 * 8, 2 * cfg["aggregator"]["embed_dim"])
+    assert rs[0].patch_tokens.shape == (5 * 8, cfg["encoder"]["embed_dim"])
+
+
+def test_preprocessing_on_request(demo_model):
+    big = lm.demo_frame(0, width=300, height=200)
+    with lm.Session(demo_model, scale_frames=1, image_size=112, mode="crop") as s:
+        (r,) = s.push(big)
+    np.testing.assert_array_equal(r.image, lm.preprocess(big, image_size=112, mode="crop"))
+    assert r.depth.shape == (70, 112)
+    with lm.Session(demo_model, scale_frames=1) as s, pytest.raises(
+            lm.Error, match=re.escape("image size 200x300 (HxW) is not a multiple of the patch size 14")):
+        s.push(big)
+
+
+@pytest.mark.parametrize("frame, exc, message", [
+    (np.zeros((H, W, 3), np.float64), TypeError, FRAME_ERROR + "float64 array of shape (70, 112, 3)"),
+    ([[0, 1]], TypeError, FRAME_ERROR + "list"),
+    (np.zeros((H, W), np.uint8), ValueError, FRAME_ERROR + "uint8 array of shape (70, 112)"),
+    (np.zeros((H, W, 4), np.uint8), ValueError, FRAME_ERROR + "uint8 array of shape (70, 112, 4)"),
+    (np.zeros((H, W, 3), np.float32), ValueError, FRAME_ERROR + "float32 array of shape (70, 112, 3)"),
+    (np.full((3, H, W), 255, np.float32), ValueError,
+     "frame: float32 values must be RGB in [0, 1] (uint8 / 255), got 255.0 at flat index 0"),
+    (np.where(np.arange(3 * H * W).reshape(3, H, W) == 5, np.nan, 0.5).astype(np.float32), ValueError,
+     "frame: float32 values must be RGB in [0, 1] (uint8 / 255), got nan at flat index 5"),
+    (np.zeros((71, W, 3), np.uint8), lm.Error, "image size 71x112 (HxW) is not a multiple of the patch size 14"),
+])
+def test_bad_frames_raise_exact_messages(demo_model, frame, exc, message):
+    with lm.Session(demo_model, scale_frames=2) as s:
+        with pytest.raises(exc) as e:
+            s.push(frame)
+        assert str(e.value) == message
+        assert s.frames_pushed == 0  # nothing was consumed
+
+
+def test_sequence_misuse_raises_engine_messages(demo_model):
+    s = lm.Session(demo_model, scale_frames=1)
+    s.push(lm.demo_frame(0))
+    with pytest.raises(lm.Error) as e:
+        s.push(lm.demo_frame(1, width=126))
+    assert str(e.value) == "frame 1 has size 70x126 (HxW), but this sequence's frames are 70x112 (call reset() to start a new sequence)"
+    s.finish()
+    with pytest.raises(lm.Error) as e:
+        s.push(lm.demo_frame(1))
+    assert str(e.value) == "push_frame after finish(): the session is closed (call reset() to start a new sequence)"
+    with pytest.raises(lm.Error) as e:
+        s.finish()
+    assert str(e.value) == "finish() called twice: the session is already closed (call reset() to start a new sequence)"
+    s.close()
+    assert s.closed
+    closed = "the Session is closed (close() or the end of its with-block): create a new Session"
+    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.reset, s.stats, lambda: s.options):
+        with pytest.raises(lm.Error) as e:
+            call()
+        assert str(e.value) == closed
+    assert issubclass(lm.Error, RuntimeError)
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(scale_frames=0), lm.Error, "scale_frames must be >= 1, got 0"),
+    (dict(kv_window=0), lm.Error, "kv_window must be >= 1, got 0"),
+    (dict(camera_iterations=0), lm.Error, "camera_iterations must be >= 1, got 0"),
+    (dict(threads=-1), lm.Error, "threads must be >= 0 (0 = all cores), got -1"),
+    (dict(keyframes=0), ValueError, "keyframes interval must be >= 1, got 0"),
+    (dict(keyframes="every"), ValueError, "keyframes must be 'auto', 'flow' or an interval >= 1, got 'every'"),
+    (dict(keyframes=True), TypeError, "keyframes must be 'auto', 'flow' or an int >= 1, got bool"),
+    (dict(keyframes="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
+    (dict(keyframes="flow", max_non_keyframe_gap=0), lm.Error, "max non-keyframe gap must be >= 1, got 0"),
+    (dict(backend="flash"), lm.Error, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
+    (dict(kv_dtype="f64"), lm.Error, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
+    (dict(image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
+    (dict(image_size=0), lm.Error, "image_size must be positive, got 0"),
+    (dict(mode="zoom"), ValueError, "mode must be 'crop' or 'pad', got 'zoom'"),
+])
+def test_bad_options_raise_exact_messages(demo_model, kwargs, exc, message):
+    with pytest.raises(exc) as e:
+        lm.Session(demo_model, **kwargs)
+    assert str(e.value) == message
+
+
+def test_options_are_keyword_only(demo_model):
+    with pytest.raises(TypeError):
+        lm.Session(demo_model, 8)
+
+
+def test_backends_and_kv_dtypes(demo_model):
+    ref = run(demo_model, frames(4), scale_frames=2)
+    for backend in ("dense", "dense-full"):
+        other = run(demo_model, frames(4), scale_frames=2, backend=backend)
+        for x, y in zip(ref, other):
+            np.testing.assert_allclose(x.depth, y.depth, rtol=1e-4, atol=1e-4 * float(np.abs(x.depth).max()))
+    half = run(demo_model, frames(4), scale_frames=2, kv_dtype="bf16")
+    assert all(np.isfinite(r.depth).all() for r in half)
+    assert lm.Session(demo_model, kv_dtype="bf16").options["kv_dtype"] == "bf16"
+
+
+def test_model_load_config_and_errors(tiny_model, tmp_path):
+    from conftest import TINY
+    cfg = tiny_model.config
+    assert cfg["aggregator"]["depth"] == 4 and cfg["aggregator"]["selected_layers"] == [0, 1, 2, 3]
+    assert cfg["kv_cache"]["cross_frame_special"] is True and cfg["encoder"]["ln_eps"] == pytest.approx(1e-6)
+    assert tiny_model.patch_size == 14 and tiny_model.parameter_count == 1731628
+    nested = lm.Model.load(TINY / "model.pt", config={"camera": {"num_iterations": 3}, "kv_cache.sliding_window": 5})
+    assert nested.config["camera"]["num_iterations"] == 3 and nested.config["kv_cache"]["sliding_window"] == 5
+    st = lm.Model.load(TINY / "weights.safetensors")
+    assert st.config == cfg
+    for path, config, exc, message in [
+        (tmp_path / "missing.pt", None, lm.Error, f"model file not found: {tmp_path / 'missing.pt'}"),
+        (TINY / "case.json", None, lm.Error,
+         f"{TINY / 'case.json'}: unrecognised checkpoint format (neither a PyTorch zip checkpoint nor safetensors)"),
+        (TINY / "model.pt", {"camera.bogus": 1}, lm.Error,
+         "unknown config key 'camera.bogus' (see `lingbot-map inspect` for the list)"),
+        (TINY / "model.pt", {"camera": {"num_iterations": "x"}}, lm.Error,
+         "config camera.num_iterations: 'x' is not an integer"),
+        (TINY / "model.pt", {"camera": {"num_iterations": None}}, TypeError,
+         "config values must be bool, int, float, str or a list of numbers, got NoneType"),
+        (TINY / "model.pt", [1], TypeError, "config must be a dict, got list"),
+    ]:
+        with pytest.raises(exc) as e:
+            lm.Model.load(path, config=config)
+        assert str(e.value) == message
