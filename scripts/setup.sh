@@ -16,18 +16,29 @@ PACKAGES=(
   libavdevice-dev           # live input from devices (V4L2 cameras)
   libcpp-httplib-dev        # tests: a local HTTP stream for the live input
   gnuplot-nox               # benchmark plots
+  libtinygltf-dev           # scene.glb export (glTF 2.0)
+  colmap                    # tests: COLMAP reads the colmap/ export
+  python3-numpy python3-open3d  # tests: numpy loads the NPZ exports, Open3D reads points.ply
+  nodejs                    # tests: the Khronos glTF validator (web/node_modules, npm ci below)
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Debian ships npm apart from nodejs; NodeSource's nodejs package contains it.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# JS tools of the test suite (glTF validator, ...), pinned by web/package-lock.json.
+if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+  (cd web && npm ci --no-audit --no-fund)
 fi
 
 JOBS=$(nproc)

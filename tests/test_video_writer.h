@@ -18,10 +18,12 @@ extern "C" {
 namespace lingbot_test {
 
 // Writes `frames` (all the same size) at `fps` with encoder `codec_name` into `path` (container by
-// extension); `display_rotation_cw` degrees adds a display-matrix side datum. Returns false when this
-// libavcodec lacks the encoder.
+// extension); `display_rotation_cw` degrees adds a display-matrix side datum; `movflags` is the MP4
+// muxer option (e.g. "+faststart": index at the front, as streaming sites serve files). Returns false
+// when this libavcodec lacks the encoder.
 inline bool write_test_video(const std::filesystem::path& path, const char* codec_name,
-                             const std::vector<lingbot::io::ImageU8>& frames, int fps, double display_rotation_cw = 0) {
+                             const std::vector<lingbot::io::ImageU8>& frames, int fps, double display_rotation_cw = 0,
+                             const char* movflags = nullptr) {
   const AVCodec* codec = avcodec_find_encoder_by_name(codec_name);
   if (!codec || frames.empty()) return false;
   const int w = frames[0].width, h = frames[0].height;
@@ -45,7 +47,10 @@ inline bool write_test_video(const std::filesystem::path& path, const char* code
     av_display_rotation_set(m, display_rotation_cw);  // clockwise, per its documentation
   }
   EXPECT_GE(avio_open(&fmt->pb, path.c_str(), AVIO_FLAG_WRITE), 0);
-  EXPECT_GE(avformat_write_header(fmt, nullptr), 0);
+  AVDictionary* mux_options = nullptr;
+  if (movflags) av_dict_set(&mux_options, "movflags", movflags, 0);
+  EXPECT_GE(avformat_write_header(fmt, &mux_options), 0);
+  av_dict_free(&mux_options);
   SwsContext* sws = sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, ctx->pix_fmt, lossless_rgb ? SWS_POINT : SWS_BICUBIC,
                                    nullptr, nullptr, nullptr);
   AVFrame* frame = av_frame_alloc();

@@ -10,9 +10,9 @@
 #include <array>
 
 #include "kernels/cuda/cuda_allocator.h"
-#include "kernels/cuda/cuda_bench.h"
+#include "bench/cuda/cuda_bench.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/kv_cache_cuda.h"
+#include "kvcache/cuda/kv_cache_cuda.h"
 #endif
 
 namespace lingbot::bench {

@@ -1,16 +1,20 @@
 // `lingbot-map run`: frames (image folder, video, or the built-in demo) -> streaming Session ->
-// poses.json, trajectory.tum, depth/, points.ply, summary.json in --out.
+// the exports chosen with --export (io/export.h: poses.json, trajectory.tum, depth/, points.ply,
+// depth_preview/, predictions/, colmap/, scene.glb, bss/) and summary.json in --out.
 //
 // Order of work, so that bad input never leaves files that look like a result:
 //   1. options are checked, the input is opened and its first frame decoded, the model is loaded and
 //      the Session created (any error here: nothing is written, --out is not even created);
-//   2. --out is created, previous outputs of a run there are removed (only the file names this
-//      command writes), and the incremental writers are opened;
+//   2. --out and every chosen export's folders are created and checked writable, previous outputs
+//      of a run there are removed (only the file names this command writes), and the exporters
+//      are opened;
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
-//   4. summary.json is written last, with "status": "completed", "interrupted" (Ctrl-C: exit 130)
-//      or "failed" (an error after step 2: it carries the message; exit 1). A run killed hard
-//      leaves no summary.json.
+//   4. summary.json is written last, with "status": "completed", "damaged" (the video had decode
+//      errors or lost frames: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C or SIGTERM: exit
+//      130 / 143) or "failed" (an error after step 2: it carries the message; exit 1), and the
+//      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
+//      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,10 +33,13 @@
 #include <thread>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
+#include "io/export.h"
+#include "io/file_util.h"
 #include "io/frame_source.h"
 #include "io/live_source.h"
 #include "io/png.h"
@@ -42,6 +49,7 @@
 #include "kernels/cpu/calibration.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
+#include "run_checks.h"
 
 namespace lingbot::cli {
 
@@ -55,12 +63,14 @@ using Clock = std::chrono::steady_clock;
 // ceil(frames / 320), which bounds the frames stored in the KV cache.
 constexpr int64_t kAutoKeyframeFrames = 320;
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+constexpr int kExitTerminated = 143;   // 128 + SIGTERM
+constexpr int kExitDamagedInput = 3;   // the run finished but the video was damaged (see --allow-damaged)
 
 struct RunArgs {
   std::string images, video, model, out;
   bool demo = false;
   int64_t demo_frames = kDemoFrameCount;
-  int image_size = 0;  // 0 = 518 (demo: 112)
+  std::optional<int> image_size;  // unset = 518 (demo: 112)
   std::string mode = "crop";
   double fps = 10;
   int64_t first_k = 0;
@@ -81,35 +91,43 @@ struct RunArgs {
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
   bool live = false;                // --video is a live source (io/live_source.h)
   int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
+  std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
+  bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
 };
 
-// ---- Ctrl-C ---------------------------------------------------------------------------------
-// The flag a SIGINT handler may touch must be a lock-free global; it is only read by the run loop.
+// ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
+// The flag a signal handler may touch must be a lock-free global; it is only read by the run loop.
+// It holds the signal number (SIGINT or SIGTERM), 0 when none arrived.
 volatile std::sig_atomic_t g_interrupt_requested = 0;
-extern "C" void on_sigint(int) { g_interrupt_requested = 1; }
+extern "C" void on_stop_signal(int sig) { g_interrupt_requested = sig; }
 
-// Installs the SIGINT handler for the streaming loop and restores the previous one on exit.
-// SA_RESETHAND: a second Ctrl-C gets the default action (terminate at once).
-class SigintGuard {
+// Installs the SIGINT and SIGTERM handlers for the streaming loop and restores the previous ones on
+// exit. Both stop the run after the current frame (a frame can take seconds). SA_RESETHAND: a
+// second signal gets the default action, so a second Ctrl-C terminates at once (no summary.json;
+// every per-frame file already written stays valid).
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     g_interrupt_requested = 0;
     struct sigaction sa{};
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    installed_ = sigaction(SIGINT, &sa, &previous_) == 0;
+    installed_int_ = sigaction(SIGINT, &sa, &previous_int_) == 0;
+    installed_term_ = sigaction(SIGTERM, &sa, &previous_term_) == 0;
   }
-  ~SigintGuard() {
-    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  ~StopSignalGuard() {
+    if (installed_int_) sigaction(SIGINT, &previous_int_, nullptr);
+    if (installed_term_) sigaction(SIGTERM, &previous_term_, nullptr);
   }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
+  StopSignalGuard(const StopSignalGuard&) = delete;
+  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
   bool requested() const { return g_interrupt_requested != 0; }
+  int signal() const { return g_interrupt_requested; }
 
  private:
-  struct sigaction previous_{};
-  bool installed_ = false;
+  struct sigaction previous_int_{}, previous_term_{};
+  bool installed_int_ = false, installed_term_ = false;
 };
 
 // ---- input ------------------------------------------------------------------------------------
@@ -122,6 +140,7 @@ struct Input {
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
+  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
 };
 
 Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
@@ -167,6 +186,7 @@ Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
   in.estimated = src->estimated_count();
   in.canvas = src->canvas(pre);
   in.next = [src](io::SourceFrame* f) { return src->next(f); };
+  in.damage = [src] { return src->damage(); };
   return in;
 }
 
@@ -248,34 +268,20 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-// NNNNNN.png / .npy / _conf.png / _conf.npy: the names write_depth_frame gives.
-bool is_depth_file_name(const std::string& name) {
-  if (name.size() < 10 || !std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  const std::string rest = name.substr(6);
-  return rest == ".png" || rest == ".npy" || rest == "_conf.png" || rest == "_conf.npy";
-}
-
-// Creates --out (and depth/) and removes what an earlier run of this command left there, so the
-// folder never mixes two runs. Only this command's own file names are touched.
+// Creates --out and removes the summary of an earlier run there; the exporters clean their own
+// files (io::ExportSet::begin), so the folder never mixes two runs.
 void prepare_output_dir(const fs::path& out) {
   std::error_code ec;
-  fs::create_directories(out / "depth", ec);
+  fs::create_directories(out, ec);
   LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
-  for (const char* name : {"summary.json", "poses.json", "trajectory.tum", "points.ply"}) {
-    fs::remove(out / name, ec);
-    LINGBOT_CHECK(!ec, "cannot remove old ", (out / name).string(), ": ", ec.message());
-  }
-  for (const auto& entry : fs::directory_iterator(out / "depth")) {
-    if (entry.is_regular_file() && is_depth_file_name(entry.path().filename().string()))
-      fs::remove(entry.path());
-  }
   // A folder can exist and still refuse files (permissions, read-only mount): try one.
   const fs::path probe = out / ".lingbot-write-test";
   std::FILE* f = std::fopen(probe.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
   std::fclose(f);
   fs::remove(probe, ec);
+  fs::remove(out / "summary.json", ec);
+  LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
 }
 
 io::Mat34 to_mat34(const Tensor& t, const char* what) {
@@ -340,6 +346,39 @@ ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
   return o;
 }
 
+// Output locations that can never work, found before anything is written (a folder that cannot be
+// created or written is found when it is created: nothing else exists yet then).
+void check_output_paths(const RunArgs& a) {
+  std::error_code ec;
+  for (const auto& [option, path] : {std::pair<const char*, const std::string*>{"--out", &a.out},
+                                     {"--export-preprocessed", &a.export_preprocessed}}) {
+    if (path->empty()) continue;
+    const fs::file_status st = fs::status(*path, ec);
+    LINGBOT_CHECK(ec.value() != ELOOP, option, " ", *path, " is a symbolic link loop");
+    LINGBOT_CHECK(!fs::exists(st) || fs::is_directory(st), option, " ", *path, " exists and is not a folder");
+    // A parent that is a file: create_directories would fail only after other outputs exist.
+    for (fs::path p = fs::path(*path).parent_path(); !p.empty(); p = p.parent_path()) {
+      const fs::file_status ps = fs::status(p, ec);
+      if (!fs::exists(ps)) continue;
+      LINGBOT_CHECK(fs::is_directory(ps), option, " ", *path, ": ", p.string(), " is not a folder");
+      break;
+    }
+  }
+  LINGBOT_CHECK(a.export_preprocessed.empty() || fs::weakly_canonical(a.export_preprocessed) != fs::weakly_canonical(a.out),
+                "--export-preprocessed must not be the --out folder");
+}
+
+// Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
+void check_upper_bounds(const RunArgs& a) {
+  const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
+      {"--num-scale-frames", {a.num_scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
+      {"--keyframe-interval", {a.keyframe_interval, kMaxKeyframeInterval}},
+      {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
+      {"--downsample", {a.downsample, kMaxDownsample}}};
+  for (const auto& [option, vb] : bounds)
+    LINGBOT_CHECK(vb.first <= vb.second, option, " must be at most ", vb.second, ", got ", vb.first);
+}
+
 void check_args(const RunArgs& a) {
   const int sources = (a.images.empty() ? 0 : 1) + (a.video.empty() ? 0 : 1);
   if (a.demo) {
@@ -357,7 +396,10 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(!a.live || !a.video.empty(),
                 "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
   LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
-  LINGBOT_CHECK(a.image_size >= 0, "--image-size must be positive, got ", a.image_size);
+  if (a.image_size)
+    LINGBOT_CHECK(*a.image_size >= 1 && *a.image_size <= kMaxImageSize, "--image-size must be in 1..", kMaxImageSize,
+                  ", got ", *a.image_size);
+  LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
   LINGBOT_CHECK(a.mode == "crop" || a.mode == "pad", "--mode must be crop or pad, got '", a.mode, "'");
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
@@ -369,14 +411,17 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
   LINGBOT_CHECK(a.downsample >= 1, "--downsample must be >= 1, got ", a.downsample);
+  check_upper_bounds(a);
   LINGBOT_CHECK(a.progress == "auto" || a.progress == "bar" || a.progress == "lines",
                 "--progress must be auto, bar or lines, got '", a.progress, "'");
   LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
+  check_output_paths(a);
 }
 
 int run_command(const RunArgs& a) {
   const auto t_start = Clock::now();
   check_args(a);
+  const std::vector<std::string> export_names = io::parse_export_list(a.exports);
   const KVBackend backend = parse_kv_backend(a.attention);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const ConfigOverrides overrides = parse_sets(a.sets);
@@ -385,18 +430,19 @@ int run_command(const RunArgs& a) {
   // The patch size decides the preprocessing. For a checkpoint it comes from the file's index (names
   // and shapes only), so input problems are reported before the weights are read.
   int patch = 0;
-  if (a.demo) {
-    patch = static_cast<int>(demo_model_config().encoder.patch_size);
-  } else {
-    LINGBOT_CHECK(fs::exists(a.model), "model file not found: ", a.model);
+  if (!a.demo) {
+    io::check_path_exists(a.model, "model file");
+  }
+  const ModelConfig model_cfg = a.demo ? demo_model_config() : [&] {
     ModelConfig cfg = ModelConfig::infer(io::index_checkpoint(a.model).tensors);
     for (const auto& [key, value] : overrides) cfg.set(key, value);
-    patch = static_cast<int>(cfg.encoder.patch_size);
-    LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
-  }
+    return cfg;
+  }();
+  patch = static_cast<int>(model_cfg.encoder.patch_size);
+  LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
 
   io::PreprocessOptions pre;
-  pre.image_size = a.image_size > 0 ? a.image_size : (a.demo ? kDemoImageSize : 518);
+  pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
   pre.patch_size = patch;
   pre.mode = a.mode == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
@@ -411,18 +457,6 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(input.next(&first), "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
                 " (check --first-k, --stride, --fps)");
 
-  const auto t_model = Clock::now();
-  std::shared_ptr<const Model> model;
-  if (a.demo) {
-    std::printf("demo: built-in model with RANDOM weights and generated frames.\n"
-                "demo: the poses, depth and points it writes are MEANINGLESS; this only shows the pipeline works.\n");
-    model = make_demo_model();
-  } else {
-    model = Model::load(a.model, overrides);
-  }
-  const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
-  LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
-
   int keyframe_interval = a.keyframe_interval;
   std::string keyframe_rule = "given";
   if (keyframe_interval == 0) {
@@ -435,6 +469,32 @@ int run_command(const RunArgs& a) {
       std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
                   static_cast<long long>(*n), static_cast<long long>(kAutoKeyframeFrames));
   }
+
+  // Memory feasibility from the configuration and options, before the weights are read.
+  {
+    MemoryInputs mi;
+    mi.width = input.canvas.width;
+    mi.height = input.canvas.height;
+    mi.frames = input.count ? input.count : input.estimated;
+    mi.scale_frames = a.num_scale_frames;
+    mi.kv_window = a.kv_window;
+    mi.keyframe_interval = keyframe_interval;
+    mi.backend = backend;
+    mi.kv_dtype = kv_dtype;
+    check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()));
+  }
+
+  const auto t_model = Clock::now();
+  std::shared_ptr<const Model> model;
+  if (a.demo) {
+    std::printf("demo: built-in model with RANDOM weights and generated frames.\n"
+                "demo: the poses, depth and points it writes are MEANINGLESS; this only shows the pipeline works.\n");
+    model = make_demo_model();
+  } else {
+    model = Model::load(a.model, overrides);
+  }
+  const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
+  LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
 
   SessionOptions so;
   so.backend = backend;
@@ -490,6 +550,7 @@ int run_command(const RunArgs& a) {
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},
                   {"export_preprocessed", a.export_preprocessed},
+                  {"export", export_names},
                   {"set", a.sets}};
   const json meta = {{"image_width", W},
                      {"image_height", H},
@@ -503,58 +564,67 @@ int run_command(const RunArgs& a) {
                   {"model", a.demo ? json("built-in demo (random weights)") : json(a.model)},
                   {"image_width", W},
                   {"image_height", H},
-                  {"options", options},
-                  {"files",
-                   {{"poses", "poses.json"},
-                    {"trajectory", "trajectory.tum"},
-                    {"points", "points.ply"},
-                    {"depth", "depth/NNNNNN.png (uint16, depth = value * 0.001; 0 = invalid) and depth/NNNNNN.npy (float32 [H, W])"},
-                    {"confidence", "depth/NNNNNN_conf.png (uint16, conf = value * 0.01) and depth/NNNNNN_conf.npy"}}}};
+                  {"options", options}};
   if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
+  RunWarnings warnings;
+  int64_t frames_without_geometry = 0;
 
   int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
   double infer_seconds = 0;
   std::string status = "completed";
   std::string error;
+  int stop_signal = 0;
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);
+  std::vector<std::unique_ptr<io::Exporter>> exporters;
+  for (const std::string& name : export_names) exporters.push_back(io::make_exporter(name));
+  io::ExportSet exports(std::move(exporters));
   {
-    io::PosesJsonWriter poses(out / "poses.json", meta);
-    io::TumWriter tum(out / "trajectory.tum");
-    io::PlyWriter ply(out / "points.ply");
+    io::ExportRun run;
+    run.out_dir = out;
+    run.width = W;
+    run.height = H;
+    run.scale_frames = session.options().scale_frames;
+    run.expected_frames = input.count;
+    run.points = {static_cast<float>(a.conf_threshold), a.downsample};
+    run.meta = meta;
+    exports.begin(run);
+  }
+  {
     std::deque<PendingFrame> pending;
-    SigintGuard sigint;
+    StopSignalGuard sigint;
 
     auto write_result = [&](const FrameResult& r) {
       LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
                     r.frame_index, " does not match the frames pushed");
       PendingFrame f = std::move(pending.front());
       pending.pop_front();
-      LINGBOT_CHECK(!r.extrinsic.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
+      LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
                     "the session returned no camera / depth output for frame ", r.frame_index);
-      io::FramePose pose;
-      pose.index = r.frame_index;
-      pose.timestamp = f.timestamp;
-      pose.keyframe = r.is_keyframe;
-      pose.source = f.name;
-      pose.w2c = to_mat34(r.extrinsic, "extrinsic");
-      pose.intrinsics = to_mat33(r.intrinsic, "intrinsic");
-      poses.append(pose);
-      tum.append(f.timestamp, pose.w2c);
+      // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
+      // raw arrays but has no geometry (io/output_validity.h).
+      const FrameCheck check = check_frame_result(r);
+      warnings.add_frame(r.frame_index, check);
       const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
       LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
                     "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
-      const std::span<const float> depth(r.depth.f32(), hw);
-      std::span<const float> conf;
-      if (!r.depth_conf.empty()) conf = std::span<const float>(r.depth_conf.f32(), hw);
-      io::write_depth_frame(out / "depth", r.frame_index, W, H, depth, conf);
-      const io::PointBatch batch =
-          io::select_points(std::span<const float>(r.world_points.f32(), 3 * hw),
-                            std::span<const float>(f.image.f32(), 3 * hw), conf, static_cast<float>(a.conf_threshold),
-                            a.downsample);
-      ply.append_points(batch.xyz, batch.rgb);
-      ply.flush();
-      points += static_cast<int64_t>(batch.size());
+      r.pose_enc.check_shape({9}, "pose_enc");
+      io::ExportFrame x;
+      x.index = r.frame_index;
+      x.timestamp = f.timestamp;
+      x.source = f.name;
+      x.keyframe = r.is_keyframe;
+      x.scale_frame = r.frame_index < session.options().scale_frames;
+      x.image = std::span<const float>(f.image.f32(), 3 * hw);
+      x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
+      x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
+      x.w2c = to_mat34(r.extrinsic, "extrinsic");
+      x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
+      x.depth = std::span<const float>(r.depth.f32(), hw);
+      if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
+      x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
+      exports.frame(x);
+      if (!check.geometry_valid) ++frames_without_geometry;
       ++frames_done;
       if (r.is_keyframe) ++keyframes;
       progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
@@ -583,6 +653,7 @@ int run_command(const RunArgs& a) {
       }
       if (sigint.requested()) {
         status = "interrupted";
+        stop_signal = sigint.signal();
       } else {
         const auto t0 = Clock::now();
         std::vector<FrameResult> results = session.finish();
@@ -594,18 +665,40 @@ int run_command(const RunArgs& a) {
       error = one_line(e.what());
     }
     progress.end();
-  }  // writers closed (the PLY flushed) before the summary
+  }
+  // Every export is finalised before the summary, whatever the status.
+  try {
+    exports.finish(status == "completed" ? io::ExportStatus::Completed
+                   : status == "interrupted" ? io::ExportStatus::Interrupted
+                                             : io::ExportStatus::Failed);
+  } catch (const std::exception& e) {
+    if (status != "failed") error = one_line(e.what());
+    status = "failed";
+  }
+  const json export_report = exports.report();
+  if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
+
+  // Damage found in the video (complete when the stream was read to its end).
+  const io::StreamDamage* damage = input.damage();
+  if (damage && damage->any()) {
+    warnings.add_damage(*damage);
+    if (status == "completed" && !a.allow_damaged) status = "damaged";
+  }
 
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
   summary["status"] = status;
   summary["interrupted"] = status == "interrupted";
+  if (stop_signal != 0) summary["signal"] = stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
   if (!error.empty()) summary["error"] = error;
+  summary["warnings"] = warnings.list();
+  summary["frames_without_geometry"] = frames_without_geometry;
   summary["frames"] = frames_done;
   summary["frames_pushed"] = pushed;
   summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
   summary["keyframes"] = keyframes;
   summary["points"] = points;
+  summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
                         {"inference", infer_seconds},
@@ -630,9 +723,16 @@ int run_command(const RunArgs& a) {
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
               fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str());
   if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
+  if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
-  return status == "interrupted" ? kExitInterrupted : 0;
+  if (status == "damaged") {
+    std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
+                         "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
+    return kExitDamagedInput;
+  }
+  if (status == "interrupted") return stop_signal == SIGTERM ? kExitTerminated : kExitInterrupted;
+  return 0;
 }
 
 }  // namespace
@@ -642,17 +742,31 @@ void add_run_command(CLI::App& app) {
       "run",
       "Reconstruct a sequence: image folder or video -> camera poses, depth maps and a point cloud.\n"
       "Frames stream through the model one at a time (upstream demo.py's streaming mode) and every\n"
-      "completed frame is written at once. Outputs in --out:\n"
-      "  poses.json      per frame: index, timestamp, keyframe, source, c2w 4x4, w2c 3x4, intrinsics 3x3\n"
-      "                  (OpenCV camera axes: x right, y down, z forward; pixels of the preprocessed image)\n"
-      "  trajectory.tum  TUM RGB-D lines 'timestamp tx ty tz qx qy qz qw' (camera-to-world)\n"
-      "  depth/NNNNNN.png 16-bit depth, value * 0.001 = depth (0 = invalid); NNNNNN.npy float32 [H, W];\n"
-      "                  NNNNNN_conf.png (value * 0.01) and NNNNNN_conf.npy: confidence\n"
-      "  points.ply      binary coloured point cloud: points with confidence > --conf-threshold,\n"
-      "                  every --downsample-th one, coloured from the preprocessed frame\n"
-      "  summary.json    written last: status completed | interrupted | failed (with the error),\n"
-      "                  frames, keyframes, seconds per frame, peak memory, cache stats, options\n"
-      "Ctrl-C stops after the current frame, finalises the files and exits with code 130.\n"
+      "completed frame is written at once. Outputs in --out, chosen with --export (default\n"
+      "poses,tum,depth,ply,depth-preview; 'all' = every one):\n"
+      "  poses          poses.json: per frame index, timestamp, keyframe, source, c2w 4x4, w2c 3x4,\n"
+      "                 intrinsics 3x3 (OpenCV camera axes: x right, y down, z forward; pixels of the\n"
+      "                 preprocessed image, principal point (W/2, H/2) at integer pixel coordinates)\n"
+      "  tum            trajectory.tum: TUM RGB-D lines 'timestamp tx ty tz qx qy qz qw' (camera-to-world)\n"
+      "  depth          depth/NNNNNN.png 16-bit depth, value * 0.001 = depth (0 = invalid); NNNNNN.npy\n"
+      "                 float32 [H, W]; NNNNNN_conf.png (value * 0.01) and NNNNNN_conf.npy: confidence\n"
+      "  ply            points.ply: binary coloured point cloud: points with confidence > --conf-threshold,\n"
+      "                 every --downsample-th one, coloured from the preprocessed frame\n"
+      "  depth-preview  depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, invalid = black)\n"
+      "  npz            predictions/frame_NNNNNN.npz + predictions/meta.npz (upstream batch_demo.py layout)\n"
+      "                 and, up to 300 frames, predictions.npz (upstream demo.py --save_predictions keys)\n"
+      "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5)\n"
+      "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"
+      "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"
+      "                 (timestamp fx fy cx cy w h): upstream's benchmark format\n"
+      "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
+      "                 the error), warnings, frames, keyframes, seconds per frame, peak memory, options\n"
+      "Ctrl-C or SIGTERM stops after the current frame, finalises the files and exits with code 130\n"
+      "(SIGTERM: 143); a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
+      "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
+      "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"
+      "and give no points (the .npy/.npz keep them); a frame whose camera is not finite is listed in\n"
+      "poses.json with \"valid\": false and no matrices, and is left out of every geometric export.\n"
       "Earlier outputs of this command in --out are replaced. The checkpoint is upstream's\n"
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
@@ -674,14 +788,16 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
   cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
   cmd->add_option("--image-size", a->image_size,
-                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size "
-                  "(default 518; 112 with --demo)");
+                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size, "
+                  "at most 4096 (default 518; 112 with --demo)");
   cmd->add_option("--mode", a->mode,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
                   "pad (longer side := image size, white padding to a square). Not demo.py's streaming/windowed "
                   "--mode: this tool always streams")
       ->capture_default_str();
-  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")->capture_default_str();
+  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
+      ->check(finite_number())
+      ->capture_default_str();
   cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
   cmd->add_option("--stride", a->stride, "then use every N-th frame")->capture_default_str();
   cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing");
@@ -702,14 +818,22 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
-  cmd->add_option("--conf-threshold", a->conf_threshold, "points.ply keeps points with depth confidence above this")
+  cmd->add_option("--conf-threshold", a->conf_threshold,
+                  "point clouds (points.ply, scene.glb, colmap) keep points with depth confidence above this")
+      ->check(finite_number())
       ->capture_default_str();
-  cmd->add_option("--downsample", a->downsample, "points.ply keeps every N-th of the confident points")->capture_default_str();
+  cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();
   cmd->add_option("--set", a->sets,
                   "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
+  cmd->add_option("--export", a->exports,
+                  "comma list of outputs: poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, or all")
+      ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
+  cmd->add_flag("--allow-damaged", a->allow_damaged,
+                "a damaged video (decode errors, lost frames, file cut short) still counts as completed "
+                "(exit 0); the damage is listed in summary.json \"warnings\" either way");
   cmd->callback([a] {
     int code = 0;
     try {

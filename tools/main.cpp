@@ -1,9 +1,27 @@
 // lingbot-map: streaming 3D reconstruction with LingBot-Map. See README.md.
+//
+// Exit codes: 0 success; 1 bad input or a failed run (files, values out of range: one "error: ..."
+// line); 2 usage error (unknown subcommand or option, a value that does not parse, a missing
+// required option: one "error: ..." line and a hint to --help); 3 `run` finished on a damaged video
+// (see --allow-damaged); 130 / 143 `run` stopped by Ctrl-C / SIGTERM.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
 #include "lingbot_git_rev.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+// CLI11 messages can span lines ("... Run with --help for more information."): keep the first.
+std::string first_line(const std::string& s) {
+  const size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lingbot-map: streaming 3D reconstruction with LingBot-Map (C++ engine)"};
@@ -15,10 +33,35 @@ int main(int argc, char** argv) {
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
   lingbot::cli::add_run_command(app);
+  // A first word that is not an option must be a subcommand (CLI11 would say "A subcommand is required").
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->check_name(argv[1]));
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "error: unknown subcommand '%s' (subcommands: %s)\nRun 'lingbot-map --help' for usage.\n",
+                 argv[1], names.c_str());
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command's own exit status (run: 3, 130, 143); it printed its messages
+  } catch (const CLI::ParseError& e) {
+    // The subcommand that was being parsed names the right --help.
+    std::string help = "lingbot-map";
+    for (const CLI::App* sub : app.get_subcommands())
+      if (sub->parsed()) help += " " + sub->get_name();
+    std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", first_line(e.what()).c_str(), help.c_str());
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,8 +1,11 @@
 #pragma once
 // Error reporting: every bad input becomes a lingbot::Error whose message names the problem.
+#include <cstddef>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace lingbot {
 
@@ -19,6 +22,26 @@ std::string concat(Args&&... args) {
   return os.str();
 }
 }  // namespace detail
+
+// Bytes from a file, made safe to echo in a one-line error message: printable ASCII as is, every
+// other byte as \xNN (so control characters, escape sequences and newlines cannot reach the
+// terminal), cut after `max_bytes` input bytes with "... (N bytes)".
+inline std::string printable_excerpt(std::string_view bytes, size_t max_bytes = 64) {
+  std::string out;
+  const size_t n = bytes.size() < max_bytes ? bytes.size() : max_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (n < bytes.size()) out += "... (" + std::to_string(bytes.size()) + " bytes)";
+  return out;
+}
 
 }  // namespace lingbot
 

@@ -22,6 +22,36 @@ size_t read_status_kb(const char* key) {
 }
 }  // namespace
 
+size_t available_memory_bytes() {
+  size_t avail = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      size_t kb = 0;
+      if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) {
+        avail = kb * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  auto read_number = [](const char* path, size_t* out) {
+    FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    unsigned long long v = 0;
+    const bool ok = std::fscanf(f, "%llu", &v) == 1;  // "max" (no limit) does not parse
+    std::fclose(f);
+    if (ok) *out = static_cast<size_t>(v);
+    return ok;
+  };
+  size_t limit = 0, used = 0;
+  if (read_number("/sys/fs/cgroup/memory.max", &limit) && read_number("/sys/fs/cgroup/memory.current", &used)) {
+    const size_t headroom = limit > used ? limit - used : 0;
+    if (avail == 0 || headroom < avail) avail = headroom;
+  }
+  return avail;
+}
+
 size_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
 size_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
 

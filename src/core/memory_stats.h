@@ -6,5 +6,8 @@ namespace lingbot {
 
 size_t current_rss_bytes();   // VmRSS; 0 if unavailable
 size_t peak_rss_bytes();      // VmHWM; 0 if unavailable
+// Memory this process can still obtain: MemAvailable of /proc/meminfo, lowered to the cgroup (v2)
+// limit's headroom (memory.max - memory.current) when one is set; 0 if unavailable.
+size_t available_memory_bytes();
 
 }  // namespace lingbot

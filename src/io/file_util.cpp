@@ -9,10 +9,18 @@
 
 namespace lingbot::io {
 
+void check_path_exists(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  LINGBOT_CHECK(ec.value() != ELOOP, what, " ", path.string(), " is a symbolic link loop (", ec.message(), ")");
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw Error(detail::concat("cannot access ", what, " ", path.string(), ": ", ec.message()));
+  LINGBOT_CHECK(std::filesystem::exists(st), what, " not found: ", path.string());
+}
+
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what) {
   std::error_code ec;
-  const bool exists = std::filesystem::exists(path, ec);
-  LINGBOT_CHECK(exists, what, " not found: ", path.string());
+  check_path_exists(path, what);
   LINGBOT_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", what, " ", path.string(),
                 ": is a directory");
   std::ifstream in(path, std::ios::binary);

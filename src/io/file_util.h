@@ -9,6 +9,10 @@
 
 namespace lingbot::io {
 
+// Checks that `path` exists: "<what> not found: <path>", "<what> <path> is a symbolic link loop",
+// "cannot access <what> <path>: <reason>" (permissions, a file used as a folder, ...).
+void check_path_exists(const std::filesystem::path& path, const std::string& what);
+
 // Reads a whole file. `what` names the kind of file in errors:
 // "<what> not found: <path>", "cannot read <what> <path>: <reason>".
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what);

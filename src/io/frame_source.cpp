@@ -71,6 +71,8 @@ bool FrameSource::next(SourceFrame* out) {
   return true;
 }
 
+const StreamDamage* FrameSource::damage() const { return impl_->video ? &impl_->video->damage() : nullptr; }
+
 std::optional<int64_t> FrameSource::count() const {
   if (impl_->video) return std::nullopt;
   return static_cast<int64_t>(impl_->files.size());

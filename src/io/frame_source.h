@@ -26,7 +26,7 @@ struct FrameSelection {
 struct SourceFrame {
   ImageU8 image;
   int64_t index = 0;       // position in the selected sequence (0, 1, 2, ...)
-  std::string name;        // file name, or "frame_<n>" for video (n = decoded frame index)
+  std::string name;        // file name, or "frame_<n>" for video (n = stream position, lost frames counted)
   double timestamp = 0;    // seconds for video; the index for image folders
 };
 
@@ -43,6 +43,9 @@ class FrameSource {
 
   // The next selected frame; false when there are no more. Throws on unreadable files.
   bool next(SourceFrame* out);
+  // Video: decode errors, lost frames and truncation found so far (complete once next() returned
+  // false at the end of the stream); nullptr for image folders (an unreadable image throws).
+  const StreamDamage* damage() const;
   // Number of frames that will be produced, when known up front (image folders); nullopt for video.
   std::optional<int64_t> count() const;
   // count() for folders; for video an estimate from the declared frame count (or duration x fps)

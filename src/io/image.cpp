@@ -428,7 +428,7 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
 
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
   std::error_code ec;
-  LINGBOT_CHECK(std::filesystem::exists(dir, ec), "image folder not found: ", dir.string());
+  check_path_exists(dir, "image folder");
   LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "not a folder: ", dir.string());
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -11,8 +11,10 @@ namespace lingbot::io {
 
 static_assert(std::endian::native == std::endian::little, "the io writers assume a little-endian host");
 
-std::string npy_header_f32(std::span<const int64_t> shape) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+std::string npy_header_f32(std::span<const int64_t> shape) { return npy_header("<f4", shape); }
+
+std::string npy_header(std::string_view descr, std::span<const int64_t> shape) {
+  std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i) {
     dict += std::to_string(shape[i]);
     if (shape.size() == 1 || i + 1 < shape.size()) dict += shape.size() == 1 ? "," : ", ";

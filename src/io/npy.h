@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lingbot::io {
@@ -12,6 +13,8 @@ namespace lingbot::io {
 // "{'descr': '<f4', 'fortran_order': False, 'shape': (...), }" padded with spaces and a newline so
 // the data starts at a multiple of 64 bytes (as NumPy writes it).
 std::string npy_header_f32(std::span<const int64_t> shape);
+// The same for any NumPy dtype string `descr` ('<f4', '|b1', '|u1', '<i8', ...).
+std::string npy_header(std::string_view descr, std::span<const int64_t> shape);
 
 // Writes a float32 array atomically (temp file + rename). data.size() must equal the shape's
 // element count. Errors: "cannot write <path>: <reason>", or a size mismatch naming both.

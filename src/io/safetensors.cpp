@@ -39,7 +39,8 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
   LINGBOT_CHECK(n >= 2, file, ": safetensors header length ", n, " is too small for a JSON object");
   std::string text(n, '\0');
   source_->read_at(8, text.data(), n);
-  LINGBOT_CHECK(text[0] == '{', file, ": safetensors header does not start with '{' (not a safetensors file)");
+  LINGBOT_CHECK(text[0] == '{', file, ": safetensors header does not start with '{' (not a safetensors file): ",
+                "it begins '", printable_excerpt(text), "'");
 
   // nlohmann::json keeps the last of duplicate keys silently; a parser callback sees every key.
   std::set<std::string> seen;
@@ -54,9 +55,11 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
       return true;
     });
   } catch (const json::exception& e) {
-    throw Error(detail::concat(file, ": safetensors header is not valid JSON: ", e.what()));
+    // The parser's message quotes the bytes it read: escape them, bounded, like every echo of the file.
+    throw Error(detail::concat(file, ": safetensors header is not valid JSON: ", printable_excerpt(e.what(), 240)));
   }
-  LINGBOT_CHECK(duplicates.empty(), file, ": safetensors header names tensor '", duplicates.empty() ? "" : duplicates[0],
+  LINGBOT_CHECK(duplicates.empty(), file, ": safetensors header names tensor '",
+                printable_excerpt(duplicates.empty() ? "" : duplicates[0]),
                 "' more than once");
   LINGBOT_CHECK(header.is_object(), file, ": safetensors header is not a JSON object");
 
@@ -66,12 +69,12 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
     if (name == "__metadata__") {
       LINGBOT_CHECK(v.is_object(), file, ": __metadata__ must be an object of strings");
       for (const auto& [k, s] : v.items()) {
-        LINGBOT_CHECK(s.is_string(), file, ": __metadata__ entry '", k, "' is not a string");
+        LINGBOT_CHECK(s.is_string(), file, ": __metadata__ entry '", printable_excerpt(k), "' is not a string");
         metadata_[k] = s.get<std::string>();
       }
       continue;
     }
-    const std::string what = detail::concat(file, ": tensor '", name, "'");
+    const std::string what = detail::concat(file, ": tensor '", printable_excerpt(name), "'");
     LINGBOT_CHECK(v.is_object(), what, ": header entry is not an object");
     LINGBOT_CHECK(v.contains("dtype") && v["dtype"].is_string(), what, ": missing or non-string \"dtype\"");
     LINGBOT_CHECK(v.contains("shape") && v["shape"].is_array(), what, ": missing or non-array \"shape\"");
@@ -79,7 +82,7 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
                   ": \"data_offsets\" must be an array [begin, end]");
     const std::string dtype_name = v["dtype"].get<std::string>();
     const auto dtype = parse_safetensors_dtype(dtype_name);
-    LINGBOT_CHECK(dtype.has_value(), what, ": unsupported dtype '", dtype_name,
+    LINGBOT_CHECK(dtype.has_value(), what, ": unsupported dtype '", printable_excerpt(dtype_name),
                   "' (supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
     Entry e;
     e.name = name;
@@ -111,8 +114,8 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const Entry& a = *by_offset[i - 1];
     const Entry& b = *by_offset[i];
-    LINGBOT_CHECK(b.offset >= a.offset + a.nbytes || a.nbytes == 0 || b.nbytes == 0, file, ": tensors '", a.name, "' and '",
-                  b.name, "' overlap in the data block");
+    LINGBOT_CHECK(b.offset >= a.offset + a.nbytes || a.nbytes == 0 || b.nbytes == 0, file, ": tensors '",
+                  printable_excerpt(a.name), "' and '", printable_excerpt(b.name), "' overlap in the data block");
   }
 }
 

@@ -10,8 +10,11 @@ extern "C" {
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 
 #include "core/error.h"
+#include "io/file_util.h"
 #include "io/preprocess.h"
 
 namespace lingbot::io {
@@ -39,6 +42,43 @@ struct PacketFreer {
 struct SwsFreer {
   void operator()(SwsContext* p) const noexcept { sws_freeContext(p); }
 };
+// A custom AVIOContext owns its (av_malloc'd) buffer; avformat_close_input does not free either.
+struct AvioFreer {
+  void operator()(AVIOContext* p) const noexcept {
+    if (p) av_freep(&p->buffer);
+    avio_context_free(&p);
+  }
+};
+
+// In-memory file behind a custom AVIOContext.
+struct MemoryFile {
+  std::vector<uint8_t> bytes;
+  size_t pos = 0;
+  static int read(void* opaque, uint8_t* buf, int n) {
+    auto* m = static_cast<MemoryFile*>(opaque);
+    const size_t left = m->bytes.size() - m->pos;
+    if (left == 0) return AVERROR_EOF;
+    const size_t k = std::min(left, static_cast<size_t>(std::max(n, 0)));
+    std::memcpy(buf, m->bytes.data() + m->pos, k);
+    m->pos += k;
+    return static_cast<int>(k);
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto* m = static_cast<MemoryFile*>(opaque);
+    const auto size = static_cast<int64_t>(m->bytes.size());
+    if (whence & AVSEEK_SIZE) return size;
+    int64_t target = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case SEEK_SET: target = offset; break;
+      case SEEK_CUR: target = static_cast<int64_t>(m->pos) + offset; break;
+      case SEEK_END: target = size + offset; break;
+      default: return AVERROR(EINVAL);
+    }
+    if (target < 0 || target > size) return AVERROR(EINVAL);
+    m->pos = static_cast<size_t>(target);
+    return target;
+  }
+};
 
 }  // namespace
 
@@ -62,15 +102,22 @@ struct VideoReader::Impl {
   int stream_index = -1;
   AVRational time_base{0, 1};
   int64_t start_pts = 0;
-  int64_t decoded = 0;      // frames received from the decoder so far
-  int64_t corrupt = 0;      // packets/frames rejected as invalid data
+  int64_t declared_frames = 0;  // container's frame count, or from its duration; 0 = unknown
+  std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
+  std::unique_ptr<MemoryFile> memory;                 // from_memory: the file (outlives avio)
+  std::unique_ptr<AVIOContext, AvioFreer> avio;        // from_memory: declared before fmt, freed after it
   std::unique_ptr<AVFormatContext, FormatCloser> fmt;
   std::unique_ptr<AVCodecContext, CodecFreer> codec;
   std::unique_ptr<AVFrame, FrameFreer> frame;
   std::unique_ptr<AVPacket, PacketFreer> packet;
   std::unique_ptr<SwsContext, SwsFreer> sws;
+
+  static double pts_seconds(int64_t pts, const void* ctx) {
+    const auto* s = static_cast<const Impl*>(ctx);
+    return static_cast<double>(pts - s->start_pts) * av_q2d(s->time_base);
+  }
 
   ImageU8 to_rgb(const AVFrame* f) {
     LINGBOT_CHECK(f->width > 0 && f->height > 0, "error decoding video ", path, ": empty frame");
@@ -91,37 +138,70 @@ struct VideoReader::Impl {
 VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
     : VideoReader(path.string(), target_fps, VideoOpenOptions{}) {}
 
-VideoReader::VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& open)
+VideoReader::VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.path = source;
   if (!is_stream_url(source)) {
     std::error_code ec;
-    LINGBOT_CHECK(std::filesystem::exists(source, ec), "video file not found: ", s.path);
+    check_path_exists(source, "video file");
     LINGBOT_CHECK(!std::filesystem::is_directory(source, ec), "cannot open video ", s.path, ": is a directory");
   }
   const AVInputFormat* format = nullptr;
-  if (!open.format.empty()) {
-    format = av_find_input_format(open.format.c_str());
-    LINGBOT_CHECK(format != nullptr, "cannot open video ", s.path, ": FFmpeg input format '", open.format,
+  if (!options.format.empty()) {
+    format = av_find_input_format(options.format.c_str());
+    LINGBOT_CHECK(format != nullptr, "cannot open video ", s.path, ": FFmpeg input format '", options.format,
                   "' is not available");
   }
   AVFormatContext* raw = avformat_alloc_context();
   LINGBOT_CHECK(raw != nullptr, "cannot open video ", s.path, ": out of memory");
-  if (open.interrupt) {
-    s.interrupt = open.interrupt;
+  if (options.interrupt) {
+    s.interrupt = options.interrupt;
     raw->interrupt_callback.callback = [](void* opaque) -> int { return (*static_cast<std::function<bool()>*>(opaque))() ? 1 : 0; };
     raw->interrupt_callback.opaque = &s.interrupt;  // Impl is heap-allocated: the address is stable
   }
-  if (open.low_latency) {
+  if (options.low_latency) {
     raw->probesize = 32 * 1024;               // bytes (FFmpeg's minimum useful probe)
     raw->max_analyze_duration = AV_TIME_BASE / 10;
     raw->fps_probe_size = 0;                  // no waiting for frames to guess the rate
   }
-  int r = avformat_open_input(&raw, s.path.c_str(), format, nullptr);  // frees `raw` on failure
+  const int r = avformat_open_input(&raw, s.path.c_str(), format, nullptr);  // frees `raw` on failure
   LINGBOT_CHECK(r >= 0, "cannot open video ", s.path, ": ", av_error(r));
   s.fmt.reset(raw);
-  r = avformat_find_stream_info(raw, nullptr);
+  open(target_fps);
+}
+
+VideoReader::VideoReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+VideoReader VideoReader::from_memory(std::vector<uint8_t> bytes, const std::string& label, double target_fps) {
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.path = label;
+  s.memory = std::make_unique<MemoryFile>();
+  s.memory->bytes = std::move(bytes);
+  constexpr int kBufferSize = 1 << 16;
+  auto* buffer = static_cast<uint8_t*>(av_malloc(kBufferSize));
+  LINGBOT_CHECK(buffer != nullptr, "cannot open video ", label, ": out of memory");
+  s.avio.reset(avio_alloc_context(buffer, kBufferSize, 0, s.memory.get(), &MemoryFile::read, nullptr, &MemoryFile::seek));
+  if (!s.avio) av_free(buffer);
+  LINGBOT_CHECK(s.avio != nullptr, "cannot open video ", label, ": out of memory");
+  AVFormatContext* raw = avformat_alloc_context();
+  LINGBOT_CHECK(raw != nullptr, "cannot open video ", label, ": out of memory");
+  raw->pb = s.avio.get();
+  raw->flags |= AVFMT_FLAG_CUSTOM_IO;
+  const int r = avformat_open_input(&raw, nullptr, nullptr, nullptr);  // frees raw on failure
+  LINGBOT_CHECK(r >= 0, "cannot open video ", label, ": ", av_error(r));
+  s.fmt.reset(raw);
+  VideoReader reader(std::move(impl));
+  reader.open(target_fps);
+  return reader;
+}
+
+// Everything after avformat_open_input: stream, decoder, metadata.
+void VideoReader::open(double target_fps) {
+  Impl& s = *impl_;
+  AVFormatContext* raw = s.fmt.get();
+  int r = avformat_find_stream_info(raw, nullptr);
   LINGBOT_CHECK(r >= 0, "cannot open video ", s.path, ": ", av_error(r));
 
   const AVCodec* decoder = nullptr;
@@ -175,6 +255,12 @@ VideoReader::VideoReader(const std::string& source, double target_fps, const Vid
   }
   s.info.codec = decoder->name;
   s.interval = video_sample_interval(s.info.fps, target_fps);
+  // The frame count the stream should have: stated by the container (MP4), else from its duration
+  // (Matroska), which only the gap at the end is compared against (see next()).
+  s.declared_frames = std::max<int64_t>(0, st->nb_frames);
+  if (s.declared_frames == 0 && s.info.duration_s > 0)
+    s.declared_frames = std::llround(s.info.duration_s * s.info.fps);
+  s.tracker.emplace(&Impl::pts_seconds, &s, s.info.fps);
 }
 
 VideoReader::~VideoReader() = default;
@@ -182,26 +268,27 @@ VideoReader::VideoReader(VideoReader&&) noexcept = default;
 VideoReader& VideoReader::operator=(VideoReader&&) noexcept = default;
 
 const VideoInfo& VideoReader::info() const { return impl_->info; }
-int64_t VideoReader::corrupt_packets() const { return impl_->corrupt; }
+const StreamDamage& VideoReader::damage() const { return impl_->tracker->damage(); }
+int64_t VideoReader::corrupt_packets() const { return impl_->tracker->damage().decode_errors; }
 int VideoReader::sample_interval() const { return impl_->interval; }
 
 bool VideoReader::next(VideoFrame* out) {
   Impl& s = *impl_;
   if (s.finished) return false;
+  StreamDamageTracker& track = *s.tracker;
   while (true) {
     int r = avcodec_receive_frame(s.codec.get(), s.frame.get());
     if (r == 0) {
-      const int64_t index = s.decoded++;
-      if (index % s.interval == 0) {
+      const int64_t pts = s.frame->best_effort_timestamp;
+      const bool damaged = s.frame->decode_error_flags != 0 || (s.frame->flags & AV_FRAME_FLAG_CORRUPT) != 0;
+      const int64_t position = track.on_frame(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp, damaged);
+      if (position % s.interval == 0) {
         out->image = s.to_rgb(s.frame.get());
         if (s.info.rotation == 90) out->image = transpose(out->image, Transpose::Rotate270);
         if (s.info.rotation == 180) out->image = transpose(out->image, Transpose::Rotate180);
         if (s.info.rotation == 270) out->image = transpose(out->image, Transpose::Rotate90);
-        out->source_index = index;
-        const int64_t pts = s.frame->best_effort_timestamp;
-        out->timestamp_s = pts != AV_NOPTS_VALUE
-                               ? static_cast<double>(pts - s.start_pts) * av_q2d(s.time_base)
-                               : static_cast<double>(index) / s.info.fps;
+        out->source_index = position;
+        out->timestamp_s = pts != AV_NOPTS_VALUE ? Impl::pts_seconds(pts, &s) : static_cast<double>(position) / s.info.fps;
         av_frame_unref(s.frame.get());
         return true;
       }
@@ -210,31 +297,39 @@ bool VideoReader::next(VideoFrame* out) {
     }
     if (r == AVERROR_EOF) {
       s.finished = true;
+      // A container without a frame count only says its duration: a shortfall of one or two frames
+      // there is rounding (variable frame rates), not a cut.
+      const bool stated = s.fmt->streams[s.stream_index]->nb_frames > 0;
+      const int64_t declared = stated || s.declared_frames - track.positions() > 2 ? s.declared_frames : 0;
+      track.on_end(declared);
       return false;
     }
     if (r == AVERROR_INVALIDDATA) {
-      ++s.corrupt;
+      track.on_decode_error();
       continue;
     }
     LINGBOT_CHECK(r == AVERROR(EAGAIN), "error decoding video ", s.path, ": ", av_error(r));
     LINGBOT_CHECK(!s.flushing, "error decoding video ", s.path, ": decoder stalled while flushing");
 
     r = av_read_frame(s.fmt.get(), s.packet.get());
-    if (r == AVERROR_EOF) {
+    if (r < 0) {
+      // End of file, or the demuxer gave up on a damaged file: keep what was read, drain the decoder.
+      if (r != AVERROR_EOF) track.on_read_error(av_error(r));
       s.flushing = true;
       r = avcodec_send_packet(s.codec.get(), nullptr);
       LINGBOT_CHECK(r >= 0, "error decoding video ", s.path, ": ", av_error(r));
       continue;
     }
-    LINGBOT_CHECK(r >= 0, "error reading video ", s.path, ": ", av_error(r));
     if (s.packet->stream_index == s.stream_index) {
+      const int64_t pts = s.packet->pts;
+      track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
       r = avcodec_send_packet(s.codec.get(), s.packet.get());
       av_packet_unref(s.packet.get());
       if (r == AVERROR_INVALIDDATA) {
-        ++s.corrupt;
+        track.on_decode_error();
         continue;
       }
-      LINGBOT_CHECK(r >= 0, "error decoding video ", s.path, " at frame ", s.decoded, ": ", av_error(r));
+      LINGBOT_CHECK(r >= 0, "error decoding video ", s.path, " at frame ", track.positions(), ": ", av_error(r));
     } else {
       av_packet_unref(s.packet.get());
     }

@@ -13,8 +13,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/image.h"
+#include "io/stream_damage.h"
 
 namespace lingbot::io {
 
@@ -30,8 +32,9 @@ struct VideoInfo {
 
 struct VideoFrame {
   ImageU8 image;              // 8-bit RGB
-  int64_t source_index = 0;   // index among all decoded frames (before sampling)
-  double timestamp_s = 0;     // presentation time in seconds (source_index / fps when unknown)
+  int64_t source_index = 0;   // stream position (before sampling; lost frames counted, see stream_damage.h)
+  double timestamp_s = 0;     // presentation time pts x time_base from the stream start (source_index / fps
+                              // when the stream has no timestamps)
 };
 
 // How to open a source that is not a plain file (see live_source.h for the live layer).
@@ -51,8 +54,11 @@ class VideoReader {
   // Errors: "video file not found: <path>", "cannot open video <path>: <reason>",
   // "no video stream in <path>", "unsupported video codec '<name>' in <path>".
   explicit VideoReader(const std::filesystem::path& path, double target_fps = 0);
-  // Any FFmpeg input: a file, a URL (is_stream_url: no existence check), a device with open.format.
-  VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& open);
+  // Any FFmpeg input: a file, a URL (is_stream_url: no existence check), a device with options.format.
+  VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& options);
+  // The same on a file held in memory (custom AVIO; seeks within the buffer). `label` names it in
+  // errors. Used by the fuzz target and for inputs that are not files.
+  static VideoReader from_memory(std::vector<uint8_t> bytes, const std::string& label, double target_fps = 0);
   ~VideoReader();
   VideoReader(VideoReader&&) noexcept;
   VideoReader& operator=(VideoReader&&) noexcept;
@@ -61,14 +67,19 @@ class VideoReader {
 
   const VideoInfo& info() const;
   int sample_interval() const;  // keep every n-th decoded frame
-  // Decodes up to the next sampled frame; false at the end of the stream. Packets the decoder
-  // rejects as invalid data are skipped and counted (corrupt_packets()), as FFmpeg's tools do;
+  // Decodes up to the next sampled frame (stream position % sample_interval() == 0); false at the
+  // end of the stream. Packets the decoder rejects as invalid data are skipped and counted, frames
+  // that never come out are recorded as lost, a read error ends the stream as truncated (damage());
   // any other failure throws Error("error decoding video <path>...: <reason>").
   bool next(VideoFrame* out);
-  int64_t corrupt_packets() const;
+  // What was found damaged so far; complete (truncation, trailing losses) once next() returned false.
+  const StreamDamage& damage() const;
+  int64_t corrupt_packets() const;  // damage().decode_errors
 
  private:
   struct Impl;
+  explicit VideoReader(std::unique_ptr<Impl> impl);
+  void open(double target_fps);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
 #include "io/file_util.h"
 #include "io/npy.h"
+#include "io/output_validity.h"
 #include "io/png.h"
 
 namespace lingbot::io {
@@ -57,6 +59,13 @@ Mat44 rigid_inverse_4x4(const Mat34& m) {
     out[i * 4 + 3] = -(m[0 * 4 + i] * m[3] + m[1 * 4 + i] * m[7] + m[2 * 4 + i] * m[11]);
   }
   out[15] = 1.0;
+  return out;
+}
+
+Mat34 rigid_inverse(const Mat34& m) {
+  const Mat44 inv = rigid_inverse_4x4(m);
+  Mat34 out{};
+  std::copy(inv.begin(), inv.begin() + 12, out.begin());
   return out;
 }
 
@@ -121,15 +130,31 @@ PosesJsonWriter::~PosesJsonWriter() {
   if (file_) std::fclose(file_);
 }
 
+namespace {
+template <size_t N>
+bool all_finite(const std::array<double, N>& m) {
+  return std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); });
+}
+}  // namespace
+
 void PosesJsonWriter::append(const FramePose& p) {
-  const Mat44 c2w = rigid_inverse_4x4(p.w2c);
   nlohmann::json frame = {{"index", p.index},
                           {"timestamp", p.timestamp},
                           {"keyframe", p.keyframe},
                           {"source", p.source},
-                          {"c2w", rows(c2w.data(), 4, 4)},
-                          {"w2c", rows(p.w2c.data(), 3, 4)},
-                          {"intrinsics", rows(p.intrinsics.data(), 3, 3)}};
+                          {"valid", p.valid}};
+  // nlohmann writes a non-finite double as null: a frame must never carry such matrices.
+  LINGBOT_CHECK(!p.valid || (all_finite(p.c2w) && all_finite(p.intrinsics)), "poses.json: frame ", p.index,
+                " is marked valid but has a non-finite camera value");
+  if (p.valid) {
+    Mat44 c2w{};
+    std::copy(p.c2w.begin(), p.c2w.end(), c2w.begin());
+    c2w[15] = 1.0;
+    const Mat34 w2c = rigid_inverse(p.c2w);
+    frame["c2w"] = rows(c2w.data(), 4, 4);
+    frame["w2c"] = rows(w2c.data(), 3, 4);
+    frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
+  }
   std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
   seek(file_, path_, trailer_pos_, SEEK_SET);
   write_all(file_, path_, text);
@@ -147,15 +172,15 @@ TumWriter::~TumWriter() {
   if (file_) std::fclose(file_);
 }
 
-void TumWriter::append(double timestamp, const Mat34& w2c) {
-  const Mat44 c2w = rigid_inverse_4x4(w2c);
-  const Mat34 c2w34 = {c2w[0], c2w[1], c2w[2], c2w[3], c2w[4], c2w[5], c2w[6], c2w[7], c2w[8], c2w[9], c2w[10], c2w[11]};
-  const auto q = rotation_to_quaternion_xyzw(c2w34);
+bool TumWriter::append(double timestamp, const Mat34& c2w) {
+  if (!all_finite(c2w)) return false;
+  const auto q = rotation_to_quaternion_xyzw(c2w);
   char line[256];
   const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
                               c2w[7], c2w[11], q[0], q[1], q[2], q[3]);
   write_all(file_, path_, line, static_cast<size_t>(n));
   flush_file(file_, path_);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,18 +275,20 @@ void write_depth_frame(const std::filesystem::path& dir, int64_t index, int widt
 }
 
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample) {
+                         float conf_threshold, int downsample, std::span<const float> depth) {
   LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
   LINGBOT_CHECK(points.size() % 3 == 0, "world points: ", points.size(), " values are not [N, 3]");
   const size_t n = points.size() / 3;
   LINGBOT_CHECK(image_chw.size() == 3 * n, "point colours: image has ", image_chw.size(), " values, expected ", 3 * n);
   LINGBOT_CHECK(conf.empty() || conf.size() == n, "point confidence: ", conf.size(), " values, expected ", n);
+  LINGBOT_CHECK(depth.empty() || depth.size() == n, "point depth: ", depth.size(), " values, expected ", n);
   PointBatch out;
   size_t kept = 0;  // points that passed the filters so far; every downsample-th is emitted
   for (size_t i = 0; i < n; ++i) {
     const float* p = points.data() + i * 3;
     if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) continue;
-    if (!conf.empty() && !(conf[i] > conf_threshold)) continue;
+    if (!conf.empty() && (!is_valid_map_value(conf[i]) || !(conf[i] > conf_threshold))) continue;
+    if (!depth.empty() && !is_valid_map_value(depth[i])) continue;
     if (kept++ % static_cast<size_t>(downsample) != 0) continue;
     out.xyz.insert(out.xyz.end(), p, p + 3);
     for (int c = 0; c < 3; ++c) {

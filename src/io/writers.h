@@ -24,6 +24,8 @@ using Mat33 = std::array<double, 9>;   // row-major 3x3
 
 // Inverse of a rigid transform [R | t] -> [R^T | -R^T t], as a 4x4 with last row 0 0 0 1.
 Mat44 rigid_inverse_4x4(const Mat34& m);
+// The same inverse as a 3x4.
+Mat34 rigid_inverse(const Mat34& m);
 // Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0.
 std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
 
@@ -32,12 +34,16 @@ struct FramePose {
   double timestamp = 0;     // seconds (video) or the frame index (image folders)
   bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
-  Mat34 w2c{};              // world -> camera
+  Mat34 c2w{};              // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
+  // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
+  // listed without matrices and every geometric writer skips it.
+  bool valid = true;
 };
 
 // poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
-//   {"index", "timestamp", "keyframe", "source", "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3}, ...]}
+//   {"index", "timestamp", "keyframe", "source", "valid": true, "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3},
+//   ...]}; a frame without valid geometry has "valid": false and no matrices.
 // After every append the file ends with the closing "]}" (the next append overwrites it).
 class PosesJsonWriter {
  public:
@@ -64,7 +70,9 @@ class TumWriter {
   ~TumWriter();
   TumWriter(const TumWriter&) = delete;
   TumWriter& operator=(const TumWriter&) = delete;
-  void append(double timestamp, const Mat34& w2c);
+  // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
+  // (returns false), as for every geometric export (io/output_validity.h).
+  bool append(double timestamp, const Mat34& c2w);
 
  private:
   std::filesystem::path path_;
@@ -115,16 +123,19 @@ void write_depth_frame(const std::filesystem::path& dir, int64_t index, int widt
 
 // Points of one frame for the PLY, chosen as upstream's viewer does (vis/point_cloud_viewer.py
 // parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
-// given), then keep every downsample-th remaining point (0, d, 2d, ...). Colours come from the
-// preprocessed image (values k/255 -> k).
+// given), then keep every downsample-th remaining point (0, d, 2d, ...). Pixels whose depth or
+// confidence is invalid (io/output_validity.h: non-finite or <= 0) never give a point, whatever the
+// threshold. Colours come from the preprocessed image (values k/255 -> k).
 struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point
   size_t size() const { return xyz.size() / 3; }
 };
 // points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
+// depth: [H*W] or empty; when given, pixels whose depth or confidence is non-finite or <= 0 are
+// dropped first (the invalid-value rule of io/export.h).
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample);
+                         float conf_threshold, int downsample, std::span<const float> depth = {});
 
 // Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);

@@ -75,12 +75,37 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed) {
     } else if (ends_with(name, ".bias") || name.find("token") != std::string_view::npos ||
                name.find("pos_embed") != std::string_view::npos) {
       for (int64_t i = 0; i < n; ++i) v[i] = 0.02f * rng.symmetric();
+      // The camera head's FoV outputs (pose entries 7, 8) pass a ReLU: a random bias near 0 would
+      // often give FoV 0, i.e. an infinite focal length, and every geometric export drops such
+      // frames. A positive bias per refinement step keeps the demo's cameras finite (~57 degrees after
+      // the default 4 steps)
+      if (ends_with(name, "pose_branch.fc2.bias") && n >= 9) v[7] = v[8] = 0.25f;
     } else {
       const int64_t fan_in = e.shape.empty() || e.shape[0] == 0 ? 1 : std::max<int64_t>(1, n / e.shape[0]);
       const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
       for (int64_t i = 0; i < n; ++i) v[i] = bound * rng.symmetric();
+      // ... and the random part of the FoV outputs small, so the bias decides (rows 7, 8).
+      if (ends_with(name, "pose_branch.fc2.weight") && e.shape.size() == 2 && e.shape[0] >= 9)
+        for (int64_t i = 7 * e.shape[1]; i < 9 * e.shape[1]; ++i) v[i] *= 0.05f;
     }
     weights.emplace(e.name, std::move(t));
+  }
+  // The camera head's last layer decides the pose encoding [t(3), q(4), fov(2)]: with plain random
+  // weights its FoV output is about 0 (and ReLU-clipped), i.e. an infinite focal length, and the
+  // quaternion is random. Give it a small random part around a plausible camera instead: identity
+  // rotation and a 64-degree field of view once the refinement iterations have summed their
+  // deltas, so the demo writes finite poses, intrinsics and a frustum-shaped point cloud. The FoV is
+  // the generated frames' own camera (render_demo_frame: focal 0.9 x width on a 112x70 frame).
+  {
+    const int64_t iterations = config.camera.num_iterations;
+    Tensor& w = weights.at("camera_head.pose_branch.fc2.weight");
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] *= 0.05f;
+    Tensor& b = weights.at("camera_head.pose_branch.fc2.bias");
+    const float per_iteration = 1.0f / static_cast<float>(std::max<int64_t>(1, iterations));
+    const double focal = 0.9 * kDemoFrameWidth;
+    const auto fov = [&](double size) { return static_cast<float>(2 * std::atan(0.5 * size / focal)); };
+    const float target[9] = {0, 0, 0, 0, 0, 0, 1.0f, fov(kDemoFrameHeight), fov(kDemoFrameWidth)};  // qw = 1
+    for (int64_t i = 0; i < b.numel() && i < 9; ++i) b.f32()[i] = target[i] * per_iteration;
   }
   return weights;
 }

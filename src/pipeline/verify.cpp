@@ -30,79 +30,12 @@ bool VerifyReport::passed() const {
 
 namespace {
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
   LINGBOT_CHECK(in.good(), "cannot open ", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(detail::concat(path.string(), ": invalid JSON: ", e.what()));
-  }
-}
-
-const json& need(const json& j, const std::string& key, const std::string& where) {
-  LINGBOT_CHECK(j.is_object() && j.contains(key), "case.json: ", where, key, " is missing");
-  return j.at(key);
-}
-
-std::string list_str(const json& arr) {
-  std::string s;
-  for (const auto& v : arr) {
-    if (!s.empty()) s += ',';
-    s += v.dump();
-  }
-  return s;
-}
-
-// Model hyperparameters stated by case.json that the shapes do not reveal -> ModelConfig overrides.
-ConfigOverrides overrides_from_case(const json& model) {
-  ConfigOverrides o;
-  auto num = [&](const json& sec, const char* key, const char* cfg_key) {
-    if (sec.is_object() && sec.contains(key) && !sec.at(key).is_null()) {
-      const json& v = sec.at(key);
-      o.emplace_back(cfg_key, v.is_array() ? list_str(v) : v.is_boolean() ? (v.get<bool>() ? "true" : "false")
-                                                                            : v.dump());
-    }
-  };
-  if (model.contains("aggregator")) {
-    const json& a = model.at("aggregator");
-    num(a, "num_heads", "aggregator.num_heads");
-    num(a, "selected_layers", "aggregator.selected_layers");
-    num(a, "rope2d_frequency", "aggregator.rope2d_frequency");
-    num(a, "enable_3d_rope", "aggregator.enable_3d_rope");
-    num(a, "rope3d_theta", "aggregator.rope3d_theta");
-    num(a, "rope3d_fhw_dim", "aggregator.rope3d_fhw");
-    num(a, "rope3d_max_seq_len", "aggregator.rope3d_max_frames");
-  }
-  if (model.contains("patch_encoder")) {
-    const json& e = model.at("patch_encoder");
-    num(e, "num_heads", "encoder.num_heads");
-    num(e, "interpolate_offset", "encoder.interpolate_offset");
-    num(e, "interpolate_antialias", "encoder.interpolate_antialias");
-  }
-  if (model.contains("camera_head") && model.at("camera_head").is_object()) {
-    const json& c = model.at("camera_head");
-    num(c, "num_heads", "camera.num_heads");
-    num(c, "num_iterations", "camera.num_iterations");
-  }
-  if (model.contains("depth_head") && model.at("depth_head").is_object())
-    num(model.at("depth_head"), "intermediate_layer_idx", "dpt.intermediate_layer_idx");
-  return o;
-}
-
-// Options the engine does not implement must fail loudly.
-void check_supported(const json& c) {
-  if (c.contains("constructor_kwargs")) {
-    const json& k = c.at("constructor_kwargs");
-    auto is = [&](const char* key, const json& expected) { return !k.contains(key) || k.at(key) == expected; };
-    LINGBOT_CHECK(is("sliding_window_size", -1), "case.json: constructor_kwargs.sliding_window_size = ",
-                  k.value("sliding_window_size", json()).dump(), " is not supported (only -1)");
-    LINGBOT_CHECK(is("enable_point", false), "case.json: constructor_kwargs.enable_point = true is not supported");
-    LINGBOT_CHECK(is("enable_camera_3d_rope", false),
-                  "case.json: constructor_kwargs.enable_camera_3d_rope = true is not supported");
-  }
-  if (c.contains("model") && c.at("model").contains("point_head"))
-    LINGBOT_CHECK(c.at("model").at("point_head").is_null(), "case.json: model.point_head is not supported");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::string frames_str(const std::vector<int64_t>& f) {
@@ -159,17 +92,11 @@ double kv_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.
 VerifyReport run_verify(const VerifyOptions& vo) {
   const fs::path dir(vo.case_dir);
   LINGBOT_CHECK(fs::is_directory(dir), "verify: case directory '", vo.case_dir, "' does not exist");
-  const json c = read_json(dir / "case.json");
-  check_supported(c);
-  const json& sc = need(c, "scenario", "");
-  const int K = need(sc, "num_scale_frames", "scenario.").get<int>();
-  const int kvK = sc.value("kv_cache_scale_frames", K);
-  LINGBOT_CHECK(kvK == K, "case.json: scenario.kv_cache_scale_frames (", kvK, ") != num_scale_frames (", K,
-                ") is not supported: the engine uses one value for both");
-  const std::string weights_rel = need(c, "weights_file", "").get<std::string>();
+  const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
+  const int K = gc.scale_frames;
 
   VerifyReport report;
-  report.case_name = c.value("case", dir.filename().string());
+  report.case_name = gc.case_name.empty() ? dir.filename().string() : gc.case_name;
   const KVBackend backend = vo.backend.value_or(KVBackend::Paged);
   const DType kv_dtype = vo.kv_dtype.value_or(DType::F32);
   report.backend = kv_backend_name(backend);
@@ -186,19 +113,18 @@ VerifyReport run_verify(const VerifyOptions& vo) {
     for (int64_t f : ref.read_int("aggregated_frame_index").values) feature_frames.insert(f);
   }
 
-  const ConfigOverrides overrides = c.contains("model") ? overrides_from_case(c.at("model")) : ConfigOverrides{};
-  auto model = Model::load((dir / weights_rel).string(), overrides);
+  auto model = Model::load((dir / gc.weights_file).string(), gc.overrides);
 
   SessionOptions so;
   so.backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = K;
-  so.sliding_window = need(sc, "kv_cache_sliding_window", "scenario.").get<int>();
-  so.keyframe_interval = sc.value("keyframe_interval", 1);
-  so.camera_iterations = sc.value("camera_num_iterations", 0);
-  so.cross_frame_special = sc.value("kv_cache_cross_frame_special", true);
-  so.include_scale_frames = sc.value("kv_cache_include_scale_frames", true);
-  so.camera_only = sc.value("kv_cache_camera_only", false);
+  so.sliding_window = gc.sliding_window;
+  so.keyframe_interval = gc.keyframe_interval;
+  so.camera_iterations = gc.camera_iterations;
+  so.cross_frame_special = gc.cross_frame_special;
+  so.include_scale_frames = gc.include_scale_frames;
+  so.camera_only = gc.camera_only;
   so.threads = vo.threads;
   so.keep_features = !feature_frames.empty();
   so.keep_patch_tokens = true;

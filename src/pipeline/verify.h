@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kvcache/kv_cache.h"
+#include "pipeline/golden_case.h"
 
 namespace lingbot {
 

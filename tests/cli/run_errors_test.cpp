@@ -101,7 +101,8 @@ TEST(RunErrors, UnwritableOutput) {
   const fs::path out = dir / "file" / "out";  // below a regular file: cannot be created, even by root
   const Result r = run_cli("run --images " + kFrames + " --model " + kModel + kTinyArgs + " --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: cannot create output folder " + out.string() + ": Not a directory\n");
+  EXPECT_EQ(r.err, "error: --out " + out.string() + ": " + (dir / "file").string() + " is not a folder\n");
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // A frame that cannot be decoded in the middle of the sequence: the frames before it stay valid,

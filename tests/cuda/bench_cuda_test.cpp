@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "cuda_test_util.h"
-#include "kernels/cuda/cuda_bench.h"
+#include "bench/cuda/cuda_bench.h"
 
 using namespace lingbot;
 using namespace lingbot::cuda;

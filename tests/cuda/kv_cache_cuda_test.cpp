@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "cuda_test_util.h"
-#include "kernels/cuda/kv_cache_cuda.h"
+#include "kvcache/cuda/kv_cache_cuda.h"
 #include "kvcache/paged_kv_cache.h"
 
 using namespace lingbot;

@@ -141,7 +141,8 @@ TEST(Safetensors, HeaderErrors) {
     f[7] = 0x7f;
     EXPECT_NE(error_of(f).find("exceeds the limit of"), std::string::npos);
   }
-  EXPECT_EQ(error_of(raw_file("PK", {})), "mem.safetensors: safetensors header does not start with '{' (not a safetensors file)");
+  EXPECT_EQ(error_of(raw_file("PK", {})),
+            "mem.safetensors: safetensors header does not start with '{' (not a safetensors file): it begins 'PK'");
   EXPECT_NE(error_of(raw_file("{\"a\":", {})).find("safetensors header is not valid JSON"), std::string::npos);
   EXPECT_EQ(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d8)),
             "mem.safetensors: safetensors header names tensor 'a' more than once");
@@ -162,7 +163,27 @@ TEST(Safetensors, HeaderErrors) {
   EXPECT_EQ(error_of(raw_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", {0, 7})),
             "mem.safetensors: tensor 'a' has integer dtype BOOL where float weights are expected");
   EXPECT_EQ(error_of(raw_file(R"({"__metadata__":{"x":1}})", {})), "mem.safetensors: __metadata__ entry 'x' is not a string");
-  EXPECT_EQ(error_of(raw_file("[1,2]", {})), "mem.safetensors: safetensors header does not start with '{' (not a safetensors file)");
+  EXPECT_EQ(error_of(raw_file("[1,2]", {})),
+            "mem.safetensors: safetensors header does not start with '{' (not a safetensors file): it begins '[1,2]'");
+}
+
+// Bytes of a corrupt header are echoed escaped and bounded: no control character (terminal escape
+// sequences, newlines) or invalid UTF-8 reaches the one-line error, and a huge header is cut.
+TEST(Safetensors, CorruptHeaderBytesAreEchoedEscapedAndBounded) {
+  std::string garbage = "\x1b[31m\nBAD\xff";
+  garbage += std::string(5000, 'A');
+  std::string e = error_of(raw_file(garbage, {}));
+  EXPECT_EQ(e, "mem.safetensors: safetensors header does not start with '{' (not a safetensors file): it begins "
+               "'\\x1b[31m\\x0aBAD\\xff" + std::string(54, 'A') + "... (5010 bytes)'");
+  // Valid JSON whose names and dtype carry control bytes.
+  e = error_of(raw_file("{\"a\\u001b]0;x\\u0007\":{\"dtype\":\"\\n\\u001b[2J\",\"shape\":[1],\"data_offsets\":[0,4]}}", {0, 0, 0, 0}));
+  EXPECT_EQ(e, "mem.safetensors: tensor 'a\\x1b]0;x\\x07': unsupported dtype '\\x0a\\x1b[2J' (supported: F64, F32, F16, BF16, "
+               "I64, I32, I16, I8, U8, BOOL)");
+  // Not JSON: the parser's quote of the input is escaped as well.
+  e = error_of(raw_file("{\"a\": \x01\x1b[31m" + std::string(600, 'x'), {}));
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_LT(e.size(), 400u) << e;
 }
 
 TEST(Safetensors, BoolValuesAreChecked) {

@@ -122,7 +122,7 @@ TEST(Writers, PosesJsonIsValidAfterEveryFrame) {
     p.timestamp = 0.5 * i;
     p.keyframe = i != 1;
     p.source = "frame" + std::to_string(i) + ".png";
-    p.w2c = make_pose(10.0 * i, 0, 1, 0, i, 0, 0);
+    p.c2w = rigid_inverse(make_pose(10.0 * i, 0, 1, 0, i, 0, 0));  // given as c2w, checked as both
     p.intrinsics = {100, 0, 259, 0, 101, 147, 0, 0, 1};
     w.append(p);
     const nlohmann::json doc = nlohmann::json::parse(slurp(path));  // throws if invalid
@@ -146,7 +146,10 @@ TEST(Writers, PosesJsonIsValidAfterEveryFrame) {
   EXPECT_EQ(f1["c2w"][3], (nlohmann::json{0.0, 0.0, 0.0, 1.0}));
   const Mat44 c2w = rigid_inverse_4x4(make_pose(10, 0, 1, 0, 1, 0, 0));
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) EXPECT_DOUBLE_EQ(f1["c2w"][r][c].get<double>(), c2w[r * 4 + c]);
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(f1["c2w"][r][c].get<double>(), c2w[r * 4 + c], 1e-15);
+  const Mat34 w2c = make_pose(10, 0, 1, 0, 1, 0, 0);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(f1["w2c"][r][c].get<double>(), w2c[r * 4 + c], 1e-12);
 }
 
 TEST(Writers, TumHasOneLinePerFrameWithCameraCentre) {
@@ -154,7 +157,7 @@ TEST(Writers, TumHasOneLinePerFrameWithCameraCentre) {
   const auto path = dir.path / "trajectory.tum";
   {
     TumWriter w(path);
-    for (int i = 0; i < 4; ++i) w.append(i / 10.0, make_pose(90, 0, 0, 1, 1, 2, 3));
+    for (int i = 0; i < 4; ++i) w.append(i / 10.0, rigid_inverse(make_pose(90, 0, 0, 1, 1, 2, 3)));
   }
   std::istringstream in(slurp(path));
   std::string line;

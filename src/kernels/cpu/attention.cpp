@@ -17,38 +17,18 @@ using detail::kKeyBlock;
 using detail::kMaxQueryGroup;
 using detail::kRowGroup;
 
-bool known_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 void validate_query(std::string_view fn, const QueryView& q, const float* out, const AttentionParams& p) {
-  LINGBOT_CHECK(q.n_tokens >= 0, fn, ": query n_tokens must be >= 0, got ", q.n_tokens);
-  LINGBOT_CHECK(q.heads > 0, fn, ": query heads must be > 0, got ", q.heads);
-  LINGBOT_CHECK(q.head_dim > 0, fn, ": query head_dim must be > 0, got ", q.head_dim);
-  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
-  if (q.n_tokens > 0) {
-    LINGBOT_CHECK(q.data != nullptr, fn, ": query data is null with n_tokens = ", q.n_tokens);
-    LINGBOT_CHECK(out != nullptr, fn, ": out is null with n_tokens = ", q.n_tokens);
-    LINGBOT_CHECK(q.token_stride >= row, fn, ": query token_stride ", q.token_stride,
-                  " is smaller than heads*head_dim = ", row);
-  }
+  check_query(fn, q, out);
   LINGBOT_CHECK(p.num_threads >= 1, fn, ": num_threads must be >= 1, got ", p.num_threads);
   LINGBOT_CHECK(std::isfinite(p.scale), fn, ": scale must be finite, got ", p.scale);
 }
 
-// Spans carry no head count: their layout must at least hold heads*head_dim elements per token.
 void add_spans(std::string_view fn, const QueryView& q, std::span<const KVSpan> spans,
                std::vector<KeySegment>& segs) {
   const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
   for (size_t i = 0; i < spans.size(); ++i) {
     const KVSpan& s = spans[i];
-    LINGBOT_CHECK(s.n_tokens >= 0, fn, ": kv span ", i, ": negative n_tokens ", s.n_tokens);
-    if (s.n_tokens == 0) continue;
-    LINGBOT_CHECK(known_dtype(s.dtype), fn, ": kv span ", i, ": dtype ", static_cast<int>(s.dtype),
-                  " is not f32, f16 or bf16");
-    LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, fn, ": kv span ", i, ": k/v data is null with n_tokens = ",
-                  s.n_tokens);
-    LINGBOT_CHECK(s.token_stride >= row, fn, ": kv span ", i, ": token_stride ", s.token_stride,
-                  " is smaller than heads*head_dim = ", row);
-    segs.push_back({s.k, s.v, s.dtype, s.n_tokens, s.token_stride});
+    if (check_kv_span(fn, i, s, row)) segs.push_back({s.k, s.v, s.dtype, s.n_tokens, s.token_stride});
   }
 }
 
@@ -56,27 +36,13 @@ void add_pages(const QueryView& q, const PagePoolView& pool, const PageTableView
   constexpr std::string_view fn = "paged_attention";
   LINGBOT_CHECK(t.num_entries >= 0, fn, ": page table num_entries must be >= 0, got ", t.num_entries);
   if (t.num_entries == 0) return;
-  LINGBOT_CHECK(t.page_ids != nullptr && t.start != nullptr && t.len != nullptr, fn,
-                ": page table arrays are null with num_entries = ", t.num_entries);
-  LINGBOT_CHECK(pool.data != nullptr, fn, ": page pool data is null with num_entries = ", t.num_entries);
-  LINGBOT_CHECK(pool.heads == q.heads, fn, ": page pool heads ", pool.heads, " != query heads ", q.heads);
-  LINGBOT_CHECK(pool.head_dim == q.head_dim, fn, ": page pool head_dim ", pool.head_dim, " != query head_dim ",
-                q.head_dim);
-  LINGBOT_CHECK(known_dtype(pool.dtype), fn, ": page pool dtype ", static_cast<int>(pool.dtype),
-                " is not f32, f16 or bf16");
-  LINGBOT_CHECK(pool.num_pages >= 0, fn, ": page pool num_pages must be >= 0, got ", pool.num_pages);
-  LINGBOT_CHECK(pool.page_size > 0, fn, ": page pool page_size must be > 0, got ", pool.page_size);
+  check_pool_matches_query(fn, pool, q, t.num_entries);
+  check_page_table(fn, t, pool.num_pages, pool.page_size);
   const int64_t row = static_cast<int64_t>(pool.heads) * pool.head_dim;
   const size_t esize = dtype_size(pool.dtype);
   const auto* base = static_cast<const unsigned char*>(pool.data);
   for (int i = 0; i < t.num_entries; ++i) {
     const int32_t page = t.page_ids[i], start = t.start[i], len = t.len[i];
-    LINGBOT_CHECK(page >= 0 && page < pool.num_pages, fn, ": page table entry ", i, ": page id ", page,
-                  " out of range [0, ", pool.num_pages, ")");
-    LINGBOT_CHECK(len >= 0, fn, ": page table entry ", i, ": negative len ", len);
-    LINGBOT_CHECK(start >= 0 && static_cast<int64_t>(start) + len <= pool.page_size, fn, ": page table entry ", i,
-                  ": slots [", start, ", ", static_cast<int64_t>(start) + len, ") out of page bounds [0, ",
-                  pool.page_size, ")");
     if (len == 0) continue;
     const int64_t k_tok = (static_cast<int64_t>(page) * 2 + 0) * pool.page_size + start;
     const int64_t v_tok = (static_cast<int64_t>(page) * 2 + 1) * pool.page_size + start;

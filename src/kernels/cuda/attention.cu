@@ -462,17 +462,10 @@ void check_device_ptr(std::string_view fn, const void* p, const char* what) {
 }
 
 void validate_query(std::string_view fn, const kernels::QueryView& q, const float* out) {
-  LINGBOT_CHECK(q.n_tokens >= 0, fn, ": query n_tokens must be >= 0, got ", q.n_tokens);
-  LINGBOT_CHECK(q.heads > 0, fn, ": query heads must be > 0, got ", q.heads);
-  LINGBOT_CHECK(q.head_dim > 0, fn, ": query head_dim must be > 0, got ", q.head_dim);
+  kernels::check_query(fn, q, out);
   LINGBOT_CHECK(q.head_dim <= kMaxCudaHeadDim, fn, ": query head_dim ", q.head_dim,
                 " exceeds the CUDA kernels' maximum ", kMaxCudaHeadDim);
-  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
   if (q.n_tokens > 0) {
-    LINGBOT_CHECK(q.data != nullptr, fn, ": query data is null with n_tokens = ", q.n_tokens);
-    LINGBOT_CHECK(out != nullptr, fn, ": out is null with n_tokens = ", q.n_tokens);
-    LINGBOT_CHECK(q.token_stride >= row, fn, ": query token_stride ", q.token_stride,
-                  " is smaller than heads*head_dim = ", row);
     check_device_ptr(fn, q.data, "query data");
     check_device_ptr(fn, out, "out");
   }
@@ -483,12 +476,7 @@ void add_spans(std::string_view fn, const kernels::QueryView& q, std::span<const
   const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
   for (size_t i = 0; i < spans.size(); ++i) {
     const kernels::KVSpan& s = spans[i];
-    LINGBOT_CHECK(s.n_tokens >= 0, fn, ": kv span ", i, ": negative n_tokens ", s.n_tokens);
-    if (s.n_tokens == 0) continue;
-    LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, fn, ": kv span ", i, ": k/v data is null with n_tokens = ",
-                  s.n_tokens);
-    LINGBOT_CHECK(s.token_stride >= row, fn, ": kv span ", i, ": token_stride ", s.token_stride,
-                  " is smaller than heads*head_dim = ", row);
+    if (!kernels::check_kv_span(fn, i, s, row)) continue;
     LINGBOT_CHECK(args.num_spans < kMaxCudaSpans, fn, ": more than ", kMaxCudaSpans,
                   " non-empty kv spans (CUDA kernel limit), got span ", i);
     if (have_dtype) {
@@ -591,26 +579,8 @@ DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_a
 }
 
 void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int page_size, cudaStream_t stream) {
-  constexpr std::string_view fn = "paged_attention";
-  LINGBOT_CHECK(t.num_entries >= 0, fn, ": page table num_entries must be >= 0, got ", t.num_entries);
-  LINGBOT_CHECK(num_pages >= 0, fn, ": page pool num_pages must be >= 0, got ", num_pages);
-  LINGBOT_CHECK(page_size > 0, fn, ": page pool page_size must be > 0, got ", page_size);
   const int n = t.num_entries;
-  if (n > 0) {
-    LINGBOT_CHECK(t.page_ids != nullptr && t.start != nullptr && t.len != nullptr, fn,
-                  ": page table arrays are null with num_entries = ", n);
-  }
-  int64_t keys = 0;
-  for (int i = 0; i < n; ++i) {
-    const int32_t page = t.page_ids[i], start = t.start[i], len = t.len[i];
-    LINGBOT_CHECK(page >= 0 && page < num_pages, fn, ": page table entry ", i, ": page id ", page,
-                  " out of range [0, ", num_pages, ")");
-    LINGBOT_CHECK(len >= 0, fn, ": page table entry ", i, ": negative len ", len);
-    LINGBOT_CHECK(start >= 0 && static_cast<int64_t>(start) + len <= page_size, fn, ": page table entry ", i,
-                  ": slots [", start, ", ", static_cast<int64_t>(start) + len, ") out of page bounds [0, ",
-                  page_size, ")");
-    keys += len;
-  }
+  const int64_t keys = kernels::check_page_table("paged_attention", t, num_pages, page_size);
   if (n > capacity_) {
     const int cap = std::max(n, 2 * capacity_);
     device_ = Buffer(*alloc_, static_cast<size_t>(cap) * 3 * sizeof(int32_t));
@@ -704,10 +674,7 @@ void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& p
   bool have_dtype = false;
   int64_t n_keys = 0;
   if (table.num_entries() > 0) {
-    LINGBOT_CHECK(pool.data != nullptr, fn, ": page pool data is null with num_entries = ", table.num_entries());
-    LINGBOT_CHECK(pool.heads == q.heads, fn, ": page pool heads ", pool.heads, " != query heads ", q.heads);
-    LINGBOT_CHECK(pool.head_dim == q.head_dim, fn, ": page pool head_dim ", pool.head_dim, " != query head_dim ",
-                  q.head_dim);
+    kernels::check_pool_matches_query(fn, pool, q, table.num_entries());
     LINGBOT_CHECK(pool.num_pages == table.num_pages() && pool.page_size == table.page_size(), fn,
                   ": page pool geometry (num_pages ", pool.num_pages, ", page_size ", pool.page_size,
                   ") differs from the one the page table was validated against (num_pages ", table.num_pages(),

@@ -1,5 +1,5 @@
 #pragma once
-// CUDA attention kernels over the same plain views as the CPU kernels (kernels/cpu/attention.h),
+// CUDA attention kernels over the device-neutral views of kernels/attention_views.h (as the CPU kernels),
 // with every data pointer a DEVICE pointer:
 //   queries   f32 [n_q, heads, head_dim], tokens `token_stride` floats apart
 //   page pool dtype [num_pages, 2 (K,V), page_size, heads, head_dim]
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_views.h"
 
 namespace lingbot::cuda {
 

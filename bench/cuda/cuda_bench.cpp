@@ -1,4 +1,4 @@
-#include "kernels/cuda/cuda_bench.h"
+#include "bench/cuda/cuda_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_allocator.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/kv_cache_cuda.h"
+#include "kvcache/cuda/kv_cache_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 
 namespace lingbot::cuda {

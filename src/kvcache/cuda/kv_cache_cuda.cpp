@@ -1,4 +1,4 @@
-#include "kernels/cuda/kv_cache_cuda.h"
+#include "kvcache/cuda/kv_cache_cuda.h"
 
 #include <cmath>
 

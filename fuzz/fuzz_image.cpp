@@ -1,0 +1,15 @@
+// libFuzzer target: image decoding (io/image.h decode_image: PNG via libpng, JPEG via libjpeg-turbo,
+// BMP and the rest via stb_image) and the EXIF orientation parser, on in-memory files.
+#include "fuzz_util.h"
+#include "io/image.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace lingbot::io;
+  const std::span<const uint8_t> file(data, size);
+  (void)exif_orientation(file);
+  lingbot_fuzz::expect_only_lingbot_errors([&] {
+    const ImageU8 img = decode_image(file, "fuzz.img");
+    (void)apply_exif_orientation(img, exif_orientation(file));
+  });
+  return 0;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser with libFuzzer (clang 14, ASan + UBSan).
+#
+#   scripts/fuzz.sh SECONDS [TARGET...]   fuzz each target for SECONDS (default: all targets)
+#   scripts/fuzz.sh --runs N [TARGET...]  run each target for N inputs (CI: scripts/test.sh)
+#
+# Builds build-fuzz/ (-DLINGBOT_FUZZ=ON) first. Each target starts from its committed seeds
+# (fuzz/corpus/<target>/, never modified) plus the corpus it grew before (build-fuzz/corpus/<target>/).
+# A crash, sanitizer report, leak, timeout (> 10 s per input) or out-of-memory (> 2 GiB) stops the
+# target, leaves the input in build-fuzz/crashes/<target>/ and makes the script exit 1. The last
+# lines print per target: executions, coverage (edges), features, corpus size and CPU seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=""
+SECONDS_PER_TARGET=""
+if [ "${1:-}" = "--runs" ]; then
+  RUNS="${2:?--runs needs a number}"
+  shift 2
+else
+  SECONDS_PER_TARGET="${1:?usage: scripts/fuzz.sh SECONDS|--runs N [TARGET...]}"
+  shift
+fi
+ALL_TARGETS=(fuzz_pickle fuzz_zip fuzz_torch fuzz_safetensors fuzz_image fuzz_video fuzz_golden_case)
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
+
+BUILD=build-fuzz
+LAUNCHER=()
+command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DLINGBOT_FUZZ=ON -DLINGBOT_BUILD_TESTS=OFF -DLINGBOT_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+report=()
+for t in "${TARGETS[@]}"; do
+  seeds="fuzz/corpus/$t"
+  work="$BUILD/corpus/$t"
+  crashes="$BUILD/crashes/$t"
+  mkdir -p "$work" "$crashes"
+  limit=(-max_total_time="$SECONDS_PER_TARGET")
+  [ -n "$RUNS" ] && limit=(-runs="$RUNS")
+  log="$BUILD/$t.log"
+  echo "== $t (${RUNS:+$RUNS runs}${SECONDS_PER_TARGET:+$SECONDS_PER_TARGET s})"
+  start=$(date +%s.%N)
+  if ! "$BUILD/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$crashes/" "$work" "$seeds" >"$log" 2>&1; then
+    echo "FINDING in $t: see $log and $crashes/"
+    tail -40 "$log"
+    status=1
+  fi
+  end=$(date +%s.%N)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  line=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1 || true)
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
+  ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
+  corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$line")
+  report+=("$(printf '%-18s %12s execs  cov %6s  ft %6s  corpus %5s  %8.0f s' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
+    "${corp:-?}" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')")")
+done
+echo "== fuzz summary"
+printf '%s\n' "${report[@]}"
+exit $status

@@ -1,0 +1,110 @@
+#include "io/depth_preview.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/error.h"
+#include "io/png.h"
+
+namespace lingbot::io {
+
+namespace fs = std::filesystem;
+
+std::array<uint8_t, 3> turbo_rgb(double t) {
+  // Polynomial fit of Turbo (A. Mikhailov, Google AI blog, 2019): c(t) = sum_k a_k t^k, k = 0..5.
+  static constexpr double kR[6] = {0.13572138, 4.61539260, -42.66032258, 132.13108234, -152.94239396, 59.28637943};
+  static constexpr double kG[6] = {0.09140261, 2.19418839, 4.84296658, -14.18503333, 4.27729857, 2.82956604};
+  static constexpr double kB[6] = {0.10667330, 12.64194608, -60.58204836, 110.36276771, -89.90310912, 27.34824973};
+  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0);
+  auto eval = [t](const double* a) {
+    double v = 0;
+    for (int k = 5; k >= 0; --k) v = v * t + a[k];
+    return static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 1.0) * 255.0));
+  };
+  return {eval(kR), eval(kG), eval(kB)};
+}
+
+DepthRange depth_preview_range(std::span<const float> depth) {
+  std::vector<float> v;
+  v.reserve(depth.size());
+  for (float d : depth)
+    if (is_valid_map_value(d)) v.push_back(d);
+  if (v.empty()) return {};
+  auto percentile = [&v](double p) {
+    const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
+    const size_t i = static_cast<size_t>(std::floor(pos));
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
+    const double a = v[i];
+    if (i + 1 >= v.size()) return static_cast<float>(a);
+    const double b = *std::min_element(v.begin() + static_cast<long>(i) + 1, v.end());
+    return static_cast<float>(a + (pos - static_cast<double>(i)) * (b - a));
+  };
+  const float lo = percentile(kDepthPreviewLowPercentile);
+  const float hi = percentile(kDepthPreviewHighPercentile);
+  return {lo, hi};
+}
+
+ImageU8 colorize_depth(int width, int height, std::span<const float> depth) {
+  LINGBOT_CHECK(width > 0 && height > 0 && depth.size() == static_cast<size_t>(width) * static_cast<size_t>(height),
+                "depth preview: ", depth.size(), " values do not fill ", width, "x", height);
+  const DepthRange r = depth_preview_range(depth);
+  const double span = static_cast<double>(r.hi) - static_cast<double>(r.lo);
+  ImageU8 img(width, height);  // zero-filled: invalid pixels stay black
+  for (size_t i = 0; i < depth.size(); ++i) {
+    if (!is_valid_map_value(depth[i])) continue;
+    // Near = red (t = 1): a constant-depth frame shows the middle of the map.
+    const double t = span > 0 ? std::clamp(1.0 - (static_cast<double>(depth[i]) - r.lo) / span, 0.0, 1.0) : 0.5;
+    const auto c = turbo_rgb(kDepthPreviewFarEnd + (1.0 - kDepthPreviewFarEnd) * t);
+    std::copy(c.begin(), c.end(), img.rgb.begin() + static_cast<long>(i * 3));
+  }
+  return img;
+}
+
+void write_depth_preview(const fs::path& path, int width, int height, std::span<const float> depth) {
+  write_png_rgb8(path, colorize_depth(width, height, depth));
+}
+
+namespace {
+
+bool is_preview_name(const std::string& name) {
+  return name.size() == 10 && name.substr(6) == ".png" &&
+         std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+class DepthPreviewExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "depth-preview"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "depth_preview"); }
+  void begin(const ExportRun& run) override {
+    dir_ = run.out_dir / "depth_preview";
+    width_ = run.width;
+    height_ = run.height;
+  }
+  void frame(const ExportFrame& f) override {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
+    write_depth_preview(dir_ / name, width_, height_, f.depth);
+    ++frames_;
+  }
+  void finish(ExportStatus) override {}
+  nlohmann::json report() const override {
+    return {{"files",
+             {{"depth_preview/NNNNNN.png",
+               "8-bit RGB Turbo colour map of depth (near = red, 2nd..98th percentile per frame, invalid = black)"}}},
+            {"frames", frames_}};
+  }
+
+ private:
+  fs::path dir_;
+  int width_ = 0, height_ = 0;
+  int64_t frames_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_depth_preview_exporter() { return std::make_unique<DepthPreviewExporter>(); }
+void remove_depth_preview_outputs(const fs::path& out_dir) { remove_files_in(out_dir / "depth_preview", is_preview_name); }
+
+}  // namespace lingbot::io

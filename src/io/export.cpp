@@ -1,0 +1,177 @@
+#include "io/export.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+#include "io/depth_preview.h"
+#include "io/export_basic.h"
+#include "io/export_bss.h"
+#include "io/export_colmap.h"
+#include "io/export_glb.h"
+#include "io/export_npz.h"
+
+namespace lingbot::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <class T>
+bool all_finite(const T& values) {
+  return std::all_of(values.begin(), values.end(), [](auto v) { return std::isfinite(v); });
+}
+
+const ExportKind kKinds[] = {
+    {"poses", "poses.json: per frame c2w 4x4, w2c 3x4, K, keyframe flag, source name", true, make_poses_exporter,
+     remove_poses_outputs},
+    {"tum", "trajectory.tum: TUM RGB-D trajectory (camera -> world)", true, make_tum_exporter, remove_tum_outputs},
+    {"depth", "depth/NNNNNN.{png,npy} and _conf.{png,npy}: 16-bit PNG and float32 depth / confidence", true,
+     make_depth_exporter, remove_depth_outputs},
+    {"ply", "points.ply: binary coloured point cloud", true, make_ply_exporter, remove_ply_outputs},
+    {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, far = blue, invalid = black)", true,
+     make_depth_preview_exporter, remove_depth_preview_outputs},
+    {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", false,
+     make_npz_exporter, remove_npz_outputs},
+    {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", false, make_colmap_exporter,
+     remove_colmap_outputs},
+    {"glb", "scene.glb: points, keyframe frustums and the trajectory (glTF 2.0 binary)", false, make_glb_exporter,
+     remove_glb_outputs},
+    {"bss", "bss/traj.txt + bss/intrinsics.txt: upstream benchmark format", false, make_bss_exporter,
+     remove_bss_outputs},
+};
+
+std::string choices() {
+  std::string s;
+  for (const ExportKind& k : kKinds) {
+    if (!s.empty()) s += ", ";
+    s += k.name;
+  }
+  return s + ", all";
+}
+
+}  // namespace
+
+bool geometry_finite(const ExportFrame& f) {
+  return all_finite(f.pose_enc) && all_finite(f.c2w) && all_finite(f.w2c) && all_finite(f.intrinsics);
+}
+
+PointBatch frame_points(const ExportFrame& f, const PointFilter& filter) {
+  if (!geometry_finite(f)) return {};
+  return select_points(f.world_points, f.image, f.depth_conf, filter.conf_threshold, filter.downsample, f.depth);
+}
+
+std::span<const ExportKind> export_kinds() { return kKinds; }
+
+std::string default_export_list() {
+  std::string s;
+  for (const ExportKind& k : kKinds)
+    if (k.default_on) {
+      if (!s.empty()) s += ',';
+      s += k.name;
+    }
+  return s;
+}
+
+std::vector<std::string> parse_export_list(std::string_view list) {
+  std::vector<bool> chosen(std::size(kKinds), false);
+  size_t start = 0;
+  bool any = false;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view name = list.substr(start, end - start);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    LINGBOT_CHECK(!name.empty(), "--export: empty name in '", std::string(list), "' (choose from ", choices(), ")");
+    any = true;
+    if (name == "all") {
+      std::fill(chosen.begin(), chosen.end(), true);
+    } else {
+      size_t i = 0;
+      while (i < std::size(kKinds) && kKinds[i].name != name) ++i;
+      LINGBOT_CHECK(i < std::size(kKinds), "unknown export '", std::string(name), "' (choose from ", choices(), ")");
+      chosen[i] = true;
+    }
+    start = end + 1;
+  }
+  LINGBOT_CHECK(any, "--export: no export named (choose from ", choices(), ")");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::size(kKinds); ++i)
+    if (chosen[i]) out.emplace_back(kKinds[i].name);
+  return out;
+}
+
+std::unique_ptr<Exporter> make_exporter(std::string_view name) {
+  for (const ExportKind& k : kKinds)
+    if (k.name == name) return k.make();
+  throw Error("unknown export '" + std::string(name) + "' (choose from " + choices() + ")");
+}
+
+void ensure_writable_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  LINGBOT_CHECK(!ec, "cannot create folder ", dir.string(), ": ", ec.message());
+  LINGBOT_CHECK(fs::is_directory(dir), "cannot create folder ", dir.string(), ": a file of that name exists");
+  // A folder can exist and still refuse files (permissions, read-only mount): try one.
+  const fs::path probe = dir / ".lingbot-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  LINGBOT_CHECK(f != nullptr, "folder ", dir.string(), " is not writable: ", std::strerror(errno));
+  std::fclose(f);
+  fs::remove(probe, ec);
+}
+
+void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_regular_file() || !match(entry.path().filename().string())) continue;
+    fs::remove(entry.path(), ec);
+    LINGBOT_CHECK(!ec, "cannot remove old ", entry.path().string(), ": ", ec.message());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+ExportSet::ExportSet(std::vector<std::unique_ptr<Exporter>> exporters) : exporters_(std::move(exporters)) {}
+
+void ExportSet::begin(const ExportRun& run) {
+  for (auto& e : exporters_) e->prepare(run);
+  for (const ExportKind& k : kKinds) k.remove_outputs(run.out_dir);
+  for (auto& e : exporters_) e->begin(run);
+}
+
+void ExportSet::frame(const ExportFrame& f) {
+  for (auto& e : exporters_) e->frame(f);
+}
+
+void ExportSet::finish(ExportStatus status) {
+  if (finished_) return;
+  finished_ = true;
+  std::exception_ptr first;
+  for (auto& e : exporters_) {
+    try {
+      e->finish(status);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+nlohmann::json ExportSet::report() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& e : exporters_) out[std::string(e->name())] = e->report();
+  return out;
+}
+
+const Exporter* ExportSet::find(std::string_view name) const {
+  for (const auto& e : exporters_)
+    if (e->name() == name) return e.get();
+  return nullptr;
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,143 @@
+#pragma once
+// The exporter interface `lingbot-map run --export LIST` drives, and the registry of exporters.
+//
+// An exporter turns the stream of completed frames into files under the run's output folder. The
+// run calls, in order:
+//   prepare(run)   for every selected exporter: create its folders and check they accept files.
+//                  Nothing is written or removed yet, so a bad folder fails the run before any
+//                  output exists.
+//   (the run then removes what earlier runs left in the folder: remove_export_outputs)
+//   begin(run)     open the files;
+//   frame(record)  once per completed frame, in frame order;
+//   finish(status) once at the end (also after Ctrl-C or an error), so every file is complete.
+// Every exporter is incremental: memory does not grow with the number of frames beyond a small
+// per-frame record (a pose, a flag) or a documented budget, and after each frame() its files are
+// valid for the frames so far — or, for formats that cannot be appended to (GLB, the whole-run NPZ),
+// written atomically (temporary name + rename) in finish().
+//
+// Conventions (see src/model/geometry.h and include/lingbot/session.h): the decoded pose is
+// camera -> world (`c2w`); `w2c` is its inverse; OpenCV camera axes (x right, y down, z forward);
+// matrices row-major; intrinsics K in pixels of the preprocessed image with the principal point at
+// (W/2, H/2), where pixel (x, y) means column x, row y at integer coordinates (no +0.5: the engine
+// unprojects pixel centres at integer coordinates). Writers of formats with another pixel-centre
+// rule (COLMAP: centres at +0.5) shift the principal point and say so.
+//
+// Invalid values (one rule for every writer): a depth or confidence sample that is non-finite or
+// <= 0 is invalid — 0 in 16-bit PNGs, black in previews, never a point in PLY/GLB/COLMAP; raw float
+// arrays (.npy/.npz) keep the values as computed. A frame whose pose encoding, pose or intrinsics
+// hold a non-finite value keeps its raw arrays but is left out of every geometric export
+// (trajectory, cameras, points).
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/output_validity.h"
+#include "io/writers.h"
+
+namespace lingbot::io {
+
+// How points are chosen for PLY / GLB / COLMAP (select_points): confidence above the threshold,
+// then every downsample-th one.
+struct PointFilter {
+  float conf_threshold = 1.5f;
+  int downsample = 10;
+};
+
+// Facts about the whole run, fixed before the first frame.
+struct ExportRun {
+  std::filesystem::path out_dir;      // every exporter writes below this folder
+  int width = 0, height = 0;          // preprocessed frame size in pixels (all frames)
+  int scale_frames = 0;               // frames 0 .. scale_frames-1 are the scale phase
+  std::optional<int64_t> expected_frames;  // when known up front (sizes buffers, never trusted)
+  PointFilter points;
+  nlohmann::json meta = nlohmann::json::object();  // top-level fields for poses.json (image size, model, ...)
+};
+
+// One completed frame. Views into the engine's result, valid only during Exporter::frame().
+struct ExportFrame {
+  int64_t index = 0;             // frame number in the run, from 0
+  double timestamp = 0;          // seconds (video) or the frame index (image folders)
+  std::string_view source;       // input file name, or "frame_<n>" for video
+  bool keyframe = false;         // stored in the KV cache (scale frames count as keyframes)
+  bool scale_frame = false;      // one of the first ExportRun::scale_frames frames
+  std::span<const float> image;  // [3, H, W] preprocessed RGB in [0, 1]
+  std::span<const float> pose_enc;      // [9] t, q (xyzw), fov_h, fov_w
+  Mat34 c2w{};                   // camera -> world, the decoded pose (FrameResult::extrinsic_c2w)
+  Mat34 w2c{};                   // world -> camera, its inverse as the engine computed it (FrameResult::extrinsic)
+  Mat33 intrinsics{};            // K
+  std::span<const float> depth;         // [H, W]
+  std::span<const float> depth_conf;    // [H, W], or empty
+  std::span<const float> world_points;  // [H, W, 3]
+
+  // upstream's frame_type: 0 = scale frame, 1 = keyframe, 2 = non-keyframe.
+  uint8_t frame_type() const { return scale_frame ? 0 : (keyframe ? 1 : 2); }
+};
+
+// The rules above as predicates, shared by every writer (pixels: io::is_valid_map_value).
+bool geometry_finite(const ExportFrame& f);  // pose_enc, c2w and K all finite
+// The frame's points for a point cloud (PLY / GLB / COLMAP): none when !geometry_finite, else
+// select_points with invalid depth / confidence pixels removed.
+PointBatch frame_points(const ExportFrame& f, const PointFilter& filter);
+
+enum class ExportStatus { Completed, Interrupted, Failed };
+
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual std::string_view name() const = 0;
+  virtual void prepare(const ExportRun& run) = 0;
+  virtual void begin(const ExportRun& run) = 0;
+  virtual void frame(const ExportFrame& f) = 0;
+  virtual void finish(ExportStatus status) = 0;
+  // For summary.json: the files written (name -> description) and counts ("frames", "points", ...).
+  virtual nlohmann::json report() const = 0;
+};
+
+// The registry: every export `run --export` knows, in a fixed order.
+struct ExportKind {
+  std::string_view name;         // the --export name
+  std::string_view description;  // one line for --help / README
+  bool default_on;               // part of the default set
+  std::unique_ptr<Exporter> (*make)();
+  // Removes what this export wrote into `out_dir` in an earlier run (only its own file names).
+  void (*remove_outputs)(const std::filesystem::path& out_dir);
+};
+std::span<const ExportKind> export_kinds();
+// "poses,tum,depth,ply,depth-preview": the default --export list.
+std::string default_export_list();
+// Parses a comma list ("all" = every export); duplicates are dropped, order follows export_kinds().
+// Throws Error "unknown export 'x' (choose from poses, tum, ...)" for a name not in the registry.
+std::vector<std::string> parse_export_list(std::string_view list);
+std::unique_ptr<Exporter> make_exporter(std::string_view name);
+
+// Creates `dir` (and parents) and checks a file can be created in it. Errors:
+// "cannot create folder <dir>: <reason>" / "folder <dir> is not writable: <reason>".
+void ensure_writable_dir(const std::filesystem::path& dir);
+// Removes the regular files in `dir` whose name `match` accepts (a missing dir is fine).
+void remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::string& name));
+
+// Drives the selected exporters through the protocol above. finish() is called on every exporter
+// even when one throws; the first error is rethrown after all have finished.
+class ExportSet {
+ public:
+  explicit ExportSet(std::vector<std::unique_ptr<Exporter>> exporters);
+  // prepare() on every selected exporter, remove_export_outputs of every registered export, begin().
+  void begin(const ExportRun& run);
+  void frame(const ExportFrame& f);
+  void finish(ExportStatus status);
+  nlohmann::json report() const;  // name -> Exporter::report()
+  const Exporter* find(std::string_view name) const;
+
+ private:
+  std::vector<std::unique_ptr<Exporter>> exporters_;
+  bool finished_ = false;
+};
+
+}  // namespace lingbot::io

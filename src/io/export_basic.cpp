@@ -1,0 +1,153 @@
+#include "io/export_basic.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/error.h"
+
+namespace lingbot::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void remove_file(const fs::path& p) {
+  std::error_code ec;
+  fs::remove(p, ec);
+  LINGBOT_CHECK(!ec, "cannot remove old ", p.string(), ": ", ec.message());
+}
+
+bool all_digits(const std::string& s, size_t from, size_t n) {
+  return s.size() >= from + n && std::all_of(s.begin() + static_cast<long>(from), s.begin() + static_cast<long>(from + n),
+                                             [](char c) { return c >= '0' && c <= '9'; });
+}
+
+class PosesExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "poses"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "poses.json", run.meta); }
+  void frame(const ExportFrame& f) override {
+    FramePose p;
+    p.index = f.index;
+    p.timestamp = f.timestamp;
+    p.keyframe = f.keyframe;
+    p.source = std::string(f.source);
+    p.c2w = f.c2w;
+    p.intrinsics = f.intrinsics;
+    p.valid = geometry_finite(f);
+    writer_->append(p);
+    ++frames_;
+  }
+  void finish(ExportStatus) override { writer_.reset(); }
+  nlohmann::json report() const override {
+    return {{"files", {{"poses.json", "per frame: c2w 4x4, w2c 3x4, intrinsics 3x3, keyframe, source"}}},
+            {"frames", frames_}};
+  }
+
+ private:
+  std::optional<PosesJsonWriter> writer_;
+  int64_t frames_ = 0;
+};
+
+class TumExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "tum"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "trajectory.tum"); }
+  void frame(const ExportFrame& f) override {
+    if (!geometry_finite(f)) {
+      ++skipped_;
+      return;
+    }
+    writer_->append(f.timestamp, f.c2w);
+    ++frames_;
+  }
+  void finish(ExportStatus) override { writer_.reset(); }
+  nlohmann::json report() const override {
+    return {{"files", {{"trajectory.tum", "timestamp tx ty tz qx qy qz qw (camera -> world)"}}},
+            {"frames", frames_},
+            {"frames_skipped_non_finite", skipped_}};
+  }
+
+ private:
+  std::optional<TumWriter> writer_;
+  int64_t frames_ = 0, skipped_ = 0;
+};
+
+class DepthExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "depth"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "depth"); }
+  void begin(const ExportRun& run) override {
+    dir_ = run.out_dir / "depth";
+    width_ = run.width;
+    height_ = run.height;
+  }
+  void frame(const ExportFrame& f) override {
+    write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
+    ++frames_;
+  }
+  void finish(ExportStatus) override {}
+  nlohmann::json report() const override {
+    return {{"files",
+             {{"depth/NNNNNN.png", "uint16, depth = value * 0.001; 0 = invalid"},
+              {"depth/NNNNNN.npy", "float32 [H, W] depth as computed"},
+              {"depth/NNNNNN_conf.png", "uint16, confidence = value * 0.01; 0 = invalid"},
+              {"depth/NNNNNN_conf.npy", "float32 [H, W] confidence as computed"}}},
+            {"frames", frames_}};
+  }
+
+ private:
+  fs::path dir_;
+  int width_ = 0, height_ = 0;
+  int64_t frames_ = 0;
+};
+
+class PlyExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "ply"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void begin(const ExportRun& run) override {
+    filter_ = run.points;
+    writer_.emplace(run.out_dir / "points.ply");
+  }
+  void frame(const ExportFrame& f) override {
+    const PointBatch b = frame_points(f, filter_);
+    writer_->append_points(b.xyz, b.rgb);
+    writer_->flush();
+    points_ += static_cast<int64_t>(b.size());
+  }
+  void finish(ExportStatus) override {
+    if (writer_) writer_->flush();
+    writer_.reset();
+  }
+  nlohmann::json report() const override {
+    return {{"files", {{"points.ply", "binary PLY: float x y z (world), uchar red green blue"}}}, {"points", points_}};
+  }
+
+ private:
+  PointFilter filter_;
+  std::optional<PlyWriter> writer_;
+  int64_t points_ = 0;
+};
+
+}  // namespace
+
+bool is_depth_file_name(const std::string& name) {
+  if (!all_digits(name, 0, 6)) return false;
+  const std::string rest = name.substr(6);
+  return rest == ".png" || rest == ".npy" || rest == "_conf.png" || rest == "_conf.npy";
+}
+
+std::unique_ptr<Exporter> make_poses_exporter() { return std::make_unique<PosesExporter>(); }
+std::unique_ptr<Exporter> make_tum_exporter() { return std::make_unique<TumExporter>(); }
+std::unique_ptr<Exporter> make_depth_exporter() { return std::make_unique<DepthExporter>(); }
+std::unique_ptr<Exporter> make_ply_exporter() { return std::make_unique<PlyExporter>(); }
+
+void remove_poses_outputs(const fs::path& out_dir) { remove_file(out_dir / "poses.json"); }
+void remove_tum_outputs(const fs::path& out_dir) { remove_file(out_dir / "trajectory.tum"); }
+void remove_depth_outputs(const fs::path& out_dir) { remove_files_in(out_dir / "depth", is_depth_file_name); }
+void remove_ply_outputs(const fs::path& out_dir) { remove_file(out_dir / "points.ply"); }
+
+}  // namespace lingbot::io

@@ -1,0 +1,67 @@
+#include "io/export_bss.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace lingbot::io {
+
+namespace fs = std::filesystem;
+
+BssWriter::BssWriter(const fs::path& dir) : traj_(dir / "traj.txt"), intrinsics_(dir / "intrinsics.txt") {}
+
+void BssWriter::append(double timestamp, const Mat34& c2w, const Mat33& K, int width, int height) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "%.6f", timestamp);
+  for (double v : c2w) n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), " %.9g", v);
+  buf[n++] = '\n';
+  traj_.append(std::string_view(buf, static_cast<size_t>(n)));
+  n = std::snprintf(buf, sizeof buf, "%.6f %.9g %.9g %.9g %.9g %d %d\n", timestamp, K[0], K[4], K[2], K[5], width, height);
+  intrinsics_.append(std::string_view(buf, static_cast<size_t>(n)));
+}
+
+namespace {
+
+class BssExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "bss"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "bss"); }
+  void begin(const ExportRun& run) override {
+    width_ = run.width;
+    height_ = run.height;
+    writer_.emplace(run.out_dir / "bss");
+  }
+  void frame(const ExportFrame& f) override {
+    if (!geometry_finite(f)) {
+      ++skipped_;
+      return;
+    }
+    writer_->append(f.timestamp, f.c2w, f.intrinsics, width_, height_);
+    ++frames_;
+  }
+  void finish(ExportStatus) override { writer_.reset(); }
+  nlohmann::json report() const override {
+    return {{"files",
+             {{"bss/traj.txt", "timestamp + 3x4 camera -> world, row-major"},
+              {"bss/intrinsics.txt", "timestamp fx fy cx cy width height"}}},
+            {"frames", frames_},
+            {"frames_skipped_non_finite", skipped_}};
+  }
+
+ private:
+  std::optional<BssWriter> writer_;
+  int width_ = 0, height_ = 0;
+  int64_t frames_ = 0, skipped_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_bss_exporter() { return std::make_unique<BssExporter>(); }
+
+void remove_bss_outputs(const fs::path& out_dir) {
+  remove_files_in(out_dir / "bss", [](const std::string& n) { return n == "traj.txt" || n == "intrinsics.txt"; });
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,107 @@
+#include "io/export_colmap.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace lingbot::io {
+
+namespace fs = std::filesystem;
+
+ColmapWriter::ColmapWriter(const fs::path& dir)
+    : cameras_(dir / "cameras.txt"), images_file_(dir / "images.txt"), points_(dir / "points3D.txt") {
+  cameras_.append(
+      "# Camera list with one line of data per camera:\n"
+      "#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]\n"
+      "# written by lingbot-map: PINHOLE fx fy cx cy, cx/cy = engine principal point + 0.5 (COLMAP pixel centres)\n");
+  images_file_.append(
+      "# Image list with two lines of data per image:\n"
+      "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n"
+      "#   POINTS2D[] as (X, Y, POINT3D_ID)\n"
+      "# written by lingbot-map: world -> camera pose; no 2D points (empty second lines)\n");
+  points_.append(
+      "# 3D point list with one line of data per point:\n"
+      "#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)\n"
+      "# written by lingbot-map: depth-map points (empty tracks)\n");
+}
+
+void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height,
+                          const PointBatch& points) {
+  const long long id = static_cast<long long>(index) + 1;
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "%lld PINHOLE %d %d %.17g %.17g %.17g %.17g\n", id, width, height, K[0], K[4],
+                        K[2] + 0.5, K[5] + 0.5);
+  cameras_.append(std::string_view(buf, static_cast<size_t>(n)));
+  const auto q = rotation_to_quaternion_xyzw(w2c);  // qw >= 0
+  n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %06lld.png\n\n", id, q[3],
+                    q[0], q[1], q[2], w2c[3], w2c[7], w2c[11], id, static_cast<long long>(index));
+  images_file_.append(std::string_view(buf, static_cast<size_t>(n)));
+  std::string text;
+  text.reserve(points.size() * 64);
+  for (size_t i = 0; i < points.size(); ++i) {
+    const float* p = points.xyz.data() + 3 * i;
+    const uint8_t* c = points.rgb.data() + 3 * i;
+    n = std::snprintf(buf, sizeof buf, "%lld %.9g %.9g %.9g %d %d %d 0\n", static_cast<long long>(next_point_id_++),
+                      p[0], p[1], p[2], c[0], c[1], c[2]);
+    text.append(buf, static_cast<size_t>(n));
+  }
+  points_.append(text);
+  ++images_;
+}
+
+namespace {
+
+class ColmapExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "colmap"; }
+  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "colmap"); }
+  void begin(const ExportRun& run) override {
+    width_ = run.width;
+    height_ = run.height;
+    filter_ = run.points;
+    writer_.emplace(run.out_dir / "colmap");
+  }
+  void frame(const ExportFrame& f) override {
+    if (!geometry_finite(f)) {
+      ++skipped_;
+      return;
+    }
+    writer_->append(f.index, f.w2c, f.intrinsics, width_, height_, frame_points(f, filter_));
+  }
+  void finish(ExportStatus) override {
+    if (writer_) {
+      images_ = writer_->images();
+      points_ = writer_->points();
+    }
+    writer_.reset();
+  }
+  nlohmann::json report() const override {
+    const int64_t images = writer_ ? writer_->images() : images_, points = writer_ ? writer_->points() : points_;
+    return {{"files",
+             {{"colmap/cameras.txt", "PINHOLE per frame, principal point + 0.5 (COLMAP pixel centres)"},
+              {"colmap/images.txt", "world -> camera QW QX QY QZ TX TY TZ, NAME NNNNNN.png"},
+              {"colmap/points3D.txt", "points as points.ply, empty tracks"}}},
+            {"images", images},
+            {"points", points},
+            {"frames_skipped_non_finite", skipped_}};
+  }
+
+ private:
+  std::optional<ColmapWriter> writer_;
+  PointFilter filter_;
+  int width_ = 0, height_ = 0;
+  int64_t images_ = 0, points_ = 0, skipped_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_colmap_exporter() { return std::make_unique<ColmapExporter>(); }
+
+void remove_colmap_outputs(const fs::path& out_dir) {
+  remove_files_in(out_dir / "colmap",
+                  [](const std::string& n) { return n == "cameras.txt" || n == "images.txt" || n == "points3D.txt"; });
+}
+
+}  // namespace lingbot::io

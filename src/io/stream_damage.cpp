@@ -1,0 +1,115 @@
+#include "io/stream_damage.h"
+
+#include <algorithm>
+
+namespace lingbot::io {
+
+namespace {
+
+// "20-39" / "3, 7, 12" (consecutive runs collapsed), with "..." when the list was capped.
+std::string ranges(const std::vector<StreamPosition>& v, int64_t total) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1].position == v[j].position + 1) ++j;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(v[i].position);
+    if (j > i) s += "-" + std::to_string(v[j].position);
+    i = j + 1;
+  }
+  if (static_cast<int64_t>(v.size()) < total) s += ", ...";
+  return s;
+}
+
+}  // namespace
+
+std::string StreamDamage::describe() const {
+  std::string s;
+  auto add = [&](const std::string& part) {
+    if (!s.empty()) s += ", ";
+    s += part;
+  };
+  if (decode_errors > 0) add(std::to_string(decode_errors) + " decode error" + (decode_errors == 1 ? "" : "s"));
+  if (lost_frames > 0) {
+    std::string part = std::to_string(lost_frames) + " frame" + (lost_frames == 1 ? "" : "s") + " lost";
+    if (!lost.empty()) part += " (stream positions " + ranges(lost, lost_frames) + ")";
+    add(part);
+  }
+  if (damaged_frames > 0)
+    add(std::to_string(damaged_frames) + " frame" + (damaged_frames == 1 ? "" : "s") +
+        " decoded with errors (positions " + ranges(damaged, damaged_frames) + ")");
+  if (truncated) add(truncation);
+  return s;
+}
+
+void StreamDamageTracker::on_packet(int64_t pts) {
+  if (pts != kNoTimestamp) pending_.insert(pts);
+}
+
+void StreamDamageTracker::lose(int64_t pts, int64_t position) {
+  ++damage_.lost_frames;
+  const StreamPosition p{position, pts != kNoTimestamp ? seconds_(pts, ctx_) : static_cast<double>(position) / fps_};
+  if (damage_.lost.size() < StreamDamage::kMaxListed) {
+    if (pts != kNoTimestamp) lost_index_[pts] = damage_.lost.size();
+    damage_.lost.push_back(p);
+  }
+  if (pts != kNoTimestamp) lost_position_[pts] = position;
+}
+
+int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {
+  int64_t position = -1;
+  if (pts != kNoTimestamp) {
+    // Every earlier-presented packet still pending can no longer come out: lost.
+    while (!pending_.empty() && *pending_.begin() < pts) {
+      const int64_t q = *pending_.begin();
+      pending_.erase(pending_.begin());
+      lose(q, next_position_++);
+    }
+    pending_.erase(pts);
+    // A frame declared lost that comes out late after all (a decoder that reorders more than it
+    // announced) gets its position back.
+    if (auto it = lost_position_.find(pts); it != lost_position_.end()) {
+      position = it->second;
+      lost_position_.erase(it);
+      --damage_.lost_frames;
+      if (auto li = lost_index_.find(pts); li != lost_index_.end()) {
+        const size_t at = li->second;
+        lost_index_.erase(li);
+        damage_.lost.erase(damage_.lost.begin() + static_cast<std::ptrdiff_t>(at));
+        for (auto& entry : lost_index_)
+          if (entry.second > at) --entry.second;
+      }
+    }
+  }
+  if (position < 0) position = next_position_++;
+  if (damaged) {
+    ++damage_.damaged_frames;
+    if (damage_.damaged.size() < StreamDamage::kMaxListed)
+      damage_.damaged.push_back({position, pts != kNoTimestamp ? seconds_(pts, ctx_) : static_cast<double>(position) / fps_});
+  }
+  return position;
+}
+
+void StreamDamageTracker::on_end(int64_t declared_frames) {
+  while (!pending_.empty()) {
+    const int64_t q = *pending_.begin();
+    pending_.erase(pending_.begin());
+    lose(q, next_position_++);
+  }
+  if (declared_frames > next_position_) {
+    const int64_t present = next_position_;
+    if (!damage_.truncated) {
+      damage_.truncated = true;
+      damage_.truncation = "file ends at frame " + std::to_string(present) + " of " + std::to_string(declared_frames) +
+                           " declared by the container";
+    }
+    while (next_position_ < declared_frames) lose(kNoTimestamp, next_position_++);
+  }
+}
+
+void StreamDamageTracker::on_read_error(const std::string& message) {
+  damage_.truncated = true;
+  damage_.truncation = "read error after frame " + std::to_string(next_position_) + ": " + message;
+}
+
+}  // namespace lingbot::io

@@ -1,0 +1,73 @@
+#pragma once
+// Integrity bookkeeping of a decoded video stream: which frames of the stream never came out of
+// the decoder (lost), which came out with decoder-reported errors (damaged, concealed), and whether
+// the file ended before the frame count its container declares (truncated).
+//
+// Stream positions are presentation-order frame numbers of the stream itself, lost frames included,
+// so labels of the frames after a loss stay those of the intact stream. They come from the packets'
+// timestamps: a decoder outputs frames in presentation order, so when it returns the frame with
+// timestamp p, every packet sent earlier with a timestamp < p that has not come out is lost (it can
+// no longer be output). This needs no constant frame rate. Packets without timestamps get the next
+// position in output order (no per-frame loss positions; the final count still shows losses).
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lingbot::io {
+
+struct StreamPosition {
+  int64_t position = 0;     // presentation-order frame number in the stream (0-based)
+  double timestamp_s = 0;   // its presentation time, seconds from the stream start
+};
+
+struct StreamDamage {
+  // At most this many positions are listed per kind; the counts are always complete.
+  static constexpr size_t kMaxListed = 100;
+  int64_t decode_errors = 0;   // packets or frames the decoder rejected as invalid data
+  int64_t lost_frames = 0;     // frames of the stream that were never decoded
+  int64_t damaged_frames = 0;  // frames decoded with errors (concealed by the decoder) and used
+  std::vector<StreamPosition> lost;     // first kMaxListed lost frames
+  std::vector<StreamPosition> damaged;  // first kMaxListed damaged frames
+  bool truncated = false;      // the stream ended early (declared frame count not reached, read error)
+  std::string truncation;      // how: "file ends at frame 20 of 40 declared", "read error: ..."
+  bool any() const { return decode_errors > 0 || lost_frames > 0 || damaged_frames > 0 || truncated; }
+  // One line for logs: "3 decode errors, 20 frames lost (positions 20-39), file ends at ...".
+  std::string describe() const;
+};
+
+// Feeds StreamDamage from the decode loop. Timestamps are in the stream's time base; `seconds`
+// converts one to seconds from the stream start.
+class StreamDamageTracker {
+ public:
+  static constexpr int64_t kNoTimestamp = INT64_MIN;
+  StreamDamageTracker(double (*seconds)(int64_t pts, const void* ctx), const void* ctx, double fps)
+      : seconds_(seconds), ctx_(ctx), fps_(fps) {}
+
+  void on_packet(int64_t pts);     // a packet of the video stream was sent to the decoder
+  void on_decode_error() { ++damage_.decode_errors; }  // the decoder rejected a packet / frame
+  // A decoded frame with timestamp `pts` (its best-effort timestamp); returns its stream position.
+  int64_t on_frame(int64_t pts, bool damaged);
+  // The decoder is drained: frames still pending are lost. `declared_frames` (> 0 when the
+  // container states it) reveals frames after the end of a truncated file.
+  void on_end(int64_t declared_frames);
+  // The demuxer failed before the end of the file; what was read is kept.
+  void on_read_error(const std::string& message);
+
+  const StreamDamage& damage() const { return damage_; }
+  int64_t positions() const { return next_position_; }
+
+ private:
+  void lose(int64_t pts, int64_t position);
+  double (*seconds_)(int64_t, const void*);
+  const void* ctx_;
+  double fps_;
+  StreamDamage damage_;
+  std::set<int64_t> pending_;             // timestamps sent but not yet decoded
+  std::map<int64_t, size_t> lost_index_;  // lost timestamp -> its position (late output revives it)
+  std::map<int64_t, int64_t> lost_position_;
+  int64_t next_position_ = 0;
+};
+
+}  // namespace lingbot::io

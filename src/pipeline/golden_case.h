@@ -1,0 +1,27 @@
+#pragma once
+// The golden-case reader: case.json of a reference case (scenario, model hyperparameters, weights
+// file) as the engine uses it. Kept apart from the verification run so it can be tested and fuzzed
+// on its own (it needs only the model configuration, never the model).
+#include <string>
+#include <string_view>
+
+#include "lingbot/model.h"
+
+namespace lingbot {
+
+// What case.json says (the reader on its own, so it can be tested and fuzzed without a case folder).
+struct GoldenCase {
+  std::string case_name;       // "case" field; empty when absent
+  std::string weights_file;    // relative to the case directory
+  int scale_frames = 0;        // scenario.num_scale_frames (= kv_cache_scale_frames)
+  int sliding_window = 0;      // scenario.kv_cache_sliding_window
+  int keyframe_interval = 1;
+  int camera_iterations = 0;   // 0 = model default
+  bool cross_frame_special = true, include_scale_frames = true, camera_only = false;
+  ConfigOverrides overrides;   // model hyperparameters the weight shapes do not reveal
+};
+// Parses and checks case.json text; throws lingbot::Error naming `label` for malformed JSON, a
+// missing or mistyped field, or a scenario option the engine does not support.
+GoldenCase parse_case_json(std::string_view text, const std::string& label);
+
+}  // namespace lingbot

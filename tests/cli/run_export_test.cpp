@@ -1,0 +1,216 @@
+// `lingbot-map run --export LIST` end to end on the committed tiny case, every export opened by the
+// tool of its field: numpy + Open3D (tests/tools/check_exports.py), COLMAP 3.8 (model_converter,
+// model_analyzer), the Khronos glTF validator (tests/tools/validate_gltf.cjs). Also the bad-input
+// paths (unknown name, a sub-folder that cannot be created) and Ctrl-C mid-run.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+using nlohmann::json;
+
+const fs::path kRepo = fs::path(kTestdata).parent_path();
+const fs::path kTiny = fs::path(kTestdata) / "tiny";
+const std::string kTinyArgs = " --model " + (kTiny / "model.pt").string() +
+                              " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+
+// Runs a shell command with stdout + stderr captured; a missing tool is exit code 127 (a failure).
+Result shell(const std::string& command) {
+  const fs::path d = fresh_dir("_shell");
+  const int st = std::system((command + " >" + (d / "out").string() + " 2>&1").c_str());
+  Result r;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(d / "out");
+  return r;
+}
+
+size_t count_files(const fs::path& dir, const std::string& suffix) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename().string().ends_with(suffix)) ++n;
+  return n;
+}
+
+// Every export of a run of `frames` frames (all with finite geometry) is complete and opens in its
+// tool with the counts summary.json reports.
+void check_all_exports(const fs::path& out, int64_t frames) {
+  const json summary = read_json(out / "summary.json");
+  const json& ex = summary.at("exports");
+  for (const char* name : {"poses", "tum", "depth", "ply", "depth-preview", "npz", "colmap", "glb", "bss"})
+    EXPECT_TRUE(ex.contains(name)) << name;
+  EXPECT_EQ(summary.at("frames"), frames);
+  const int64_t points = summary.at("points").get<int64_t>();
+  EXPECT_GT(points, 0);
+
+  // numpy: every NPZ key with its shape, dtype and values (vs depth/*.npy, poses.json); Open3D: points.ply.
+  Result r = shell("/usr/bin/python3 " + (kRepo / "tests" / "tools" / "check_exports.py").string() + " " +
+                   out.string() + " npz ply");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "npz: " + std::to_string(frames) + " frames, 6 keys per frame, predictions.npz 8 keys: OK"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "ply: Open3D read " + std::to_string(points) + " points")) << r.out;
+
+  // COLMAP reads the text model: one camera and image per frame, the points of points.ply.
+  const fs::path bin = out.parent_path() / "colmap_bin";
+  fs::remove_all(bin);
+  fs::create_directories(bin);
+  r = shell("QT_QPA_PLATFORM=offscreen colmap model_converter --input_path " + (out / "colmap").string() +
+            " --output_path " + bin.string() + " --output_type BIN");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = shell("QT_QPA_PLATFORM=offscreen colmap model_analyzer --path " + bin.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "Cameras: " + std::to_string(frames) + "\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Registered images: " + std::to_string(frames) + "\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Points: " + std::to_string(points) + "\n")) << r.out;
+
+  // The Khronos validator: no errors, and the points, frustums and trajectory are there.
+  r = shell("node " + (kRepo / "tests" / "tools" / "validate_gltf.cjs").string() + " " + (out / "scene.glb").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json v = json::parse(r.out);
+  EXPECT_EQ(v.at("numErrors"), 0) << r.out;
+  EXPECT_EQ(v.at("info").at("drawCallCount"), 3) << r.out;
+  const int64_t keyframes = summary.at("keyframes").get<int64_t>();
+  EXPECT_EQ(v.at("info").at("totalVertexCount"), points + 16 * keyframes + frames) << r.out;
+
+  // bss: one line per frame in each file; depth previews: one 8-bit RGB PNG per frame.
+  const auto traj = read_lines(out / "bss" / "traj.txt"), intr = read_lines(out / "bss" / "intrinsics.txt");
+  ASSERT_EQ(static_cast<int64_t>(traj.size()), frames);
+  ASSERT_EQ(static_cast<int64_t>(intr.size()), frames);
+  const json poses = read_json(out / "poses.json");
+  for (int64_t i = 0; i < frames; ++i) {
+    ASSERT_EQ(traj[i].size(), 13u);
+    ASSERT_EQ(intr[i].size(), 7u);
+    const json& c2w = poses["frames"][i]["c2w"];
+    for (int k = 0; k < 12; ++k) EXPECT_NEAR(std::stod(traj[i][1 + k]), c2w[k / 4][k % 4].get<double>(), 1e-6);
+    EXPECT_EQ(intr[i][5], std::to_string(poses.at("image_width").get<int>()));
+  }
+  EXPECT_EQ(static_cast<int64_t>(count_files(out / "depth_preview", ".png")), frames);
+  const PngInfo png = parse_png_header(slurp(out / "depth_preview" / "000000.png"));
+  EXPECT_EQ(png.bit_depth, 8);
+  EXPECT_EQ(png.colour_type, 2);  // RGB
+}
+
+TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
+  const fs::path out = fresh_dir("export_all") / "out";
+  const Result r = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export all --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  check_all_exports(out, 10);
+  // A second run into the same folder with fewer exports leaves none of the first run's files.
+  const Result r2 = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export poses --out " + out.string());
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  for (const char* gone : {"trajectory.tum", "points.ply", "scene.glb", "predictions.npz", "colmap/images.txt",
+                           "bss/traj.txt", "predictions/meta.npz", "depth/000000.npy", "depth_preview/000000.png"})
+    EXPECT_FALSE(fs::exists(out / gone)) << gone;
+  EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 10u);
+}
+
+TEST(RunExport, DefaultSetIsDocumented) {
+  const fs::path out = fresh_dir("export_default") / "out";
+  const Result r = run_cli("run --demo --demo-frames 3 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json ex = read_json(out / "summary.json").at("exports");
+  std::vector<std::string> names;
+  for (const auto& [k, v] : ex.items()) names.push_back(k);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"depth", "depth-preview", "ply", "poses", "tum"}));
+  EXPECT_EQ(count_files(out / "depth_preview", ".png"), 3u);
+  EXPECT_FALSE(fs::exists(out / "colmap"));
+  const Result help = run_cli("run --help");
+  EXPECT_TRUE(contains(help.out, "--export")) << help.out;
+  EXPECT_TRUE(contains(help.out, "poses,tum,depth,ply,depth-preview")) << help.out;
+}
+
+TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
+  const fs::path out = fresh_dir("export_unknown") / "out";
+  const Result r = run_cli("run --demo --export poses,colmp --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, all)\n");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(RunExport, SubFolderThatCannotBeCreatedFailsBeforeWriting) {
+  const fs::path out = fresh_dir("export_badsub") / "out";
+  fs::create_directories(out);
+  std::ofstream(out / "colmap") << "a file where the colmap folder goes";
+  const Result r = run_cli("run --demo --demo-frames 2 --export all --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err, "error: cannot create folder " + (out / "colmap").string() + ": Not a directory\n");
+  // Nothing half-written: no output file at all (only the empty folders of the exports before it).
+  for (const auto& e : fs::recursive_directory_iterator(out))
+    if (e.is_regular_file()) {
+      EXPECT_EQ(e.path(), out / "colmap");
+    }
+}
+
+TEST(RunExport, ReadOnlySubFolderFailsBeforeWriting) {
+  if (::geteuid() == 0) {
+    // root writes into a mode-0555 folder; the file-in-the-way case above covers root.
+    const fs::path probe = fresh_dir("export_ro_probe");
+    fs::permissions(probe, fs::perms::owner_read | fs::perms::owner_exec);
+    const bool writable = std::ofstream(probe / "x").good();
+    fs::permissions(probe, fs::perms::owner_all);
+    ASSERT_TRUE(writable) << "root could not write into a read-only folder: expected the opposite";
+    return;
+  }
+  const fs::path out = fresh_dir("export_ro") / "out";
+  fs::create_directories(out / "bss");
+  fs::permissions(out / "bss", fs::perms::owner_read | fs::perms::owner_exec);
+  const Result r = run_cli("run --demo --demo-frames 2 --export poses,bss --out " + out.string());
+  fs::permissions(out / "bss", fs::perms::owner_all);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: folder " + (out / "bss").string() + " is not writable: Permission denied\n");
+  EXPECT_FALSE(fs::exists(out / "poses.json"));
+}
+
+// Ctrl-C mid-run: every chosen export is complete and valid for the frames done.
+TEST(RunExport, InterruptLeavesEveryExportValid) {
+  const fs::path dir = fresh_dir("export_sigint");
+  const fs::path frames = dir / "frames", out = dir / "out";
+  fs::create_directories(frames);
+  constexpr int kFrames = 80;  // the tiny case's 10 frames, repeated: long enough to interrupt
+  for (int i = 0; i < kFrames; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06d.png", i);
+    fs::copy_file(kTiny / "frames" / (std::string("00000") + std::to_string(i % 10) + ".png"), frames / name);
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string model = (kTiny / "model.pt").string();
+    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--images", frames.c_str(), "--model", model.c_str(),
+            "--image-size", "112", "--num-scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "2",
+            "--export", "all", "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(out / "bss" / "traj.txt") && read_lines(out / "bss" / "traj.txt").size() >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "log");
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "interrupted");
+  const int64_t done = summary.at("frames").get<int64_t>();
+  EXPECT_GE(done, 4);
+  EXPECT_LT(done, kFrames) << "the run ended before the interrupt: make it longer";
+  check_all_exports(out, done);
+}
+
+}  // namespace

@@ -1,0 +1,571 @@
+// Exporters (io/export.h): the --export list, the invalid-value rule, and every new format read by
+// the tool of its field: numpy (NPZ), COLMAP 3.8 (text model), the Khronos glTF validator (GLB).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/byte_source.h"
+#include "io/depth_preview.h"
+#include "io/export.h"
+#include "io/export_bss.h"
+#include "io/export_colmap.h"
+#include "io/export_glb.h"
+#include "io/export_npz.h"
+#include "io/npy.h"
+#include "io/zip_archive.h"
+#include "io/zip_writer.h"
+#include "test_temp_dir.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#endif
+#include <stb/stb_image.h>  // implementation lives in lingbot_io (image.cpp)
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+using namespace lingbot;
+using namespace lingbot::io;
+namespace fs = std::filesystem;
+
+namespace {
+
+using lingbot_test::TempDir;
+
+const fs::path kRepo = fs::path(LINGBOT_TESTDATA_DIR).parent_path();
+const fs::path kTools = kRepo / "tests" / "tools";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Cmd {
+  int exit_code = -1;
+  std::string out;
+};
+// Runs a shell command; stdout+stderr captured. A missing tool gives exit code 127: a failure.
+Cmd run(const std::string& command, const fs::path& scratch) {
+  const fs::path log = scratch / "cmd.log";
+  const int st = std::system((command + " >" + log.string() + " 2>&1").c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(log)};
+}
+
+// A synthetic frame with owned storage: a camera at `centre` looking along +z rotated by `yaw`
+// about y, a fronto-parallel depth ramp, and world points unprojected as the engine does
+// (pixel (x, y) at integer coordinates, K with cx = W/2, cy = H/2).
+struct Synth {
+  int w, h;
+  std::vector<float> image, pose_enc, depth, conf, points;
+  ExportFrame f;
+  Synth(int64_t index, int w_, int h_, double yaw, std::array<double, 3> centre) : w(w_), h(h_) {
+    const size_t hw = static_cast<size_t>(w) * h;
+    image.resize(3 * hw);
+    for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<float>((i * 7 + index) % 256) / 255.0f;
+    const double c = std::cos(yaw), s = std::sin(yaw);
+    f.c2w = {c, 0, s, centre[0], 0, 1, 0, centre[1], -s, 0, c, centre[2]};
+    f.w2c = rigid_inverse(f.c2w);
+    const double fx = 0.8 * w, fy = 0.8 * w;
+    f.intrinsics = {fx, 0, w / 2.0, 0, fy, h / 2.0, 0, 0, 1};
+    pose_enc = {static_cast<float>(centre[0]), static_cast<float>(centre[1]), static_cast<float>(centre[2]), 0, 0, 0, 1,
+                1.0f, 1.0f};
+    depth.resize(hw);
+    conf.resize(hw);
+    points.resize(3 * hw);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const size_t i = static_cast<size_t>(y) * w + x;
+        depth[i] = 1.0f + 0.01f * static_cast<float>(x + y);
+        conf[i] = 2.0f + static_cast<float>(i % 3);
+        const double X = (x - w / 2.0) / fx * depth[i], Y = (y - h / 2.0) / fy * depth[i], Z = depth[i];
+        for (int r = 0; r < 3; ++r)
+          points[3 * i + r] = static_cast<float>(f.c2w[r * 4] * X + f.c2w[r * 4 + 1] * Y + f.c2w[r * 4 + 2] * Z + f.c2w[r * 4 + 3]);
+      }
+    f.index = index;
+    f.timestamp = 0.1 * static_cast<double>(index);
+    f.source = "synth";
+    f.keyframe = index % 2 == 0;
+    f.scale_frame = index < 2;
+    f.image = image;
+    f.pose_enc = pose_enc;
+    f.depth = depth;
+    f.depth_conf = conf;
+    f.world_points = points;
+  }
+  Synth(const Synth&) = delete;
+};
+
+ExportRun run_info(const fs::path& out, int w, int h) {
+  ExportRun r;
+  r.out_dir = out;
+  r.width = w;
+  r.height = h;
+  r.scale_frames = 2;
+  r.points = {1.5f, 1};
+  r.meta = {{"image_width", w}, {"image_height", h}};
+  return r;
+}
+
+// ---- the list -----------------------------------------------------------------------------------
+TEST(Export, ListParsesNamesInRegistryOrder) {
+  EXPECT_EQ(default_export_list(), "poses,tum,depth,ply,depth-preview");
+  EXPECT_EQ(parse_export_list(default_export_list()),
+            (std::vector<std::string>{"poses", "tum", "depth", "ply", "depth-preview"}));
+  EXPECT_EQ(parse_export_list("glb, poses,glb"), (std::vector<std::string>{"poses", "glb"}));
+  EXPECT_EQ(parse_export_list("all").size(), export_kinds().size());
+  for (const ExportKind& k : export_kinds()) EXPECT_EQ(make_exporter(k.name)->name(), k.name);
+}
+
+TEST(Export, UnknownNameNamesTheChoices) {
+  try {
+    parse_export_list("poses,colmapp");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unknown export 'colmapp' (choose from poses, tum, depth, ply, depth-preview, npz, colmap, glb, bss, all)");
+  }
+  EXPECT_THROW(parse_export_list("poses,,ply"), Error);
+  EXPECT_THROW(parse_export_list(""), Error);
+}
+
+// ---- the invalid-value rule ---------------------------------------------------------------------
+TEST(Export, InvalidSamplesAndNonFiniteFramesGiveNoPoints) {
+  EXPECT_TRUE(is_valid_map_value(1e-30f));
+  for (float v : {0.0f, -1.0f, NAN, INFINITY, -INFINITY}) EXPECT_FALSE(is_valid_map_value(v)) << v;
+  Synth s(0, 4, 3, 0.0, {0, 0, 0});
+  const PointFilter all{1.5f, 1};
+  EXPECT_EQ(frame_points(s.f, all).size(), 12u);
+  s.depth[0] = NAN;
+  s.depth[1] = 0;
+  s.depth[2] = -1;
+  s.conf[3] = INFINITY;  // above the threshold, but not finite: invalid
+  EXPECT_EQ(frame_points(s.f, all).size(), 8u);
+  EXPECT_TRUE(geometry_finite(s.f));
+  s.f.intrinsics[0] = INFINITY;
+  EXPECT_FALSE(geometry_finite(s.f));
+  EXPECT_EQ(frame_points(s.f, all).size(), 0u);
+  s.f.intrinsics[0] = 3;
+  s.pose_enc[8] = NAN;
+  EXPECT_FALSE(geometry_finite(s.f));
+}
+
+// ---- depth preview ------------------------------------------------------------------------------
+TEST(DepthPreview, RobustRangeTurboAndBlackInvalid) {
+  // 100 valid depths 1..100 (shuffled) plus invalid ones: the range is numpy.percentile's 2/98.
+  std::vector<float> depth;
+  for (int i = 1; i <= 100; ++i) depth.push_back(static_cast<float>(i));
+  std::shuffle(depth.begin(), depth.end(), std::mt19937(3));
+  depth.insert(depth.begin() + 10, {NAN, 0.0f, -2.0f, INFINITY});
+  ASSERT_EQ(depth.size(), 104u);
+  const DepthRange r = depth_preview_range(depth);
+  EXPECT_FLOAT_EQ(r.lo, 1 + 0.02f * 99);  // np.percentile(np.arange(1, 101), 2) = 2.98
+  EXPECT_FLOAT_EQ(r.hi, 1 + 0.98f * 99);  // 98.02
+  const ImageU8 img = colorize_depth(8, 13, depth);
+  const auto near = turbo_rgb(1.0), far = turbo_rgb(kDepthPreviewFarEnd);
+  for (size_t i = 0; i < depth.size(); ++i) {
+    const uint8_t* p = img.rgb.data() + 3 * i;
+    if (!is_valid_map_value(depth[i])) {
+      EXPECT_EQ(p[0] + p[1] + p[2], 0) << i;
+      continue;
+    }
+    EXPECT_GE(std::max({p[0], p[1], p[2]}), 100) << i;  // never close to the black of invalid pixels
+    const double t = 1.0 - (static_cast<double>(depth[i]) - r.lo) / (static_cast<double>(r.hi) - r.lo);
+    const auto want = depth[i] <= r.lo   ? near
+                      : depth[i] >= r.hi ? far
+                                         : turbo_rgb(kDepthPreviewFarEnd + (1.0 - kDepthPreviewFarEnd) * t);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), p)) << i;
+  }
+  // Turbo: blue -> green -> red (the polynomial fit is least exact at the very ends).
+  EXPECT_GT(turbo_rgb(0.1)[2], turbo_rgb(0.1)[0]);
+  EXPECT_GT(near[0], near[2]);
+  EXPECT_GT(turbo_rgb(0.5)[1], 200);
+  // The PNG decodes to exactly these pixels.
+  TempDir dir;
+  write_depth_preview(dir.path / "p.png", 8, 13, depth);
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load((dir.path / "p.png").c_str(), &w, &h, &n, 3);
+  ASSERT_NE(px, nullptr);
+  EXPECT_EQ(w, 8);
+  EXPECT_EQ(h, 13);
+  EXPECT_TRUE(std::equal(img.rgb.begin(), img.rgb.end(), px));
+  stbi_image_free(px);
+  // No valid pixel: all black, no error.
+  const std::vector<float> none(6, NAN);
+  const ImageU8 black = colorize_depth(3, 2, none);
+  EXPECT_TRUE(std::all_of(black.rgb.begin(), black.rgb.end(), [](uint8_t v) { return v == 0; }));
+}
+
+// ---- ZIP / NPZ ----------------------------------------------------------------------------------
+TEST(ZipWriter, EntriesReadBackWithTheirCrc) {
+  TempDir dir;
+  const fs::path p = dir.path / "a.zip";
+  std::vector<uint8_t> big(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 31 + (i >> 8));
+  {
+    ZipWriter z(p);
+    z.add_entry("empty", {});
+    z.begin_entry("big.bin");
+    z.write(big.data(), 1000);
+    z.write(big.data() + 1000, big.size() - 1000);
+    z.end_entry();
+    z.close();
+  }
+  const auto src = ByteSource::open_file(p.string());
+  const ZipDirectory d(*src);
+  ASSERT_EQ(d.entries().size(), 2u);
+  const auto* e = d.find("big.bin");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->size, big.size());
+  EXPECT_EQ(e->crc32, crc32(big.data(), big.size()));
+  std::vector<uint8_t> back(big.size());
+  src->read_at(d.data_offset(*e), back.data(), back.size());
+  EXPECT_EQ(back, big);
+  EXPECT_EQ(d.find("empty")->size, 0u);
+  // Python's zipfile (numpy.load's reader) checks every CRC.
+  const Cmd c = run("/usr/bin/python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; "
+                    "print(sorted(z.namelist()))\" " + p.string(), dir.path);
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_EQ(c.out, "['big.bin', 'empty']\n");
+}
+
+// Per-frame files, meta.npz and predictions.npz, read by numpy: shapes, dtypes and every value.
+TEST(Npz, NumpyLoadsEveryKeyWithItsValues) {
+  TempDir dir;
+  const int W = 6, H = 4;
+  std::vector<std::unique_ptr<Synth>> frames;
+  {
+    std::unique_ptr<Exporter> e = make_exporter("npz");
+    const ExportRun r = run_info(dir.path, W, H);
+    e->prepare(r);
+    e->begin(r);
+    for (int i = 0; i < 5; ++i) {
+      frames.push_back(std::make_unique<Synth>(i, W, H, 0.1 * i, std::array<double, 3>{0.5 * i, 0, 0}));
+      frames.back()->depth[3] = NAN;  // raw arrays keep values as computed
+      e->frame(frames.back()->f);
+    }
+    e->finish(ExportStatus::Completed);
+    EXPECT_EQ(e->report().at("frames"), 5);
+  }
+  // The values the frames held, as .npy files numpy compares against (write_npy_f32 is tested).
+  for (const auto& s : frames) {
+    const std::string stem = (dir.path / ("want_" + std::to_string(s->f.index))).string();
+    write_npy_f32(stem + "_images.npy", std::vector<int64_t>{3, H, W}, s->image);
+    write_npy_f32(stem + "_depth.npy", std::vector<int64_t>{H, W}, s->depth);
+    write_npy_f32(stem + "_conf.npy", std::vector<int64_t>{H, W}, s->conf);
+    write_npy_f32(stem + "_pose_enc.npy", std::vector<int64_t>{9}, s->pose_enc);
+    std::vector<float> w2c(s->f.w2c.begin(), s->f.w2c.end()), K(s->f.intrinsics.begin(), s->f.intrinsics.end());
+    write_npy_f32(stem + "_extrinsic.npy", std::vector<int64_t>{3, 4}, w2c);
+    write_npy_f32(stem + "_intrinsic.npy", std::vector<int64_t>{3, 3}, K);
+  }
+  const std::string script = R"PY(
+import sys, os, numpy as np
+d = sys.argv[1]
+S, H, W = 5, 4, 6
+shapes = {"images": (3, H, W), "pose_enc": (9,), "depth": (H, W, 1), "depth_conf": (H, W), "extrinsic": (3, 4), "intrinsic": (3, 3)}
+files = {"images": "images", "pose_enc": "pose_enc", "depth": "depth", "depth_conf": "conf", "extrinsic": "extrinsic", "intrinsic": "intrinsic"}
+whole = np.load(os.path.join(d, "predictions.npz"))
+assert sorted(whole.files) == sorted(list(shapes) + ["is_keyframe", "frame_type"]), whole.files
+for i in range(S):
+    z = np.load(os.path.join(d, "predictions", "frame_%06d.npz" % i), allow_pickle=False)
+    assert sorted(z.files) == sorted(shapes), z.files
+    for k, shp in shapes.items():
+        assert z[k].dtype == np.float32 and z[k].shape == shp, (k, z[k].dtype, z[k].shape)
+        want = np.load(os.path.join(d, "want_%d_%s.npy" % (i, files[k]))).reshape(shp)
+        assert np.array_equal(z[k], want, equal_nan=True), (i, k)
+        assert np.array_equal(whole[k][i], want, equal_nan=True), (i, k)
+    assert np.isnan(z["depth"][0, 3, 0])
+for k, shp in shapes.items():
+    assert whole[k].shape == (S,) + shp and whole[k].dtype == np.float32, k
+m = np.load(os.path.join(d, "predictions", "meta.npz"), allow_pickle=False)
+assert m["is_keyframe"].dtype == np.bool_ and m["is_keyframe"].tolist() == [True, False, True, False, True]
+assert m["frame_type"].dtype == np.uint8 and m["frame_type"].tolist() == [0, 0, 1, 2, 1]
+assert whole["is_keyframe"].tolist() == m["is_keyframe"].tolist() and whole["frame_type"].tolist() == m["frame_type"].tolist()
+print("ok")
+)PY";
+  std::ofstream(dir.path / "check.py") << script;
+  const Cmd c = run("/usr/bin/python3 " + (dir.path / "check.py").string() + " " + dir.path.string(), dir.path);
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_EQ(c.out, "ok\n");
+}
+
+TEST(Npz, MetaIsValidAfterEveryFrameAndTheWholeRunFileHasACap) {
+  TempDir dir;
+  fs::create_directories(dir.path / "predictions");
+  PredictionsWriter w(dir.path / "predictions", 2, 2);
+  for (int64_t i = 0; i <= kPredictionsNpzMaxFrames; ++i) {
+    Synth s(i, 2, 2, 0, {0, 0, 0});
+    w.append(s.f);
+    if (i == 3) {  // meta.npz after 4 frames: a complete archive with [4] arrays
+      const auto src = ByteSource::open_file((dir.path / "predictions" / "meta.npz").string());
+      const ZipDirectory d(*src);
+      EXPECT_EQ(d.find("is_keyframe.npy")->size, 128u + 4u);  // 128-byte .npy header + 4 bools
+      EXPECT_EQ(w.write_combined(dir.path / "small.npz"), "");
+      EXPECT_TRUE(fs::exists(dir.path / "small.npz"));
+    }
+  }
+  EXPECT_EQ(w.write_combined(dir.path / "predictions.npz"),
+            "301 frames > 300 (predictions/ holds every frame)");
+  EXPECT_FALSE(fs::exists(dir.path / "predictions.npz"));
+  EXPECT_FALSE(fs::exists(dir.path / "predictions.npz.tmp"));
+}
+
+// ---- COLMAP -------------------------------------------------------------------------------------
+struct Camera {
+  double fx, fy, cx, cy;
+};
+
+TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
+  TempDir dir;
+  const int W = 8, H = 6, kFrames = 4;
+  std::vector<std::unique_ptr<Synth>> frames;
+  int64_t points = 0;
+  {
+    std::unique_ptr<Exporter> e = make_exporter("colmap");
+    const ExportRun r = run_info(dir.path, W, H);
+    e->prepare(r);
+    e->begin(r);
+    for (int i = 0; i <= kFrames; ++i) {
+      frames.push_back(std::make_unique<Synth>(i, W, H, 0.3 * i, std::array<double, 3>{0.2 * i, -0.1 * i, 0.05 * i}));
+      if (i == 2) frames.back()->pose_enc[7] = INFINITY;  // non-finite geometry: left out
+      e->frame(frames.back()->f);
+      if (i != 2) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
+    }
+    e->finish(ExportStatus::Completed);
+    EXPECT_EQ(e->report().at("images"), kFrames);
+    EXPECT_EQ(e->report().at("points"), points);
+    EXPECT_EQ(e->report().at("frames_skipped_non_finite"), 1);
+  }
+  const fs::path model = dir.path / "colmap", bin = dir.path / "bin";
+  fs::create_directories(bin);
+  const std::string env = "QT_QPA_PLATFORM=offscreen ";
+  Cmd c = run(env + "colmap model_converter --input_path " + model.string() + " --output_path " + bin.string() +
+                  " --output_type BIN",
+              dir.path);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  for (const char* f : {"cameras.bin", "images.bin", "points3D.bin"}) EXPECT_TRUE(fs::exists(bin / f)) << f;
+  c = run(env + "colmap model_analyzer --path " + bin.string(), dir.path);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("Cameras: " + std::to_string(kFrames) + "\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("Images: " + std::to_string(kFrames) + "\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("Registered images: " + std::to_string(kFrames) + "\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("Points: " + std::to_string(points) + "\n"), std::string::npos) << c.out;
+
+  // Project every pixel's world point with the written camera and pose, as COLMAP does
+  // (x = R X + t, u = fx x/z + cx): it lands on the pixel's centre, (col + 0.5, row + 0.5).
+  std::map<int, Camera> cams;
+  std::istringstream cs(slurp(model / "cameras.txt"));
+  for (std::string line; std::getline(cs, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    int id, w, h;
+    std::string kind;
+    Camera k{};
+    ls >> id >> kind >> w >> h >> k.fx >> k.fy >> k.cx >> k.cy;
+    EXPECT_EQ(kind, "PINHOLE");
+    EXPECT_EQ(w, W);
+    cams[id] = k;
+  }
+  std::istringstream is(slurp(model / "images.txt"));
+  int checked = 0;
+  std::set<int> ids;
+  for (std::string line; std::getline(is, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    int id, cam;
+    double qw, qx, qy, qz, tx, ty, tz;
+    std::string name;
+    ls >> id >> qw >> qx >> qy >> qz >> tx >> ty >> tz >> cam >> name;
+    std::string points2d;
+    std::getline(is, points2d);
+    EXPECT_EQ(points2d, "");
+    ids.insert(id);
+    EXPECT_GE(qw, 0);
+    const Synth& s = *frames[static_cast<size_t>(id - 1)];
+    char want_name[16];
+    std::snprintf(want_name, sizeof want_name, "%06d.png", id - 1);
+    EXPECT_EQ(name, want_name);
+    const double R[9] = {1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qz * qw),     2 * (qx * qz + qy * qw),
+                         2 * (qx * qy + qz * qw),     1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qx * qw),
+                         2 * (qx * qz - qy * qw),     2 * (qy * qz + qx * qw),     1 - 2 * (qx * qx + qy * qy)};
+    const Camera& k = cams.at(cam);
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x) {
+        const float* X = s.points.data() + 3 * (static_cast<size_t>(y) * W + x);
+        double p[3] = {tx, ty, tz};
+        for (int r = 0; r < 3; ++r)
+          for (int j = 0; j < 3; ++j) p[r] += R[r * 3 + j] * X[j];
+        EXPECT_NEAR(k.fx * p[0] / p[2] + k.cx, x + 0.5, 1e-4);
+        EXPECT_NEAR(k.fy * p[1] / p[2] + k.cy, y + 0.5, 1e-4);
+        ++checked;
+      }
+  }
+  EXPECT_EQ(ids, (std::set<int>{1, 2, 4, 5}));
+  EXPECT_EQ(checked, kFrames * W * H);
+}
+
+// ---- GLB ----------------------------------------------------------------------------------------
+// The Khronos validator's report of `file` (node + web/node_modules/gltf-validator).
+nlohmann::json validate_gltf(const fs::path& file, const fs::path& scratch) {
+  const Cmd c = run("node " + (kTools / "validate_gltf.cjs").string() + " " + file.string(), scratch);
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  if (c.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(c.out);
+}
+
+TEST(Glb, KhronosValidatorReportsNoErrors) {
+  TempDir dir;
+  int64_t points = 0;
+  {
+    std::unique_ptr<Exporter> e = make_exporter("glb");
+    const ExportRun r = run_info(dir.path, 8, 6);
+    e->prepare(r);
+    e->begin(r);
+    std::vector<std::unique_ptr<Synth>> frames;
+    for (int i = 0; i < 5; ++i) {
+      frames.push_back(std::make_unique<Synth>(i, 8, 6, 0.2 * i, std::array<double, 3>{0.3 * i, 0, 0}));
+      if (i == 1) frames.back()->f.c2w[3] = NAN;
+      e->frame(frames.back()->f);
+      if (i != 1) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
+    }
+    e->finish(ExportStatus::Interrupted);
+    const nlohmann::json rep = e->report();
+    EXPECT_EQ(rep.at("points"), points);
+    EXPECT_EQ(rep.at("cameras"), 4);
+    EXPECT_EQ(rep.at("frames_skipped_non_finite"), 1);
+  }
+  const nlohmann::json rep = validate_gltf(dir.path / "scene.glb", dir.path);
+  ASSERT_TRUE(rep.is_object());
+  EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
+  EXPECT_EQ(rep.at("numWarnings"), 0) << rep.dump(1);
+  EXPECT_EQ(rep.at("info").at("drawCallCount"), 3) << rep.dump(1);  // points, frustums, trajectory
+  // Vertices: the points, 16 per keyframe frustum (frames 0, 2, 4), one per camera centre.
+  EXPECT_EQ(rep.at("info").at("totalVertexCount"), points + 16 * 3 + 4) << rep.dump(1);
+  EXPECT_FALSE(fs::exists(dir.path / "scene.glb.tmp"));
+}
+
+TEST(Glb, EmptyRunIsStillAValidFile) {
+  TempDir dir;
+  GlbSceneBuilder b;
+  b.write(dir.path / "empty.glb");
+  const nlohmann::json rep = validate_gltf(dir.path / "empty.glb", dir.path);
+  ASSERT_TRUE(rep.is_object());
+  EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
+}
+
+TEST(Glb, PointBudgetKeepsAUniformSampleOfAllPoints) {
+  GlbSceneBuilder b(1000);
+  PointBatch batch;
+  for (int i = 0; i < 10000; ++i) {
+    batch.xyz.insert(batch.xyz.end(), {static_cast<float>(i), 0, 0});
+    batch.rgb.insert(batch.rgb.end(), {1, 2, 3});
+    if (batch.size() == 500) {
+      b.add_points(batch);
+      batch = {};
+    }
+  }
+  EXPECT_EQ(b.points_seen(), 10000);
+  EXPECT_EQ(b.points_kept(), 1000);
+  TempDir dir;
+  b.write(dir.path / "s.glb");
+  const nlohmann::json rep = validate_gltf(dir.path / "s.glb", dir.path);
+  ASSERT_TRUE(rep.is_object());
+  EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
+  EXPECT_EQ(rep.at("info").at("totalVertexCount"), 1000);
+}
+
+// ---- BSS ----------------------------------------------------------------------------------------
+TEST(Bss, TrajectoryAndIntrinsicsLines) {
+  TempDir dir;
+  std::unique_ptr<Exporter> e = make_exporter("bss");
+  const ExportRun r = run_info(dir.path, 8, 6);
+  e->prepare(r);
+  e->begin(r);
+  std::vector<std::unique_ptr<Synth>> frames;
+  for (int i = 0; i < 3; ++i) {
+    frames.push_back(std::make_unique<Synth>(i, 8, 6, 0.5 * i, std::array<double, 3>{1.0 * i, 2, 3}));
+    if (i == 1) frames.back()->f.intrinsics[4] = NAN;
+    e->frame(frames.back()->f);
+    // Valid after every frame: the lines so far.
+    std::istringstream t(slurp(dir.path / "bss" / "traj.txt"));
+    size_t lines = 0;
+    for (std::string l; std::getline(t, l);) ++lines;
+    EXPECT_EQ(lines, i < 2 ? 1u : 2u);  // frame 1 is left out
+  }
+  e->finish(ExportStatus::Completed);
+  std::istringstream t(slurp(dir.path / "bss" / "traj.txt")), k(slurp(dir.path / "bss" / "intrinsics.txt"));
+  for (int i : {0, 2}) {
+    double v[13];
+    for (double& x : v) ASSERT_TRUE(static_cast<bool>(t >> x));
+    EXPECT_NEAR(v[0], 0.1 * i, 1e-9);
+    for (int j = 0; j < 12; ++j) EXPECT_NEAR(v[1 + j], frames[i]->f.c2w[j], 1e-8) << j;
+    double kv[7];
+    for (double& x : kv) ASSERT_TRUE(static_cast<bool>(k >> x));
+    EXPECT_NEAR(kv[0], 0.1 * i, 1e-9);
+    EXPECT_NEAR(kv[1], 6.4, 1e-9);
+    EXPECT_NEAR(kv[2], 6.4, 1e-9);
+    EXPECT_EQ(kv[3], 4);
+    EXPECT_EQ(kv[4], 3);
+    EXPECT_EQ(kv[5], 8);
+    EXPECT_EQ(kv[6], 6);
+  }
+  double extra;
+  EXPECT_FALSE(static_cast<bool>(t >> extra));
+}
+
+// ---- the set ------------------------------------------------------------------------------------
+TEST(ExportSet, BadSubFolderFailsBeforeAnythingIsWritten) {
+  TempDir dir;
+  std::ofstream(dir.path / "colmap") << "a file where the folder should be";
+  std::vector<std::unique_ptr<Exporter>> list;
+  for (const std::string& n : parse_export_list("all")) list.push_back(make_exporter(n));
+  ExportSet set(std::move(list));
+  try {
+    set.begin(run_info(dir.path, 4, 3));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot create folder " + (dir.path / "colmap").string() + ": Not a directory");
+  }
+  // Folders of the exporters before it may exist (empty); no file was written.
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path))
+    if (entry.is_regular_file()) {
+      EXPECT_EQ(entry.path(), dir.path / "colmap");
+    }
+}
+
+TEST(ExportSet, FinishReachesEveryExporterAndReportsTheFirstError) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Exporter>> list;
+  list.push_back(make_exporter("glb"));
+  list.push_back(make_exporter("ply"));
+  ExportSet set(std::move(list));
+  set.begin(run_info(dir.path, 4, 3));
+  Synth s(0, 4, 3, 0, {0, 0, 0});
+  set.frame(s.f);
+  fs::create_directories(dir.path / "scene.glb");  // the GLB cannot be renamed into place
+  std::ofstream(dir.path / "scene.glb" / "x") << "x";
+  EXPECT_THROW(set.finish(ExportStatus::Completed), Error);
+  EXPECT_EQ(set.report().at("ply").at("points"), 12);
+  EXPECT_TRUE(fs::exists(dir.path / "points.ply"));
+}
+
+}  // namespace

@@ -1,0 +1,198 @@
+// Damaged videos: a file cut short, corrupted bytes in the middle, and the in-memory reader. The
+// reader must report decode errors, lost frames (count and stream positions) and truncation, and
+// label the frames it does decode by their position in the intact stream (pts x time_base).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/frame_source.h"
+#include "io/video.h"
+#include "test_temp_dir.h"
+#include "test_video_writer.h"
+
+using namespace lingbot;
+using namespace lingbot::io;
+
+namespace {
+
+using lingbot_test::TempDir;
+
+// Frame i carries its index in a block that survives lossy coding: the top-left 16x16 block has
+// grey level 6*i (i < 40). The rest is per-frame noise, so every frame costs the encoder real bytes
+// and the sample data, not the index, makes up most of the file.
+ImageU8 numbered_frame(int i, int w, int h) {
+  ImageU8 img(w, h);
+  uint32_t r = 2654435761u * static_cast<uint32_t>(i + 1);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = img.pixel(x, y);
+      const bool tag = x < 16 && y < 16;
+      for (int c = 0; c < 3; ++c) {
+        r = r * 1664525u + 1013904223u;
+        p[c] = static_cast<uint8_t>(tag ? 6 * i : (r >> 24));
+      }
+    }
+  return img;
+}
+
+int frame_number(const ImageU8& img) { return (img.pixel(8, 8)[1] + 3) / 6; }
+
+std::vector<ImageU8> numbered_frames(int n, int w, int h) {
+  std::vector<ImageU8> frames;
+  for (int i = 0; i < n; ++i) frames.push_back(numbered_frame(i, w, h));
+  return frames;
+}
+
+// H.264 when this libavcodec has libx264, else MPEG-4 part 2 (both inter-coded).
+const char* lossy_codec() { return avcodec_find_encoder_by_name("libx264") ? "libx264" : "mpeg4"; }
+
+std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
+  std::ifstream is(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::filesystem::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream os(p, std::ios::binary);
+  os.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+std::vector<VideoFrame> read_all(VideoReader& reader) {
+  std::vector<VideoFrame> frames;
+  VideoFrame f;
+  while (reader.next(&f)) frames.push_back(std::move(f));
+  return frames;
+}
+
+}  // namespace
+
+TEST(VideoDamage, IntactVideoReportsNoDamage) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mp4";
+  ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(40, 64, 48), 10, 0, "+faststart"));
+  VideoReader reader(path);
+  const auto frames = read_all(reader);
+  ASSERT_EQ(frames.size(), 40u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i].source_index, static_cast<int64_t>(i));
+    EXPECT_EQ(frame_number(frames[i].image), static_cast<int>(i));
+    EXPECT_NEAR(frames[i].timestamp_s, 0.1 * static_cast<double>(i), 1e-9);
+  }
+  EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
+}
+
+// The reproduction: 40 frames, index at the front (+faststart), only the first half kept.
+TEST(VideoDamage, FileCutInHalfReportsTheMissingFrames) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mp4";
+  ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(40, 64, 48), 10, 0, "+faststart"));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  VideoReader reader(path);
+  EXPECT_EQ(reader.info().frame_count, 40);
+  const auto frames = read_all(reader);
+  ASSERT_GE(frames.size(), 5u);
+  ASSERT_LT(frames.size(), 40u);
+  for (const VideoFrame& f : frames) {
+    EXPECT_EQ(frame_number(f.image), static_cast<int>(f.source_index));
+    EXPECT_NEAR(f.timestamp_s, 0.1 * static_cast<double>(f.source_index), 1e-9);
+  }
+  const StreamDamage& d = reader.damage();
+  EXPECT_TRUE(d.truncated);
+  EXPECT_EQ(d.lost_frames + static_cast<int64_t>(frames.size()), 40) << d.describe();
+  ASSERT_EQ(static_cast<int64_t>(d.lost.size()), d.lost_frames);
+  // Every position 0..39 is either decoded or listed lost, exactly once.
+  std::vector<int> seen(40, 0);
+  for (const VideoFrame& f : frames) ++seen[static_cast<size_t>(f.source_index)];
+  for (const StreamPosition& p : d.lost) {
+    ASSERT_GE(p.position, 0);
+    ASSERT_LT(p.position, 40);
+    ++seen[static_cast<size_t>(p.position)];
+    EXPECT_NEAR(p.timestamp_s, 0.1 * static_cast<double>(p.position), 1e-6);
+  }
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "position " << i;
+  EXPECT_NE(d.describe().find("of 40 declared"), std::string::npos) << d.describe();
+}
+
+// Garbage over one frame's bytes in the middle: that frame (and any that depend on it and cannot be
+// decoded) is reported; the frames after it keep their stream positions and timestamps.
+TEST(VideoDamage, CorruptBytesInTheMiddleAreReportedAndLabelsStayOnTheStreamTiming) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mp4";
+  ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(40, 64, 48), 10, 0, "+faststart"));
+  std::vector<uint8_t> bytes = read_bytes(path);
+  // The sample data follows the index; overwrite a run in the middle of it.
+  const size_t start = bytes.size() / 2, len = 400;
+  uint32_t x = 12345;
+  for (size_t i = start; i < start + len; ++i) {
+    x = x * 1103515245u + 12345u;
+    bytes[i] = static_cast<uint8_t>(x >> 24);
+  }
+  write_bytes(path, bytes);
+  VideoReader reader(path);
+  const auto frames = read_all(reader);
+  const StreamDamage& d = reader.damage();
+  EXPECT_TRUE(d.any());
+  EXPECT_GT(d.decode_errors + d.damaged_frames + d.lost_frames, 0) << d.describe();
+  EXPECT_EQ(static_cast<int64_t>(frames.size()) + d.lost_frames, 40) << d.describe();
+  EXPECT_FALSE(d.truncated);
+  // Frames after the damage: labelled by stream position; undamaged ones show their own number.
+  std::vector<int64_t> damaged;
+  for (const auto& p : d.damaged) damaged.push_back(p.position);
+  int checked_after = 0;
+  for (const VideoFrame& f : frames) {
+    EXPECT_NEAR(f.timestamp_s, 0.1 * static_cast<double>(f.source_index), 1e-9);
+    if (std::find(damaged.begin(), damaged.end(), f.source_index) == damaged.end() && f.source_index >= 30) {
+      EXPECT_EQ(frame_number(f.image), static_cast<int>(f.source_index));
+      ++checked_after;
+    }
+  }
+  EXPECT_GT(checked_after, 0);
+}
+
+TEST(VideoDamage, InMemoryReaderMatchesTheFileReader) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mkv";
+  ASSERT_TRUE(lingbot_test::write_test_video(path, "ffv1", numbered_frames(6, 32, 24), 10));
+  VideoReader from_file(path);
+  VideoReader in_memory = VideoReader::from_memory(read_bytes(path), "clip in memory");
+  EXPECT_EQ(in_memory.info().width, 32);
+  EXPECT_EQ(in_memory.info().codec, from_file.info().codec);
+  const auto a = read_all(from_file), b = read_all(in_memory);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].image.rgb, b[i].image.rgb);
+    EXPECT_EQ(a[i].timestamp_s, b[i].timestamp_s);
+  }
+  try {
+    (void)VideoReader::from_memory({1, 2, 3}, "three bytes");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open video three bytes: "), std::string::npos) << e.what();
+  }
+}
+
+// The frame selection passes the damage through; frame names stay stream positions.
+TEST(VideoDamage, FrameSourceExposesTheDamage) {
+  TempDir dir;
+  const auto path = dir.path / "clip.mp4";
+  ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(40, 64, 48), 10, 0, "+faststart"));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  FrameSelection sel;
+  sel.video_fps = 0;
+  FrameSource src = FrameSource::from_video(path, sel);
+  SourceFrame f;
+  int64_t n = 0;
+  while (src.next(&f)) {
+    EXPECT_EQ(f.name, "frame_" + std::to_string(frame_number(f.image)));
+    ++n;
+  }
+  ASSERT_NE(src.damage(), nullptr);
+  EXPECT_EQ(src.damage()->lost_frames + n, 40);
+  EXPECT_EQ(FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {}).damage(), nullptr);
+}
