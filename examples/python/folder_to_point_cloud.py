@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     points = 0
     try:
-        with lm.Exporter(args.out, exports=args.export, expected_frames=frames.frame_count,
+        with lm.Exporter(args.out, exports=args.export,
                          conf_threshold=args.conf_threshold, downsample=args.downsample,
                          meta={"model": str(args.model)}) as exporter:
             for r in frames:

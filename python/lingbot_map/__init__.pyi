@@ -141,7 +141,6 @@ class Exporter:
         out: PathLike,
         *,
         exports: Union[str, Sequence[str], None] = None,
-        expected_frames: Optional[int] = None,
         conf_threshold: float = 1.5,
         downsample: int = 10,
         meta: Optional[Mapping[str, Any]] = None,

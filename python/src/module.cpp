@@ -679,8 +679,7 @@ std::vector<std::string> export_names(const py::object& exports) {
 // size is known; like run, that removes earlier outputs of every export in `out`.
 class PyExporter {
  public:
-  PyExporter(const fs::path& out, const py::object& exports, std::optional<int64_t> expected_frames,
-             double conf_threshold, int downsample, const py::object& meta)
+  PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, int downsample, const py::object& meta)
       : meta_(json_from_python(meta)) {
     LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
     LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
@@ -688,7 +687,6 @@ class PyExporter {
     for (const std::string& name : export_names(exports)) exporters.push_back(io::make_exporter(name));
     set_ = std::make_unique<io::ExportSet>(std::move(exporters));
     run_.out_dir = out;
-    run_.expected_frames = expected_frames;
     run_.points = {static_cast<float>(conf_threshold), downsample};
     py::gil_scoped_release nogil;
     io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
@@ -918,12 +916,11 @@ void bind_module(py::module_& m) {
                          "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
                          "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
                          "of names (export_kinds()). Points (PLY / GLB / COLMAP) have conf > conf_threshold,\n"
-                         "every downsample-th. `meta` adds top-level fields to poses.json; `expected_frames`\n"
-                         "sizes buffers when the count is known. The files are opened at the first write(),\n"
+                         "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the first write(),\n"
                          "which, like run, first removes earlier outputs of every export in `out`; close() (or\n"
                          "the end of a with-block) finalises them. summary.json is run's own and not written.")
-      .def(py::init<const fs::path&, const py::object&, std::optional<int64_t>, double, int, const py::object&>(),
-           "out"_a, py::kw_only(), "exports"_a = py::none(), "expected_frames"_a = py::none(),
+      .def(py::init<const fs::path&, const py::object&, double, int, const py::object&>(),
+           "out"_a, py::kw_only(), "exports"_a = py::none(),
            "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
       .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
       .def("close", [](PyExporter& self) { self.close(io::ExportStatus::Completed); },
