@@ -72,7 +72,7 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
     std::string args, error, help;
   };
   const Case cases[] = {
-      {"foo", "error: unknown subcommand 'foo' (subcommands: version, inspect, convert, verify, bench, run)",
+      {"foo", "error: unknown subcommand 'foo' (subcommands: version, inspect, convert, verify, bench, run, view)",
        "lingbot-map"},
       {"run --demo --bogus" + o, "error: The following argument was not expected: --bogus", "lingbot-map run"},
       {"run --demo --fps nan" + o, "error: --fps: 'nan' is not a finite number", "lingbot-map run"},
