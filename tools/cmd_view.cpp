@@ -26,6 +26,7 @@ void view_command(const ViewArgs& a) {
   LINGBOT_CHECK(fs::is_directory(fs::path(a.out) / "viewer"), a.out,
                 " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the viewer export)");
   const fs::path root(a.out);
+  StopSignals stop;  // from here on a Ctrl-C waits for stop.wait(), however early it comes
   ViewerServer server(root, [root] { return folder_run_status(root); });
   server.start(a.host, a.port);
   if (!is_loopback_host(a.host))
@@ -33,7 +34,7 @@ void view_command(const ViewArgs& a) {
                 a.host.c_str(), a.out.c_str());
   std::printf("viewer: %s  (serving %s; Ctrl-C to stop)\n", server.url().c_str(), a.out.c_str());
   std::fflush(stdout);
-  wait_for_stop_signal();
+  stop.wait();
   std::printf("viewer: stopped\n");
 }
 

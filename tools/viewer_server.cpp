@@ -194,16 +194,21 @@ void ViewerServer::start(const std::string& host, int port) {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
-int wait_for_stop_signal() {
-  sigset_t set, previous;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, &previous);
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+}
+
+StopSignals::~StopSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
+int StopSignals::wait() {
   int sig = 0;
-  sigwait(&set, &sig);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  sigwait(&set_, &sig);
   return sig;
 }
+
+int wait_for_stop_signal() { return StopSignals().wait(); }
 
 }  // namespace lingbot::cli

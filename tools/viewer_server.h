@@ -9,6 +9,8 @@
 //                               folder, a folder or a missing file is 404
 // When bound to a loopback address it also answers only requests whose Host header names a loopback
 // host (403 otherwise), so a web page elsewhere cannot read the folder through DNS rebinding.
+#include <signal.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -71,6 +73,21 @@ class ViewerServer {
   std::thread thread_;
   std::string host_;
   int port_ = 0;
+};
+
+// SIGINT / SIGTERM held pending in the calling thread from construction, so a Ctrl-C that arrives
+// before wait() (say, right after the URL is printed) is waited for, never the default action.
+// wait() blocks until one arrives (consumed) and returns its number; the destructor restores the mask.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int wait();
+
+ private:
+  sigset_t set_{}, previous_{};
 };
 
 // Blocks until SIGINT or SIGTERM arrives (the signal is consumed) and returns its number.
