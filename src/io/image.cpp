@@ -13,6 +13,11 @@
 #include "io/file_util.h"
 
 #define STB_IMAGE_IMPLEMENTATION
+// stb decodes only PNG and BMP. JPEG goes to libjpeg-turbo (decode_jpeg): stb's own JPEG decoder
+// also accepts streams that open with fill bytes (FF FF D8) and reads out of bounds on a bad
+// Huffman table (found by fuzz_image), and the other formats are not inputs we document.
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
 #define STBI_FAILURE_USERMSG
 #if defined(__GNUC__)
 #pragma GCC diagnostic push

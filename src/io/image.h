@@ -68,7 +68,7 @@ inline constexpr int64_t kMaxImagePixels = 2 * int64_t{178956970};
 // truncated".
 ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name);
 
-// Reads and decodes an image file (PNG, JPEG, BMP, TGA, GIF first frame, PSD, PNM, HDR).
+// Reads and decodes an image file (PNG, JPEG, BMP).
 // Errors: "image file not found: <path>", "cannot read image file <path>: <reason>",
 // "cannot decode image <path>: <reason>".
 ImageU8 load_image(const std::filesystem::path& path);

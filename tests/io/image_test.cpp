@@ -318,6 +318,23 @@ TEST(Image, Grey16PngIsClippedLikePil) {
 // Found by fuzz_image: a PNG whose IDAT chunk declares 1 GiB in a 100-byte file made stb_image grow
 // its buffer towards that length (gigabytes reserved, seconds of work) before seeing the data end.
 // The chunk table is now checked against the file size first.
+// stb decodes only PNG and BMP: a JPEG stream that opens with a fill byte (FF FF D8), which libjpeg
+// refuses and stb's own JPEG decoder used to take (and read out of bounds on, found by fuzz_image),
+// is refused with the plain "unknown type" error.
+TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
+  ImageU8 img(4, 4);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> jpg = jpeg_with_orientation(img, 1, false);
+  ASSERT_EQ(decode_image(jpg, "ok.jpg").width, 4);
+  jpg.insert(jpg.begin() + 1, 0xff);
+  try {
+    (void)decode_image(jpg, "fill.jpg");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image fill.jpg: Image not of any known type, or corrupt");
+  }
+}
+
 TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
   const std::vector<uint16_t> grey(48, 1000);
   std::vector<uint8_t> png = lingbot::io::encode_png_gray16(8, 6, grey);
