@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/preprocess.h"
+#include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 
@@ -39,6 +40,15 @@ double median_ms(const std::vector<SoakRow>& rows, int64_t last_frame, int64_t w
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
+
+std::string keyframe_rule(const SoakOptions& o) {
+  if (!o.keyframe_policy) return "interval-" + std::to_string(o.keyframe_interval);
+  const auto* flow = dynamic_cast<const FlowKeyframes*>(o.keyframe_policy.get());
+  if (!flow) return "custom";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "flow-%g-gap-%d", flow->threshold(), flow->max_non_keyframe_gap());
+  return buf;
+}
 
 void validate(const SoakOptions& o) {
   LINGBOT_CHECK(o.frames >= 2, "--frames must be >= 2, got ", o.frames);
@@ -88,12 +98,14 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
   so.scale_frames = o.scale_frames;
   so.sliding_window = o.sliding_window;
   so.keyframe_interval = o.keyframe_interval;
+  so.keyframe_policy = o.keyframe_policy;
   so.max_special_frames = o.max_special_frames;
   so.threads = o.threads;
   so.keep_features = false;
   Session session(model, so);
   // The bounded caches reach their final size once the window and the kept frames are full.
-  r.fill_frame = o.scale_frames + (o.sliding_window + o.max_special_frames + 1) * o.keyframe_interval;
+  const int64_t fill_stored = static_cast<int64_t>(o.scale_frames) + o.sliding_window + o.max_special_frames + 1;
+  r.fill_frame = o.frames + 1;
 
   // All rows exist (and their memory is touched) before the first frame, so the harness's own
   // records never show up as RSS growth of the engine.
@@ -115,6 +127,8 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
     row.cache = st.cache;
     row.camera_cache_frames = st.camera_cache_frames;
     row.camera_cache_bytes = st.camera_cache_bytes;
+    if (row.keyframe && f >= o.scale_frames) ++r.keyframes;
+    if (r.fill_frame > o.frames && row.cache.frames_stored >= fill_stored) r.fill_frame = row.frame;
     if (observer) observer->on_frame(row, o.frames);
   }
 
@@ -154,9 +168,13 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
     if (!ok) why += (why.empty() ? "" : "; ") + what;
   };
   if (o.max_special_frames > 0) {
-    check(o.reference_frame >= r.fill_frame, "--reference-frame " + std::to_string(o.reference_frame) +
-                                                 " is before the bounded caches fill (frame " +
-                                                 std::to_string(r.fill_frame) + ")");
+    if (r.fill_frame > o.frames)
+      check(false, "the bounded caches never filled: they need " + std::to_string(fill_stored) +
+                       " stored frames, the run stored " + std::to_string(last.cache.frames_stored));
+    else
+      check(o.reference_frame >= r.fill_frame, "--reference-frame " + std::to_string(o.reference_frame) +
+                                                   " is before the bounded caches fill (frame " +
+                                                   std::to_string(r.fill_frame) + ")");
     check(r.peak_rss_growth <= 0.01, "peak RSS grew " + std::to_string(r.peak_rss_growth * 100) + "% > 1%");
     check(r.time_ratio <= 1.05, "per-frame time ratio " + std::to_string(r.time_ratio) + " > 1.05");
   }
@@ -195,12 +213,12 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
 std::string soak_summary_line(const SoakResult& r) {
   char buf[768];
   std::snprintf(buf, sizeof buf,
-                "summary: frames=%lld max_special_frames=%lld keyframe_interval=%d backend=%s reference_frame=%lld "
+                "summary: frames=%lld max_special_frames=%lld keyframes=%s stored_keyframes=%lld backend=%s reference_frame=%lld "
                 "peak_rss_growth_pct=%.3f time_ratio=%.4f ref_cpu_ms=%.3f last_cpu_ms=%.3f kv_reserved_growth=%lld "
                 "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",
                 static_cast<long long>(r.options.frames), static_cast<long long>(r.options.max_special_frames),
-                r.options.keyframe_interval, kv_backend_name(r.options.backend),
+                keyframe_rule(r.options).c_str(), static_cast<long long>(r.keyframes), kv_backend_name(r.options.backend),
                 static_cast<long long>(r.options.reference_frame), r.peak_rss_growth * 100, r.time_ratio,
                 r.ref_median_ms, r.last_median_ms, static_cast<long long>(r.kv_reserved_growth),
                 static_cast<long long>(r.kv_reserved_formula), static_cast<long long>(r.kv_used_growth),

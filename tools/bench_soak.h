@@ -13,12 +13,15 @@
 //     (0 bytes); without it the paged special stream grows by one special page per block every
 //     special_page_frames stored frames, and the camera head by one K and V row of dim_in floats
 //     per (iteration, trunk block) per stored frame.
+// Every formula counts stored frames (CacheStats::frames_stored), so it holds for any keyframe
+// policy: a fixed interval, or flow keyframes where rolled-back frames leave no trace.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kvcache/kv_cache.h"
+#include "lingbot/keyframe_policy.h"
 #include "lingbot/model.h"
 
 namespace lingbot::bench {
@@ -28,7 +31,8 @@ struct SoakOptions {
   int64_t reference_frame = 1000;  // compare the last frame with this one (1-based frame count)
   int64_t timing_window = 200;     // frames per median
   int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = unbounded, upstream)
-  int keyframe_interval = 1;
+  int keyframe_interval = 1;  // used when keyframe_policy is null
+  std::shared_ptr<const KeyframePolicy> keyframe_policy;  // e.g. FlowKeyframes; null = interval
   int scale_frames = 8;
   int sliding_window = 64;
   KVBackend backend = KVBackend::Paged;
@@ -62,7 +66,10 @@ struct SoakResult {
   int64_t kv_reserved_growth = 0, kv_reserved_formula = 0;
   int64_t kv_used_growth = 0, kv_used_formula = 0;
   int64_t camera_growth = 0, camera_formula = 0;
-  int64_t fill_frame = 0;  // frame after which the bounded caches hold their final size
+  // First frame (1-based) from which the bounded caches hold their final size: the first with
+  // scale_frames + sliding_window + max_special_frames + 1 stored frames (frames + 1 if never).
+  int64_t fill_frame = 0;
+  int64_t keyframes = 0;  // streamed frames stored (keyframes), over the whole run
   bool pass = false;
   std::string verdict;  // what was checked and why it passed / failed
 };
@@ -72,6 +79,9 @@ class SoakObserver {
   virtual ~SoakObserver() = default;
   virtual void on_frame(const SoakRow& row, int64_t total) = 0;
 };
+
+// The keyframe rule as one token for the summary line: interval-N | flow-<px>-gap-<N> | custom.
+std::string keyframe_rule(const SoakOptions& o);
 
 // Throws Error naming the first bad option.
 void validate(const SoakOptions& o);

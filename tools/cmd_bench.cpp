@@ -20,6 +20,7 @@
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "pipeline/demo_model.h"
+#include "run_modes.h"
 
 namespace lingbot::cli {
 namespace {
@@ -165,6 +166,12 @@ struct BenchSoakArgs {
   bool demo = false;
   std::string attention = "paged", kv_dtype = "f32", csv;
   bench::SoakOptions o;
+  // --keyframe-interval (default 1: every frame stored), --flow-threshold, --max-non-keyframe-gap
+  ModeArgs modes = [] {
+    ModeArgs m;
+    m.keyframe_interval = "1";
+    return m;
+  }();
 };
 
 // Progress: one line every 10% of the frames (the soak is long; stdout may be a log).
@@ -193,17 +200,21 @@ void run_bench_soak(BenchSoakArgs a) {
   } catch (const Error& e) {
     throw Error(std::string("--kv-dtype: ") + e.what());
   }
+  check_mode_args(a.modes, a.o.scale_frames);
+  const ModeChoice keyframes = choose_mode(a.modes, a.o.frames);
+  a.o.keyframe_interval = keyframes.keyframe_interval;
+  a.o.keyframe_policy = keyframes.policy;
   bench::validate(a.o);
   if (!a.csv.empty()) {
     std::ofstream probe(a.csv);
     LINGBOT_CHECK(probe.good(), "cannot write --csv file '", a.csv, "'");
   }
   const std::shared_ptr<const Model> model = a.demo ? make_demo_model() : Model::load(a.model);
-  std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframe interval %d, %d scale frames, "
+  std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframes %s, %d scale frames, "
               "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
               a.demo ? "built-in demo model" : a.model.c_str(), static_cast<long long>(a.o.frames),
               static_cast<long long>(a.o.max_special_frames), a.o.max_special_frames == 0 ? " (unbounded)" : "",
-              a.o.keyframe_interval, a.o.scale_frames, a.o.sliding_window, a.attention.c_str(), a.kv_dtype.c_str(),
+              bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.sliding_window, a.attention.c_str(), a.kv_dtype.c_str(),
               a.o.threads, static_cast<long long>(a.o.reference_frame), static_cast<long long>(a.o.timing_window));
   std::fflush(stdout);
   SoakProgress progress;
@@ -380,8 +391,16 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--max-special-frames", sa->o.max_special_frames,
                    "special-stream bound (SessionOptions::max_special_frames); 0 = unbounded, as upstream")
       ->capture_default_str();
-  soak->add_option("--keyframe-interval", sa->o.keyframe_interval, "store every N-th frame after the scale frames")
+  soak->add_option("--keyframe-interval", sa->modes.keyframe_interval,
+                   "N: store every N-th frame after the scale frames; flow: flow keyframes (as run); auto: as run "
+                   "for --frames")
       ->capture_default_str();
+  soak->add_option("--flow-threshold", sa->modes.flow_threshold,
+                   "with --keyframe-interval flow: mean flow in pixels above which a frame is stored (default " +
+                       std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")");
+  soak->add_option("--max-non-keyframe-gap", sa->modes.max_non_keyframe_gap,
+                   "with --keyframe-interval flow: store a frame at the latest this many frames after the last "
+                   "keyframe (default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
   soak->add_option("--num-scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str();
   soak->add_option("--kv-window", sa->o.sliding_window, "KV window, in stored frames")->capture_default_str();
   soak->add_option("--attention", sa->attention, "paged | dense | dense-full")->capture_default_str();

@@ -15,7 +15,6 @@
 
 namespace lingbot::cli {
 
-inline constexpr double kDefaultFlowThreshold = 5.0;  // pixels of mean camera-motion flow
 inline constexpr int kDefaultWindowSize = 64;         // demo.py --window_size
 inline constexpr int kDefaultOverlapSize = 16;        // demo.py --overlap_size
 

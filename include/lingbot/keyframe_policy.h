@@ -100,5 +100,8 @@ class FlowKeyframes final : public KeyframePolicy {
 
 // Upstream's default max_non_keyframe_gap.
 inline constexpr int kDefaultMaxNonKeyframeGap = 30;
+// Our default flow threshold, pixels of mean camera-motion flow (CLI --flow-threshold, Python
+// flow_threshold). Upstream has none: flow mode is off unless its demo gets --flow_threshold > 0.
+inline constexpr double kDefaultFlowThreshold = 5.0;
 
 }  // namespace lingbot

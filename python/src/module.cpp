@@ -49,9 +49,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `lingbot-map run`'s default --flow-threshold (tools/run_modes.h), in pixels of mean flow.
-constexpr double kDefaultFlowThreshold = 5.0;
-
 // ---- small helpers ----------------------------------------------------------------------------
 
 // Marks an object busy for the duration of one call (see the header comment on threads).
