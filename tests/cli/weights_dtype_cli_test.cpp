@@ -37,7 +37,7 @@ int count_lines(const std::string& s, const std::string& needle) {
 
 TEST(WeightsDtypeCli, RunBannerAndSummary) {
   const fs::path out = fresh_dir("wd_run");
-  const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --weights-dtype bf16 --threads 1 --out " +
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --weights-dtype bf16 --threads 1 --out " +
                            out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "weights: bf16 for the block linears (" +
@@ -66,7 +66,7 @@ TEST(WeightsDtypeCli, SlowDtypeIsAcceptedWithOneNotice) {
     const std::string name(lingbot::dtype_name(dt));
     const bool slow = lingbot::kernels::gemm_path(dt) == lingbot::kernels::GemmPath::PanelSgemm;
     const fs::path out = fresh_dir("wd_notice_" + name);
-    const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --threads 1 --weights-dtype " + name +
+    const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --weights-dtype " + name +
                              " --out " + out.string());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(count_lines(r.out, "notice: no native " + name + " GEMM on this CPU"), slow ? 1 : 0) << r.out;
