@@ -4,6 +4,7 @@
 #include <cctype>
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -186,6 +187,37 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     pos += 12 + size_t{len};
   }
   return f;
+}
+
+bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
+
+// An uncompressed BMP whose pixel rows run past the end of the file. stb_image reads the missing
+// bytes as zeros (a black image from a 200-byte file that declares 2568 x 1286, found by
+// fuzz_image); Pillow refuses it ("image file is truncated"), and so do we. "" = not truncated, or
+// not a layout this check knows (stb_image then decides).
+std::string bmp_truncation(std::span<const uint8_t> b) {
+  if (b.size() < 30) return "";
+  auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
+  auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
+  const uint64_t offset = le32(10);
+  const uint32_t header = le32(14);
+  uint64_t w = 0, h = 0, bpp = 0, compression = 0;
+  if (header == 12) {  // BITMAPCOREHEADER
+    w = le16(18), h = le16(20), bpp = le16(24);
+  } else if (header >= 40 && b.size() >= 34) {
+    const int32_t sw = static_cast<int32_t>(le32(18)), sh = static_cast<int32_t>(le32(22));
+    w = static_cast<uint64_t>(std::abs(static_cast<int64_t>(sw)));
+    h = static_cast<uint64_t>(std::abs(static_cast<int64_t>(sh)));  // negative: rows top-down
+    bpp = le16(28), compression = le32(30);
+  } else {
+    return "";
+  }
+  if (compression != 0 && compression != 3) return "";  // RLE and others: stb_image refuses them
+  const uint64_t row_bytes = (w * bpp + 31) / 32 * 4;
+  const uint64_t needed = offset + row_bytes * h;
+  if (needed <= b.size()) return "";
+  return detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
+                        " bytes, the file has ", b.size());
 }
 
 // Pillow's alpha_composite of (r,g,b,a) over opaque white, integer arithmetic as in
@@ -378,6 +410,10 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
+  if (is_bmp(file_bytes)) {
+    const std::string truncated = bmp_truncation(file_bytes);
+    LINGBOT_CHECK(truncated.empty(), "cannot decode image ", name, ": ", truncated);
+  }
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
     LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
