@@ -82,8 +82,9 @@ struct RunArgs {
   int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
   int camera_iterations = 4;
   std::string kv_backend = "paged";
-  std::string kv_dtype = "f32";
-  std::string weights_dtype = "f32";
+  // The defaults are the fast, lean ones (README "Defaults"); f32 / f32 reproduces the reference.
+  std::string kv_dtype = "bf16";
+  std::string weights_dtype = "auto";
   int threads = 0;
   double conf_threshold = 1.5;
   int downsample = 10;

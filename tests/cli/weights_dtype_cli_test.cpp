@@ -49,6 +49,26 @@ TEST(WeightsDtypeCli, RunBannerAndSummary) {
   EXPECT_LE(s["seconds"]["first_frame"].get<double>(), s["seconds"]["total"].get<double>());
 }
 
+// The defaults of `run` (README "Defaults"): bf16 KV cache; weights `auto` = bf16 where the CPU
+// has a native bf16 GEMM. The oracle for "native" is the CPU's own flag list, not the engine.
+bool cpu_has_native_bf16() {
+  const std::string cpuinfo = slurp("/proc/cpuinfo");
+  return contains(cpuinfo, " avx512_bf16") || contains(cpuinfo, " amx_bf16");
+}
+
+TEST(WeightsDtypeCli, RunDefaultsToBf16KvAndAutoWeights) {
+  const fs::path out = fresh_dir("wd_defaults");
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string weights = cpu_has_native_bf16() ? "bf16" : "f32";
+  const auto s = read_json(out / "summary.json");
+  EXPECT_EQ(s["options"]["kv_dtype"], "bf16");
+  EXPECT_EQ(s["options"]["weights_dtype"], weights);
+  EXPECT_TRUE(contains(r.out, "weights: " + weights + " for the block linears")) << r.out;
+  EXPECT_TRUE(contains(r.out, ", KV bf16,")) << r.out;
+  EXPECT_EQ(r.err, "");  // auto never picks a dtype that needs a notice
+}
+
 TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
   const fs::path out = fresh_dir("wd_bad");
   for (const std::string& cmd : {"run --demo --weights-dtype int8 --out " + out.string(),
