@@ -191,11 +191,11 @@ PngFacts png_facts(std::span<const uint8_t> b) {
 
 bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
 
-// An uncompressed BMP whose pixel rows run past the end of the file. stb_image reads the missing
-// bytes as zeros (a black image from a 200-byte file that declares 2568 x 1286, found by
-// fuzz_image); Pillow refuses it ("image file is truncated"), and so do we. "" = not truncated, or
-// not a layout this check knows (stb_image then decides).
-std::string bmp_truncation(std::span<const uint8_t> b) {
+// What is wrong with a BMP before stb_image reads it: pixel rows that run past the end of the file
+// (stb_image reads the missing bytes as zeros: a 200-byte file decoded as 2568 x 1286, found by
+// fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does not
+// decode. "" = fine, or a header layout this check does not know (stb_image then decides).
+std::string bmp_problem(std::span<const uint8_t> b) {
   if (b.size() < 30) return "";
   auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
   auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
@@ -212,7 +212,9 @@ std::string bmp_truncation(std::span<const uint8_t> b) {
   } else {
     return "";
   }
-  if (compression != 0 && compression != 3) return "";  // RLE and others: stb_image refuses them
+  // stb_image refuses only RLE (1, 2) and decodes any other value as uncompressed rows.
+  if (compression != 0 && compression != 3)
+    return detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)");
   const uint64_t row_bytes = (w * bpp + 31) / 32 * 4;
   const uint64_t needed = offset + row_bytes * h;
   if (needed <= b.size()) return "";
@@ -411,8 +413,8 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
   if (is_bmp(file_bytes)) {
-    const std::string truncated = bmp_truncation(file_bytes);
-    LINGBOT_CHECK(truncated.empty(), "cannot decode image ", name, ": ", truncated);
+    const std::string problem = bmp_problem(file_bytes);
+    LINGBOT_CHECK(problem.empty(), "cannot decode image ", name, ": ", problem);
   }
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);

@@ -368,6 +368,15 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image cut.bmp: BMP pixel data is truncated: 5x3 at 24 bits per "
                                      "pixel needs 102 bytes, the file has 101");
   }
+  bmp = encode_bmp24(img);
+  bmp[33] = 0x90;  // compression 0x90000000 (stb_image would read it as uncompressed)
+  try {
+    (void)decode_image(bmp, "odd.bmp");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image odd.bmp: BMP compression 2415919104 is not supported "
+                                     "(uncompressed and bitfields only)");
+  }
 }
 
 TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
