@@ -1,5 +1,5 @@
-// libFuzzer target: image decoding (io/image.h decode_image: PNG via libpng, JPEG via libjpeg-turbo,
-// BMP and the rest via stb_image) and the EXIF orientation parser, on in-memory files.
+// libFuzzer target: image decoding (io/image.h decode_image: JPEG via libjpeg-turbo, PNG and BMP via
+// stb_image, after our own header checks) and the EXIF orientation parser, on in-memory files.
 #include "fuzz_util.h"
 #include "io/image.h"
 

@@ -196,22 +196,24 @@ bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' &&
 // fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does not
 // decode. "" = fine, or a header layout this check does not know (stb_image then decides).
 std::string bmp_problem(std::span<const uint8_t> b) {
-  if (b.size() < 30) return "";
   auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
   auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
-  const uint64_t offset = le32(10);
+  if (b.size() < 18) return detail::concat("BMP header is truncated (", b.size(), " bytes)");
   const uint32_t header = le32(14);
+  if (header != 12 && header != 40 && header != 56 && header != 108 && header != 124) return "";
+  if (b.size() < 14 + uint64_t{header})
+    return detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")");
+  const uint64_t offset = le32(10);
   uint64_t w = 0, h = 0, bpp = 0, compression = 0;
   if (header == 12) {  // BITMAPCOREHEADER
     w = le16(18), h = le16(20), bpp = le16(24);
-  } else if (header >= 40 && b.size() >= 34) {
-    const int32_t sw = static_cast<int32_t>(le32(18)), sh = static_cast<int32_t>(le32(22));
-    w = static_cast<uint64_t>(std::abs(static_cast<int64_t>(sw)));
-    h = static_cast<uint64_t>(std::abs(static_cast<int64_t>(sh)));  // negative: rows top-down
-    bpp = le16(28), compression = le32(30);
   } else {
-    return "";
+    w = static_cast<uint64_t>(std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(18)))));
+    h = static_cast<uint64_t>(std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(22)))));  // < 0: top-down
+    bpp = le16(28), compression = le32(30);
   }
+  if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32)
+    return detail::concat("BMP with ", bpp, " bits per pixel is not supported");
   // stb_image refuses only RLE (1, 2) and decodes any other value as uncompressed rows.
   if (compression != 0 && compression != 3)
     return detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)");

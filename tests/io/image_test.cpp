@@ -377,6 +377,15 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image odd.bmp: BMP compression 2415919104 is not supported "
                                      "(uncompressed and bitfields only)");
   }
+  bmp = encode_bmp24(img);
+  bmp.resize(32);  // the 40-byte info header cut short (stb_image reads the rest as zeros)
+  try {
+    (void)decode_image(bmp, "short.bmp");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image short.bmp: BMP header is truncated (32 bytes, its info "
+                                     "header needs 54)");
+  }
 }
 
 TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
