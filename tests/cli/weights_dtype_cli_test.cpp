@@ -99,6 +99,12 @@ TEST(WeightsDtypeCli, VerifyTakesTheWeightsDtype) {
   EXPECT_TRUE(contains(r.out, "weights dtype bf16")) << r.out;
   EXPECT_TRUE(contains(r.out, "x2000 (bf16 weights)")) << r.out;
   EXPECT_TRUE(contains(r.out, "PASS:")) << r.out;
+  // run's default precision (bf16 weights and bf16 K/V) against the reference, on every public case.
+  for (const char* c : {"tiny", "streaming-flow-tiny", "windowed-flow-tiny"}) {
+    const Result both = run_cli("verify --golden " + kTestdata + "/" + c + " --weights-dtype bf16 --kv-dtype bf16 --threads 1");
+    EXPECT_EQ(both.exit_code, 0) << c << "\n" << both.out << both.err;
+    EXPECT_TRUE(contains(both.out, "(bf16 K/V, bf16 weights)")) << c << "\n" << both.out;
+  }
 }
 
 TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
