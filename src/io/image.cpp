@@ -158,6 +158,7 @@ struct PngFacts {
   int bit_depth = -1;
   int orientation = 1;
   std::string chunk_error;  // a chunk whose declared length runs past the end of the file
+  bool empty_idat = false;  // an IDAT chunk with no data (legal; see without_empty_idat)
 };
 PngFacts png_facts(std::span<const uint8_t> b) {
   PngFacts f;
@@ -178,6 +179,7 @@ PngFacts png_facts(std::span<const uint8_t> b) {
       f.bit_depth = data[8];
       f.color_type = data[9];
     }
+    if (std::memcmp(type, "IDAT", 4) == 0 && len == 0) f.empty_idat = true;
     if (std::memcmp(type, "eXIf", 4) == 0) {
       f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
     }
@@ -187,6 +189,24 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     pos += 12 + size_t{len};
   }
   return f;
+}
+
+// The file without its zero-length IDAT chunks (they carry no image data; chunk CRCs are not
+// checked by the decoders). stb_image copies a first, empty IDAT into a buffer it has not allocated
+// yet (memcpy from/to null, undefined behaviour: found by fuzz_image). Call only after png_facts
+// found no chunk error.
+std::vector<uint8_t> without_empty_idat(std::span<const uint8_t> b) {
+  std::vector<uint8_t> out(b.begin(), b.begin() + 8);
+  size_t pos = 8;
+  while (pos + 12 <= b.size()) {
+    const uint32_t len = be32(b.data() + pos);
+    const size_t end = pos + 12 + size_t{len};
+    if (!(len == 0 && std::memcmp(b.data() + pos + 4, "IDAT", 4) == 0))
+      out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.begin() + static_cast<std::ptrdiff_t>(end));
+    pos = end;
+  }
+  out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.end());  // a truncated tail, as it was
+  return out;
 }
 
 bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
@@ -406,11 +426,18 @@ int exif_orientation(std::span<const uint8_t> file_bytes) {
   return 1;
 }
 
-ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name) {
-  LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
-  LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
+ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) {
+  LINGBOT_CHECK(!file_in.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(file_in.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
-  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
+  if (is_jpeg(file_in)) return decode_jpeg(file_in, name);
+  std::span<const uint8_t> file_bytes = file_in;
+  std::vector<uint8_t> cleaned;
+  if (is_png(file_in)) {
+    const PngFacts f = png_facts(file_in);
+    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
+    if (f.empty_idat) file_bytes = cleaned = without_empty_idat(file_in);
+  }
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
@@ -420,7 +447,6 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   }
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
-    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
     if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
   }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(

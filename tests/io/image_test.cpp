@@ -388,6 +388,17 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
   }
 }
 
+// A zero-length IDAT chunk is legal and carries nothing: the image decodes exactly as without it
+// (stb_image alone copied it into a null buffer, found by fuzz_image under UBSan).
+TEST(Image, PngWithAnEmptyIdatChunkDecodesExactly) {
+  ImageU8 img(4, 3);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 13 + 1);
+  std::vector<uint8_t> png = encode_png(img.width, img.height, 3, img.rgb);
+  const std::vector<uint8_t> empty_idat = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0x35, 0xaf, 0x06, 0x1e};
+  png.insert(png.begin() + 8 + 25, empty_idat.begin(), empty_idat.end());  // right after IHDR
+  EXPECT_EQ(decode_image(png, "empty_idat.png").rgb, img.rgb);
+}
+
 TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
   const std::vector<uint16_t> grey(48, 1000);
   std::vector<uint8_t> png = lingbot::io::encode_png_gray16(8, 6, grey);
