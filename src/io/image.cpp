@@ -487,23 +487,27 @@ ImageU8 load_image(const std::filesystem::path& path) {
   return decode_image(bytes, path.string());
 }
 
-ImageSize probe_image_size(const std::filesystem::path& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
-  LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", path.string(), ": file is empty");
+ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
+  LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name, ": file too large");
   if (is_jpeg(bytes)) {
     JpegSession s(bytes);
-    read_jpeg_header(s, path.string());
+    read_jpeg_header(s, name);
     const int w = static_cast<int>(s.cinfo().image_width), h = static_cast<int>(s.cinfo().image_height);
-    check_pixel_limit(w, h, path.string());
+    check_pixel_limit(w, h, name);
     if (orientation_swaps_axes(jpeg_orientation(bytes))) return {h, w};
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
-  LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());
-  check_pixel_limit(w, h, path.string());
+  LINGBOT_CHECK(ok != 0, "cannot decode image ", name, ": ", stbi_failure_reason());
+  check_pixel_limit(w, h, name);
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};
+}
+
+ImageSize probe_image_size(const std::filesystem::path& path) {
+  return probe_image(read_file_bytes(path, "image file"), path.string());
 }
 
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
