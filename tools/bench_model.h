@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/phase_clock.h"
 #include "kernels/cpu/calibration.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::bench {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels {
 

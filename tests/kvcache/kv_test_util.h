@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "core/dtype.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
 
 namespace kvtest {
 
