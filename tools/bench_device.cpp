@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/calibration.h"
 
 namespace lingbot::bench {
@@ -36,6 +38,9 @@ class CpuBenchDevice final : public BenchDevice {
   std::unique_ptr<KVCache> make_cache(KVBackend backend, const CacheOptions& options,
                                       Allocator& allocator) const override {
     return make_kv_cache(backend, options, allocator);
+  }
+  void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) override {
+    kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads_});
   }
   const float* stage(int /*slot*/, const float* host, int64_t /*n*/) override { return host; }
   float* output(int64_t n) override {

@@ -56,7 +56,6 @@ TEST(KVCacheErrors, Options) {
        "CacheOptions.max_special_tokens must be >= 0 (0 = unlimited), got -1"},
       {[](CacheOptions& o) { o.max_special_frames = -2; },
        "CacheOptions.max_special_frames must be >= 0 (0 = keep all), got -2"},
-      {[](CacheOptions& o) { o.num_threads = 0; }, "CacheOptions.num_threads must be >= 1, got 0"},
   };
   for (KVBackend b : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull})
     for (const auto& c : cases) {
@@ -79,10 +78,9 @@ TEST(KVCacheErrors, StepProtocolAndShapes) {
     auto c = make_kv_cache(backend, o, alloc);
     const int64_t row = 16;
     std::vector<float> q(40 * row), k(40 * row), v(40 * row), out(40 * row);
-    const kernels::QueryView q1{q.data(), 10, 2, 8, row};
     const kernels::KVSpan kv1{k.data(), v.data(), DType::F32, 10, row};
 
-    expect_error([&] { c->attend(0, q1, kv1, out.data()); }, "attend: no step in progress (call begin_step first)");
+    expect_error([&] { c->store(0, kv1); }, "store: no step in progress (call begin_step first)");
     expect_error([&] { c->end_step(); }, "end_step: no step in progress");
     expect_error([&] { c->keys_in_step(); }, "keys_in_step: no step in progress");
     expect_error([&] { c->begin_step(FrameMode::Keyframe, 2); }, "begin_step: Keyframe takes n_frames = 1, got 2");
@@ -95,30 +93,26 @@ TEST(KVCacheErrors, StepProtocolAndShapes) {
     c->begin_step(FrameMode::ScalePhase, 2);
     expect_error([&] { c->begin_step(FrameMode::Keyframe, 1); },
                  "begin_step: the previous ScalePhase step was not ended (call end_step first)");
-    expect_error([&] { c->attend(2, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block 2 out of range [0, 2)");
-    expect_error([&] { c->attend(-1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block -1 out of range [0, 2)");
-    expect_error([&] { c->attend(0, q1, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, kv1, out.data()); },
-                 "attend: kv has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
-    expect_error([&] { c->attend(0, {q.data(), 20, 4, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q heads 4 != cache heads 2");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q head_dim 4 != cache head_dim 8");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::BF16, 20, row}, out.data()); },
-                 "attend: kv dtype bf16 must be f32");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), nullptr, DType::F32, 20, row}, out.data()); },
-                 "attend: null q, k, v or out pointer");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, 8}, out.data()); },
-                 "attend: kv token_stride 8 < heads*head_dim 16");
-    c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
-    expect_error([&] { c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block 1 was already attended in this ScalePhase step");
+    const kernels::KVSpan kv2{k.data(), v.data(), DType::F32, 20, row};
+    expect_error([&] { c->store(2, kv2); }, "store: block 2 out of range [0, 2)");
+    expect_error([&] { c->store(-1, kv2); }, "store: block -1 out of range [0, 2)");
+    expect_error([&] { c->store(0, kv1); }, "store: kv has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
+    expect_error([&] { c->store(0, {k.data(), v.data(), DType::BF16, 20, row}); }, "store: kv dtype bf16 must be f32");
+    expect_error([&] { c->store(0, {k.data(), nullptr, DType::F32, 20, row}); }, "store: null k or v pointer");
+    expect_error([&] { c->store(0, {k.data(), v.data(), DType::F32, 20, 8}); },
+                 "store: kv token_stride 8 < heads*head_dim 16");
+    // The keys a store hands out carry the cache's geometry; the kernel checks the queries against it.
+    const kernels::VisibleKV keys = c->store(1, kv2);
+    const kernels::AttentionParams params{1.0f, 1};
+    expect_error([&] { kernels::attention({q.data(), 20, 4, 4, row}, keys, out.data(), params); },
+                 "attention: query heads 4 != key heads 2");
+    expect_error([&] { kernels::attention({q.data(), 20, 2, 4, row}, keys, out.data(), params); },
+                 "attention: query head_dim 4 != key head_dim 8");
+    kernels::attention({q.data(), 20, 2, 8, row}, keys, out.data(), params);
+    expect_error([&] { c->store(1, kv2); }, "store: block 1 was already stored in this ScalePhase step");
     expect_error([&] { c->end_step(); },
-                 "end_step: block 0 was not attended in this ScalePhase step (its K/V would be missing)");
-    c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
+                 "end_step: block 0 was not stored in this ScalePhase step (its K/V would be missing)");
+    kvtest::attend(*c, 0, {q.data(), 20, 2, 8, row}, kv2, out.data());
     c->end_step();
     expect_error([&] { c->begin_step(FrameMode::ScalePhase, 1); },
                  "begin_step: ScalePhase needs an empty cache, but 2 frames are stored (call reset() first)");
@@ -199,7 +193,7 @@ TEST(KVCacheErrors, LowLevelPagedOperations) {
   c.write_frame(1, 4, {k.data(), v.data(), DType::F32, 10, 16});
 }
 
-// mark_block_written (for a device cache that writes the pools itself): same step rules as attend(),
+// mark_block_written (for a device cache that writes the pools itself): same step rules as store(),
 // and a step closed through it leaves the bookkeeping of step_without_attention, scale phase included.
 TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
   HostAllocator alloc;
@@ -212,7 +206,7 @@ TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
   expect_error([&] { c.mark_block_written(2); }, "mark_block_written: block 2 out of range [0, 2)");
   c.mark_block_written(0);
   expect_error([&] { c.mark_block_written(0); }, "mark_block_written: block 0 was already written in this ScalePhase step");
-  expect_error([&] { c.end_step(); }, "end_step: block 1 was not attended in this ScalePhase step (its K/V would be missing)");
+  expect_error([&] { c.end_step(); }, "end_step: block 1 was not stored in this ScalePhase step (its K/V would be missing)");
   c.mark_block_written(1);
   EXPECT_EQ(c.state().window_pages.size(), 3u);  // all three visible during the step
   c.end_step();

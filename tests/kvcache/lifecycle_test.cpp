@@ -120,7 +120,7 @@ TEST(PagedKVCachePlan, PaddingIsNeverAttended) {
       for (int b = 0; b < 2; ++b) {
         for (auto* x : {&q, &k, &v})
           for (auto& e : *x) e = nd(rng);
-        c.attend(b, {q.data(), int(tpf), 2, 8, row}, {k.data(), v.data(), DType::F32, int(tpf), row}, out.data());
+        kvtest::attend(c, b, {q.data(), int(tpf), 2, 8, row}, {k.data(), v.data(), DType::F32, int(tpf), row}, out.data());
         for (float x : out) ASSERT_TRUE(std::isfinite(x)) << "step " << step << " dtype " << dtype_name(dt);
       }
       c.end_step();

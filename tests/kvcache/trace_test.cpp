@@ -72,7 +72,7 @@ void run_golden(KVBackend backend, const GoldenCase& gc) {
     for (int b = 0; b < o.num_blocks; ++b) {
       for (auto* x : {&q, &k, &v})
         for (auto& e : *x) e = nd(rng);
-      cache->attend(b, {q.data(), nt, o.heads, o.head_dim, row}, {k.data(), v.data(), DType::F32, nt, row},
+      kvtest::attend(*cache, b, {q.data(), nt, o.heads, o.head_dim, row}, {k.data(), v.data(), DType::F32, nt, row},
                     out.data());
     }
     cache->end_step();
