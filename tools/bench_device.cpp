@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 
 namespace lingbot::bench {
 namespace {
@@ -50,11 +50,11 @@ class CpuBenchDevice final : public BenchDevice {
   void synchronize() override {}
   DeviceCalibration calibrate(int threads) const override {
     DeviceCalibration c;
-    const auto sg = kernels::calibrate_sgemm(1024, threads, 5);
+    const auto sg = bench::calibrate_sgemm(1024, threads, 5);
     c.gemm_gflops = sg.gflops;
     c.gemm_n = sg.n;
     c.gemm_library = sg.blas;
-    c.bandwidth_gbps = kernels::calibrate_bandwidth(size_t{64} << 20, threads, 5).gbps;
+    c.bandwidth_gbps = bench::calibrate_bandwidth(size_t{64} << 20, threads, 5).gbps;
     return c;
   }
 

@@ -16,7 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/phase_clock.h"
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 
 namespace lingbot::bench {
 
@@ -75,7 +75,7 @@ struct ModelBenchResult {
   ModelBenchOptions options;
   std::vector<ModelBenchConfig> configs;
   std::vector<ModelBenchRow> rows;
-  std::vector<kernels::LinearCalibration> calibration;  // f32 first, then each reduced weights dtype
+  std::vector<bench::LinearCalibration> calibration;  // f32 first, then each reduced weights dtype
   std::vector<LoadTiming> loads;  // with load_test_file: f32 first load, f32 warm, then reduced dtypes
   std::string load_average_start, load_average_end;   // /proc/loadavg's first three fields
   double wall_seconds = 0;
