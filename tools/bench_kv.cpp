@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 namespace lingbot::bench {
 namespace {
@@ -292,7 +293,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
       for (auto& b : live)
         b.row.flops = 4.0 * static_cast<double>(n_q) * static_cast<double>(b.row.n_k) * o.head_dim * o.heads * o.blocks;
     } else {
-      for_each_live([&](LiveBackend& b) { b.cache->step_without_attention(st.mode, st.n_frames); },
+      for_each_live([&](LiveBackend& b) { bench::bookkeeping_step(*b.cache, st.mode, st.n_frames); },
                     &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
     }
     const int64_t rss = static_cast<int64_t>(current_rss_bytes());

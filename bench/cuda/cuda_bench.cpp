@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kvcache/cuda/kv_cache_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 namespace lingbot::cuda {
 namespace {
@@ -205,7 +206,7 @@ std::vector<MemorySample> run_memory_study(const MemoryStudyConfig& c) {
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   auto step = [&](FrameMode mode, int n) {
     if (!c.attend) {
-      cache.step_without_attention(mode, n);
+      bench::bookkeeping_step(cache, mode, n);
       return;
     }
     const int tokens = n * c.tokens_per_frame;

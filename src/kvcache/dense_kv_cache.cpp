@@ -155,7 +155,7 @@ kernels::VisibleKV DenseKVCache::store(int block, const kernels::KVSpan& kv) {
   evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.kept(opt_) * kept,
               drops_for(now, evict_before_attend_));
   now.evicted += evict_before_attend_;
-  written_[block] = 1;
+  written_[block] = kStored;
   make_spans(now.kept(opt_) * kept, now.resident(opt_) * tpf);
   keys.spans = spans_;
   return keys;
@@ -168,11 +168,12 @@ void DenseKVCache::end_step() {
       LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not stored in this ", frame_mode_name(step_.mode),
                     " step (its K/V would be missing)");
   }
-  if (evict_after_attend_ > 0 && !skip_data_) {
+  if (evict_after_attend_ > 0) {
     const int kept = kept_specials_per_evicted_frame(opt_);
     for (int b = 0; b < opt_.num_blocks; ++b)
-      evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.kept(opt_) * kept,
-                  drops_for(ledger_, evict_after_attend_));
+      if (written_[b] == kStored)
+        evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.kept(opt_) * kept,
+                    drops_for(ledger_, evict_after_attend_));
   }
   ledger_.evicted += evict_after_attend_;
   evict_after_attend_ = evict_before_attend_ = 0;
@@ -200,12 +201,14 @@ void DenseKVCache::rollback_deferred() {
   deferred_pending_ = false;
 }
 
-void DenseKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  begin_step(mode, n_frames);
-  std::fill(written_.begin(), written_.end(), 1);
-  skip_data_ = true;  // no K/V moves: contents are unspecified after a bookkeeping-only step
-  end_step();         // cannot throw here: the step is open and every block is marked
-  skip_data_ = false;
+void DenseKVCache::mark_block_written(int block) {
+  LINGBOT_CHECK(step_.open && step_.mode != FrameMode::NonKeyframe,
+                "mark_block_written: no Keyframe or ScalePhase step in progress");
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
+  LINGBOT_CHECK(!written_[block], "mark_block_written: block ", block, " was already written in this ",
+                frame_mode_name(step_.mode), " step");
+  written_[block] = kMarked;  // no K/V moves: the block's contents are unspecified from now on
 }
 
 int64_t DenseKVCache::keys_in_step() const {

@@ -30,7 +30,7 @@ class DenseKVCache final : public KVCache {
   void begin_step(FrameMode mode, int n_frames) override;
   kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
   int64_t commit_deferred() override;
   void rollback_deferred() override;
@@ -72,8 +72,8 @@ class DenseKVCache final : public KVCache {
   kvdetail::StepState step_;
   kvdetail::FrameLedger before_;  // ledger at begin_step (what each block's data still reflects)
   int64_t evict_before_attend_ = 0, evict_after_attend_ = 0;
-  std::vector<uint8_t> written_;
-  bool skip_data_ = false;  // step_without_attention: bookkeeping only
+  enum : uint8_t { kNotWritten = 0, kStored = 1, kMarked = 2 };  // written_ values
+  std::vector<uint8_t> written_;  // [block]; kMarked blocks skip the data moves of end_step
   bool deferred_pending_ = false;  // a Deferred frame awaits commit_deferred / rollback_deferred
   std::vector<kernels::KVSpan> spans_;
   std::vector<unsigned char> own_scratch_;

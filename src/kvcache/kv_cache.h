@@ -136,10 +136,13 @@ class KVCache {
   // or end_step(); pass it to the backend's attention kernel.
   virtual kernels::VisibleKV store(int block, const kernels::KVSpan& kv) = 0;
   virtual void end_step() = 0;
-  // Bookkeeping-only step (begin_step + end_step without store): frames are appended/evicted and
-  // memory grows exactly as in a real step, but no K/V is written (their cache contents are
-  // unspecified). For memory/occupancy studies at real shapes; later keys are garbage.
-  virtual void step_without_attention(FrameMode mode, int n_frames) = 0;
+  // In place of store(): records that `block`'s K/V of the open ScalePhase / Keyframe / Deferred step
+  // are written by someone else (a device backend writing the pools itself) or not at all, so
+  // end_step() accepts the step. Frames are appended / evicted and memory grows exactly as in a real
+  // step; the block's cache contents are unspecified until a store() writes them (bookkeeping-only
+  // steps of memory/occupancy studies: bench/harness/kv_bookkeeping.h). Throws outside such a step,
+  // for a block out of range, or when the block was already stored or marked in this step.
+  virtual void mark_block_written(int block) = 0;
   // Keys each query attends to in the current step (cache + own tokens of a non-keyframe);
   // valid between begin_step and end_step.
   virtual int64_t keys_in_step() const = 0;

@@ -433,12 +433,6 @@ void PagedKVCache::end_step() {
   if (step_.mode == FrameMode::ScalePhase) evict();
 }
 
-void PagedKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  begin_step(mode, n_frames);
-  std::fill(written_.begin(), written_.end(), 1);
-  end_step();
-}
-
 int64_t PagedKVCache::keys_in_step() const {
   LINGBOT_CHECK(step_.open, "keys_in_step: no step in progress");
   return step_.keys;

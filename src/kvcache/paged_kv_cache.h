@@ -68,7 +68,7 @@ class PagedKVCache final : public KVCache {
   void begin_step(FrameMode mode, int n_frames) override;
   kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
   int64_t commit_deferred() override { return execute_deferred_eviction(); }
   void rollback_deferred() override { rollback_last_frame(); }
@@ -91,10 +91,6 @@ class PagedKVCache final : public KVCache {
   void rollback_last_frame();
   // Writes stored, resident frame `frame`'s K/V (tokens_per_frame f32 tokens) into `block`.
   void write_frame(int block, int64_t frame, const kernels::KVSpan& kv);
-  // For a backend that writes a step's K/V into the pools itself (a device cache driving this one as
-  // its bookkeeping): records that `block` of the open Keyframe / ScalePhase step is written, in place
-  // of store(), so end_step() accepts the step. Throws outside such a step or when already recorded.
-  void mark_block_written(int block);
   // The keys of `block`'s current visible set plus `extra` spans (appended after the special runs), as
   // store() returns them; valid until the next visible()/store() or a state change.
   kernels::VisibleKV visible(int block, std::span<const kernels::KVSpan> extra);

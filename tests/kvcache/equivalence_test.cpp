@@ -17,6 +17,7 @@
 #include "kv_test_util.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 using namespace lingbot;
 using namespace kvtest;
@@ -330,7 +331,7 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
   const uint64_t allocs_after_fresh = alloc.allocation_count();
   EXPECT_EQ(allocs_after_fresh - allocs, static_cast<uint64_t>(o.num_blocks));  // only `fresh`'s pools
   // Replaying the same frame count after reset needs no allocation in the paged cache.
-  for (size_t i = 0; i < ref.stored(); ++i) paged.step_without_attention(FrameMode::Keyframe, 1);
+  for (size_t i = 0; i < ref.stored(); ++i) bench::bookkeeping_step(paged, FrameMode::Keyframe, 1);
   EXPECT_EQ(alloc.allocation_count(), allocs_after_fresh);
 }
 

@@ -147,9 +147,9 @@ void CudaPagedKVCache::end_step() {
   book_.end_step();
 }
 
-void CudaPagedKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  kvdetail::check_begin_step(book_.options(), step_, book_.state().ledger, mode, n_frames);
-  book_.step_without_attention(mode, n_frames);
+void CudaPagedKVCache::mark_block_written(int block) {
+  book_.mark_block_written(block);  // checks the step, the range and that the block is not written yet
+  written_[static_cast<size_t>(block)] = 1;
 }
 
 int64_t CudaPagedKVCache::keys_in_step() const {

@@ -33,7 +33,7 @@ class CudaPagedKVCache final : public KVCache {
   void begin_step(FrameMode mode, int n_frames) override;
   kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
   // Deferred frames: the host bookkeeping cache decides; K/V stay where store() wrote them.
   int64_t commit_deferred() override { return book_.commit_deferred(); }
