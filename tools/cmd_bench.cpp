@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "bench_gpu.h"
 #include "bench_kv.h"
 #include "bench_model.h"
 #include "bench_report.h"
@@ -322,7 +323,8 @@ void run_bench_model(const BenchModelArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (KV cache: bench kv; whole model: bench model; long-stream soak: bench soak)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (KV cache: bench kv; whole model: bench model; long-stream soak: bench soak; "
+                                            "GPU acceptance measurements: bench gpu)");
   bench->require_subcommand(1);
   auto* kv = bench->add_subcommand(
       "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
@@ -411,6 +413,18 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--timing-window", sa->o.timing_window, "frames per per-frame-time median")->capture_default_str();
   soak->add_option("--csv", sa->csv, "write one row per frame to this CSV file");
   soak->callback([sa] { run_bench_soak(*sa); });
+
+  auto* gpu = bench->add_subcommand(
+      "gpu", "GPU acceptance measurements (scripts/gpu_check.sh; -DLINGBOT_CUDA=ON build and a GPU): paged vs "
+             "contiguous attention at the streaming shape, device memory over a long stream; tables + RESULT lines");
+  auto ga = std::make_shared<std::string>("all");
+  auto gargs = std::make_shared<bench::BenchGpuArgs>();
+  gpu->add_option("measurement", *ga, "attention | memory | all")->capture_default_str();
+  gpu->add_option("--frames", gargs->frames, "memory: keyframes streamed (> 8)")->capture_default_str();
+  gpu->callback([ga, gargs] {
+    gargs->what = bench::parse_gpu_bench(*ga);
+    bench::run_bench_gpu(*gargs);
+  });
 }
 
 }  // namespace lingbot::cli
