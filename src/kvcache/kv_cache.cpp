@@ -103,6 +103,16 @@ void check_store(const CacheOptions& o, const StepState& step, int block, const 
   LINGBOT_CHECK(kv.k && kv.v, "store: null k or v pointer");
 }
 
+void check_mark_block_written(const CacheOptions& o, const StepState& step, int block,
+                              const std::vector<uint8_t>& written) {
+  LINGBOT_CHECK(step.open && step.mode != FrameMode::NonKeyframe,
+                "mark_block_written: no Keyframe or ScalePhase step in progress");
+  LINGBOT_CHECK(block >= 0 && block < o.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
+                o.num_blocks, ")");
+  LINGBOT_CHECK(!written[static_cast<size_t>(block)], "mark_block_written: block ", block,
+                " was already written in this ", frame_mode_name(step.mode), " step");
+}
+
 void check_special_cap(const CacheOptions& o, int64_t tokens) {
   LINGBOT_CHECK(o.max_special_tokens == 0 || tokens <= o.max_special_tokens, "special stream would hold ", tokens,
                 " tokens per block, over max_special_tokens = ", o.max_special_tokens,

@@ -413,12 +413,7 @@ kernels::VisibleKV PagedKVCache::store(int block, const kernels::KVSpan& kv) {
 }
 
 void PagedKVCache::mark_block_written(int block) {
-  LINGBOT_CHECK(step_.open && step_.mode != FrameMode::NonKeyframe,
-                "mark_block_written: no Keyframe or ScalePhase step in progress");
-  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
-                opt_.num_blocks, ")");
-  LINGBOT_CHECK(!written_[block], "mark_block_written: block ", block, " was already written in this ",
-                frame_mode_name(step_.mode), " step");
+  kvdetail::check_mark_block_written(opt_, step_, block, written_);
   written_[block] = 1;
 }
 
