@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "lingbot/dtype.h"
 
 using namespace lingbot;
 using namespace lingbot::kernels;

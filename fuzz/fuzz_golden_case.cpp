@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 #include "pipeline/golden_case.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -152,20 +152,20 @@ void validate(const KvBenchOptions& o) {
   LINGBOT_CHECK(o.blocks >= 1, "--blocks must be >= 1, got ", o.blocks);
   LINGBOT_CHECK(o.heads >= 1, "--heads must be >= 1, got ", o.heads);
   LINGBOT_CHECK(o.head_dim >= 1, "--head-dim must be >= 1, got ", o.head_dim);
-  LINGBOT_CHECK(o.window >= 1, "--window must be >= 1, got ", o.window);
+  LINGBOT_CHECK(o.window >= 1, "--kv-window must be >= 1, got ", o.window);
   LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
   LINGBOT_CHECK(o.frames >= 1, "--frames must be >= 1, got ", o.frames);
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
   LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
   LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
-  LINGBOT_CHECK(!o.backends.empty(), "--backends must name at least one backend");
+  LINGBOT_CHECK(!o.backends.empty(), "--kv-backends must name at least one backend");
   for (KVBackend b : o.backends)
-    LINGBOT_CHECK(o.device != BenchDeviceKind::Cuda || b == KVBackend::Paged, "--backends: '", kv_backend_name(b),
+    LINGBOT_CHECK(o.device != BenchDeviceKind::Cuda || b == KVBackend::Paged, "--kv-backends: '", kv_backend_name(b),
                   "' is not available with --device cuda (CUDA has only the 'paged' cache)");
   for (size_t i = 0; i < o.backends.size(); ++i)
     for (size_t j = i + 1; j < o.backends.size(); ++j)
-      LINGBOT_CHECK(o.backends[i] != o.backends[j], "--backends lists '", kv_backend_name(o.backends[i]), "' twice");
+      LINGBOT_CHECK(o.backends[i] != o.backends[j], "--kv-backends lists '", kv_backend_name(o.backends[i]), "' twice");
 }
 
 KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {

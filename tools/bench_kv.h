@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bench_device.h"
-#include "core/dtype.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::bench {
 

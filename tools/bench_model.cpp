@@ -65,7 +65,7 @@ void validate(const ModelBenchOptions& o) {
   LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.frames > o.scale_frames, "--frames must exceed --scale-frames (", o.scale_frames,
                 ") so that single-frame steps are measured, got ", o.frames);
-  LINGBOT_CHECK(o.window >= 1, "--window must be >= 1, got ", o.window);
+  LINGBOT_CHECK(o.window >= 1, "--kv-window must be >= 1, got ", o.window);
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
   LINGBOT_CHECK(!o.weights_dtypes.empty() && !o.kv_dtypes.empty(), "--weights-dtype and --kv-dtype need a value");
 }

@@ -2,7 +2,11 @@
 // CLI11 helpers shared by the subcommands.
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstdio>
 #include <string>
+#include <vector>
+
+#include "core/error.h"
 
 namespace lingbot::cli {
 
@@ -21,5 +25,32 @@ inline CLI::Validator finite_number() {
       },
       "FINITE");
 }
+
+// Old spellings of renamed options (the naming rule: docs/naming.md). An old name keeps working for
+// a release: hidden from --help, one `notice:` line on stderr when used, and an error when it is
+// given together with its new name.
+class RenamedOptions {
+ public:
+  template <class T>
+  void add(CLI::App* cmd, CLI::Option* current, const std::string& new_name, const std::string& old_name, T& target) {
+    entries_.push_back({cmd->add_option(old_name, target)->group(""), current, new_name, old_name});
+  }
+  // Call first in the subcommand's callback.
+  void resolve() const {
+    for (const Entry& e : entries_) {
+      if (e.old->count() == 0) continue;
+      LINGBOT_CHECK(e.current->count() == 0, "give ", e.new_name, " or its old spelling ", e.old_name, ", not both");
+      std::fprintf(stderr, "notice: %s is deprecated, use %s\n", e.old_name.c_str(), e.new_name.c_str());
+    }
+  }
+
+ private:
+  struct Entry {
+    CLI::Option* old;
+    CLI::Option* current;
+    std::string new_name, old_name;
+  };
+  std::vector<Entry> entries_;
+};
 
 }  // namespace lingbot::cli

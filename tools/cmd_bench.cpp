@@ -16,6 +16,7 @@
 #include "bench_model.h"
 #include "bench_report.h"
 #include "bench_soak.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
@@ -48,9 +49,10 @@ struct BenchKvArgs {
   std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends;
   std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
   std::string device = "cpu", csv, plot;
+  RenamedOptions renamed;  // --window, --dtype, --backends (old spellings)
 };
 
-// Backends when --backends is not given: all three on the CPU; CUDA has only the paged cache.
+// Backends when --kv-backends is not given: all three on the CPU; CUDA has only the paged cache.
 std::string default_backends(bench::BenchDeviceKind device) {
   return device == bench::BenchDeviceKind::Cuda ? "paged" : "paged,dense,dense-full";
 }
@@ -63,12 +65,12 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   o.blocks = parse_int_option("--blocks", a.blocks);
   o.heads = parse_int_option("--heads", a.heads);
   o.head_dim = parse_int_option("--head-dim", a.head_dim);
-  o.window = parse_int_option("--window", a.window);
+  o.window = parse_int_option("--kv-window", a.window);
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
   try {
     o.dtype = parse_dtype(a.dtype);
   } catch (const Error& e) {
-    throw Error(std::string("--dtype: ") + e.what());
+    throw Error(std::string("--kv-dtype: ") + e.what());
   }
   o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
   o.frames = parse_int_option("--frames", a.frames);
@@ -81,7 +83,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
     try {
       o.backends.push_back(parse_kv_backend(item));
     } catch (const Error& e) {
-      throw Error(std::string("--backends: ") + e.what());
+      throw Error(std::string("--kv-backends: ") + e.what());
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -121,6 +123,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
 }
 
 void run_bench_kv(const BenchKvArgs& args) {
+  args.renamed.resolve();
   std::unique_ptr<bench::BenchDevice> device;
   const bench::KvBenchOptions o = to_options(args, device);
   // Fail on unusable outputs before a long run, not after it.
@@ -165,8 +168,9 @@ void run_bench_kv(const BenchKvArgs& args) {
 struct BenchSoakArgs {
   std::string model;
   bool demo = false;
-  std::string attention = "paged", kv_dtype = "f32", csv;
+  std::string kv_backend = "paged", kv_dtype = "f32", csv;
   bench::SoakOptions o;
+  RenamedOptions renamed;  // --num-scale-frames, --attention (old spellings)
   // --keyframe-interval (default 1: every frame stored), --flow-threshold, --max-non-keyframe-gap
   ModeArgs modes = [] {
     ModeArgs m;
@@ -189,12 +193,13 @@ class SoakProgress final : public bench::SoakObserver {
 };
 
 void run_bench_soak(BenchSoakArgs a) {
+  a.renamed.resolve();
   LINGBOT_CHECK(a.demo != !a.model.empty(), a.demo ? "give either --model or --demo, not both"
                                                     : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
   try {
-    a.o.backend = parse_kv_backend(a.attention);
+    a.o.backend = parse_kv_backend(a.kv_backend);
   } catch (const Error& e) {
-    throw Error(std::string("--attention: ") + e.what());
+    throw Error(std::string("--kv-backend: ") + e.what());
   }
   try {
     a.o.kv_dtype = parse_dtype(a.kv_dtype);
@@ -215,7 +220,7 @@ void run_bench_soak(BenchSoakArgs a) {
               "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
               a.demo ? "built-in demo model" : a.model.c_str(), static_cast<long long>(a.o.frames),
               static_cast<long long>(a.o.max_special_frames), a.o.max_special_frames == 0 ? " (unbounded)" : "",
-              bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.sliding_window, a.attention.c_str(), a.kv_dtype.c_str(),
+              bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.sliding_window, a.kv_backend.c_str(), a.kv_dtype.c_str(),
               a.o.threads, static_cast<long long>(a.o.reference_frame), static_cast<long long>(a.o.timing_window));
   std::fflush(stdout);
   SoakProgress progress;
@@ -233,6 +238,7 @@ struct BenchModelArgs {
   std::string model = "full", resolution = "518", frames = "10", scale_frames = "8", window = "64";
   std::string weights_dtype = "f32,bf16", kv_dtype = "f32", threads, seed = "1", calibrate = "on", writers = "on";
   std::string csv, plot, load_test;
+  RenamedOptions renamed;  // --window (old spelling)
 };
 
 template <typename F>
@@ -252,6 +258,7 @@ bool parse_on_off(const std::string& name, const std::string& v) {
 }
 
 void run_bench_model(const BenchModelArgs& a) {
+  a.renamed.resolve();
   bench::ModelBenchOptions o;
   o.model = a.model;
   // 224 / 518 as bench kv (224x224, 518x378), or WxH.
@@ -268,7 +275,7 @@ void run_bench_model(const BenchModelArgs& a) {
   }
   o.frames = parse_int_option("--frames", a.frames);
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
-  o.window = parse_int_option("--window", a.window);
+  o.window = parse_int_option("--kv-window", a.window);
   o.threads = a.threads.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
                                 : parse_int_option("--threads", a.threads);
   o.seed = static_cast<uint64_t>(parse_int_option("--seed", a.seed));
@@ -334,14 +341,18 @@ void add_bench_command(CLI::App& app) {
   kv->add_option("--blocks", args->blocks, "global attention blocks")->capture_default_str();
   kv->add_option("--heads", args->heads, "attention heads")->capture_default_str();
   kv->add_option("--head-dim", args->head_dim, "head dimension")->capture_default_str();
-  kv->add_option("--window", args->window, "sliding window (frames)")->capture_default_str();
+  args->renamed.add(kv, kv->add_option("--kv-window", args->window, "sliding window of the KV cache (frames)")
+                            ->capture_default_str(), "--kv-window", "--window", args->window);
   kv->add_option("--scale-frames", args->scale_frames, "pinned scale frames")->capture_default_str();
-  kv->add_option("--dtype", args->dtype, "KV storage dtype: f32, f16 or bf16")->capture_default_str();
+  args->renamed.add(kv, kv->add_option("--kv-dtype", args->dtype, "KV storage dtype: f32, f16 or bf16")->capture_default_str(),
+                    "--kv-dtype", "--dtype", args->dtype);
   kv->add_option("--keyframe-interval", args->keyframe_interval, "store every N-th frame after the scale phase")
       ->capture_default_str();
   kv->add_option("--frames", args->frames, "frames to stream")->capture_default_str();
-  kv->add_option("--backends", args->backends,
-                 "comma-separated: paged, dense, dense-full (default: all three; cuda: paged, the only CUDA cache)");
+  args->renamed.add(kv, kv->add_option("--kv-backends", args->backends,
+                                       "comma-separated KV backends: paged, dense, dense-full (default: all three; "
+                                       "cuda: paged, the only CUDA cache)"),
+                    "--kv-backends", "--backends", args->backends);
   kv->add_option("--device", args->device, "cpu or cuda (needs a -DLINGBOT_CUDA=ON build and a GPU)")
       ->capture_default_str();
   kv->add_option("--threads", args->threads, "threads (default: all cores)");
@@ -369,7 +380,8 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")->capture_default_str();
   model->add_option("--frames", margs->frames, "frames pushed per configuration (> scale frames)")->capture_default_str();
   model->add_option("--scale-frames", margs->scale_frames, "scale frames")->capture_default_str();
-  model->add_option("--window", margs->window, "KV cache sliding window (frames)")->capture_default_str();
+  margs->renamed.add(model, model->add_option("--kv-window", margs->window, "KV cache sliding window (frames)")
+                                ->capture_default_str(), "--kv-window", "--window", margs->window);
   model->add_option("--weights-dtype", margs->weights_dtype, "comma-separated sweep of auto | f32 | f16 | bf16")
       ->capture_default_str();
   model->add_option("--kv-dtype", margs->kv_dtype, "comma-separated sweep of f32 | f16 | bf16")->capture_default_str();
@@ -403,9 +415,11 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--max-non-keyframe-gap", sa->modes.max_non_keyframe_gap,
                    "with --keyframe-interval flow: store a frame at the latest this many frames after the last "
                    "keyframe (default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
-  soak->add_option("--num-scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str();
+  sa->renamed.add(soak, soak->add_option("--scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str(),
+                  "--scale-frames", "--num-scale-frames", sa->o.scale_frames);
   soak->add_option("--kv-window", sa->o.sliding_window, "KV window, in stored frames")->capture_default_str();
-  soak->add_option("--attention", sa->attention, "paged | dense | dense-full")->capture_default_str();
+  sa->renamed.add(soak, soak->add_option("--kv-backend", sa->kv_backend, "paged | dense | dense-full")->capture_default_str(),
+                  "--kv-backend", "--attention", sa->kv_backend);
   soak->add_option("--kv-dtype", sa->kv_dtype, "f32 | f16 | bf16")->capture_default_str();
   soak->add_option("--threads", sa->o.threads, "OpenMP threads")->capture_default_str();
   soak->add_option("--reference-frame", sa->o.reference_frame, "frame compared with the last one")

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 
 namespace lingbot::cli {
 

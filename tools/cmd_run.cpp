@@ -77,13 +77,14 @@ struct RunArgs {
   int64_t first_k = 0;
   int64_t stride = 1;
   bool rotate_cw90 = false;
-  int num_scale_frames = 8;
+  int scale_frames = 8;
   int kv_window = 64;
   int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
   int camera_iterations = 4;
-  std::string attention = "paged";
-  std::string kv_dtype = "f32";
-  std::string weights_dtype = "f32";
+  std::string kv_backend = "paged";
+  // The defaults are the fast, lean ones (README "Defaults"); f32 / f32 reproduces the reference.
+  std::string kv_dtype = "bf16";
+  std::string weights_dtype = "auto";
   int threads = 0;
   double conf_threshold = 1.5;
   int downsample = 10;
@@ -96,6 +97,7 @@ struct RunArgs {
   int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
   int serve_port = -1;              // --serve: viewer on this loopback port while running; -1 = off
   double demo_pace = 0;             // --demo-pace: seconds to wait before each generated frame
+  RenamedOptions renamed;           // --num-scale-frames, --attention (old spellings)
 };
 
 // ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
@@ -376,7 +378,7 @@ void check_output_paths(const RunArgs& a) {
 // Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
 void check_upper_bounds(const RunArgs& a) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
-      {"--num-scale-frames", {a.num_scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
+      {"--scale-frames", {a.scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
       {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
       {"--downsample", {a.downsample, kMaxDownsample}}};
   for (const auto& [option, vb] : bounds)
@@ -401,13 +403,13 @@ void check_args(const RunArgs& a) {
     LINGBOT_CHECK(*a.image_size >= 1 && *a.image_size <= kMaxImageSize, "--image-size must be in 1..", kMaxImageSize,
                   ", got ", *a.image_size);
   LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
-  check_mode_args(a.modes, a.num_scale_frames);
+  check_mode_args(a.modes, a.scale_frames);
   LINGBOT_CHECK(!a.live || !a.video.empty(),
                 "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
   LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
-  LINGBOT_CHECK(a.num_scale_frames >= 1, "--num-scale-frames must be >= 1, got ", a.num_scale_frames);
+  LINGBOT_CHECK(a.scale_frames >= 1, "--scale-frames must be >= 1, got ", a.scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
   LINGBOT_CHECK(a.max_special_frames >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
@@ -429,7 +431,12 @@ int run_command(const RunArgs& a) {
   const std::vector<std::string> export_names = io::parse_export_list(a.exports);
   LINGBOT_CHECK(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
                 "--serve shows the viewer export: add viewer to --export");
-  const KVBackend backend = parse_kv_backend(a.attention);
+  KVBackend backend = KVBackend::Paged;
+  try {
+    backend = parse_kv_backend(a.kv_backend);
+  } catch (const Error& e) {
+    throw Error(std::string("--kv-backend: ") + e.what());
+  }
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const kernels::WeightsDtypeChoice weights = kernels::parse_weights_dtype(a.weights_dtype);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
@@ -480,7 +487,7 @@ int run_command(const RunArgs& a) {
     mi.width = input.canvas.width;
     mi.height = input.canvas.height;
     mi.frames = input.count ? input.count : input.estimated;
-    mi.scale_frames = a.num_scale_frames;
+    mi.scale_frames = a.scale_frames;
     mi.kv_window = a.kv_window;
     mi.keyframe_interval = keyframe_interval;
     mi.backend = backend;
@@ -505,7 +512,7 @@ int run_command(const RunArgs& a) {
   SessionOptions so;
   so.backend = backend;
   so.kv_dtype = kv_dtype;
-  so.scale_frames = a.num_scale_frames;
+  so.scale_frames = a.scale_frames;
   so.sliding_window = a.kv_window;
   so.max_special_frames = a.max_special_frames;
   so.camera_iterations = a.camera_iterations;
@@ -538,8 +545,8 @@ int run_command(const RunArgs& a) {
               W, H, a.preprocess.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
-  std::printf("session: %s mode, %s attention, KV %s, %d scale frames, window %d, keyframes: %s, %d camera iterations\n",
-              a.modes.mode.c_str(), a.attention.c_str(), a.kv_dtype.c_str(), a.num_scale_frames, a.kv_window,
+  std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, window %d, keyframes: %s, %d camera iterations\n",
+              a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, a.kv_window,
               mode.policy->describe().c_str(), a.camera_iterations);
   if (mode.windowed) {
     SessionOptions with_policy = so;
@@ -562,7 +569,7 @@ int run_command(const RunArgs& a) {
                   {"first_k", a.first_k},
                   {"stride", a.stride},
                   {"rotate_cw90", a.rotate_cw90},
-                  {"num_scale_frames", a.num_scale_frames},
+                  {"scale_frames", a.scale_frames},
                   {"kv_window", a.kv_window},
                   {"keyframe_interval", keyframe_interval},
                   {"keyframe_interval_rule", keyframe_rule},
@@ -572,7 +579,7 @@ int run_command(const RunArgs& a) {
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
                   {"max_special_frames", a.max_special_frames},
                   {"camera_iterations", a.camera_iterations},
-                  {"attention", a.attention},
+                  {"kv_backend", a.kv_backend},
                   {"kv_dtype", a.kv_dtype},
                   {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
                   {"threads", a.threads},
@@ -873,9 +880,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
   cmd->add_option("--stride", a->stride, "then use every N-th frame")->capture_default_str();
   cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing");
-  cmd->add_option("--num-scale-frames", a->num_scale_frames,
+  CLI::Option* scale_frames = cmd->add_option("--scale-frames", a->scale_frames,
                   "frames processed together first (bidirectional attention), pinned in the KV cache")
       ->capture_default_str();
+  a->renamed.add(cmd, scale_frames, "--scale-frames", "--num-scale-frames", a->scale_frames);
   cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
   cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
                   "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
@@ -891,13 +899,13 @@ void add_run_command(CLI::App& app) {
                   "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
   cmd->add_option("--window-size", a->modes.window_size,
                   "--mode windowed: stored frames per window, its scale frames included (default " +
-                      std::to_string(kDefaultWindowSize) + "; a window spans num-scale-frames + (window-size - "
-                      "num-scale-frames) x keyframe-interval frames, or until that many are stored with flow)");
+                      std::to_string(kDefaultWindowSize) + "; a window spans scale-frames + (window-size - "
+                      "scale-frames) x keyframe-interval frames, or until that many are stored with flow)");
   cmd->add_option("--overlap-size", a->modes.overlap_size,
                   "--mode windowed: frames shared by consecutive windows (default " +
                       std::to_string(kDefaultOverlapSize) + ")");
   cmd->add_option("--overlap-keyframes", a->modes.overlap_keyframes,
-                  "--mode windowed: the overlap in keyframes instead: max(num-scale-frames, N x keyframe-interval) "
+                  "--mode windowed: the overlap in keyframes instead: max(scale-frames, N x keyframe-interval) "
                   "frames");
   cmd->add_option("--max-special-frames", a->max_special_frames,
                   "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
@@ -905,7 +913,9 @@ void add_run_command(CLI::App& app) {
                   "(outputs move with a bound: README 'Long streams')")
       ->capture_default_str();
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
-  cmd->add_option("--attention", a->attention, "KV cache / attention: paged | dense | dense-full")->capture_default_str();
+  CLI::Option* kv_backend = cmd->add_option("--kv-backend", a->kv_backend,
+                                             "KV cache backend: paged | dense | dense-full")->capture_default_str();
+  a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype,
                   "storage dtype of the blocks' linear layers: auto (bf16 where the CPU has a native bf16 GEMM, "
@@ -939,6 +949,7 @@ void add_run_command(CLI::App& app) {
   cmd->callback([a] {
     int code = 0;
     try {
+      a->renamed.resolve();
       const PreprocessChoice pre = resolve_preprocess(a->modes, a->preprocess);
       if (pre.alias_used)
         std::fprintf(stderr, "notice: --mode %s is deprecated, use --preprocess %s (--mode now selects streaming | "

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
@@ -12,12 +13,14 @@ namespace lingbot::cli {
 void add_verify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Run a golden case through the streaming Session and compare with its reference");
   struct Args {
-    std::string case_dir, backend = "paged", kv_dtype = "f32", weights_dtype = "f32", only;
+    std::string case_dir, kv_backend = "paged", kv_dtype = "f32", weights_dtype = "f32", only;
     int threads = 0;
+    RenamedOptions renamed;  // --backend (old spelling)
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--golden", args->case_dir, "case directory (case.json, weights, reference.safetensors)")->required();
-  cmd->add_option("--backend", args->backend, "KV cache backend: paged | dense | dense-full")->capture_default_str();
+  args->renamed.add(cmd, cmd->add_option("--kv-backend", args->kv_backend, "KV cache backend: paged | dense | dense-full")
+                             ->capture_default_str(), "--kv-backend", "--backend", args->kv_backend);
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--weights-dtype", args->weights_dtype,
                   "storage dtype of the blocks' linear layers: auto | f32 | f16 | bf16 (tolerances scale with it)")
@@ -26,9 +29,14 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--only", args->only,
                   "comma-separated glob patterns: check only these tensors (others are listed as SKIP)");
   cmd->callback([args] {
+    args->renamed.resolve();
     VerifyOptions o;
     o.case_dir = args->case_dir;
-    o.backend = parse_kv_backend(args->backend);
+    try {
+      o.backend = parse_kv_backend(args->kv_backend);
+    } catch (const Error& e) {
+      throw Error(std::string("--kv-backend: ") + e.what());
+    }
     o.kv_dtype = parse_dtype(args->kv_dtype);
     const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(args->weights_dtype);
     if (!wd.notice.empty()) std::printf("%s\n", wd.notice.c_str());

@@ -58,7 +58,7 @@ void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes) {
   const std::pair<int64_t, const char*> parts[] = {
       {e.kv_cache, "lower --kv-window (frames kept in the KV cache), use --kv-dtype f16, or lower --image-size"},
       {e.camera_cache, "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval"},
-      {e.activations, "lower --image-size or --num-scale-frames"},
+      {e.activations, "lower --image-size or --scale-frames"},
       {e.weights, "the model's weights alone do not fit: use a machine with more memory"}};
   const auto* largest = std::max_element(std::begin(parts), std::end(parts),
                                          [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
 #include "io/stream_damage.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
+#include "lingbot/model_config.h"
 #include "lingbot/session.h"
-#include "model/config.h"
 
 namespace lingbot::cli {
 

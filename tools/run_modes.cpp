@@ -73,7 +73,7 @@ void check_mode_args(const ModeArgs& m, int K) {
   LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 0, "--overlap-keyframes must be >= 0, got ",
                 m.overlap_keyframes.value_or(0));
   const int window = m.window_size.value_or(kDefaultWindowSize);
-  LINGBOT_CHECK(window > K, "--window-size ", window, " must be larger than --num-scale-frames ", K,
+  LINGBOT_CHECK(window > K, "--window-size ", window, " must be larger than --scale-frames ", K,
                 ": a window stores its scale frames plus at least one keyframe");
   const int n = interval > 0 ? interval : 1;  // auto is 1 in windowed mode (demo.py)
   int64_t ov = 0;
@@ -87,12 +87,12 @@ void check_mode_args(const ModeArgs& m, int K) {
                              : "the default overlap (--overlap-size " + std::to_string(ov) + ")";
   }
   if (flow) {
-    LINGBOT_CHECK(window >= ov + K, "--window-size ", window, " must be at least the overlap + --num-scale-frames (",
+    LINGBOT_CHECK(window >= ov + K, "--window-size ", window, " must be at least the overlap + --scale-frames (",
                   ov, " + ", K, ") with --keyframe-interval flow: ", ov_text,
                   " would not fit in a window, and consecutive windows would not overlap by it");
   } else {
     const int64_t L = K + int64_t{window - K} * n;
-    LINGBOT_CHECK(ov < L, ov_text, " must be smaller than a window (", L, " frames: --num-scale-frames ", K, " + (",
+    LINGBOT_CHECK(ov < L, ov_text, " must be smaller than a window (", L, " frames: --scale-frames ", K, " + (",
                   "--window-size ", window, " - ", K, ") keyframes x --keyframe-interval ", n, ")");
   }
 }

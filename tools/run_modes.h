@@ -39,7 +39,7 @@ struct PreprocessChoice {
 PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_option);
 
 // Throws lingbot::Error with one message naming the option for every inconsistent combination.
-void check_mode_args(const ModeArgs& m, int num_scale_frames);
+void check_mode_args(const ModeArgs& m, int scale_frames);
 
 struct ModeChoice {
   bool windowed = false;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "kernels/cuda/attention_cuda.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::cuda {
 

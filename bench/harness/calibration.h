@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::bench {
 

@@ -9,7 +9,7 @@
 #include "io/image.h"
 #include "io/tensor_map.h"
 #include "lingbot/model.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 
 namespace lingbot {
 

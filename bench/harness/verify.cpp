@@ -120,6 +120,8 @@ bool matches_only(const std::vector<std::string>& only, const std::string& name)
 
 // Tolerance scale for reduced-precision K/V storage (the README's bounds are for f32 compute).
 double dtype_factor(DType t) { return t == DType::F32 ? 1.0 : t == DType::F16 ? 50.0 : 400.0; }
+// Unit roundoff of a storage dtype (0 for f32: its rounding is below every tolerance here).
+double unit_roundoff(DType t) { return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0.0; }
 
 }  // namespace
 
@@ -392,7 +394,13 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       const std::vector<double>& eng = per_frame ? run.flow : run.row_flow;
       const std::vector<int64_t>& win = per_frame ? run.frame_window : run.row_window;
       const std::vector<int64_t>* row_frames = per_frame ? nullptr : &run.ints["window_row_frame_index"];
-      row.tolerance = "1e-3 rel (well-conditioned)";
+      // Reduced precision: 48 u of the coarsest dtype in use (flow compares two reprojections, so it
+      // amplifies depth and pose errors: measured up to 24 u with bf16 weights on streaming-flow-tiny).
+      const double u = std::max(unit_roundoff(kv_dtype), unit_roundoff(vo.weights_dtype));
+      const double flow_tol = u > 0 ? 48.0 * u : 1e-3;
+      char flow_text[64];
+      if (u > 0) std::snprintf(flow_text, sizeof flow_text, "48u = %g rel (well-conditioned)", flow_tol);
+      row.tolerance = u > 0 ? flow_text : "1e-3 rel (well-conditioned)";
       row.frames = per_frame ? frames_str(all_frames) : "rows 0-" + std::to_string(r.numel() - 1);
       if (static_cast<int64_t>(eng.size()) != r.numel()) {
         row.status = "FAIL";
@@ -416,7 +424,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
           }
           const double rel = std::abs(ev - rv) / std::max(std::abs(rv), 1e-12);
           worst = std::max(worst, rel);
-          if (rel > 1e-3) bad += (bad.empty() ? "" : ",") + std::to_string(i);
+          if (rel > flow_tol) bad += (bad.empty() ? "" : ",") + std::to_string(i);
         }
         row.max_rel = worst;
         row.status = bad.empty() ? "ok" : "FAIL";

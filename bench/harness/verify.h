@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/tensor.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
+#include "lingbot/tensor.h"
 #include "pipeline/golden_case.h"
 
 namespace lingbot {

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
-#include "io/tensor_map.h"
-#include "model/config.h"
+#include "lingbot/dtype.h"
+#include "lingbot/model_config.h"
+#include "lingbot/tensor_map.h"
 
 namespace lingbot {
 

@@ -29,12 +29,12 @@
 #include <optional>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/phase_clock.h"
-#include "core/tensor.h"
-#include "kvcache/kv_cache.h"
+#include "lingbot/cache_stats.h"
+#include "lingbot/dtype.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/model.h"
+#include "lingbot/phase_time.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot {
 
@@ -110,7 +110,7 @@ struct SessionPhaseTimes {
 struct SessionStats {
   int64_t steps = 0;              // forward steps run (the scale phase counts as one)
   int64_t frames_completed = 0;   // frames whose results were returned
-  CacheStats cache;               // see kvcache/kv_cache.h (zero before the first step)
+  CacheStats cache;               // see lingbot/cache_stats.h (zero before the first step)
   int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted)
   int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
   int64_t rope_time_next = 0;       // 3D-RoPE time index the next stored frame gets (= frames stored)

@@ -21,11 +21,18 @@ class Error(RuntimeError): ...
 
 class Model:
     @staticmethod
-    def load(path: PathLike, config: Optional[Mapping[str, Any]] = None) -> Model: ...
+    def load(
+        path: PathLike,
+        config: Optional[Mapping[str, Any]] = None,
+        *,
+        weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto",
+    ) -> Model: ...
     @staticmethod
     def demo(seed: int = ...) -> Model: ...
     @property
     def config(self) -> dict[str, dict[str, Any]]: ...
+    @property
+    def weights_dtype(self) -> Literal["f32", "f16", "bf16"]: ...
     @property
     def patch_size(self) -> int: ...
     @property
@@ -65,8 +72,8 @@ class Session:
         kv_window: int = 64,
         keyframes: Keyframes = "auto",
         camera_iterations: int = 4,
-        backend: Backend = "paged",
-        kv_dtype: KVDType = "f32",
+        kv_backend: Optional[Backend] = None,  # None = "paged"
+        kv_dtype: KVDType = "bf16",
         threads: int = 0,
         image_size: Optional[int] = None,
         mode: Mode = "crop",
@@ -74,6 +81,7 @@ class Session:
         patch_tokens: bool = False,
         flow_threshold: float = 5.0,
         max_non_keyframe_gap: int = 30,
+        backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
     ) -> None: ...
     def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
     def finish(self) -> list[Result]: ...
@@ -126,13 +134,14 @@ def reconstruct(
     kv_window: int = 64,
     keyframes: Keyframes = "auto",
     camera_iterations: int = 4,
-    backend: Backend = "paged",
-    kv_dtype: KVDType = "f32",
+    kv_backend: Optional[Backend] = None,  # None = "paged"
+    kv_dtype: KVDType = "bf16",
     threads: int = 0,
     features: bool = False,
     patch_tokens: bool = False,
     flow_threshold: float = 5.0,
     max_non_keyframe_gap: int = 30,
+    backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
 ) -> Reconstruction: ...
 
 class Exporter:
@@ -171,7 +180,12 @@ def select_points(
 ) -> tuple[F32, U8]: ...
 def load_safetensors(path: PathLike) -> dict[str, npt.NDArray[Any]]: ...
 def verify(
-    case_dir: PathLike, *, backend: Backend = "paged", kv_dtype: KVDType = "f32", threads: int = 0
+    case_dir: PathLike,
+    *,
+    kv_backend: Optional[Backend] = None,  # None = "paged"
+    kv_dtype: KVDType = "f32",
+    threads: int = 0,
+    backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
 ) -> dict[str, Any]: ...
 def export_kinds() -> list[dict[str, Any]]: ...
 def default_exports() -> str: ...

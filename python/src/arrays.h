@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "core/tensor.h"
 #include "io/image.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::python {
 

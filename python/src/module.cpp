@@ -34,6 +34,7 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "bench/harness/calibration.h"
+#include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
@@ -149,17 +150,21 @@ struct PyModel {
   std::shared_ptr<const Model> model;
   std::string source;  // checkpoint path, or "demo"
 
-  static PyModel load(const fs::path& path, const py::object& config) {
+  static PyModel load(const fs::path& path, const py::object& config, const std::string& weights_dtype) {
     ConfigOverrides overrides;
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::type_error("config must be a dict, got " + describe_array(config));
       flatten_config(config.cast<py::dict>(), "", &overrides);
     }
     LINGBOT_CHECK(fs::exists(path), "model file not found: ", path.string());
+    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(weights_dtype);
+    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
+    ModelLoadOptions lo;
+    lo.weights_dtype = wd.dtype;
     PyModel m;
     {
       py::gil_scoped_release nogil;
-      m.model = Model::load(path.string(), overrides);
+      m.model = Model::load(path.string(), overrides, lo);
     }
     m.source = path.string();
     return m;
@@ -178,7 +183,7 @@ struct PyModel {
 PyModel model_from_python(const py::handle& obj) {
   if (py::isinstance<PyModel>(obj)) return obj.cast<PyModel>();
   if (py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"))
-    return PyModel::load(obj.cast<fs::path>(), py::none());
+    return PyModel::load(obj.cast<fs::path>(), py::none(), "auto");  // lingbot-map run's default
   throw py::type_error("model must be a lingbot_map.Model or a checkpoint path, got " + describe_array(obj));
 }
 
@@ -200,13 +205,23 @@ int parse_keyframes(const py::handle& k) {
   throw py::type_error("keyframes must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
 }
 
+// kv_backend= and its old spelling backend= (docs/naming.md): the old one works with a
+// DeprecationWarning; both at once is an error.
+std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const std::optional<std::string>& backend) {
+  if (!backend) return kv_backend.value_or("paged");
+  if (kv_backend) throw py::value_error("give kv_backend or its old spelling backend, not both");
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, "backend= is deprecated, use kv_backend=", 2) != 0)
+    throw py::error_already_set();
+  return *backend;
+}
+
 struct SessionArgs {
   int scale_frames = 8;
   int kv_window = 64;
   py::object keyframes;
   int camera_iterations = 4;
-  std::string backend = "paged";
-  std::string kv_dtype = "f32";
+  std::string kv_backend = "paged";
+  std::string kv_dtype = "bf16";
   int threads = 0;
   bool features = false;
   bool patch_tokens = false;
@@ -217,7 +232,7 @@ struct SessionArgs {
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
 SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   SessionOptions so;
-  so.backend = parse_kv_backend(a.backend);
+  so.backend = parse_kv_backend(a.kv_backend);
   so.kv_dtype = parse_dtype(a.kv_dtype);
   so.scale_frames = a.scale_frames;
   so.sliding_window = a.kv_window;
@@ -272,7 +287,7 @@ py::dict options_dict(const Session& s) {
   return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.sliding_window,
                   "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
                   "camera_iterations"_a = o.camera_iterations,
-                  "backend"_a = kv_backend_name(o.backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
+                  "kv_backend"_a = kv_backend_name(o.backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                   "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
 }
 
@@ -784,16 +799,21 @@ void bind_module(py::module_& m) {
 
   py::class_<PyModel>(m, "Model",
                       "A loaded LingBot-Map network (immutable; share one between any number of Sessions).")
-      .def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(),
+      .def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(), py::kw_only(), "weights_dtype"_a = "auto",
                   "Loads a checkpoint (upstream .pt / .pth, or .safetensors; the format is detected from the\n"
                   "content), infers the configuration from the tensor shapes and applies `config` overrides:\n"
                   "{'camera': {'num_iterations': 4}} or {'camera.num_iterations': 4} (the keys of `config`\n"
-                  "and of `lingbot-map run --set`). Raises lingbot_map.Error naming the file and the problem.")
+                  "and of `lingbot-map run --set`). `weights_dtype` ('auto' | 'f32' | 'f16' | 'bf16', as\n"
+                  "`run --weights-dtype`): storage of the blocks' linear layers; 'auto' = bf16 where the CPU\n"
+                  "has a native bf16 GEMM, else f32; 'f32' reproduces the reference. A dtype without a native\n"
+                  "GEMM here works with a UserWarning. Raises lingbot_map.Error naming the file and the problem.")
       .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed,
                   "The built-in demo network (the `run --demo` model): seeded RANDOM weights, so the geometry it\n"
                   "produces is meaningless; for trying the API without a checkpoint.")
       .def_property_readonly("config", [](const PyModel& self) { return config_dict(self.model->config()); },
                              "The configuration as a dict of groups: {'encoder': {'img_size': 518, ...}, ...}.")
+      .def_property_readonly("weights_dtype", [](const PyModel& self) { return std::string(dtype_name(self.model->weights_dtype())); },
+                             "Storage dtype of the blocks' linear layers: 'f32', 'f16' or 'bf16'.")
       .def_property_readonly("patch_size", [](const PyModel& self) { return self.model->patch_size(); },
                              "Pixels per patch side; frame sizes must be multiples of it.")
       .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); })
@@ -848,17 +868,19 @@ void bind_module(py::module_& m) {
       "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
       .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframes,
-                       int camera_iterations, const std::string& backend, const std::string& kv_dtype, int threads,
-                       std::optional<int> image_size, const std::string& mode, bool features, bool patch_tokens,
-                       double flow_threshold, int max_non_keyframe_gap) {
-             SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
-                           patch_tokens, flow_threshold, max_non_keyframe_gap};
+                       int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
+                       int threads, std::optional<int> image_size, const std::string& mode, bool features,
+                       bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
+                       const std::optional<std::string>& backend) {
+             SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
+                           kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap};
              return std::make_unique<PySession>(model, a, image_size, mode);
            }),
            "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
-           "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
+           "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
            "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
-           "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap)
+           "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
+           "backend"_a = py::none())
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
@@ -889,19 +911,19 @@ void bind_module(py::module_& m) {
       "reconstruct",
       [](const py::object& images, const py::object& video, const py::object& model, int image_size,
          const std::string& mode, double fps, int64_t first_k, int64_t stride, bool rotate_cw90, int scale_frames,
-         int kv_window, const py::object& keyframes, int camera_iterations, const std::string& backend,
-         const std::string& kv_dtype, int threads, bool features, bool patch_tokens, double flow_threshold,
-         int max_non_keyframe_gap) {
+         int kv_window, const py::object& keyframes, int camera_iterations,
+         const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads, bool features,
+         bool patch_tokens, double flow_threshold, int max_non_keyframe_gap, const std::optional<std::string>& backend) {
         SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
-        SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, backend, kv_dtype, threads, features,
-                      patch_tokens, flow_threshold, max_non_keyframe_gap};
+        SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
+                      kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap};
         return std::make_unique<PyReconstruction>(images, video, model, s, a);
       },
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
       "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false, "scale_frames"_a = 8, "kv_window"_a = 64,
-      "keyframes"_a = "auto", "camera_iterations"_a = 4, "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
-      "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
-      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
+      "keyframes"_a = "auto", "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16",
+      "threads"_a = 0, "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
+      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(),
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"
@@ -1048,10 +1070,11 @@ void bind_module(py::module_& m) {
 
   m.def(
       "verify",
-      [](const fs::path& case_dir, const std::string& backend, const std::string& kv_dtype, int threads) {
+      [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
+         const std::optional<std::string>& backend) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
-        o.backend = parse_kv_backend(backend);
+        o.backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
         o.kv_dtype = parse_dtype(kv_dtype);
         o.threads = threads;
         VerifyReport rep;
@@ -1067,7 +1090,8 @@ void bind_module(py::module_& m) {
         return py::dict("case"_a = rep.case_name, "passed"_a = rep.passed(), "rows"_a = rows,
                         "report"_a = format_verify_report(rep));
       },
-      "case_dir"_a, py::kw_only(), "backend"_a = "paged", "kv_dtype"_a = "f32", "threads"_a = 0,
+      "case_dir"_a, py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
+      "backend"_a = py::none(),
       "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
       "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.");
 

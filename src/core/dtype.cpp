@@ -1,4 +1,4 @@
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 #include "core/error.h"
 

@@ -1,18 +1,15 @@
 #pragma once
-// Error reporting: every bad input becomes a lingbot::Error whose message names the problem.
+// Error reporting inside the engine: every bad input becomes a lingbot::Error (the public type,
+// lingbot/error.h) whose message names the problem; LINGBOT_CHECK builds it.
 #include <cstddef>
 #include <cstdio>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
-namespace lingbot {
+#include "lingbot/error.h"
 
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
-};
+namespace lingbot {
 
 namespace detail {
 template <typename... Args>

@@ -1,16 +1,12 @@
 #pragma once
-// PhaseClock: wall and process-CPU seconds accumulated over the calls it times. Used for the
-// per-phase breakdown of a streaming run (SessionStats::phases). Process CPU time sums all threads,
-// so on a busy machine it is the steadier measure of work done.
+// PhaseClock: wall and process-CPU seconds accumulated over the calls it times, into a PhaseTime
+// (lingbot/phase_time.h). Used for the per-phase breakdown of a streaming run (SessionStats::phases).
 #include <chrono>
 #include <ctime>
 
-namespace lingbot {
+#include "lingbot/phase_time.h"
 
-struct PhaseTime {
-  double wall_s = 0.0;
-  double cpu_s = 0.0;  // CLOCK_PROCESS_CPUTIME_ID: all threads of the process
-};
+namespace lingbot {
 
 // Adds the time between construction and destruction to `into`.
 class PhaseClock {

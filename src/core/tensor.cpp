@@ -1,8 +1,10 @@
-#include "core/tensor.h"
+#include "lingbot/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace lingbot {
 

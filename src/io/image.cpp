@@ -4,6 +4,7 @@
 #include <cctype>
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -157,6 +158,7 @@ struct PngFacts {
   int bit_depth = -1;
   int orientation = 1;
   std::string chunk_error;  // a chunk whose declared length runs past the end of the file
+  bool empty_idat = false;  // an IDAT chunk with no data (legal; see without_empty_idat)
 };
 PngFacts png_facts(std::span<const uint8_t> b) {
   PngFacts f;
@@ -177,6 +179,7 @@ PngFacts png_facts(std::span<const uint8_t> b) {
       f.bit_depth = data[8];
       f.color_type = data[9];
     }
+    if (std::memcmp(type, "IDAT", 4) == 0 && len == 0) f.empty_idat = true;
     if (std::memcmp(type, "eXIf", 4) == 0) {
       f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
     }
@@ -186,6 +189,59 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     pos += 12 + size_t{len};
   }
   return f;
+}
+
+// The file without its zero-length IDAT chunks (they carry no image data; chunk CRCs are not
+// checked by the decoders). stb_image copies a first, empty IDAT into a buffer it has not allocated
+// yet (memcpy from/to null, undefined behaviour: found by fuzz_image). Call only after png_facts
+// found no chunk error.
+std::vector<uint8_t> without_empty_idat(std::span<const uint8_t> b) {
+  std::vector<uint8_t> out(b.begin(), b.begin() + 8);
+  size_t pos = 8;
+  while (pos + 12 <= b.size()) {
+    const uint32_t len = be32(b.data() + pos);
+    const size_t end = pos + 12 + size_t{len};
+    if (!(len == 0 && std::memcmp(b.data() + pos + 4, "IDAT", 4) == 0))
+      out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.begin() + static_cast<std::ptrdiff_t>(end));
+    pos = end;
+  }
+  out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.end());  // a truncated tail, as it was
+  return out;
+}
+
+bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
+
+// What is wrong with a BMP before stb_image reads it: pixel rows that run past the end of the file
+// (stb_image reads the missing bytes as zeros: a 200-byte file decoded as 2568 x 1286, found by
+// fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does not
+// decode. "" = fine, or a header layout this check does not know (stb_image then decides).
+std::string bmp_problem(std::span<const uint8_t> b) {
+  auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
+  auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
+  if (b.size() < 18) return detail::concat("BMP header is truncated (", b.size(), " bytes)");
+  const uint32_t header = le32(14);
+  if (header != 12 && header != 40 && header != 56 && header != 108 && header != 124) return "";
+  if (b.size() < 14 + uint64_t{header})
+    return detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")");
+  const uint64_t offset = le32(10);
+  uint64_t w = 0, h = 0, bpp = 0, compression = 0;
+  if (header == 12) {  // BITMAPCOREHEADER
+    w = le16(18), h = le16(20), bpp = le16(24);
+  } else {
+    w = static_cast<uint64_t>(std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(18)))));
+    h = static_cast<uint64_t>(std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(22)))));  // < 0: top-down
+    bpp = le16(28), compression = le32(30);
+  }
+  if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32)
+    return detail::concat("BMP with ", bpp, " bits per pixel is not supported");
+  // stb_image refuses only RLE (1, 2) and decodes any other value as uncompressed rows.
+  if (compression != 0 && compression != 3)
+    return detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)");
+  const uint64_t row_bytes = (w * bpp + 31) / 32 * 4;
+  const uint64_t needed = offset + row_bytes * h;
+  if (needed <= b.size()) return "";
+  return detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
+                        " bytes, the file has ", b.size());
 }
 
 // Pillow's alpha_composite of (r,g,b,a) over opaque white, integer arithmetic as in
@@ -370,17 +426,27 @@ int exif_orientation(std::span<const uint8_t> file_bytes) {
   return 1;
 }
 
-ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name) {
-  LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
-  LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
+ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) {
+  LINGBOT_CHECK(!file_in.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(file_in.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
-  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
+  if (is_jpeg(file_in)) return decode_jpeg(file_in, name);
+  std::span<const uint8_t> file_bytes = file_in;
+  std::vector<uint8_t> cleaned;
+  if (is_png(file_in)) {
+    const PngFacts f = png_facts(file_in);
+    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
+    if (f.empty_idat) file_bytes = cleaned = without_empty_idat(file_in);
+  }
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
+  if (is_bmp(file_bytes)) {
+    const std::string problem = bmp_problem(file_bytes);
+    LINGBOT_CHECK(problem.empty(), "cannot decode image ", name, ": ", problem);
+  }
   if (is_png(file_bytes)) {
     const PngFacts f = png_facts(file_bytes);
-    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
     if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
   }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
@@ -421,23 +487,27 @@ ImageU8 load_image(const std::filesystem::path& path) {
   return decode_image(bytes, path.string());
 }
 
-ImageSize probe_image_size(const std::filesystem::path& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
-  LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", path.string(), ": file is empty");
+ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
+  LINGBOT_CHECK(!bytes.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name, ": file too large");
   if (is_jpeg(bytes)) {
     JpegSession s(bytes);
-    read_jpeg_header(s, path.string());
+    read_jpeg_header(s, name);
     const int w = static_cast<int>(s.cinfo().image_width), h = static_cast<int>(s.cinfo().image_height);
-    check_pixel_limit(w, h, path.string());
+    check_pixel_limit(w, h, name);
     if (orientation_swaps_axes(jpeg_orientation(bytes))) return {h, w};
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
-  LINGBOT_CHECK(ok != 0, "cannot decode image ", path.string(), ": ", stbi_failure_reason());
-  check_pixel_limit(w, h, path.string());
+  LINGBOT_CHECK(ok != 0, "cannot decode image ", name, ": ", stbi_failure_reason());
+  check_pixel_limit(w, h, name);
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};
+}
+
+ImageSize probe_image_size(const std::filesystem::path& path) {
+  return probe_image(read_file_bytes(path, "image file"), path.string());
 }
 
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {

@@ -78,8 +78,9 @@ struct ImageSize {
   int height = 0;
   bool operator==(const ImageSize&) const = default;
 };
-// Displayed size (after EXIF orientation) of an image file, read from its header without decoding
-// the pixels. Same errors as load_image (the kMaxImagePixels limit included).
+// Displayed size (after EXIF orientation) of an encoded image, read from its header without
+// decoding the pixels. Same errors as decode_image / load_image (the kMaxImagePixels limit included).
+ImageSize probe_image(std::span<const uint8_t> file_bytes, const std::string& name);
 ImageSize probe_image_size(const std::filesystem::path& path);
 
 // The image files directly inside `dir` whose extension is .jpg, .jpeg, .png or .bmp (any case),

@@ -9,8 +9,8 @@
 // preprocess_image for every frame.
 #include <span>
 
-#include "core/tensor.h"
 #include "io/image.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::io {
 

@@ -1,6 +1,6 @@
 #pragma once
-// Types shared by the checkpoint readers: the on-disk element types, integer tensors, and TensorMap,
-// the name -> Tensor dictionary every reader produces (a PyTorch state_dict).
+// Types and helpers shared by the checkpoint readers: the on-disk element types, integer tensors,
+// and the state_dict maps of lingbot/tensor_map.h (TensorMap, TensorInfoMap) every reader produces.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -8,14 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tensor.h"
+#include "lingbot/tensor.h"
+#include "lingbot/tensor_map.h"  // TensorMap, StorageDType, TensorInfo, TensorInfoMap
 
 namespace lingbot::io {
 
-// Element types a file may store. Float types map onto lingbot::DType (F64 is narrowed to F32 when
-// read); integer and bool types are read as IntTensor.
-enum class StorageDType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
-
+// StorageDType (lingbot/tensor_map.h): integer and bool types are read as IntTensor.
 size_t storage_dtype_size(StorageDType t);
 std::string_view safetensors_dtype_name(StorageDType t);            // "F32", "I64", "BOOL", ...
 std::optional<StorageDType> parse_safetensors_dtype(std::string_view name);
@@ -31,8 +29,6 @@ struct IntTensor {
   std::vector<int64_t> values;             // row-major, shape_numel(shape) entries
 };
 
-// Ordered by name; std::less<> allows lookups with std::string_view without a temporary string.
-using TensorMap = std::map<std::string, Tensor, std::less<>>;
 using IntTensorMap = std::map<std::string, IntTensor, std::less<>>;
 
 class ByteSource;
@@ -50,12 +46,7 @@ Tensor read_float_tensor(const ByteSource& src, uint64_t offset, StorageDType st
 // Integer/bool data widened to int64; throws Error naming `what` for float data.
 IntTensor read_int_tensor(const ByteSource& src, uint64_t offset, StorageDType stored, Shape shape, std::string_view what);
 
-// What a file says about one tensor without reading its data.
-struct TensorInfo {
-  StorageDType dtype = StorageDType::F32;
-  Shape shape;
-};
-using TensorInfoMap = std::map<std::string, TensorInfo, std::less<>>;
+// The index (dtype and shape per name) of an in-memory map.
 TensorInfoMap index_of(const TensorMap& m);
 
 // Sum of element counts / bytes over all tensors.

@@ -19,7 +19,7 @@
 #include <span>
 #include <string_view>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels {
 

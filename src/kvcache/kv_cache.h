@@ -53,14 +53,11 @@
 #include <string>
 
 #include "core/allocator.h"
-#include "core/dtype.h"
 #include "kernels/attention_views.h"
+#include "lingbot/cache_stats.h"  // KVBackend, parse_kv_backend, CacheStats
+#include "lingbot/dtype.h"
 
 namespace lingbot {
-
-enum class KVBackend : uint8_t { Paged, Dense, DenseFull };
-KVBackend parse_kv_backend(const std::string& name);  // "paged" | "dense" | "dense-full"
-const char* kv_backend_name(KVBackend b);
 
 enum class FrameMode : uint8_t {
   ScalePhase,   // n_frames >= 1 frames attend bidirectionally to each other, then are stored
@@ -99,30 +96,6 @@ int kept_specials_per_evicted_frame(const CacheOptions& options);
 
 // Throws lingbot::Error naming the first bad field ("CacheOptions.<field> must be ..., got ...").
 void validate_cache_options(const CacheOptions& options);
-
-// Counts are per block unless marked "all blocks". Paged: pinned/window/free/pool pages are patch
-// pages (one per resident frame). Dense: pinned_pages/window_pages count the same frames, free/pool 0.
-struct CacheStats {
-  int64_t frames_stored = 0;        // frames appended and not rolled back (ever, including evicted)
-  int64_t frames_resident = 0;      // frames whose patch tokens are in the cache now
-  int64_t pinned_pages = 0;
-  int64_t window_pages = 0;
-  int64_t free_pages = 0;
-  int64_t pool_pages = 0;
-  int64_t special_tokens = 0;       // tokens in the special stream (per block)
-  int64_t visible_tokens = 0;       // keys a frame attending now would see from the cache
-  int64_t bytes_used = 0;           // K/V bytes holding live tokens, all blocks
-  int64_t bytes_reserved = 0;       // K/V bytes allocated, all blocks
-  // Added fields (all backends):
-  int64_t kept_special_tokens = 0;  // specials of evicted frames that stay visible (golden trace
-                                    // "retained special tokens"); paged: a subset of special_tokens,
-                                    // dense: equals special_tokens (the side buffer)
-  int64_t special_pages = 0;        // paged: special-stream pages in use (0 for dense)
-  int64_t special_free_pages = 0;   // paged: special pages allocated but free for reuse (max_special_frames)
-  int64_t special_frames_dropped = 0;  // evicted frames whose specials max_special_frames dropped
-  int64_t patch_bytes_reserved = 0;    // part of bytes_reserved: paged patch pool / dense frame buffers
-  int64_t special_bytes_reserved = 0;  // part of bytes_reserved: paged special pages / dense side buffer
-};
 
 class KVCache {
  public:

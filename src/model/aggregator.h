@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "core/phase_clock.h"
-#include "core/tensor.h"
 #include "io/tensor_map.h"
 #include "kernels/cpu/rope.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/model_config.h"
+#include "lingbot/tensor.h"
 #include "model/blocks.h"
-#include "model/config.h"
 
 namespace lingbot::model {
 

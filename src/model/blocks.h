@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
 #include "io/tensor_map.h"
 #include "kernels/cpu/attention.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::model {
 

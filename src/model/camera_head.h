@@ -37,10 +37,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
 #include "io/tensor_map.h"
 #include "kvcache/kv_cache.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
+#include "lingbot/tensor.h"
 #include "model/rows_view.h"
 
 namespace lingbot::model {

@@ -1,4 +1,4 @@
-#include "model/config.h"
+#include "lingbot/model_config.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/tensor_map.h"
 
 namespace lingbot {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
 #include "io/tensor_map.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
+#include "lingbot/tensor.h"
 #include "model/geometry.h"
 #include "model/rows_view.h"
 

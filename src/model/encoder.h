@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
 #include "io/tensor_map.h"
+#include "lingbot/model_config.h"
+#include "lingbot/tensor.h"
 #include "model/blocks.h"
-#include "model/config.h"
 
 namespace lingbot::model {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace lingbot::model {
 
 Mat3x3 quat_xyzw_to_mat(float i, float j, float k, float r) {

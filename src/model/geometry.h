@@ -20,7 +20,7 @@
 // Arithmetic is float32 in the same order as the reference (float-noise agreement, ~1e-6 relative).
 #include <array>
 
-#include "core/tensor.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::model {
 

@@ -3,8 +3,9 @@
 // Used by the heads so a loaded checkpoint is never held twice in memory.
 #include <string>
 
-#include "core/tensor.h"
+#include "core/error.h"
 #include "io/tensor_map.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::model {
 

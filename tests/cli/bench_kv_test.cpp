@@ -51,7 +51,7 @@ CmdResult run_cli(const std::string& args) {
 
 // Tiny model shapes; 224 keeps the real 256 + 6 tokens per frame.
 const std::string kTiny =
-    "bench kv --resolution 224 --blocks 2 --heads 2 --head-dim 16 --window 4 --scale-frames 2 --threads 2 ";
+    "bench kv --resolution 224 --blocks 2 --heads 2 --head-dim 16 --kv-window 4 --scale-frames 2 --threads 2 ";
 
 std::map<std::string, std::string> summary_of(const std::string& out) {
   std::map<std::string, std::string> kv;
@@ -83,7 +83,7 @@ bool is_number(const std::string& s) {
 
 TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   const auto csv = tmp_dir() / "smoke.csv";
-  const CmdResult r = run_cli(kTiny + "--frames 14 --dtype bf16 --keyframe-interval 2 --csv '" + csv.string() + "'");
+  const CmdResult r = run_cli(kTiny + "--frames 14 --kv-dtype bf16 --keyframe-interval 2 --csv '" + csv.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("calibration: sgemm 1024x1024x1024"), std::string::npos) << r.out;
 
@@ -119,7 +119,7 @@ TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
   // f32, 2 blocks: a frame is 262 tokens x 256 B x 2 blocks = 134 KB; dense-full passes 2 MiB well
   // before frame 40, while the paged cache (7 patch pages + specials) stays near 1 MiB.
   const CmdResult r =
-      run_cli(kTiny + "--frames 40 --dtype f32 --calibrate off --attention off --mem-cap-gb 0.002");
+      run_cli(kTiny + "--frames 40 --kv-dtype f32 --calibrate off --attention off --mem-cap-gb 0.002");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto pos = r.out.find("stop: backend dense-full stopped at frame ");
   ASSERT_NE(pos, std::string::npos) << r.out;
@@ -134,7 +134,7 @@ TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
 }
 
 TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
-  const CmdResult r = run_cli(kTiny + "--frames 30 --calibrate off --attention off --backends paged");
+  const CmdResult r = run_cli(kTiny + "--frames 30 --calibrate off --attention off --kv-backends paged");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto s = summary_of(r.out);
   EXPECT_EQ(s["paged_patch_reserved_const_after_6"], "yes");
@@ -158,14 +158,14 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
       {"--resolution 300", "error: --resolution must be 224 or 518, got 300\n"},
       {"--resolution abc", "error: --resolution must be an integer, got 'abc'\n"},
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
-      {"--dtype f8", "error: --dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
+      {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
       {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n"},
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
-      {"--backends paged,paged", "error: --backends lists 'paged' twice\n"},
+      {"--kv-backends paged,paged", "error: --kv-backends lists 'paged' twice\n"},
       {"--threads 0", "error: --threads must be >= 1, got 0\n"},
       {"--device tpu", "error: --device must be cpu or cuda, got 'tpu'\n"},
-      {"--device cuda --backends paged,dense",
-       "error: --backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
+      {"--device cuda --kv-backends paged,dense",
+       "error: --kv-backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
   };
   for (const auto& [args, expected] : cases) {
     const CmdResult r = run_cli("bench kv " + args);
@@ -184,9 +184,9 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   } else if (cuda.exit_code != 0) {
     EXPECT_EQ(cuda.err.rfind("error: --device cuda: no CUDA device is visible", 0), 0u) << cuda.err;
   }
-  const CmdResult bad_backend = run_cli("bench kv --backends paged,flat");
+  const CmdResult bad_backend = run_cli("bench kv --kv-backends paged,flat");
   EXPECT_NE(bad_backend.exit_code, 0);
-  EXPECT_EQ(bad_backend.err.rfind("error: --backends: ", 0), 0u) << bad_backend.err;
+  EXPECT_EQ(bad_backend.err.rfind("error: --kv-backends: ", 0), 0u) << bad_backend.err;
   EXPECT_NE(bad_backend.err.find("flat"), std::string::npos) << bad_backend.err;
 }
 

@@ -32,7 +32,7 @@ constexpr int kScale = 4, kGap = 3, kFrames = 150;
 
 std::string soak_args(int max_special_frames, const fs::path& csv) {
   return "bench soak --model " + kTestdata + "/tiny/model.pt --frames " + std::to_string(kFrames) +
-         " --reference-frame 100 --timing-window 20 --num-scale-frames " + std::to_string(kScale) +
+         " --reference-frame 100 --timing-window 20 --scale-frames " + std::to_string(kScale) +
          " --kv-window 8 --max-special-frames " + std::to_string(max_special_frames) +
          " --keyframe-interval flow --flow-threshold 1e9 --max-non-keyframe-gap " + std::to_string(kGap) +
          " --csv " + csv.string();

@@ -12,7 +12,7 @@ using nlohmann::json;
 
 const std::string kFrames = kTestdata + "/tiny/frames";
 const std::string kModel = kTestdata + "/tiny/model.pt";
-const std::string kTinyArgs = " --image-size 112 --num-scale-frames 2 --kv-window 3";
+const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3";
 
 // Runs `run <args> --out <fresh>/out` and checks the failure contract; returns the error line.
 std::string expect_failure(const std::string& args, const std::string& name) {
@@ -79,12 +79,34 @@ TEST(RunErrors, UnreadableFiles) {
   EXPECT_EQ(model_err.rfind("error: ", 0), 0u) << model_err;
 }
 
+// Renamed flags (docs/naming.md): the old spelling still works with one notice line and the same
+// result; both spellings at once are an error.
+TEST(RunErrors, OldFlagSpellingsWorkWithANotice) {
+  const fs::path dir = fresh_dir("old_spellings");
+  const Result old = run_cli("run --demo --demo-frames 4 --num-scale-frames 2 --attention dense --threads 1 --out " +
+                             (dir / "old").string());
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_EQ(old.err, "notice: --num-scale-frames is deprecated, use --scale-frames\n"
+                     "notice: --attention is deprecated, use --kv-backend\n");
+  const Result now = run_cli("run --demo --demo-frames 4 --scale-frames 2 --kv-backend dense --threads 1 --out " +
+                             (dir / "new").string());
+  ASSERT_EQ(now.exit_code, 0) << now.err;
+  EXPECT_EQ(now.err, "");
+  const auto options_of = [](const fs::path& out) { return read_json(out / "summary.json")["options"]; };
+  EXPECT_EQ(options_of(dir / "old")["scale_frames"], 2);
+  EXPECT_EQ(options_of(dir / "old")["kv_backend"], "dense");
+  EXPECT_EQ(options_of(dir / "old"), options_of(dir / "new"));
+  EXPECT_EQ(slurp(dir / "old" / "poses.json"), slurp(dir / "new" / "poses.json"));
+  EXPECT_EQ(expect_failure("--demo --num-scale-frames 2 --scale-frames 3", "both_spellings"),
+            "error: give --scale-frames or its old spelling --num-scale-frames, not both\n");
+}
+
 TEST(RunErrors, OptionsThatDoNotFitTheModel) {
   const std::string base = "--images " + kFrames + " --model " + kModel;
   EXPECT_EQ(expect_failure(base + " --image-size 100", "image_size"),
             "error: --image-size must be a multiple of the model's patch size 14, got 100\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --attention flash", "attention"),
-            "error: unknown KV backend 'flash' (expected paged, dense or dense-full)\n");
+  EXPECT_EQ(expect_failure(base + kTinyArgs + " --kv-backend flash", "kv_backend"),
+            "error: --kv-backend: unknown KV backend 'flash' (expected paged, dense or dense-full)\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
   EXPECT_EQ(expect_failure(base + kTinyArgs + " --mode stretch", "mode"), "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "

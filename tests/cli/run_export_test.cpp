@@ -21,7 +21,7 @@ using nlohmann::json;
 const fs::path kRepo = fs::path(kTestdata).parent_path();
 const fs::path kTiny = fs::path(kTestdata) / "tiny";
 const std::string kTinyArgs = " --model " + (kTiny / "model.pt").string() +
-                              " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+                              " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1";
 
 // Runs a shell command with stdout + stderr captured; a missing tool is exit code 127 (a failure).
 Result shell(const std::string& command) {
@@ -192,7 +192,7 @@ TEST(RunExport, InterruptLeavesEveryExportValid) {
     ::dup2(fd, 2);
     const std::string model = (kTiny / "model.pt").string();
     ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--images", frames.c_str(), "--model", model.c_str(),
-            "--image-size", "112", "--num-scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "2",
+            "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "2",
             "--export", "all", "--out", out.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

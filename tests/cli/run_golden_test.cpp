@@ -70,7 +70,7 @@ TEST(RunGolden, TinyCaseMatchesReference) {
   const fs::path out = fresh_dir("golden_tiny") / "out";
   const Result r = run_cli("run --images " + (case_dir / "frames").string() + " --model " +
                            (case_dir / "model.pt").string() +
-                           " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1 --out " +
+                           " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1 --weights-dtype f32 --kv-dtype f32 --out " +
                            out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   check_against_reference(case_dir, out);
@@ -87,7 +87,7 @@ TEST(RunGolden, TinyCaseDenseAttentionMatchesReference) {
   const fs::path out = fresh_dir("golden_tiny_dense") / "out";
   const Result r = run_cli("run --images " + (case_dir / "frames").string() + " --model " +
                            (case_dir / "model.pt").string() +
-                           " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1 --attention dense"
+                           " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1 --weights-dtype f32 --kv-dtype f32 --kv-backend dense"
                            " --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   check_against_reference(case_dir, out);
@@ -100,7 +100,7 @@ TEST(RunGolden, TinyKeyframesCaseMatchesReference) {
   const fs::path out = fresh_dir("golden_tiny_keyframes") / "out";
   const Result r = run_cli("run --images " + (case_dir / "frames").string() + " --model " +
                            (case_dir / ".." / "tiny" / "model.pt").string() +
-                           " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 2 --out " +
+                           " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 2 --weights-dtype f32 --kv-dtype f32 --out " +
                            out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   check_against_reference(case_dir, out);

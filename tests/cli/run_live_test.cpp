@@ -33,7 +33,7 @@ std::vector<lingbot::io::ImageU8> tiny_frames() {
 
 const std::string kModelArgs = " --model " + kTestdata +
                                "/tiny/model.pt --image-size 112 --kv-window 3 --threads 1 "
-                               "--fps 0 --progress lines --num-scale-frames ";
+                               "--fps 0 --progress lines --scale-frames ";
 
 // `lingbot-map run <args>` with its stdin the read end of a pipe the test writes to.
 struct Child {

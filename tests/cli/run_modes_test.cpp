@@ -11,7 +11,7 @@ using namespace run_test;
 using nlohmann::json;
 
 const std::string kBase = "--images " + kTestdata + "/tiny/frames --model " + kTestdata +
-                          "/tiny/weights.safetensors --image-size 112 --num-scale-frames 2 --kv-window 3 --threads 1";
+                          "/tiny/weights.safetensors --image-size 112 --scale-frames 2 --kv-window 3 --threads 1";
 
 std::string error_of(const std::string& args, const std::string& name) {
   const fs::path out = fresh_dir("modes_" + name) / "out";
@@ -44,19 +44,19 @@ TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(error_of("--overlap-keyframes 2", "overlap_in_streaming"),
             "error: --overlap-keyframes only applies to --mode windowed\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 2", "window_vs_scale"),
-            "error: --window-size 2 must be larger than --num-scale-frames 2: a window stores its scale frames plus at "
+            "error: --window-size 2 must be larger than --scale-frames 2: a window stores its scale frames plus at "
             "least one keyframe\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 6 --overlap-size 6", "overlap_ge_window"),
-            "error: --overlap-size 6 must be smaller than a window (6 frames: --num-scale-frames 2 + (--window-size 6 - "
+            "error: --overlap-size 6 must be smaller than a window (6 frames: --scale-frames 2 + (--window-size 6 - "
             "2) keyframes x --keyframe-interval 1)\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 6", "default_overlap"),
-            "error: the default overlap (--overlap-size 16) must be smaller than a window (6 frames: --num-scale-frames "
+            "error: the default overlap (--overlap-size 16) must be smaller than a window (6 frames: --scale-frames "
             "2 + (--window-size 6 - 2) keyframes x --keyframe-interval 1)\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 3 --overlap-keyframes 2 --keyframe-interval 2", "overlap_keyframes"),
-            "error: --overlap-keyframes 2 (= 4 frames) must be smaller than a window (4 frames: --num-scale-frames 2 + "
+            "error: --overlap-keyframes 2 (= 4 frames) must be smaller than a window (4 frames: --scale-frames 2 + "
             "(--window-size 3 - 2) keyframes x --keyframe-interval 2)\n");
   EXPECT_EQ(error_of("--mode windowed --keyframe-interval flow --window-size 4 --overlap-size 3", "flow_window"),
-            "error: --window-size 4 must be at least the overlap + --num-scale-frames (3 + 2) with --keyframe-interval "
+            "error: --window-size 4 must be at least the overlap + --scale-frames (3 + 2) with --keyframe-interval "
             "flow: --overlap-size 3 would not fit in a window, and consecutive windows would not overlap by it\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 6 --overlap-size 2 --overlap-keyframes 1", "two_overlaps"),
             "error: give --overlap-size or --overlap-keyframes, not both\n");

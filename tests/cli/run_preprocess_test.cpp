@@ -32,7 +32,7 @@ TEST(RunPreprocess, ExportedFramesEqualUpstreamPreprocessing) {
     const fs::path dir = fresh_dir(std::string("preprocess_") + c.tensor);
     // The tiny model (patch 14) runs at any multiple of 14; only the exported inputs matter here.
     const Result r = run_cli("run --images " + golden.string() + " --model " + kTestdata +
-                             "/tiny/model.pt --num-scale-frames 2 --kv-window 3 " + c.args + " --out " +
+                             "/tiny/model.pt --scale-frames 2 --kv-window 3 " + c.args + " --out " +
                              (dir / "out").string() + " --export-preprocessed " + (dir / "pre").string());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const lingbot::Tensor want = ref.read(c.tensor, lingbot::DType::F32);  // [N, 3, H, W]
@@ -77,7 +77,7 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
                              lingbot::io::Transpose::Rotate270);
   lingbot::io::write_png_rgb8(dir / "frames" / "000002.png", portrait);
   const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kTestdata +
-                           "/tiny/model.pt --image-size 112 --num-scale-frames 2 --kv-window 3 --out " +
+                           "/tiny/model.pt --image-size 112 --scale-frames 2 --kv-window 3 --out " +
                            (dir / "out").string() + " --export-preprocessed " + (dir / "pre").string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json poses = read_json(dir / "out" / "poses.json");

@@ -27,7 +27,7 @@ using nlohmann::json;
 
 const std::string kFrames = kTestdata + "/tiny/frames";
 const std::string kModel = kTestdata + "/tiny/model.pt";
-const std::string kTinyArgs = " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1";
 
 void write_file_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
@@ -103,7 +103,7 @@ TEST(RunReliability, OutOfRangeValuesExit1BeforeAnythingIsWritten) {
       {demo + " --image-size 0", "error: --image-size must be in 1..4096, got 0"},
       {demo + " --image-size 100002", "error: --image-size must be in 1..4096, got 100002"},
       {demo + " --kv-window 2147483647", "error: --kv-window must be at most 1048576, got 2147483647"},
-      {demo + " --num-scale-frames 5000", "error: --num-scale-frames must be at most 1024, got 5000"},
+      {demo + " --scale-frames 5000", "error: --scale-frames must be at most 1024, got 5000"},
       {demo + " --camera-iterations 1000", "error: --camera-iterations must be at most 64, got 1000"},
       {demo + " --export-preprocessed " + (dir / "a_file").string(),
        "error: --export-preprocessed " + (dir / "a_file").string() + " exists and is not a folder"},

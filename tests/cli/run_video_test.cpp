@@ -26,7 +26,7 @@ std::vector<lingbot::io::ImageU8> tiny_frames() {
   return frames;
 }
 
-const std::string kTinyArgs = " --image-size 112 --num-scale-frames 2 --kv-window 3 --keyframe-interval 1";
+const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1 --weights-dtype f32 --kv-dtype f32";
 
 TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
   const fs::path dir = fresh_dir("video_golden");

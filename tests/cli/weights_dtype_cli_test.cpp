@@ -37,7 +37,7 @@ int count_lines(const std::string& s, const std::string& needle) {
 
 TEST(WeightsDtypeCli, RunBannerAndSummary) {
   const fs::path out = fresh_dir("wd_run");
-  const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --weights-dtype bf16 --threads 1 --out " +
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --weights-dtype bf16 --threads 1 --out " +
                            out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "weights: bf16 for the block linears (" +
@@ -47,6 +47,26 @@ TEST(WeightsDtypeCli, RunBannerAndSummary) {
   EXPECT_EQ(s["options"]["weights_dtype"], "bf16");
   EXPECT_GT(s["seconds"]["first_frame"].get<double>(), 0.0);
   EXPECT_LE(s["seconds"]["first_frame"].get<double>(), s["seconds"]["total"].get<double>());
+}
+
+// The defaults of `run` (README "Defaults"): bf16 KV cache; weights `auto` = bf16 where the CPU
+// has a native bf16 GEMM. The oracle for "native" is the CPU's own flag list, not the engine.
+bool cpu_has_native_bf16() {
+  const std::string cpuinfo = slurp("/proc/cpuinfo");
+  return contains(cpuinfo, " avx512_bf16") || contains(cpuinfo, " amx_bf16");
+}
+
+TEST(WeightsDtypeCli, RunDefaultsToBf16KvAndAutoWeights) {
+  const fs::path out = fresh_dir("wd_defaults");
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string weights = cpu_has_native_bf16() ? "bf16" : "f32";
+  const auto s = read_json(out / "summary.json");
+  EXPECT_EQ(s["options"]["kv_dtype"], "bf16");
+  EXPECT_EQ(s["options"]["weights_dtype"], weights);
+  EXPECT_TRUE(contains(r.out, "weights: " + weights + " for the block linears")) << r.out;
+  EXPECT_TRUE(contains(r.out, ", KV bf16,")) << r.out;
+  EXPECT_EQ(r.err, "");  // auto never picks a dtype that needs a notice
 }
 
 TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
@@ -66,7 +86,7 @@ TEST(WeightsDtypeCli, SlowDtypeIsAcceptedWithOneNotice) {
     const std::string name(lingbot::dtype_name(dt));
     const bool slow = lingbot::kernels::gemm_path(dt) == lingbot::kernels::GemmPath::PanelSgemm;
     const fs::path out = fresh_dir("wd_notice_" + name);
-    const Result r = run_cli("run --demo --demo-frames 3 --num-scale-frames 2 --threads 1 --weights-dtype " + name +
+    const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --weights-dtype " + name +
                              " --out " + out.string());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(count_lines(r.out, "notice: no native " + name + " GEMM on this CPU"), slow ? 1 : 0) << r.out;
@@ -79,6 +99,12 @@ TEST(WeightsDtypeCli, VerifyTakesTheWeightsDtype) {
   EXPECT_TRUE(contains(r.out, "weights dtype bf16")) << r.out;
   EXPECT_TRUE(contains(r.out, "x2000 (bf16 weights)")) << r.out;
   EXPECT_TRUE(contains(r.out, "PASS:")) << r.out;
+  // run's default precision (bf16 weights and bf16 K/V) against the reference, on every public case.
+  for (const char* c : {"tiny", "streaming-flow-tiny", "windowed-flow-tiny"}) {
+    const Result both = run_cli("verify --golden " + kTestdata + "/" + c + " --weights-dtype bf16 --kv-dtype bf16 --threads 1");
+    EXPECT_EQ(both.exit_code, 0) << c << "\n" << both.out << both.err;
+    EXPECT_TRUE(contains(both.out, "(bf16 K/V, bf16 weights)")) << c << "\n" << both.out;
+  }
 }
 
 TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {

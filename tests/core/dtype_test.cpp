@@ -5,9 +5,9 @@
 #include <limits>
 #include <random>
 
-#include "core/dtype.h"
 #include "core/error.h"
-#include "core/tensor.h"
+#include "lingbot/dtype.h"
+#include "lingbot/tensor.h"
 
 using namespace lingbot;
 

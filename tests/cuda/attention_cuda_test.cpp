@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention_cuda.h"
+#include "lingbot/dtype.h"
 
 using namespace lingbot;
 using namespace lingbot::cuda;

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "lingbot/dtype.h"
 
 using namespace lingbot;
 using namespace lingbot::cuda;

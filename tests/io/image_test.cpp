@@ -335,6 +335,70 @@ TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
   }
 }
 
+namespace {
+// A 24-bit uncompressed BMP (BITMAPINFOHEADER, rows bottom-up, BGR, rows padded to 4 bytes).
+std::vector<uint8_t> encode_bmp24(const ImageU8& img) {
+  const uint32_t row = (static_cast<uint32_t>(img.width) * 3 + 3) / 4 * 4;
+  const uint32_t size = 54 + row * static_cast<uint32_t>(img.height);
+  std::vector<uint8_t> b(size, 0);
+  auto le = [&](size_t o, uint32_t v, int n) {
+    for (int i = 0; i < n; ++i) b[o + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  b[0] = 'B', b[1] = 'M';
+  le(2, size, 4), le(10, 54, 4), le(14, 40, 4), le(18, static_cast<uint32_t>(img.width), 4);
+  le(22, static_cast<uint32_t>(img.height), 4), le(26, 1, 2), le(28, 24, 2);
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x)
+      for (int c = 0; c < 3; ++c)
+        b[54 + (img.height - 1 - y) * row + x * 3 + c] = img.rgb[(static_cast<size_t>(y) * img.width + x) * 3 + 2 - c];
+  return b;
+}
+}  // namespace
+
+TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
+  ImageU8 img(5, 3);  // 15-byte rows: padding in every row
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 11 + 3);
+  std::vector<uint8_t> bmp = encode_bmp24(img);
+  EXPECT_EQ(decode_image(bmp, "ok.bmp").rgb, img.rgb);
+  bmp.resize(bmp.size() - 1);
+  try {
+    (void)decode_image(bmp, "cut.bmp");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image cut.bmp: BMP pixel data is truncated: 5x3 at 24 bits per "
+                                     "pixel needs 102 bytes, the file has 101");
+  }
+  bmp = encode_bmp24(img);
+  bmp[33] = 0x90;  // compression 0x90000000 (stb_image would read it as uncompressed)
+  try {
+    (void)decode_image(bmp, "odd.bmp");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image odd.bmp: BMP compression 2415919104 is not supported "
+                                     "(uncompressed and bitfields only)");
+  }
+  bmp = encode_bmp24(img);
+  bmp.resize(32);  // the 40-byte info header cut short (stb_image reads the rest as zeros)
+  try {
+    (void)decode_image(bmp, "short.bmp");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot decode image short.bmp: BMP header is truncated (32 bytes, its info "
+                                     "header needs 54)");
+  }
+}
+
+// A zero-length IDAT chunk is legal and carries nothing: the image decodes exactly as without it
+// (stb_image alone copied it into a null buffer, found by fuzz_image under UBSan).
+TEST(Image, PngWithAnEmptyIdatChunkDecodesExactly) {
+  ImageU8 img(4, 3);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 13 + 1);
+  std::vector<uint8_t> png = encode_png(img.width, img.height, 3, img.rgb);
+  const std::vector<uint8_t> empty_idat = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0x35, 0xaf, 0x06, 0x1e};
+  png.insert(png.begin() + 8 + 25, empty_idat.begin(), empty_idat.end());  // right after IHDR
+  EXPECT_EQ(decode_image(png, "empty_idat.png").rgb, img.rgb);
+}
+
 TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
   const std::vector<uint16_t> grey(48, 1000);
   std::vector<uint8_t> png = lingbot::io::encode_png_gray16(8, 6, grey);

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "kernels/cpu/attention_internal.h"
+#include "lingbot/dtype.h"
 
 using namespace lingbot;
 using namespace lingbot::kernels;

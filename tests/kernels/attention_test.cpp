@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
+#include "lingbot/dtype.h"
 
 using namespace lingbot;
 using namespace lingbot::kernels;

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels {
 namespace {

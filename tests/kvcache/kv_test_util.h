@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "core/dtype.h"
 #include "kernels/cpu/attention.h"
 #include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
 
 namespace kvtest {
 

@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "lingbot/model_config.h"
 #include "model/aggregator.h"
-#include "model/config.h"
 #include "model/encoder.h"
 
 namespace {

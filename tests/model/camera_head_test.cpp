@@ -7,8 +7,8 @@
 
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
+#include "lingbot/model_config.h"
 #include "model/camera_head.h"
-#include "model/config.h"
 #include "model/geometry.h"
 
 namespace lingbot::model {

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 
 namespace lingbot {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 #include "model/dpt_head.h"
 #include "model/geometry.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "lingbot/model_config.h"
 #include "model/encoder.h"
 
 namespace {

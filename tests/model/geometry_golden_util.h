@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "core/tensor.h"
 #include "io/safetensors.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::test {
 

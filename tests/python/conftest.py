@@ -20,7 +20,7 @@ import lingbot_map  # noqa: E402  (fails the whole run when the module was not b
 TINY = ROOT / "testdata" / "tiny"
 SHARED_GOLDEN = ROOT.parent / "shared" / "golden"
 # The README's golden `run` options for the tiny case, as CLI flags and as Python keywords.
-TINY_CLI_OPTIONS = ["--image-size", "112", "--num-scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "1"]
+TINY_CLI_OPTIONS = ["--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "1"]
 TINY_OPTIONS = dict(image_size=112, scale_frames=2, kv_window=3, keyframes=1)
 
 

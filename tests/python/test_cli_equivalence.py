@@ -148,7 +148,7 @@ def test_flow_keyframes_equal_cli(cli, tiny_model, tmp_path):
     """keyframes='flow' is run's --keyframe-interval flow: the same frames stored, the same files."""
     frames = TINY.parent / "streaming-flow-tiny" / "frames"
     flow_cli = ["--keyframe-interval", "flow", "--flow-threshold", "5", "--max-non-keyframe-gap", "3"]
-    run_cli(cli, "run", "--images", frames, "--model", TINY / "model.pt", "--image-size", "112", "--num-scale-frames",
+    run_cli(cli, "run", "--images", frames, "--model", TINY / "model.pt", "--image-size", "112", "--scale-frames",
             "2", "--kv-window", "3", *flow_cli, "--out", tmp_path / "cli")
     it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframes="flow",
                         flow_threshold=5.0, max_non_keyframe_gap=3)

@@ -180,7 +180,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(keyframes=True), TypeError, "keyframes must be 'auto', 'flow' or an int >= 1, got bool"),
     (dict(keyframes="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
     (dict(keyframes="flow", max_non_keyframe_gap=0), lm.Error, "max non-keyframe gap must be >= 1, got 0"),
-    (dict(backend="flash"), lm.Error, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
+    (dict(kv_backend="flash"), lm.Error, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
     (dict(kv_dtype="f64"), lm.Error, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
     (dict(image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
     (dict(image_size=0), lm.Error, "image_size must be positive, got 0"),
@@ -198,14 +198,24 @@ def test_options_are_keyword_only(demo_model):
 
 
 def test_backends_and_kv_dtypes(demo_model):
-    ref = run(demo_model, frames(4), scale_frames=2)
+    ref = run(demo_model, frames(4), scale_frames=2, kv_dtype="f32")
     for backend in ("dense", "dense-full"):
-        other = run(demo_model, frames(4), scale_frames=2, backend=backend)
+        other = run(demo_model, frames(4), scale_frames=2, kv_backend=backend, kv_dtype="f32")
         for x, y in zip(ref, other):
             np.testing.assert_allclose(x.depth, y.depth, rtol=1e-4, atol=1e-4 * float(np.abs(x.depth).max()))
     half = run(demo_model, frames(4), scale_frames=2, kv_dtype="bf16")
     assert all(np.isfinite(r.depth).all() for r in half)
     assert lm.Session(demo_model, kv_dtype="bf16").options["kv_dtype"] == "bf16"
+
+
+def test_old_backend_keyword_still_works_with_a_deprecation_warning(demo_model):
+    # docs/naming.md: backend= is the old spelling of kv_backend=.
+    with pytest.warns(DeprecationWarning, match=re.escape("backend= is deprecated, use kv_backend=")):
+        s = lm.Session(demo_model, backend="dense")
+    assert s.options["kv_backend"] == "dense"
+    s.close()
+    with pytest.raises(ValueError, match=re.escape("give kv_backend or its old spelling backend, not both")):
+        lm.Session(demo_model, kv_backend="dense", backend="dense")
 
 
 def test_model_load_config_and_errors(tiny_model, tmp_path):
@@ -233,3 +243,21 @@ def test_model_load_config_and_errors(tiny_model, tmp_path):
         with pytest.raises(exc) as e:
             lm.Model.load(path, config=config)
         assert str(e.value) == message
+
+
+def _cpu_has_native_bf16() -> bool:
+    flags = open("/proc/cpuinfo").read()
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def test_defaults_match_lingbot_map_run():
+    # README "Defaults": bf16 KV cache, weights 'auto' (bf16 where the CPU has a native bf16 GEMM);
+    # the oracle for "native" is the CPU's flag list.
+    from conftest import TINY
+    model = lm.Model.load(TINY / "model.pt")
+    assert model.weights_dtype == ("bf16" if _cpu_has_native_bf16() else "f32")
+    assert lm.Model.load(TINY / "model.pt", weights_dtype="f32").weights_dtype == "f32"
+    with lm.Session(model) as s:
+        assert s.options["kv_dtype"] == "bf16"
+    with pytest.raises(lm.Error, match=re.escape("unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)")):
+        lm.Model.load(TINY / "model.pt", weights_dtype="int8")

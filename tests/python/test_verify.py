@@ -25,12 +25,14 @@ def test_golden_case_from_python(case_dir: pathlib.Path):
     case = json.loads((case_dir / "case.json").read_text())
     sc = case["scenario"]
     ref = lm.load_safetensors(case_dir / "reference.safetensors")
-    model = lm.Model.load(case_dir / case["weights_file"])
+    model = lm.Model.load(case_dir / case["weights_file"], weights_dtype="f32")  # f32: the reference's precision
+    assert model.weights_dtype == "f32"
     results, traces = [], {"frames": [], "specials": [], "visible": [], "camera": []}
     flow = dict(keyframes="flow", flow_threshold=sc["flow_threshold"], max_non_keyframe_gap=sc["max_non_keyframe_gap"]) \
         if sc.get("flow_threshold") else dict(keyframes=sc["keyframe_interval"])
     with lm.Session(model, scale_frames=sc["num_scale_frames"], kv_window=sc["kv_cache_sliding_window"],
-                    camera_iterations=sc["camera_num_iterations"], features=True, patch_tokens=True, **flow) as s:
+                    camera_iterations=sc["camera_num_iterations"], kv_dtype="f32", features=True, patch_tokens=True,
+                    **flow) as s:
         assert s.model.config["kv_cache"]["cross_frame_special"] == sc["kv_cache_cross_frame_special"]
         # The model input is PNG / 255 (the golden README); the flow case stores only the PNGs.
         images = ref["images"] if "images" in ref else [lm.load_image(p) for p in sorted((case_dir / "frames").iterdir())]

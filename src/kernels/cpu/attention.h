@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "core/dtype.h"
 #include "kernels/attention_views.h"  // QueryView, PagePoolView, PageTableView, KVSpan
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels::detail {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/ops.h"
 
 namespace lingbot::kernels {

@@ -10,7 +10,7 @@
 // im2col. Large inputs are processed in row bands whose size depends only on the shapes, so memory
 // stays bounded (about 32 MiB of im2col scratch) and results are bit-identical for any thread count.
 // Groups and dilation are not supported (the model does not use them).
-#include "core/tensor.h"
+#include "lingbot/tensor.h"
 
 namespace lingbot::kernels {
 

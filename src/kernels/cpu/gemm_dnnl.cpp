@@ -105,7 +105,12 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * in >= (1 << 16))
   for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.data() + r * in, t, static_cast<size_t>(in));
 
-  const int64_t tm = (n + kTileM - 1) / kTileM, tn = (out + kTileN - 1) / kTileN;
+  // Rows split evenly into ceil(n / kTileM) tiles (a multiple of 16 rows each): a 262-token frame is
+  // two tiles of 144 and 118 rows, not 256 + 6, where the second tile re-packs all of W for 6 rows.
+  // The split depends on n only, so results stay independent of the thread count.
+  const int64_t tiles_m = (n + kTileM - 1) / kTileM;
+  const int64_t tile_m = std::min(kTileM, ((n + tiles_m - 1) / tiles_m + 15) / 16 * 16);
+  const int64_t tm = (n + tile_m - 1) / tile_m, tn = (out + kTileN - 1) / kTileN;
   const int64_t tiles = tm * tn;
   const auto* w16 = static_cast<const uint16_t*>(W);
   const bool par = nt > 1 && tiles > 1;
@@ -119,8 +124,8 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
     std::vector<uint8_t> scratch;
 #pragma omp for schedule(static)
     for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t i0 = (tile / tn) * kTileM, j0 = (tile % tn) * kTileN;
-      const int64_t mi = std::min(kTileM, n - i0), nj = std::min(kTileN, out - j0);
+      const int64_t i0 = (tile / tn) * tile_m, j0 = (tile % tn) * kTileN;
+      const int64_t mi = std::min(tile_m, n - i0), nj = std::min(kTileN, out - j0);
       const auto pd = tile_pd(eng, t, mi, nj, in, in, y_stride, b != nullptr);
       const size_t sp = pd.scratchpad_desc().get_size();
       if (scratch.size() < sp) scratch.resize(sp);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels::dnnl_gemm {
 

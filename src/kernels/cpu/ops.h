@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::kernels {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "lingbot/dtype.h"
 
 namespace lingbot::cuda {
 

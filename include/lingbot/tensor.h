@@ -1,7 +1,11 @@
 #pragma once
-// Tensor: an owning, contiguous, row-major host array with an explicit shape and dtype.
+// Tensor: an owning, contiguous, row-major (C order: the last dimension varies fastest) host array
+// with an explicit shape and dtype; the value type of every image, feature and result the API passes.
 // Move-only (copies are explicit through clone()); storage is 64-byte aligned, except for tensors
 // made by borrow(), which share memory someone else owns (a memory-mapped checkpoint file).
+// Ownership: a Tensor owns (or, borrowed, co-owns through a shared_ptr) its storage; raw()/f32()
+// pointers stay valid until the tensor is destroyed, moved from or reassigned. Errors (a wrong
+// dtype, a shape mismatch, a negative dimension) throw lingbot::Error.
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -9,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "lingbot/dtype.h"
+#include "lingbot/error.h"
 
 namespace lingbot {
 

@@ -1,8 +1,7 @@
 #pragma once
 // ModelConfig: every hyperparameter of LingBot-Map (GCTStream), grouped by module.
 //
-// Defaults are the release model as demo.py builds it (../shared/golden/full-size-manifest.json):
-// DINOv2-L/14 with registers at 518 px, C = 1024, 24 frame+global block pairs, 16 heads x 64,
+// Defaults are the release model as upstream's demo.py builds it: DINOv2-L/14 with registers at 518 px, C = 1024, 24 frame+global block pairs, 16 heads x 64,
 // camera head on 2C = 2048 with 4 trunk blocks, DPT features 256.
 //
 // Where values come from (ModelConfig::infer):
@@ -20,6 +19,8 @@
 //   defaulted (not visible in weights): camera.num_heads 16, camera.num_iterations 4, every eps,
 //     RoPE frequencies, image normalisation, the KV-cache settings.
 // Any field can be overridden by name with set("group.field", "value") (the CLI's --set).
+// Units: sizes and widths are counts (pixels for img_size / patch_size, channels for dims, tokens
+// for token counts, frames for the KV-cache settings); a plain value type, freely copied.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -27,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "io/tensor_map.h"
+#include "lingbot/tensor.h"
+#include "lingbot/tensor_map.h"
 
 namespace lingbot {
 
