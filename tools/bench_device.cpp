@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/calibration.h"
+#include "kernels/cpu/attention.h"
+#include "bench/harness/calibration.h"
 
 namespace lingbot::bench {
 namespace {
@@ -37,6 +39,9 @@ class CpuBenchDevice final : public BenchDevice {
                                       Allocator& allocator) const override {
     return make_kv_cache(backend, options, allocator);
   }
+  void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) override {
+    kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads_});
+  }
   const float* stage(int /*slot*/, const float* host, int64_t /*n*/) override { return host; }
   float* output(int64_t n) override {
     if (static_cast<int64_t>(out_.size()) < n) out_.resize(static_cast<size_t>(n));
@@ -45,11 +50,11 @@ class CpuBenchDevice final : public BenchDevice {
   void synchronize() override {}
   DeviceCalibration calibrate(int threads) const override {
     DeviceCalibration c;
-    const auto sg = kernels::calibrate_sgemm(1024, threads, 5);
+    const auto sg = bench::calibrate_sgemm(1024, threads, 5);
     c.gemm_gflops = sg.gflops;
     c.gemm_n = sg.n;
     c.gemm_library = sg.blas;
-    c.bandwidth_gbps = kernels::calibrate_bandwidth(size_t{64} << 20, threads, 5).gbps;
+    c.bandwidth_gbps = bench::calibrate_bandwidth(size_t{64} << 20, threads, 5).gbps;
     return c;
   }
 

@@ -23,7 +23,7 @@ struct DeviceCalibration {
   int gemm_n = 0;               // square GEMM size
   double bandwidth_gbps = 0;    // measured
   double spec_bandwidth_gbps = 0;  // CUDA only: memory clock x bus width
-  std::string gemm_library;     // CPU: kernels::blas_description(); CUDA: "cuBLAS <version>"
+  std::string gemm_library;     // CPU: bench::blas_description(); CUDA: "cuBLAS <version>"
 };
 
 class BenchDevice {
@@ -40,6 +40,9 @@ class BenchDevice {
   // naming the backend when this device has none.
   virtual std::unique_ptr<KVCache> make_cache(KVBackend backend, const CacheOptions& options,
                                               Allocator& allocator) const = 0;
+  // Attention of q over the keys one of this device's caches handed out (KVCache::store), scale
+  // 1/sqrt(head_dim), into `out` (from output()): the kernel the model would run on this device.
+  virtual void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) = 0;
   // Makes `n` host floats readable by the caches: returns `host` itself on the CPU, a device copy in
   // buffer `slot` (0..3) on CUDA, valid until the next stage() of that slot. Not part of any timing.
   virtual const float* stage(int slot, const float* host, int64_t n) = 0;

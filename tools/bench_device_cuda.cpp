@@ -8,7 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cmath>
 
+#include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/cuda_allocator.h"
 #include "bench/cuda/cuda_bench.h"
 #include "kernels/cuda/cuda_check.h"
@@ -33,6 +35,11 @@ class CudaBenchDevice final : public BenchDevice {
   std::unique_ptr<KVCache> make_cache(KVBackend backend, const CacheOptions& options,
                                       Allocator& allocator) const override {
     return cuda::make_cuda_kv_cache(backend, options, allocator);
+  }
+  void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) override {
+    cuda::CudaAttentionParams params;
+    params.scale = 1.0f / std::sqrt(static_cast<float>(q.head_dim));
+    cuda::attention(q, keys, out, params);
   }
   const float* stage(int slot, const float* host, int64_t n) override {
     LINGBOT_CHECK(slot >= 0 && slot < static_cast<int>(in_.size()), "stage: slot ", slot, " out of range");

@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 namespace lingbot::bench {
 namespace {
@@ -208,7 +209,6 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
   co.scale_frames = o.scale_frames;
   co.sliding_window = o.window;
   co.dtype = o.dtype;
-  co.num_threads = o.threads;
   const size_t cap = static_cast<size_t>(o.mem_cap_gb * 1073741824.0);
 
   std::vector<LiveBackend> live;
@@ -284,13 +284,16 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
         const kernels::QueryView qv{device.stage(0, q.data(), n), static_cast<int>(n_q), o.heads, o.head_dim, row};
         const kernels::KVSpan kv{device.stage(1, k.data(), n), device.stage(2, v.data(), n), DType::F32,
                                  static_cast<int>(n_q), row};
-        for_each_live([&](LiveBackend& b) { b.cache->attend(blk, qv, kv, out); }, &FrameRow::attn_ms, &FrameRow::attn_cpu_ms);
+        // As the model drives it: the cache stores the block's K/V and hands out its keys, the device's
+        // attention kernel reads them.
+        for_each_live([&](LiveBackend& b) { device.attention(qv, b.cache->store(blk, kv), out); }, &FrameRow::attn_ms,
+                      &FrameRow::attn_cpu_ms);
       }
       for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live)
         b.row.flops = 4.0 * static_cast<double>(n_q) * static_cast<double>(b.row.n_k) * o.head_dim * o.heads * o.blocks;
     } else {
-      for_each_live([&](LiveBackend& b) { b.cache->step_without_attention(st.mode, st.n_frames); },
+      for_each_live([&](LiveBackend& b) { bench::bookkeeping_step(*b.cache, st.mode, st.n_frames); },
                     &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
     }
     const int64_t rss = static_cast<int64_t>(current_rss_bytes());

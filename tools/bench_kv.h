@@ -34,10 +34,10 @@ struct KvBenchOptions {
   std::vector<KVBackend> backends = {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull};
   int threads = 1;
   double mem_cap_gb = 8.0;       // per backend, KV cache bytes allocated (1 GB = 2^30 bytes); 0 = no cap
-  bool attention = true;         // false: step_without_attention (bookkeeping + memory only)
+  bool attention = true;         // false: bench::bookkeeping_step (bookkeeping + memory only)
   int attend_every = 1;          // attention on and N > 1: attend only around sample points (frames divisible
                                  // by N, 100, 320, the last) and the scale phase; the other steps are
-                                 // bookkeeping only (step_without_attention), to make long runs affordable
+                                 // bookkeeping only (bench::bookkeeping_step), to make long runs affordable
   uint64_t seed = 1;
   bool calibrate = true;
   BenchDeviceKind device = BenchDeviceKind::Cpu;  // cuda: device page pools and kernels (backend paged only)
@@ -60,7 +60,7 @@ struct FrameRow {
   int frame = 0;                 // frames processed so far (1-based)
   int backend = 0;               // index into KvBenchOptions::backends
   FrameMode mode = FrameMode::Keyframe;
-  bool attended = false;         // attend() ran (false: step_without_attention)
+  bool attended = false;         // store() + attention ran (false: bench::bookkeeping_step)
   int64_t n_q = 0;               // query tokens of the step
   int64_t n_k = 0;               // keys per query (keys_in_step)
   double attn_ms = 0;            // all attend() calls of the step, all blocks (store of the new K/V + kernel)

@@ -16,7 +16,7 @@
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
-#include "pipeline/demo_model.h"
+#include "bench/harness/demo_model.h"
 
 namespace lingbot::bench {
 
@@ -82,9 +82,9 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
     // The model's commonest big GEMM: fc1 of a block on one 518 frame (1005 tokens x C -> hidden).
     const int64_t rows = std::min<int64_t>(1005, (o.width / cfg.encoder.patch_size) * (o.height / cfg.encoder.patch_size) + 6);
     const int64_t in = cfg.aggregator.embed_dim, out = cfg.aggregator.mlp_hidden;
-    r.calibration.push_back(kernels::calibrate_linear(DType::F32, rows, in, out, o.threads, 3));
+    r.calibration.push_back(bench::calibrate_linear(DType::F32, rows, in, out, o.threads, 3));
     for (DType w : o.weights_dtypes)
-      if (w != DType::F32) r.calibration.push_back(kernels::calibrate_linear(w, rows, in, out, o.threads, 3));
+      if (w != DType::F32) r.calibration.push_back(bench::calibrate_linear(w, rows, in, out, o.threads, 3));
   }
 
   if (!o.load_test_file.empty()) {

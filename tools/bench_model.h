@@ -1,6 +1,6 @@
 #pragma once
 // `lingbot-map bench model`: end-to-end frames through a random-weight model built in memory (no
-// checkpoint file: the weights come from ModelConfig with a seeded RNG, pipeline/demo_model.h), for
+// checkpoint file: the weights come from ModelConfig with a seeded RNG, bench/harness/demo_model.h), for
 // each weights dtype x KV dtype of the sweep, one configuration after the other in one process.
 //
 // Per push_frame (the scale phase is one push returning scale_frames results) it records wall and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/phase_clock.h"
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 #include "lingbot/dtype.h"
 
 namespace lingbot::bench {
@@ -75,7 +75,7 @@ struct ModelBenchResult {
   ModelBenchOptions options;
   std::vector<ModelBenchConfig> configs;
   std::vector<ModelBenchRow> rows;
-  std::vector<kernels::LinearCalibration> calibration;  // f32 first, then each reduced weights dtype
+  std::vector<bench::LinearCalibration> calibration;  // f32 first, then each reduced weights dtype
   std::vector<LoadTiming> loads;  // with load_test_file: f32 first load, f32 warm, then reduced dtypes
   std::string load_average_start, load_average_end;   // /proc/loadavg's first three fields
   double wall_seconds = 0;

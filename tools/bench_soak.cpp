@@ -13,7 +13,7 @@
 #include "io/preprocess.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
-#include "pipeline/demo_model.h"
+#include "bench/harness/demo_model.h"
 
 namespace lingbot::bench {
 namespace {

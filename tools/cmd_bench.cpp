@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "bench_gpu.h"
 #include "bench_kv.h"
 #include "bench_model.h"
 #include "bench_report.h"
@@ -20,7 +21,7 @@
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
-#include "pipeline/demo_model.h"
+#include "bench/harness/demo_model.h"
 #include "run_modes.h"
 
 namespace lingbot::cli {
@@ -310,7 +311,7 @@ void run_bench_model(const BenchModelArgs& a) {
   std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), window %d, %d threads, seed %llu\n",
               o.model.c_str(), o.width, o.height, o.frames, o.scale_frames, o.window, o.threads,
               static_cast<unsigned long long>(o.seed));
-  std::printf("blas: %s\n", kernels::blas_description().c_str());
+  std::printf("blas: %s\n", bench::blas_description().c_str());
   std::fflush(stdout);
   const bench::ModelBenchResult r = bench::run_model_bench(o, stderr);
   bench::print_table(stdout, r);
@@ -329,7 +330,8 @@ void run_bench_model(const BenchModelArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (KV cache: bench kv; whole model: bench model; long-stream soak: bench soak)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (KV cache: bench kv; whole model: bench model; long-stream soak: bench soak; "
+                                            "GPU acceptance measurements: bench gpu)");
   bench->require_subcommand(1);
   auto* kv = bench->add_subcommand(
       "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
@@ -425,6 +427,18 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--timing-window", sa->o.timing_window, "frames per per-frame-time median")->capture_default_str();
   soak->add_option("--csv", sa->csv, "write one row per frame to this CSV file");
   soak->callback([sa] { run_bench_soak(*sa); });
+
+  auto* gpu = bench->add_subcommand(
+      "gpu", "GPU acceptance measurements (scripts/gpu_check.sh; -DLINGBOT_CUDA=ON build and a GPU): paged vs "
+             "contiguous attention at the streaming shape, device memory over a long stream; tables + RESULT lines");
+  auto ga = std::make_shared<std::string>("all");
+  auto gargs = std::make_shared<bench::BenchGpuArgs>();
+  gpu->add_option("measurement", *ga, "attention | memory | all")->capture_default_str();
+  gpu->add_option("--frames", gargs->frames, "memory: keyframes streamed (> 8)")->capture_default_str();
+  gpu->callback([ga, gargs] {
+    gargs->what = bench::parse_gpu_bench(*ga);
+    bench::run_bench_gpu(*gargs);
+  });
 }
 
 }  // namespace lingbot::cli

@@ -46,10 +46,10 @@
 #include "io/preprocess.h"
 #include "io/video.h"
 #include "io/writers.h"
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
-#include "pipeline/demo_model.h"
+#include "bench/harness/demo_model.h"
 #include "run_checks.h"
 #include "run_modes.h"
 #include "viewer_server.h"
@@ -555,7 +555,7 @@ int run_command(const RunArgs& a) {
                 static_cast<long long>(windowed_overlap(mode.window, with_policy)));
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
-  std::printf("blas: %s\n", kernels::blas_description().c_str());
+  std::printf("blas: %s\n", bench::blas_description().c_str());
   std::printf("weights: %s for the block linears (%s)%s\n", dtype_name(model->weights_dtype()).data(),
               kernels::gemm_path_description(model->weights_dtype()).c_str(),
               model->load_stats().mapped ? ", checkpoint memory-mapped" : "");
@@ -765,7 +765,7 @@ int run_command(const RunArgs& a) {
                         {"inference", infer_seconds},
                         {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
-  summary["blas"] = kernels::blas_description();
+  summary["blas"] = bench::blas_description();
   summary["cache"] = cache_json(stats);
   if (input.live) {
     input.live->stop();  // the decoder may still be reading an endless source

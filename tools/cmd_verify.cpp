@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 namespace lingbot::cli {
 

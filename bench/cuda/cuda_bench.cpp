@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kvcache/cuda/kv_cache_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 namespace lingbot::cuda {
 namespace {
@@ -201,16 +202,18 @@ std::vector<MemorySample> run_memory_study(const MemoryStudyConfig& c) {
   fill_uniform(k.data(), DType::F32, scale_tokens * row, -1, 1, c.seed + 1, nullptr);
   fill_uniform(v.data(), DType::F32, scale_tokens * row, -1, 1, c.seed + 2, nullptr);
 
+  CudaAttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   auto step = [&](FrameMode mode, int n) {
     if (!c.attend) {
-      cache.step_without_attention(mode, n);
+      bench::bookkeeping_step(cache, mode, n);
       return;
     }
     const int tokens = n * c.tokens_per_frame;
     const kernels::QueryView qv{static_cast<const float*>(q.data()), tokens, c.heads, c.head_dim, row};
     const kernels::KVSpan kv{k.data(), v.data(), DType::F32, tokens, row};
     cache.begin_step(mode, n);
-    for (int b = 0; b < c.num_blocks; ++b) cache.attend(b, qv, kv, static_cast<float*>(out.data()));
+    for (int b = 0; b < c.num_blocks; ++b) attention(qv, cache.store(b, kv), static_cast<float*>(out.data()), params);
     cache.end_step();
   };
   std::vector<MemorySample> samples;

@@ -63,7 +63,7 @@ struct MemoryStudyConfig {
   int heads = 16;
   int head_dim = 64;
   DType dtype = DType::BF16;
-  bool attend = true;  // false: bookkeeping steps only (step_without_attention), no K/V traffic
+  bool attend = true;  // false: bookkeeping steps only (bench::bookkeeping_step), no K/V traffic
   uint64_t seed = 2;
 };
 struct MemorySample {

@@ -33,13 +33,13 @@
 #include "io/safetensors.h"
 #include "io/video.h"
 #include "io/writers.h"
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
-#include "pipeline/demo_model.h"
-#include "pipeline/verify.h"
+#include "bench/harness/demo_model.h"
+#include "bench/harness/verify.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -1095,7 +1095,7 @@ void bind_module(py::module_& m) {
       "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
       "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.");
 
-  m.def("blas", &kernels::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
+  m.def("blas", &bench::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
 }
 
 }  // namespace lingbot::python

@@ -67,4 +67,9 @@ int64_t check_page_table(std::string_view fn, const PageTableView& t, int num_pa
   return keys;
 }
 
+void check_query_matches_keys(std::string_view fn, const QueryView& q, const VisibleKV& keys) {
+  LINGBOT_CHECK(q.heads == keys.heads, fn, ": query heads ", q.heads, " != key heads ", keys.heads);
+  LINGBOT_CHECK(q.head_dim == keys.head_dim, fn, ": query head_dim ", q.head_dim, " != key head_dim ", keys.head_dim);
+}
+
 }  // namespace lingbot::kernels

@@ -1,7 +1,6 @@
 #include "kvcache/dense_kv_cache.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -118,14 +117,13 @@ void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
   std::fill(written_.begin(), written_.end(), 0);
 }
 
-void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-  kvdetail::check_attend(opt_, step_, block, q, kv, out);
-  LINGBOT_CHECK(!written_[block], "attend: block ", block, " was already attended in this ",
+kernels::VisibleKV DenseKVCache::store(int block, const kernels::KVSpan& kv) {
+  kvdetail::check_store(opt_, step_, block, kv);
+  LINGBOT_CHECK(!written_[block], "store: block ", block, " was already stored in this ",
                 frame_mode_name(step_.mode), " step");
   const int64_t tpf = opt_.tokens_per_frame;
   const int kept = kept_specials_per_evicted_frame(opt_);
   BlockBuffers& bb = blocks_[block];
-  const kernels::AttentionParams params{1.0f / std::sqrt(static_cast<float>(opt_.head_dim)), opt_.num_threads};
   auto make_spans = [&](int64_t side_tokens, int64_t frame_tokens) {
     spans_.clear();
     spans_.push_back({k_at(bb.side, side_cap_, 0), v_at(bb.side, side_cap_, 0), opt_.dtype,
@@ -133,11 +131,15 @@ void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels:
     spans_.push_back({k_at(bb.frames, frames_cap_, 0), v_at(bb.frames, frames_cap_, 0), opt_.dtype,
                       static_cast<int>(frame_tokens), row_});
   };
+  kernels::VisibleKV keys;
+  keys.layout = kernels::KeyLayout::Spans;
+  keys.heads = opt_.heads;
+  keys.head_dim = opt_.head_dim;
   if (step_.mode == FrameMode::NonKeyframe) {
     make_spans(ledger_.kept(opt_) * kept, ledger_.resident(opt_) * tpf);
     spans_.push_back(kvdetail::own_tokens_span(opt_, kv, static_cast<int>(tpf), own_scratch_));
-    kernels::dense_attention(q, spans_, out, params);
-    return;
+    keys.spans = spans_;
+    return keys;
   }
   // Append this step's frames after the resident ones (the block still holds `before_`).
   const int64_t resident_before = before_.resident(opt_);
@@ -148,27 +150,30 @@ void DenseKVCache::attend(int block, const kernels::QueryView& q, const kernels:
                        opt_.dtype, row_, n_tokens, row_);
   kvdetail::FrameLedger now = before_;
   now.stored += step_.n_frames;
-  // Keyframe: evict, then attend. Scale phase: attend now, evict in end_step (all blocks at once).
+  // Keyframe: evict, then hand out the keys. Scale phase: evict in end_step (all blocks at once), after
+  // the caller's attention.
   evict_block(block, now.pinned(opt_), evict_before_attend_, now.resident(opt_), now.kept(opt_) * kept,
               drops_for(now, evict_before_attend_));
   now.evicted += evict_before_attend_;
-  written_[block] = 1;  // the block's data now matches the step, whatever the kernel does next
+  written_[block] = kStored;
   make_spans(now.kept(opt_) * kept, now.resident(opt_) * tpf);
-  kernels::dense_attention(q, spans_, out, params);
+  keys.spans = spans_;
+  return keys;
 }
 
 void DenseKVCache::end_step() {
   LINGBOT_CHECK(step_.open, "end_step: no step in progress");
   if (step_.mode != FrameMode::NonKeyframe) {
     for (int b = 0; b < opt_.num_blocks; ++b)
-      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ", frame_mode_name(step_.mode),
+      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not stored in this ", frame_mode_name(step_.mode),
                     " step (its K/V would be missing)");
   }
-  if (evict_after_attend_ > 0 && !skip_data_) {
+  if (evict_after_attend_ > 0) {
     const int kept = kept_specials_per_evicted_frame(opt_);
     for (int b = 0; b < opt_.num_blocks; ++b)
-      evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.kept(opt_) * kept,
-                  drops_for(ledger_, evict_after_attend_));
+      if (written_[b] == kStored)
+        evict_block(b, ledger_.pinned(opt_), evict_after_attend_, ledger_.resident(opt_), ledger_.kept(opt_) * kept,
+                    drops_for(ledger_, evict_after_attend_));
   }
   ledger_.evicted += evict_after_attend_;
   evict_after_attend_ = evict_before_attend_ = 0;
@@ -196,12 +201,9 @@ void DenseKVCache::rollback_deferred() {
   deferred_pending_ = false;
 }
 
-void DenseKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  begin_step(mode, n_frames);
-  std::fill(written_.begin(), written_.end(), 1);
-  skip_data_ = true;  // no K/V moves: contents are unspecified after a bookkeeping-only step
-  end_step();         // cannot throw here: the step is open and every block is marked
-  skip_data_ = false;
+void DenseKVCache::mark_block_written(int block) {
+  kvdetail::check_mark_block_written(opt_, step_, block, written_);
+  written_[block] = kMarked;  // no K/V moves: the block's contents are unspecified from now on
 }
 
 int64_t DenseKVCache::keys_in_step() const {

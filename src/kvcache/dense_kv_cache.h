@@ -10,7 +10,8 @@
 // Eviction copies the kept specials to the side buffer and slides later frames down (memmove).
 // Buffers grow geometrically (x2, amortised) through the allocator and are kept across reset().
 // never_evict (backend DenseFull): every stored frame stays whole; the window rule is ignored.
-// Attention is dense_attention over [side, frames, (non-keyframe: own tokens)].
+// store() hands out the spans [side, frames, (non-keyframe: own tokens)] (layout Spans: the caller runs
+// dense attention over them).
 // Deferred: the frame is appended like a keyframe without eviction; commit_deferred() evicts (the
 // same memmove a keyframe does), rollback_deferred() drops it from the ledger (its bytes lie beyond
 // the live tokens; capacity grown for it is kept, as across reset()).
@@ -27,9 +28,9 @@ class DenseKVCache final : public KVCache {
   DenseKVCache(const CacheOptions& options, Allocator& allocator, bool never_evict);
 
   void begin_step(FrameMode mode, int n_frames) override;
-  void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) override;
+  kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
   int64_t commit_deferred() override;
   void rollback_deferred() override;
@@ -71,8 +72,8 @@ class DenseKVCache final : public KVCache {
   kvdetail::StepState step_;
   kvdetail::FrameLedger before_;  // ledger at begin_step (what each block's data still reflects)
   int64_t evict_before_attend_ = 0, evict_after_attend_ = 0;
-  std::vector<uint8_t> written_;
-  bool skip_data_ = false;  // step_without_attention: bookkeeping only
+  enum : uint8_t { kNotWritten = 0, kStored = 1, kMarked = 2 };  // written_ values
+  std::vector<uint8_t> written_;  // [block]; kMarked blocks skip the data moves of end_step
   bool deferred_pending_ = false;  // a Deferred frame awaits commit_deferred / rollback_deferred
   std::vector<kernels::KVSpan> spans_;
   std::vector<unsigned char> own_scratch_;

@@ -54,9 +54,13 @@ struct StepState {
 void check_begin_step(const CacheOptions& o, const StepState& step, const FrameLedger& ledger, FrameMode mode,
                       int n_frames);
 
-// Throws unless q/kv/out fit the open step (token count, heads, head_dim, dtype, block range).
-void check_attend(const CacheOptions& o, const StepState& step, int block, const kernels::QueryView& q,
-                  const kernels::KVSpan& kv, const float* out);
+// Throws unless kv fits the open step (token count, dtype, stride, block range).
+void check_store(const CacheOptions& o, const StepState& step, int block, const kernels::KVSpan& kv);
+
+// Throws unless `block` may be marked written (KVCache::mark_block_written) in the open step:
+// a ScalePhase / Keyframe / Deferred step, block in range, not yet stored or marked (written[block] == 0).
+void check_mark_block_written(const CacheOptions& o, const StepState& step, int block,
+                              const std::vector<uint8_t>& written);
 
 // Throws if the special stream would exceed max_special_tokens (when > 0) after growing to `tokens`.
 void check_special_cap(const CacheOptions& o, int64_t tokens);

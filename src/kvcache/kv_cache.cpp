@@ -44,7 +44,6 @@ void validate_cache_options(const CacheOptions& o) {
                 o.max_special_tokens);
   LINGBOT_CHECK(o.max_special_frames >= 0, "CacheOptions.max_special_frames must be >= 0 (0 = keep all), got ",
                 o.max_special_frames);
-  LINGBOT_CHECK(o.num_threads >= 1, "CacheOptions.num_threads must be >= 1, got ", o.num_threads);
   // Page slots and page-table entries are int32 (GPU-friendly); keep one page within range.
   const int64_t page_elems = int64_t{2} * o.tokens_per_frame * o.heads * o.head_dim;
   LINGBOT_CHECK(page_elems < (int64_t{1} << 40), "CacheOptions: page of ", o.tokens_per_frame, " tokens x ", o.heads,
@@ -92,22 +91,26 @@ void check_begin_step(const CacheOptions& o, const StepState& step, const FrameL
   }
 }
 
-void check_attend(const CacheOptions& o, const StepState& step, int block, const kernels::QueryView& q,
-                  const kernels::KVSpan& kv, const float* out) {
-  LINGBOT_CHECK(step.open, "attend: no step in progress (call begin_step first)");
-  LINGBOT_CHECK(block >= 0 && block < o.num_blocks, "attend: block ", block, " out of range [0, ", o.num_blocks, ")");
+void check_store(const CacheOptions& o, const StepState& step, int block, const kernels::KVSpan& kv) {
+  LINGBOT_CHECK(step.open, "store: no step in progress (call begin_step first)");
+  LINGBOT_CHECK(block >= 0 && block < o.num_blocks, "store: block ", block, " out of range [0, ", o.num_blocks, ")");
   const int64_t expected = int64_t{step.n_frames} * o.tokens_per_frame;
-  LINGBOT_CHECK(q.n_tokens == expected, "attend: q has ", q.n_tokens, " tokens, expected ", expected, " (n_frames ",
-                step.n_frames, " x tokens_per_frame ", o.tokens_per_frame, ")");
-  LINGBOT_CHECK(kv.n_tokens == expected, "attend: kv has ", kv.n_tokens, " tokens, expected ", expected,
+  LINGBOT_CHECK(kv.n_tokens == expected, "store: kv has ", kv.n_tokens, " tokens, expected ", expected,
                 " (n_frames ", step.n_frames, " x tokens_per_frame ", o.tokens_per_frame, ")");
-  LINGBOT_CHECK(q.heads == o.heads, "attend: q heads ", q.heads, " != cache heads ", o.heads);
-  LINGBOT_CHECK(q.head_dim == o.head_dim, "attend: q head_dim ", q.head_dim, " != cache head_dim ", o.head_dim);
-  LINGBOT_CHECK(kv.dtype == DType::F32, "attend: kv dtype ", dtype_name(kv.dtype), " must be f32");
+  LINGBOT_CHECK(kv.dtype == DType::F32, "store: kv dtype ", dtype_name(kv.dtype), " must be f32");
   const int64_t row = int64_t{o.heads} * o.head_dim;
-  LINGBOT_CHECK(q.token_stride >= row, "attend: q token_stride ", q.token_stride, " < heads*head_dim ", row);
-  LINGBOT_CHECK(kv.token_stride >= row, "attend: kv token_stride ", kv.token_stride, " < heads*head_dim ", row);
-  LINGBOT_CHECK(q.data && kv.k && kv.v && out, "attend: null q, k, v or out pointer");
+  LINGBOT_CHECK(kv.token_stride >= row, "store: kv token_stride ", kv.token_stride, " < heads*head_dim ", row);
+  LINGBOT_CHECK(kv.k && kv.v, "store: null k or v pointer");
+}
+
+void check_mark_block_written(const CacheOptions& o, const StepState& step, int block,
+                              const std::vector<uint8_t>& written) {
+  LINGBOT_CHECK(step.open && step.mode != FrameMode::NonKeyframe,
+                "mark_block_written: no Keyframe or ScalePhase step in progress");
+  LINGBOT_CHECK(block >= 0 && block < o.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
+                o.num_blocks, ")");
+  LINGBOT_CHECK(!written[static_cast<size_t>(block)], "mark_block_written: block ", block,
+                " was already written in this ", frame_mode_name(step.mode), " step");
 }
 
 void check_special_cap(const CacheOptions& o, int64_t tokens) {

@@ -3,16 +3,20 @@
 // Backends: Paged (two-stream paged cache), Dense (concatenate + slice, same eviction semantics),
 // DenseFull (never evicts). All follow DESIGN.md §2. The cache knows nothing about the model:
 // it sees blocks, frames of `tokens_per_frame` tokens (the first `num_special_tokens` of each frame
-// are its special tokens, camera first), and q/k/v after RoPE.
+// are its special tokens, camera first), and k/v after RoPE. It never computes attention: per block it
+// stores the new K/V and hands out the visible keys as device-neutral views (kernels::VisibleKV), which
+// the caller passes with its queries to the attention kernel of the cache's backend (as llama.cpp's KV
+// cache hands its graph K/V views). The caller never sees page ids.
 //
 // Per frame step the model calls:
 //   begin_step(mode, n_frames)                 once; plans the visible set (page table) for all blocks
-//   attend(block, q, kv, out)                  once per global block, any order
+//   keys = store(block, kv)                    once per global block, any order; then
+//   kernels::attention(q, keys, out, params)   the host kernel (cuda::attention for the CUDA cache)
 //   end_step()                                  once; completes deferred work (e.g. scale-phase eviction)
 //
 //   auto cache = make_kv_cache(parse_kv_backend("paged"), opts, allocator);
-//   cache->begin_step(FrameMode::ScalePhase, K);             // K frames' q/k/v in one call per block
-//   for (int b = 0; b < opts.num_blocks; ++b) cache->attend(b, q[b], kv[b], out[b]);
+//   cache->begin_step(FrameMode::ScalePhase, K);             // K frames' k/v in one call per block
+//   for (int b = 0; b < opts.num_blocks; ++b) kernels::attention(q[b], cache->store(b, kv[b]), out[b], params);
 //   cache->end_step();
 //   cache->begin_step(is_key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1);  ... per frame
 //
@@ -32,9 +36,10 @@
 //   * ScalePhase is only allowed on an empty cache (fresh or after reset()), with 1 <= n_frames <=
 //     scale_frames; Keyframe, NonKeyframe and Deferred take n_frames == 1.
 //   * After a Deferred step, commit_deferred() or rollback_deferred() must come before the next step.
-//   * In a ScalePhase or Keyframe step every block 0..num_blocks-1 must be attended before end_step()
+//   * In a ScalePhase or Keyframe step every block 0..num_blocks-1 must be stored before end_step()
 //     (that is when the frame's K/V are written into the block's cache).
-//   * attend() calls of one cache must not run concurrently (they share the step plan and scratch).
+//   * store() calls of one cache must not run concurrently (they share the step plan and scratch), and
+//     the keys one store() returns are valid until the next store() or end_step().
 // Backends:
 //   Paged (paged_kv_cache.h): per block one fixed patch pool [pages, 2, page_size, heads, head_dim]
 //     (max(pinned + window + 1, scale_frames) pages, allocated at construction) and an append-only special stream of pages of the same shape,
@@ -48,7 +53,7 @@
 #include <string>
 
 #include "core/allocator.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_views.h"
 #include "lingbot/cache_stats.h"  // KVBackend, parse_kv_backend, CacheStats
 #include "lingbot/dtype.h"
 
@@ -83,7 +88,6 @@ struct CacheOptions {
   // recycled once every frame on them is dropped; ids only, data never moves). Pinned and window
   // frames are never affected. 0 = keep all (upstream).
   int64_t max_special_frames = 0;
-  int num_threads = 1;             // attention threads (results identical for any value)
 };
 
 // Visible specials of an evicted frame: num_special_tokens (cross_frame_special), 1 (plus camera_only),
@@ -97,14 +101,21 @@ class KVCache {
  public:
   virtual ~KVCache() = default;
   virtual void begin_step(FrameMode mode, int n_frames) = 0;
-  // q, k, v: f32 [n_frames * tokens_per_frame, heads, head_dim] (token strides given by the views).
-  // out: f32 [n_frames * tokens_per_frame, heads * head_dim].
-  virtual void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) = 0;
+  // kv: f32 K and V of the step's frames, [n_frames * tokens_per_frame, heads, head_dim] each (token
+  // stride given by the span; device memory for the CUDA cache). ScalePhase / Keyframe / Deferred:
+  // writes them into `block`'s cache; NonKeyframe: keeps them for this call only (rounded to the
+  // storage dtype like stored keys). Returns what the block's queries attend to: its visible set (the
+  // step's own frames included) and, for a non-keyframe, its own tokens. Valid until the next store()
+  // or end_step(); pass it to the backend's attention kernel.
+  virtual kernels::VisibleKV store(int block, const kernels::KVSpan& kv) = 0;
   virtual void end_step() = 0;
-  // Bookkeeping-only step (begin_step + end_step without attend): frames are appended/evicted and
-  // memory grows exactly as in a real step, but no K/V is written (their cache contents are
-  // unspecified). For memory/occupancy studies at real shapes; a later attend sees garbage keys.
-  virtual void step_without_attention(FrameMode mode, int n_frames) = 0;
+  // In place of store(): records that `block`'s K/V of the open ScalePhase / Keyframe / Deferred step
+  // are written by someone else (a device backend writing the pools itself) or not at all, so
+  // end_step() accepts the step. Frames are appended / evicted and memory grows exactly as in a real
+  // step; the block's cache contents are unspecified until a store() writes them (bookkeeping-only
+  // steps of memory/occupancy studies: bench/harness/kv_bookkeeping.h). Throws outside such a step,
+  // for a block out of range, or when the block was already stored or marked in this step.
+  virtual void mark_block_written(int block) = 0;
   // Keys each query attends to in the current step (cache + own tokens of a non-keyframe);
   // valid between begin_step and end_step.
   virtual int64_t keys_in_step() const = 0;

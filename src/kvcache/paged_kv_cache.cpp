@@ -1,7 +1,6 @@
 #include "kvcache/paged_kv_cache.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 
@@ -271,6 +270,7 @@ void PagedKVCache::build_plan() {
     p.start.push_back(0);
     p.len.push_back(patch_tokens_);
   }
+  p.patch_keys = static_cast<int64_t>(p.page_ids.size()) * patch_tokens_;
   const int ns = opt_.num_special_tokens;
   const int fpp = special_page_frames_;
   // Frames [a, b) contribute `per_frame` specials each: ns = all (contiguous), 1 = camera token only
@@ -348,16 +348,22 @@ PagedKVCache::SpecialSlot PagedKVCache::special_slot(int64_t frame) const {
   return {special_physical(frame / special_page_frames_), (frame % special_page_frames_) * opt_.num_special_tokens};
 }
 
-void PagedKVCache::attend_visible(int block, const kernels::QueryView& q, std::span<const kernels::KVSpan> extra,
-                                  float* out) {
-  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "attend: block ", block, " out of range [0, ", opt_.num_blocks,
-                ")");
+kernels::VisibleKV PagedKVCache::visible(int block, std::span<const kernels::KVSpan> extra) {
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "visible: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
   plan();
   spans_.clear();
   special_spans(block, spans_);
   spans_.insert(spans_.end(), extra.begin(), extra.end());
-  const kernels::AttentionParams params{1.0f / std::sqrt(static_cast<float>(opt_.head_dim)), opt_.num_threads};
-  kernels::paged_attention(q, pool_view(block), plan_.patch_table(), spans_, out, params);
+  kernels::VisibleKV keys;
+  keys.layout = kernels::KeyLayout::Paged;
+  keys.heads = opt_.heads;
+  keys.head_dim = opt_.head_dim;
+  keys.pool = pool_view(block);
+  keys.table = plan_.patch_table();
+  keys.table_keys = plan_.patch_keys;
+  keys.spans = spans_;
+  return keys;
 }
 
 // ---- KVCache steps ----
@@ -387,14 +393,13 @@ void PagedKVCache::begin_step(FrameMode mode, int n_frames) {
   std::fill(written_.begin(), written_.end(), 0);
 }
 
-void PagedKVCache::attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-  kvdetail::check_attend(opt_, step_, block, q, kv, out);
+kernels::VisibleKV PagedKVCache::store(int block, const kernels::KVSpan& kv) {
+  kvdetail::check_store(opt_, step_, block, kv);
   if (step_.mode == FrameMode::NonKeyframe) {
-    const kernels::KVSpan own = kvdetail::own_tokens_span(opt_, kv, opt_.tokens_per_frame, own_scratch_);
-    attend_visible(block, q, std::span<const kernels::KVSpan>(&own, 1), out);
-    return;
+    own_ = kvdetail::own_tokens_span(opt_, kv, opt_.tokens_per_frame, own_scratch_);
+    return visible(block, std::span<const kernels::KVSpan>(&own_, 1));
   }
-  LINGBOT_CHECK(!written_[block], "attend: block ", block, " was already attended in this ",
+  LINGBOT_CHECK(!written_[block], "store: block ", block, " was already stored in this ",
                 frame_mode_name(step_.mode), " step");
   const auto* k = static_cast<const float*>(kv.k);
   const auto* v = static_cast<const float*>(kv.v);
@@ -404,16 +409,11 @@ void PagedKVCache::attend(int block, const kernels::QueryView& q, const kernels:
     write_frame(block, step_first_frame_ + i, frame);
   }
   written_[block] = 1;
-  attend_visible(block, q, {}, out);
+  return visible(block, {});
 }
 
 void PagedKVCache::mark_block_written(int block) {
-  LINGBOT_CHECK(step_.open && step_.mode != FrameMode::NonKeyframe,
-                "mark_block_written: no Keyframe or ScalePhase step in progress");
-  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
-                opt_.num_blocks, ")");
-  LINGBOT_CHECK(!written_[block], "mark_block_written: block ", block, " was already written in this ",
-                frame_mode_name(step_.mode), " step");
+  kvdetail::check_mark_block_written(opt_, step_, block, written_);
   written_[block] = 1;
 }
 
@@ -421,17 +421,11 @@ void PagedKVCache::end_step() {
   LINGBOT_CHECK(step_.open, "end_step: no step in progress");
   if (step_.mode != FrameMode::NonKeyframe) {
     for (int b = 0; b < opt_.num_blocks; ++b)
-      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ", frame_mode_name(step_.mode),
+      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not stored in this ", frame_mode_name(step_.mode),
                     " step (its K/V would be missing)");
   }
   step_.open = false;
   if (step_.mode == FrameMode::ScalePhase) evict();
-}
-
-void PagedKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  begin_step(mode, n_frames);
-  std::fill(written_.begin(), written_.end(), 1);
-  end_step();
 }
 
 int64_t PagedKVCache::keys_in_step() const {

@@ -34,6 +34,7 @@ namespace lingbot {
 struct PagePlan {
   // Patch pages: entry i covers slots [start[i], start[i]+len[i]) of patch pool page page_ids[i].
   std::vector<int32_t> page_ids, start, len;
+  int64_t patch_keys = 0;  // sum of len
   // Special-stream runs: entry i covers len tokens of special page special_page_ids[i] starting at
   // slot special_start[i], `special_stride[i]` slots apart (1 = contiguous; num_special_tokens =
   // one token per frame, the camera tokens of camera_only frames). Adjacent runs are merged.
@@ -65,9 +66,9 @@ class PagedKVCache final : public KVCache {
 
   // KVCache
   void begin_step(FrameMode mode, int n_frames) override;
-  void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) override;
+  kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
   int64_t commit_deferred() override { return execute_deferred_eviction(); }
   void rollback_deferred() override { rollback_last_frame(); }
@@ -90,12 +91,9 @@ class PagedKVCache final : public KVCache {
   void rollback_last_frame();
   // Writes stored, resident frame `frame`'s K/V (tokens_per_frame f32 tokens) into `block`.
   void write_frame(int block, int64_t frame, const kernels::KVSpan& kv);
-  // For a backend that writes a step's K/V into the pools itself (a device cache driving this one as
-  // its bookkeeping): records that `block` of the open Keyframe / ScalePhase step is written, in place
-  // of attend(), so end_step() accepts the step. Throws outside such a step or when already recorded.
-  void mark_block_written(int block);
-  // Attention of q over the current visible set of `block` plus `extra` spans.
-  void attend_visible(int block, const kernels::QueryView& q, std::span<const kernels::KVSpan> extra, float* out);
+  // The keys of `block`'s current visible set plus `extra` spans (appended after the special runs), as
+  // store() returns them; valid until the next visible()/store() or a state change.
+  kernels::VisibleKV visible(int block, std::span<const kernels::KVSpan> extra);
   // The visible set of the current state (rebuilt only when the state changed).
   const PagePlan& plan();
 
@@ -172,7 +170,8 @@ class PagedKVCache final : public KVCache {
 
   PagePlan plan_;
   bool plan_valid_ = false;
-  std::vector<kernels::KVSpan> spans_;        // per attend: special runs + own tokens
+  std::vector<kernels::KVSpan> spans_;        // per store: special runs + own tokens
+  kernels::KVSpan own_;                       // non-keyframe own tokens of the current store
   std::vector<unsigned char> own_scratch_;    // non-keyframe own tokens in storage dtype
 };
 

@@ -1,8 +1,10 @@
 #include "model/aggregator.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/cpu/attention.h"
 #include "model/take_weight.h"
 
 namespace lingbot::model {
@@ -119,6 +121,8 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
   selected.clear();
   for (size_t j = 0; j < config_.selected_layers.size(); ++j) selected.emplace_back(Shape{n, P, 2 * C});
 
+  // Global attention: the cache stores each block's K/V and hands out its visible keys; the kernel runs here.
+  const kernels::AttentionParams global_attention{1.0f / std::sqrt(static_cast<float>(head_dim)), num_threads};
   cache.begin_step(mode, static_cast<int>(n));
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
@@ -130,7 +134,7 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
     if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), 0);
     const int block = static_cast<int>(d);
     const AttendFn attend_global = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-      cache.attend(block, q, kv, out);
+      kernels::attention(q, cache.store(block, kv), out, global_attention);
     };
     {
       const PhaseClock clock(s.global_blocks);

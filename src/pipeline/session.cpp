@@ -142,7 +142,6 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.round_pages_pow2 = opt.round_pages_pow2;
   co.max_special_tokens = opt.max_special_tokens;
   co.max_special_frames = opt.max_special_frames;
-  co.num_threads = opt.threads;
   cache.reset();  // release the old pools before allocating new ones
   cache = make_kv_cache(opt.backend, co, allocator);
 }

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention_cuda.h"
 #include "kvcache/cuda/kv_cache_cuda.h"
 #include "kvcache/paged_kv_cache.h"
 
@@ -52,7 +54,11 @@ void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_di
   HostAllocator host;
   PagedKVCache cpu(o, host);
   CudaAllocator dev;
-  CudaPagedKVCache gpu(o, dev, nullptr, impl);
+  CudaPagedKVCache gpu(o, dev);
+  CudaAttentionParams gpu_params;
+  gpu_params.scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
+  gpu_params.impl = impl;
+  const kernels::AttentionParams cpu_params{gpu_params.scale, 1};
   const std::string what = detail::concat(var.name, " ", dtype_name(dtype), " ", attention_impl_name(impl),
                                           " head_dim ", head_dim);
   SCOPED_TRACE(what);
@@ -72,10 +78,13 @@ void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_di
         for (float& x : *vec) x = u(rng);
       Buffer qd = to_device(dev, q.data(), q.size() * 4), kd = to_device(dev, kk.data(), kk.size() * 4),
              vd = to_device(dev, vv.data(), vv.size() * 4), od(dev, out.size() * 4);
-      cpu.attend(b, {q.data(), static_cast<int>(tokens), o.heads, o.head_dim, row},
-                 {kk.data(), vv.data(), DType::F32, static_cast<int>(tokens), row}, out.data());
-      gpu.attend(b, {static_cast<const float*>(qd.data()), static_cast<int>(tokens), o.heads, o.head_dim, row},
-                 {kd.data(), vd.data(), DType::F32, static_cast<int>(tokens), row}, static_cast<float*>(od.data()));
+      // Both caches store and hand out keys; each backend's attention kernel reads them.
+      kernels::attention({q.data(), static_cast<int>(tokens), o.heads, o.head_dim, row},
+                         cpu.store(b, {kk.data(), vv.data(), DType::F32, static_cast<int>(tokens), row}), out.data(),
+                         cpu_params);
+      cuda::attention({static_cast<const float*>(qd.data()), static_cast<int>(tokens), o.heads, o.head_dim, row},
+                      gpu.store(b, {kd.data(), vd.data(), DType::F32, static_cast<int>(tokens), row}),
+                      static_cast<float*>(od.data()), gpu_params);
       LINGBOT_CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<float> got = to_host<float>(od.data(), out.size());
       int bad = 0;
@@ -177,7 +186,7 @@ TEST(CudaPagedKVCache, StepRulesAreChecked) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "end_step: block 0 was not attended in this ScalePhase step (its K/V would be missing)");
+              "end_step: block 0 was not stored in this ScalePhase step (its K/V would be missing)");
   }
 }
 

@@ -51,7 +51,7 @@ std::vector<std::vector<float>> run_step(KVCache& c, FrameMode mode, int n_frame
   for (int b = 0; b < o.num_blocks; ++b) {
     const kernels::QueryView q{f.q[b].data(), nt, o.heads, o.head_dim, row};
     const kernels::KVSpan kv{f.k[b].data(), f.v[b].data(), DType::F32, nt, row};
-    c.attend(b, q, kv, out[b].data());
+    kvtest::attend(c, b, q, kv, out[b].data());
   }
   c.end_step();
   return out;

@@ -17,6 +17,7 @@
 #include "kv_test_util.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 using namespace lingbot;
 using namespace kvtest;
@@ -31,6 +32,7 @@ struct Scenario {
   int n_scale = 0;            // frames of the scale phase (0: start with keyframes)
   std::vector<FrameMode> modes;  // streamed steps after the scale phase
   int64_t kv_stride_extra = 0;   // extra floats between tokens (like a packed qkv buffer)
+  int threads = 1;               // attention kernel threads
 };
 
 Scenario random_scenario(std::mt19937& rng, int index) {
@@ -56,7 +58,7 @@ Scenario random_scenario(std::mt19937& rng, int index) {
   o.max_special_frames = bounded ? uni(1, 4) : 0;
   // One two-thread configuration; thread-count determinism itself is the kernels' test (and
   // OpenMP spin-waits make many small two-thread calls slow on a loaded machine).
-  o.num_threads = index == 5 ? 2 : 1;
+  s.threads = index == 5 ? 2 : 1;
   s.n_scale = o.scale_frames > 0 ? uni(1, o.scale_frames) : 0;
   const int steps = bounded ? uni(10, 20) : uni(6, 12);
   const int pattern = uni(0, 2);  // all keyframes, keyframe interval 2..3, random
@@ -185,9 +187,9 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
       const kernels::QueryView qv{q[b].data(), nt, o.heads, o.head_dim, row};
       const kernels::KVSpan kv{k[b].data(), v[b].data(), DType::F32, nt, kv_stride};
       std::vector<float> out_p(nt * row), out_d(nt * row), out_f(nt * row);
-      paged.attend(b, qv, kv, out_p.data());
-      dense.attend(b, qv, kv, out_d.data());
-      full.attend(b, qv, kv, out_f.data());
+      kvtest::attend(paged, b, qv, kv, out_p.data(), sc.threads);
+      kvtest::attend(dense, b, qv, kv, out_d.data(), sc.threads);
+      kvtest::attend(full, b, qv, kv, out_f.data(), sc.threads);
       check_close(out_p, out_d, kPairTol, cnt.max_pair_err, "paged vs dense");
       if (::testing::Test::HasFatalFailure()) return;
       // Reference on a few sampled query rows.
@@ -295,11 +297,11 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
       for (int b = 0; b < o.num_blocks; ++b) {
         const kernels::QueryView qv{q[b].data(), nt, o.heads, o.head_dim, row};
         std::vector<float> low(nt * row), step_out(nt * row);
-        paged.attend_visible(b, qv, {}, low.data());
+        kernels::attention(qv, paged.visible(b, {}), low.data(), {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 1});
         // Recompute the KVCache-path output for this block (the cache is unchanged by it).
         const kernels::KVSpan kv{k[b].data(), v[b].data(), DType::F32, nt, kv_stride};
         dense.begin_step(FrameMode::NonKeyframe, 1);
-        dense.attend(b, qv, kv, step_out.data());
+        kvtest::attend(dense, b, qv, kv, step_out.data());
         dense.end_step();
         check_close(low, step_out, kPairTol, cnt.max_pair_err, "deferred append vs non-keyframe step");
         if (::testing::Test::HasFatalFailure()) return;
@@ -329,7 +331,7 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
   const uint64_t allocs_after_fresh = alloc.allocation_count();
   EXPECT_EQ(allocs_after_fresh - allocs, static_cast<uint64_t>(o.num_blocks));  // only `fresh`'s pools
   // Replaying the same frame count after reset needs no allocation in the paged cache.
-  for (size_t i = 0; i < ref.stored(); ++i) paged.step_without_attention(FrameMode::Keyframe, 1);
+  for (size_t i = 0; i < ref.stored(); ++i) bench::bookkeeping_step(paged, FrameMode::Keyframe, 1);
   EXPECT_EQ(alloc.allocation_count(), allocs_after_fresh);
 }
 

@@ -9,6 +9,7 @@
 #include "kv_test_util.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 using namespace lingbot;
 
@@ -56,7 +57,6 @@ TEST(KVCacheErrors, Options) {
        "CacheOptions.max_special_tokens must be >= 0 (0 = unlimited), got -1"},
       {[](CacheOptions& o) { o.max_special_frames = -2; },
        "CacheOptions.max_special_frames must be >= 0 (0 = keep all), got -2"},
-      {[](CacheOptions& o) { o.num_threads = 0; }, "CacheOptions.num_threads must be >= 1, got 0"},
   };
   for (KVBackend b : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull})
     for (const auto& c : cases) {
@@ -79,10 +79,9 @@ TEST(KVCacheErrors, StepProtocolAndShapes) {
     auto c = make_kv_cache(backend, o, alloc);
     const int64_t row = 16;
     std::vector<float> q(40 * row), k(40 * row), v(40 * row), out(40 * row);
-    const kernels::QueryView q1{q.data(), 10, 2, 8, row};
     const kernels::KVSpan kv1{k.data(), v.data(), DType::F32, 10, row};
 
-    expect_error([&] { c->attend(0, q1, kv1, out.data()); }, "attend: no step in progress (call begin_step first)");
+    expect_error([&] { c->store(0, kv1); }, "store: no step in progress (call begin_step first)");
     expect_error([&] { c->end_step(); }, "end_step: no step in progress");
     expect_error([&] { c->keys_in_step(); }, "keys_in_step: no step in progress");
     expect_error([&] { c->begin_step(FrameMode::Keyframe, 2); }, "begin_step: Keyframe takes n_frames = 1, got 2");
@@ -95,30 +94,26 @@ TEST(KVCacheErrors, StepProtocolAndShapes) {
     c->begin_step(FrameMode::ScalePhase, 2);
     expect_error([&] { c->begin_step(FrameMode::Keyframe, 1); },
                  "begin_step: the previous ScalePhase step was not ended (call end_step first)");
-    expect_error([&] { c->attend(2, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block 2 out of range [0, 2)");
-    expect_error([&] { c->attend(-1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block -1 out of range [0, 2)");
-    expect_error([&] { c->attend(0, q1, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, kv1, out.data()); },
-                 "attend: kv has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
-    expect_error([&] { c->attend(0, {q.data(), 20, 4, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q heads 4 != cache heads 2");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 4, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: q head_dim 4 != cache head_dim 8");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::BF16, 20, row}, out.data()); },
-                 "attend: kv dtype bf16 must be f32");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), nullptr, DType::F32, 20, row}, out.data()); },
-                 "attend: null q, k, v or out pointer");
-    expect_error([&] { c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, 8}, out.data()); },
-                 "attend: kv token_stride 8 < heads*head_dim 16");
-    c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
-    expect_error([&] { c->attend(1, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data()); },
-                 "attend: block 1 was already attended in this ScalePhase step");
+    const kernels::KVSpan kv2{k.data(), v.data(), DType::F32, 20, row};
+    expect_error([&] { c->store(2, kv2); }, "store: block 2 out of range [0, 2)");
+    expect_error([&] { c->store(-1, kv2); }, "store: block -1 out of range [0, 2)");
+    expect_error([&] { c->store(0, kv1); }, "store: kv has 10 tokens, expected 20 (n_frames 2 x tokens_per_frame 10)");
+    expect_error([&] { c->store(0, {k.data(), v.data(), DType::BF16, 20, row}); }, "store: kv dtype bf16 must be f32");
+    expect_error([&] { c->store(0, {k.data(), nullptr, DType::F32, 20, row}); }, "store: null k or v pointer");
+    expect_error([&] { c->store(0, {k.data(), v.data(), DType::F32, 20, 8}); },
+                 "store: kv token_stride 8 < heads*head_dim 16");
+    // The keys a store hands out carry the cache's geometry; the kernel checks the queries against it.
+    const kernels::VisibleKV keys = c->store(1, kv2);
+    const kernels::AttentionParams params{1.0f, 1};
+    expect_error([&] { kernels::attention({q.data(), 20, 4, 4, row}, keys, out.data(), params); },
+                 "attention: query heads 4 != key heads 2");
+    expect_error([&] { kernels::attention({q.data(), 20, 2, 4, row}, keys, out.data(), params); },
+                 "attention: query head_dim 4 != key head_dim 8");
+    kernels::attention({q.data(), 20, 2, 8, row}, keys, out.data(), params);
+    expect_error([&] { c->store(1, kv2); }, "store: block 1 was already stored in this ScalePhase step");
     expect_error([&] { c->end_step(); },
-                 "end_step: block 0 was not attended in this ScalePhase step (its K/V would be missing)");
-    c->attend(0, {q.data(), 20, 2, 8, row}, {k.data(), v.data(), DType::F32, 20, row}, out.data());
+                 "end_step: block 0 was not stored in this ScalePhase step (its K/V would be missing)");
+    kvtest::attend(*c, 0, {q.data(), 20, 2, 8, row}, kv2, out.data());
     c->end_step();
     expect_error([&] { c->begin_step(FrameMode::ScalePhase, 1); },
                  "begin_step: ScalePhase needs an empty cache, but 2 frames are stored (call reset() first)");
@@ -134,10 +129,10 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
   CacheOptions o = small_options();
   o.max_special_tokens = 24;  // paged: specials of 4 stored frames
   PagedKVCache paged(o, alloc);
-  paged.step_without_attention(FrameMode::ScalePhase, 2);
-  paged.step_without_attention(FrameMode::Keyframe, 1);
-  paged.step_without_attention(FrameMode::Keyframe, 1);
-  paged.step_without_attention(FrameMode::NonKeyframe, 1);  // not stored: no special tokens
+  bench::bookkeeping_step(paged, FrameMode::ScalePhase, 2);
+  bench::bookkeeping_step(paged, FrameMode::Keyframe, 1);
+  bench::bookkeeping_step(paged, FrameMode::Keyframe, 1);
+  bench::bookkeeping_step(paged, FrameMode::NonKeyframe, 1);  // not stored: no special tokens
   const PagedCacheState before = paged.state();
   const size_t bytes = alloc.bytes_allocated();
   const std::string msg =
@@ -153,10 +148,10 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
   // Dense: the cap bounds the side buffer of kept specials (6 per evicted frame).
   o.max_special_tokens = 6;
   DenseKVCache dense(o, alloc, false);
-  dense.step_without_attention(FrameMode::ScalePhase, 2);
-  dense.step_without_attention(FrameMode::Keyframe, 1);
-  dense.step_without_attention(FrameMode::Keyframe, 1);
-  dense.step_without_attention(FrameMode::Keyframe, 1);  // evicts frame 2: 6 kept specials
+  bench::bookkeeping_step(dense, FrameMode::ScalePhase, 2);
+  bench::bookkeeping_step(dense, FrameMode::Keyframe, 1);
+  bench::bookkeeping_step(dense, FrameMode::Keyframe, 1);
+  bench::bookkeeping_step(dense, FrameMode::Keyframe, 1);  // evicts frame 2: 6 kept specials
   const CacheStats ds = dense.stats();
   expect_error([&] { dense.begin_step(FrameMode::Keyframe, 1); },
                "special stream would hold 12 tokens per block, over max_special_tokens = 6 (raise "
@@ -199,30 +194,58 @@ TEST(KVCacheErrors, LowLevelPagedOperations) {
   c.write_frame(1, 4, {k.data(), v.data(), DType::F32, 10, 16});
 }
 
-// mark_block_written (for a device cache that writes the pools itself): same step rules as attend(),
-// and a step closed through it leaves the bookkeeping of step_without_attention, scale phase included.
+// mark_block_written (a device cache writing the pools itself, bookkeeping-only studies): same step
+// rules as store() in every backend, and a step closed through it leaves the same bookkeeping as a
+// step whose blocks were really stored, scale-phase eviction included.
 TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
-  HostAllocator alloc;
-  CacheOptions o = small_options();
-  o.include_scale_frames = false;
-  o.scale_frames = 3;  // scale phase larger than the window: evicted in end_step
-  PagedKVCache c(o, alloc), ref(o, alloc);
-  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
-  c.begin_step(FrameMode::ScalePhase, 3);
-  expect_error([&] { c.mark_block_written(2); }, "mark_block_written: block 2 out of range [0, 2)");
-  c.mark_block_written(0);
-  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: block 0 was already written in this ScalePhase step");
-  expect_error([&] { c.end_step(); }, "end_step: block 1 was not attended in this ScalePhase step (its K/V would be missing)");
-  c.mark_block_written(1);
-  EXPECT_EQ(c.state().window_pages.size(), 3u);  // all three visible during the step
-  c.end_step();
-  ref.step_without_attention(FrameMode::ScalePhase, 3);
-  EXPECT_TRUE(c.state() == ref.state());
-  EXPECT_EQ(c.state().window_pages.size(), 2u);
-  c.begin_step(FrameMode::NonKeyframe, 1);
-  expect_error([&] { c.mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
-  c.end_step();
-  c.check_invariants();
+  for (KVBackend backend : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull}) {
+    SCOPED_TRACE(kv_backend_name(backend));
+    HostAllocator alloc;
+    CacheOptions o = small_options();
+    o.include_scale_frames = false;
+    o.scale_frames = 3;  // scale phase larger than the window: evicted in end_step
+    auto c = make_kv_cache(backend, o, alloc), ref = make_kv_cache(backend, o, alloc);
+    const int64_t row = 16;
+    std::vector<float> k(30 * row, 0.5f), v(30 * row, 0.25f);
+    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+    c->begin_step(FrameMode::ScalePhase, 3);
+    expect_error([&] { c->mark_block_written(2); }, "mark_block_written: block 2 out of range [0, 2)");
+    c->mark_block_written(0);
+    expect_error([&] { c->mark_block_written(0); },
+                 "mark_block_written: block 0 was already written in this ScalePhase step");
+    expect_error([&] { c->store(0, {k.data(), v.data(), DType::F32, 30, row}); },
+                 "store: block 0 was already stored in this ScalePhase step");
+    expect_error([&] { c->end_step(); },
+                 "end_step: block 1 was not stored in this ScalePhase step (its K/V would be missing)");
+    c->mark_block_written(1);
+    c->end_step();
+    ref->begin_step(FrameMode::ScalePhase, 3);
+    for (int b = 0; b < o.num_blocks; ++b) ref->store(b, {k.data(), v.data(), DType::F32, 30, row});
+    ref->end_step();
+    auto same_bookkeeping = [&] {
+      const CacheStats a = c->stats(), r = ref->stats();
+      EXPECT_EQ(a.frames_stored, r.frames_stored);
+      EXPECT_EQ(a.frames_resident, r.frames_resident);
+      EXPECT_EQ(a.window_pages, r.window_pages);
+      EXPECT_EQ(a.special_tokens, r.special_tokens);
+      EXPECT_EQ(a.visible_tokens, r.visible_tokens);
+      EXPECT_EQ(a.bytes_reserved, r.bytes_reserved);
+      if (backend == KVBackend::Paged) {
+        EXPECT_TRUE(dynamic_cast<PagedKVCache&>(*c).state() == dynamic_cast<PagedKVCache&>(*ref).state());
+      }
+    };
+    same_bookkeeping();
+    EXPECT_EQ(c->stats().frames_resident, backend == KVBackend::DenseFull ? 3 : 2);  // window 2
+    c->begin_step(FrameMode::NonKeyframe, 1);
+    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+    c->end_step();
+    bench::bookkeeping_step(*c, FrameMode::Keyframe, 1);
+    ref->begin_step(FrameMode::Keyframe, 1);
+    for (int b = 0; b < o.num_blocks; ++b) ref->store(b, {k.data(), v.data(), DType::F32, 10, row});
+    ref->end_step();
+    same_bookkeeping();
+    if (backend == KVBackend::Paged) dynamic_cast<PagedKVCache&>(*c).check_invariants();
+  }
 }
 
 }  // namespace

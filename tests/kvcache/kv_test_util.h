@@ -11,12 +11,21 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "kernels/cpu/attention.h"
 #include "kvcache/kv_cache.h"
 #include "lingbot/dtype.h"
 
 namespace kvtest {
 
 using namespace lingbot;
+
+// One global block as the model runs it: the cache stores K/V and hands out the visible keys, the host
+// attention kernel reads them (scale 1/sqrt(head_dim)).
+inline void attend(KVCache& cache, int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out,
+                   int threads = 1) {
+  const kernels::VisibleKV keys = cache.store(block, kv);
+  kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads});
+}
 
 // Anonymous mmap: zero pages materialise only when touched, so a 10,000-frame real-shape
 // bookkeeping run reserves gigabytes without using them. Exact byte/allocation accounting.

@@ -11,6 +11,7 @@
 #include "kv_test_util.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 using namespace lingbot;
 using namespace kvtest;
@@ -120,7 +121,7 @@ TEST(PagedKVCachePlan, PaddingIsNeverAttended) {
       for (int b = 0; b < 2; ++b) {
         for (auto* x : {&q, &k, &v})
           for (auto& e : *x) e = nd(rng);
-        c.attend(b, {q.data(), int(tpf), 2, 8, row}, {k.data(), v.data(), DType::F32, int(tpf), row}, out.data());
+        kvtest::attend(c, b, {q.data(), int(tpf), 2, 8, row}, {k.data(), v.data(), DType::F32, int(tpf), row}, out.data());
         for (float x : out) ASSERT_TRUE(std::isfinite(x)) << "step " << step << " dtype " << dtype_name(dt);
       }
       c.end_step();
@@ -168,7 +169,7 @@ TEST(PagedKVCacheLifecycle, BoundedSpecialStreamRecyclesPages) {
   ASSERT_EQ(c.special_page_frames(), 1);
   const int64_t row = 16, tpf = 8;
   std::vector<float> k(tpf * row), v(tpf * row);
-  c.step_without_attention(FrameMode::ScalePhase, 2);
+  bench::bookkeeping_step(c, FrameMode::ScalePhase, 2);
   const PagedKVCache::SpecialSlot pinned0 = c.special_slot(0);
   size_t warm_bytes = 0;
   uint64_t warm_allocs = 0;
@@ -226,7 +227,7 @@ TEST(PagedKVCacheLifecycle, BoundedSpecialStreamRecyclesPages) {
   EXPECT_EQ(c.state(), before);
   // ... and committed, the same as an immediate append.
   PagedKVCache d(o, alloc);
-  d.step_without_attention(FrameMode::ScalePhase, 2);
+  bench::bookkeeping_step(d, FrameMode::ScalePhase, 2);
   for (int64_t i = 2; i < stored; ++i) d.append_frame();
   EXPECT_EQ(d.state(), c.state());
   c.append_frame(PagedKVCache::Eviction::Deferred);
@@ -242,8 +243,8 @@ TEST(KVCacheLifecycle, ResetKeepsMemoryAndAllocatesNothing) {
     HostAllocator alloc;
     auto c = make_kv_cache(backend, options(20, 6, 2, 3), alloc);
     auto run = [&] {
-      c->step_without_attention(FrameMode::ScalePhase, 2);
-      for (int i = 0; i < 30; ++i) c->step_without_attention(i % 4 == 3 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
+      bench::bookkeeping_step(*c, FrameMode::ScalePhase, 2);
+      for (int i = 0; i < 30; ++i) bench::bookkeeping_step(*c, i % 4 == 3 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
     };
     run();
     const CacheStats full = c->stats();

@@ -11,6 +11,7 @@
 #include "kv_test_util.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
+#include "bench/harness/kv_bookkeeping.h"
 
 using namespace lingbot;
 using namespace kvtest;
@@ -72,7 +73,7 @@ void run_golden(KVBackend backend, const GoldenCase& gc) {
     for (int b = 0; b < o.num_blocks; ++b) {
       for (auto* x : {&q, &k, &v})
         for (auto& e : *x) e = nd(rng);
-      cache->attend(b, {q.data(), nt, o.heads, o.head_dim, row}, {k.data(), v.data(), DType::F32, nt, row},
+      kvtest::attend(*cache, b, {q.data(), nt, o.heads, o.head_dim, row}, {k.data(), v.data(), DType::F32, nt, row},
                     out.data());
     }
     cache->end_step();
@@ -112,9 +113,9 @@ TEST(KVCacheGoldenTrace, DenseFullNeverEvicts) {
   o.sliding_window = 3;
   HostAllocator alloc;
   auto cache = make_kv_cache(KVBackend::DenseFull, o, alloc);
-  cache->step_without_attention(FrameMode::ScalePhase, 2);
+  bench::bookkeeping_step(*cache, FrameMode::ScalePhase, 2);
   for (int i = 2; i < 12; ++i) {
-    cache->step_without_attention(i % 2 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
+    bench::bookkeeping_step(*cache, i % 2 ? FrameMode::NonKeyframe : FrameMode::Keyframe, 1);
     const CacheStats s = cache->stats();
     EXPECT_EQ(s.frames_resident, s.frames_stored);
     EXPECT_EQ(s.visible_tokens, 46 * s.frames_stored);
@@ -146,11 +147,11 @@ TEST(KVCacheLongRun, TenThousandFramesRealShapeBoundedPatchMemory) {
   const int64_t patch_reserved = cache.stats().patch_bytes_reserved;
   ASSERT_EQ(patch_reserved, 24 * 73 * page_bytes);
 
-  cache.step_without_attention(FrameMode::ScalePhase, 8);
+  bench::bookkeeping_step(cache, FrameMode::ScalePhase, 8);
   CacheStats prev = cache.stats();
   CacheStats at72{};
   for (int frame = 8; frame < 10000; ++frame) {
-    cache.step_without_attention(FrameMode::Keyframe, 1);
+    bench::bookkeeping_step(cache, FrameMode::Keyframe, 1);
     const CacheStats s = cache.stats();
     ASSERT_EQ(s.frames_stored, frame + 1);
     ASSERT_EQ(s.special_tokens - prev.special_tokens, 6) << "frame " << frame;

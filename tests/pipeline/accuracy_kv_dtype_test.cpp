@@ -29,7 +29,7 @@
 #include <string>
 #include <utility>
 
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <iostream>
 #include <string>
 
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 namespace {
 

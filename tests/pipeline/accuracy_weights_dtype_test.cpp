@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #include "io/safetensors.h"
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 namespace {
 

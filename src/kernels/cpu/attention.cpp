@@ -115,4 +115,16 @@ void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out,
   detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
 }
 
+void attention(const QueryView& q, const VisibleKV& keys, float* out, const AttentionParams& params) {
+  constexpr std::string_view fn = "attention";
+  check_query_matches_keys(fn, q, keys);
+  LINGBOT_CHECK(keys.resident.count == 0, fn, ": the keys hold ", keys.resident.count,
+                " resident spans of a device backend (the CPU kernel reads host views only)");
+  if (keys.layout == KeyLayout::Paged) {
+    paged_attention(q, keys.pool, keys.table, keys.spans, out, params);
+  } else {
+    dense_attention(q, keys.spans, out, params);
+  }
+}
+
 }  // namespace lingbot::kernels

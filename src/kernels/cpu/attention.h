@@ -25,4 +25,9 @@ void paged_attention(const QueryView& q, const PagePoolView& pool, const PageTab
 // Attention of q over the concatenation of `kv` spans (dense caches, intra-frame attention).
 void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out, const AttentionParams& params);
 
+// Attention of q over the keys a host KV cache handed out (KVCache::store): paged_attention over its
+// pool, table and spans (layout Paged) or dense_attention over its spans (layout Spans). Throws when
+// q's heads/head_dim differ from the keys' or the keys hold resident spans (a device backend's).
+void attention(const QueryView& q, const VisibleKV& keys, float* out, const AttentionParams& params);
+
 }  // namespace lingbot::kernels

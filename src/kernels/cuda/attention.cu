@@ -664,24 +664,23 @@ void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& p
   paged_attention(q, pool, table, DeviceSpanRange{}, extra, out, params);
 }
 
-void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
-                     const DeviceSpanRange& device_spans, std::span<const kernels::KVSpan> extra, float* out,
-                     const CudaAttentionParams& params) {
-  constexpr std::string_view fn = "paged_attention";
-  validate_query(fn, q, out);
+namespace {
+
+// Keys = the table's entries in `pool` (table_keys tokens), then `num_dspans` device-resident spans of
+// dtype `dspan_dtype` (dspan_keys tokens), then `extra`. The caller has checked what only it can
+// (table geometry, resident spans' row).
+void run_paged(std::string_view fn, const kernels::QueryView& q, const kernels::PagePoolView& pool,
+               const kernels::PageTableView& tv, int64_t table_keys, const DeviceSpan* dspans, int num_dspans,
+               int64_t dspan_keys, DType dspan_dtype, std::span<const kernels::KVSpan> extra, float* out,
+               const CudaAttentionParams& params) {
   KeyArgs ka{};
   DType dtype = DType::F32;
   bool have_dtype = false;
   int64_t n_keys = 0;
-  if (table.num_entries() > 0) {
-    kernels::check_pool_matches_query(fn, pool, q, table.num_entries());
-    LINGBOT_CHECK(pool.num_pages == table.num_pages() && pool.page_size == table.page_size(), fn,
-                  ": page pool geometry (num_pages ", pool.num_pages, ", page_size ", pool.page_size,
-                  ") differs from the one the page table was validated against (num_pages ", table.num_pages(),
-                  ", page_size ", table.page_size(), ")");
+  if (tv.num_entries > 0) {
+    kernels::check_pool_matches_query(fn, pool, q, tv.num_entries);
     check_device_ptr(fn, pool.data, "page pool data");
     const int64_t row = static_cast<int64_t>(pool.heads) * pool.head_dim;
-    const kernels::PageTableView tv = table.view();
     ka.pool = pool.data;
     ka.row = row;
     ka.kv_offset = static_cast<int64_t>(pool.page_size) * row;
@@ -692,26 +691,66 @@ void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& p
     ka.num_entries = tv.num_entries;
     dtype = pool.dtype;
     have_dtype = true;
-    n_keys += table.num_keys();
+    n_keys += table_keys;
   }
-  if (device_spans.count > 0) {
-    const DeviceSpanTable& dt = *device_spans.table;
-    const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
-    LINGBOT_CHECK(dt.row() == row, fn, ": device spans were uploaded for heads*head_dim = ", dt.row(),
-                  ", query has ", row);
+  if (num_dspans > 0) {
     if (have_dtype) {
-      LINGBOT_CHECK(dt.dtype() == dtype, fn, ": device spans dtype ", dtype_name(dt.dtype()),
+      LINGBOT_CHECK(dspan_dtype == dtype, fn, ": device spans dtype ", dtype_name(dspan_dtype),
                     " differs from the page pool dtype ", dtype_name(dtype), " (the CUDA kernels take one K/V dtype)");
     }
-    n_keys += dt.num_keys(device_spans.first, device_spans.count);
-    ka.dspans = dt.device_data() + device_spans.first;
-    ka.num_dspans = device_spans.count;
-    dtype = dt.dtype();
+    n_keys += dspan_keys;
+    ka.dspans = dspans;
+    ka.num_dspans = num_dspans;
+    dtype = dspan_dtype;
     have_dtype = true;
   }
   add_spans(fn, q, extra, ka, dtype, have_dtype, n_keys);
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");
   launch(fn, q, ka, dtype, out, params);
+}
+
+}  // namespace
+
+void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
+                     const DeviceSpanRange& device_spans, std::span<const kernels::KVSpan> extra, float* out,
+                     const CudaAttentionParams& params) {
+  constexpr std::string_view fn = "paged_attention";
+  validate_query(fn, q, out);
+  if (table.num_entries() > 0) {
+    LINGBOT_CHECK(pool.num_pages == table.num_pages() && pool.page_size == table.page_size(), fn,
+                  ": page pool geometry (num_pages ", pool.num_pages, ", page_size ", pool.page_size,
+                  ") differs from the one the page table was validated against (num_pages ", table.num_pages(),
+                  ", page_size ", table.page_size(), ")");
+  }
+  const DeviceSpan* dspans = nullptr;
+  int64_t dspan_keys = 0;
+  DType dspan_dtype = DType::F32;
+  if (device_spans.count > 0) {
+    const DeviceSpanTable& dt = *device_spans.table;
+    const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim;
+    LINGBOT_CHECK(dt.row() == row, fn, ": device spans were uploaded for heads*head_dim = ", dt.row(),
+                  ", query has ", row);
+    dspans = dt.device_data() + device_spans.first;
+    dspan_keys = dt.num_keys(device_spans.first, device_spans.count);
+    dspan_dtype = dt.dtype();
+  }
+  run_paged(fn, q, pool, table.view(), table.num_keys(), dspans, device_spans.count, dspan_keys, dspan_dtype, extra,
+            out, params);
+}
+
+void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
+               const CudaAttentionParams& params) {
+  constexpr std::string_view fn = "attention";
+  validate_query(fn, q, out);
+  kernels::check_query_matches_keys(fn, q, keys);
+  if (keys.layout == kernels::KeyLayout::Spans) {
+    LINGBOT_CHECK(keys.resident.count == 0, fn, ": layout Spans with ", keys.resident.count, " resident spans");
+    dense_attention(q, keys.spans, out, params);
+    return;
+  }
+  // Resident spans are the records of a DeviceSpanTable (the CUDA cache's special runs), in the pool's dtype.
+  run_paged(fn, q, keys.pool, keys.table, keys.table_keys, static_cast<const DeviceSpan*>(keys.resident.records),
+            keys.resident.count, keys.resident.keys, keys.pool.dtype, keys.spans, out, params);
 }
 
 void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,

@@ -122,6 +122,12 @@ void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& p
                      const DeviceSpanRange& device_spans, std::span<const kernels::KVSpan> extra, float* out,
                      const CudaAttentionParams& params);
 
+// Attention of q over the keys a device KV cache handed out (KVCache::store of kvcache/cuda): layout
+// Paged = the table's keys (device table, table_keys tokens), then its resident spans (the records of
+// a DeviceSpanTable, in the pool's dtype), then `spans`; layout Spans = dense_attention over `spans`.
+void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
+               const CudaAttentionParams& params);
+
 // Attention of q over the concatenation of `kv` spans (dense caches, contiguous baselines).
 void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
                      const CudaAttentionParams& params);

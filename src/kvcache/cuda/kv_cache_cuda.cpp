@@ -1,7 +1,5 @@
 #include "kvcache/cuda/kv_cache_cuda.h"
 
-#include <cmath>
-
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
@@ -16,11 +14,9 @@ Allocator& require_device_memory(Allocator& allocator) {
 }
 }  // namespace
 
-CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream,
-                                   AttentionImpl impl)
+CudaPagedKVCache::CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream)
     : book_(options, require_device_memory(allocator)),
       stream_(stream),
-      impl_(impl),
       row_(int64_t{options.heads} * options.head_dim),
       written_(options.num_blocks, 0),
       table_(allocator),
@@ -38,7 +34,7 @@ void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
   kvdetail::check_begin_step(o, step_, book_.state().ledger, mode, n_frames);
   first_frame_ = book_.stats().frames_stored;
   // The host cache's own step: appends (and a keyframe's eviction) now, a scale phase's eviction in
-  // end_step after its attention, exactly as on the CPU. K/V are written by attend() on the device.
+  // end_step after its attention, exactly as on the CPU. K/V are written by store() on the device.
   book_.begin_step(mode, n_frames);
 
   const PagedCacheState st = book_.state();
@@ -101,17 +97,23 @@ void CudaPagedKVCache::write_frame(int block, int i) {
              stream_);
 }
 
-void CudaPagedKVCache::attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
+kernels::VisibleKV CudaPagedKVCache::store(int block, const kernels::KVSpan& kv) {
   const CacheOptions& o = book_.options();
-  kvdetail::check_attend(o, step_, block, q, kv, out);
-  CudaAttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
-  params.stream = stream_;
-  params.impl = impl_;
-  const DeviceSpanRange specials{&specials_, block * runs_per_block_, runs_per_block_};
+  kvdetail::check_store(o, step_, block, kv);
+  kernels::VisibleKV keys;
+  keys.layout = kernels::KeyLayout::Paged;
+  keys.heads = o.heads;
+  keys.head_dim = o.head_dim;
+  keys.pool = book_.pool_view(block);
+  keys.table = table_.view();
+  keys.table_keys = table_.num_keys();
+  // This block's special runs among the step's uploaded ones (records of specials_, device memory).
+  const int first = block * runs_per_block_;
+  keys.resident = {specials_.device_data() + first, runs_per_block_, specials_.num_keys(first, runs_per_block_)};
   if (step_.mode == FrameMode::NonKeyframe) {
     // Own tokens attended as stored keys would be: rounded to the storage dtype.
-    kernels::KVSpan own = kv;
+    own_span_ = kv;
+    own_span_.n_tokens = o.tokens_per_frame;
     if (o.dtype != DType::F32) {
       const int64_t t = o.tokens_per_frame;
       auto* base = static_cast<unsigned char*>(own_.data());
@@ -119,36 +121,35 @@ void CudaPagedKVCache::attend(int block, const kernels::QueryView& q, const kern
       void* ov = base + static_cast<size_t>(t * row_) * dtype_size(o.dtype);
       store_rows(static_cast<const float*>(kv.k), kv.token_stride, ok, o.dtype, row_, t, row_, stream_);
       store_rows(static_cast<const float*>(kv.v), kv.token_stride, ov, o.dtype, row_, t, row_, stream_);
-      own = kernels::KVSpan{ok, ov, o.dtype, o.tokens_per_frame, row_};
+      own_span_ = kernels::KVSpan{ok, ov, o.dtype, o.tokens_per_frame, row_};
     }
-    paged_attention(q, book_.pool_view(block), table_, specials, std::span<const kernels::KVSpan>(&own, 1), out,
-                    params);
-    return;
+    keys.spans = std::span<const kernels::KVSpan>(&own_span_, 1);
+    return keys;
   }
-  LINGBOT_CHECK(!written_[block], "attend: block ", block, " was already attended in this ",
+  LINGBOT_CHECK(!written_[block], "store: block ", block, " was already stored in this ",
                 kvdetail::frame_mode_name(step_.mode), " step");
   pending_kv_ = &kv;
   for (int i = 0; i < step_.n_frames; ++i) write_frame(block, i);
   pending_kv_ = nullptr;
   written_[block] = 1;
   book_.mark_block_written(block);
-  paged_attention(q, book_.pool_view(block), table_, specials, {}, out, params);
+  return keys;
 }
 
 void CudaPagedKVCache::end_step() {
   LINGBOT_CHECK(step_.open, "end_step: no step in progress");
   if (step_.mode != FrameMode::NonKeyframe) {
     for (size_t b = 0; b < written_.size(); ++b)
-      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not attended in this ",
+      LINGBOT_CHECK(written_[b], "end_step: block ", b, " was not stored in this ",
                     kvdetail::frame_mode_name(step_.mode), " step (its K/V would be missing)");
   }
   step_.open = false;
   book_.end_step();
 }
 
-void CudaPagedKVCache::step_without_attention(FrameMode mode, int n_frames) {
-  kvdetail::check_begin_step(book_.options(), step_, book_.state().ledger, mode, n_frames);
-  book_.step_without_attention(mode, n_frames);
+void CudaPagedKVCache::mark_block_written(int block) {
+  book_.mark_block_written(block);  // checks the step, the range and that the block is not written yet
+  written_[static_cast<size_t>(block)] = 1;
 }
 
 int64_t CudaPagedKVCache::keys_in_step() const {
@@ -163,10 +164,10 @@ void CudaPagedKVCache::reset() {
 }
 
 std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator,
-                                            cudaStream_t stream, AttentionImpl impl) {
+                                            cudaStream_t stream) {
   LINGBOT_CHECK(backend == KVBackend::Paged, "KV backend '", kv_backend_name(backend),
                 "' is not available on CUDA (only 'paged')");
-  return std::make_unique<CudaPagedKVCache>(options, allocator, stream, impl);
+  return std::make_unique<CudaPagedKVCache>(options, allocator, stream);
 }
 
 }  // namespace lingbot::cuda

@@ -3,12 +3,15 @@
 // window / free pages, special stream, page plan, append / evict / rollback / reset semantics) is
 // the CPU PagedKVCache's, run on the host with its pools allocated in device memory: its own
 // begin_step / end_step (so a scale phase larger than the window is evicted after its attention, as
-// on the CPU), with mark_block_written in place of its attend. This class only writes K/V into the
-// device pages (a conversion kernel) and runs the CUDA paged attention kernel. Per frame step the patch page table and the special-stream runs of every block
-// are uploaded once (begin_step) and reused by all blocks.
+// on the CPU), with mark_block_written in place of its store. This class only writes K/V into the
+// device pages (cuda::store_rows, the device counterpart of convert_from_f32) and hands out the keys;
+// it never runs attention. Per frame step the patch page table and the special-stream runs of every
+// block are uploaded once (begin_step) and reused by all blocks.
 //
-// attend(): q, kv and out are DEVICE pointers (same shapes as KVCache::attend). Calls are
-// asynchronous on the cache's stream; synchronise before reading `out` on the host.
+// store(): kv holds DEVICE pointers (same shapes as KVCache::store); the returned keys (device page
+// table, this block's special runs as resident spans, a non-keyframe's own tokens) go to
+// cuda::attention. Writes are asynchronous on the cache's stream: run the attention on the same stream
+// (or synchronise first).
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -25,15 +28,14 @@ class CudaPagedKVCache final : public KVCache {
  public:
   // The allocator must hand out device memory (MemoryKind::Device, e.g. a CudaAllocator or a wrapper
   // of one) and outlive the cache; anything else throws Error.
-  CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream = nullptr,
-                   AttentionImpl impl = AttentionImpl::Auto);
+  CudaPagedKVCache(const CacheOptions& options, Allocator& allocator, cudaStream_t stream = nullptr);
 
   void begin_step(FrameMode mode, int n_frames) override;
-  void attend(int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) override;
+  kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;
   void end_step() override;
-  void step_without_attention(FrameMode mode, int n_frames) override;
+  void mark_block_written(int block) override;
   int64_t keys_in_step() const override;
-  // Deferred frames: the host bookkeeping cache decides; K/V stay where attend() wrote them.
+  // Deferred frames: the host bookkeeping cache decides; K/V stay where store() wrote them.
   int64_t commit_deferred() override { return book_.commit_deferred(); }
   void rollback_deferred() override { book_.rollback_deferred(); }
   bool deferred_pending() const override { return book_.deferred_pending(); }
@@ -44,14 +46,13 @@ class CudaPagedKVCache final : public KVCache {
   // The host bookkeeping (state(), plan, check_invariants(), pool_view() with device pointers).
   // Read-only: mutating it directly would bypass the device writes.
   const PagedKVCache& bookkeeping() const { return book_; }
-  AttentionImpl attention_impl() const { return impl_; }
+  cudaStream_t stream() const { return stream_; }
 
  private:
   void write_frame(int block, int i);
 
   PagedKVCache book_;
   cudaStream_t stream_;
-  AttentionImpl impl_;
   int64_t row_ = 0;
   kvdetail::StepState step_;
   int64_t first_frame_ = 0;                 // storage index of the step's first frame
@@ -62,12 +63,13 @@ class CudaPagedKVCache final : public KVCache {
   int runs_per_block_ = 0;
   std::vector<kernels::KVSpan> span_scratch_;
   Buffer own_;                              // non-keyframe own K/V in the storage dtype [2][tokens][row]
-  const kernels::KVSpan* pending_kv_ = nullptr;  // kv of the attend() in progress (write_frame input)
+  kernels::KVSpan own_span_;                // the own tokens of the current non-keyframe store()
+  const kernels::KVSpan* pending_kv_ = nullptr;  // kv of the store() in progress (write_frame input)
 };
 
 // Device KV cache factory for benchmarks and the model's GPU path. Only KVBackend::Paged exists on
 // CUDA; other backends throw lingbot::Error naming the backend.
 std::unique_ptr<KVCache> make_cuda_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator,
-                                            cudaStream_t stream = nullptr, AttentionImpl impl = AttentionImpl::Auto);
+                                            cudaStream_t stream = nullptr);
 
 }  // namespace lingbot::cuda

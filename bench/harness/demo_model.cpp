@@ -1,4 +1,4 @@
-#include "pipeline/demo_model.h"
+#include "bench/harness/demo_model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 #pragma once
 // Machine calibration for benchmarks: what this CPU can do at best, measured in the same process
 // and with the same thread count as the code being judged, so results are reported as ratios.
+// Harness code (library lingbot_harness, beside the tools): not part of the core libraries.
 //
 // sgemm: every OpenMP thread runs its own n×n×n cblas_sgemm with OpenBLAS single-threaded (the
 // threading model of kernels::gemm), best of `repeats`; GFLOP/s = threads · 2n³ / wall time.
@@ -13,7 +14,7 @@
 
 #include "lingbot/dtype.h"
 
-namespace lingbot::kernels {
+namespace lingbot::bench {
 
 // The BLAS behind kernels::gemm as OpenBLAS reports it, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ...,
 // core Cooperlake", plus " (OPENBLAS_CORETYPE=X set in the environment)" when the kernel choice was
@@ -53,4 +54,4 @@ SgemmCalibration calibrate_sgemm(int n, int threads, int repeats);
 // bytes_per_array >= 4096, threads >= 1, repeats >= 1; throws Error naming a bad value.
 BandwidthCalibration calibrate_bandwidth(size_t bytes_per_array, int threads, int repeats);
 
-}  // namespace lingbot::kernels
+}  // namespace lingbot::bench

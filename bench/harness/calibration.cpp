@@ -1,4 +1,4 @@
-#include "kernels/cpu/calibration.h"
+#include "bench/harness/calibration.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 
-namespace lingbot::kernels {
+namespace lingbot::bench {
 namespace {
 
 double now_seconds() {
@@ -125,20 +125,20 @@ LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int6
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 11) * 0.01f - 0.05f;
   std::vector<uint16_t> w16(weights == DType::F32 ? 0 : w.size());
   if (weights != DType::F32) convert_from_f32(w.data(), w16.data(), weights, w.size());
-  const WeightView view{weights == DType::F32 ? static_cast<const void*>(w.data()) : w16.data(), weights};
+  const kernels::WeightView view{weights == DType::F32 ? static_cast<const void*>(w.data()) : w16.data(), weights};
   LinearCalibration r;
   r.weights = weights;
   r.rows = rows;
   r.in = in;
   r.out = out;
   r.threads = threads;
-  r.path = gemm_path_description(weights);
+  r.path = kernels::gemm_path_description(weights);
   const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
   for (int rep = 0; rep <= repeats; ++rep) {
     timespec c0{}, c1{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     const double t0 = now_seconds();
-    linear(x.data(), rows, in, view, nullptr, out, y.data(), threads);
+    kernels::linear(x.data(), rows, in, view, nullptr, out, y.data(), threads);
     const double dt = now_seconds() - t0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
@@ -149,4 +149,4 @@ LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int6
   return r;
 }
 
-}  // namespace lingbot::kernels
+}  // namespace lingbot::bench

@@ -1,4 +1,4 @@
-#include "pipeline/verify.h"
+#include "bench/harness/verify.h"
 
 #include <fnmatch.h>
 

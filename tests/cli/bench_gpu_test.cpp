@@ -1,0 +1,42 @@
+// `lingbot-map bench gpu` (the GPU measurements of scripts/gpu_check.sh): its errors without a GPU.
+// The measurements themselves need a GPU and are run by gpu_check.sh, not by ctest.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "run_test_util.h"
+
+namespace {
+
+using namespace run_test;
+
+TEST(BenchGpu, WithoutAGpuSaysWhy) {
+  const Result r = run_cli("bench gpu attention");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.out, "");
+#ifdef LINGBOT_HAVE_CUDA
+  // A CUDA build on a machine with a GPU runs the measurement instead (gpu_check.sh's job).
+  if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is visible: the measurement ran";
+  EXPECT_EQ(r.err, "error: bench gpu: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES "
+                   "hides them)\n");
+#else
+  EXPECT_EQ(r.err, "error: bench gpu: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
+#endif
+}
+
+TEST(BenchGpu, BadArgumentsGiveOneErrorLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench gpu speed", "error: bench gpu: the measurement must be attention, memory or all, got 'speed'\n"},
+      {"bench gpu memory --frames 8", "error: bench gpu: --frames must be > 8, got 8\n"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const Result r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, expected) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
+}  // namespace
