@@ -149,7 +149,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
       SessionOptions so;
       so.kv_dtype = kv;
       so.scale_frames = o.scale_frames;
-      so.sliding_window = o.window;
+      so.kv_window = o.window;
       so.camera_iterations = o.camera_iterations;
       so.threads = o.threads;
       so.keep_features = false;

@@ -60,7 +60,7 @@ void validate(const SoakOptions& o) {
                 o.max_special_frames);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
   LINGBOT_CHECK(o.scale_frames >= 1, "--num-scale-frames must be >= 1, got ", o.scale_frames);
-  LINGBOT_CHECK(o.sliding_window >= 1, "--kv-window must be >= 1, got ", o.sliding_window);
+  LINGBOT_CHECK(o.kv_window >= 1, "--kv-window must be >= 1, got ", o.kv_window);
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
   LINGBOT_CHECK(o.loop_frames >= 1, "loop_frames must be >= 1, got ", o.loop_frames);
 }
@@ -93,10 +93,10 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
                                  cfg.camera.num_iterations * cfg.camera.trunk_depth;
 
   SessionOptions so;
-  so.backend = o.backend;
+  so.kv_backend = o.kv_backend;
   so.kv_dtype = o.kv_dtype;
   so.scale_frames = o.scale_frames;
-  so.sliding_window = o.sliding_window;
+  so.kv_window = o.kv_window;
   so.keyframe_interval = o.keyframe_interval;
   so.keyframe_policy = o.keyframe_policy;
   so.max_special_frames = o.max_special_frames;
@@ -104,7 +104,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
   so.keep_features = false;
   Session session(model, so);
   // The bounded caches reach their final size once the window and the kept frames are full.
-  const int64_t fill_stored = static_cast<int64_t>(o.scale_frames) + o.sliding_window + o.max_special_frames + 1;
+  const int64_t fill_stored = static_cast<int64_t>(o.scale_frames) + o.kv_window + o.max_special_frames + 1;
   r.fill_frame = o.frames + 1;
 
   // All rows exist (and their memory is touched) before the first frame, so the harness's own
@@ -152,11 +152,11 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
     // (grown geometrically, so only its used bytes follow a formula).
     const int64_t evicted = last.cache.frames_stored - last.cache.frames_resident -
                             (ref.cache.frames_stored - ref.cache.frames_resident);
-    const int64_t kept = o.backend == KVBackend::Paged ? stored : evicted;
+    const int64_t kept = o.kv_backend == KVBackend::Paged ? stored : evicted;
     r.kv_used_formula = r.num_blocks * token_bytes * r.num_special_tokens * kept;
-    if (o.backend == KVBackend::DenseFull)
+    if (o.kv_backend == KVBackend::DenseFull)
       r.kv_used_formula = r.num_blocks * token_bytes * r.tokens_per_frame * stored;
-    r.kv_reserved_formula = o.backend == KVBackend::Paged
+    r.kv_reserved_formula = o.kv_backend == KVBackend::Paged
                                 ? r.num_blocks * r.special_page_bytes *
                                       (ceil_div(last.cache.frames_stored, r.special_page_frames) -
                                        ceil_div(ref.cache.frames_stored, r.special_page_frames))
@@ -218,7 +218,7 @@ std::string soak_summary_line(const SoakResult& r) {
                 "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",
                 static_cast<long long>(r.options.frames), static_cast<long long>(r.options.max_special_frames),
-                keyframe_rule(r.options).c_str(), static_cast<long long>(r.keyframes), kv_backend_name(r.options.backend),
+                keyframe_rule(r.options).c_str(), static_cast<long long>(r.keyframes), kv_backend_name(r.options.kv_backend),
                 static_cast<long long>(r.options.reference_frame), r.peak_rss_growth * 100, r.time_ratio,
                 r.ref_median_ms, r.last_median_ms, static_cast<long long>(r.kv_reserved_growth),
                 static_cast<long long>(r.kv_reserved_formula), static_cast<long long>(r.kv_used_growth),

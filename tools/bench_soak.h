@@ -34,8 +34,8 @@ struct SoakOptions {
   int keyframe_interval = 1;  // used when keyframe_policy is null
   std::shared_ptr<const KeyframePolicy> keyframe_policy;  // e.g. FlowKeyframes; null = interval
   int scale_frames = 8;
-  int sliding_window = 64;
-  KVBackend backend = KVBackend::Paged;
+  int kv_window = 64;
+  KVBackend kv_backend = KVBackend::Paged;
   DType kv_dtype = DType::F32;
   int threads = 1;
   int loop_frames = 64;  // distinct demo frames, cycled
@@ -67,7 +67,7 @@ struct SoakResult {
   int64_t kv_used_growth = 0, kv_used_formula = 0;
   int64_t camera_growth = 0, camera_formula = 0;
   // First frame (1-based) from which the bounded caches hold their final size: the first with
-  // scale_frames + sliding_window + max_special_frames + 1 stored frames (frames + 1 if never).
+  // scale_frames + kv_window + max_special_frames + 1 stored frames (frames + 1 if never).
   int64_t fill_frame = 0;
   int64_t keyframes = 0;  // streamed frames stored (keyframes), over the whole run
   bool pass = false;

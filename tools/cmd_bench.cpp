@@ -197,7 +197,7 @@ void run_bench_soak(BenchSoakArgs a) {
   LINGBOT_CHECK(a.demo != !a.model.empty(), a.demo ? "give either --model or --demo, not both"
                                                     : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
   try {
-    a.o.backend = parse_kv_backend(a.kv_backend);
+    a.o.kv_backend = parse_kv_backend(a.kv_backend);
   } catch (const Error& e) {
     throw Error(std::string("--kv-backend: ") + e.what());
   }
@@ -220,7 +220,7 @@ void run_bench_soak(BenchSoakArgs a) {
               "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
               a.demo ? "built-in demo model" : a.model.c_str(), static_cast<long long>(a.o.frames),
               static_cast<long long>(a.o.max_special_frames), a.o.max_special_frames == 0 ? " (unbounded)" : "",
-              bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.sliding_window, a.kv_backend.c_str(), a.kv_dtype.c_str(),
+              bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.kv_window, a.kv_backend.c_str(), a.kv_dtype.c_str(),
               a.o.threads, static_cast<long long>(a.o.reference_frame), static_cast<long long>(a.o.timing_window));
   std::fflush(stdout);
   SoakProgress progress;
@@ -417,7 +417,7 @@ void add_bench_command(CLI::App& app) {
                    "keyframe (default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
   sa->renamed.add(soak, soak->add_option("--scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str(),
                   "--scale-frames", "--num-scale-frames", sa->o.scale_frames);
-  soak->add_option("--kv-window", sa->o.sliding_window, "KV window, in stored frames")->capture_default_str();
+  soak->add_option("--kv-window", sa->o.kv_window, "KV window, in stored frames")->capture_default_str();
   sa->renamed.add(soak, soak->add_option("--kv-backend", sa->kv_backend, "paged | dense | dense-full")->capture_default_str(),
                   "--kv-backend", "--attention", sa->kv_backend);
   soak->add_option("--kv-dtype", sa->kv_dtype, "f32 | f16 | bf16")->capture_default_str();

@@ -510,10 +510,10 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
 
   SessionOptions so;
-  so.backend = backend;
+  so.kv_backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.scale_frames;
-  so.sliding_window = a.kv_window;
+  so.kv_window = a.kv_window;
   so.max_special_frames = a.max_special_frames;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;

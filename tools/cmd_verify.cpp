@@ -33,7 +33,7 @@ void add_verify_command(CLI::App& app) {
     VerifyOptions o;
     o.case_dir = args->case_dir;
     try {
-      o.backend = parse_kv_backend(args->kv_backend);
+      o.kv_backend = parse_kv_backend(args->kv_backend);
     } catch (const Error& e) {
       throw Error(std::string("--kv-backend: ") + e.what());
     }

@@ -133,7 +133,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
 
   VerifyReport report;
   report.case_name = gc.case_name.empty() ? dir.filename().string() : gc.case_name;
-  const KVBackend backend = vo.backend.value_or(KVBackend::Paged);
+  const KVBackend backend = vo.kv_backend.value_or(KVBackend::Paged);
   const DType kv_dtype = vo.kv_dtype.value_or(DType::F32);
   report.backend = kv_backend_name(backend);
   report.kv_dtype = std::string(dtype_name(kv_dtype));
@@ -153,10 +153,10 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   auto model = Model::load((dir / gc.weights_file).string(), gc.overrides, mo);
 
   SessionOptions so;
-  so.backend = backend;
+  so.kv_backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = K;
-  so.sliding_window = gc.sliding_window;
+  so.kv_window = gc.sliding_window;
   so.keyframe_interval = gc.keyframe_interval;
   so.camera_iterations = gc.camera_iterations;
   so.cross_frame_special = gc.cross_frame_special;

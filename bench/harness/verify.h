@@ -23,7 +23,7 @@ namespace lingbot {
 
 struct VerifyOptions {
   std::string case_dir;
-  std::optional<KVBackend> backend;   // default paged
+  std::optional<KVBackend> kv_backend;  // default paged
   std::optional<DType> kv_dtype;      // default f32
   DType weights_dtype = DType::F32;   // ModelLoadOptions::weights_dtype of the loaded case model
   int threads = 0;                    // 0 = all

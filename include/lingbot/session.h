@@ -39,12 +39,12 @@
 namespace lingbot {
 
 struct SessionOptions {
-  KVBackend backend = KVBackend::Paged;  // paged | dense | dense-full
+  KVBackend kv_backend = KVBackend::Paged;  // paged | dense | dense-full
   DType kv_dtype = DType::F32;           // storage dtype of the aggregator K/V cache
   // Scale frames: num_scale_frames of the protocol and the cache's pinned scale frames (one value,
   // as in the reference runs). 0 = the model's default (ModelConfig::kv_cache.scale_frames).
   int scale_frames = 0;
-  int sliding_window = 0;                  // frames in the cache window; 0 = model default
+  int kv_window = 0;                       // stored frames in the cache window besides the scale frames; 0 = model default
   std::optional<bool> cross_frame_special;   // unset = model default
   std::optional<bool> include_scale_frames;  // unset = model default
   std::optional<bool> camera_only;           // unset = model default
@@ -61,7 +61,7 @@ struct SessionOptions {
   int64_t max_special_tokens = 0;          // cap on the cache's special stream per block; 0 = unlimited
   // Bounded cost forever: of the frames evicted from the cache window only the newest
   // max_special_frames keep their special tokens (CacheOptions::max_special_frames), and the camera
-  // head's causal cache keeps only the pinned scale frames and the newest sliding_window +
+  // head's causal cache keeps only the pinned scale frames and the newest kv_window +
   // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
   // (README "Long streams"). 0 = keep every frame's (upstream).
   int64_t max_special_frames = 0;

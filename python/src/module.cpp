@@ -232,10 +232,10 @@ struct SessionArgs {
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
 SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   SessionOptions so;
-  so.backend = parse_kv_backend(a.kv_backend);
+  so.kv_backend = parse_kv_backend(a.kv_backend);
   so.kv_dtype = parse_dtype(a.kv_dtype);
   so.scale_frames = a.scale_frames;
-  so.sliding_window = a.kv_window;
+  so.kv_window = a.kv_window;
   if (keyframe_interval < 0) {  // keyframes="flow" (FlowKeyframes checks its own arguments)
     so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold, a.max_non_keyframe_gap);
   } else {
@@ -284,10 +284,10 @@ py::dict stats_dict(const SessionStats& s) {
 
 py::dict options_dict(const Session& s) {
   const SessionOptions& o = s.options();
-  return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.sliding_window,
+  return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.kv_window,
                   "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
                   "camera_iterations"_a = o.camera_iterations,
-                  "kv_backend"_a = kv_backend_name(o.backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
+                  "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                   "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
 }
 
@@ -1074,7 +1074,7 @@ void bind_module(py::module_& m) {
          const std::optional<std::string>& backend) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
-        o.backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
+        o.kv_backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
         o.kv_dtype = parse_dtype(kv_dtype);
         o.threads = threads;
         VerifyReport rep;

@@ -22,14 +22,14 @@ namespace {
 SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   SessionOptions o = in;
   if (o.scale_frames == 0) o.scale_frames = static_cast<int>(cfg.kv_cache.scale_frames);
-  if (o.sliding_window == 0) o.sliding_window = static_cast<int>(cfg.kv_cache.sliding_window);
+  if (o.kv_window == 0) o.kv_window = static_cast<int>(cfg.kv_cache.sliding_window);
   if (!o.cross_frame_special) o.cross_frame_special = cfg.kv_cache.cross_frame_special;
   if (!o.include_scale_frames) o.include_scale_frames = cfg.kv_cache.include_scale_frames;
   if (!o.camera_only) o.camera_only = cfg.kv_cache.camera_only;
   if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
   if (o.threads == 0) o.threads = omp_get_max_threads();
   LINGBOT_CHECK(o.scale_frames >= 1, "SessionOptions.scale_frames must be >= 1, got ", o.scale_frames);
-  LINGBOT_CHECK(o.sliding_window >= 1, "SessionOptions.sliding_window must be >= 1, got ", o.sliding_window);
+  LINGBOT_CHECK(o.kv_window >= 1, "SessionOptions.kv_window must be >= 1, got ", o.kv_window);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "SessionOptions.keyframe_interval must be >= 1, got ", o.keyframe_interval);
   LINGBOT_CHECK(o.camera_iterations >= 1, "SessionOptions.camera_iterations must be >= 1, got ",
                 o.camera_iterations);
@@ -134,7 +134,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.tokens_per_frame = tpf;
   co.num_special_tokens = static_cast<int>(cfg.aggregator.num_special_tokens);
   co.scale_frames = opt.scale_frames;
-  co.sliding_window = opt.sliding_window;
+  co.sliding_window = opt.kv_window;
   co.cross_frame_special = *opt.cross_frame_special;
   co.camera_only = *opt.camera_only;
   co.include_scale_frames = *opt.include_scale_frames;
@@ -143,7 +143,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.max_special_tokens = opt.max_special_tokens;
   co.max_special_frames = opt.max_special_frames;
   cache.reset();  // release the old pools before allocating new ones
-  cache = make_kv_cache(opt.backend, co, allocator);
+  cache = make_kv_cache(opt.kv_backend, co, allocator);
 }
 
 void Session::Impl::encode(const float* image, float* out) {
@@ -265,7 +265,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     // The camera tokens the aggregator still sees: pinned scale frames, window and kept frames.
     if (o.max_special_frames > 0)
       impl_->camera_cache->set_history_bound(*o.include_scale_frames ? o.scale_frames : 0,
-                                             o.sliding_window + o.max_special_frames);
+                                             o.kv_window + o.max_special_frames);
   }
   impl_->model = std::move(model);
 }
@@ -381,7 +381,7 @@ std::vector<unsigned char> Session::cache_live_bytes(int block) const {
   const KVCache* c = impl_->cache.get();
   if (const auto* p = dynamic_cast<const PagedKVCache*>(c)) return p->live_bytes(block);
   if (const auto* d = dynamic_cast<const DenseKVCache*>(c)) return d->live_bytes(block);
-  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl_->opt.backend),
+  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl_->opt.kv_backend),
                 " backend has no host byte view");
   return {};
 }

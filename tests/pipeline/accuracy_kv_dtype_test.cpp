@@ -55,7 +55,7 @@ const char* const kHeadTensors[] = {"pose_enc", "pose_enc_iters", "extrinsic", "
 VerifyReport run(const fs::path& dir, KVBackend backend, DType dt) {
   VerifyOptions o;
   o.case_dir = dir.string();
-  o.backend = backend;
+  o.kv_backend = backend;
   o.kv_dtype = dt;
   o.threads = 1;  // bit-identical for any thread count; 1 avoids oversubscribing a loaded machine
   o.keep_outputs = true;

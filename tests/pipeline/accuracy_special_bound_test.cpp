@@ -34,9 +34,9 @@ struct Outputs {
 Outputs stream(const std::shared_ptr<const Model>& model, const std::vector<Tensor>& frames, int64_t max_special_frames,
                KVBackend backend) {
   SessionOptions so;
-  so.backend = backend;
+  so.kv_backend = backend;
   so.scale_frames = 2;
-  so.sliding_window = 3;
+  so.kv_window = 3;
   so.max_special_frames = max_special_frames;
   so.threads = 1;
   so.keep_features = false;

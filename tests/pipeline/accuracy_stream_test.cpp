@@ -26,7 +26,7 @@ constexpr double kNoiseFloorRel = 1e-6;
 void expect_no_growth(const fs::path& dir, KVBackend backend, DType kv_dtype) {
   VerifyOptions o;
   o.case_dir = dir.string();
-  o.backend = backend;
+  o.kv_backend = backend;
   o.kv_dtype = kv_dtype;
   o.threads = 1;  // results are bit-identical for any thread count (session_test)
   o.only = {"pose_enc", "extrinsic", "depth", "depth_conf", "world_points"};

@@ -25,9 +25,9 @@ class KeyframePolicyTest : public test::TinyModelTest {
  protected:
   static SessionOptions tiny_options(KVBackend b = KVBackend::Paged) {
     SessionOptions o;
-    o.backend = b;
+    o.kv_backend = b;
     o.scale_frames = 2;
-    o.sliding_window = 1;  // small window: keyframes evict, so a missed rollback would show
+    o.kv_window = 1;  // small window: keyframes evict, so a missed rollback would show
     o.threads = 1;
     o.keep_features = false;
     return o;

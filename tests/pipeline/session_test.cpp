@@ -31,7 +31,7 @@ class SessionTest : public ::testing::Test {
   static SessionOptions tiny_options() {
     SessionOptions o;
     o.scale_frames = 2;
-    o.sliding_window = 3;
+    o.kv_window = 3;
     o.threads = 1;
     return o;
   }
@@ -106,7 +106,7 @@ TEST_F(SessionTest, ScalePhaseThenOneResultPerPushWithKeyframes) {
 TEST_F(SessionTest, OneAndTwoThreadsBitIdentical) {
   for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) {
     SessionOptions o = tiny_options();
-    o.backend = b;
+    o.kv_backend = b;
     Session s1(model_, o);
     o.threads = 2;
     Session s2(model_, o);

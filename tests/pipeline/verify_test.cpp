@@ -24,7 +24,7 @@ using namespace lingbot;
 void expect_case_passes(const fs::path& dir, KVBackend backend, int expected_checked = 19) {
   VerifyOptions o;
   o.case_dir = dir.string();
-  o.backend = backend;
+  o.kv_backend = backend;
   o.threads = 1;  // 2 threads give bit-identical results (session_test)
   const VerifyReport r = run_verify(o);
   int checked = 0;

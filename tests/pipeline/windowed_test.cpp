@@ -20,7 +20,7 @@ class WindowedTest : public test::TinyModelTest {
   static SessionOptions options() {
     SessionOptions o;
     o.scale_frames = 2;
-    o.sliding_window = 3;
+    o.kv_window = 3;
     o.threads = 1;
     o.keep_features = false;
     return o;

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     const std::shared_ptr<const lingbot::Model> model = lingbot::Model::load(argv[1]);
     lingbot::SessionOptions options;
     options.scale_frames = 2;
-    options.sliding_window = 3;
+    options.kv_window = 3;
     options.threads = 2;
     lingbot::Session session(model, options);
 
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     const float* t = results[kFrames - 1].extrinsic_c2w.f32();
     std::printf("consumer: %d frames through %s (%s weights), depth [%lld, %lld], world_points [%lld, %lld, 3], "
                 "%zu features; geometry consistent; identical after reset; last camera centre (%.4f, %.4f, %.4f)\n",
-                kFrames, lingbot::kv_backend_name(session.options().backend), std::string(lingbot::dtype_name(model->weights_dtype())).c_str(),
+                kFrames, lingbot::kv_backend_name(session.options().kv_backend), std::string(lingbot::dtype_name(model->weights_dtype())).c_str(),
                 static_cast<long long>(kHeight), static_cast<long long>(kWidth), static_cast<long long>(kHeight),
                 static_cast<long long>(kWidth), results[0].features.size(), t[3], t[7], t[11]);
   } catch (const lingbot::Error& e) {
