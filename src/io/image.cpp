@@ -200,6 +200,7 @@ std::vector<uint8_t> without_empty_idat(std::span<const uint8_t> b) {
   size_t pos = 8;
   while (pos + 12 <= b.size()) {
     const uint32_t len = be32(b.data() + pos);
+    if (len > b.size() - pos - 12) break;  // past IEND png_facts checked nothing: copy the rest as it is
     const size_t end = pos + 12 + size_t{len};
     if (!(len == 0 && std::memcmp(b.data() + pos + 4, "IDAT", 4) == 0))
       out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.begin() + static_cast<std::ptrdiff_t>(end));

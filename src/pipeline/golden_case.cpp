@@ -1,5 +1,6 @@
 #include "pipeline/golden_case.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -13,6 +14,24 @@ namespace {
 const json& need(const json& j, const std::string& key, const std::string& where) {
   LINGBOT_CHECK(j.is_object() && j.contains(key), "case.json: ", where, key, " is missing");
   return j.at(key);
+}
+
+// An integer field: a JSON integer within [lo, hi]. (nlohmann's get<int> of a number outside int's
+// range is undefined behaviour, e.g. 1.7e67: found by fuzz_golden_case.)
+int64_t as_int(const json& v, const std::string& name, int64_t lo = INT32_MIN, int64_t hi = INT32_MAX) {
+  LINGBOT_CHECK(v.is_number_integer(), "case.json: ", name, " must be an integer, got ", v.dump());
+  LINGBOT_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(hi), "case.json: ", name,
+                " must be at most ", hi, ", got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  LINGBOT_CHECK(x >= lo && x <= hi, "case.json: ", name, " must be in [", lo, ", ", hi, "], got ", x);
+  return x;
+}
+
+// An optional integer field of `obj` (absent or null: `fallback`).
+int64_t int_or(const json& obj, const char* key, const std::string& where, int64_t fallback,
+               int64_t lo = INT32_MIN, int64_t hi = INT32_MAX) {
+  if (!obj.is_object() || !obj.contains(key) || obj.at(key).is_null()) return fallback;
+  return as_int(obj.at(key), where + key, lo, hi);
 }
 
 std::string list_str(const json& arr) {
@@ -93,27 +112,28 @@ GoldenCase parse_case_json(std::string_view text, const std::string& label) {
     GoldenCase g;
     g.case_name = c.value("case", std::string());
     g.weights_file = need(c, "weights_file", "").get<std::string>();
-    g.scale_frames = need(sc, "num_scale_frames", "scenario.").get<int>();
-    const int kvK = sc.value("kv_cache_scale_frames", g.scale_frames);
+    g.scale_frames = static_cast<int>(as_int(need(sc, "num_scale_frames", "scenario."), "scenario.num_scale_frames"));
+    const int kvK = static_cast<int>(int_or(sc, "kv_cache_scale_frames", "scenario.", g.scale_frames));
     LINGBOT_CHECK(kvK == g.scale_frames, "case.json: scenario.kv_cache_scale_frames (", kvK, ") != num_scale_frames (",
                   g.scale_frames, ") is not supported: the engine uses one value for both");
-    g.sliding_window = need(sc, "kv_cache_sliding_window", "scenario.").get<int>();
-    g.keyframe_interval = sc.value("keyframe_interval", 1);
-    g.camera_iterations = sc.value("camera_num_iterations", 0);
+    g.sliding_window =
+        static_cast<int>(as_int(need(sc, "kv_cache_sliding_window", "scenario."), "scenario.kv_cache_sliding_window"));
+    g.keyframe_interval = static_cast<int>(int_or(sc, "keyframe_interval", "scenario.", 1));
+    g.camera_iterations = static_cast<int>(int_or(sc, "camera_num_iterations", "scenario.", 0));
     g.cross_frame_special = sc.value("kv_cache_cross_frame_special", true);
     g.include_scale_frames = sc.value("kv_cache_include_scale_frames", true);
     g.camera_only = sc.value("kv_cache_camera_only", false);
     if (c.contains("model")) g.overrides = overrides_from_case(c.at("model"));
     auto opt_int = [&](const char* key) -> std::optional<int> {
       if (!sc.contains(key) || sc.at(key).is_null()) return std::nullopt;
-      return sc.at(key).get<int>();
+      return static_cast<int>(as_int(sc.at(key), std::string("scenario.") + key));
     };
-    if (sc.contains("num_frames")) g.num_frames = sc.at("num_frames").get<int64_t>();
+    if (sc.contains("num_frames")) g.num_frames = as_int(sc.at("num_frames"), "scenario.num_frames", INT64_MIN, INT64_MAX);
     if (sc.contains("image_hw")) {
       const json& hw = sc.at("image_hw");
       LINGBOT_CHECK(hw.is_array() && hw.size() == 2, "case.json: scenario.image_hw must be [H, W]");
-      g.height = hw.at(0).get<int64_t>();
-      g.width = hw.at(1).get<int64_t>();
+      g.height = as_int(hw.at(0), "scenario.image_hw[0]", INT64_MIN, INT64_MAX);
+      g.width = as_int(hw.at(1), "scenario.image_hw[1]", INT64_MIN, INT64_MAX);
     }
     if (sc.contains("flow_threshold") && !sc.at("flow_threshold").is_null())
       g.flow_threshold = sc.at("flow_threshold").get<double>();
@@ -130,7 +150,8 @@ GoldenCase parse_case_json(std::string_view text, const std::string& label) {
       const json& cw = c.at("reference").at("check_windowed");
       if (cw.contains("flow_rows"))
         for (const json& r : cw.at("flow_rows"))
-          g.flow_well_conditioned[{r.value("frame", int64_t{-1}), r.value("window", int64_t{0})}] =
+          g.flow_well_conditioned[{int_or(r, "frame", "reference.check_windowed.flow_rows[].", -1, INT64_MIN, INT64_MAX),
+                                   int_or(r, "window", "reference.check_windowed.flow_rows[].", 0, INT64_MIN, INT64_MAX)}] =
               r.value("well_conditioned", true);
     }
     return g;
