@@ -14,20 +14,6 @@ namespace {
 
 using namespace run_test;
 
-std::map<std::string, std::string> summary_of(const std::string& out) {
-  std::map<std::string, std::string> kv;
-  const auto pos = out.rfind("summary:");
-  EXPECT_NE(pos, std::string::npos) << out;
-  if (pos == std::string::npos) return kv;
-  std::istringstream is(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
-  std::string tok;
-  while (is >> tok) {
-    const auto eq = tok.find('=');
-    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
-  }
-  return kv;
-}
-
 constexpr int kScale = 4, kGap = 3, kFrames = 150;
 
 std::string soak_args(int max_special_frames, const fs::path& csv) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -52,6 +53,20 @@ inline Result run_cli(const std::string& args) {
   r.out = slurp(d / "out");
   r.err = slurp(d / "err");
   return r;
+}
+
+// The key=value pairs of the last "summary:" line of a bench command's output.
+inline std::map<std::string, std::string> summary_of(const std::string& out) {
+  std::map<std::string, std::string> kv;
+  const auto pos = out.rfind("summary:");
+  EXPECT_NE(pos, std::string::npos) << out;
+  if (pos == std::string::npos) return kv;
+  std::istringstream is(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
+  for (std::string item; is >> item;) {
+    const auto eq = item.find('=');
+    if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return kv;
 }
 
 inline bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }

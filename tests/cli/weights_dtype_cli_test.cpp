@@ -15,20 +15,6 @@ namespace {
 
 using namespace run_test;
 
-std::map<std::string, std::string> summary_of(const std::string& out) {
-  std::map<std::string, std::string> kv;
-  const auto pos = out.rfind("summary:");
-  EXPECT_NE(pos, std::string::npos) << out;
-  if (pos == std::string::npos) return kv;
-  std::istringstream is(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
-  std::string item;
-  while (is >> item) {
-    const auto eq = item.find('=');
-    if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return kv;
-}
-
 int count_lines(const std::string& s, const std::string& needle) {
   int n = 0;
   for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
