@@ -43,23 +43,34 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int pa
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
+  check_f32_rank(x, 3, "conv2d", "input");
+  check_f32_rank(weight, 4, "conv2d", "weight");
+  check_params(params, "conv2d");
+  const int64_t ho = conv2d_out_size(x.dim(1), weight.dim(2), params.stride, params.padding);
+  const int64_t wo = conv2d_out_size(x.dim(2), weight.dim(3), params.stride, params.padding);
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv2d: kernel ", weight.dim(2), "x", weight.dim(3), " does not fit input ",
+                shape_str(x.shape()), " with padding ", params.padding);
+  Tensor y({weight.dim(0), ho, wo});
+  conv2d(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
+  return y;
+}
+
+void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* yd) {
   constexpr const char* op = "conv2d";
-  check_f32_rank(x, 3, op, "input");
   check_f32_rank(weight, 4, op, "weight");
   check_params(params, op);
-  const int64_t c_in = x.dim(0), h = x.dim(1), w = x.dim(2);
+  const int64_t c_in = x.channels, h = x.height, w = x.width;
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
   LINGBOT_CHECK(weight.dim(1) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(1),
-                " input channels, input is ", shape_str(x.shape()));
+                " input channels, input is ", shape_str({c_in, h, w}));
   check_bias(bias, c_out, op);
   const int s = params.stride, p = params.padding;
   const int64_t ho = conv2d_out_size(h, kh, s, p), wo = conv2d_out_size(w, kw, s, p);
-  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": kernel ", kh, "x", kw, " does not fit input ", shape_str(x.shape()),
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": kernel ", kh, "x", kw, " does not fit input ", shape_str({c_in, h, w}),
                 " with padding ", p);
 
-  Tensor y({c_out, ho, wo});
-  float* yd = y.f32();
-  const float* xd = x.f32();
+  const float* xd = x.data;
   const float* wd = weight.f32();
   const int64_t plane = ho * wo;
   const int nt = threads_of(params.num_threads);
@@ -74,7 +85,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
   if (kh == 1 && kw == 1 && s == 1 && p == 0) {
     // 1x1: the input planes already are the im2col matrix [C_in, H·W].
     gemm(wd, K, xd, plane, /*trans_b=*/false, yd, plane, c_out, plane, K, beta, nt);
-    return y;
+    return;
   }
 
   const int64_t band = std::clamp<int64_t>(kIm2colBudget / std::max<int64_t>(1, K * wo), 1, ho);
@@ -103,22 +114,36 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
     }
     gemm(wd, K, col.data(), ncols, /*trans_b=*/false, yd + r0 * wo, plane, c_out, ncols, K, beta, nt);
   }
-  return y;
 }
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
+  check_f32_rank(x, 3, "conv_transpose2d", "input");
+  check_f32_rank(weight, 4, "conv_transpose2d", "weight");
+  check_params(params, "conv_transpose2d");
+  const int64_t ho = conv_transpose2d_out_size(x.dim(1), weight.dim(2), params.stride, params.padding);
+  const int64_t wo = conv_transpose2d_out_size(x.dim(2), weight.dim(3), params.stride, params.padding);
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv_transpose2d: output size ", ho, "x", wo, " is empty for input ",
+                shape_str(x.shape()));
+  Tensor y({weight.dim(1), ho, wo});
+  conv_transpose2d(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
+  return y;
+}
+
+void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
+                      float* yd) {
   constexpr const char* op = "conv_transpose2d";
-  check_f32_rank(x, 3, op, "input");
   check_f32_rank(weight, 4, op, "weight");
   check_params(params, op);
-  const int64_t c_in = x.dim(0), h = x.dim(1), w = x.dim(2);
+  const int64_t c_in = x.channels, h = x.height, w = x.width;
   const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
   LINGBOT_CHECK(weight.dim(0) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(0),
-                " input channels, input is ", shape_str(x.shape()));
+                " input channels, input is ", shape_str({c_in, h, w}));
   check_bias(bias, c_out, op);
   const int s = params.stride, p = params.padding;
   const int64_t ho = conv_transpose2d_out_size(h, kh, s, p), wo = conv_transpose2d_out_size(w, kw, s, p);
-  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ", shape_str(x.shape()));
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ",
+                shape_str({c_in, h, w}));
   const int nt = threads_of(params.num_threads);
 
   // cols[(co, a, b), (i, j)] = Σ_ci w[ci, co, a, b] · x[ci, i, j]: GEMM with the weight transposed to
@@ -129,15 +154,13 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bia
   for (int64_t ci = 0; ci < c_in; ++ci)
     for (int64_t m = 0; m < M; ++m) wt[m * c_in + ci] = wd[ci * M + m];
   std::vector<float> cols(static_cast<size_t>(M * HW));
-  gemm(wt.data(), c_in, x.f32(), HW, /*trans_b=*/false, cols.data(), HW, M, HW, c_in, 0.0f, nt);
+  gemm(wt.data(), c_in, x.data, HW, /*trans_b=*/false, cols.data(), HW, M, HW, c_in, 0.0f, nt);
 
-  Tensor y({c_out, ho, wo});
-  float* yd = y.f32();
   const float* bd = bias ? bias->f32() : nullptr;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_out > 1)
   for (int64_t co = 0; co < c_out; ++co) {
     float* yc = yd + co * ho * wo;
-    if (bd) std::fill(yc, yc + ho * wo, bd[co]);
+    std::fill(yc, yc + ho * wo, bd ? bd[co] : 0.0f);  // y is caller memory: no zeros assumed
     for (int64_t a = 0; a < kh; ++a) {
       for (int64_t b = 0; b < kw; ++b) {
         const float* src = cols.data() + ((co * kh + a) * kw + b) * HW;
@@ -152,15 +175,23 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bia
       }
     }
   }
-  return y;
 }
 
 Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads) {
+  check_f32_rank(x, 3, "resize_bilinear_align_corners", "input");
+  LINGBOT_CHECK(out_h >= 1 && out_w >= 1, "resize_bilinear_align_corners: output size ", out_h, "x", out_w,
+                " must be positive");
+  Tensor y({x.dim(0), out_h, out_w});
+  resize_bilinear_align_corners(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, out_h, out_w, y.f32(), num_threads);
+  return y;
+}
+
+void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* yd, int num_threads) {
   constexpr const char* op = "resize_bilinear_align_corners";
-  check_f32_rank(x, 3, op, "input");
   LINGBOT_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", out_h, "x", out_w, " must be positive");
-  const int64_t c = x.dim(0), h = x.dim(1), w = x.dim(2);
-  LINGBOT_CHECK(h >= 1 && w >= 1, op, ": input ", shape_str(x.shape()), " is empty");
+  const int64_t c = x.channels, h = x.height, w = x.width;
+  LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
+  LINGBOT_CHECK(h >= 1 && w >= 1, op, ": input ", shape_str({c, h, w}), " is empty");
 
   // Source index and weights per output row / column, as PyTorch computes them (float scale).
   struct Tap {
@@ -180,9 +211,7 @@ Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out
   };
   const std::vector<Tap> ty = taps(h, out_h), tx = taps(w, out_w);
 
-  Tensor y({c, out_h, out_w});
-  const float* xd = x.f32();
-  float* yd = y.f32();
+  const float* xd = x.data;
   const int nt = threads_of(num_threads);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c > 1)
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -199,7 +228,6 @@ Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out
       }
     }
   }
-  return y;
 }
 
 }  // namespace lingbot::kernels

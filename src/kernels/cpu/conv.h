@@ -20,6 +20,12 @@ struct Conv2dParams {
   int num_threads = 1;
 };
 
+// A read-only feature map [channels, height, width] f32 (row-major, packed), borrowed.
+struct MapRef {
+  const float* data = nullptr;
+  int64_t channels = 0, height = 0, width = 0;
+};
+
 // Output size of a convolution along one axis: (in + 2·padding − kernel) / stride + 1.
 int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
 // Output size of a transposed convolution: (in − 1)·stride − 2·padding + kernel.
@@ -29,16 +35,21 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int pa
 // x: f32 [C_in, H, W]; weight: f32 [C_out, C_in, kh, kw]; bias: f32 [C_out] or nullptr.
 // Returns f32 [C_out, H_out, W_out]. Throws Error naming the shape on mismatches.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
+// The same into caller memory y [C_out, H_out, W_out] (which must not overlap x).
+void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* y);
 
 // The adjoint of conv2d: y[co, i·s − p + a, j·s − p + b] += Σ_ci x[ci, i, j] · w[ci, co, a, b], plus bias.
 // x: f32 [C_in, H, W]; weight: f32 [C_in, C_out, kh, kw]; bias: f32 [C_out] or nullptr.
 // Returns f32 [C_out, H_out, W_out]. Overlapping taps (kernel > stride) are summed in a fixed order.
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
+void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
+                      float* y);
 
 // Bilinear resize with align_corners=True (PyTorch F.interpolate(mode="bilinear", align_corners=True)):
 // output pixel (oy, ox) samples the input at (oy·(H−1)/(H_out−1), ox·(W−1)/(W_out−1)) (0 when the
 // output size is 1), with the scale and weights computed in float as PyTorch does.
 // x: f32 [C, H, W]; returns f32 [C, out_h, out_w]. Threaded over channels.
 Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads);
+void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* y, int num_threads);
 
 }  // namespace lingbot::kernels

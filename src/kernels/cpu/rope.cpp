@@ -72,12 +72,18 @@ RopeTable rope3d_table(const int64_t* pos_t, const int32_t* pos_h, const int32_t
 
 void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& table,
                   int num_threads) {
+  rope2d_apply(x, n_tokens, heads, token_stride, RopeTableView{table.cos.data(), table.sin.data(), table.n_tokens, table.head_dim},
+               num_threads);
+}
+
+void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTableView& table,
+                  int num_threads) {
   LINGBOT_CHECK(table.n_tokens == n_tokens, "rope2d: table has ", table.n_tokens, " tokens, input has ", n_tokens);
   const int hd = table.head_dim, half = hd / 2, quarter = hd / 4;
 #pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1 && n_tokens * heads * hd >= (1 << 15))
   for (int64_t n = 0; n < n_tokens; ++n) {
-    const float* c = table.cos.data() + n * half;
-    const float* s = table.sin.data() + n * half;
+    const float* c = table.cos + n * half;
+    const float* s = table.sin + n * half;
     for (int h = 0; h < heads; ++h) {
       float* xh = x + n * token_stride + static_cast<int64_t>(h) * hd;
       for (int d = 0; d < 2; ++d) {
@@ -95,12 +101,18 @@ void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, c
 
 void rope3d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& table,
                   int num_threads) {
+  rope3d_apply(x, n_tokens, heads, token_stride, RopeTableView{table.cos.data(), table.sin.data(), table.n_tokens, table.head_dim},
+               num_threads);
+}
+
+void rope3d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTableView& table,
+                  int num_threads) {
   LINGBOT_CHECK(table.n_tokens == n_tokens, "rope3d: table has ", table.n_tokens, " tokens, input has ", n_tokens);
   const int hd = table.head_dim, half = hd / 2;
 #pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (n_tokens > 1 && num_threads > 1 && n_tokens * heads * hd >= (1 << 15))
   for (int64_t n = 0; n < n_tokens; ++n) {
-    const float* c = table.cos.data() + n * half;
-    const float* s = table.sin.data() + n * half;
+    const float* c = table.cos + n * half;
+    const float* s = table.sin + n * half;
     for (int h = 0; h < heads; ++h) {
       float* xh = x + n * token_stride + static_cast<int64_t>(h) * hd;
       for (int i = 0; i < half; ++i) {

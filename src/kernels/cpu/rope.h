@@ -23,6 +23,14 @@ struct RopeTable {
   std::vector<float> sin;  // [n_tokens, head_dim/2]
 };
 
+// A borrowed table (cos and sin [n_tokens, head_dim/2] each, host memory).
+struct RopeTableView {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t n_tokens = 0;
+  int head_dim = 0;
+};
+
 // pos_row/pos_col: one integer position per token. head_dim must be a multiple of 4.
 RopeTable rope2d_table(const int32_t* pos_row, const int32_t* pos_col, int64_t n_tokens, int head_dim, float base);
 
@@ -35,6 +43,10 @@ RopeTable rope3d_table(const int64_t* pos_t, const int32_t* pos_h, const int32_t
 void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& table,
                   int num_threads);
 void rope3d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& table,
+                  int num_threads);
+void rope2d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTableView& table,
+                  int num_threads);
+void rope3d_apply(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTableView& table,
                   int num_threads);
 
 }  // namespace lingbot::kernels

@@ -1,0 +1,77 @@
+#include "compute/backend.h"
+
+#include "core/error.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/rope.h"
+
+namespace lingbot::compute {
+
+const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+Array::Array(Backend& backend, Shape shape)
+    : buf_(backend.allocator(), static_cast<size_t>(shape_numel(shape)) * sizeof(float)), shape_(std::move(shape)) {}
+
+float* Scratch::reserve(Backend& backend, int64_t floats) {
+  LINGBOT_CHECK(floats >= 0, "scratch: negative size ", floats);
+  if (capacity() < floats || buf_.allocator() != &backend.allocator()) {
+    buf_.reset();
+    buf_ = Buffer(backend.allocator(), static_cast<size_t>(floats) * sizeof(float));
+  }
+  return data();
+}
+
+namespace {
+
+RopeTable place(Backend& b, const kernels::RopeTable& host) {
+  RopeTable t;
+  t.n_tokens = host.n_tokens;
+  t.head_dim = host.head_dim;
+  const Shape shape{host.n_tokens, host.head_dim / 2};
+  t.cos = Array(b, shape);
+  t.sin = Array(b, shape);
+  b.upload(t.cos.data(), host.cos.data(), host.cos.size() * sizeof(float));
+  b.upload(t.sin.data(), host.sin.data(), host.sin.size() * sizeof(float));
+  return t;
+}
+
+}  // namespace
+
+RopeTable Backend::rope2d_table(std::span<const int32_t> pos_row, std::span<const int32_t> pos_col, int head_dim,
+                                float base) {
+  LINGBOT_CHECK(pos_row.size() == pos_col.size(), "rope2d table: ", pos_row.size(), " row positions but ",
+                pos_col.size(), " column positions");
+  return place(*this, kernels::rope2d_table(pos_row.data(), pos_col.data(), static_cast<int64_t>(pos_row.size()),
+                                            head_dim, base));
+}
+
+RopeTable Backend::rope3d_table(std::span<const int64_t> pos_t, std::span<const int32_t> pos_h,
+                                std::span<const int32_t> pos_w, int head_dim, std::array<int, 3> dims,
+                                double theta) {
+  LINGBOT_CHECK(pos_t.size() == pos_h.size() && pos_t.size() == pos_w.size(), "rope3d table: position counts ",
+                pos_t.size(), ", ", pos_h.size(), ", ", pos_w.size(), " differ");
+  return place(*this, kernels::rope3d_table(pos_t.data(), pos_h.data(), pos_w.data(),
+                                            static_cast<int64_t>(pos_t.size()), head_dim, dims, theta));
+}
+
+Array Backend::upload_array(const Tensor& host) {
+  LINGBOT_CHECK(host.dtype() == DType::F32, "upload_array: expected an f32 tensor, got ", dtype_name(host.dtype()));
+  Array a(*this, host.shape());
+  upload(a.data(), host.raw(), host.nbytes());
+  return a;
+}
+
+Tensor Backend::download_array(const Array& a) {
+  Tensor t(a.shape());
+  download(t.raw(), a.data(), t.nbytes());
+  return t;
+}
+
+int64_t conv2d_out_size(int64_t in, int64_t kernel, ConvParams p) {
+  return kernels::conv2d_out_size(in, kernel, p.stride, p.padding);
+}
+
+int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, ConvParams p) {
+  return kernels::conv_transpose2d_out_size(in, kernel, p.stride, p.padding);
+}
+
+}  // namespace lingbot::compute
