@@ -25,13 +25,11 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"  // QueryView, KVSpan, VisibleKV (device-neutral)
+#include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::compute {
-
-enum class Device : uint8_t { Cpu, Cuda };
-const char* device_name(Device d);  // "cpu", "cuda"
 
 class Backend;
 
@@ -89,7 +87,7 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  virtual Device device() const = 0;
+  virtual Device device() const = 0;  // Cpu or Cuda (never Auto)
   // One line for banners, e.g. "cpu (2 threads)".
   virtual std::string description() const = 0;
 

@@ -15,6 +15,7 @@
 #include "model/dpt_head.h"
 #include "model/encoder.h"
 #include "model/geometry.h"
+#include "pipeline/session_backend.h"
 
 namespace lingbot {
 
@@ -29,6 +30,7 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   if (!o.camera_only) o.camera_only = cfg.kv_cache.camera_only;
   if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
   if (o.threads == 0) o.threads = omp_get_max_threads();
+  o.device = resolve_device(in.device);
   LINGBOT_CHECK(o.scale_frames >= 1, "SessionOptions.scale_frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.kv_window >= 1, "SessionOptions.kv_window must be >= 1, got ", o.kv_window);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "SessionOptions.keyframe_interval must be >= 1, got ", o.keyframe_interval);
@@ -51,6 +53,10 @@ struct Session::Impl {
   SessionOptions opt;
   // Where the model's ops run (declared before every buffer it allocates, so it outlives them).
   std::unique_ptr<compute::Backend> backend;
+  // The camera head's, when `backend` keeps its memory off the host (the head's cache is host memory;
+  // it is a few rows per frame): its input rows are copied into camera_rows.
+  std::unique_ptr<compute::Backend> host_backend;
+  std::vector<float> camera_rows;
   HostAllocator allocator;
   std::unique_ptr<KVCache> cache;
   std::optional<model::CameraHeadCache> camera_cache;  // per-stream camera-token caches
@@ -148,7 +154,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.max_special_tokens = opt.max_special_tokens;
   co.max_special_frames = opt.max_special_frames;
   cache.reset();  // release the old pools before allocating new ones
-  cache = make_kv_cache(opt.kv_backend, co, allocator);
+  cache = make_session_kv_cache(*backend, opt.kv_backend, co, allocator);
 }
 
 void Session::Impl::encode(const float* image, float* out) {
@@ -222,8 +228,16 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
     const PhaseClock clock(phases.camera_head);
-    const model::RowsView tokens{selected.back().data(), n, C2, P * C2};
-    const Tensor poses = model->camera_head().step(*backend, *camera_cache, mode, tokens);  // [iters, n, 9]
+    model::RowsView tokens{selected.back().data(), n, C2, P * C2};
+    compute::Backend* head_backend = backend.get();
+    if (host_backend) {  // token 0 of each frame, to the host
+      camera_rows.resize(static_cast<size_t>(n * C2));
+      for (int64_t f = 0; f < n; ++f)
+        backend->download(camera_rows.data() + f * C2, tokens.row(f), static_cast<size_t>(C2) * sizeof(float));
+      tokens = {camera_rows.data(), n, C2, C2};
+      head_backend = host_backend.get();
+    }
+    const Tensor poses = model->camera_head().step(*head_backend, *camera_cache, mode, tokens);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
@@ -260,7 +274,9 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
   impl_->opt = resolve(options, model->config());
-  impl_->backend = std::make_unique<compute::CpuBackend>(impl_->opt.threads);
+  impl_->backend = make_session_backend(impl_->opt.device, impl_->opt.threads);
+  if (impl_->backend->allocator().kind() != MemoryKind::Host)
+    impl_->host_backend = std::make_unique<compute::CpuBackend>(impl_->opt.threads);
   const auto& idx = model->config().dpt.intermediate_layer_idx;
   const size_t n_selected = model->config().aggregator.selected_layers.size();
   for (int64_t i : idx)
@@ -381,6 +397,8 @@ void Session::rollback_frame() {
   s.rollback();
   s.deferred_result_pose = Tensor();
 }
+
+std::string Session::device_description() const { return impl_->backend->description(); }
 
 const KeyframePolicy& Session::keyframe_policy() const { return *impl_->opt.keyframe_policy; }
 
