@@ -26,7 +26,7 @@ size_t page_rounded(size_t bytes) {
 
 void* HostAllocator::allocate(size_t bytes) {
   void* p = nullptr;
-  if (bytes >= kMapThreshold) {
+  if (placement_ == HostPlacement::MapLarge && bytes >= kMapThreshold) {
     p = ::mmap(nullptr, page_rounded(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
       throw Error(detail::concat("host allocation of ", bytes, " bytes failed: ", std::strerror(errno)));
@@ -43,7 +43,7 @@ void* HostAllocator::allocate(size_t bytes) {
 
 void HostAllocator::deallocate(void* p, size_t bytes) noexcept {
   if (!p) return;
-  if (bytes >= kMapThreshold) {
+  if (placement_ == HostPlacement::MapLarge && bytes >= kMapThreshold) {
     ::munmap(p, page_rounded(bytes));
   } else {
     std::free(p);

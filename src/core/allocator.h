@@ -24,9 +24,20 @@ class Allocator {
   virtual uint64_t allocation_count() const = 0;
 };
 
+// How HostAllocator places buffers of 1 MiB and more.
+enum class HostPlacement : uint8_t {
+  // Anonymous mappings: zero pages, resident only when written (reserved-but-unused capacity is
+  // free). For long-lived pools (KV pages, dense caches).
+  MapLarge,
+  // The C heap for every size: freed memory is reused without page faults. For short-lived,
+  // recycled buffers (a backend's activations).
+  Heap,
+};
+
 // 64-byte aligned, zero-initialised host memory with exact byte accounting.
 class HostAllocator final : public Allocator {
  public:
+  explicit HostAllocator(HostPlacement placement = HostPlacement::MapLarge) : placement_(placement) {}
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) noexcept override;
   MemoryKind kind() const override { return MemoryKind::Host; }
@@ -34,6 +45,7 @@ class HostAllocator final : public Allocator {
   uint64_t allocation_count() const override { return count_; }
 
  private:
+  HostPlacement placement_ = HostPlacement::MapLarge;
   size_t bytes_ = 0;
   uint64_t count_ = 0;
 };

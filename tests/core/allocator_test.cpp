@@ -11,24 +11,35 @@
 using namespace lingbot;
 
 TEST(HostAllocator, ZeroFilledAlignedAndAccountedAtEverySize) {
-  HostAllocator alloc;
-  // Below, at and above the size where allocations switch from the heap to anonymous mappings.
-  for (size_t bytes : {size_t{1}, size_t{63}, size_t{4096}, (size_t{1} << 20) - 1, size_t{1} << 20,
-                       (size_t{3} << 20) + 5}) {
-    {
-      Buffer b(alloc, bytes);
-      ASSERT_NE(b.data(), nullptr);
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << bytes;
-      const auto* p = static_cast<const unsigned char*>(b.data());
-      size_t nonzero = 0;
-      for (size_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
-      EXPECT_EQ(nonzero, 0u) << bytes;
-      std::memset(b.data(), 0xAB, bytes);  // the whole range is writable
-      EXPECT_EQ(alloc.bytes_allocated(), bytes);
+  for (const HostPlacement placement : {HostPlacement::MapLarge, HostPlacement::Heap}) {
+    HostAllocator alloc(placement);
+    // Below, at and above the size where allocations switch from the heap to anonymous mappings.
+    for (size_t bytes : {size_t{1}, size_t{63}, size_t{4096}, (size_t{1} << 20) - 1, size_t{1} << 20,
+                         (size_t{3} << 20) + 5}) {
+      {
+        Buffer b(alloc, bytes);
+        ASSERT_NE(b.data(), nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << bytes;
+        const auto* p = static_cast<const unsigned char*>(b.data());
+        size_t nonzero = 0;
+        for (size_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
+        EXPECT_EQ(nonzero, 0u) << bytes;
+        std::memset(b.data(), 0xAB, bytes);  // the whole range is writable
+        EXPECT_EQ(alloc.bytes_allocated(), bytes);
+      }
+      EXPECT_EQ(alloc.bytes_allocated(), 0u);
     }
-    EXPECT_EQ(alloc.bytes_allocated(), 0u);
+    EXPECT_EQ(alloc.allocation_count(), 6u);
   }
-  EXPECT_EQ(alloc.allocation_count(), 6u);
+}
+
+TEST(HostAllocator, HeapPlacementCommitsLargeBuffersAtOnce) {
+  // The heap placement zero-fills eagerly (a recycled activation buffer must not fault again).
+  if (current_rss_bytes() == 0) GTEST_SKIP() << "/proc/self/status has no VmRSS here";
+  HostAllocator alloc(HostPlacement::Heap);
+  const size_t before = current_rss_bytes();
+  Buffer b(alloc, size_t{64} << 20);
+  EXPECT_GT(current_rss_bytes(), before + (size_t{60} << 20)) << "a heap buffer is resident when handed out";
 }
 
 TEST(HostAllocator, LargeBuffersCostNoResidentMemoryUntilWritten) {

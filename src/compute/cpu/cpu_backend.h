@@ -60,7 +60,9 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_ = 1;
-  HostAllocator alloc_;
+  // Activations are allocated and freed every frame: heap memory is recycled without page faults
+  // (the layout Tensor allocations had before the compute interface).
+  HostAllocator alloc_{HostPlacement::Heap};
 };
 
 }  // namespace lingbot::compute
