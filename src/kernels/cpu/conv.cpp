@@ -186,6 +186,19 @@ Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out
   return y;
 }
 
+std::vector<BilinearTap> bilinear_align_corners_taps(int64_t in, int64_t out) {
+  // As PyTorch computes them: a float scale, the source position and its fraction in float.
+  const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  std::vector<BilinearTap> t(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const float src = scale * static_cast<float>(o);
+    const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+    const float lambda = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
+    t[static_cast<size_t>(o)] = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
+  }
+  return t;
+}
+
 void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* yd, int num_threads) {
   constexpr const char* op = "resize_bilinear_align_corners";
   LINGBOT_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", out_h, "x", out_w, " must be positive");
@@ -193,23 +206,7 @@ void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w
   LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
   LINGBOT_CHECK(h >= 1 && w >= 1, op, ": input ", shape_str({c, h, w}), " is empty");
 
-  // Source index and weights per output row / column, as PyTorch computes them (float scale).
-  struct Tap {
-    int64_t i0, i1;
-    float w0, w1;
-  };
-  auto taps = [](int64_t in, int64_t out) {
-    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-    std::vector<Tap> t(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) {
-      const float src = scale * static_cast<float>(o);
-      const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
-      const float lambda = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
-      t[o] = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
-    }
-    return t;
-  };
-  const std::vector<Tap> ty = taps(h, out_h), tx = taps(w, out_w);
+  const std::vector<BilinearTap> ty = bilinear_align_corners_taps(h, out_h), tx = bilinear_align_corners_taps(w, out_w);
 
   const float* xd = x.data;
   const int nt = threads_of(num_threads);
@@ -218,11 +215,11 @@ void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w
     const float* xc = xd + ch * h * w;
     float* yc = yd + ch * out_h * out_w;
     for (int64_t oy = 0; oy < out_h; ++oy) {
-      const Tap& vy = ty[oy];
+      const BilinearTap& vy = ty[oy];
       const float* r0 = xc + vy.i0 * w;
       const float* r1 = xc + vy.i1 * w;
       for (int64_t ox = 0; ox < out_w; ++ox) {
-        const Tap& vx = tx[ox];
+        const BilinearTap& vx = tx[ox];
         yc[oy * out_w + ox] = vy.w0 * (vx.w0 * r0[vx.i0] + vx.w1 * r0[vx.i1]) +
                               vy.w1 * (vx.w0 * r1[vx.i0] + vx.w1 * r1[vx.i1]);
       }

@@ -52,4 +52,13 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
 Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads);
 void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* y, int num_threads);
 
+// The source indices and weights of that resize along one axis of `in` samples resized to `out`:
+// output o = w0·in[i0] + w1·in[i1] (i1 = i0 at the last sample). Shared with device backends, so
+// every backend samples the same positions with the same float weights.
+struct BilinearTap {
+  int64_t i0, i1;
+  float w0, w1;
+};
+std::vector<BilinearTap> bilinear_align_corners_taps(int64_t in, int64_t out);
+
 }  // namespace lingbot::kernels
