@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/model_ops_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 
 namespace lingbot::cuda {
@@ -45,15 +46,6 @@ __global__ void fill_kernel(T* dst, int64_t n, float lo, float hi, uint64_t seed
     const float u = static_cast<float>(mix(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i)) >> 40) *
                     (1.0f / 16777216.0f);
     put(dst, i, lo + (hi - lo) * u);
-  }
-}
-
-__global__ void add_bias_kernel(float* y, int64_t n, int64_t out, int64_t y_stride, const float* b) {
-  const int64_t total = n * out;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / out, c = i % out;
-    y[r * y_stride + c] += b[c];
   }
 }
 
@@ -135,10 +127,31 @@ void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const
   LINGBOT_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
                                    static_cast<int>(in), &one, W, static_cast<int>(in), x,
                                    static_cast<int>(x_stride), &zero, y, static_cast<int>(y_stride)));
-  if (b) {
-    add_bias_kernel<<<blocks_for(n * out), kThreads, 0, ctx.stream()>>>(y, n, out, y_stride, b);
-    LINGBOT_CUDA_CHECK(cudaGetLastError());
-  }
+  if (b) add_bias_rows(y, b, n, out, y_stride, ctx.stream());
+}
+
+void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const void* W, DType w_dtype,
+            const float* b, int64_t out, float* y, void* x_scratch, int64_t x_stride, int64_t y_stride) {
+  if (w_dtype == DType::F32)
+    return linear(ctx, x, n, in, static_cast<const float*>(W), b, out, y, x_stride, y_stride);
+  LINGBOT_CHECK(n >= 0 && in > 0 && out > 0, "cuda linear: bad shape n=", n, " in=", in, " out=", out);
+  if (x_stride == 0) x_stride = in;
+  if (y_stride == 0) y_stride = out;
+  LINGBOT_CHECK(x_stride >= in, "cuda linear: x_stride ", x_stride, " < in ", in);
+  LINGBOT_CHECK(y_stride >= out, "cuda linear: y_stride ", y_stride, " < out ", out);
+  LINGBOT_CHECK(n <= INT_MAX && in <= INT_MAX && out <= INT_MAX && y_stride <= INT_MAX,
+                "cuda linear: dimensions exceed cuBLAS's int range");
+  if (n == 0) return;
+  LINGBOT_CHECK(x_scratch != nullptr, "cuda linear: ", dtype_name(w_dtype), " weights need an activation scratch");
+  store_rows(x, x_stride, x_scratch, w_dtype, in, n, in, ctx.stream());
+  const cudaDataType_t t = w_dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float one = 1.0f, zero = 0.0f;
+  // Same column-major reading as the f32 overload: y^T [out, n] = W^T' · x^T.
+  LINGBOT_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                                    static_cast<int>(n), static_cast<int>(in), &one, W, t, static_cast<int>(in),
+                                    x_scratch, t, static_cast<int>(in), &zero, y, CUDA_R_32F,
+                                    static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (b) add_bias_rows(y, b, n, out, y_stride, ctx.stream());
 }
 
 void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,

@@ -34,6 +34,13 @@ class CudaContext {
 void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const float* W, const float* b,
             int64_t out, float* y, int64_t x_stride = 0, int64_t y_stride = 0);
 
+// The same with W in the weights dtype `w_dtype` (f32, f16 or bf16). f32 is exactly the overload
+// above. f16 / bf16: x is rounded to w_dtype (nearest even, as the CPU's oneDNN path rounds it) into
+// `x_scratch` (device memory of n·in elements of w_dtype, packed; unused for f32), then
+// cublasGemmEx with f32 accumulation (CUBLAS_COMPUTE_32F, tensor cores) writes f32 y, + b.
+void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const void* W, DType w_dtype,
+            const float* b, int64_t out, float* y, void* x_scratch, int64_t x_stride = 0, int64_t y_stride = 0);
+
 // LayerNorm over the last dim of n rows (statistics in double, like the CPU op); x == y allowed;
 // gamma / beta may be nullptr.
 void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,
