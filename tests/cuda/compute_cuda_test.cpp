@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,11 +74,15 @@ struct Pair {
   float* g() { return gpu.data(); }
 };
 
-// The two backends under comparison.
+// The two backends under comparison, and the parameters they read (declared first: a parameter must
+// outlive every backend that has read it).
 struct Dual {
+  std::deque<Tensor> params;
   CpuBackend cpu{2};
   CudaBackend gpu;
   explicit Dual(CudaBackendOptions o = {}) : gpu(o) {}
+
+  const Tensor& param(Tensor t) { return params.emplace_back(std::move(t)); }
 
   Pair put(const std::vector<float>& v) {
     Pair p{Array(cpu, {static_cast<int64_t>(v.size())}), Array(gpu, {static_cast<int64_t>(v.size())})};
@@ -185,7 +190,7 @@ TEST(CudaComputeBackend, ParametersAreUploadedOnce) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(2);
   Dual d;
-  Tensor W = random_tensor(rng, {16, 32});
+  const Tensor& W = d.param(random_tensor(rng, {16, 32}));
   const auto x = random_vec(rng, 4 * 32);
   Pair xs = d.put(x), y = d.filled(4 * 16, 0.f);
   d.gpu.make_resident(W);
@@ -203,7 +208,7 @@ TEST(CudaComputeBackend, LinearF32WithStridesAndBias) {
   std::mt19937 rng(3);
   Dual d;
   const int64_t n = 37, in = 96, out = 80, xs = 100, ys = 85;
-  const Tensor W = random_tensor(rng, {out, in}), b = random_tensor(rng, {out});
+  const Tensor &W = d.param(random_tensor(rng, {out, in})), &b = d.param(random_tensor(rng, {out}));
   Pair x = d.put(random_vec(rng, n * xs));
   for (bool bias : {false, true}) {
     Pair y = d.filled(n * ys, 7.f);  // padding columns keep 7 on both
@@ -218,11 +223,12 @@ TEST(CudaComputeBackend, LinearHalfWeightsWithinTheRoundingBound) {
   std::mt19937 rng(4);
   Dual d;
   const int64_t n = 29, in = 128, out = 72, xs = 136, ys = 80;
-  const Tensor W32 = random_tensor(rng, {out, in}), b = random_tensor(rng, {out});
+  const Tensor W32 = random_tensor(rng, {out, in});
+  const Tensor& b = d.param(random_tensor(rng, {out}));
   const auto xv = random_vec(rng, n * xs, -2.f, 2.f);
   Pair x = d.put(xv);
   for (DType t : {DType::BF16, DType::F16}) {
-    const Tensor W = W32.to(t);
+    const Tensor& W = d.param(W32.to(t));
     std::vector<float> wf(static_cast<size_t>(out * in));
     convert_to_f32(W.raw(), t, wf.data(), wf.size());
     Pair y = d.filled(n * ys, 0.f);
@@ -253,7 +259,7 @@ TEST(CudaComputeBackend, LayerNormAffineStridedAndInPlace) {
   std::mt19937 rng(5);
   Dual d;
   const int64_t n = 19, dim = 1024, xs = 1030, ys = 1040;
-  const Tensor g = random_tensor(rng, {dim}), be = random_tensor(rng, {dim});
+  const Tensor &g = d.param(random_tensor(rng, {dim})), &be = d.param(random_tensor(rng, {dim}));
   Pair x = d.put(random_vec(rng, n * xs, -3.f, 5.f));
   Pair y = d.filled(n * ys, 0.f);
   d.cpu.layer_norm(x.c(), n, dim, &g, &be, 1e-6f, y.c(), xs, ys);
@@ -296,7 +302,7 @@ TEST(CudaComputeBackend, ActivationsAndResiduals) {
     d.gpu.add(y.g(), x.g(), n);
     d.compare(y, 1e-6, "add");
   }
-  const Tensor gamma = random_tensor(rng, {dim});
+  const Tensor& gamma = d.param(random_tensor(rng, {dim}));
   for (const Tensor* g : {&gamma, static_cast<const Tensor*>(nullptr)}) {
     Pair y = d.put(v);
     d.cpu.layer_scale_add(y.c(), x.c(), g, rows, dim);
@@ -509,7 +515,8 @@ TEST(CudaComputeBackend, Conv2dShapes) {
   };
   for (const Case& c : {Case{8, 17, 23, 16, 3, 3, {1, 1}, true}, Case{8, 17, 23, 12, 1, 1, {1, 0}, true},
                         Case{6, 20, 15, 10, 3, 3, {2, 1}, false}, Case{5, 9, 11, 7, 5, 3, {1, 2}, true}}) {
-    const Tensor W = random_tensor(rng, {c.c_out, c.c_in, c.kh, c.kw}), b = random_tensor(rng, {c.c_out});
+    const Tensor &W = d.param(random_tensor(rng, {c.c_out, c.c_in, c.kh, c.kw})),
+                 &b = d.param(random_tensor(rng, {c.c_out}));
     Pair x = d.put(random_vec(rng, c.c_in * c.h * c.w));
     const int64_t ho = conv2d_out_size(c.h, c.kh, c.p), wo = conv2d_out_size(c.w, c.kw, c.p);
     Pair y = d.filled(c.c_out * ho * wo, std::nanf(""));  // output memory is not assumed zero
@@ -532,7 +539,8 @@ TEST(CudaComputeBackend, ConvTranspose2dOverlappingTaps) {
   };
   for (const Case& c : {Case{8, 9, 13, 6, 4, {2, 1}, true}, Case{8, 9, 13, 6, 2, {2, 0}, false},
                         Case{5, 7, 6, 4, 3, {1, 1}, true}, Case{4, 5, 5, 3, 4, {4, 0}, true}}) {
-    const Tensor W = random_tensor(rng, {c.c_in, c.c_out, c.k, c.k}), b = random_tensor(rng, {c.c_out});
+    const Tensor &W = d.param(random_tensor(rng, {c.c_in, c.c_out, c.k, c.k})),
+                 &b = d.param(random_tensor(rng, {c.c_out}));
     Pair x = d.put(random_vec(rng, c.c_in * c.h * c.w));
     const int64_t ho = conv_transpose2d_out_size(c.h, c.k, c.p), wo = conv_transpose2d_out_size(c.w, c.k, c.p);
     Pair y = d.filled(c.c_out * ho * wo, std::nanf(""));
@@ -579,7 +587,8 @@ TEST(CudaComputeBackend, PatchEmbed) {
   std::mt19937 rng(16);
   Dual d;
   const int64_t channels = 3, H = 28, W = 42, k = 14, out_ch = 64;
-  const Tensor weight = random_tensor(rng, {out_ch, channels, k, k}), bias = random_tensor(rng, {out_ch});
+  const Tensor &weight = d.param(random_tensor(rng, {out_ch, channels, k, k})),
+               &bias = d.param(random_tensor(rng, {out_ch}));
   Pair img = d.put(random_vec(rng, channels * H * W));
   Pair out = d.filled((H / k) * (W / k) * out_ch, 0.f);
   d.cpu.patch_embed(map(img.c(), channels, H, W), k, weight, bias, out.c());

@@ -136,7 +136,8 @@ const float* CudaBackend::resident_f32(const Tensor* param, const char* op, cons
 
 void* CudaBackend::scratch(Buffer& buf, size_t bytes) {
   if (buf.bytes() < bytes) {
-    buf.reset();  // cudaFree waits for the device, so no pending op still reads the old memory
+    synchronize();  // no pending op may still read the old memory
+    buf.reset();
     buf = Buffer(alloc_, bytes);
   }
   return buf.data();
