@@ -5,8 +5,7 @@
 //
 // Activations: Arrays and Scratch from allocator() are cudaMalloc'ed device memory; freeing one
 // (cudaFree, which synchronizes the device) cannot pull memory from under a pending op, so an Array
-// may go out of scope right after the ops that use it
-// were enqueued. Host data crosses only through upload() / download().
+// may go out of scope right after the ops that use it were enqueued. Host data crosses only through upload() / download().
 //
 // Parameters: make_resident() (or the first op that reads a parameter) uploads the host tensor once
 // into device memory the backend owns, keyed by the tensor's data pointer; later ops read that copy.
