@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/resize_aa.h"
+#include "kernels/cuda/cuda_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/model_ops_cuda.h"
 
@@ -19,6 +20,7 @@ namespace {
 constexpr int64_t kIm2colBudget = int64_t{32} << 20;
 
 std::string describe(int device) {
+  LINGBOT_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   LINGBOT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   char mem[32];
@@ -61,32 +63,30 @@ void check_int_range(const char* op, std::initializer_list<int64_t> dims) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(CudaBackendOptions options)
-    : options_(options), alloc_(checked_device(options.device)) {
-  LINGBOT_CUDA_CHECK(cudaSetDevice(options_.device));
-  description_ = describe(options_.device);
-  // A blocking stream: it stays ordered with the legacy default stream, on which the device
-  // allocator zeroes new memory.
-  LINGBOT_CUDA_CHECK(cudaStreamCreate(&stream_));
-  try {
-    ctx_ = std::make_unique<cuda::CudaContext>(stream_);
-  } catch (...) {
-    cudaStreamDestroy(stream_);
-    throw;
-  }
+CudaBackend::OwnedStream::OwnedStream(int device) {
+  LINGBOT_CUDA_CHECK(cudaSetDevice(device));
+  // A blocking stream: it stays ordered with the legacy default stream (plain cudaMemcpy / cudaMemset
+  // of other code, e.g. the tests' helpers).
+  LINGBOT_CUDA_CHECK(cudaStreamCreate(&handle));
 }
 
-CudaBackend::~CudaBackend() {
-  (void)cudaStreamSynchronize(stream_);  // errors of pending work cannot be reported from here
-  ctx_.reset();
-  (void)cudaStreamDestroy(stream_);
+CudaBackend::OwnedStream::~OwnedStream() {
+  (void)cudaStreamSynchronize(handle);  // errors of pending work cannot be reported from here
+  (void)cudaStreamDestroy(handle);
 }
+
+CudaBackend::CudaBackend(CudaBackendOptions options)
+    : options_(options),
+      description_(describe(checked_device(options.device))),
+      stream_(options.device),
+      alloc_(options.device, stream_.handle),
+      ctx_(std::make_unique<cuda::CudaContext>(stream_.handle)) {}
 
 // ---- memory ---------------------------------------------------------------------------------------
 
 void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   if (!bytes) return;
-  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()));
   // A pageable source is staged before cudaMemcpyAsync returns; a pinned one is read later.
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) (void)cudaGetLastError();
@@ -94,7 +94,7 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {
-  if (bytes) LINGBOT_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  if (bytes) LINGBOT_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()));
   synchronize();
 }
 
@@ -105,10 +105,10 @@ void CudaBackend::copy_rows(void* dst, int64_t dst_pitch, const void* src, int64
   if (rows == 0 || row_bytes == 0) return;
   LINGBOT_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
                                        static_cast<size_t>(row_bytes), static_cast<size_t>(rows),
-                                       cudaMemcpyDeviceToDevice, stream_));
+                                       cudaMemcpyDeviceToDevice, stream()));
 }
 
-void CudaBackend::synchronize() { LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() { LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
 void CudaBackend::make_resident(const Tensor& param) { (void)resident(&param); }
 
@@ -124,7 +124,7 @@ const void* CudaBackend::resident(const Tensor* param) {
     return it->second.buf.data();
   }
   Resident r{Buffer(alloc_, param->nbytes()), param->nbytes(), param->dtype()};
-  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(r.buf.data(), key, r.bytes, cudaMemcpyHostToDevice, stream_));
+  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(r.buf.data(), key, r.bytes, cudaMemcpyHostToDevice, stream()));
   return params_.emplace(key, std::move(r)).first->second.buf.data();
 }
 
@@ -136,8 +136,7 @@ const float* CudaBackend::resident_f32(const Tensor* param, const char* op, cons
 
 void* CudaBackend::scratch(Buffer& buf, size_t bytes) {
   if (buf.bytes() < bytes) {
-    synchronize();  // no pending op may still read the old memory
-    buf.reset();
+    buf.reset();  // stream-ordered: pending ops still read the old memory before it is reused
     buf = Buffer(alloc_, bytes);
   }
   return buf.data();
@@ -204,40 +203,40 @@ void CudaBackend::layer_norm(const float* x, int64_t n, int64_t dim, const Tenso
 }
 
 void CudaBackend::gelu_erf(float* x, int64_t n) { cuda::gelu_erf(*ctx_, x, n); }
-void CudaBackend::silu(float* x, int64_t n) { cuda::silu(x, n, stream_); }
-void CudaBackend::relu(float* x, int64_t n) { cuda::relu(x, n, stream_); }
-void CudaBackend::add(float* y, const float* x, int64_t n) { cuda::add(y, x, n, stream_); }
+void CudaBackend::silu(float* x, int64_t n) { cuda::silu(x, n, stream()); }
+void CudaBackend::relu(float* x, int64_t n) { cuda::relu(x, n, stream()); }
+void CudaBackend::add(float* y, const float* x, int64_t n) { cuda::add(y, x, n, stream()); }
 
 void CudaBackend::layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) {
   const float* g = resident_f32(gamma, "layer_scale_add", "gamma");
   LINGBOT_CHECK(g == nullptr || gamma->numel() == dim, "layer_scale_add: gamma ", shape_str(gamma->shape()),
                 " does not match dim ", dim);
-  cuda::layer_scale_add(y, x, g, rows, dim, stream_);
+  cuda::layer_scale_add(y, x, g, rows, dim, stream());
 }
 
 void CudaBackend::add_transposed(float* y, const float* x, int64_t rows, int64_t cols) {
-  cuda::add_transposed(y, x, rows, cols, stream_);
+  cuda::add_transposed(y, x, rows, cols, stream());
 }
 
 void CudaBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean,
                                      const float* stdev, float* y) {
-  cuda::normalize_channels(x, channels, plane, mean, stdev, y, stream_);
+  cuda::normalize_channels(x, channels, plane, mean, stdev, y, stream());
 }
 
 void CudaBackend::modulate(float* x, const float* a, const float* t, const float* mod, int64_t n, int64_t dim) {
-  cuda::modulate(x, a, t, mod, n, dim, stream_);
+  cuda::modulate(x, a, t, mod, n, dim, stream());
 }
 
 // ---- position rotation ----------------------------------------------------------------------------
 
 void CudaBackend::rope2d(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& t) {
   LINGBOT_CHECK(t.n_tokens == n_tokens, "rope2d: table has ", t.n_tokens, " tokens, input has ", n_tokens);
-  cuda::rope2d_apply(x, n_tokens, heads, t.head_dim, token_stride, t.cos.data(), t.sin.data(), stream_);
+  cuda::rope2d_apply(x, n_tokens, heads, t.head_dim, token_stride, t.cos.data(), t.sin.data(), stream());
 }
 
 void CudaBackend::rope3d(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& t) {
   LINGBOT_CHECK(t.n_tokens == n_tokens, "rope3d: table has ", t.n_tokens, " tokens, input has ", n_tokens);
-  cuda::rope3d_apply(x, n_tokens, heads, t.head_dim, token_stride, t.cos.data(), t.sin.data(), stream_);
+  cuda::rope3d_apply(x, n_tokens, heads, t.head_dim, token_stride, t.cos.data(), t.sin.data(), stream());
 }
 
 // ---- attention ------------------------------------------------------------------------------------
@@ -294,7 +293,7 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   const auto* wd = static_cast<const float*>(resident(&weight));
   float beta = 0.0f;  // beta 0: cuBLAS does not read y (caller memory may hold anything)
   if (bias) {
-    cuda::fill_channels(y, resident_f32(bias, op, "bias"), c_out, plane, stream_);
+    cuda::fill_channels(y, resident_f32(bias, op, "bias"), c_out, plane, stream());
     beta = 1.0f;
   }
   const float one = 1.0f;
@@ -312,7 +311,7 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   auto* col = static_cast<float*>(scratch(cols_, static_cast<size_t>(K * band * wo) * sizeof(float)));
   for (int64_t r0 = 0; r0 < ho; r0 += band) {
     const int64_t rows = std::min(band, ho - r0);
-    cuda::im2col(x.data, c_in, h, w, kh, kw, p.stride, p.padding, r0, rows, wo, col, stream_);
+    cuda::im2col(x.data, c_in, h, w, kh, kw, p.stride, p.padding, r0, rows, wo, col, stream());
     gemm(col, rows * wo, y + r0 * wo);
   }
 }
@@ -342,7 +341,7 @@ void CudaBackend::conv_transpose2d(const MapView& x, const Tensor& weight, const
   LINGBOT_CUBLAS_CHECK(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(HW),
                                    static_cast<int>(M), static_cast<int>(c_in), &one, x.data, static_cast<int>(HW), wd,
                                    static_cast<int>(M), &zero, cols, static_cast<int>(HW)));
-  cuda::col2im_transposed(cols, c_out, kh, kw, h, w, p.stride, p.padding, ho, wo, bd, y, stream_);
+  cuda::col2im_transposed(cols, c_out, kh, kw, h, w, p.stride, p.padding, ho, wo, bd, y, stream());
 }
 
 void CudaBackend::resize_bilinear(const MapView& x, int64_t out_h, int64_t out_w, float* y) {
@@ -358,7 +357,7 @@ void CudaBackend::resize_bilinear(const MapView& x, int64_t out_h, int64_t out_w
   };
   const cuda::BilinearAxis ty = axis(resize_table(ResizeKind::Bilinear, x.height, out_h), out_h);
   const cuda::BilinearAxis tx = axis(resize_table(ResizeKind::Bilinear, x.width, out_w), out_w);
-  cuda::resize_bilinear(x.data, x.channels, x.height, x.width, ty, tx, out_h, out_w, y, stream_);
+  cuda::resize_bilinear(x.data, x.channels, x.height, x.width, ty, tx, out_h, out_w, y, stream());
 }
 
 void CudaBackend::resize_bicubic_aa(const MapView& x, int64_t out_h, int64_t out_w, float* y) {
@@ -373,15 +372,15 @@ void CudaBackend::resize_bicubic_aa(const MapView& x, int64_t out_h, int64_t out
   if (out_w != in_w) {  // width pass first, as the CPU kernel (and the reference)
     auto* tmp = static_cast<float*>(scratch(resize_mid_, static_cast<size_t>(c * in_h * out_w) * sizeof(float)));
     cuda::resample_rows(x.data, c * in_h, in_w, axis(resize_table(ResizeKind::BicubicAA, in_w, out_w), out_w), out_w,
-                        tmp, stream_);
+                        tmp, stream());
     mid = tmp;
   }
   if (out_h != in_h) {
     cuda::resample_columns(mid, c, in_h, out_w, axis(resize_table(ResizeKind::BicubicAA, in_h, out_h), out_h), out_h,
-                           y, stream_);
+                           y, stream());
   } else if (c * in_h * out_w > 0) {
     LINGBOT_CUDA_CHECK(cudaMemcpyAsync(y, mid, static_cast<size_t>(c * in_h * out_w) * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, stream_));
+                                       cudaMemcpyDeviceToDevice, stream()));
   }
 }
 
@@ -392,7 +391,7 @@ void CudaBackend::patch_embed(const MapView& image, int64_t k, const Tensor& wei
   check_f32_weight(weight, 4, "patch_embed", "weight");
   const int64_t n_patch = (image.height / k) * (image.width / k), row = image.channels * k * k;
   auto* cols = static_cast<float*>(scratch(cols_, static_cast<size_t>(n_patch * row) * sizeof(float)));
-  cuda::patchify(image.data, image.channels, image.height, image.width, k, cols, stream_);
+  cuda::patchify(image.data, image.channels, image.height, image.width, k, cols, stream());
   cuda::linear(*ctx_, cols, n_patch, row, static_cast<const float*>(resident(&weight)),
                resident_f32(&bias, "patch_embed", "bias"), weight.dim(0), out);
 }

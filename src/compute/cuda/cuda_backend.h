@@ -1,11 +1,13 @@
 #pragma once
-// The CUDA implementation of the compute interface (compute/backend.h): activations in device
-// memory (a CudaAllocator), every op asynchronous on one stream the backend owns, cuBLAS for the
-// GEMMs and the kernels of src/kernels/cuda for the rest. Built with -DLINGBOT_CUDA=ON.
+// The CUDA implementation of the compute interface (compute/backend.h): every op asynchronous on one
+// stream the backend owns, cuBLAS for the GEMMs and the kernels of src/kernels/cuda for the rest.
+// Built with -DLINGBOT_CUDA=ON.
 //
-// Activations: Arrays and Scratch from allocator() are cudaMalloc'ed device memory; freeing one
-// (cudaFree, which synchronizes the device) cannot pull memory from under a pending op, so an Array
-// may go out of scope right after the ops that use it were enqueued. Host data crosses only through upload() / download().
+// Memory: allocator() is a stream-ordered device pool on that stream (kernels/cuda/stream_pool_allocator.h):
+// an Array may go out of scope right after the ops that use it were enqueued, freeing never waits
+// for the device, and steady-state frames allocate nothing from the driver. Parameters, op scratch
+// and tables come from the same pool, so allocator().bytes_allocated() is the backend's device
+// footprint (peak_bytes() its high-water mark). Host data crosses only through upload() / download().
 //
 // Parameters: make_resident() (or the first op that reads a parameter) uploads the host tensor once
 // into device memory the backend owns, keyed by the tensor's data pointer; later ops read that copy.
@@ -35,8 +37,8 @@
 
 #include "compute/backend.h"
 #include "kernels/cuda/attention_cuda.h"
-#include "kernels/cuda/cuda_allocator.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/stream_pool_allocator.h"
 
 namespace lingbot::compute {
 
@@ -50,14 +52,15 @@ class CudaBackend final : public Backend {
   // Throws lingbot::Error when no CUDA device is visible or `device` is out of range (the messages
   // name the device count), before touching the driver beyond counting devices.
   explicit CudaBackend(CudaBackendOptions options = {});
-  ~CudaBackend() override;
 
   Device device() const override { return Device::Cuda; }
   // "cuda:0 (NVIDIA H200, sm_90, 139.8 GiB)".
   std::string description() const override { return description_; }
   int device_index() const { return options_.device; }
   // The stream every op runs on: a device KV cache writing K/V for attention_cached should use it.
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_.handle; }
+  // Most device bytes the backend held at once (activations, parameters, scratch, tables).
+  size_t peak_bytes() const { return alloc_.peak_bytes(); }
   Allocator& allocator() override { return alloc_; }
   // Returns once `host` may be reused (a pinned source is waited for).
   void upload(void* dst, const void* host, size_t bytes) override;
@@ -108,7 +111,7 @@ class CudaBackend final : public Backend {
   const void* resident(const Tensor* param);
   const float* resident_f32(const Tensor* param, const char* op, const char* what);
   // A grow-only scratch of at least `bytes` (contents not kept across growth; stream order makes
-  // reuse by the next op safe).
+  // reuse by the next op, and freeing on growth, safe).
   void* scratch(Buffer& buf, size_t bytes);
   // Device tables of one resize axis (`in` samples to `out`), built once per size pair.
   struct ResizeTable {
@@ -117,12 +120,21 @@ class CudaBackend final : public Backend {
   };
   enum class ResizeKind : uint8_t { Bilinear, BicubicAA };
   const ResizeTable& resize_table(ResizeKind kind, int64_t in, int64_t out);
-  cuda::CudaAttentionParams attention_params(float scale) const { return {scale, stream_, options_.attention}; }
+  cuda::CudaAttentionParams attention_params(float scale) const { return {scale, stream(), options_.attention}; }
+
+  // The backend's stream; destroyed last (after everything that frees memory on it), once idle.
+  struct OwnedStream {
+    cudaStream_t handle = nullptr;
+    explicit OwnedStream(int device);
+    ~OwnedStream();
+    OwnedStream(const OwnedStream&) = delete;
+    OwnedStream& operator=(const OwnedStream&) = delete;
+  };
 
   CudaBackendOptions options_;
   std::string description_;
-  cuda::CudaAllocator alloc_;
-  cudaStream_t stream_ = nullptr;
+  OwnedStream stream_;
+  cuda::StreamPoolAllocator alloc_;
   std::unique_ptr<cuda::CudaContext> ctx_;
   std::unordered_map<const void*, Resident> params_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
