@@ -1,7 +1,10 @@
 // The CUDA compute backend (compute/cuda/cuda_backend.h) against the CPU backend (CpuBackend(2)):
 // every Backend op on the same random inputs, run on both, outputs compared element by element.
 // Each test needs a device and skips visibly without one; the constructor's error messages are
-// checked everywhere.
+// checked everywhere. The CPU build also runs this file as Emulated.CudaComputeBackend.* against a
+// host emulation of the CUDA runtime (tests/cuda_emulated/): there the backend's host code and the
+// kernel bodies of kernels/cuda/model_ops.cu run for real, layer_norm / gelu / attention are the CPU
+// kernels (see device_standins.cpp), and every result is bit-identical to the CPU backend's.
 //
 // Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) unless said otherwise.
 //   * Ops that repeat the CPU's arithmetic in its order (add, relu, layer_scale_add, add_transposed,
@@ -198,6 +201,7 @@ TEST(CudaComputeBackend, ParametersAreUploadedOnce) {
   d.gpu.linear(xs.g(), 4, W, nullptr, y.g(), 0, 0);
   d.cpu.linear(xs.c(), 4, W, nullptr, y.c(), 0, 0);
   EXPECT_EQ(d.gpu.allocator().bytes_allocated(), after_resident);  // no second copy, no scratch for f32
+  EXPECT_GE(d.gpu.peak_bytes(), after_resident);
   d.compare(y, 1e-5, "linear with a resident weight");
 }
 

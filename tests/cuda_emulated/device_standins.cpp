@@ -1,0 +1,62 @@
+// The pieces of src/kernels/cuda the host emulation cannot run (ops.cu uses warp shuffles and shared
+// memory, attention.cu tensor-core mma), replaced by the CPU kernels they are tested against on a
+// device (tests/cuda/ops_cuda_test.cpp, attention_cuda_test.cpp). Under emulation the backend's
+// layer_norm, gelu_erf and attention ops therefore check the backend's plumbing (arguments,
+// strides, residency, group and span handling), not those kernels.
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
+
+namespace lingbot::cuda {
+
+CudaContext::CudaContext(cudaStream_t stream) : stream_(stream) { cublasCreate(&handle_); }
+CudaContext::~CudaContext() {
+  if (handle_) cublasDestroy(handle_);
+}
+
+void layer_norm(const CudaContext&, const float* x, int64_t n, int64_t dim, const float* gamma, const float* beta,
+                float eps, float* y, int64_t x_stride, int64_t y_stride) {
+  kernels::layer_norm(x, n, dim, gamma, beta, eps, y, 1, x_stride, y_stride);
+}
+
+void gelu_erf(const CudaContext&, float* x, int64_t n) { kernels::gelu_erf(x, n, 1); }
+
+void store_rows(const float* src, int64_t src_stride, void* dst, DType t, int64_t dst_stride, int64_t n_tokens,
+                int64_t row, cudaStream_t) {
+  for (int64_t r = 0; r < n_tokens; ++r)
+    convert_from_f32(src + r * src_stride, static_cast<char*>(dst) + r * dst_stride * dtype_size(t), t,
+                     static_cast<size_t>(row));
+}
+
+const char* attention_impl_name(AttentionImpl impl) {
+  return impl == AttentionImpl::Simt ? "simt" : impl == AttentionImpl::TensorCore ? "tensor-core" : "auto";
+}
+
+void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
+                     const CudaAttentionParams& params) {
+  kernels::dense_attention(q, kv, out, kernels::AttentionParams{params.scale, 1});
+}
+
+void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
+               const CudaAttentionParams& params) {
+  kernels::attention(q, keys, out, kernels::AttentionParams{params.scale, 1});
+}
+
+DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_allocator) {}
+
+void DevicePageTable::upload(const kernels::PageTableView& host, int num_pages, int page_size, cudaStream_t) {
+  num_keys_ = kernels::check_page_table("paged_attention", host, num_pages, page_size);
+  num_entries_ = host.num_entries;
+  num_pages_ = num_pages;
+  page_size_ = page_size;
+  staging_.assign(host.page_ids, host.page_ids + host.num_entries);
+  staging_.insert(staging_.end(), host.start, host.start + host.num_entries);
+  staging_.insert(staging_.end(), host.len, host.len + host.num_entries);
+}
+
+kernels::PageTableView DevicePageTable::view() const {
+  return {staging_.data(), staging_.data() + num_entries_, staging_.data() + 2 * num_entries_, num_entries_};
+}
+
+}  // namespace lingbot::cuda
