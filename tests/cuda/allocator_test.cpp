@@ -10,6 +10,23 @@ using namespace lingbot;
 using namespace lingbot::cuda;
 using namespace lingbot::cuda::testing;
 
+namespace {
+
+// A 2^60-byte request fails with an error naming the size and the device, and accounts nothing.
+void expect_out_of_memory_error(Allocator& alloc) {
+  try {
+    Buffer b(alloc, size_t{1} << 60);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("device allocation of 1152921504606846976 bytes on CUDA device 0 failed: "), std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(alloc.bytes_allocated(), 0u);
+}
+
+}  // namespace
+
 TEST(CudaAllocator, ReportsDeviceKindWithoutTouchingTheDevice) {
   CudaAllocator alloc;
   EXPECT_EQ(alloc.kind(), MemoryKind::Device);
@@ -49,16 +66,7 @@ TEST(CudaAllocator, AllocatesZeroedMemoryWithExactAccounting) {
 TEST(CudaAllocator, OutOfMemoryIsAnErrorNamingTheSize) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   CudaAllocator alloc;
-  const size_t huge = size_t{1} << 60;
-  try {
-    Buffer b(alloc, huge);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("device allocation of 1152921504606846976 bytes on CUDA device 0 failed: "), std::string::npos)
-        << msg;
-  }
-  EXPECT_EQ(alloc.bytes_allocated(), 0u);
+  expect_out_of_memory_error(alloc);
   EXPECT_EQ(alloc.allocation_count(), 0u);
 }
 
@@ -93,13 +101,5 @@ TEST(CudaStreamPoolAllocator, ZeroedStreamOrderedMemoryWithPeakAccounting) {
 TEST(CudaStreamPoolAllocator, OutOfMemoryIsAnErrorNamingTheSize) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   StreamPoolAllocator alloc(0, nullptr);
-  try {
-    Buffer b(alloc, size_t{1} << 60);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("device allocation of 1152921504606846976 bytes on CUDA device 0 failed: "), std::string::npos)
-        << msg;
-  }
-  EXPECT_EQ(alloc.bytes_allocated(), 0u);
+  expect_out_of_memory_error(alloc);
 }

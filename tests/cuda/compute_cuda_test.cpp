@@ -452,6 +452,17 @@ TEST(CudaComputeBackend, GroupedAttentionPerFrame) {
   d.cpu.attention_grouped(qview(buf.c(), n, heads, hd, stride), kv_of(buf.c()), group, out.c(), 0.2f);
   d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), group, out.g(), 0.2f);
   d.compare(out, 5e-5, "attention_grouped");
+  // The grouping itself: group g of the CPU result is dense attention of its queries over its own keys.
+  const auto grouped = d.get_cpu(out);
+  Pair one = d.filled(group * row, 0.f);
+  for (int g = 0; g < groups; ++g) {
+    float* base = buf.c() + g * group * stride;
+    const k::KVSpan own{base + row, base + 2 * row, DType::F32, group, stride};
+    d.cpu.attention_dense(qview(base, group, heads, hd, stride), std::span<const k::KVSpan>(&own, 1), one.c(), 0.2f);
+    const auto ref = d.get_cpu(one);
+    expect_close(std::vector<float>(grouped.begin() + g * group * row, grouped.begin() + (g + 1) * group * row), ref,
+                 0.0, "attention_grouped group " + std::to_string(g) + " vs dense");
+  }
   try {
     d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), 7, out.g(), 0.2f);
     FAIL() << "expected an error";

@@ -45,17 +45,7 @@ void check_f32_weight(const Tensor& t, int rank, const char* op, const char* wha
 
 const Tensor* non_empty(const Tensor* t) { return t == nullptr || t->empty() ? nullptr : t; }
 
-void check_bias(const Tensor* bias, int64_t c_out, const char* op) {
-  if (!bias) return;
-  LINGBOT_CHECK(bias->dtype() == DType::F32, op, ": bias must be f32, got ", dtype_name(bias->dtype()));
-  LINGBOT_CHECK(bias->ndim() == 1 && bias->dim(0) == c_out, op, ": bias shape ", shape_str(bias->shape()),
-                " does not match ", c_out, " output channels");
-}
-
-void check_conv_params(ConvParams p, const char* op) {
-  LINGBOT_CHECK(p.stride >= 1, op, ": stride must be >= 1, got ", p.stride);
-  LINGBOT_CHECK(p.padding >= 0, op, ": padding must be >= 0, got ", p.padding);
-}
+kernels::MapRef map_ref(const MapView& x) { return {x.data, x.channels, x.height, x.width}; }
 
 void check_int_range(const char* op, std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) LINGBOT_CHECK(d <= INT_MAX, op, ": dimension ", d, " exceeds cuBLAS's int range");
@@ -248,23 +238,7 @@ void CudaBackend::attention_dense(const kernels::QueryView& q, std::span<const k
 
 void CudaBackend::attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group,
                                     float* out, float scale) {
-  LINGBOT_CHECK(group > 0 && q.n_tokens % group == 0, "grouped attention: ", q.n_tokens,
-                " tokens are not a multiple of the group size ", group);
-  // One launch per group over its own keys (as the CPU backend loops): groups are frames, few per call.
-  const int64_t groups = q.n_tokens / group;
-  const int64_t kv_elem = static_cast<int64_t>(dtype_size(kv.dtype));
-  const cuda::CudaAttentionParams params = attention_params(scale);
-  for (int64_t g = 0; g < groups; ++g) {
-    kernels::QueryView qg = q;
-    qg.data = q.data + g * group * q.token_stride;
-    qg.n_tokens = static_cast<int>(group);
-    kernels::KVSpan kg = kv;
-    kg.k = static_cast<const char*>(kv.k) + g * group * kv.token_stride * kv_elem;
-    kg.v = static_cast<const char*>(kv.v) + g * group * kv.token_stride * kv_elem;
-    kg.n_tokens = static_cast<int>(group);
-    cuda::dense_attention(qg, std::span<const kernels::KVSpan>(&kg, 1), out + g * group * q.heads * q.head_dim,
-                          params);
-  }
+  attention_grouped_by_dense(q, kv, group, out, scale);  // groups are frames: a few launches per call
 }
 
 void CudaBackend::attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
@@ -276,18 +250,10 @@ void CudaBackend::attention_cached(const kernels::QueryView& q, const kernels::V
 
 void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, ConvParams p, float* y) {
   constexpr const char* op = "conv2d";
-  check_f32_weight(weight, 4, op, "weight");
-  check_conv_params(p, op);
   bias = non_empty(bias);
-  const int64_t c_in = x.channels, h = x.height, w = x.width;
+  const kernels::ConvOutSize size = kernels::check_conv2d(map_ref(x), weight, bias, p.stride, p.padding, y);
+  const int64_t c_in = x.channels, h = x.height, w = x.width, ho = size.height, wo = size.width;
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
-  LINGBOT_CHECK(x.data != nullptr && y != nullptr, op, ": null input or output");
-  LINGBOT_CHECK(weight.dim(1) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(1),
-                " input channels, input is ", shape_str({c_in, h, w}));
-  check_bias(bias, c_out, op);
-  const int64_t ho = conv2d_out_size(h, kh, p), wo = conv2d_out_size(w, kw, p);
-  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": kernel ", kh, "x", kw, " does not fit input ", shape_str({c_in, h, w}),
-                " with padding ", p.padding);
   const int64_t plane = ho * wo, K = c_in * kh * kw;
   check_int_range(op, {plane, K, c_out});
   const auto* wd = static_cast<const float*>(resident(&weight));
@@ -319,18 +285,10 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
 void CudaBackend::conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, ConvParams p,
                                    float* y) {
   constexpr const char* op = "conv_transpose2d";
-  check_f32_weight(weight, 4, op, "weight");
-  check_conv_params(p, op);
   bias = non_empty(bias);
-  const int64_t c_in = x.channels, h = x.height, w = x.width;
+  const kernels::ConvOutSize size = kernels::check_conv_transpose2d(map_ref(x), weight, bias, p.stride, p.padding, y);
+  const int64_t c_in = x.channels, h = x.height, w = x.width, ho = size.height, wo = size.width;
   const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
-  LINGBOT_CHECK(x.data != nullptr && y != nullptr, op, ": null input or output");
-  LINGBOT_CHECK(weight.dim(0) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(0),
-                " input channels, input is ", shape_str({c_in, h, w}));
-  check_bias(bias, c_out, op);
-  const int64_t ho = conv_transpose2d_out_size(h, kh, p), wo = conv_transpose2d_out_size(w, kw, p);
-  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ",
-                shape_str({c_in, h, w}));
   const int64_t M = c_out * kh * kw, HW = h * w;
   check_int_range(op, {M, HW, c_in});
   const auto* wd = static_cast<const float*>(resident(&weight));

@@ -4,17 +4,14 @@
 #include <climits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.h"
 #include "kernels/cuda/model_ops_cuda.h"
 
 namespace lingbot::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);  // grid-stride loops cover the rest
-}
+using grid::blocks_for;
+using grid::kThreads;
 
 __device__ __forceinline__ int64_t first_index() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_step() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
