@@ -81,6 +81,7 @@ struct RunArgs {
   int kv_window = 64;
   int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
   int camera_iterations = 4;
+  std::string device = "cpu";
   std::string kv_backend = "paged";
   // The defaults are the fast, lean ones (README "Defaults"); f32 / f32 reproduces the reference.
   std::string kv_dtype = "bf16";
@@ -437,6 +438,8 @@ int run_command(const RunArgs& a) {
   } catch (const Error& e) {
     throw Error(std::string("--kv-backend: ") + e.what());
   }
+  // Checked before anything is loaded: a missing device is one error line.
+  const Device device = resolve_device(parse_device(a.device));
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const kernels::WeightsDtypeChoice weights = kernels::parse_weights_dtype(a.weights_dtype);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
@@ -510,6 +513,7 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
 
   SessionOptions so;
+  so.device = device;
   so.kv_backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.scale_frames;
@@ -555,6 +559,7 @@ int run_command(const RunArgs& a) {
                 static_cast<long long>(windowed_overlap(mode.window, with_policy)));
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
+  std::printf("device: %s\n", session.device_description().c_str());
   std::printf("blas: %s\n", bench::blas_description().c_str());
   std::printf("weights: %s for the block linears (%s)%s\n", dtype_name(model->weights_dtype()).data(),
               kernels::gemm_path_description(model->weights_dtype()).c_str(),
@@ -579,6 +584,7 @@ int run_command(const RunArgs& a) {
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
                   {"max_special_frames", a.max_special_frames},
                   {"camera_iterations", a.camera_iterations},
+                  {"device", std::string(device_name(device))},
                   {"kv_backend", a.kv_backend},
                   {"kv_dtype", a.kv_dtype},
                   {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
@@ -913,6 +919,11 @@ void add_run_command(CLI::App& app) {
                   "(outputs move with a bound: README 'Long streams')")
       ->capture_default_str();
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "where the model runs: cpu | cuda (a -DLINGBOT_CUDA=ON build and a GPU) | auto (cuda when "
+                  "available, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   CLI::Option* kv_backend = cmd->add_option("--kv-backend", a->kv_backend,
                                              "KV cache backend: paged | dense | dense-full")->capture_default_str();
   a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);

@@ -146,6 +146,10 @@ std::vector<FrameResult> FrameRunner::finish() { return windowed_ ? windowed_->f
 
 SessionStats FrameRunner::stats() const { return windowed_ ? windowed_->stats() : session_->stats(); }
 
+std::string FrameRunner::device_description() const {
+  return windowed_ ? windowed_->device_description() : session_->device_description();
+}
+
 const SessionOptions& FrameRunner::options() const { return windowed_ ? windowed_->options() : session_->options(); }
 
 const std::vector<WindowInfo>& FrameRunner::windows() const { return windowed_ ? windowed_->windows() : none_; }

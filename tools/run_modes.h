@@ -59,6 +59,7 @@ class FrameRunner {
   std::vector<FrameResult> finish();
   SessionStats stats() const;
   const SessionOptions& options() const;  // resolved
+  std::string device_description() const;
   bool windowed() const { return windowed_ != nullptr; }
   const std::vector<WindowInfo>& windows() const;  // empty in streaming mode
 

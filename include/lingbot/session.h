@@ -33,12 +33,16 @@
 #include "lingbot/dtype.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/model.h"
+#include "lingbot/device.h"
 #include "lingbot/phase_time.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot {
 
 struct SessionOptions {
+  // Where the model runs. cpu (default) | cuda (a -DLINGBOT_CUDA=ON build and a visible GPU; else the
+  // Session constructor throws naming what is missing) | auto (cuda when available, else cpu).
+  Device device = Device::Cpu;
   KVBackend kv_backend = KVBackend::Paged;  // paged | dense | dense-full
   DType kv_dtype = DType::F32;           // storage dtype of the aggregator K/V cache
   // Scale frames: num_scale_frames of the protocol and the cache's pinned scale frames (one value,
@@ -151,6 +155,8 @@ class Session {
   int64_t frames_pushed() const;
   SessionStats stats() const;
   const SessionOptions& options() const;  // with every default resolved
+  // The backend the model runs on, one line: "cpu (2 threads)", or the GPU's name on cuda.
+  std::string device_description() const;
   const Model& model() const;
 
  private:

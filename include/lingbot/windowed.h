@@ -91,6 +91,7 @@ class WindowedSession {
   int64_t overlap() const;                          // ov
   int64_t frames_pushed() const;
   const SessionOptions& options() const;            // resolved
+  std::string device_description() const;          // as Session::device_description
   SessionStats stats() const;                       // the current window's session
 
  private:

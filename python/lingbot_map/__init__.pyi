@@ -16,6 +16,7 @@ Keyframes = Union[Literal["auto", "flow"], int]
 Backend = Literal["paged", "dense", "dense-full"]
 KVDType = Literal["f32", "f16", "bf16"]
 Mode = Literal["crop", "pad"]
+Device = Literal["cpu", "cuda", "auto"]
 
 class Error(RuntimeError): ...
 
@@ -82,6 +83,7 @@ class Session:
         flow_threshold: float = 5.0,
         max_non_keyframe_gap: int = 30,
         backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
+        device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
     ) -> None: ...
     def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
     def finish(self) -> list[Result]: ...
@@ -142,6 +144,7 @@ def reconstruct(
     flow_threshold: float = 5.0,
     max_non_keyframe_gap: int = 30,
     backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
+    device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
 ) -> Reconstruction: ...
 
 class Exporter:

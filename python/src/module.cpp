@@ -227,11 +227,13 @@ struct SessionArgs {
   bool patch_tokens = false;
   double flow_threshold = kDefaultFlowThreshold;
   int max_non_keyframe_gap = kDefaultMaxNonKeyframeGap;
+  std::string device = "cpu";
 };
 
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
 SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   SessionOptions so;
+  so.device = parse_device(a.device);
   so.kv_backend = parse_kv_backend(a.kv_backend);
   so.kv_dtype = parse_dtype(a.kv_dtype);
   so.scale_frames = a.scale_frames;
@@ -287,6 +289,7 @@ py::dict options_dict(const Session& s) {
   return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.kv_window,
                   "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
                   "camera_iterations"_a = o.camera_iterations,
+                  "device"_a = std::string(device_name(o.device)),
                   "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                   "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
 }
@@ -871,16 +874,16 @@ void bind_module(py::module_& m) {
                        int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
                        int threads, std::optional<int> image_size, const std::string& mode, bool features,
                        bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
-                       const std::optional<std::string>& backend) {
+                       const std::optional<std::string>& backend, const std::string& device) {
              SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
-                           kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap};
+                           kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
              return std::make_unique<PySession>(model, a, image_size, mode);
            }),
            "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
            "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
            "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
            "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
-           "backend"_a = py::none())
+           "backend"_a = py::none(), "device"_a = "cpu")
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
@@ -913,17 +916,18 @@ void bind_module(py::module_& m) {
          const std::string& mode, double fps, int64_t first_k, int64_t stride, bool rotate_cw90, int scale_frames,
          int kv_window, const py::object& keyframes, int camera_iterations,
          const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads, bool features,
-         bool patch_tokens, double flow_threshold, int max_non_keyframe_gap, const std::optional<std::string>& backend) {
+         bool patch_tokens, double flow_threshold, int max_non_keyframe_gap, const std::optional<std::string>& backend,
+         const std::string& device) {
         SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
         SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
-                      kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap};
+                      kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
         return std::make_unique<PyReconstruction>(images, video, model, s, a);
       },
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
       "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false, "scale_frames"_a = 8, "kv_window"_a = 64,
       "keyframes"_a = "auto", "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16",
       "threads"_a = 0, "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
-      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(),
+      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "device"_a = "cpu",
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"

@@ -6,8 +6,6 @@
 
 namespace lingbot::compute {
 
-const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
-
 Array::Array(Backend& backend, Shape shape)
     : buf_(backend.allocator(), static_cast<size_t>(shape_numel(shape)) * sizeof(float)), shape_(std::move(shape)) {}
 

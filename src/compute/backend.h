@@ -25,13 +25,11 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"  // QueryView, KVSpan, VisibleKV (device-neutral)
+#include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::compute {
-
-enum class Device : uint8_t { Cpu, Cuda };
-const char* device_name(Device d);  // "cpu", "cuda"
 
 class Backend;
 
@@ -56,6 +54,7 @@ class Array {
 class Scratch {
  public:
   float* reserve(Backend& backend, int64_t floats);  // returns data(); allocates only to grow
+  void release() { buf_.reset(); }
   float* data() { return static_cast<float*>(buf_.data()); }
   int64_t capacity() const { return static_cast<int64_t>(buf_.bytes() / sizeof(float)); }
 
@@ -88,7 +87,7 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  virtual Device device() const = 0;
+  virtual Device device() const = 0;  // Cpu or Cuda (never Auto)
   // One line for banners, e.g. "cpu (2 threads)".
   virtual std::string description() const = 0;
 
@@ -103,6 +102,8 @@ class Backend {
   virtual void synchronize() = 0;
   // Makes a parameter resident ahead of use (a device backend uploads it once; no-op on the CPU).
   virtual void make_resident(const Tensor& param) = 0;
+  // The backend-memory copy of a parameter (the tensor's own data on the CPU), made resident first.
+  virtual const void* resident(const Tensor& param) = 0;
 
   // ---- dense ops (shapes and semantics: kernels/cpu/ops.h) ----------------------------------------
   // y[n, out] = x[n, in] · W^T (+ b): W [out, in] in f32, f16 or bf16 (the weights dtype), b f32 [out]
@@ -112,6 +113,10 @@ class Backend {
   // LayerNorm over `dim` of n rows; gamma / beta f32 [dim] or nullptr; x == y allowed.
   virtual void layer_norm(const float* x, int64_t n, int64_t dim, const Tensor* gamma, const Tensor* beta, float eps,
                           float* y, int64_t x_stride = 0, int64_t y_stride = 0) = 0;
+  // LayerNorm over head_dim of every (token, head) row of x [n_tokens, heads, head_dim], in place;
+  // tokens `token_stride` floats apart, heads contiguous (QK-norm on a packed qkv buffer).
+  virtual void head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+                         const Tensor* gamma, const Tensor* beta, float eps) = 0;
   virtual void gelu_erf(float* x, int64_t n) = 0;  // in place
   virtual void silu(float* x, int64_t n) = 0;
   virtual void relu(float* x, int64_t n) = 0;
@@ -120,9 +125,10 @@ class Backend {
   virtual void layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) = 0;
   // y[c, r] += x[r, c]: x [rows, cols] row-major into y [cols, rows] (token rows to channel planes).
   virtual void add_transposed(float* y, const float* x, int64_t rows, int64_t cols) = 0;
-  // Per channel c of [channels, plane]: y = (x − mean[c]) / std[c] (x == y allowed).
-  virtual void normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean,
-                                  const float* stdev, float* y) = 0;
+  // Per channel c of [channels, plane]: y = (x − mean[c]) / stdev[c] (x == y allowed); mean and stdev
+  // are host values, one per channel.
+  virtual void normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
+                                  std::span<const float> stdev, float* y) = 0;
   // adaLN modulation of n rows of dim: x = gate · (a · (1 + scale) + shift) + t, where the rows of
   // mod [n, 3·dim] are [shift | scale | gate].
   virtual void modulate(float* x, const float* a, const float* t, const float* mod, int64_t n, int64_t dim) = 0;

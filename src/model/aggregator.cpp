@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/cpu/attention.h"
 #include "model/take_weight.h"
 
 namespace lingbot::model {
@@ -39,15 +38,15 @@ Aggregator::Aggregator(const AggregatorConfig& config, io::TensorMap& weights, D
 namespace {
 
 // Copies tokens [n*P, C] into channels [offset, offset+C) of out [n*P, 2C].
-void copy_half(const float* tokens, int64_t rows, int64_t C, float* out, int64_t offset) {
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(out + r * 2 * C + offset, tokens + r * C, static_cast<size_t>(C) * sizeof(float));
+void copy_half(compute::Backend& be, const float* tokens, int64_t rows, int64_t C, float* out, int64_t offset) {
+  const auto row = static_cast<int64_t>(sizeof(float)) * C;
+  be.copy_rows(out + offset, 2 * row, tokens, row, rows, row);
 }
 
 }  // namespace
 
-void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode mode, KVCache& cache,
-                      AggregatorScratch& s, std::vector<Tensor>& selected, int num_threads) const {
+void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFrames& frames, FrameMode mode,
+                      KVCache& cache, AggregatorScratch& s, std::vector<compute::Array>& selected) const {
   const int64_t C = config_.embed_dim, R = config_.num_register_tokens, S = config_.num_special_tokens;
   const int64_t P = tokens_per_frame(grid), n = frames.n_frames, Pp = grid.patches();
   const int64_t rows = n * P;
@@ -61,16 +60,18 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
                 cache.options().tokens_per_frame, " tokens per frame, the frames have ", P);
 
   // Assemble [camera, registers, scale, patches] per frame.
-  s.tokens.resize(static_cast<size_t>(rows * C));
+  float* tokens = s.tokens.reserve(be, rows * C);
+  const auto* camera = static_cast<const float*>(be.resident(camera_token_));
+  const auto* registers = static_cast<const float*>(be.resident(register_token_));
+  const auto* scale = static_cast<const float*>(be.resident(scale_token_));
+  const auto row = static_cast<int64_t>(sizeof(float)) * C;
   for (int64_t f = 0; f < n; ++f) {
-    float* t = s.tokens.data() + f * P * C;
+    float* t = tokens + f * P * C;
     const auto fi = static_cast<size_t>(f);
-    std::memcpy(t, camera_token_.f32() + frames.camera_variant[fi] * C, static_cast<size_t>(C) * sizeof(float));
-    std::memcpy(t + C, register_token_.f32() + frames.register_variant[fi] * R * C,
-                static_cast<size_t>(R * C) * sizeof(float));
-    std::memcpy(t + (1 + R) * C, scale_token_.f32() + frames.scale_variant[fi] * C,
-                static_cast<size_t>(C) * sizeof(float));
-    std::memcpy(t + S * C, frames.patch_tokens + f * Pp * C, static_cast<size_t>(Pp * C) * sizeof(float));
+    be.copy_rows(t, row, camera + frames.camera_variant[fi] * C, row, 1, row);
+    be.copy_rows(t + C, R * row, registers + frames.register_variant[fi] * R * C, R * row, 1, R * row);
+    be.copy_rows(t + (1 + R) * C, row, scale + frames.scale_variant[fi] * C, row, 1, row);
+    be.copy_rows(t + S * C, Pp * row, frames.patch_tokens + f * Pp * C, Pp * row, 1, Pp * row);
   }
 
   // 2D RoPE positions of one frame: specials (0, 0), patch (r, c) at (r + 1, c + 1).
@@ -81,11 +82,11 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
       pr[static_cast<size_t>(S + i)] = static_cast<int32_t>(i / grid.cols + 1);
       pc[static_cast<size_t>(S + i)] = static_cast<int32_t>(i % grid.cols + 1);
     }
-    s.rope2d = kernels::rope2d_table(pr.data(), pc.data(), P, head_dim, static_cast<float>(config_.rope2d_frequency));
+    s.rope2d = be.rope2d_table(pr, pc, head_dim, static_cast<float>(config_.rope2d_frequency));
     s.rope2d_grid = grid;
   }
   // 3D RoPE of the step's frames: special k of frame f at (t_f, k, k), patch (r, c) at (t_f, S + r, S + c).
-  kernels::RopeTable rope3d;
+  compute::RopeTable rope3d;
   if (config_.enable_3d_rope) {
     std::vector<int64_t> pt(static_cast<size_t>(rows));
     std::vector<int32_t> ph(static_cast<size_t>(rows)), pw(static_cast<size_t>(rows));
@@ -97,51 +98,50 @@ void Aggregator::step(const FrameGrid& grid, const StepFrames& frames, FrameMode
         pw[r] = static_cast<int32_t>(i < S ? i : S + (i - S) % grid.cols);
       }
     const auto& d = config_.rope3d_fhw;
-    rope3d = kernels::rope3d_table(pt.data(), ph.data(), pw.data(), rows, head_dim,
-                                   {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])},
-                                   config_.rope3d_theta);
+    rope3d = be.rope3d_table(pt, ph, pw, head_dim,
+                             {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])},
+                             config_.rope3d_theta);
   }
 
   const RotateFn rotate_frame = [&](float* q, float* k, int64_t n_tok, int64_t stride) {
     for (int64_t f = 0; f < n_tok / P; ++f) {
-      kernels::rope2d_apply(q + f * P * stride, P, heads, stride, s.rope2d, num_threads);
-      kernels::rope2d_apply(k + f * P * stride, P, heads, stride, s.rope2d, num_threads);
+      be.rope2d(q + f * P * stride, P, heads, stride, s.rope2d);
+      be.rope2d(k + f * P * stride, P, heads, stride, s.rope2d);
     }
   };
   const RotateFn rotate_global = config_.enable_3d_rope
                                      ? RotateFn([&](float* q, float* k, int64_t n_tok, int64_t stride) {
-                                         kernels::rope3d_apply(q, n_tok, heads, stride, rope3d, num_threads);
-                                         kernels::rope3d_apply(k, n_tok, heads, stride, rope3d, num_threads);
+                                         be.rope3d(q, n_tok, heads, stride, rope3d);
+                                         be.rope3d(k, n_tok, heads, stride, rope3d);
                                        })
                                      : rotate_frame;
+  const float attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const AttendFn attend_frame = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-    grouped_self_attention(q, kv, P, out, num_threads);
+    be.attention_grouped(q, kv, P, out, attention_scale);
   };
 
   selected.clear();
-  for (size_t j = 0; j < config_.selected_layers.size(); ++j) selected.emplace_back(Shape{n, P, 2 * C});
+  for (size_t j = 0; j < config_.selected_layers.size(); ++j) selected.emplace_back(be, Shape{n, P, 2 * C});
 
-  // Global attention: the cache stores each block's K/V and hands out its visible keys; the kernel runs here.
-  const kernels::AttentionParams global_attention{1.0f / std::sqrt(static_cast<float>(head_dim)), num_threads};
+  // Global attention: the cache stores each block's K/V and hands out its visible keys; the backend's
+  // attention runs here.
   cache.begin_step(mode, static_cast<int>(n));
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
     {
       const PhaseClock clock(s.frame_blocks);
-      block_forward(frame_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_frame, attend_frame,
-                    num_threads);
+      block_forward(be, frame_blocks_[static_cast<size_t>(d)], tokens, rows, s.block, rotate_frame, attend_frame);
     }
-    if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), 0);
+    if (slot >= 0) copy_half(be, tokens, rows, C, selected[static_cast<size_t>(slot)].data(), 0);
     const int block = static_cast<int>(d);
     const AttendFn attend_global = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-      kernels::attention(q, cache.store(block, kv), out, global_attention);
+      be.attention_cached(q, cache.store(block, kv), out, attention_scale);
     };
     {
       const PhaseClock clock(s.global_blocks);
-      block_forward(global_blocks_[static_cast<size_t>(d)], s.tokens.data(), rows, s.block, rotate_global,
-                    attend_global, num_threads);
+      block_forward(be, global_blocks_[static_cast<size_t>(d)], tokens, rows, s.block, rotate_global, attend_global);
     }
-    if (slot >= 0) copy_half(s.tokens.data(), rows, C, selected[static_cast<size_t>(slot)].f32(), C);
+    if (slot >= 0) copy_half(be, tokens, rows, C, selected[static_cast<size_t>(slot)].data(), C);
   }
   cache.end_step();
 }

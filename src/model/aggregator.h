@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "compute/backend.h"
 #include "core/phase_clock.h"
 #include "io/tensor_map.h"
-#include "kernels/cpu/rope.h"
 #include "kvcache/kv_cache.h"
 #include "lingbot/model_config.h"
 #include "lingbot/tensor.h"
@@ -29,7 +29,7 @@ struct FrameGrid {
 // The frames of one step (the scale phase: all scale frames; later: one frame).
 struct StepFrames {
   int n_frames = 0;
-  const float* patch_tokens = nullptr;  // f32 [n_frames, patches, C] from the encoder
+  const float* patch_tokens = nullptr;  // f32 [n_frames, patches, C] from the encoder (backend memory)
   std::vector<int> camera_variant;      // per frame: 0 or 1 (index into the [2, ...] token tables)
   std::vector<int> register_variant;
   std::vector<int> scale_variant;
@@ -38,10 +38,10 @@ struct StepFrames {
 
 struct AggregatorScratch {
   PhaseTime frame_blocks, global_blocks;  // accumulated over step() calls
-  std::vector<float> tokens;
+  compute::Scratch tokens;
   BlockScratch block;
   FrameGrid rope2d_grid;
-  kernels::RopeTable rope2d;  // one frame's 2D table, rebuilt when the grid changes
+  compute::RopeTable rope2d;  // one frame's 2D table, rebuilt when the grid changes
 };
 
 class Aggregator {
@@ -54,11 +54,12 @@ class Aggregator {
   const AggregatorConfig& config() const { return config_; }
   int64_t tokens_per_frame(const FrameGrid& g) const { return config_.num_special_tokens + g.patches(); }
 
-  // Runs one step. `cache` must have been built for this geometry (tokens_per_frame, heads, depth);
-  // the step is bracketed by cache.begin_step(mode, n) / end_step(). `selected` receives one tensor
-  // [n_frames, P, 2C] per selected layer (in config order); nothing else is retained.
-  void step(const FrameGrid& grid, const StepFrames& frames, FrameMode mode, KVCache& cache,
-            AggregatorScratch& scratch, std::vector<Tensor>& selected, int num_threads) const;
+  // Runs one step on `be`. `cache` must have been built for this geometry (tokens_per_frame, heads,
+  // depth) and for be's memory; the step is bracketed by cache.begin_step(mode, n) / end_step().
+  // `selected` receives one array [n_frames, P, 2C] in be's memory per selected layer (in config
+  // order); nothing else is retained.
+  void step(compute::Backend& be, const FrameGrid& grid, const StepFrames& frames, FrameMode mode, KVCache& cache,
+            AggregatorScratch& scratch, std::vector<compute::Array>& selected) const;
 
  private:
   AggregatorConfig config_;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "compute/backend.h"
 #include "io/tensor_map.h"
-#include "kernels/cpu/attention.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::model {
@@ -23,8 +23,9 @@ struct Linear {
 
   static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
                      DType weights_dtype = DType::F32);
-  // y[n, out] = x[n, in] W^T + b; row strides default to in / out.
-  void forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride = 0, int64_t y_stride = 0) const;
+  // y[n, out] = x[n, in] W^T + b (backend memory); row strides default to in / out.
+  void forward(compute::Backend& be, const float* x, int64_t n, float* y, int64_t x_stride = 0,
+               int64_t y_stride = 0) const;
 };
 
 struct LayerNormW {
@@ -33,7 +34,8 @@ struct LayerNormW {
   float eps = 1e-5f;
 
   static LayerNormW take(io::TensorMap& weights, const std::string& prefix, int64_t dim, float eps);
-  void forward(const float* x, int64_t n, float* y, int num_threads, int64_t x_stride = 0, int64_t y_stride = 0) const;
+  void forward(compute::Backend& be, const float* x, int64_t n, float* y, int64_t x_stride = 0,
+               int64_t y_stride = 0) const;
 };
 
 struct BlockWeights {
@@ -52,24 +54,20 @@ struct BlockWeights {
                            DType weights_dtype = DType::F32);
 };
 
-// Reusable activations of one block call; grows, never shrinks.
+// Reusable activations of one block call (backend memory); grows, never shrinks.
 struct BlockScratch {
-  std::vector<float> normed, qkv, attn, branch, hidden;
-  void reserve(int64_t n_tokens, const BlockWeights& w);
+  compute::Scratch normed, qkv, attn, branch, hidden;
+  void reserve(compute::Backend& be, int64_t n_tokens, const BlockWeights& w);
 };
 
 // Rotates q and k in place after QK-norm. Rows are `token_stride` floats apart, heads contiguous.
 using RotateFn = std::function<void(float* q, float* k, int64_t n_tokens, int64_t token_stride)>;
 // Attention of q over kv (the current tokens' own K/V; a cache may add its own): out [n, heads*head_dim].
+// Scale 1/sqrt(head_dim).
 using AttendFn = std::function<void(const kernels::QueryView& q, const kernels::KVSpan& kv, float* out)>;
 
-// Runs one block on x [n_tokens, dim] in place.
-void block_forward(const BlockWeights& w, float* x, int64_t n_tokens, BlockScratch& scratch, const RotateFn& rotate,
-                   const AttendFn& attend, int num_threads);
-
-// Dense attention of each group of `group` consecutive tokens to itself (intra-frame attention),
-// scale 1/sqrt(head_dim). q, k, v point into one packed qkv buffer (token stride `token_stride`).
-void grouped_self_attention(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
-                            int num_threads);
+// Runs one block on x [n_tokens, dim] (backend memory) in place.
+void block_forward(compute::Backend& be, const BlockWeights& w, float* x, int64_t n_tokens, BlockScratch& scratch,
+                   const RotateFn& rotate, const AttendFn& attend);
 
 }  // namespace lingbot::model

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <span>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/ops.h"
 #include "model/geometry.h"
 #include "model/take_weight.h"
 
@@ -123,13 +121,12 @@ CameraHeadCache CameraHead::make_cache(int num_iterations) const {
 }
 
 // Pre-norm block: x += ls1 · proj(attn(norm1(x))); x += ls2 · fc2(gelu(fc1(norm2(x)))). x: [n, D].
-void CameraHead::run_block(const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x, int64_t n,
-                           int num_threads) const {
+void CameraHead::run_block(compute::Backend& be, const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode,
+                           float* x, int64_t n) const {
   const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, heads = cfg_.num_heads, hd = D / heads;
-  const int nt = std::max(1, num_threads);
   std::vector<float> h(static_cast<size_t>(n * D)), qkv(static_cast<size_t>(n * 3 * D)), att(h.size());
-  kn::layer_norm(x, n, D, blk.norm1_w.f32(), blk.norm1_b.f32(), cfg_.ln_eps, h.data(), nt);
-  kn::linear(h.data(), n, D, blk.qkv_w.f32(), blk.qkv_b.f32(), 3 * D, qkv.data(), nt);
+  be.layer_norm(x, n, D, &blk.norm1_w, &blk.norm1_b, cfg_.ln_eps, h.data());
+  be.linear(h.data(), n, blk.qkv_w, &blk.qkv_b, qkv.data());
 
   // Keys: the stored frames (oldest first), then this step's own tokens. A stored frame is appended
   // after attention, which sees the same key set as "append, then attend to the cache".
@@ -140,10 +137,8 @@ void CameraHead::run_block(const Block& blk, CameraHeadCache::Entry& cache, Fram
     spans[n_spans++] = {cache.k.data(), cache.v.data(), DType::F32, static_cast<int>(cached), D};
   spans[n_spans++] = {qkv.data() + D, qkv.data() + 2 * D, DType::F32, static_cast<int>(n), 3 * D};
   const kn::QueryView q{qkv.data(), static_cast<int>(n), static_cast<int>(heads), static_cast<int>(hd), 3 * D};
-  kn::AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  params.num_threads = nt;
-  kn::dense_attention(q, std::span<const kn::KVSpan>(spans, n_spans), att.data(), params);
+  be.attention_dense(q, std::span<const kn::KVSpan>(spans, n_spans), att.data(),
+                     1.0f / std::sqrt(static_cast<float>(hd)));
 
   if (mode != FrameMode::NonKeyframe) {
     for (int64_t r = 0; r < n; ++r) {
@@ -153,20 +148,21 @@ void CameraHead::run_block(const Block& blk, CameraHeadCache::Entry& cache, Fram
     }
   }
 
-  kn::linear(att.data(), n, D, blk.proj_w.f32(), blk.proj_b.f32(), D, h.data(), nt);
-  kn::layer_scale_add(x, h.data(), blk.ls1.f32(), n, D, nt);
+  be.linear(att.data(), n, blk.proj_w, &blk.proj_b, h.data());
+  be.layer_scale_add(x, h.data(), &blk.ls1, n, D);
 
   std::vector<float> m(static_cast<size_t>(n * H));
-  kn::layer_norm(x, n, D, blk.norm2_w.f32(), blk.norm2_b.f32(), cfg_.ln_eps, h.data(), nt);
-  kn::linear(h.data(), n, D, blk.fc1_w.f32(), blk.fc1_b.f32(), H, m.data(), nt);
-  kn::gelu_erf(m.data(), n * H, nt);
-  kn::linear(m.data(), n, H, blk.fc2_w.f32(), blk.fc2_b.f32(), D, h.data(), nt);
-  kn::layer_scale_add(x, h.data(), blk.ls2.f32(), n, D, nt);
+  be.layer_norm(x, n, D, &blk.norm2_w, &blk.norm2_b, cfg_.ln_eps, h.data());
+  be.linear(h.data(), n, blk.fc1_w, &blk.fc1_b, m.data());
+  be.gelu_erf(m.data(), n * H);
+  be.linear(m.data(), n, blk.fc2_w, &blk.fc2_b, h.data());
+  be.layer_scale_add(x, h.data(), &blk.ls2, n, D);
 }
 
-Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& tokens, int num_threads) const {
+Tensor CameraHead::step(compute::Backend& be, CameraHeadCache& cache, FrameMode mode, const RowsView& tokens) const {
   const int64_t D = cfg_.dim_in, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden, n = tokens.rows;
-  const int nt = std::max(1, num_threads);
+  LINGBOT_CHECK(be.allocator().kind() == MemoryKind::Host, "camera head: its cache is host memory; run it on a "
+                "host-memory backend (cpu), not ", be.description());
   LINGBOT_CHECK(cache.depth_ == cfg_.trunk_depth && cache.dim_ == D && cache.iterations_ >= 1,
                 "camera head: the cache was made for another head (trunk depth ", cache.depth_, ", dim ", cache.dim_,
                 "; this head has ", cfg_.trunk_depth, ", ", D, ")");
@@ -185,9 +181,8 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
 
   // t = token_norm(camera tokens); a = LN_noaffine(t) (the adaLN input; t itself is the residual).
   std::vector<float> t(static_cast<size_t>(n * D)), a(t.size()), x(t.size());
-  kn::layer_norm(tokens.data, n, D, token_norm_w_.f32(), token_norm_b_.f32(), cfg_.ln_eps, t.data(), nt,
-                 tokens.stride());
-  kn::layer_norm(t.data(), n, D, nullptr, nullptr, cfg_.adaln_eps, a.data(), nt);
+  be.layer_norm(tokens.data, n, D, &token_norm_w_, &token_norm_b_, cfg_.ln_eps, t.data(), tokens.stride());
+  be.layer_norm(t.data(), n, D, nullptr, nullptr, cfg_.adaln_eps, a.data());
 
   const int64_t iters = cache.iterations_;
   Tensor out({iters, n, P});
@@ -196,25 +191,17 @@ Tensor CameraHead::step(CameraHeadCache& cache, FrameMode mode, const RowsView& 
   std::vector<float> emb(t.size()), mod(static_cast<size_t>(n * 3 * D)), hid(static_cast<size_t>(n * B)),
       delta(pose.size());
   for (int64_t it = 0; it < iters; ++it) {
-    kn::linear(pose.data(), n, P, embed_pose_w_.f32(), embed_pose_b_.f32(), D, emb.data(), nt);
-    kn::silu(emb.data(), n * D, nt);
-    kn::linear(emb.data(), n, D, mod_w_.f32(), mod_b_.f32(), 3 * D, mod.data(), nt);
-    for (int64_t r = 0; r < n; ++r) {
-      const float* shift = mod.data() + r * 3 * D;
-      const float* scale = shift + D;
-      const float* gate = shift + 2 * D;
-      for (int64_t c = 0; c < D; ++c) {
-        const int64_t i = r * D + c;
-        x[i] = gate[c] * (a[i] * (1.0f + scale[c]) + shift[c]) + t[i];
-      }
-    }
+    be.linear(pose.data(), n, embed_pose_w_, &embed_pose_b_, emb.data());
+    be.silu(emb.data(), n * D);
+    be.linear(emb.data(), n, mod_w_, &mod_b_, mod.data());
+    be.modulate(x.data(), a.data(), t.data(), mod.data(), n, D);
     for (int64_t b = 0; b < cfg_.trunk_depth; ++b)
-      run_block(blocks_[b], cache.entries_[it * cfg_.trunk_depth + b], mode, x.data(), n, nt);
+      run_block(be, blocks_[b], cache.entries_[it * cfg_.trunk_depth + b], mode, x.data(), n);
 
-    kn::layer_norm(x.data(), n, D, trunk_norm_w_.f32(), trunk_norm_b_.f32(), cfg_.ln_eps, emb.data(), nt);
-    kn::linear(emb.data(), n, D, branch_fc1_w_.f32(), branch_fc1_b_.f32(), B, hid.data(), nt);
-    kn::gelu_erf(hid.data(), n * B, nt);
-    kn::linear(hid.data(), n, B, branch_fc2_w_.f32(), branch_fc2_b_.f32(), P, delta.data(), nt);
+    be.layer_norm(x.data(), n, D, &trunk_norm_w_, &trunk_norm_b_, cfg_.ln_eps, emb.data());
+    be.linear(emb.data(), n, branch_fc1_w_, &branch_fc1_b_, hid.data());
+    be.gelu_erf(hid.data(), n * B);
+    be.linear(hid.data(), n, branch_fc2_w_, &branch_fc2_b_, delta.data());
     if (it == 0) {
       pose = delta;
     } else {

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "compute/backend.h"
 #include "io/tensor_map.h"
 #include "kvcache/kv_cache.h"
 #include "lingbot/model_config.h"
@@ -100,9 +101,11 @@ class CameraHead {
   // last aggregator output, f32). Returns f32 [cache.num_iterations(), n_frames, 9]: the activated
   // pose encoding [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w] after each iteration (the last
   // row is the final pose). Modes: see the header comment. Throws Error, leaving the cache unchanged,
-  // on a bad shape, a cache of another head, or a bad mode/frame-count combination. Threaded with
-  // num_threads; results do not depend on it.
-  Tensor step(CameraHeadCache& cache, FrameMode mode, const RowsView& camera_tokens, int num_threads) const;
+  // on a bad shape, a cache of another head, or a bad mode/frame-count combination. Runs on `be`,
+  // which must keep its memory on the host (the cache's K/V are host vectors; the head is a few rows
+  // per frame, latency-bound on any device), so camera_tokens are host memory. Results do not depend
+  // on the CPU backend's thread count.
+  Tensor step(compute::Backend& be, CameraHeadCache& cache, FrameMode mode, const RowsView& camera_tokens) const;
 
   const CameraHeadConfig& config() const { return cfg_; }
 
@@ -112,8 +115,8 @@ class CameraHead {
     Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
   };
 
-  void run_block(const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x, int64_t n,
-                 int num_threads) const;
+  void run_block(compute::Backend& be, const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x,
+                 int64_t n) const;
 
   CameraHeadConfig cfg_;
   std::vector<Block> blocks_;

@@ -3,13 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/conv.h"
-#include "kernels/cpu/ops.h"
 #include "model/take_weight.h"
 
 namespace lingbot::model {
-
-namespace kn = lingbot::kernels;
 
 namespace {
 
@@ -29,15 +25,39 @@ std::vector<float> linspace_f32(double start_d, double end_d, int64_t steps) {
   return v;
 }
 
-void relu_inplace(Tensor& t) {
-  float* d = t.f32();
-  for (int64_t i = 0; i < t.numel(); ++i) d[i] = d[i] > 0.0f ? d[i] : 0.0f;
+using compute::Array;
+
+compute::MapView map(const Array& a) { return {a.data(), a.dim(0), a.dim(1), a.dim(2)}; }
+
+Array clone(compute::Backend& be, const Array& x) {
+  Array y(be, x.shape());
+  const auto bytes = static_cast<int64_t>(sizeof(float)) * x.numel();
+  be.copy_rows(y.data(), bytes, x.data(), bytes, 1, bytes);
+  return y;
 }
 
-void add_into(Tensor& y, const Tensor& x) {
-  float* yd = y.f32();
-  const float* xd = x.f32();
-  for (int64_t i = 0; i < y.numel(); ++i) yd[i] += xd[i];
+void relu_inplace(compute::Backend& be, Array& t) { be.relu(t.data(), t.numel()); }
+
+void add_into(compute::Backend& be, Array& y, const Array& x) { be.add(y.data(), x.data(), y.numel()); }
+
+// conv2d / conv_transpose2d / bilinear resize into a new array of the output's shape.
+Array conv(compute::Backend& be, const Array& x, const Tensor& w, const Tensor* b, compute::ConvParams p) {
+  Array y(be, {w.dim(0), compute::conv2d_out_size(x.dim(1), w.dim(2), p), compute::conv2d_out_size(x.dim(2), w.dim(3), p)});
+  be.conv2d(map(x), w, b, p, y.data());
+  return y;
+}
+
+Array conv_t(compute::Backend& be, const Array& x, const Tensor& w, const Tensor* b, compute::ConvParams p) {
+  Array y(be, {w.dim(1), compute::conv_transpose2d_out_size(x.dim(1), w.dim(2), p),
+               compute::conv_transpose2d_out_size(x.dim(2), w.dim(3), p)});
+  be.conv_transpose2d(map(x), w, b, p, y.data());
+  return y;
+}
+
+Array resize(compute::Backend& be, const Array& x, int64_t out_h, int64_t out_w) {
+  Array y(be, {x.dim(0), out_h, out_w});
+  be.resize_bilinear(map(x), out_h, out_w, y.data());
+  return y;
 }
 
 }  // namespace
@@ -95,6 +115,7 @@ DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, const std::strin
   norm_b_ = take("norm.bias", {D});
   for (int l = 0; l < 4; ++l) {
     projects_[l] = conv("projects." + std::to_string(l), {oc[l], D, 1, 1}, true);
+    projects_[l].w.reshape({oc[l], D});  // a 1x1 conv on token rows is a linear layer
     layer_rn_[l] = conv("scratch.layer" + std::to_string(l + 1) + "_rn", {F, oc[l], 3, 3}, false);
   }
   // ConvTranspose2d weights are [in, out, k, k]; their bias has `out` entries (= in here).
@@ -115,27 +136,27 @@ DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, const std::strin
   out_conv2b_ = conv("scratch.output_conv2.2", {cfg_.output_dim, F2, 1, 1}, true);
 }
 
-Tensor DptHead::rcu(const Rcu& u, const Tensor& x, int nt) const {
-  const kn::Conv2dParams same{1, 1, nt};
-  Tensor r = x.clone();
-  relu_inplace(r);
-  Tensor c = kn::conv2d(r, u.conv1.w, u.conv1.bias(), same);
-  relu_inplace(c);
-  Tensor y = kn::conv2d(c, u.conv2.w, u.conv2.bias(), same);
-  add_into(y, r);  // the skip is relu(x): upstream's in-place ReLU overwrote x
+Array DptHead::rcu(compute::Backend& be, const Rcu& u, const Array& x) const {
+  const compute::ConvParams same{1, 1};
+  Array r = clone(be, x);
+  relu_inplace(be, r);
+  Array c = conv(be, r, u.conv1.w, u.conv1.bias(), same);
+  relu_inplace(be, c);
+  Array y = conv(be, c, u.conv2.w, u.conv2.bias(), same);
+  add_into(be, y, r);  // the skip is relu(x): upstream's in-place ReLU overwrote x
   return y;
 }
 
-Tensor DptHead::fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w,
-                       int nt) const {
-  Tensor out = x.clone();
-  if (f.has_residual) add_into(out, rcu(f.rcu1, *skip, nt));
-  out = rcu(f.rcu2, out, nt);
-  out = kn::resize_bilinear_align_corners(out, out_h, out_w, nt);
-  return kn::conv2d(out, f.out_conv.w, f.out_conv.bias(), {1, 0, nt});
+Array DptHead::fusion(compute::Backend& be, const Fusion& f, const Array& x, const Array* skip, int64_t out_h,
+                      int64_t out_w) const {
+  Array out = clone(be, x);
+  if (f.has_residual) add_into(be, out, rcu(be, f.rcu1, *skip));
+  out = rcu(be, f.rcu2, out);
+  out = resize(be, out, out_h, out_w);
+  return conv(be, out, f.out_conv.w, f.out_conv.bias(), {1, 0});
 }
 
-DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize image, int num_threads) const {
+DepthOutput DptHead::forward(compute::Backend& be, const std::array<RowsView, 4>& layers, ImageSize image) const {
   const int64_t D = cfg_.dim_in, ps = cfg_.patch_size;
   LINGBOT_CHECK(image.height > 0 && image.width > 0 && image.height % ps == 0 && image.width % ps == 0,
                 "DPT head: image size ", image.height, "x", image.width, " must be positive multiples of patch size ",
@@ -147,45 +168,43 @@ DepthOutput DptHead::forward(const std::array<RowsView, 4>& layers, ImageSize im
                   " patch tokens must be [", np, ", ", D, "] for a ", image.height, "x", image.width,
                   " image, got [", v.rows, ", ", v.cols, "]");
   }
-  const int nt = std::max(1, num_threads);
   const double aspect = static_cast<double>(image.width) / static_cast<double>(image.height);
 
-  std::array<Tensor, 4> rn;
-  std::vector<float> normed(static_cast<size_t>(np * D));
+  std::array<Array, 4> rn;
+  Array normed(be, {np, D});
   for (int l = 0; l < 4; ++l) {
     const int64_t oc = cfg_.out_channels[l];
-    kn::layer_norm(layers[l].data, np, D, norm_w_.f32(), norm_b_.f32(), cfg_.ln_eps, normed.data(), nt,
-                   layers[l].stride());
-    // 1x1 projection on the token rows ([np, oc]), then to channel-major [oc, ph, pw].
-    std::vector<float> proj(static_cast<size_t>(np * oc));
-    kn::linear(normed.data(), np, D, projects_[l].w.f32(), projects_[l].b.f32(), oc, proj.data(), nt);
-    Tensor x = dpt_position_embedding(oc, ph, pw, aspect);
-    float* xd = x.f32();
-    for (int64_t c = 0; c < oc; ++c)
-      for (int64_t p = 0; p < np; ++p) xd[c * np + p] = proj[p * oc + c] + xd[c * np + p];
+    be.layer_norm(layers[l].data, np, D, &norm_w_, &norm_b_, cfg_.ln_eps, normed.data(), layers[l].stride());
+    // 1x1 projection on the token rows ([np, oc]), then to channel-major [oc, ph, pw] plus the embedding.
+    Array proj(be, {np, oc});
+    be.linear(normed.data(), np, projects_[l].w, &projects_[l].b, proj.data());
+    Array x = be.upload_array(dpt_position_embedding(oc, ph, pw, aspect));
+    be.add_transposed(x.data(), proj.data(), np, oc);
     switch (l) {
-      case 0: x = kn::conv_transpose2d(x, resize0_.w, resize0_.bias(), {4, 0, nt}); break;
-      case 1: x = kn::conv_transpose2d(x, resize1_.w, resize1_.bias(), {2, 0, nt}); break;
+      case 0: x = conv_t(be, x, resize0_.w, resize0_.bias(), {4, 0}); break;
+      case 1: x = conv_t(be, x, resize1_.w, resize1_.bias(), {2, 0}); break;
       case 2: break;
-      default: x = kn::conv2d(x, resize3_.w, resize3_.bias(), {2, 1, nt}); break;
+      default: x = conv(be, x, resize3_.w, resize3_.bias(), {2, 1}); break;
     }
-    rn[l] = kn::conv2d(x, layer_rn_[l].w, nullptr, {1, 1, nt});
+    rn[l] = conv(be, x, layer_rn_[l].w, nullptr, {1, 1});
   }
 
-  Tensor out = fusion(refine_[3], rn[3], nullptr, rn[2].dim(1), rn[2].dim(2), nt);
-  out = fusion(refine_[2], out, &rn[2], rn[1].dim(1), rn[1].dim(2), nt);
-  out = fusion(refine_[1], out, &rn[1], rn[0].dim(1), rn[0].dim(2), nt);
-  out = fusion(refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2, nt);
-  out = kn::conv2d(out, out_conv1_.w, out_conv1_.bias(), {1, 1, nt});
-  out = kn::resize_bilinear_align_corners(out, ph * ps, pw * ps, nt);
-  add_into(out, dpt_position_embedding(out.dim(0), out.dim(1), out.dim(2), aspect));
-  out = kn::conv2d(out, out_conv2a_.w, out_conv2a_.bias(), {1, 1, nt});
-  relu_inplace(out);
-  out = kn::conv2d(out, out_conv2b_.w, out_conv2b_.bias(), {1, 0, nt});
+  Array out = fusion(be, refine_[3], rn[3], nullptr, rn[2].dim(1), rn[2].dim(2));
+  out = fusion(be, refine_[2], out, &rn[2], rn[1].dim(1), rn[1].dim(2));
+  out = fusion(be, refine_[1], out, &rn[1], rn[0].dim(1), rn[0].dim(2));
+  out = fusion(be, refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2);
+  out = conv(be, out, out_conv1_.w, out_conv1_.bias(), {1, 1});
+  out = resize(be, out, ph * ps, pw * ps);
+  add_into(be, out, be.upload_array(dpt_position_embedding(out.dim(0), out.dim(1), out.dim(2), aspect)));
+  out = conv(be, out, out_conv2a_.w, out_conv2a_.bias(), {1, 1});
+  relu_inplace(be, out);
+  out = conv(be, out, out_conv2b_.w, out_conv2b_.bias(), {1, 0});
 
+  // The output activations on the host: depth = exp(ch0), conf = 1 + exp(ch1).
+  const Tensor raw = be.download_array(out);
   const int64_t H = image.height, W = image.width, plane = H * W;
   DepthOutput res{Tensor({H, W}), Tensor({H, W})};
-  const float* o = out.f32();
+  const float* o = raw.f32();
   float* dd = res.depth.f32();
   float* cd = res.conf.f32();
   for (int64_t i = 0; i < plane; ++i) {

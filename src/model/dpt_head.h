@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/backend.h"
 #include "io/tensor_map.h"
 #include "lingbot/model_config.h"
 #include "lingbot/tensor.h"
@@ -37,11 +38,11 @@ class DptHead {
   // Immutable afterwards: one head serves any number of streams.
   DptHead(const DptHeadConfig& config, io::TensorMap& weights, const std::string& prefix = "depth_head.");
 
-  // One frame. layers[i] are the patch tokens of aggregator output intermediate_layer_idx[i]:
-  // (H/p)·(W/p) rows (row-major patches) of dim_in floats. image: the model input size, H and W
-  // multiples of patch_size. Returns depth and confidence at H×W. Threaded with num_threads;
-  // results do not depend on the thread count.
-  DepthOutput forward(const std::array<RowsView, 4>& layers, ImageSize image, int num_threads) const;
+  // One frame on `be`. layers[i] are the patch tokens of aggregator output intermediate_layer_idx[i]
+  // in be's memory: (H/p)·(W/p) rows (row-major patches) of dim_in floats. image: the model input
+  // size, H and W multiples of patch_size. Returns depth and confidence at H×W (host tensors).
+  // Results do not depend on the CPU backend's thread count.
+  DepthOutput forward(compute::Backend& be, const std::array<RowsView, 4>& layers, ImageSize image) const;
 
   const DptHeadConfig& config() const { return cfg_; }
 
@@ -59,8 +60,9 @@ class DptHead {
     Conv out_conv;
   };
 
-  Tensor rcu(const Rcu& u, const Tensor& x, int nt) const;
-  Tensor fusion(const Fusion& f, const Tensor& x, const Tensor* skip, int64_t out_h, int64_t out_w, int nt) const;
+  compute::Array rcu(compute::Backend& be, const Rcu& u, const compute::Array& x) const;
+  compute::Array fusion(compute::Backend& be, const Fusion& f, const compute::Array& x, const compute::Array* skip,
+                        int64_t out_h, int64_t out_w) const;
 
   DptHeadConfig cfg_;
   Tensor norm_w_, norm_b_;

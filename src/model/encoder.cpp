@@ -5,9 +5,6 @@
 
 #include "core/error.h"
 #include "model/take_weight.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/patch_embed.h"
-#include "kernels/cpu/resize_aa.h"
 
 namespace lingbot::model {
 
@@ -37,55 +34,54 @@ Encoder::Encoder(const EncoderConfig& config, const ImageNormConfig& norm, io::T
   final_norm_ = LayerNormW::take(weights, prefix + "norm.", C, config.ln_eps);
 }
 
-Tensor Encoder::position_embedding(int64_t H, int64_t W, int num_threads) const {
+compute::Array Encoder::position_embedding(compute::Backend& be, int64_t H, int64_t W) const {
   const int64_t C = config_.embed_dim, p = config_.patch_size, M = config_.pos_grid();
   const int64_t gh = H / p, gw = W / p;
   // The stored table is used as is only when the grid matches and the image is square.
-  if (gh * gw == M * M && H == W) return pos_embed_.clone();
+  if (gh * gw == M * M && H == W) return be.upload_array(pos_embed_);
   Tensor out({1 + gh * gw, C});
   std::memcpy(out.f32(), pos_embed_.f32(), static_cast<size_t>(C) * sizeof(float));  // cls row
   // [M*M, C] -> channel-major [C, M, M], resample, back to [gh*gw, C].
-  std::vector<float> src(static_cast<size_t>(C * M * M)), dst(static_cast<size_t>(C * gh * gw));
+  Tensor src({C, M, M});
   const float* table = pos_embed_.f32() + C;
   for (int64_t t = 0; t < M * M; ++t)
-    for (int64_t c = 0; c < C; ++c) src[static_cast<size_t>(c * M * M + t)] = table[t * C + c];
-  kernels::resize_bicubic_aa(src.data(), C, M, M, dst.data(), gh, gw, num_threads);
+    for (int64_t c = 0; c < C; ++c) src.f32()[c * M * M + t] = table[t * C + c];
+  const compute::Array src_b = be.upload_array(src);
+  compute::Array dst_b(be, {C, gh, gw});
+  be.resize_bicubic_aa({src_b.data(), C, M, M}, gh, gw, dst_b.data());
+  const Tensor dst = be.download_array(dst_b);
   float* o = out.f32() + C;
   for (int64_t t = 0; t < gh * gw; ++t)
-    for (int64_t c = 0; c < C; ++c) o[t * C + c] = dst[static_cast<size_t>(c * gh * gw + t)];
-  return out;
+    for (int64_t c = 0; c < C; ++c) o[t * C + c] = dst.f32()[c * gh * gw + t];
+  return be.upload_array(out);
 }
 
-void Encoder::forward(const float* image, int64_t H, int64_t W, const Tensor& pos_embed, float* out,
-                      EncoderScratch& s, int num_threads) const {
+void Encoder::forward(compute::Backend& be, const float* image, int64_t H, int64_t W, const compute::Array& pos_embed,
+                      float* out, EncoderScratch& s) const {
   const int64_t C = config_.embed_dim, p = config_.patch_size, R = config_.num_register_tokens;
   const int64_t n_patch = (H / p) * (W / p);
-  pos_embed.check_shape({1 + n_patch, C}, "encoder position embedding");
+  LINGBOT_CHECK(pos_embed.shape() == Shape({1 + n_patch, C}), "encoder position embedding: expected shape ",
+                shape_str({1 + n_patch, C}), ", got ", shape_str(pos_embed.shape()));
   // ImageNet normalisation, (x - mean) / std per channel as the reference computes it.
-  s.image.resize(static_cast<size_t>(3 * H * W));
-  for (int64_t c = 0; c < 3; ++c) {
-    const float m = norm_.mean[static_cast<size_t>(c)], sd = norm_.std[static_cast<size_t>(c)];
-    const float* src = image + c * H * W;
-    float* dst = s.image.data() + c * H * W;
-    for (int64_t i = 0; i < H * W; ++i) dst[i] = (src[i] - m) / sd;
-  }
+  float* img = s.image.reserve(be, 3 * H * W);
+  be.normalize_channels(image, 3, H * W, norm_.mean, norm_.std, img);
   // Token layout: [cls, registers..., patches...]; patch embedding goes straight into place.
   const int64_t n_tok = 1 + R + n_patch;
-  s.tokens.resize(static_cast<size_t>(n_tok * C));
-  s.cols.resize(static_cast<size_t>(n_patch * 3 * p * p));
-  float* tok = s.tokens.data();
-  kernels::patch_embed(s.image.data(), 3, H, W, p, patch_w_.f32(), patch_b_.f32(), C, s.cols.data(),
-                       tok + (1 + R) * C, num_threads);
-  const float* pe = pos_embed.f32();
-  for (int64_t c = 0; c < C; ++c) tok[c] = cls_token_.f32()[c] + pe[c];
-  if (R > 0) std::memcpy(tok + C, register_tokens_.f32(), static_cast<size_t>(R * C) * sizeof(float));
-  kernels::add_inplace(tok + (1 + R) * C, pe + C, n_patch * C, num_threads);
+  float* tok = s.tokens.reserve(be, n_tok * C);
+  be.patch_embed({img, 3, H, W}, p, patch_w_, patch_b_, tok + (1 + R) * C);
+  const float* pe = pos_embed.data();
+  const auto row = static_cast<int64_t>(sizeof(float)) * C;
+  be.copy_rows(tok, row, be.resident(cls_token_), row, 1, row);
+  be.add(tok, pe, C);  // cls + its position embedding
+  if (R > 0) be.copy_rows(tok + C, R * row, be.resident(register_tokens_), R * row, 1, R * row);
+  be.add(tok + (1 + R) * C, pe + C, n_patch * C);
 
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.embed_dim / config_.num_heads));
   const AttendFn attend = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* o) {
-    grouped_self_attention(q, kv, q.n_tokens, o, num_threads);
+    be.attention_grouped(q, kv, q.n_tokens, o, scale);
   };
-  for (const BlockWeights& b : blocks_) block_forward(b, tok, n_tok, s.block, RotateFn{}, attend, num_threads);
-  final_norm_.forward(tok + (1 + R) * C, n_patch, out, num_threads);
+  for (const BlockWeights& b : blocks_) block_forward(be, b, tok, n_tok, s.block, RotateFn{}, attend);
+  final_norm_.forward(be, tok + (1 + R) * C, n_patch, out);
 }
 
 }  // namespace lingbot::model

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "compute/backend.h"
 #include "io/tensor_map.h"
 #include "lingbot/model_config.h"
 #include "lingbot/tensor.h"
@@ -15,7 +16,7 @@
 namespace lingbot::model {
 
 struct EncoderScratch {
-  std::vector<float> image, cols, tokens;
+  compute::Scratch image, tokens;
   BlockScratch block;
 };
 
@@ -28,13 +29,14 @@ class Encoder {
 
   const EncoderConfig& config() const { return config_; }
 
-  // Position embedding for an H x W image: [1 + (H/p)(W/p), C] (cls row first). Compute once per
-  // image size and pass to forward().
-  Tensor position_embedding(int64_t H, int64_t W, int num_threads) const;
+  // Position embedding for an H x W image: [1 + (H/p)(W/p), C] (cls row first) in be's memory.
+  // Compute once per image size and pass to forward().
+  compute::Array position_embedding(compute::Backend& be, int64_t H, int64_t W) const;
 
-  // image: f32 [3, H, W] in [0, 1]; out: f32 [(H/p)(W/p), C] patch tokens, row-major patches.
-  void forward(const float* image, int64_t H, int64_t W, const Tensor& pos_embed, float* out, EncoderScratch& scratch,
-               int num_threads) const;
+  // image: f32 [3, H, W] in [0, 1]; out: f32 [(H/p)(W/p), C] patch tokens, row-major patches; both
+  // in be's memory.
+  void forward(compute::Backend& be, const float* image, int64_t H, int64_t W, const compute::Array& pos_embed,
+               float* out, EncoderScratch& scratch) const;
 
  private:
   EncoderConfig config_;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compute/cpu/cpu_backend.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "kvcache/dense_kv_cache.h"
@@ -14,6 +15,7 @@
 #include "model/dpt_head.h"
 #include "model/encoder.h"
 #include "model/geometry.h"
+#include "pipeline/session_backend.h"
 
 namespace lingbot {
 
@@ -28,6 +30,7 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   if (!o.camera_only) o.camera_only = cfg.kv_cache.camera_only;
   if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
   if (o.threads == 0) o.threads = omp_get_max_threads();
+  o.device = resolve_device(in.device);
   LINGBOT_CHECK(o.scale_frames >= 1, "SessionOptions.scale_frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.kv_window >= 1, "SessionOptions.kv_window must be >= 1, got ", o.kv_window);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "SessionOptions.keyframe_interval must be >= 1, got ", o.keyframe_interval);
@@ -48,6 +51,12 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
 struct Session::Impl {
   std::shared_ptr<const Model> model;
   SessionOptions opt;
+  // Where the model's ops run (declared before every buffer it allocates, so it outlives them).
+  std::unique_ptr<compute::Backend> backend;
+  // The camera head's, when `backend` keeps its memory off the host (the head's cache is host memory;
+  // it is a few rows per frame): its input rows are copied into camera_rows.
+  std::unique_ptr<compute::Backend> host_backend;
+  std::vector<float> camera_rows;
   HostAllocator allocator;
   std::unique_ptr<KVCache> cache;
   std::optional<model::CameraHeadCache> camera_cache;  // per-stream camera-token caches
@@ -55,13 +64,15 @@ struct Session::Impl {
   // Sequence state.
   int64_t height = 0, width = 0;  // 0 until the first frame of the sequence
   model::FrameGrid grid;
-  Tensor pos_embed;
+  compute::Array pos_embed;
   int64_t pushed = 0;        // frames received
   int64_t completed = 0;     // frames whose results were returned
   int64_t stored = 0;        // frames stored in the caches (drives the RoPE time index)
   int64_t steps = 0;
   bool closed = false;
-  std::vector<float> scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
+  compute::Scratch scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
+  compute::Scratch frame_tokens;  // encoder output of a streamed frame [patches, C]
+  compute::Scratch image;         // the frame being encoded [3, H, W], in the backend's memory
   // The reference keyframe of the policies: the last stored frame (raw pose encoding, index).
   Tensor last_stored_pose;
   int64_t last_stored_index = -1;
@@ -71,7 +82,7 @@ struct Session::Impl {
   model::EncoderScratch enc_scratch;
   model::AggregatorScratch agg_scratch;
   SessionPhaseTimes phases;  // encoder, camera head, DPT head (the blocks' are in agg_scratch)
-  std::vector<Tensor> selected;
+  std::vector<compute::Array> selected;
 
   int64_t scale_frames() const { return opt.scale_frames; }
   void begin_sequence(int64_t H, int64_t W);
@@ -121,7 +132,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   height = H;
   width = W;
   grid = {H / p, W / p};
-  pos_embed = model->encoder().position_embedding(H, W, opt.threads);
+  pos_embed = model->encoder().position_embedding(*backend, H, W);
   const int tpf = static_cast<int>(model->aggregator().tokens_per_frame(grid));
   if (cache && cache->options().tokens_per_frame == tpf) {
     cache->reset();
@@ -143,12 +154,14 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   co.max_special_tokens = opt.max_special_tokens;
   co.max_special_frames = opt.max_special_frames;
   cache.reset();  // release the old pools before allocating new ones
-  cache = make_kv_cache(opt.kv_backend, co, allocator);
+  cache = make_session_kv_cache(*backend, opt.kv_backend, co, allocator);
 }
 
 void Session::Impl::encode(const float* image, float* out) {
   const PhaseClock clock(phases.encoder);
-  model->encoder().forward(image, height, width, pos_embed, out, enc_scratch, opt.threads);
+  const int64_t n = 3 * height * width;
+  backend->upload(this->image.reserve(*backend, n), image, static_cast<size_t>(n) * sizeof(float));
+  model->encoder().forward(*backend, this->image.data(), height, width, pos_embed, out, enc_scratch);
 }
 
 std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n, FrameMode mode,
@@ -180,10 +193,10 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     r.rope_time_index = t;
     if (opt.keep_patch_tokens) {
       r.patch_tokens = Tensor({Pp, C});
-      std::memcpy(r.patch_tokens.f32(), patch_tokens + f * Pp * C, static_cast<size_t>(Pp * C) * sizeof(float));
+      backend->download(r.patch_tokens.raw(), patch_tokens + f * Pp * C, r.patch_tokens.nbytes());
     }
   }
-  model->aggregator().step(grid, frames, mode, *cache, agg_scratch, selected, opt.threads);
+  model->aggregator().step(*backend, grid, frames, mode, *cache, agg_scratch, selected);
   if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) stored += n;  // Deferred: on commit
   ++steps;
   completed += n;
@@ -191,9 +204,9 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
   if (opt.keep_features) {
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
-      for (const Tensor& layer : selected) {
+      for (const compute::Array& layer : selected) {
         Tensor t({P, 2 * C});
-        std::memcpy(t.f32(), layer.f32() + f * P * 2 * C, static_cast<size_t>(P * 2 * C) * sizeof(float));
+        backend->download(t.raw(), layer.data() + f * P * 2 * C, t.nbytes());
         r.features.push_back(std::move(t));
       }
     }
@@ -215,8 +228,16 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
     const PhaseClock clock(phases.camera_head);
-    const model::RowsView tokens{selected.back().f32(), n, C2, P * C2};
-    const Tensor poses = model->camera_head().step(*camera_cache, mode, tokens, opt.threads);  // [iters, n, 9]
+    model::RowsView tokens{selected.back().data(), n, C2, P * C2};
+    compute::Backend* head_backend = backend.get();
+    if (host_backend) {  // token 0 of each frame, to the host
+      camera_rows.resize(static_cast<size_t>(n * C2));
+      for (int64_t f = 0; f < n; ++f)
+        backend->download(camera_rows.data() + f * C2, tokens.row(f), static_cast<size_t>(C2) * sizeof(float));
+      tokens = {camera_rows.data(), n, C2, C2};
+      head_backend = host_backend.get();
+    }
+    const Tensor poses = model->camera_head().step(*head_backend, *camera_cache, mode, tokens);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
@@ -240,8 +261,8 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
       FrameResult& r = results[static_cast<size_t>(f)];
       std::array<model::RowsView, 4> layers;
       for (size_t i = 0; i < layers.size(); ++i)
-        layers[i] = {selected[static_cast<size_t>(idx[i])].f32() + (f * P + S) * C2, Pp, C2, C2};
-      model::DepthOutput d = model->dpt_head().forward(layers, size, opt.threads);
+        layers[i] = {selected[static_cast<size_t>(idx[i])].data() + (f * P + S) * C2, Pp, C2, C2};
+      model::DepthOutput d = model->dpt_head().forward(*backend, layers, size);
       r.depth = std::move(d.depth);
       r.depth_conf = std::move(d.conf);
       if (opt.camera_head)
@@ -253,6 +274,9 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
   impl_->opt = resolve(options, model->config());
+  impl_->backend = make_session_backend(impl_->opt.device, impl_->opt.threads);
+  if (impl_->backend->allocator().kind() != MemoryKind::Host)
+    impl_->host_backend = std::make_unique<compute::CpuBackend>(impl_->opt.threads);
   const auto& idx = model->config().dpt.intermediate_layer_idx;
   const size_t n_selected = model->config().aggregator.selected_layers.size();
   for (int64_t i : idx)
@@ -301,25 +325,24 @@ std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int6
   const int64_t idx = s.pushed;
   const int64_t K = s.scale_frames();
   if (idx < K) {
-    s.scale_tokens.resize(static_cast<size_t>((idx + 1) * Pp * C));
+    if (idx == 0) s.scale_tokens.reserve(*s.backend, K * Pp * C);  // every scale frame's tokens, kept to the step
     s.encode(image, s.scale_tokens.data() + idx * Pp * C);
     ++s.pushed;
     if (s.pushed < K) return {};
     auto results = s.run_step(0, K, FrameMode::ScalePhase, s.scale_tokens.data());
-    s.scale_tokens.clear();
-    s.scale_tokens.shrink_to_fit();
+    s.scale_tokens.release();
     return results;
   }
-  std::vector<float> tokens(static_cast<size_t>(Pp * C));
-  s.encode(image, tokens.data());
+  float* tokens = s.frame_tokens.reserve(*s.backend, Pp * C);
+  s.encode(image, tokens);
   ++s.pushed;
   const KeyframePolicy& policy = *s.opt.keyframe_policy;
   const KeyframeQuery q = s.query(idx);
   if (policy.decides_before()) {
     const bool keyframe = policy.is_keyframe(q);
-    return s.run_step(idx, 1, keyframe ? FrameMode::Keyframe : FrameMode::NonKeyframe, tokens.data());
+    return s.run_step(idx, 1, keyframe ? FrameMode::Keyframe : FrameMode::NonKeyframe, tokens);
   }
-  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens.data());
+  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens);
   s.pending = true;
   FrameResult& r = results.front();
   const KeyframeDecision d = policy.decide_after(q, r);
@@ -350,10 +373,10 @@ FrameResult Session::push_frame_deferred(const Tensor& image) {
                 " (HxW), but this sequence's frames are ", s.height, "x", s.width,
                 " (call reset() to start a new sequence)");
   const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
-  std::vector<float> tokens(static_cast<size_t>(Pp * C));
-  s.encode(image.f32(), tokens.data());
+  float* tokens = s.frame_tokens.reserve(*s.backend, Pp * C);
+  s.encode(image.f32(), tokens);
   const int64_t idx = s.pushed++;
-  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens.data());
+  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens);
   s.pending = true;
   results.front().flow_reference_frame = s.last_stored_index;
   s.deferred_result_pose = results.front().pose_enc.empty() ? Tensor() : results.front().pose_enc.clone();
@@ -374,6 +397,8 @@ void Session::rollback_frame() {
   s.rollback();
   s.deferred_result_pose = Tensor();
 }
+
+std::string Session::device_description() const { return impl_->backend->description(); }
 
 const KeyframePolicy& Session::keyframe_policy() const { return *impl_->opt.keyframe_policy; }
 
@@ -400,7 +425,7 @@ std::vector<FrameResult> Session::finish() {
   // Short stream: the scale phase runs on the frames received (the reference caps
   // num_scale_frames at the sequence length).
   auto results = s.run_step(0, s.pushed, FrameMode::ScalePhase, s.scale_tokens.data());
-  s.scale_tokens.clear();
+  s.scale_tokens.release();
   return results;
 }
 
@@ -411,7 +436,7 @@ void Session::reset() {
   s.height = s.width = 0;
   s.pushed = s.completed = s.stored = s.steps = 0;
   s.closed = false;
-  s.scale_tokens.clear();
+  s.scale_tokens.release();
   s.last_stored_pose = Tensor();
   s.deferred_result_pose = Tensor();
   s.last_stored_index = -1;

@@ -322,6 +322,7 @@ const std::vector<WindowInfo>& WindowedSession::windows() const { return impl_->
 int64_t WindowedSession::overlap() const { return impl_->ov; }
 int64_t WindowedSession::frames_pushed() const { return impl_->pushed; }
 const SessionOptions& WindowedSession::options() const { return impl_->session.options(); }
+std::string WindowedSession::device_description() const { return impl_->session.device_description(); }
 SessionStats WindowedSession::stats() const { return impl_->session.stats(); }
 
 }  // namespace lingbot

@@ -3,6 +3,7 @@
 // frames were written leaves summary.json with "status": "failed" and the message.
 #include <fstream>
 
+#include "lingbot/device.h"
 #include "run_test_util.h"
 
 namespace {
@@ -152,3 +153,26 @@ TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
 }
 
 }  // namespace
+
+// --device: cuda needs a CUDA build and a visible GPU, each missing one named in one line (in a
+// CUDA build on a machine with a GPU the check does not apply: the run must succeed there);
+// auto falls back to the CPU; anything else is refused by the option parser.
+TEST(RunErrors, DeviceCudaNamesWhatIsMissing) {
+  if (lingbot::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda is valid here";
+  const std::string err = expect_failure("--demo --demo-frames 2 --device cuda", "device_cuda");
+  EXPECT_EQ(err, lingbot::cuda_compiled()
+                     ? "error: device cuda: no CUDA device is visible (cudaGetDeviceCount found none)\n"
+                     : "error: device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
+  const Result bad = run_cli("run --demo --device tpu --out " + (fresh_dir("device_tpu") / "out").string());
+  EXPECT_EQ(bad.exit_code, 2) << "a usage error, as every option the parser refuses";
+  EXPECT_TRUE(contains(bad.err, "error: --device: tpu not in {cpu,cuda,auto}\n")) << bad.err;
+}
+
+TEST(RunErrors, DeviceAutoRunsOnTheCpuWithoutAGpu) {
+  if (lingbot::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: auto picks it";
+  const fs::path out = fresh_dir("device_auto") / "out";
+  const Result r = run_cli("run --demo --demo-frames 3 --device auto --threads 1 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "device: cpu (1 thread)\n")) << r.out;
+  EXPECT_EQ(read_json(out / "summary.json")["options"]["device"], "cpu");
+}

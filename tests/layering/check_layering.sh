@@ -7,7 +7,10 @@
 #   3. no file in src/model/ touches page ids or the paged cache's internals (page_ids, PageTableView,
 #      PagePlan, PagedKVCache, kvcache/paged_kv_cache.h): the model passes the cache's views through;
 #   4. no file in src/ includes a bench/ or tools/ header: measurement and harness code (calibration,
-#      verify, the demo model, GPU timings) lives beside the tools, outside the core libraries.
+#      verify, the demo model, GPU timings) lives beside the tools, outside the core libraries;
+#   5. no file in src/model/ includes a backend's kernels (src/kernels/cpu/, src/kernels/cuda/, a
+#      compute/<backend>/ header) or names the cuda namespace: the model runs every op through the
+#      compute interface (src/compute/backend.h), so it has no per-backend branch.
 # Comments are ignored (they may name the kernels the views are meant for).
 # usage: check_layering.sh ROOT     prints each violation as FILE:LINE: rule: text; exit 1 if any
 #        check_layering.sh --self-test   plants one violation of each rule in a scratch tree and
@@ -44,6 +47,8 @@ check() {
   [ -n "$out" ] && { echo "$out" | sed 's/^/rule 3 (the model touches page ids): /'; found=1; }
   out=$(code_matches "$root/src" '#[ \t]*include[ \t]*"(bench|tools)/')
   [ -n "$out" ] && { echo "$out" | sed 's/^/rule 4 (a library includes harness code): /'; found=1; }
+  out=$(code_matches "$root/src/model" '(#[ \t]*include[ \t]*"(kernels/(cpu|cuda)|compute/[a-z_]+)/|(^|[^A-Za-z0-9_])cuda::|LINGBOT_HAVE_CUDA)')
+  [ -n "$out" ] && { echo "$out" | sed 's/^/rule 5 (the model bypasses the compute interface): /'; found=1; }
   return $found
 }
 
@@ -65,6 +70,8 @@ CPP
   echo '  const int32_t id = plan.page_ids[0];' > "$tmp/src/model/bad.cpp"
   mkdir -p "$tmp/src/pipeline"
   echo '#include "bench/harness/verify.h"' > "$tmp/src/pipeline/bad.cpp"
+  echo '#include "kernels/cpu/ops.h"' > "$tmp/src/model/bad_kernel.cpp"
+  echo '  if (on_gpu) cuda::linear(ctx, x, n, in, w, b, out, y);' > "$tmp/src/model/bad_branch.cpp"
   check "$tmp" > "$tmp/bad.txt" && { echo "self-test: violations were not reported"; exit 1; }
   status=0
   for want in "rule 1 (kernels include the cache): $tmp/src/kernels/cpu/bad.cpp:1:" \
@@ -72,10 +79,12 @@ CPP
               "rule 2 (the cache calls an attention kernel): $tmp/src/kvcache/bad_paged.cpp:1:" \
               "rule 2 (the cache calls an attention kernel): $tmp/src/kvcache/cuda/bad_cuda.cpp:1:" \
               "rule 3 (the model touches page ids): $tmp/src/model/bad.cpp:1:" \
-              "rule 4 (a library includes harness code): $tmp/src/pipeline/bad.cpp:1:"; do
+              "rule 4 (a library includes harness code): $tmp/src/pipeline/bad.cpp:1:" \
+              "rule 5 (the model bypasses the compute interface): $tmp/src/model/bad_kernel.cpp:1:" \
+              "rule 5 (the model bypasses the compute interface): $tmp/src/model/bad_branch.cpp:1:"; do
     grep -qF "$want" "$tmp/bad.txt" || { echo "self-test: missing report: $want"; status=1; }
   done
-  [ "$(wc -l < "$tmp/bad.txt")" -eq 6 ] || { echo "self-test: expected 6 reports, got:"; cat "$tmp/bad.txt"; status=1; }
+  [ "$(wc -l < "$tmp/bad.txt")" -eq 8 ] || { echo "self-test: expected 8 reports, got:"; cat "$tmp/bad.txt"; status=1; }
   [ $status -eq 0 ] && echo "self-test: every planted violation reported, the clean tree passed"
   exit $status
 fi

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "compute/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "lingbot/model_config.h"
@@ -49,11 +50,12 @@ TEST(Aggregator, TinyScalePhaseMatchesReference) {
   Tiny t;
   const int64_t H = t.images.dim(2), W = t.images.dim(3), p = t.cfg.encoder.patch_size, C = t.cfg.aggregator.embed_dim;
   const model::FrameGrid grid{H / p, W / p};
-  const Tensor pos = t.enc->position_embedding(H, W, 2);
+  compute::CpuBackend be(2);
+  const compute::Array pos = t.enc->position_embedding(be, H, W);
   std::vector<float> tokens(static_cast<size_t>(2 * grid.patches() * C));
   model::EncoderScratch es;
   for (int f = 0; f < 2; ++f)
-    t.enc->forward(t.images.f32() + f * 3 * H * W, H, W, pos, tokens.data() + f * grid.patches() * C, es, 2);
+    t.enc->forward(be, t.images.f32() + f * 3 * H * W, H, W, pos, tokens.data() + f * grid.patches() * C, es);
   HostAllocator alloc;
   const int tpf = static_cast<int>(t.agg->tokens_per_frame(grid));
   auto cache = make_kv_cache(KVBackend::DenseFull, cache_options(t.cfg, tpf), alloc);
@@ -65,8 +67,8 @@ TEST(Aggregator, TinyScalePhaseMatchesReference) {
   frames.scale_variant = {0, 0};
   frames.time_index = {0, 1};
   model::AggregatorScratch as;
-  std::vector<Tensor> selected;
-  t.agg->step(grid, frames, FrameMode::ScalePhase, *cache, as, selected, 2);
+  std::vector<compute::Array> selected;
+  t.agg->step(be, grid, frames, FrameMode::ScalePhase, *cache, as, selected);
   ASSERT_EQ(selected.size(), t.cfg.aggregator.selected_layers.size());
   const auto idx = t.ref.read_int("aggregated_frame_index").values;
   ASSERT_EQ(idx[0], 0);
@@ -76,7 +78,7 @@ TEST(Aggregator, TinyScalePhaseMatchesReference) {
     const Tensor r = t.ref.read("aggregated_" + std::to_string(j), DType::F32);
     double err = 0, rmax = 0;
     for (int64_t i = 0; i < selected[j].numel(); ++i) {  // rows 0 and 1 of the reference are frames 0, 1
-      err = std::max(err, std::abs(static_cast<double>(selected[j].f32()[i]) - r.f32()[i]));
+      err = std::max(err, std::abs(static_cast<double>(selected[j].data()[i]) - r.f32()[i]));
       rmax = std::max(rmax, std::abs(static_cast<double>(r.f32()[i])));
     }
     EXPECT_LE(err, 1e-4 * rmax) << "layer " << j;
@@ -96,17 +98,18 @@ TEST(Aggregator, RejectsInconsistentStepArguments) {
   frames.camera_variant = {0};
   frames.register_variant = {0};
   frames.scale_variant = {0};
+  compute::CpuBackend be(1);
   model::AggregatorScratch as;
-  std::vector<Tensor> selected;
+  std::vector<compute::Array> selected;
   try {
-    t.agg->step(grid, frames, FrameMode::ScalePhase, *cache, as, selected, 1);
+    t.agg->step(be, grid, frames, FrameMode::ScalePhase, *cache, as, selected);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "aggregator step: per-frame variant/time vectors must have 1 entries");
   }
   frames.time_index = {0};
   try {
-    t.agg->step(model::FrameGrid{5, 9}, frames, FrameMode::ScalePhase, *cache, as, selected, 1);
+    t.agg->step(be, model::FrameGrid{5, 9}, frames, FrameMode::ScalePhase, *cache, as, selected);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "aggregator step: cache was built for 46 tokens per frame, the frames have 51");

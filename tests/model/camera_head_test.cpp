@@ -8,8 +8,16 @@
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
 #include "lingbot/model_config.h"
+#include "compute/cpu/cpu_backend.h"
 #include "model/camera_head.h"
 #include "model/geometry.h"
+
+// A CPU backend for one call (its ops keep no state but the thread count; the results are host tensors).
+struct Cpu {
+  lingbot::compute::CpuBackend be;
+  explicit Cpu(int threads) : be(threads) {}
+  operator lingbot::compute::Backend&() { return be; }
+};
 
 namespace lingbot::model {
 namespace {
@@ -66,10 +74,10 @@ Tensor stream_tiny(const CameraHead& head, CameraHeadCache& cache, const Tensor&
     for (int64_t it = 0; it < iters; ++it)
       std::memcpy(all.f32() + (it * S + f0) * 9, step.f32() + it * n * 9, n * 9 * sizeof(float));
   };
-  put(head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames), threads), 0, scale_frames);
+  put(head.step(Cpu(threads), cache, FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames)), 0, scale_frames);
   if (cached) cached->push_back(cache.frames());
   for (int64_t f = scale_frames; f < S; ++f) {
-    put(head.step(cache, FrameMode::Keyframe, camera_rows(agg, f, 1), threads), f, 1);
+    put(head.step(Cpu(threads), cache, FrameMode::Keyframe, camera_rows(agg, f, 1)), f, 1);
     if (cached) cached->push_back(cache.frames());
   }
   return all;
@@ -140,20 +148,20 @@ TEST(CameraHeadGolden, NonKeyframeLeavesTheCacheUnchanged) {
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
   CameraHeadCache a = head.make_cache(), b = head.make_cache();
-  head.step(a, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
-  head.step(b, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(Cpu(1), a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(Cpu(1), b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   // b sees frame 2 as a non-keyframe first: it gets a pose, but nothing is stored.
   const int64_t bytes_before = b.bytes();
-  const Tensor nk = head.step(b, FrameMode::NonKeyframe, camera_rows(agg, 2, 1), 1);
+  const Tensor nk = head.step(Cpu(1), b, FrameMode::NonKeyframe, camera_rows(agg, 2, 1));
   EXPECT_EQ(b.frames(), 2);
   EXPECT_EQ(b.bytes(), bytes_before);
-  const Tensor ka = head.step(a, FrameMode::Keyframe, camera_rows(agg, 2, 1), 1);
+  const Tensor ka = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, 2, 1));
   // Frame 2 as a non-keyframe attends to {0, 1, 2}, exactly the keys it sees as a keyframe.
   EXPECT_LE(test::diff(nk.f32(), ka.f32(), nk.numel()).max_abs, 1e-6);
   // Later frames see the same caches in both heads.
-  head.step(b, FrameMode::Keyframe, camera_rows(agg, 2, 1), 1);
-  const Tensor a3 = head.step(a, FrameMode::Keyframe, camera_rows(agg, 3, 1), 1);
-  const Tensor b3 = head.step(b, FrameMode::Keyframe, camera_rows(agg, 3, 1), 1);
+  head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  const Tensor a3 = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  const Tensor b3 = head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, 3, 1));
   EXPECT_EQ(std::memcmp(a3.f32(), b3.f32(), a3.nbytes()), 0);
   EXPECT_EQ(a.frames(), 4);
   EXPECT_EQ(b.frames(), 4);
@@ -168,19 +176,19 @@ TEST(CameraHeadGolden, DeferredFrameRollsBackExactlyAndCommitsLikeAKeyframe) {
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
   CameraHeadCache a = head.make_cache(), b = head.make_cache();
-  head.step(a, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
-  head.step(b, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(Cpu(1), a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(Cpu(1), b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   for (int64_t f = 2; f < agg.dim(0); ++f) {
     const bool keep = f % 3 != 0;  // 3, 6, 9 rolled back
     const std::vector<unsigned char> before = b.live_bytes();
     const int64_t frames_before = b.frames();
-    const Tensor d = head.step(b, FrameMode::Deferred, camera_rows(agg, f, 1), 1);
+    const Tensor d = head.step(Cpu(1), b, FrameMode::Deferred, camera_rows(agg, f, 1));
     EXPECT_TRUE(b.deferred_pending());
     EXPECT_EQ(b.frames(), frames_before + 1);
-    EXPECT_THROW(head.step(b, FrameMode::Keyframe, camera_rows(agg, f, 1), 1), Error);  // decide first
+    EXPECT_THROW(head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, f, 1)), Error);  // decide first
     if (keep) {
       b.commit_deferred();
-      const Tensor k = head.step(a, FrameMode::Keyframe, camera_rows(agg, f, 1), 1);
+      const Tensor k = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, f, 1));
       EXPECT_EQ(std::memcmp(d.f32(), k.f32(), d.nbytes()), 0) << "frame " << f;
       EXPECT_EQ(b.live_bytes(), a.live_bytes()) << "frame " << f;
     } else {
@@ -206,14 +214,14 @@ TEST(CameraHeadGolden, HistoryBoundKeepsFirstAndNewestFrames) {
   CameraHeadCache full = head.make_cache(), bounded = head.make_cache();
   constexpr int64_t K = 2, R = 3;
   bounded.set_history_bound(K, R);
-  head.step(full, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
-  head.step(bounded, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
+  head.step(Cpu(1), full, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(Cpu(1), bounded, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   int64_t reserved_after_first_drop = -1;
   bool diverged = false;
   for (int64_t i = 2; i < 40; ++i) {
     const RowsView rows = camera_rows(agg, i % 10, 1);  // the 10 reference frames, looped
-    const Tensor a = head.step(full, FrameMode::Keyframe, rows, 1);
-    const Tensor b = head.step(bounded, FrameMode::Keyframe, rows, 1);
+    const Tensor a = head.step(Cpu(1), full, FrameMode::Keyframe, rows);
+    const Tensor b = head.step(Cpu(1), bounded, FrameMode::Keyframe, rows);
     const int64_t stored = i + 1;
     EXPECT_EQ(full.frames(), stored);
     EXPECT_EQ(bounded.frames(), std::min(stored, K + R));
@@ -272,14 +280,14 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  expect_error([&] { head.step(cache, FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}, 1); },
+  expect_error([&] { head.step(Cpu(1), cache, FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}); },
                "camera head: camera tokens must be [n >= 1, 256] with row stride >= 256, got [2, 128] stride 128");
-  expect_error([&] { head.step(cache, FrameMode::Keyframe, camera_rows(agg, 0, 2), 1); },
+  expect_error([&] { head.step(Cpu(1), cache, FrameMode::Keyframe, camera_rows(agg, 0, 2)); },
                "camera head: a keyframe step takes 1 frame, got 2");
-  head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1);
-  expect_error([&] { head.step(cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1); },
+  head.step(Cpu(1), cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  expect_error([&] { head.step(Cpu(1), cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
                "camera head: scale phase needs an empty cache, it holds 2 frames (call reset())");
-  expect_error([&] { head.step(cache, FrameMode::NonKeyframe, camera_rows(agg, 2, 3), 1); },
+  expect_error([&] { head.step(Cpu(1), cache, FrameMode::NonKeyframe, camera_rows(agg, 2, 3)); },
                "camera head: a non-keyframe step takes 1 frame, got 3");
   EXPECT_EQ(cache.frames(), 2);
 
@@ -301,7 +309,7 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   deeper.trunk_depth = 2;
   const CameraHead head2(deeper, w2);
   CameraHeadCache other = head2.make_cache();
-  expect_error([&] { head.step(other, FrameMode::ScalePhase, camera_rows(agg, 0, 2), 1); },
+  expect_error([&] { head.step(Cpu(1), other, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
                "camera head: the cache was made for another head (trunk depth 2, dim 256; this head has 1, 256)");
 }
 

@@ -7,8 +7,16 @@
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
 #include "lingbot/model_config.h"
+#include "compute/cpu/cpu_backend.h"
 #include "model/dpt_head.h"
 #include "model/geometry.h"
+
+// A CPU backend for one call (its ops keep no state but the thread count; the results are host tensors).
+struct Cpu {
+  lingbot::compute::CpuBackend be;
+  explicit Cpu(int threads) : be(threads) {}
+  operator lingbot::compute::Backend&() { return be; }
+};
 
 namespace lingbot::model {
 namespace {
@@ -64,7 +72,7 @@ void check_case(const std::string& name) {
   test::Diff dd, dc, dw;
   for (size_t row = 0; row < frames.size(); ++row) {
     const int64_t f = frames[row];
-    const DepthOutput out = head.forward(patch_rows(c->ref, static_cast<int64_t>(row)), {H, W}, 1);
+    const DepthOutput out = head.forward(Cpu(1), patch_rows(c->ref, static_cast<int64_t>(row)), {H, W});
     ASSERT_EQ(out.depth.shape(), (Shape{H, W}));
     auto acc = [](test::Diff& a, const test::Diff& b) {
       a.max_abs = std::max(a.max_abs, b.max_abs);
@@ -92,8 +100,8 @@ TEST(DptHead, ThreadCountDoesNotChangeResults) {
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = dpt_weights(c->weights);
   const DptHead head(c->cfg.dpt, w);
-  const DepthOutput a = head.forward(patch_rows(c->ref, 4), {70, 112}, 1);
-  const DepthOutput b = head.forward(patch_rows(c->ref, 4), {70, 112}, 2);
+  const DepthOutput a = head.forward(Cpu(1), patch_rows(c->ref, 4), {70, 112});
+  const DepthOutput b = head.forward(Cpu(2), patch_rows(c->ref, 4), {70, 112});
   EXPECT_EQ(std::memcmp(a.depth.f32(), b.depth.f32(), a.depth.nbytes()), 0);
   EXPECT_EQ(std::memcmp(a.conf.f32(), b.conf.f32(), a.conf.nbytes()), 0);
 }
@@ -127,13 +135,13 @@ TEST(DptHeadErrors, BadInputsNameTheProblem) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 100}, 1); },
+  expect_error([&] { head.forward(Cpu(1), patch_rows(c->ref, 0), {70, 100}); },
                "DPT head: image size 70x100 must be positive multiples of patch size 14");
-  expect_error([&] { head.forward(patch_rows(c->ref, 0), {70, 126}, 1); },
+  expect_error([&] { head.forward(Cpu(1), patch_rows(c->ref, 0), {70, 126}); },
                "DPT head: layer 0 patch tokens must be [45, 256] for a 70x126 image, got [40, 256]");
   auto rows = patch_rows(c->ref, 0);
   rows[2].cols = 128;
-  expect_error([&] { head.forward(rows, {70, 112}, 1); },
+  expect_error([&] { head.forward(Cpu(1), rows, {70, 112}); },
                "DPT head: layer 2 patch tokens must be [40, 256] for a 70x112 image, got [40, 128]");
   io::TensorMap missing = dpt_weights(c->weights);
   missing.erase("depth_head.scratch.refinenet2.resConfUnit1.conv2.bias");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "compute/cpu/cpu_backend.h"
 #include "io/safetensors.h"
 #include "lingbot/model_config.h"
 #include "model/encoder.h"
@@ -34,10 +35,13 @@ void check_case(const fs::path& dir) {
   const Tensor expected = ref.read("patch_tokens_frame0", DType::F32);
   const int64_t H = images.dim(2), W = images.dim(3);
   for (int threads : {1, 2}) {
-    const Tensor pos = enc.position_embedding(H, W, threads);
-    Tensor out(expected.shape());
+    compute::CpuBackend be(threads);
+    const compute::Array pos = enc.position_embedding(be, H, W);
+    compute::Array image = be.upload_array(images);
+    compute::Array out_b(be, expected.shape());
     model::EncoderScratch scratch;
-    enc.forward(images.f32(), H, W, pos, out.f32(), scratch, threads);
+    enc.forward(be, image.data(), H, W, pos, out_b.data(), scratch);
+    const Tensor out = be.download_array(out_b);
     double ref_max = 0;
     const double err = max_abs(out.f32(), expected.f32(), out.numel(), &ref_max);
     EXPECT_LE(err, 1e-4 * ref_max) << dir << " threads " << threads;
@@ -61,17 +65,18 @@ TEST(Encoder, SquareMatchingGridUsesStoredTableAndBitIdenticalThreads) {
   const ModelConfig cfg = ModelConfig::infer(w);
   model::Encoder enc(cfg.encoder, cfg.image_norm, w);
   const int64_t side = cfg.encoder.img_size;  // 98 -> 7x7 grid, the stored one
-  const Tensor same = enc.position_embedding(side, side, 1);
+  compute::CpuBackend be1(1), be2(2);
+  const compute::Array same = enc.position_embedding(be1, side, side);
   ASSERT_EQ(same.numel(), stored.numel());
-  EXPECT_EQ(0, std::memcmp(same.f32(), stored.f32(), static_cast<size_t>(same.numel()) * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(same.data(), stored.f32(), static_cast<size_t>(same.numel()) * sizeof(float)));
   // A non-square image resamples even a matching patch count; 1 and 2 threads agree bit for bit.
-  const Tensor a = enc.position_embedding(70, 140, 1), b = enc.position_embedding(70, 140, 2);
-  EXPECT_EQ(0, std::memcmp(a.f32(), b.f32(), static_cast<size_t>(a.numel()) * sizeof(float)));
+  const compute::Array a = enc.position_embedding(be1, 70, 140), b = enc.position_embedding(be2, 70, 140);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)));
   Tensor img({3, 70, 140});
   for (int64_t i = 0; i < img.numel(); ++i) img.f32()[i] = static_cast<float>((i * 37) % 255) / 255.0f;
-  Tensor o1({50, cfg.encoder.embed_dim}), o2({50, cfg.encoder.embed_dim});
+  compute::Array o1(be1, {50, cfg.encoder.embed_dim}), o2(be2, {50, cfg.encoder.embed_dim});
   model::EncoderScratch s1, s2;
-  enc.forward(img.f32(), 70, 140, a, o1.f32(), s1, 1);
-  enc.forward(img.f32(), 70, 140, a, o2.f32(), s2, 2);
-  EXPECT_EQ(0, std::memcmp(o1.f32(), o2.f32(), static_cast<size_t>(o1.numel()) * sizeof(float)));
+  enc.forward(be1, img.f32(), 70, 140, a, o1.data(), s1);
+  enc.forward(be2, img.f32(), 70, 140, a, o2.data(), s2);
+  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), static_cast<size_t>(o1.numel()) * sizeof(float)));
 }

@@ -210,3 +210,24 @@ TEST_F(SessionTest, OverridesInconsistentWithTheCheckpointAreRejected) {
 }
 
 }  // namespace
+
+TEST_F(SessionTest, DeviceIsResolvedAndAMissingCudaIsNamed) {
+  EXPECT_EQ(parse_device("auto"), Device::Auto);
+  EXPECT_EQ(device_name(Device::Cuda), "cuda");
+  expect_error([] { (void)parse_device("gpu"); }, "unknown device 'gpu' (expected auto, cpu or cuda)");
+  SessionOptions o = tiny_options();
+  o.device = Device::Auto;
+  {
+    Session s(model_, o);
+    EXPECT_EQ(s.options().device, cuda_device_count() > 0 ? Device::Cuda : Device::Cpu);
+    if (s.options().device == Device::Cpu) {
+      EXPECT_EQ(s.device_description(), "cpu (" + std::to_string(s.options().threads) +
+                                             (s.options().threads == 1 ? " thread)" : " threads)"));
+    }
+  }
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: device cuda is valid here";
+  o.device = Device::Cuda;
+  expect_error([&] { Session s(model_, o); },
+               cuda_compiled() ? "device cuda: no CUDA device is visible (cudaGetDeviceCount found none)"
+                               : "device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)");
+}

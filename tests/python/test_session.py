@@ -261,3 +261,20 @@ def test_defaults_match_lingbot_map_run():
         assert s.options["kv_dtype"] == "bf16"
     with pytest.raises(lm.Error, match=re.escape("unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)")):
         lm.Model.load(TINY / "model.pt", weights_dtype="int8")
+
+
+def test_device_option_names_what_is_missing():
+    # device= as run's --device: cpu by default; auto falls back to the CPU without a GPU; cuda
+    # without a CUDA build (this one) or a GPU raises naming what is missing; unknown names raise.
+    from conftest import TINY
+    model = lm.Model.load(TINY / "model.pt", weights_dtype="f32")
+    with lm.Session(model) as s:
+        assert s.options["device"] == "cpu"
+    with lm.Session(model, device="auto") as s:
+        assert s.options["device"] in ("cpu", "cuda")
+        cuda_visible = s.options["device"] == "cuda"
+    if not cuda_visible:
+        with pytest.raises(lm.Error, match=r"^device cuda: (this build has no CUDA support|no CUDA device is visible)"):
+            lm.Session(model, device="cuda")
+    with pytest.raises(lm.Error, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
+        lm.Session(model, device="gpu")

@@ -61,6 +61,17 @@ void CpuBackend::layer_norm(const float* x, int64_t n, int64_t dim, const Tensor
   kernels::layer_norm(x, n, dim, f32_or_null(gamma), f32_or_null(beta), eps, y, threads_, x_stride, y_stride);
 }
 
+void CpuBackend::head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+                           const Tensor* gamma, const Tensor* beta, float eps) {
+  const float* g = f32_or_null(gamma);
+  const float* b = f32_or_null(beta);
+  // Token by token (one row of heads each): the partition does not depend on the thread count.
+#pragma omp parallel for schedule(static) num_threads(threads_) \
+    if (n_tokens > 1 && threads_ > 1 && n_tokens * heads * head_dim >= (1 << 15))
+  for (int64_t t = 0; t < n_tokens; ++t)
+    kernels::layer_norm(x + t * token_stride, heads, head_dim, g, b, eps, x + t * token_stride, 1, head_dim, head_dim);
+}
+
 void CpuBackend::gelu_erf(float* x, int64_t n) { kernels::gelu_erf(x, n, threads_); }
 void CpuBackend::silu(float* x, int64_t n) { kernels::silu(x, n, threads_); }
 void CpuBackend::relu(float* x, int64_t n) { kernels::relu(x, n, threads_); }
@@ -75,10 +86,13 @@ void CpuBackend::add_transposed(float* y, const float* x, int64_t rows, int64_t 
     for (int64_t r = 0; r < rows; ++r) y[c * rows + r] = x[r * cols + c] + y[c * rows + r];
 }
 
-void CpuBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean,
-                                    const float* stdev, float* y) {
+void CpuBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
+                                    std::span<const float> stdev, float* y) {
+  LINGBOT_CHECK(static_cast<int64_t>(mean.size()) == channels && static_cast<int64_t>(stdev.size()) == channels,
+                "normalize_channels: ", mean.size(), " means and ", stdev.size(), " deviations for ", channels,
+                " channels");
   for (int64_t c = 0; c < channels; ++c) {
-    const float m = mean[c], sd = stdev[c];
+    const float m = mean[static_cast<size_t>(c)], sd = stdev[static_cast<size_t>(c)];
     const float* src = x + c * plane;
     float* dst = y + c * plane;
     for (int64_t i = 0; i < plane; ++i) dst[i] = (src[i] - m) / sd;

@@ -23,19 +23,22 @@ class CpuBackend final : public Backend {
                  int64_t row_bytes) override;
   void synchronize() override {}
   void make_resident(const Tensor&) override {}  // parameters are read where the model keeps them
+  const void* resident(const Tensor& param) override { return param.raw(); }
 
   void linear(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y, int64_t x_stride,
               int64_t y_stride) override;
   void layer_norm(const float* x, int64_t n, int64_t dim, const Tensor* gamma, const Tensor* beta, float eps,
                   float* y, int64_t x_stride, int64_t y_stride) override;
+  void head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride, const Tensor* gamma,
+                 const Tensor* beta, float eps) override;
   void gelu_erf(float* x, int64_t n) override;
   void silu(float* x, int64_t n) override;
   void relu(float* x, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) override;
   void add_transposed(float* y, const float* x, int64_t rows, int64_t cols) override;
-  void normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean, const float* stdev,
-                          float* y) override;
+  void normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
+                          std::span<const float> stdev, float* y) override;
   void modulate(float* x, const float* a, const float* t, const float* mod, int64_t n, int64_t dim) override;
 
   void rope2d(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& t) override;

@@ -1,0 +1,23 @@
+#pragma once
+// Where a session runs the model: the CPU, a CUDA GPU, or `auto` (CUDA when this build has CUDA
+// support and a device is visible, else the CPU). One name for the concept everywhere: `device`
+// (SessionOptions::device, `--device`, Python `device=`, summary.json options.device).
+#include <cstdint>
+#include <string_view>
+
+namespace lingbot {
+
+enum class Device : uint8_t { Auto, Cpu, Cuda };
+
+std::string_view device_name(Device d);  // "auto" | "cpu" | "cuda"
+// Throws Error("unknown device 'x' (expected auto, cpu or cuda)").
+Device parse_device(std::string_view name);
+
+bool cuda_compiled();     // this build has CUDA support (-DLINGBOT_CUDA=ON)
+int cuda_device_count();  // visible CUDA devices; 0 without CUDA support or without a driver
+
+// The device a session gets: Auto -> Cuda when cuda_device_count() > 0, else Cpu. Cuda without
+// support or without a device throws Error naming what is missing.
+Device resolve_device(Device requested);
+
+}  // namespace lingbot
