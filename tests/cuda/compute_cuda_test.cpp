@@ -11,7 +11,7 @@
 //     normalize_channels, modulate, RoPE, resizes, copies): 1e-6 (designed bit-identical; the slack
 //     only covers a host compiler contracting differently).
 //   * gelu / silu: 1e-6 (device erff / expf are within 2 ulp of libm).
-//   * layer_norm: 1e-5 (both accumulate statistics in double; the rounding of 1/sqrt differs).
+//   * layer_norm, head_norm: 1e-5 (both accumulate statistics in double; 1/sqrt rounds differently).
 //   * f32 GEMM ops (linear, conv2d, conv_transpose2d, patch_embed): 1e-5 (full f32 on both sides,
 //     different summation order).
 //   * attention, Simt kernel: 5e-5 (f32 math, different summation order and exp2); Auto on bf16
@@ -203,6 +203,14 @@ TEST(CudaComputeBackend, ParametersAreUploadedOnce) {
   EXPECT_EQ(d.gpu.allocator().bytes_allocated(), after_resident);  // no second copy, no scratch for f32
   EXPECT_GE(d.gpu.peak_bytes(), after_resident);
   d.compare(y, 1e-5, "linear with a resident weight");
+  // resident(): the device copy, the same one on every call; copy_rows reads it like an Array.
+  const void* dev = d.gpu.resident(W);
+  EXPECT_EQ(d.gpu.resident(W), dev);
+  EXPECT_EQ(d.gpu.resident(Tensor()), nullptr);
+  Pair row = d.filled(32, 0.f);
+  d.gpu.copy_rows(row.g(), 32 * 4, dev, 32 * 4, 1, 32 * 4);
+  const auto got = d.get_gpu(row);
+  EXPECT_EQ(std::memcmp(got.data(), W.f32() + 0, 32 * sizeof(float)), 0);
 }
 
 // ---- dense ops ------------------------------------------------------------------------------------------
@@ -274,6 +282,23 @@ TEST(CudaComputeBackend, LayerNormAffineStridedAndInPlace) {
   d.compare(x, 1e-5, "layer_norm in place, no affine");
 }
 
+TEST(CudaComputeBackend, HeadNormOnPackedQkv) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(17);
+  Dual d;
+  const int64_t n_tokens = 31;
+  const int heads = 4, head_dim = 64;
+  const int64_t stride = 3 * heads * head_dim;  // q of a fused qkv row: k and v stay untouched
+  const Tensor &g = d.param(random_tensor(rng, {head_dim})), &be = d.param(random_tensor(rng, {head_dim}));
+  const auto xv = random_vec(rng, n_tokens * stride, -3.f, 5.f);
+  for (bool affine : {true, false}) {
+    Pair x = d.put(xv);
+    d.cpu.head_norm(x.c(), n_tokens, heads, head_dim, stride, affine ? &g : nullptr, affine ? &be : nullptr, 1e-6f);
+    d.gpu.head_norm(x.g(), n_tokens, heads, head_dim, stride, affine ? &g : nullptr, affine ? &be : nullptr, 1e-6f);
+    d.compare(x, 1e-5, affine ? "head_norm affine" : "head_norm");
+  }
+}
+
 TEST(CudaComputeBackend, ActivationsAndResiduals) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(6);
@@ -327,14 +352,25 @@ TEST(CudaComputeBackend, NormalizeChannelsAndModulate) {
   Dual d;
   const int64_t channels = 3, plane = 28 * 42;
   Pair img = d.put(random_vec(rng, channels * plane, 0.f, 1.f));
-  Pair mean = d.put({0.485f, 0.456f, 0.406f}), sd = d.put({0.229f, 0.224f, 0.225f});
+  const std::vector<float> mean{0.485f, 0.456f, 0.406f}, sd{0.229f, 0.224f, 0.225f};
   Pair out = d.filled(channels * plane, 0.f);
-  d.cpu.normalize_channels(img.c(), channels, plane, mean.c(), sd.c(), out.c());
-  d.gpu.normalize_channels(img.g(), channels, plane, mean.g(), sd.g(), out.g());
+  d.cpu.normalize_channels(img.c(), channels, plane, mean, sd, out.c());
+  d.gpu.normalize_channels(img.g(), channels, plane, mean, sd, out.g());
   d.compare(out, 1e-6, "normalize_channels");
-  d.cpu.normalize_channels(img.c(), channels, plane, mean.c(), sd.c(), img.c());
-  d.gpu.normalize_channels(img.g(), channels, plane, mean.g(), sd.g(), img.g());
-  d.compare(img, 1e-6, "normalize_channels in place");
+  // In place, twice in a row with other statistics: the device copy of the first is not overwritten early.
+  const std::vector<float> mean2{0.5f, 0.25f, 0.125f}, sd2{2.f, 4.f, 8.f};
+  for (Backend* b : {static_cast<Backend*>(&d.cpu), static_cast<Backend*>(&d.gpu)}) {
+    float* p = b == &d.cpu ? img.c() : img.g();
+    b->normalize_channels(p, channels, plane, mean, sd, p);
+    b->normalize_channels(p, channels, plane, mean2, sd2, p);
+  }
+  d.compare(img, 1e-6, "normalize_channels in place, twice");
+  try {
+    d.gpu.normalize_channels(img.g(), 2, plane, mean, sd, img.g());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "normalize_channels: 3 means and 3 deviations for 2 channels");
+  }
 
   const int64_t n = 21, dim = 96;
   Pair x = d.filled(n * dim, 0.f), a = d.put(random_vec(rng, n * dim)), t = d.put(random_vec(rng, n * dim));

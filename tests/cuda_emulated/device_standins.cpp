@@ -1,7 +1,7 @@
 // The pieces of src/kernels/cuda the host emulation cannot run (ops.cu uses warp shuffles and shared
 // memory, attention.cu tensor-core mma), replaced by the CPU kernels they are tested against on a
 // device (tests/cuda/ops_cuda_test.cpp, attention_cuda_test.cpp). Under emulation the backend's
-// layer_norm, gelu_erf and attention ops therefore check the backend's plumbing (arguments,
+// layer_norm, head_norm, gelu_erf and attention ops therefore check the backend's plumbing (arguments,
 // strides, residency, group and span handling), not those kernels.
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
@@ -18,6 +18,12 @@ CudaContext::~CudaContext() {
 void layer_norm(const CudaContext&, const float* x, int64_t n, int64_t dim, const float* gamma, const float* beta,
                 float eps, float* y, int64_t x_stride, int64_t y_stride) {
   kernels::layer_norm(x, n, dim, gamma, beta, eps, y, 1, x_stride, y_stride);
+}
+
+void head_norm(const CudaContext&, float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+               const float* gamma, const float* beta, float eps) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    kernels::layer_norm(x + t * token_stride, heads, head_dim, gamma, beta, eps, x + t * token_stride, 1);
 }
 
 void gelu_erf(const CudaContext&, float* x, int64_t n) { kernels::gelu_erf(x, n, 1); }

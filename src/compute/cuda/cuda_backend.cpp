@@ -100,20 +100,20 @@ void CudaBackend::copy_rows(void* dst, int64_t dst_pitch, const void* src, int64
 
 void CudaBackend::synchronize() { LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
-void CudaBackend::make_resident(const Tensor& param) { (void)resident(&param); }
+void CudaBackend::make_resident(const Tensor& param) { (void)resident(param); }
 
-const void* CudaBackend::resident(const Tensor* param) {
-  if (param == nullptr || param->empty()) return nullptr;
-  const void* key = param->raw();
+const void* CudaBackend::resident(const Tensor& param) {
+  if (param.empty()) return nullptr;
+  const void* key = param.raw();
   auto it = params_.find(key);
   if (it != params_.end()) {
-    LINGBOT_CHECK(it->second.bytes == param->nbytes() && it->second.dtype == param->dtype(),
-                  "cuda backend: parameter ", shape_str(param->shape()), " ", dtype_name(param->dtype()),
+    LINGBOT_CHECK(it->second.bytes == param.nbytes() && it->second.dtype == param.dtype(),
+                  "cuda backend: parameter ", shape_str(param.shape()), " ", dtype_name(param.dtype()),
                   " reuses the memory of an earlier parameter of ", it->second.bytes, " bytes ",
                   dtype_name(it->second.dtype), " (parameters must outlive the backend)");
     return it->second.buf.data();
   }
-  Resident r{Buffer(alloc_, param->nbytes()), param->nbytes(), param->dtype()};
+  Resident r{Buffer(alloc_, param.nbytes()), param.nbytes(), param.dtype()};
   LINGBOT_CUDA_CHECK(cudaMemcpyAsync(r.buf.data(), key, r.bytes, cudaMemcpyHostToDevice, stream()));
   return params_.emplace(key, std::move(r)).first->second.buf.data();
 }
@@ -121,7 +121,7 @@ const void* CudaBackend::resident(const Tensor* param) {
 const float* CudaBackend::resident_f32(const Tensor* param, const char* op, const char* what) {
   if (param == nullptr || param->empty()) return nullptr;
   LINGBOT_CHECK(param->dtype() == DType::F32, op, ": ", what, " must be f32, got ", dtype_name(param->dtype()));
-  return static_cast<const float*>(resident(param));
+  return static_cast<const float*>(resident(*param));
 }
 
 void* CudaBackend::scratch(Buffer& buf, size_t bytes) {
@@ -179,7 +179,7 @@ void CudaBackend::linear(const float* x, int64_t n, const Tensor& W, const Tenso
   LINGBOT_CHECK(b == nullptr || b->numel() == out, "linear: bias ", b ? shape_str(b->shape()) : "", " does not match ",
                 out, " outputs");
   const float* bd = resident_f32(b, "linear", "bias");
-  const void* wd = resident(&W);
+  const void* wd = resident(W);
   void* xs = W.dtype() == DType::F32 || n == 0
                  ? nullptr
                  : scratch(lowp_x_, static_cast<size_t>(n * in) * dtype_size(W.dtype()));
@@ -190,6 +190,12 @@ void CudaBackend::layer_norm(const float* x, int64_t n, int64_t dim, const Tenso
                              float eps, float* y, int64_t x_stride, int64_t y_stride) {
   cuda::layer_norm(*ctx_, x, n, dim, resident_f32(gamma, "layer_norm", "gamma"), resident_f32(beta, "layer_norm", "beta"),
                    eps, y, x_stride, y_stride);
+}
+
+void CudaBackend::head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+                            const Tensor* gamma, const Tensor* beta, float eps) {
+  cuda::head_norm(*ctx_, x, n_tokens, heads, head_dim, token_stride, resident_f32(gamma, "head_norm", "gamma"),
+                  resident_f32(beta, "head_norm", "beta"), eps);
 }
 
 void CudaBackend::gelu_erf(float* x, int64_t n) { cuda::gelu_erf(*ctx_, x, n); }
@@ -208,9 +214,18 @@ void CudaBackend::add_transposed(float* y, const float* x, int64_t rows, int64_t
   cuda::add_transposed(y, x, rows, cols, stream());
 }
 
-void CudaBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean,
-                                     const float* stdev, float* y) {
-  cuda::normalize_channels(x, channels, plane, mean, stdev, y, stream());
+void CudaBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
+                                     std::span<const float> stdev, float* y) {
+  LINGBOT_CHECK(static_cast<int64_t>(mean.size()) == channels && static_cast<int64_t>(stdev.size()) == channels,
+                "normalize_channels: ", mean.size(), " means and ", stdev.size(), " deviations for ", channels,
+                " channels");
+  if (channels == 0) return;
+  // [mean | stdev] on the device; rewriting it is ordered after the previous op that read it.
+  auto* stats = static_cast<float*>(scratch(channel_stats_, 2 * mean.size() * sizeof(float)));
+  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(stats, mean.data(), mean.size() * sizeof(float), cudaMemcpyHostToDevice, stream()));
+  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(stats + channels, stdev.data(), stdev.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream()));
+  cuda::normalize_channels(x, channels, plane, stats, stats + channels, y, stream());
 }
 
 void CudaBackend::modulate(float* x, const float* a, const float* t, const float* mod, int64_t n, int64_t dim) {
@@ -256,7 +271,7 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t plane = ho * wo, K = c_in * kh * kw;
   check_int_range(op, {plane, K, c_out});
-  const auto* wd = static_cast<const float*>(resident(&weight));
+  const auto* wd = static_cast<const float*>(resident(weight));
   float beta = 0.0f;  // beta 0: cuBLAS does not read y (caller memory may hold anything)
   if (bias) {
     cuda::fill_channels(y, resident_f32(bias, op, "bias"), c_out, plane, stream());
@@ -291,7 +306,7 @@ void CudaBackend::conv_transpose2d(const MapView& x, const Tensor& weight, const
   const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t M = c_out * kh * kw, HW = h * w;
   check_int_range(op, {M, HW, c_in});
-  const auto* wd = static_cast<const float*>(resident(&weight));
+  const auto* wd = static_cast<const float*>(resident(weight));
   const float* bd = resident_f32(bias, op, "bias");
   auto* cols = static_cast<float*>(scratch(cols_, static_cast<size_t>(M * HW) * sizeof(float)));
   // cols[M, HW] = Wᵀ[M, c_in] · x[c_in, HW] with W stored [c_in, M]: column-major colsᵀ = xᵀ · W.
@@ -350,7 +365,7 @@ void CudaBackend::patch_embed(const MapView& image, int64_t k, const Tensor& wei
   const int64_t n_patch = (image.height / k) * (image.width / k), row = image.channels * k * k;
   auto* cols = static_cast<float*>(scratch(cols_, static_cast<size_t>(n_patch * row) * sizeof(float)));
   cuda::patchify(image.data, image.channels, image.height, image.width, k, cols, stream());
-  cuda::linear(*ctx_, cols, n_patch, row, static_cast<const float*>(resident(&weight)),
+  cuda::linear(*ctx_, cols, n_patch, row, static_cast<const float*>(resident(weight)),
                resident_f32(&bias, "patch_embed", "bias"), weight.dim(0), out);
 }
 

@@ -69,19 +69,24 @@ class CudaBackend final : public Backend {
                  int64_t row_bytes) override;
   void synchronize() override;
   void make_resident(const Tensor& param) override;
+  // The device copy (uploaded on first use); nullptr for an empty tensor.
+  const void* resident(const Tensor& param) override;
 
   void linear(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y, int64_t x_stride,
               int64_t y_stride) override;
   void layer_norm(const float* x, int64_t n, int64_t dim, const Tensor* gamma, const Tensor* beta, float eps,
                   float* y, int64_t x_stride, int64_t y_stride) override;
+  void head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride, const Tensor* gamma,
+                 const Tensor* beta, float eps) override;
   void gelu_erf(float* x, int64_t n) override;
   void silu(float* x, int64_t n) override;
   void relu(float* x, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) override;
   void add_transposed(float* y, const float* x, int64_t rows, int64_t cols) override;
-  void normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean, const float* stdev,
-                          float* y) override;
+  // mean / stdev (host values) are copied to the device in stream order with the op.
+  void normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
+                          std::span<const float> stdev, float* y) override;
   void modulate(float* x, const float* a, const float* t, const float* mod, int64_t n, int64_t dim) override;
 
   void rope2d(float* x, int64_t n_tokens, int heads, int64_t token_stride, const RopeTable& t) override;
@@ -107,8 +112,6 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
     DType dtype = DType::F32;
   };
-  // Device copy of a parameter (uploaded on first use); nullptr for a null or empty tensor.
-  const void* resident(const Tensor* param);
   const float* resident_f32(const Tensor* param, const char* op, const char* what);
   // A grow-only scratch of at least `bytes` (contents not kept across growth; stream order makes
   // reuse by the next op, and freeing on growth, safe).
@@ -138,7 +141,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaContext> ctx_;
   std::unordered_map<const void*, Resident> params_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
-  Buffer lowp_x_, cols_, resize_mid_;
+  Buffer lowp_x_, cols_, resize_mid_, channel_stats_;
 };
 
 }  // namespace lingbot::compute

@@ -45,13 +45,16 @@ __global__ void fill_kernel(T* dst, int64_t n, float lo, float hi, uint64_t seed
   }
 }
 
-// One block per row; sums in double like the CPU op.
+// One block per row; sums in double like the CPU op. Row b is row b % per_token of token
+// b / per_token: tokens x_stride / y_stride floats apart, rows inside a token row_stride apart.
 __global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
-                                  float* y, int64_t x_stride, int64_t y_stride) {
+                                  float* y, int64_t x_stride, int64_t y_stride, int64_t per_token,
+                                  int64_t row_stride) {
   __shared__ double red[kThreads / 32];
   __shared__ double stat;
-  const float* xr = x + blockIdx.x * x_stride;
-  float* yr = y + blockIdx.x * y_stride;
+  const int64_t token = blockIdx.x / per_token, sub = blockIdx.x % per_token;
+  const float* xr = x + token * x_stride + sub * row_stride;
+  float* yr = y + token * y_stride + sub * row_stride;
   auto block_sum = [&](double v) {
     for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
@@ -116,7 +119,19 @@ void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, 
   if (y_stride == 0) y_stride = dim;
   if (n == 0) return;
   layer_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x, dim, gamma, beta, eps, y, x_stride,
-                                                                             y_stride);
+                                                                             y_stride, 1, 0);
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+void head_norm(const CudaContext& ctx, float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+               const float* gamma, const float* beta, float eps) {
+  LINGBOT_CHECK(n_tokens >= 0 && heads > 0 && head_dim > 0 && token_stride >= int64_t{heads} * head_dim,
+                "cuda head_norm: bad shape n_tokens=", n_tokens, " heads=", heads, " head_dim=", head_dim,
+                " token_stride=", token_stride);
+  LINGBOT_CHECK(n_tokens * heads <= INT_MAX, "cuda head_norm: ", n_tokens, " x ", heads, " rows exceed the grid limit");
+  if (n_tokens == 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(n_tokens * heads), kThreads, 0, ctx.stream()>>>(
+      x, head_dim, gamma, beta, eps, x, token_stride, token_stride, heads, head_dim);
   LINGBOT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -46,6 +46,11 @@ void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const
 void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,
                 const float* beta, float eps, float* y, int64_t x_stride = 0, int64_t y_stride = 0);
 
+// LayerNorm over head_dim of every (token, head) row of x [n_tokens, heads, head_dim] in place
+// (QK-norm): tokens token_stride floats apart, heads contiguous; same arithmetic as layer_norm.
+void head_norm(const CudaContext& ctx, float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+               const float* gamma, const float* beta, float eps);
+
 // x · 0.5 · (1 + erf(x / sqrt(2))) in place on n floats.
 void gelu_erf(const CudaContext& ctx, float* x, int64_t n);
 
