@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,12 @@ double max_rel_error(const Tensor& a, const Tensor& b) {
 
 TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
+  // The environment names testdata/ where the binary runs away from its source tree (scripts/gpu_check.sh
+  // sets it for a bundle); else the build's own.
+  const char* env = std::getenv("LINGBOT_TESTDATA_DIR");
+  const std::string dir = std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
+  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors"))
+      << "no " << dir << "weights.safetensors: set LINGBOT_TESTDATA_DIR to the repository's testdata/";
   const auto model = Model::load(dir + "weights.safetensors");
   const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
   const int64_t frames = std::min<int64_t>(images.dim(0), 6);
