@@ -1,8 +1,10 @@
-// The pieces of src/kernels/cuda the host emulation cannot run (ops.cu uses warp shuffles and shared
-// memory, attention.cu tensor-core mma), replaced by the CPU kernels they are tested against on a
-// device (tests/cuda/ops_cuda_test.cpp, attention_cuda_test.cpp). Under emulation the backend's
+// The pieces of src/kernels/cuda the host emulation cannot run (the kernels of ops.cu use warp
+// shuffles and shared memory, attention.cu's tensor-core mma), replaced by the CPU kernels they are
+// tested against on a device (tests/cuda/ops_cuda_test.cpp, attention_cuda_test.cpp). Under emulation the backend's
 // layer_norm, head_norm, gelu_erf and attention ops therefore check the backend's plumbing (arguments,
 // strides, residency, group and span handling), not those kernels.
+#include <vector>
+
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention_cuda.h"
@@ -46,23 +48,21 @@ void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpa
 
 void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
                const CudaAttentionParams& params) {
-  kernels::attention(q, keys, out, kernels::AttentionParams{params.scale, 1});
-}
-
-DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_allocator) {}
-
-void DevicePageTable::upload(const kernels::PageTableView& host, int num_pages, int page_size, cudaStream_t) {
-  num_keys_ = kernels::check_page_table("paged_attention", host, num_pages, page_size);
-  num_entries_ = host.num_entries;
-  num_pages_ = num_pages;
-  page_size_ = page_size;
-  staging_.assign(host.page_ids, host.page_ids + host.num_entries);
-  staging_.insert(staging_.end(), host.start, host.start + host.num_entries);
-  staging_.insert(staging_.end(), host.len, host.len + host.num_entries);
-}
-
-kernels::PageTableView DevicePageTable::view() const {
-  return {staging_.data(), staging_.data() + num_entries_, staging_.data() + 2 * num_entries_, num_entries_};
+  if (keys.resident.count == 0) {
+    kernels::attention(q, keys, out, kernels::AttentionParams{params.scale, 1});
+    return;
+  }
+  // The device cache's special runs (DeviceSpanTable records, in the pool's dtype) become host spans
+  // between the table's keys and `spans`, the order the device kernel walks them in.
+  std::vector<kernels::KVSpan> spans;
+  const auto* records = static_cast<const DeviceSpan*>(keys.resident.records);
+  for (int i = 0; i < keys.resident.count; ++i)
+    spans.push_back({records[i].k, records[i].v, keys.pool.dtype, records[i].n_tokens, records[i].token_stride});
+  spans.insert(spans.end(), keys.spans.begin(), keys.spans.end());
+  kernels::VisibleKV host = keys;
+  host.resident = {};
+  host.spans = spans;
+  kernels::attention(q, host, out, kernels::AttentionParams{params.scale, 1});
 }
 
 }  // namespace lingbot::cuda
