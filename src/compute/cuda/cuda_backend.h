@@ -14,7 +14,8 @@
 // As the interface says, a parameter must outlive the backend and must not change once read (a
 // different tensor later found at the same address with another size or dtype is an error).
 //
-// Differences from the CPU backend (CpuBackend), all covered by tests/cuda/compute_cuda_test.cpp:
+// Differences from the CPU backend (CpuBackend), all covered by tests/cuda/compute_cuda_test.cpp
+// (with stated tolerances):
 //   * linear with f16 / bf16 weights rounds the activations to the weights dtype and multiplies on
 //     tensor cores with f32 accumulation (cublasGemmEx): the CPU's oneDNN path does the same; the
 //     CPU's panel path (CPUs without native bf16) keeps activations in f32. f32 weights: full f32
@@ -25,8 +26,11 @@
 //     head_dim 64, which rounds queries and probabilities to the K/V dtype (kernels/cuda/attention_cuda.h);
 //     Simt keeps the CPU's f32 math.
 //   * gelu / silu use the device erff / expf (within 2 ulp of the CPU's libm).
-// Everything else (norms, elementwise ops, RoPE, resizes, the transposed convolution's tap order)
-// repeats the CPU's arithmetic in the CPU's order.
+//   * layer_norm / head_norm accumulate their statistics in double like the CPU, in a block-reduction
+//     order.
+// Everything else (elementwise ops, RoPE, resizes, the transposed convolution's tap order) repeats
+// the CPU's arithmetic in the CPU's order. The CPU build also runs those tests against a host
+// emulation of the CUDA runtime (tests/cuda_emulated/).
 #include <cuda_runtime_api.h>
 
 #include <map>
