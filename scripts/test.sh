@@ -9,17 +9,20 @@ cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 
 scripts/setup.sh --no-run
-echo "== tests (release build) =="
+echo "== tests (release build) ($(date +%T)) =="
 ctest --test-dir build --output-on-failure -j"$JOBS"
 
 # The Python module's tests, with Debian's interpreter and pytest (the module is built for it).
 # pytest exits non-zero when it collects no test (5) or a test file fails to import, so a missing
 # module or an empty suite fails this script rather than passing.
-echo "== Python tests (lingbot_map module, /usr/bin/python3 -m pytest) =="
+echo "== Python tests (lingbot_map module, /usr/bin/python3 -m pytest) ($(date +%T)) =="
 OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/python
 
-echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build) =="
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF
+# -O1 -g1 (line tables: sanitizer reports keep file:line) compiles about twice as fast as -O2 -g,
+# the bulk of this step on a 2-core CI machine; the tests run somewhat slower.
+echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build) ($(date +%T)) =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF
 cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS"
@@ -27,18 +30,22 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
 # committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,
 # leak or timeout fails the suite. Longer campaigns: scripts/fuzz.sh SECONDS (figures in README.md).
-echo "== fuzz targets (fixed number of runs) =="
+echo "== fuzz targets (fixed number of runs) ($(date +%T)) =="
 scripts/fuzz.sh --runs 10000
 
 # CUDA configuration, only where nvcc exists: compiles and links the CLI and the CUDA tests with
 # -DLINGBOT_CUDA=ON (every library layer is built for them; the CPU test executables were already
 # built and run above) and runs the CUDA tests (they skip with a visible "no CUDA device" message on
-# machines without a GPU). -j2 keeps nvcc's memory use modest.
+# machines without a GPU). -j2 keeps nvcc's memory use modest. Host code is compiled at -O0: this step
+# checks that everything compiles and links (the release build above checks the optimised CPU code;
+# scripts/gpu_bundle.sh builds the optimised GPU binaries), and -O0 compiles the host code fastest.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  echo "== CUDA build (compile + link; CUDA tests run or skip visibly) =="
-  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF
+  echo "== CUDA build (compile + link; CUDA tests run or skip visibly) ($(date +%T)) =="
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG=-O0 \
+    -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF
   cmake --build build-cuda -j2 --target lingbot-map test_cuda
   ctest --test-dir build-cuda --output-on-failure -j"$JOBS" -R '^Cuda'
 else
   echo "== CUDA build skipped: nvcc not found =="
 fi
+echo "== done ($(date +%T)) =="

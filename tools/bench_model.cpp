@@ -147,6 +147,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
                      dtype_name(wd).data(), dtype_name(kv).data(), static_cast<double>(c.parameters) / 1e9,
                      c.build_seconds, c.gemm.c_str());
       SessionOptions so;
+      so.device = o.device;
       so.kv_dtype = kv;
       so.scale_frames = o.scale_frames;
       so.kv_window = o.window;
@@ -236,6 +237,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
   s.emplace_back("size", std::to_string(o.width) + "x" + std::to_string(o.height));
   s.emplace_back("frames", std::to_string(o.frames));
   s.emplace_back("threads", std::to_string(o.threads));
+  s.emplace_back("device", std::string(device_name(o.device)));
   s.emplace_back("load_avg_start", r.load_average_start);
   s.emplace_back("load_avg_end", r.load_average_end);
   for (const auto& cal : r.calibration) {

@@ -16,6 +16,7 @@
 
 #include "core/phase_clock.h"
 #include "bench/harness/calibration.h"
+#include "lingbot/device.h"
 #include "lingbot/dtype.h"
 
 namespace lingbot::bench {
@@ -30,6 +31,7 @@ struct ModelBenchOptions {
   std::vector<DType> weights_dtypes = {DType::F32, DType::BF16};
   std::vector<DType> kv_dtypes = {DType::F32};
   int threads = 1;
+  Device device = Device::Cpu;   // resolved (cpu or cuda): SessionOptions::device of every configuration
   uint64_t seed = 1;
   bool calibrate = true;
   bool writers = true;           // time the output writers too

@@ -237,7 +237,7 @@ void run_bench_soak(BenchSoakArgs a) {
 struct BenchModelArgs {
   std::string model = "full", resolution = "518", frames = "10", scale_frames = "8", window = "64";
   std::string weights_dtype = "f32,bf16", kv_dtype = "f32", threads, seed = "1", calibrate = "on", writers = "on";
-  std::string csv, plot, load_test;
+  std::string csv, plot, load_test, device = "cpu";
   RenamedOptions renamed;  // --window (old spelling)
 };
 
@@ -282,6 +282,7 @@ void run_bench_model(const BenchModelArgs& a) {
   o.calibrate = parse_on_off("--calibrate", a.calibrate);
   o.writers = parse_on_off("--writers", a.writers);
   o.load_test_file = a.load_test;
+  o.device = resolve_device(parse_device(a.device));
   std::vector<std::string> notices;
   o.weights_dtypes.clear();
   for_each_item(a.weights_dtype, [&](const std::string& item) {
@@ -386,6 +387,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   model->add_option("--kv-dtype", margs->kv_dtype, "comma-separated sweep of f32 | f16 | bf16")->capture_default_str();
   model->add_option("--threads", margs->threads, "threads (default: all cores)");
+  model->add_option("--device", margs->device, "where the model runs: cpu | cuda | auto (as run --device)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   model->add_option("--seed", margs->seed, "random weights / frames seed")->capture_default_str();
   model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")->capture_default_str();
   model->add_option("--writers", margs->writers, "on|off: also time the output writers")->capture_default_str();

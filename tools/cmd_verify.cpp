@@ -13,7 +13,7 @@ namespace lingbot::cli {
 void add_verify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Run a golden case through the streaming Session and compare with its reference");
   struct Args {
-    std::string case_dir, kv_backend = "paged", kv_dtype = "f32", weights_dtype = "f32", only;
+    std::string case_dir, kv_backend = "paged", kv_dtype = "f32", weights_dtype = "f32", only, device = "cpu";
     int threads = 0;
     RenamedOptions renamed;  // --backend (old spelling)
   };
@@ -26,6 +26,9 @@ void add_verify_command(CLI::App& app) {
                   "storage dtype of the blocks' linear layers: auto | f32 | f16 | bf16 (tolerances scale with it)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
+  cmd->add_option("--device", args->device, "where the model runs: cpu | cuda | auto (as run --device)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   cmd->add_option("--only", args->only,
                   "comma-separated glob patterns: check only these tensors (others are listed as SKIP)");
   cmd->callback([args] {
@@ -43,6 +46,7 @@ void add_verify_command(CLI::App& app) {
     o.weights_dtype = wd.dtype;
     LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
     o.threads = args->threads;
+    o.device = resolve_device(parse_device(args->device));
     for (size_t start = 0; !args->only.empty() && start <= args->only.size();) {
       const size_t comma = args->only.find(',', start);
       const std::string pat = args->only.substr(start, comma == std::string::npos ? std::string::npos : comma - start);

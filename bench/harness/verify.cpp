@@ -153,6 +153,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   auto model = Model::load((dir / gc.weights_file).string(), gc.overrides, mo);
 
   SessionOptions so;
+  so.device = vo.device;
   so.kv_backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = K;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache.h"
+#include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/tensor.h"
 #include "pipeline/golden_case.h"
@@ -27,6 +28,7 @@ struct VerifyOptions {
   std::optional<DType> kv_dtype;      // default f32
   DType weights_dtype = DType::F32;   // ModelLoadOptions::weights_dtype of the loaded case model
   int threads = 0;                    // 0 = all
+  Device device = Device::Cpu;        // SessionOptions::device of the run (auto is resolved there)
   std::vector<std::string> only;      // glob patterns of tensor names to check; empty = all
   bool keep_outputs = false;          // fill VerifyReport::outputs (accuracy tests compare backends)
 };

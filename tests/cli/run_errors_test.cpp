@@ -176,3 +176,20 @@ TEST(RunErrors, DeviceAutoRunsOnTheCpuWithoutAGpu) {
   EXPECT_TRUE(contains(r.out, "device: cpu (1 thread)\n")) << r.out;
   EXPECT_EQ(read_json(out / "summary.json")["options"]["device"], "cpu");
 }
+
+TEST(RunErrors, VerifyAndBenchModelTakeTheSameDevice) {
+  if (lingbot::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda is valid here";
+  const std::string want = lingbot::cuda_compiled()
+                               ? "error: device cuda: no CUDA device is visible (cudaGetDeviceCount found none)\n"
+                               : "error: device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n";
+  for (const std::string& args : {"verify --golden " + kTestdata + "/tiny --device cuda",
+                                 std::string("bench model --model-size demo --frames 3 --scale-frames 2 --device cuda")}) {
+    const Result r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, want) << args;
+  }
+  const Result ok = run_cli("bench model --model-size demo --frames 3 --scale-frames 2 --threads 1 --calibrate off "
+                            "--writers off --weights-dtype f32 --device auto");
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_EQ(summary_of(ok.out).at("device"), "cpu");
+}
