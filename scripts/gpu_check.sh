@@ -29,6 +29,8 @@ elif [ $# -gt 0 ]; then
 fi
 status=0
 fail() { echo "CHECK FAILED: $*"; status=1; }
+# test_cuda's whole-model test reads testdata/tiny of this checkout (a bundle runs away from the tree it was built in).
+export LINGBOT_TESTDATA_DIR="$PWD/testdata"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "(nvidia-smi unavailable)"
 start=$(date +%s)

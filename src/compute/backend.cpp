@@ -64,6 +64,24 @@ Tensor Backend::download_array(const Array& a) {
   return t;
 }
 
+void Backend::attention_grouped_by_dense(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group,
+                                         float* out, float scale) {
+  LINGBOT_CHECK(group > 0 && q.n_tokens % group == 0, "grouped attention: ", q.n_tokens,
+                " tokens are not a multiple of the group size ", group);
+  const int64_t groups = q.n_tokens / group;
+  const int64_t kv_elem = static_cast<int64_t>(dtype_size(kv.dtype));
+  for (int64_t g = 0; g < groups; ++g) {
+    kernels::QueryView qg = q;
+    qg.data = q.data + g * group * q.token_stride;
+    qg.n_tokens = static_cast<int>(group);
+    kernels::KVSpan kg = kv;
+    kg.k = static_cast<const char*>(kv.k) + g * group * kv.token_stride * kv_elem;
+    kg.v = static_cast<const char*>(kv.v) + g * group * kv.token_stride * kv_elem;
+    kg.n_tokens = static_cast<int>(group);
+    attention_dense(qg, std::span<const kernels::KVSpan>(&kg, 1), out + g * group * q.heads * q.head_dim, scale);
+  }
+}
+
 int64_t conv2d_out_size(int64_t in, int64_t kernel, ConvParams p) {
   return kernels::conv2d_out_size(in, kernel, p.stride, p.padding);
 }

@@ -174,6 +174,12 @@ class Backend {
   Array upload_array(const Tensor& host);
   // An Array copied back into a new host Tensor.
   Tensor download_array(const Array& a);
+
+ protected:
+  // attention_grouped as one attention_dense per group over that group's own K/V (for a backend
+  // without a fused grouped kernel); checks that the groups tile the queries.
+  void attention_grouped_by_dense(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
+                                  float scale);
 };
 
 // Output size of a convolution along one axis: (in + 2·padding − kernel) / stride + 1.

@@ -126,22 +126,7 @@ void CpuBackend::attention_dense(const kernels::QueryView& q, std::span<const ke
 
 void CpuBackend::attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
                                    float scale) {
-  LINGBOT_CHECK(group > 0 && q.n_tokens % group == 0, "grouped attention: ", q.n_tokens,
-                " tokens are not a multiple of the group size ", group);
-  const int64_t groups = q.n_tokens / group;
-  const int64_t kv_elem = static_cast<int64_t>(dtype_size(kv.dtype));
-  const kernels::AttentionParams params{scale, threads_};
-  for (int64_t g = 0; g < groups; ++g) {
-    kernels::QueryView qg = q;
-    qg.data = q.data + g * group * q.token_stride;
-    qg.n_tokens = static_cast<int>(group);
-    kernels::KVSpan kg = kv;
-    kg.k = static_cast<const char*>(kv.k) + g * group * kv.token_stride * kv_elem;
-    kg.v = static_cast<const char*>(kv.v) + g * group * kv.token_stride * kv_elem;
-    kg.n_tokens = static_cast<int>(group);
-    kernels::dense_attention(qg, std::span<const kernels::KVSpan>(&kg, 1), out + g * group * q.heads * q.head_dim,
-                             params);
-  }
+  attention_grouped_by_dense(q, kv, group, out, scale);
 }
 
 void CpuBackend::attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,

@@ -18,9 +18,9 @@ void check_f32_rank(const Tensor& t, int rank, const char* op, const char* what)
   LINGBOT_CHECK(t.ndim() == rank, op, ": ", what, " must have ", rank, " dimensions, got ", shape_str(t.shape()));
 }
 
-void check_params(const Conv2dParams& p, const char* op) {
-  LINGBOT_CHECK(p.stride >= 1, op, ": stride must be >= 1, got ", p.stride);
-  LINGBOT_CHECK(p.padding >= 0, op, ": padding must be >= 0, got ", p.padding);
+void check_params(int stride, int padding, const char* op) {
+  LINGBOT_CHECK(stride >= 1, op, ": stride must be >= 1, got ", stride);
+  LINGBOT_CHECK(padding >= 0, op, ": padding must be >= 0, got ", padding);
 }
 
 void check_bias(const Tensor* bias, int64_t c_out, const char* op) {
@@ -45,7 +45,7 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int pa
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
   check_f32_rank(x, 3, "conv2d", "input");
   check_f32_rank(weight, 4, "conv2d", "weight");
-  check_params(params, "conv2d");
+  check_params(params.stride, params.padding, "conv2d");
   const int64_t ho = conv2d_out_size(x.dim(1), weight.dim(2), params.stride, params.padding);
   const int64_t wo = conv2d_out_size(x.dim(2), weight.dim(3), params.stride, params.padding);
   LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv2d: kernel ", weight.dim(2), "x", weight.dim(3), " does not fit input ",
@@ -55,20 +55,47 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
   return y;
 }
 
-void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* yd) {
+ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                         const float* y) {
   constexpr const char* op = "conv2d";
   check_f32_rank(weight, 4, op, "weight");
-  check_params(params, op);
+  check_params(stride, padding, op);
   const int64_t c_in = x.channels, h = x.height, w = x.width;
-  const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
-  LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
+  const int64_t kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(x.data != nullptr && y != nullptr, op, ": null input or output");
   LINGBOT_CHECK(weight.dim(1) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(1),
                 " input channels, input is ", shape_str({c_in, h, w}));
-  check_bias(bias, c_out, op);
-  const int s = params.stride, p = params.padding;
-  const int64_t ho = conv2d_out_size(h, kh, s, p), wo = conv2d_out_size(w, kw, s, p);
+  check_bias(bias, weight.dim(0), op);
+  const int64_t ho = conv2d_out_size(h, kh, stride, padding), wo = conv2d_out_size(w, kw, stride, padding);
   LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": kernel ", kh, "x", kw, " does not fit input ", shape_str({c_in, h, w}),
-                " with padding ", p);
+                " with padding ", padding);
+  return {ho, wo};
+}
+
+ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride,
+                                   int padding, const float* y) {
+  constexpr const char* op = "conv_transpose2d";
+  check_f32_rank(weight, 4, op, "weight");
+  check_params(stride, padding, op);
+  const int64_t c_in = x.channels, h = x.height, w = x.width;
+  const int64_t kh = weight.dim(2), kw = weight.dim(3);
+  LINGBOT_CHECK(x.data != nullptr && y != nullptr, op, ": null input or output");
+  LINGBOT_CHECK(weight.dim(0) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(0),
+                " input channels, input is ", shape_str({c_in, h, w}));
+  check_bias(bias, weight.dim(1), op);
+  const int64_t ho = conv_transpose2d_out_size(h, kh, stride, padding);
+  const int64_t wo = conv_transpose2d_out_size(w, kw, stride, padding);
+  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ",
+                shape_str({c_in, h, w}));
+  return {ho, wo};
+}
+
+void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* yd) {
+  const ConvOutSize out = check_conv2d(x, weight, bias, params.stride, params.padding, yd);
+  const int64_t ho = out.height, wo = out.width;
+  const int64_t c_in = x.channels, h = x.height, w = x.width;
+  const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
+  const int s = params.stride, p = params.padding;
 
   const float* xd = x.data;
   const float* wd = weight.f32();
@@ -119,7 +146,7 @@ void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Con
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
   check_f32_rank(x, 3, "conv_transpose2d", "input");
   check_f32_rank(weight, 4, "conv_transpose2d", "weight");
-  check_params(params, "conv_transpose2d");
+  check_params(params.stride, params.padding, "conv_transpose2d");
   const int64_t ho = conv_transpose2d_out_size(x.dim(1), weight.dim(2), params.stride, params.padding);
   const int64_t wo = conv_transpose2d_out_size(x.dim(2), weight.dim(3), params.stride, params.padding);
   LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv_transpose2d: output size ", ho, "x", wo, " is empty for input ",
@@ -131,19 +158,11 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bia
 
 void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
                       float* yd) {
-  constexpr const char* op = "conv_transpose2d";
-  check_f32_rank(weight, 4, op, "weight");
-  check_params(params, op);
+  const ConvOutSize out = check_conv_transpose2d(x, weight, bias, params.stride, params.padding, yd);
+  const int64_t ho = out.height, wo = out.width;
   const int64_t c_in = x.channels, h = x.height, w = x.width;
   const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
-  LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
-  LINGBOT_CHECK(weight.dim(0) == c_in, op, ": weight ", shape_str(weight.shape()), " expects ", weight.dim(0),
-                " input channels, input is ", shape_str({c_in, h, w}));
-  check_bias(bias, c_out, op);
   const int s = params.stride, p = params.padding;
-  const int64_t ho = conv_transpose2d_out_size(h, kh, s, p), wo = conv_transpose2d_out_size(w, kw, s, p);
-  LINGBOT_CHECK(ho >= 1 && wo >= 1, op, ": output size ", ho, "x", wo, " is empty for input ",
-                shape_str({c_in, h, w}));
   const int nt = threads_of(params.num_threads);
 
   // cols[(co, a, b), (i, j)] = Σ_ci w[ci, co, a, b] · x[ci, i, j]: GEMM with the weight transposed to
@@ -186,6 +205,19 @@ Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out
   return y;
 }
 
+std::vector<BilinearTap> bilinear_align_corners_taps(int64_t in, int64_t out) {
+  // As PyTorch computes them: a float scale, the source position and its fraction in float.
+  const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  std::vector<BilinearTap> t(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const float src = scale * static_cast<float>(o);
+    const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+    const float lambda = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
+    t[static_cast<size_t>(o)] = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
+  }
+  return t;
+}
+
 void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* yd, int num_threads) {
   constexpr const char* op = "resize_bilinear_align_corners";
   LINGBOT_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", out_h, "x", out_w, " must be positive");
@@ -193,23 +225,7 @@ void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w
   LINGBOT_CHECK(x.data != nullptr && yd != nullptr, op, ": null input or output");
   LINGBOT_CHECK(h >= 1 && w >= 1, op, ": input ", shape_str({c, h, w}), " is empty");
 
-  // Source index and weights per output row / column, as PyTorch computes them (float scale).
-  struct Tap {
-    int64_t i0, i1;
-    float w0, w1;
-  };
-  auto taps = [](int64_t in, int64_t out) {
-    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-    std::vector<Tap> t(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) {
-      const float src = scale * static_cast<float>(o);
-      const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
-      const float lambda = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
-      t[o] = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
-    }
-    return t;
-  };
-  const std::vector<Tap> ty = taps(h, out_h), tx = taps(w, out_w);
+  const std::vector<BilinearTap> ty = bilinear_align_corners_taps(h, out_h), tx = bilinear_align_corners_taps(w, out_w);
 
   const float* xd = x.data;
   const int nt = threads_of(num_threads);
@@ -218,11 +234,11 @@ void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w
     const float* xc = xd + ch * h * w;
     float* yc = yd + ch * out_h * out_w;
     for (int64_t oy = 0; oy < out_h; ++oy) {
-      const Tap& vy = ty[oy];
+      const BilinearTap& vy = ty[oy];
       const float* r0 = xc + vy.i0 * w;
       const float* r1 = xc + vy.i1 * w;
       for (int64_t ox = 0; ox < out_w; ++ox) {
-        const Tap& vx = tx[ox];
+        const BilinearTap& vx = tx[ox];
         yc[oy * out_w + ox] = vy.w0 * (vx.w0 * r0[vx.i0] + vx.w1 * r0[vx.i1]) +
                               vy.w1 * (vx.w0 * r1[vx.i0] + vx.w1 * r1[vx.i1]);
       }

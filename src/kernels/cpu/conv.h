@@ -31,6 +31,18 @@ int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
 // Output size of a transposed convolution: (in − 1)·stride − 2·padding + kernel.
 int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
 
+// The output size {H_out, W_out} of conv2d / conv_transpose2d on these arguments, after the checks
+// both kernels make (f32 4-D weight, stride >= 1, padding >= 0, non-null x and y, matching input
+// channels, bias f32 [C_out] or nullptr, a non-empty output); throws Error naming the mismatch.
+// Shared with device backends, so every backend rejects bad arguments with the same messages.
+struct ConvOutSize {
+  int64_t height = 0, width = 0;
+};
+ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                         const float* y);
+ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride,
+                                   int padding, const float* y);
+
 // y[co, oy, ox] = bias[co] + Σ_{ci,a,b} w[co, ci, a, b] · x[ci, oy·s − p + a, ox·s − p + b] (zero outside).
 // x: f32 [C_in, H, W]; weight: f32 [C_out, C_in, kh, kw]; bias: f32 [C_out] or nullptr.
 // Returns f32 [C_out, H_out, W_out]. Throws Error naming the shape on mismatches.
@@ -51,5 +63,14 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
 // x: f32 [C, H, W]; returns f32 [C, out_h, out_w]. Threaded over channels.
 Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads);
 void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* y, int num_threads);
+
+// The source indices and weights of that resize along one axis of `in` samples resized to `out`:
+// output o = w0·in[i0] + w1·in[i1] (i1 = i0 at the last sample). Shared with device backends, so
+// every backend samples the same positions with the same float weights.
+struct BilinearTap {
+  int64_t i0, i1;
+  float w0, w1;
+};
+std::vector<BilinearTap> bilinear_align_corners_taps(int64_t in, int64_t out);
 
 }  // namespace lingbot::kernels

@@ -20,17 +20,24 @@ float keys_cubic(float x) {
   return 0.0f;
 }
 
-// Per output index: first input index, tap count and normalised weights (max_taps per row).
-struct AxisWeights {
-  std::vector<int64_t> first, count;
-  std::vector<float> w;
-  int64_t max_taps = 0;
-};
+// One separable pass over `lines` independent lines: out[l, o] = sum_j w[o, j] * in[l, first[o] + j],
+// with input samples `in_step` floats apart and output samples `out_step` apart.
+float tap_sum(const float* src, int64_t step, const ResampleWeights& a, int64_t o) {
+  const float* w = a.w.data() + o * a.max_taps;
+  const float* s = src + a.first[static_cast<size_t>(o)] * step;
+  const int64_t n = a.count[static_cast<size_t>(o)];
+  if (n == 0) return 0.0f;
+  float acc = s[0] * w[0];
+  for (int64_t j = 1; j < n; ++j) acc += s[j * step] * w[j];
+  return acc;
+}
+
+}  // namespace
 
 // Mirrors the reference's mixed f32/f64 promotions: scale and support are f32, the centre is
 // computed in f64 and stored in f32, each tap's argument is formed in f64 and evaluated in f32.
-AxisWeights axis_weights(int64_t in, int64_t out) {
-  AxisWeights a;
+ResampleWeights bicubic_aa_weights(int64_t in, int64_t out) {
+  ResampleWeights a;
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   const float support = scale >= 1.0f ? static_cast<float>((4 * 0.5) * static_cast<double>(scale))
                                       : static_cast<float>(4 * 0.5);
@@ -60,20 +67,6 @@ AxisWeights axis_weights(int64_t in, int64_t out) {
   return a;
 }
 
-// One separable pass over `lines` independent lines: out[l, o] = sum_j w[o, j] * in[l, first[o] + j],
-// with input samples `in_step` floats apart and output samples `out_step` apart.
-float tap_sum(const float* src, int64_t step, const AxisWeights& a, int64_t o) {
-  const float* w = a.w.data() + o * a.max_taps;
-  const float* s = src + a.first[static_cast<size_t>(o)] * step;
-  const int64_t n = a.count[static_cast<size_t>(o)];
-  if (n == 0) return 0.0f;
-  float acc = s[0] * w[0];
-  for (int64_t j = 1; j < n; ++j) acc += s[j * step] * w[j];
-  return acc;
-}
-
-}  // namespace
-
 void resize_bicubic_aa(const float* in, int64_t channels, int64_t in_h, int64_t in_w, float* out, int64_t out_h,
                        int64_t out_w, int num_threads) {
   LINGBOT_CHECK(in_h > 0 && in_w > 0 && out_h > 0 && out_w > 0, "resize_bicubic_aa: sizes must be positive, got ",
@@ -83,7 +76,7 @@ void resize_bicubic_aa(const float* in, int64_t channels, int64_t in_h, int64_t 
   std::vector<float> tmp;
   const float* mid = in;
   if (out_w != in_w) {
-    const AxisWeights aw = axis_weights(in_w, out_w);
+    const ResampleWeights aw = bicubic_aa_weights(in_w, out_w);
     tmp.resize(static_cast<size_t>(channels * in_h * out_w));
     const int64_t rows = channels * in_h;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows > 1 && nt > 1)
@@ -93,7 +86,7 @@ void resize_bicubic_aa(const float* in, int64_t channels, int64_t in_h, int64_t 
   }
   // Height pass.
   if (out_h != in_h) {
-    const AxisWeights ah = axis_weights(in_h, out_h);
+    const ResampleWeights ah = bicubic_aa_weights(in_h, out_h);
 #pragma omp parallel for schedule(static) num_threads(nt) if (channels > 1 && nt > 1)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t o = 0; o < out_h; ++o)

@@ -5,17 +5,14 @@
 #include <climits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.h"
 #include "kernels/cuda/ops_cuda.h"
 
 namespace lingbot::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);  // grid-stride loops cover the rest
-}
+using grid::blocks_for;
+using grid::kThreads;
 
 __device__ __forceinline__ void put(float* d, int64_t i, float x) { d[i] = x; }
 __device__ __forceinline__ void put(__half* d, int64_t i, float x) { d[i] = __float2half_rn(x); }
@@ -48,22 +45,16 @@ __global__ void fill_kernel(T* dst, int64_t n, float lo, float hi, uint64_t seed
   }
 }
 
-__global__ void add_bias_kernel(float* y, int64_t n, int64_t out, int64_t y_stride, const float* b) {
-  const int64_t total = n * out;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / out, c = i % out;
-    y[r * y_stride + c] += b[c];
-  }
-}
-
-// One block per row; sums in double like the CPU op.
+// One block per row; sums in double like the CPU op. Row b is row b % per_token of token
+// b / per_token: tokens x_stride / y_stride floats apart, rows inside a token row_stride apart.
 __global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
-                                  float* y, int64_t x_stride, int64_t y_stride) {
+                                  float* y, int64_t x_stride, int64_t y_stride, int64_t per_token,
+                                  int64_t row_stride) {
   __shared__ double red[kThreads / 32];
   __shared__ double stat;
-  const float* xr = x + blockIdx.x * x_stride;
-  float* yr = y + blockIdx.x * y_stride;
+  const int64_t token = blockIdx.x / per_token, sub = blockIdx.x % per_token;
+  const float* xr = x + token * x_stride + sub * row_stride;
+  float* yr = y + token * y_stride + sub * row_stride;
   auto block_sum = [&](double v) {
     for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
@@ -120,27 +111,6 @@ CudaContext::~CudaContext() {
   if (handle_) cublasDestroy(handle_);
 }
 
-void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const float* W, const float* b,
-            int64_t out, float* y, int64_t x_stride, int64_t y_stride) {
-  LINGBOT_CHECK(n >= 0 && in > 0 && out > 0, "cuda linear: bad shape n=", n, " in=", in, " out=", out);
-  if (x_stride == 0) x_stride = in;
-  if (y_stride == 0) y_stride = out;
-  LINGBOT_CHECK(x_stride >= in, "cuda linear: x_stride ", x_stride, " < in ", in);
-  LINGBOT_CHECK(y_stride >= out, "cuda linear: y_stride ", y_stride, " < out ", out);
-  LINGBOT_CHECK(n <= INT_MAX && in <= INT_MAX && out <= INT_MAX && x_stride <= INT_MAX && y_stride <= INT_MAX,
-                "cuda linear: dimensions exceed cuBLAS's int range");
-  if (n == 0) return;
-  // Row-major y[n,out] is column-major y^T [out, n]: y^T = W (col-major [in,out], transposed) · x^T.
-  const float one = 1.0f, zero = 0.0f;
-  LINGBOT_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
-                                   static_cast<int>(in), &one, W, static_cast<int>(in), x,
-                                   static_cast<int>(x_stride), &zero, y, static_cast<int>(y_stride)));
-  if (b) {
-    add_bias_kernel<<<blocks_for(n * out), kThreads, 0, ctx.stream()>>>(y, n, out, y_stride, b);
-    LINGBOT_CUDA_CHECK(cudaGetLastError());
-  }
-}
-
 void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,
                 const float* beta, float eps, float* y, int64_t x_stride, int64_t y_stride) {
   LINGBOT_CHECK(n >= 0 && dim > 0, "cuda layer_norm: bad shape n=", n, " dim=", dim);
@@ -149,7 +119,19 @@ void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, 
   if (y_stride == 0) y_stride = dim;
   if (n == 0) return;
   layer_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x, dim, gamma, beta, eps, y, x_stride,
-                                                                             y_stride);
+                                                                             y_stride, 1, 0);
+  LINGBOT_CUDA_CHECK(cudaGetLastError());
+}
+
+void head_norm(const CudaContext& ctx, float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+               const float* gamma, const float* beta, float eps) {
+  LINGBOT_CHECK(n_tokens >= 0 && heads > 0 && head_dim > 0 && token_stride >= int64_t{heads} * head_dim,
+                "cuda head_norm: bad shape n_tokens=", n_tokens, " heads=", heads, " head_dim=", head_dim,
+                " token_stride=", token_stride);
+  LINGBOT_CHECK(n_tokens * heads <= INT_MAX, "cuda head_norm: ", n_tokens, " x ", heads, " rows exceed the grid limit");
+  if (n_tokens == 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(n_tokens * heads), kThreads, 0, ctx.stream()>>>(
+      x, head_dim, gamma, beta, eps, x, token_stride, token_stride, heads, head_dim);
   LINGBOT_CUDA_CHECK(cudaGetLastError());
 }
 

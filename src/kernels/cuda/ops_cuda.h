@@ -34,10 +34,22 @@ class CudaContext {
 void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const float* W, const float* b,
             int64_t out, float* y, int64_t x_stride = 0, int64_t y_stride = 0);
 
+// The same with W in the weights dtype `w_dtype` (f32, f16 or bf16). f32 is exactly the overload
+// above. f16 / bf16: x is rounded to w_dtype (nearest even, as the CPU's oneDNN path rounds it) into
+// `x_scratch` (device memory of n·in elements of w_dtype, packed; unused for f32), then
+// cublasGemmEx with f32 accumulation (CUBLAS_COMPUTE_32F, tensor cores) writes f32 y, + b.
+void linear(const CudaContext& ctx, const float* x, int64_t n, int64_t in, const void* W, DType w_dtype,
+            const float* b, int64_t out, float* y, void* x_scratch, int64_t x_stride = 0, int64_t y_stride = 0);
+
 // LayerNorm over the last dim of n rows (statistics in double, like the CPU op); x == y allowed;
 // gamma / beta may be nullptr.
 void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, const float* gamma,
                 const float* beta, float eps, float* y, int64_t x_stride = 0, int64_t y_stride = 0);
+
+// LayerNorm over head_dim of every (token, head) row of x [n_tokens, heads, head_dim] in place
+// (QK-norm): tokens token_stride floats apart, heads contiguous; same arithmetic as layer_norm.
+void head_norm(const CudaContext& ctx, float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride,
+               const float* gamma, const float* beta, float eps);
 
 // x · 0.5 · (1 + erf(x / sqrt(2))) in place on n floats.
 void gelu_erf(const CudaContext& ctx, float* x, int64_t n);

@@ -1,0 +1,97 @@
+// The device tables of attention_cuda.h (DevicePageTable, DeviceSpanTable): host-side validation and
+// staging, copied to the device on the caller's stream. Host code only.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace lingbot::cuda {
+
+DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_allocator) {
+  LINGBOT_CHECK(device_allocator.kind() == MemoryKind::Device,
+                "DevicePageTable: the allocator must allocate device memory");
+}
+
+void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int page_size, cudaStream_t stream) {
+  const int n = t.num_entries;
+  const int64_t keys = kernels::check_page_table("paged_attention", t, num_pages, page_size);
+  if (n > capacity_) {
+    const int cap = std::max(n, 2 * capacity_);
+    device_ = Buffer(*alloc_, static_cast<size_t>(cap) * 3 * sizeof(int32_t));
+    staging_.assign(static_cast<size_t>(cap) * 3, 0);
+    capacity_ = cap;
+  }
+  if (n > 0) {
+    int32_t* s = staging_.data();
+    std::memcpy(s, t.page_ids, n * sizeof(int32_t));
+    std::memcpy(s + capacity_, t.start, n * sizeof(int32_t));
+    std::memcpy(s + 2 * capacity_, t.len, n * sizeof(int32_t));
+    // Pageable source: the call returns once the data has left staging_, so it may be reused at once.
+    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), s, staging_.size() * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream));
+  }
+  num_entries_ = n;
+  num_keys_ = keys;
+  num_pages_ = num_pages;
+  page_size_ = page_size;
+}
+
+kernels::PageTableView DevicePageTable::view() const {
+  kernels::PageTableView v;
+  const auto* base = static_cast<const int32_t*>(device_.data());
+  v.num_entries = num_entries_;
+  if (base) {
+    v.page_ids = base;
+    v.start = base + capacity_;
+    v.len = base + 2 * capacity_;
+  }
+  return v;
+}
+
+DeviceSpanTable::DeviceSpanTable(Allocator& device_allocator) : alloc_(&device_allocator) {
+  LINGBOT_CHECK(device_allocator.kind() == MemoryKind::Device,
+                "DeviceSpanTable: the allocator must allocate device memory");
+}
+
+void DeviceSpanTable::upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream) {
+  LINGBOT_CHECK(row > 0, "DeviceSpanTable: row must be > 0, got ", row);
+  const int n = static_cast<int>(spans.size());
+  for (int i = 0; i < n; ++i) {
+    const kernels::KVSpan& s = spans[i];
+    LINGBOT_CHECK(s.n_tokens >= 0, "DeviceSpanTable: span ", i, ": negative n_tokens ", s.n_tokens);
+    LINGBOT_CHECK(s.dtype == dtype, "DeviceSpanTable: span ", i, ": dtype ", dtype_name(s.dtype), " != ",
+                  dtype_name(dtype));
+    if (s.n_tokens == 0) continue;
+    LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, "DeviceSpanTable: span ", i,
+                  ": k/v data is null with n_tokens = ", s.n_tokens);
+    LINGBOT_CHECK(s.token_stride >= row, "DeviceSpanTable: span ", i, ": token_stride ", s.token_stride,
+                  " is smaller than heads*head_dim = ", row);
+  }
+  if (n > capacity_) {
+    const int cap = std::max(n, 2 * capacity_);
+    device_ = Buffer(*alloc_, static_cast<size_t>(cap) * sizeof(DeviceSpan));
+    staging_.resize(cap);
+    capacity_ = cap;
+  }
+  keys_before_.assign(1, 0);
+  for (int i = 0; i < n; ++i) {
+    const kernels::KVSpan& s = spans[i];
+    staging_[i] = DeviceSpan{s.k, s.v, s.token_stride, s.n_tokens, 0};
+    keys_before_.push_back(keys_before_.back() + s.n_tokens);
+  }
+  if (n > 0) {
+    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), staging_.data(), static_cast<size_t>(n) * sizeof(DeviceSpan),
+                                       cudaMemcpyHostToDevice, stream));
+  }
+  dtype_ = dtype;
+  row_ = row;
+}
+
+int64_t DeviceSpanTable::num_keys(int first, int count) const {
+  LINGBOT_CHECK(first >= 0 && count >= 0 && first + count <= size(), "DeviceSpanTable: range [", first, ", ",
+                first + count, ") out of [0, ", size(), ")");
+  return keys_before_[first + count] - keys_before_[first];
+}
+
+}  // namespace lingbot::cuda

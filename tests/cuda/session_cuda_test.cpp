@@ -1,0 +1,101 @@
+// The whole model on CUDA: a Session with device cuda (CudaBackend + the CUDA paged KV cache) against
+// the same Session on the CPU, on the tiny checkpoint of testdata/ (scale phase, keyframes and
+// non-keyframes, cache eviction), every output of every frame compared.
+// Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) with tol 2e-3 for f32 K/V (every op f32 on both
+// sides: only summation order and libm differ, accumulated over the network's depth) and 5e-2 for
+// bf16 K/V (the device's tensor-core attention also rounds queries and probabilities to bf16, the
+// CPU's does not). Needs a device; skips visibly without one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "io/safetensors.h"
+#include "lingbot/session.h"
+
+using namespace lingbot;
+
+namespace {
+
+std::vector<FrameResult> run(const std::shared_ptr<const Model>& model, const SessionOptions& o, const Tensor& images,
+                             int64_t frames, std::string* description) {
+  Session s(model, o);
+  if (description) *description = s.device_description();
+  const int64_t H = images.dim(2), W = images.dim(3);
+  std::vector<FrameResult> all;
+  for (int64_t i = 0; i < frames; ++i)
+    for (auto& r : s.push_frame(images.f32() + i * 3 * H * W, H, W)) all.push_back(std::move(r));
+  for (auto& r : s.finish()) all.push_back(std::move(r));
+  return all;
+}
+
+// Largest |a − b| / max(1, |b|) over two tensors of the same shape (+inf on a shape mismatch or NaN).
+double max_rel_error(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.f32()[i], y = b.f32()[i];
+    const double err = std::fabs(x - y) / std::max(1.0, std::fabs(y));
+    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  // The environment names testdata/ where the binary runs away from its source tree (scripts/gpu_check.sh
+  // sets it for a bundle); else the build's own.
+  const char* env = std::getenv("LINGBOT_TESTDATA_DIR");
+  const std::string dir = std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
+  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors"))
+      << "no " << dir << "weights.safetensors: set LINGBOT_TESTDATA_DIR to the repository's testdata/";
+  const auto model = Model::load(dir + "weights.safetensors");
+  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const int64_t frames = std::min<int64_t>(images.dim(0), 6);
+  for (DType kv : {DType::F32, DType::BF16}) {
+    SessionOptions o;
+    o.scale_frames = 2;
+    o.kv_window = 2;  // with 6 frames and keyframe interval 2 the window evicts
+    o.keyframe_interval = 2;
+    o.threads = 2;
+    o.kv_dtype = kv;
+    o.device = Device::Cpu;
+    const auto cpu = run(model, o, images, frames, nullptr);
+    o.device = Device::Cuda;
+    std::string desc;
+    const auto gpu = run(model, o, images, frames, &desc);
+    EXPECT_EQ(desc.rfind("cuda:0 (", 0), 0u) << desc;
+    const double tol = kv == DType::F32 ? 2e-3 : 5e-2;
+    ASSERT_EQ(gpu.size(), cpu.size());
+    double worst = 0;
+    for (size_t f = 0; f < cpu.size(); ++f) {
+      const FrameResult &c = cpu[f], &g = gpu[f];
+      EXPECT_EQ(g.frame_index, c.frame_index);
+      EXPECT_EQ(g.frame_type, c.frame_type);
+      const std::string where = std::string(dtype_name(kv)) + " K/V, frame " + std::to_string(c.frame_index);
+      auto check = [&](const Tensor& got, const Tensor& want, const char* what) {
+        const double e = max_rel_error(got, want);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << where << ": " << what;
+      };
+      check(g.pose_enc, c.pose_enc, "pose_enc");
+      check(g.extrinsic_c2w, c.extrinsic_c2w, "extrinsic_c2w");
+      check(g.intrinsic, c.intrinsic, "intrinsic");
+      check(g.depth, c.depth, "depth");
+      check(g.depth_conf, c.depth_conf, "depth_conf");
+      check(g.world_points, c.world_points, "world_points");
+      ASSERT_EQ(g.features.size(), c.features.size()) << where;
+      for (size_t j = 0; j < c.features.size(); ++j) check(g.features[j], c.features[j], "features");
+    }
+    std::printf("  %s K/V: %zu frames, max rel error %.3g (tolerance %.3g) on %s\n",
+                std::string(dtype_name(kv)).c_str(), cpu.size(), worst, tol, desc.c_str());
+  }
+}
