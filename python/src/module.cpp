@@ -1075,12 +1075,13 @@ void bind_module(py::module_& m) {
   m.def(
       "verify",
       [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
-         const std::optional<std::string>& backend) {
+         const std::optional<std::string>& backend, const std::string& device) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
         o.kv_backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
         o.kv_dtype = parse_dtype(kv_dtype);
         o.threads = threads;
+        o.device = resolve_device(parse_device(device));
         VerifyReport rep;
         {
           py::gil_scoped_release nogil;
@@ -1095,7 +1096,7 @@ void bind_module(py::module_& m) {
                         "report"_a = format_verify_report(rep));
       },
       "case_dir"_a, py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
-      "backend"_a = py::none(),
+      "backend"_a = py::none(), "device"_a = "cpu",
       "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
       "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.");
 

@@ -278,3 +278,8 @@ def test_device_option_names_what_is_missing():
             lm.Session(model, device="cuda")
     with pytest.raises(lm.Error, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
         lm.Session(model, device="gpu")
+    # verify() takes the same option (and checks it before running the case).
+    if not cuda_visible:
+        with pytest.raises(lm.Error, match=r"^device cuda: "):
+            lm.verify(TINY, device="cuda")
+    assert lm.verify(TINY, device="auto" if not cuda_visible else "cpu")["passed"]
