@@ -158,9 +158,10 @@ void CpuBackend::patch_embed(const MapView& image, int64_t k, const Tensor& weig
                 "patch_embed: weight ", shape_str(weight.shape()), " does not match ", image.channels,
                 " channels and patch size ", k);
   const int64_t n_patch = (image.height / k) * (image.width / k);
-  std::vector<float> cols(static_cast<size_t>(n_patch * image.channels * k * k));
+  const auto cols = static_cast<size_t>(n_patch * image.channels * k * k);
+  if (patch_cols_.size() < cols) patch_cols_.resize(cols);  // every entry is written by patchify
   kernels::patch_embed(image.data, image.channels, image.height, image.width, k, weight.f32(), bias.f32(),
-                       weight.dim(0), cols.data(), out, threads_);
+                       weight.dim(0), patch_cols_.data(), out, threads_);
 }
 
 }  // namespace lingbot::compute

@@ -2,6 +2,8 @@
 // The CPU implementation of the compute interface: host memory (HostAllocator) and the OpenMP /
 // OpenBLAS / oneDNN kernels of src/kernels/cpu. Results are bit-identical for any thread count
 // (for a given weights dtype).
+#include <vector>
+
 #include "compute/backend.h"
 
 namespace lingbot::compute {
@@ -63,6 +65,7 @@ class CpuBackend final : public Backend {
   // Activations are allocated and freed every frame: heap memory is recycled without page faults
   // (the layout Tensor allocations had before the compute interface).
   HostAllocator alloc_{HostPlacement::Heap};
+  std::vector<float> patch_cols_;  // patch_embed's im2col scratch, reused frame after frame
 };
 
 }  // namespace lingbot::compute
