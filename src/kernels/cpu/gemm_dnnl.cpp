@@ -43,6 +43,24 @@ dnnl::matmul::primitive_desc tile_pd(const dnnl::engine& eng, DType t, int64_t m
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), attr, eng);
 }
 
+// gemm()'s tile: A [m, k] and B [k, n] plain row-major with row strides lda / ldb, C [m, n] with row
+// stride ldc, optionally summed into (a sum post-op: C = A·B + C).
+dnnl::matmul::primitive_desc gemm_tile_pd(const dnnl::engine& eng, DType t, int64_t m, int64_t n, int64_t k,
+                                          int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  using md = dnnl::memory::desc;
+  const md a({m, k}, dnnl_type(t), dnnl::memory::dims{lda, 1});
+  const md b({k, n}, dnnl_type(t), dnnl::memory::dims{ldb, 1});
+  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng);
+}
+
 struct Probe {
   bool native = false;
   std::string impl;
@@ -141,6 +159,48 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
       stream.wait();
     }
   }
+}
+
+void gemm(const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float* C, int64_t ldc, int64_t m, int64_t n,
+          int64_t k, DType t, bool accumulate, int num_threads) {
+  LINGBOT_CHECK(native(t), "no native ", dtype_name(t), " matmul on this CPU");
+  if (m <= 0 || n <= 0) return;
+  LINGBOT_CHECK(k > 0, "dnnl gemm: k must be positive, got ", k);
+  const int nt = std::max(1, num_threads);
+  // Rows split evenly as in linear(); columns in fixed kTileN tiles. Depends on m and n only.
+  const int64_t tiles_m = (m + kTileM - 1) / kTileM;
+  const int64_t tile_m = std::min(kTileM, ((m + tiles_m - 1) / tiles_m + 15) / 16 * 16);
+  const int64_t tm = (m + tile_m - 1) / tile_m, tn = (n + kTileN - 1) / kTileN;
+  const int64_t tiles = tm * tn;
+  const bool par = nt > 1 && tiles > 1;
+#pragma omp parallel num_threads(nt) if (par)
+  {
+    omp_set_num_threads(1);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    std::vector<uint8_t> scratch;
+#pragma omp for schedule(static)
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t i0 = (tile / tn) * tile_m, j0 = (tile % tn) * kTileN;
+      const int64_t mi = std::min(tile_m, m - i0), nj = std::min(kTileN, n - j0);
+      const auto pd = gemm_tile_pd(eng, t, mi, nj, k, lda, ldb, ldc, accumulate);
+      const size_t sp = pd.scratchpad_desc().get_size();
+      if (scratch.size() < sp) scratch.resize(sp);
+      const dnnl::matmul mm(pd);
+      dnnl::memory am(pd.src_desc(), eng, const_cast<uint16_t*>(A + i0 * lda));
+      dnnl::memory bm(pd.weights_desc(), eng, const_cast<uint16_t*>(B + j0));
+      dnnl::memory cm(pd.dst_desc(), eng, C + i0 * ldc + j0);
+      dnnl::memory sm(pd.scratchpad_desc(), eng, scratch.data());
+      mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+      stream.wait();
+    }
+  }
+}
+
+std::string gemm_impl(DType t) {
+  if (!native(t)) return "";
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return gemm_tile_pd(eng, t, kTileM, kTileN, 2304, 2304, 4096, 4096, true).impl_info_str();
 }
 
 }  // namespace lingbot::kernels::dnnl_gemm
