@@ -140,7 +140,7 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(eng);
     std::vector<uint8_t> scratch;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 1)  // round-robin: threads share both row tiles
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t i0 = (tile / tn) * tile_m, j0 = (tile % tn) * kTileN;
       const int64_t mi = std::min(tile_m, n - i0), nj = std::min(kTileN, out - j0);
@@ -179,7 +179,7 @@ void gemm(const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float*
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(eng);
     std::vector<uint8_t> scratch;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 1)  // round-robin: threads share both row tiles
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t i0 = (tile / tn) * tile_m, j0 = (tile % tn) * kTileN;
       const int64_t mi = std::min(tile_m, m - i0), nj = std::min(kTileN, n - j0);
