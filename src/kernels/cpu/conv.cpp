@@ -1,6 +1,7 @@
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -86,20 +87,22 @@ void conv2d_native_lowp(const MapRef& x, const Tensor& weight, bool accumulate, 
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t K = c_in * kh * kw, plane = ho * wo;
   const auto* wd = static_cast<const uint16_t*>(weight.raw());
-  std::vector<uint16_t> xr(static_cast<size_t>(c_in * h * w));
+  // Scratch is written before it is read: no zero fill (the fill and its page faults cost more than
+  // the GEMM for small output channel counts).
+  const auto xr = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(c_in * h * w));
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_in > 1)
   for (int64_t ci = 0; ci < c_in; ++ci)
-    convert_from_f32(x.data + ci * h * w, xr.data() + ci * h * w, t, static_cast<size_t>(h * w));
+    convert_from_f32(x.data + ci * h * w, xr.get() + ci * h * w, t, static_cast<size_t>(h * w));
   if (kh == 1 && kw == 1 && s == 1 && p == 0) {
-    dnnl_gemm::gemm(wd, K, xr.data(), plane, yd, plane, c_out, plane, K, t, accumulate, nt);
+    dnnl_gemm::gemm(wd, K, xr.get(), plane, yd, plane, c_out, plane, K, t, accumulate, nt);
     return;
   }
   const int64_t band = im2col_band_rows(K, wo, ho);
-  std::vector<uint16_t> col(static_cast<size_t>(K * band * wo));
+  const auto col = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(K * band * wo));
   for (int64_t r0 = 0; r0 < ho; r0 += band) {
     const int64_t rows = std::min(band, ho - r0);
-    im2col_band(xr.data(), h, w, kh, kw, s, p, r0, rows, wo, K, col.data(), nt);
-    dnnl_gemm::gemm(wd, K, col.data(), rows * wo, yd + r0 * wo, plane, c_out, rows * wo, K, t, accumulate, nt);
+    im2col_band(xr.get(), h, w, kh, kw, s, p, r0, rows, wo, K, col.get(), nt);
+    dnnl_gemm::gemm(wd, K, col.get(), rows * wo, yd + r0 * wo, plane, c_out, rows * wo, K, t, accumulate, nt);
   }
 }
 
@@ -197,11 +200,11 @@ void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Con
   }
 
   const int64_t band = im2col_band_rows(K, wo, ho);
-  std::vector<float> col(static_cast<size_t>(K * band * wo));
+  const auto col = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(K * band * wo));
   for (int64_t r0 = 0; r0 < ho; r0 += band) {
     const int64_t rows = std::min(band, ho - r0);
-    im2col_band(xd, h, w, kh, kw, s, p, r0, rows, wo, K, col.data(), nt);
-    gemm(wd, K, col.data(), rows * wo, /*trans_b=*/false, yd + r0 * wo, plane, c_out, rows * wo, K, beta, nt);
+    im2col_band(xd, h, w, kh, kw, s, p, r0, rows, wo, K, col.get(), nt);
+    gemm(wd, K, col.get(), rows * wo, /*trans_b=*/false, yd + r0 * wo, plane, c_out, rows * wo, K, beta, nt);
   }
 }
 
@@ -230,12 +233,12 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
   // cols[(co, a, b), (i, j)] = Σ_ci w[ci, co, a, b] · x[ci, i, j]: GEMM with the weight transposed to
   // [C_out·kh·kw, C_in] (small), then a scatter (col2im) per output channel in a fixed order.
   const int64_t M = c_out * kh * kw, HW = h * w;
-  std::vector<float> wt(static_cast<size_t>(M * c_in));
+  const auto wt = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(M * c_in));
   const float* wd = weight.f32();
   for (int64_t ci = 0; ci < c_in; ++ci)
     for (int64_t m = 0; m < M; ++m) wt[m * c_in + ci] = wd[ci * M + m];
-  std::vector<float> cols(static_cast<size_t>(M * HW));
-  gemm(wt.data(), c_in, x.data, HW, /*trans_b=*/false, cols.data(), HW, M, HW, c_in, 0.0f, nt);
+  const auto cols = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(M * HW));
+  gemm(wt.get(), c_in, x.data, HW, /*trans_b=*/false, cols.get(), HW, M, HW, c_in, 0.0f, nt);
 
   const float* bd = bias ? bias->f32() : nullptr;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_out > 1)
@@ -244,7 +247,7 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
     std::fill(yc, yc + ho * wo, bd ? bd[co] : 0.0f);  // y is caller memory: no zeros assumed
     for (int64_t a = 0; a < kh; ++a) {
       for (int64_t b = 0; b < kw; ++b) {
-        const float* src = cols.data() + ((co * kh + a) * kw + b) * HW;
+        const float* src = cols.get() + ((co * kh + a) * kw + b) * HW;
         for (int64_t i = 0; i < h; ++i) {
           const int64_t oy = i * s - p + a;
           if (oy < 0 || oy >= ho) continue;

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <dnnl.hpp>
 #include <vector>
 
@@ -119,9 +120,9 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
   if (y_stride == 0) y_stride = out;
   const int nt = std::max(1, num_threads);
   // Activations rounded to the weights dtype once, packed [n, in].
-  std::vector<uint16_t> xr(static_cast<size_t>(n * in));
+  const auto xr = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(n * in));  // no zero fill
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * in >= (1 << 16))
-  for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.data() + r * in, t, static_cast<size_t>(in));
+  for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.get() + r * in, t, static_cast<size_t>(in));
 
   // Rows split evenly into ceil(n / kTileM) tiles (a multiple of 16 rows each): a 262-token frame is
   // two tiles of 144 and 118 rows, not 256 + 6, where the second tile re-packs all of W for 6 rows.
@@ -148,7 +149,7 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
       const size_t sp = pd.scratchpad_desc().get_size();
       if (scratch.size() < sp) scratch.resize(sp);
       const dnnl::matmul mm(pd);
-      dnnl::memory am(pd.src_desc(), eng, const_cast<uint16_t*>(xr.data() + i0 * in));
+      dnnl::memory am(pd.src_desc(), eng, const_cast<uint16_t*>(xr.get() + i0 * in));
       dnnl::memory wm(pd.weights_desc(), eng, const_cast<uint16_t*>(w16 + j0 * in));
       dnnl::memory cm(pd.dst_desc(), eng, y + i0 * y_stride + j0);
       dnnl::memory sm(pd.scratchpad_desc(), eng, scratch.data());

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace lingbot::kernels {
 
@@ -68,6 +69,20 @@ void linear(const float* x, int64_t n, int64_t in, const float* W, const float* 
   if (b) {
     for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * y_stride);
     beta = 1.0f;
+  }
+  if (n == 1 && in > 0) {
+    // One row (the camera head's token): a matrix-vector product streams W once; sgemm would pack it
+    // first. Fixed tiles of kTileN outputs, as gemm().
+    blas_single_threaded();
+    const int64_t tiles = ceil_div(out, kTileN);
+    const bool par = tiles > 1 && num_threads > 1 && out * in >= 16 * kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (par)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t j0 = t * kTileN, nj = std::min(kTileN, out - j0);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nj), static_cast<int>(in), 1.0f, W + j0 * in,
+                  static_cast<int>(in), x, 1, beta, y + j0, 1);
+    }
+    return;
   }
   gemm(x, x_stride, W, in, /*trans_b=*/true, y, y_stride, n, out, in, beta, num_threads);
 }
@@ -135,6 +150,11 @@ void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const flo
         convert_to_f32(static_cast<const char*>(W.data) + static_cast<size_t>(j0 * in) * esize, W.dtype, panel.data(),
                        panel.size());
         panel_block = jb;
+      }
+      if (n == 1) {  // as the f32 path: a matrix-vector product
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nj), static_cast<int>(in), 1.0f, panel.data(),
+                    static_cast<int>(in), x, 1, beta, y + j0, 1);
+        continue;
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mi), static_cast<int>(nj),
                   static_cast<int>(in), 1.0f, x + i0 * x_stride, static_cast<int>(x_stride), panel.data(),
@@ -204,7 +224,9 @@ void elementwise(float* x, int64_t n, int num_threads, F f) {
 }  // namespace
 
 void gelu_erf(float* x, int64_t n, int num_threads) {
-  elementwise(x, n, num_threads, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752440f)); });
+  const int64_t chunks = ceil_div(n, kElemChunk);
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (chunks > 1 && num_threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) vecmath::gelu_erf(x + c * kElemChunk, std::min(kElemChunk, n - c * kElemChunk));
 }
 
 void silu(float* x, int64_t n, int num_threads) {
