@@ -98,26 +98,48 @@ LINGBOT_AVX512BF16 void qk_bf16(const uint16_t* q, const uint16_t* kp, int rows,
   }
 }
 
-// Online softmax of each row (log2 domain) as softmax_avx512, except that the probabilities are
-// written rounded to bf16 and the running sum adds the rounded values (the weights PV really uses).
+// 2^x for x <= 0 to ~3e-6 relative (degree-4 polynomial on [-0.5, 0.5], then scalef), enough for
+// probabilities that are rounded to bf16 (u = 2^-8) next; x below -127 (and -inf) gives <= 2^-127,
+// which the bf16 conversion and vdpbf16ps treat as 0.
+LINGBOT_AVX512BF16 inline __m512 exp2_bf16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-127.f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  // Relative least-squares fit of 2^f on Chebyshev nodes; max relative error 2.7e-6.
+  __m512 p = _mm512_set1_ps(9.5605105e-3f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5917040e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4024981e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9312197e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.9999917e-1f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Online softmax of each row (log2 domain): running max and rescale factor as the f32 kernels; the
+// probabilities are written rounded to bf16 and the running sum adds exactly those rounded values
+// (a vdpbf16ps against ones: bf16 x 1 is exact), i.e. the weights PV really uses.
 LINGBOT_AVX512BF16 void softmax_bf16(float* s, uint16_t* p, int rows, int n_valid, int cols, float* m, float* l,
                                      float* alpha) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const __m512i ones = _mm512_set1_epi16(0x3F80);  // bf16 1.0
   for (int r = 0; r < rows; ++r) {
     float* sr = s + static_cast<size_t>(r) * kKeyBlock;
     uint16_t* pr = p + static_cast<size_t>(r) * kKeyBlock;
-    for (int j = n_valid; j < cols; ++j) sr[j] = neg_inf;  // keys past the end: probability 0
+    // Keys past the end: probability 0; up to a multiple of 32 so the loop below runs on pairs of
+    // 16-lane chunks (the s and p rows hold kKeyBlock, a multiple of 32).
+    const int cols32 = (cols + 31) / 32 * 32;
+    for (int j = n_valid; j < cols32; ++j) sr[j] = neg_inf;
     __m512 vmax = _mm512_set1_ps(m[r]);
     for (int j = 0; j < cols; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(sr + j));
     const float mx = _mm512_reduce_max_ps(vmax);  // max is exact in any order
     alpha[r] = std::exp2(m[r] - mx);              // 0 on the first block (m = -inf)
     const __m512 vm = _mm512_set1_ps(mx);
     __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < cols; j += 16) {
-      const __m512 e = exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vm));
-      const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e));  // round to nearest even
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pr + j), b);
-      sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+    for (int j = 0; j < cols32; j += 32) {
+      const __m512 e0 = exp2_bf16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vm));
+      const __m512 e1 = exp2_bf16(_mm512_sub_ps(_mm512_loadu_ps(sr + j + 16), vm));
+      const __m512bh b = _mm512_cvtne2ps_pbh(e1, e0);  // lanes 0-15: e0, 16-31: e1; round to nearest even
+      _mm512_storeu_si512(pr + j, reinterpret_cast<__m512i>(b));
+      sum = _mm512_dpbf16_ps(sum, b, reinterpret_cast<__m512bh>(ones));
     }
     l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);  // fixed reduction order
     m[r] = mx;
@@ -164,32 +186,76 @@ LINGBOT_AVX512BF16 void pv_bf16(const uint16_t* p, const uint16_t* vp, const flo
   }
 }
 
-// Packs keys [k0, k0+nk) of the block into sc.kp and sc.vp from their bf16 rows; the rest of the
-// block (up to a multiple of kKeyPanel keys) is zeroed, so padded scores and V rows stay finite.
-LINGBOT_AVX512BF16 void load_block_bf16(const std::vector<KeySegment>& segs, KeyCursor& cur, int h, int head_dim,
-                                        int nk, AttnScratchBf16& sc) {
-  const int dp = sc.dp, half = dp / 2;
-  const uint16_t* krow[kKeyBlock];
-  const uint16_t* vrow[kKeyBlock];
+// Head-h K and V rows of the next nk keys (from the cursor) into krow/vrow, prefetching them: the
+// rows of one head are a page row apart, so the hardware prefetchers do not follow them, and a block
+// is collected one block ahead of its use.
+LINGBOT_AVX512BF16 void collect_block(const std::vector<KeySegment>& segs, KeyCursor& cur, int h, int head_dim, int nk,
+                                      const uint16_t** krow, const uint16_t** vrow) {
+  const int bytes = head_dim * 2;
   for (int t = 0; t < nk; ++t) {
     int64_t off = 0;
     const KeySegment& sg = cur.next(segs, h, head_dim, off);
-    krow[t] = reinterpret_cast<const uint16_t*>(static_cast<const unsigned char*>(sg.k) + off);
-    vrow[t] = reinterpret_cast<const uint16_t*>(static_cast<const unsigned char*>(sg.v) + off);
-  }
-  const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
-  // K: 16 keys x dim pairs, transposed 32-bit words. Padding pairs (past head_dim) are never
-  // written, so they keep the scratch's zeros; an odd head_dim's last pair is (k[d-1], 0).
-  auto* kp32 = reinterpret_cast<uint32_t*>(sc.kp.data());
-  for (int t = 0; t < cols; ++t) {
-    uint32_t* dst = kp32 + static_cast<size_t>(t / kKeyPanel) * half * kKeyPanel + t % kKeyPanel;
-    if (t >= nk) {
-      for (int d2 = 0; d2 < half; ++d2) dst[d2 * kKeyPanel] = 0;
-      continue;
+    const char* k = static_cast<const char*>(sg.k) + off;
+    const char* v = static_cast<const char*>(sg.v) + off;
+    krow[t] = reinterpret_cast<const uint16_t*>(k);
+    vrow[t] = reinterpret_cast<const uint16_t*>(v);
+    for (int b = 0; b < bytes + 63; b += 64) {
+      _mm_prefetch(k + std::min(b, bytes - 1), _MM_HINT_T0);
+      _mm_prefetch(v + std::min(b, bytes - 1), _MM_HINT_T0);
     }
-    const uint16_t* src = krow[t];
-    for (int d2 = 0; d2 < head_dim / 2; ++d2) dst[d2 * kKeyPanel] = load_u32(src + 2 * d2);
-    if (head_dim % 2) dst[(head_dim / 2) * kKeyPanel] = src[head_dim - 1];
+  }
+}
+
+// In-register transpose of 16 x 16 32-bit words.
+LINGBOT_AVX512BF16 inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  // u[4k + j], 128-bit lane L: column 4L + j of rows 4k..4k+3.
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88),
+                  y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+    r[4 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+  }
+}
+
+// Mask of the bf16 elements [c, c+32) of a head_dim row that exist.
+inline __mmask32 dims_mask(int head_dim, int c) {
+  const int valid = std::clamp(head_dim - c, 0, 32);
+  return valid >= 32 ? ~__mmask32{0} : (__mmask32{1} << valid) - 1;
+}
+
+// Packs the nk keys of krow/vrow into sc.kp and sc.vp; the rest of the block (up to a multiple of
+// kKeyPanel keys) is zero, so padded scores and V rows stay finite. Dims past head_dim are zero (an
+// odd head_dim's last pair is (k[d-1], 0)).
+LINGBOT_AVX512BF16 void pack_block(const uint16_t* const* krow, const uint16_t* const* vrow, int head_dim, int nk,
+                                   AttnScratchBf16& sc) {
+  const int dp = sc.dp, half = dp / 2;
+  const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
+  // K: per panel of 16 keys and chunk of 16 dim pairs, one 16 x 16 transpose of 32-bit words.
+  for (int t0 = 0; t0 < cols; t0 += kKeyPanel) {
+    uint16_t* panel = sc.kp.data() + static_cast<size_t>(t0) * dp;  // (t0/16) * half * 16 words
+    for (int w0 = 0; w0 < half; w0 += 16) {
+      const __mmask32 mk = dims_mask(head_dim, 2 * w0);
+      __m512i r[16];
+      for (int t = 0; t < 16; ++t)
+        r[t] = t0 + t < nk ? _mm512_maskz_loadu_epi16(mk, krow[t0 + t] + 2 * w0) : _mm512_setzero_si512();
+      transpose16(r);
+      const int n = std::min(16, half - w0);
+      for (int i = 0; i < n; ++i) _mm512_storeu_si512(panel + static_cast<size_t>(w0 + i) * 32, r[i]);
+    }
   }
   // V: two consecutive keys interleaved per column (lo: columns c..c+15, hi: c+16..c+31).
   const __m512i idx_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
@@ -198,8 +264,7 @@ LINGBOT_AVX512BF16 void load_block_bf16(const std::vector<KeySegment>& segs, Key
   for (int t = 0; t < cols; t += 2) {
     uint16_t* dst = sc.vp.data() + static_cast<size_t>(t / 2) * 2 * dp;
     for (int c = 0; c < dp; c += 32) {
-      const int valid = std::clamp(head_dim - c, 0, 32);
-      const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : (__mmask32{1} << valid) - 1;
+      const __mmask32 mk = dims_mask(head_dim, c);
       const __m512i a = t < nk ? _mm512_maskz_loadu_epi16(mk, vrow[t] + c) : _mm512_setzero_si512();
       const __m512i b = t + 1 < nk ? _mm512_maskz_loadu_epi16(mk, vrow[t + 1] + c) : _mm512_setzero_si512();
       _mm512_storeu_si512(dst + 2 * c, _mm512_permutex2var_epi16(a, idx_lo, b));
@@ -234,11 +299,18 @@ LINGBOT_AVX512BF16 void attend_group_bf16(const QueryView& q, int h, int q0, int
   std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(sc.l.begin(), sc.l.end(), 0.f);
 
+  // Row pointers of the current block and of the next one (collected and prefetched a block ahead).
+  const uint16_t* rows_k[2][kKeyBlock];
+  const uint16_t* rows_v[2][kKeyBlock];
   KeyCursor cur;
-  for (int64_t k0 = 0; k0 < n_keys; k0 += kKeyBlock) {
-    const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, n_keys - k0));
+  auto block_keys = [&](int64_t k0) { return static_cast<int>(std::min<int64_t>(kKeyBlock, n_keys - k0)); };
+  collect_block(segs, cur, h, d, block_keys(0), rows_k[0], rows_v[0]);
+  for (int64_t k0 = 0, b = 0; k0 < n_keys; k0 += kKeyBlock, ++b) {
+    const int nk = block_keys(k0);
     const int cols = (nk + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
-    load_block_bf16(segs, cur, h, d, nk, sc);
+    pack_block(rows_k[b % 2], rows_v[b % 2], d, nk, sc);
+    if (k0 + kKeyBlock < n_keys)
+      collect_block(segs, cur, h, d, block_keys(k0 + kKeyBlock), rows_k[(b + 1) % 2], rows_v[(b + 1) % 2]);
     for (int t0 = 0; t0 < rows; t0 += kMaxQueryTile) {
       const int tr = std::min(kMaxQueryTile, rows - t0);
       qk_bf16(sc.q.data() + static_cast<size_t>(t0) * dp, sc.kp.data(), tr, cols, dp, sc.s.data());
