@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/error.h"
 #include "kernels/cpu/attention_internal.h"
 
 namespace lingbot::kernels::detail {
@@ -319,12 +320,7 @@ LINGBOT_AVX512BF16 void attend_group_bf16(const QueryView& q, int h, int q0, int
     }
   }
 
-  const int64_t out_stride = static_cast<int64_t>(q.heads) * d;
-  for (int r = 0; r < nq; ++r) {
-    float* dst = out + static_cast<int64_t>(q0 + r) * out_stride + static_cast<int64_t>(h) * d;
-    const float inv = 1.f / sc.l[r];
-    for (int c = 0; c < d; ++c) dst[c] = sc.o[static_cast<size_t>(r) * dp + c] * inv;
-  }
+  write_rows(q, h, q0, nq, dp, sc.o.data(), sc.l.data(), out);
 }
 
 }  // namespace lingbot::kernels::detail

@@ -110,6 +110,9 @@ struct KeyCursor {
 void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
                   const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
 
+// Writes rows [q0, q0+nq) of head h of out: o[r][c] / l[r] for c < head_dim (o rows dp apart).
+void write_rows(const QueryView& q, int h, int q0, int nq, int dp, const float* o, const float* l, float* out);
+
 // attend_group for the native-bf16 path: every segment of segs is bf16; needs avx512bf16_available().
 void attend_group_bf16(const QueryView& q, int h, int q0, int nq, float qscale, const std::vector<KeySegment>& segs,
                        int64_t n_keys, AttnScratchBf16& scratch, float* out);

@@ -131,11 +131,16 @@ void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, in
     }
   }
 
+  write_rows(q, h, q0, nq, dp, sc.o.data(), sc.l.data(), out);
+}
+
+void write_rows(const QueryView& q, int h, int q0, int nq, int dp, const float* o, const float* l, float* out) {
+  const int d = q.head_dim;
   const int64_t out_stride = static_cast<int64_t>(q.heads) * d;
   for (int r = 0; r < nq; ++r) {
     float* dst = out + static_cast<int64_t>(q0 + r) * out_stride + static_cast<int64_t>(h) * d;
-    const float inv = 1.f / sc.l[r];
-    for (int c = 0; c < d; ++c) dst[c] = sc.o[static_cast<size_t>(r) * dp + c] * inv;
+    const float inv = 1.f / l[r];
+    for (int c = 0; c < d; ++c) dst[c] = o[static_cast<size_t>(r) * dp + c] * inv;
   }
 }
 
