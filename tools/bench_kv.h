@@ -73,6 +73,7 @@ struct FrameRow {
   double ab_auto_ms = 0;         // --attention-ab: kernel alone, AttentionCompute::Auto, all blocks
   double ab_f32_ms = 0;          // --attention-ab: kernel alone, AttentionCompute::F32, all blocks
   double ab_max_abs_diff = 0;    // --attention-ab: max |out_auto - out_f32| over the step
+  std::vector<double> ab_call_speedup;  // --attention-ab: f32 ms / auto ms of each block's pair of calls
   CacheStats stats;              // after end_step
   int64_t rss_bytes = 0;         // process, after the step
   int64_t peak_rss_bytes = 0;    // process peak so far

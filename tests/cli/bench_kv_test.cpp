@@ -129,6 +129,7 @@ TEST(BenchKv, AttentionAbTimesBothPathsOnTheSameKeys) {
   EXPECT_GT(std::stod(s["ab_kernel_ms_auto"]), 0.0);
   EXPECT_GT(std::stod(s["ab_kernel_ms_f32"]), 0.0);
   EXPECT_TRUE(is_number(s["ab_speedup_auto_vs_f32"])) << s["ab_speedup_auto_vs_f32"];
+  EXPECT_TRUE(is_number(s["ab_speedup_median_call"])) << s["ab_speedup_median_call"];
   const double diff = std::stod(s["ab_max_abs_diff"]);
   if (native) {
     // Uniform random q/k/v in [-1, 1): outputs are means of V rows; bf16 rounding of q and of the

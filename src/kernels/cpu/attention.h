@@ -22,10 +22,11 @@ namespace lingbot::kernels {
 // call that asks for it otherwise throws. Numeric contract, per work item (head x query group):
 //   - q * scale * log2(e) is rounded to bf16 (round to nearest even) once;
 //   - K and V are used as stored (already bf16: no further rounding);
-//   - scores, the running max, exp2 and the running sum stay f32;
+//   - scores, the running max, exp2 (to ~3e-6 relative) and the running sum stay f32;
 //   - the probabilities exp2(s - m) are rounded to bf16 for PV, and the running sum adds those
 //     rounded values, so each output row is a convex combination of V rows with weights
-//     p~_j / sum p~_j (constant V gives that V up to f32 rounding);
+//     p~_j / sum p~_j (constant V gives that V up to f32 rounding); probabilities below 2^-126
+//     of the row's running max count as 0;
 //   - the output accumulator, its rescaling and the final 1/l stay f32.
 // With bf16's unit roundoff u = 2^-8 this bounds each output element's error against exact
 // attention by
