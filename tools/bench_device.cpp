@@ -42,6 +42,10 @@ class CpuBenchDevice final : public BenchDevice {
   void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) override {
     kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads_});
   }
+  void attention_with_compute(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
+                              kernels::AttentionCompute compute) override {
+    kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads_, compute});
+  }
   const float* stage(int /*slot*/, const float* host, int64_t /*n*/) override { return host; }
   float* output(int64_t n) override {
     if (static_cast<int64_t>(out_.size()) < n) out_.resize(static_cast<size_t>(n));
@@ -64,6 +68,11 @@ class CpuBenchDevice final : public BenchDevice {
 };
 
 }  // namespace
+
+void BenchDevice::attention_with_compute(const kernels::QueryView&, const kernels::VisibleKV&, float*,
+                                         kernels::AttentionCompute) {
+  throw Error(detail::concat("attention compute choice is not available on device '", bench_device_name(kind()), "'"));
+}
 
 const char* bench_device_name(BenchDeviceKind kind) { return kind == BenchDeviceKind::Cuda ? "cuda" : "cpu"; }
 

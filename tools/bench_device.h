@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "kernels/cpu/attention.h"
 #include "kvcache/kv_cache.h"
 
 namespace lingbot::bench {
@@ -43,6 +44,10 @@ class BenchDevice {
   // Attention of q over the keys one of this device's caches handed out (KVCache::store), scale
   // 1/sqrt(head_dim), into `out` (from output()): the kernel the model would run on this device.
   virtual void attention(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out) = 0;
+  // The CPU kernel with an explicit compute path (bench kv --attention-ab: the native-bf16 and the
+  // f32 path side by side); a device without that choice throws Error.
+  virtual void attention_with_compute(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
+                                      kernels::AttentionCompute compute);
   // Makes `n` host floats readable by the caches: returns `host` itself on the CPU, a device copy in
   // buffer `slot` (0..3) on CUDA, valid until the next stage() of that slot. Not part of any timing.
   virtual const float* stage(int slot, const float* host, int64_t n) = 0;

@@ -166,6 +166,12 @@ void validate(const KvBenchOptions& o) {
   for (size_t i = 0; i < o.backends.size(); ++i)
     for (size_t j = i + 1; j < o.backends.size(); ++j)
       LINGBOT_CHECK(o.backends[i] != o.backends[j], "--kv-backends lists '", kv_backend_name(o.backends[i]), "' twice");
+  if (o.attention_ab) {
+    LINGBOT_CHECK(o.device == BenchDeviceKind::Cpu, "--attention-ab needs --device cpu");
+    LINGBOT_CHECK(o.attention, "--attention-ab needs --attention on");
+    LINGBOT_CHECK(std::find(o.backends.begin(), o.backends.end(), KVBackend::Paged) != o.backends.end(),
+                  "--attention-ab needs the paged backend in --kv-backends");
+  }
 }
 
 KvBenchResult run_kv_bench(const KvBenchOptions& o, KvBenchObserver* observer) {
@@ -238,6 +244,9 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
   // caches read them) and the output, reused for every block.
   std::vector<float> q(max_q * row), k(max_q * row), v(max_q * row);
   float* out = device.output(max_q * row);
+  std::vector<float> ab_out[2];  // --attention-ab: Auto, F32
+  if (o.attention_ab)
+    for (auto& b : ab_out) b.resize(static_cast<size_t>(max_q * row));
   if (!o.attention) {
     // Bookkeeping-only runs write no K/V; keep the buffers defined anyway.
     fill_uniform(q.data(), max_q * row, o.seed, o.threads);
@@ -281,13 +290,43 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
         fill_uniform(k.data(), n_q * row, splitmix64(key + 2), o.threads);
         fill_uniform(v.data(), n_q * row, splitmix64(key + 3), o.threads);
         const int64_t n = n_q * row;
+        std::optional<kernels::VisibleKV> ab_pair;  // the paged cache's keys of this block (--attention-ab)
         const kernels::QueryView qv{device.stage(0, q.data(), n), static_cast<int>(n_q), o.heads, o.head_dim, row};
         const kernels::KVSpan kv{device.stage(1, k.data(), n), device.stage(2, v.data(), n), DType::F32,
                                  static_cast<int>(n_q), row};
         // As the model drives it: the cache stores the block's K/V and hands out its keys, the device's
         // attention kernel reads them.
-        for_each_live([&](LiveBackend& b) { device.attention(qv, b.cache->store(blk, kv), out); }, &FrameRow::attn_ms,
-                      &FrameRow::attn_cpu_ms);
+        for_each_live(
+            [&](LiveBackend& b) {
+              const kernels::VisibleKV keys = b.cache->store(blk, kv);
+              device.attention(qv, keys, out);
+              if (o.attention_ab && b.kind == KVBackend::Paged) ab_pair.emplace(keys);
+            },
+            &FrameRow::attn_ms, &FrameRow::attn_cpu_ms);
+        if (ab_pair) {
+          // The two paths alone on the same keys, outside attn_ms; the order alternates per block so
+          // neither always finds the keys warmer in cache.
+          LiveBackend* pb = nullptr;
+          for (auto& b : live)
+            if (b.kind == KVBackend::Paged) pb = &b;
+          if (pb) {
+            double ms[2] = {0, 0};
+            for (int i = 0; i < 2; ++i) {
+              const int which = (blk + i) % 2;  // 0: Auto, 1: F32
+              const double t0 = now_ms();
+              device.attention_with_compute(qv, *ab_pair, ab_out[which].data(),
+                                            which == 0 ? kernels::AttentionCompute::Auto : kernels::AttentionCompute::F32);
+              ms[which] = now_ms() - t0;
+            }
+            pb->row.ab_auto_ms += ms[0];
+            pb->row.ab_f32_ms += ms[1];
+            if (ms[0] > 0) pb->row.ab_call_speedup.push_back(ms[1] / ms[0]);
+            for (int64_t i = 0; i < n; ++i)
+              pb->row.ab_max_abs_diff =
+                  std::max(pb->row.ab_max_abs_diff, static_cast<double>(std::fabs(ab_out[0][i] - ab_out[1][i])));
+          }
+          ab_pair.reset();
+        }
       }
       for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live)
@@ -403,6 +442,34 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
     s.emplace_back("sgemm_gflops", cal.gemm_gflops > 0 ? fmt(cal.gemm_gflops) : "na");
     s.emplace_back("kernel_pct_of_sgemm", cal.gemm_gflops > 0 ? fmt(100.0 * kgf / cal.gemm_gflops, 3) : "na");
     s.emplace_back("bandwidth_gbps", cal.bandwidth_gbps > 0 ? fmt(cal.bandwidth_gbps) : "na");
+  }
+
+  if (o.attention_ab) {
+    // Native-bf16 vs f32 attention, kernel alone, paged streaming steps, same keys in the same run.
+    double a = 0, f = 0, diff = 0;
+    std::vector<double> calls;
+    for (const auto& row : r.rows)
+      if (row.backend == pi && row.attended && row.mode != FrameMode::ScalePhase) {
+        a += row.ab_auto_ms;
+        f += row.ab_f32_ms;
+        diff = std::max(diff, row.ab_max_abs_diff);
+        calls.insert(calls.end(), row.ab_call_speedup.begin(), row.ab_call_speedup.end());
+      }
+    // Median over the per-block pairs: a pair slowed by another process on the cores moves the
+    // sums above but barely the median.
+    double median = nan;
+    if (!calls.empty()) {
+      std::sort(calls.begin(), calls.end());
+      const size_t n = calls.size();
+      median = n % 2 ? calls[n / 2] : 0.5 * (calls[n / 2 - 1] + calls[n / 2]);
+    }
+    s.emplace_back("ab_auto_compute",
+                   kernels::attention_compute_name(kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, o.dtype)));
+    s.emplace_back("ab_kernel_ms_auto", fmt(a));
+    s.emplace_back("ab_kernel_ms_f32", fmt(f));
+    s.emplace_back("ab_speedup_auto_vs_f32", a > 0 ? fmt(f / a, 3) : "na");
+    s.emplace_back("ab_speedup_median_call", fmt(median, 3));
+    s.emplace_back("ab_max_abs_diff", fmt(diff, 3));
   }
 
   // Special stream: bytes stored per stored frame, all blocks (measured), and reserved per frame.

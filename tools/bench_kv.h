@@ -41,6 +41,8 @@ struct KvBenchOptions {
   uint64_t seed = 1;
   bool calibrate = true;
   BenchDeviceKind device = BenchDeviceKind::Cpu;  // cuda: device page pools and kernels (backend paged only)
+  bool attention_ab = false;     // cpu: per attended paged step, also time the kernel alone with
+                                 // AttentionCompute::Auto and ::F32 on the same keys (order alternating)
 };
 
 // Token counts per frame for a resolution; throws Error for anything but 224 or 518.
@@ -68,6 +70,10 @@ struct FrameRow {
   double attn_cpu_ms = 0;        // the same two as process CPU time (all threads; robust to a busy machine)
   double maint_cpu_ms = 0;
   double flops = 0;              // 4 * n_q * n_k * head_dim * heads * blocks when attended
+  double ab_auto_ms = 0;         // --attention-ab: kernel alone, AttentionCompute::Auto, all blocks
+  double ab_f32_ms = 0;          // --attention-ab: kernel alone, AttentionCompute::F32, all blocks
+  double ab_max_abs_diff = 0;    // --attention-ab: max |out_auto - out_f32| over the step
+  std::vector<double> ab_call_speedup;  // --attention-ab: f32 ms / auto ms of each block's pair of calls
   CacheStats stats;              // after end_step
   int64_t rss_bytes = 0;         // process, after the step
   int64_t peak_rss_bytes = 0;    // process peak so far

@@ -19,6 +19,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "bench/harness/demo_model.h"
@@ -48,7 +49,7 @@ struct BenchKvArgs {
   std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
   std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends;
   std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
-  std::string device = "cpu", csv, plot;
+  std::string device = "cpu", csv, plot, attention_ab = "off";
   RenamedOptions renamed;  // --window, --dtype, --backends (old spellings)
 };
 
@@ -101,6 +102,9 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   LINGBOT_CHECK(a.calibrate == "on" || a.calibrate == "off", "--calibrate must be on or off, got '", a.calibrate,
                 "'");
   o.calibrate = a.calibrate == "on";
+  LINGBOT_CHECK(a.attention_ab == "on" || a.attention_ab == "off", "--attention-ab must be on or off, got '",
+                a.attention_ab, "'");
+  o.attention_ab = a.attention_ab == "on";
   o.attend_every = parse_int_option("--attend-every", a.attend_every);
   {
     uint64_t seed = 0;
@@ -148,6 +152,10 @@ void run_bench_kv(const BenchKvArgs& args) {
       o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
       o.attention && o.attend_every > 1 ? (" (sampled every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
       o.mem_cap_gb, static_cast<unsigned long long>(o.seed));
+  if (o.device == bench::BenchDeviceKind::Cpu)
+    std::printf("cpu attention compute for %s K/V: %s%s\n", std::string(dtype_name(o.dtype)).c_str(),
+                kernels::attention_compute_name(kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, o.dtype)),
+                kernels::native_bf16_attention() ? " (CPU has AVX512_BF16)" : " (CPU lacks AVX512_BF16)");
   std::fflush(stdout);
   bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
   const bench::KvBenchResult r = bench::run_kv_bench(o, *device, &progress);
@@ -367,6 +375,10 @@ void add_bench_command(CLI::App& app) {
                  "(others bookkeeping only)")
       ->capture_default_str();
   kv->add_option("--seed", args->seed, "random Q/K/V seed")->capture_default_str();
+  kv->add_option("--attention-ab", args->attention_ab,
+                 "on|off: also time the CPU attention kernel alone with the default compute path (native bf16 "
+                 "for bf16 K/V on AVX512_BF16) and with the f32 path, side by side (summary ab_* keys)")
+      ->capture_default_str();
   kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration (cuda: cuBLAS GEMM and device copy)")
       ->capture_default_str();
   kv->add_option("--csv", args->csv, "write every row to this CSV file");

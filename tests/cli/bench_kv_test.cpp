@@ -115,6 +115,38 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   EXPECT_EQ(s["special_bytes_per_frame"], std::to_string(6 * 2 * 2 * 16 * 2 * 2));
 }
 
+TEST(BenchKv, AttentionAbTimesBothPathsOnTheSameKeys) {
+  // bf16 K/V: the default path is native bf16 where the CPU has AVX512_BF16 (the header line says
+  // which), and its outputs differ from the f32 path's by bf16 rounding only.
+  const CmdResult r = run_cli(kTiny + "--frames 8 --kv-dtype bf16 --calibrate off --kv-backends paged --attention-ab on");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const bool native = r.out.find("cpu attention compute for bf16 K/V: bf16 (CPU has AVX512_BF16)\n") != std::string::npos;
+  if (!native) {
+    EXPECT_NE(r.out.find("cpu attention compute for bf16 K/V: f32 (CPU lacks AVX512_BF16)\n"), std::string::npos) << r.out;
+  }
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["ab_auto_compute"], native ? "bf16" : "f32");
+  EXPECT_GT(std::stod(s["ab_kernel_ms_auto"]), 0.0);
+  EXPECT_GT(std::stod(s["ab_kernel_ms_f32"]), 0.0);
+  EXPECT_TRUE(is_number(s["ab_speedup_auto_vs_f32"])) << s["ab_speedup_auto_vs_f32"];
+  EXPECT_TRUE(is_number(s["ab_speedup_median_call"])) << s["ab_speedup_median_call"];
+  const double diff = std::stod(s["ab_max_abs_diff"]);
+  if (native) {
+    // Uniform random q/k/v in [-1, 1): outputs are means of V rows; bf16 rounding of q and of the
+    // probabilities moves them by ~1e-4, far below the values' spread.
+    EXPECT_GT(diff, 0.0);
+    EXPECT_LT(diff, 1e-2);
+  } else {
+    EXPECT_EQ(diff, 0.0);
+  }
+  // f32 K/V: both runs take the f32 path, bit for bit.
+  const CmdResult f = run_cli(kTiny + "--frames 6 --kv-dtype f32 --calibrate off --kv-backends paged --attention-ab on");
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  auto sf = summary_of(f.out);
+  EXPECT_EQ(sf["ab_auto_compute"], "f32");
+  EXPECT_EQ(sf["ab_max_abs_diff"], "0");
+}
+
 TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
   // f32, 2 blocks: a frame is 262 tokens x 256 B x 2 blocks = 134 KB; dense-full passes 2 MiB well
   // before frame 40, while the paged cache (7 patch pages + specials) stays near 1 MiB.
@@ -160,6 +192,10 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
       {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
       {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n"},
+      {"--attention-ab maybe", "error: --attention-ab must be on or off, got 'maybe'\n"},
+      {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
+      {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
+      {"--attention-ab on --device cuda --kv-backends paged", "error: --attention-ab needs --device cpu\n"},
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
       {"--kv-backends paged,paged", "error: --kv-backends lists 'paged' twice\n"},
       {"--threads 0", "error: --threads must be >= 1, got 0\n"},

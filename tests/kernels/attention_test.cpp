@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -129,8 +130,10 @@ struct Problem {
   float scale() const { return 1.f / std::sqrt(static_cast<float>(d)); }
 };
 
+// span_dtype: the extra spans' dtype; random per span when F32 is not forced (kAnyDtype).
+constexpr int kAnyDtype = -1;
 Problem make_problem(std::mt19937& rng, int heads, int d, int n_q, int page_size, int n_entries, int n_spans,
-                     DType dtype, float garbage) {
+                     DType dtype, float garbage, int span_dtype = kAnyDtype) {
   Problem p;
   p.heads = heads;
   p.d = d;
@@ -178,7 +181,7 @@ Problem make_problem(std::mt19937& rng, int heads, int d, int n_q, int page_size
     Problem::Span sp;
     sp.n = static_cast<int>(rng() % 40);
     sp.stride = row + (rng() % 2 ? 0 : 5);
-    const DType sdt = static_cast<DType>(rng() % 3);
+    const DType sdt = static_cast<DType>(span_dtype == kAnyDtype ? static_cast<int>(rng() % 3) : span_dtype);
     const size_t n = static_cast<size_t>(std::max<int64_t>(1, sp.n * sp.stride));
     sp.k = Store(sdt, n, garbage);
     sp.v = Store(sdt, n, garbage);
@@ -202,10 +205,12 @@ Problem make_problem(std::mt19937& rng, int heads, int d, int n_q, int page_size
   return p;
 }
 
-std::vector<float> run_paged(const Problem& p, int threads) {
+// The f32 path unless asked otherwise: kTol is its tolerance (the native-bf16 path has its own
+// bound, tested at the end of this file).
+std::vector<float> run_paged(const Problem& p, int threads, AttentionCompute compute = AttentionCompute::F32) {
   std::vector<float> out(static_cast<size_t>(p.n_q) * p.heads * p.d, -7.f);
   const auto extra = p.extra();
-  paged_attention(p.query(), p.pool_view(), p.table(), extra, out.data(), {p.scale(), threads});
+  paged_attention(p.query(), p.pool_view(), p.table(), extra, out.data(), {p.scale(), threads, compute});
   return out;
 }
 
@@ -296,7 +301,7 @@ TEST(DenseAttention, EqualsPagedOnSameKeysBitExactly) {
     const KVSpan spans[] = {{k.data(), v.data(), dt, split, row},
                             {k.data_at(split * row), v.data_at(split * row), dt, static_cast<int>(p.g.n - split), row}};
     std::vector<float> dense(paged.size());
-    dense_attention(p.query(), spans, dense.data(), {p.scale(), 3});
+    dense_attention(p.query(), spans, dense.data(), {p.scale(), 3, AttentionCompute::F32});
     EXPECT_EQ(0, std::memcmp(paged.data(), dense.data(), paged.size() * 4)) << dtype_name(dt);
     expect_close(dense, ref_of(p), "dense");
   }
@@ -421,4 +426,171 @@ TEST(DenseAttention, RejectsBadInputsWithExactMessages) {
   bq.n_tokens = -3;
   EXPECT_EQ(error_of([&] { dense_attention(bq, {&s, 1}, out.data(), {1.f, 1}); }),
             "dense_attention: query n_tokens must be >= 0, got -3");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The native-bf16 path (AttentionCompute::Bf16; numeric contract in kernels/cpu/attention.h).
+//
+// Tolerance, derived rather than fitted: the path rounds q*scale*log2(e) to bf16 (relative error
+// <= u = 2^-8 per element, plus one f32 product rounding) and the probabilities to bf16 (<= u),
+// and normalises by the sum of the rounded probabilities. Each key's weight w_j is thus multiplied
+// by rho_j in [e^-D (1-u), e^D (1+u)], D = u' * scale * sum_c |q_c k_jc| (natural-log units), and
+// the output is the rho-weighted mean of the V rows, so
+//   |out - ref| <= 0.5 * (e^{2D} (1+u)/(1-u) - 1) * max_j |v_j - ref|
+// (the numerator is sum_j w_j (rho_j - c)(v_j - ref) for any c since sum_j w_j (v_j - ref) = 0).
+// D is taken per (query, head) over all its keys; f32 accumulation adds kTol on top.
+namespace {
+
+constexpr double kBf16U = 0x1p-8;
+
+std::vector<double> bf16_bound(const Problem& p, const std::vector<float>& ref) {
+  const double u1 = kBf16U * (1 + 0x1p-15);  // + the f32 product q * scale*log2(e)
+  std::vector<double> tol(ref.size());
+  for (int t = 0; t < p.n_q; ++t)
+    for (int h = 0; h < p.heads; ++h) {
+      const float* qr = p.q.data() + t * p.q_stride + h * p.d;
+      double dmax = 0;
+      for (int64_t j = 0; j < p.g.n; ++j) {
+        double a = 0;
+        for (int c = 0; c < p.d; ++c) a += std::fabs(static_cast<double>(qr[c]) * p.g.k[(j * p.heads + h) * p.d + c]);
+        dmax = std::max(dmax, a);
+      }
+      const double D = u1 * p.scale() * dmax;
+      const double f = 0.5 * (std::exp(2 * D) * (1 + kBf16U) / (1 - kBf16U) - 1);
+      for (int c = 0; c < p.d; ++c) {
+        const size_t i = (static_cast<size_t>(t) * p.heads + h) * p.d + c;
+        double vdev = 0;
+        for (int64_t j = 0; j < p.g.n; ++j) vdev = std::max(vdev, std::fabs(p.g.v[(j * p.heads + h) * p.d + c] - ref[i]));
+        tol[i] = f * vdev + kTol * std::max(1.0, std::fabs(static_cast<double>(ref[i])));
+      }
+    }
+  return tol;
+}
+
+bool skip_without_bf16() { return !native_bf16_attention(); }
+#define SKIP_WITHOUT_BF16()                                                                              \
+  if (skip_without_bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16: the native-bf16 attention path is " \
+                                           "not available here, so it is not tested"
+
+}  // namespace
+
+TEST(NativeBf16Attention, SelectionFollowsDtypeAndCpu) {
+  EXPECT_EQ(resolved_attention_compute(AttentionCompute::Auto, DType::F32), AttentionCompute::F32);
+  EXPECT_EQ(resolved_attention_compute(AttentionCompute::Auto, DType::F16), AttentionCompute::F32);
+  EXPECT_EQ(resolved_attention_compute(AttentionCompute::F32, DType::BF16), AttentionCompute::F32);
+  EXPECT_EQ(resolved_attention_compute(AttentionCompute::Auto, DType::BF16),
+            native_bf16_attention() ? AttentionCompute::Bf16 : AttentionCompute::F32);
+  if (native_bf16_attention()) {
+    EXPECT_EQ(error_of([] { resolved_attention_compute(AttentionCompute::Bf16, DType::F16); }),
+              "attention: compute bf16 needs bf16 K/V, got f16");
+  } else {
+    EXPECT_EQ(error_of([] { resolved_attention_compute(AttentionCompute::Bf16, DType::BF16); }),
+              "attention: compute bf16 needs a CPU with AVX512_BF16 (this one lacks it)");
+  }
+}
+
+TEST(NativeBf16Attention, IsTakenForBf16KeysAndDiffersFromF32) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(21);
+  Problem p = make_problem(rng, 3, 64, 50, 16, 20, 1, DType::BF16, 0.f, static_cast<int>(DType::BF16));
+  ASSERT_GT(p.g.n, 0);
+  const auto autob = run_paged(p, 2, AttentionCompute::Auto);
+  const auto forced = run_paged(p, 2, AttentionCompute::Bf16);
+  const auto f32 = run_paged(p, 2, AttentionCompute::F32);
+  EXPECT_EQ(0, std::memcmp(autob.data(), forced.data(), autob.size() * 4)) << "Auto must take the bf16 path";
+  // The bf16 roundings are visible (the f32 path is ~1e-6 from exact), so the path really ran.
+  double maxdiff = 0;
+  for (size_t i = 0; i < f32.size(); ++i) maxdiff = std::max(maxdiff, std::fabs(double(f32[i]) - autob[i]));
+  EXPECT_GT(maxdiff, 1e-4);
+  // f32 K/V under Auto stay on the f32 path bit for bit.
+  Problem pf = make_problem(rng, 3, 64, 50, 16, 20, 1, DType::F32, 0.f, static_cast<int>(DType::F32));
+  const auto a = run_paged(pf, 2, AttentionCompute::Auto), b = run_paged(pf, 2, AttentionCompute::F32);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  // A mixed-dtype call asking for bf16 is an error, not a silent f32 run.
+  Problem pm = make_problem(rng, 3, 64, 5, 16, 20, 1, DType::BF16, 0.f, static_cast<int>(DType::F32));
+  EXPECT_EQ(error_of([&] { run_paged(pm, 1, AttentionCompute::Bf16); }),
+            "paged_attention: compute bf16 needs every K/V segment to be bf16 (got a mix or another dtype)");
+}
+
+TEST(NativeBf16Attention, WithinDerivedBoundOnRandomShapes) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(2024);
+  const int dims[] = {64, 40, 37, 16, 80, 128};  // 40, 37: not multiples of 32 (37: odd, a half pair)
+  const int page_sizes[] = {1, 7, 33, 64};
+  const float garbage[] = {std::numeric_limits<float>::quiet_NaN(), 1e30f, -std::numeric_limits<float>::infinity()};
+  double worst_ratio = 0, worst_err = 0;
+  int cases = 0;
+  for (int d : dims) {
+    for (int rep = 0; rep < 5; ++rep, ++cases) {
+      const int heads = 1 + static_cast<int>(rng() % 4);
+      const int n_q = 1 + static_cast<int>(rng() % (rep == 0 ? 400 : 70));  // up to two query groups
+      const int ps = page_sizes[rng() % 4];
+      const int entries = 1 + static_cast<int>(rng() % (1 + 400 / ps));    // key counts cross blocks
+      const int spans = static_cast<int>(rng() % 3);
+      Problem p = make_problem(rng, heads, d, n_q, ps, entries, spans, DType::BF16, garbage[cases % 3],
+                               static_cast<int>(DType::BF16));
+      if (p.g.n == 0) continue;
+      if (rep == 4) for (auto& x : p.q) x *= 6.f;  // sharp softmax: scores of tens
+      const auto ref = ref_of(p);
+      const auto tol = bf16_bound(p, ref);
+      const auto got = run_paged(p, 2, AttentionCompute::Bf16);
+      const std::string what = "d=" + std::to_string(d) + " heads=" + std::to_string(heads) + " n_q=" +
+                               std::to_string(n_q) + " page=" + std::to_string(ps) + " keys=" + std::to_string(p.g.n);
+      int bad = 0;
+      for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+        const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+        worst_ratio = std::max(worst_ratio, err / tol[i]);
+        worst_err = std::max(worst_err, err);
+        if (!(err <= tol[i])) {
+          ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << ref[i] << " bound " << tol[i];
+          ++bad;
+        }
+      }
+    }
+  }
+  std::cout << "native bf16 attention: worst |err| " << worst_err << ", worst err/bound " << worst_ratio << "\n";
+}
+
+TEST(NativeBf16Attention, ConstantValuesComeBackExactlyUpToF32) {
+  // The weights are normalised by the sum of the rounded probabilities: a convex combination.
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(8);
+  Problem p = make_problem(rng, 2, 40, 30, 33, 12, 1, DType::BF16, 0.f, static_cast<int>(DType::BF16));
+  ASSERT_GT(p.g.n, 100);
+  const int64_t row = static_cast<int64_t>(p.heads) * p.d;
+  auto vval = [&](int64_t i) { return 0.25f + 0.125f * static_cast<float>(i % row % 5); };
+  for (int e = 0; e < static_cast<int>(p.ids.size()); ++e)
+    for (int t = p.start[e]; t < p.start[e] + p.len[e]; ++t)
+      for (int64_t i = 0; i < row; ++i)
+        p.pool.set(((static_cast<size_t>(p.ids[e]) * 2 + 1) * p.page_size + t) * row + i, vval(i));
+  for (auto& sp : p.spans)
+    for (int t = 0; t < sp.n; ++t)
+      for (int64_t i = 0; i < row; ++i) sp.v.set(static_cast<size_t>(t * sp.stride + i), vval(i));
+  const auto got = run_paged(p, 1, AttentionCompute::Bf16);
+  for (int t = 0; t < p.n_q; ++t)
+    for (int64_t i = 0; i < row; ++i) ASSERT_NEAR(got[t * row + i], vval(i), kTol * vval(i)) << t << " " << i;
+}
+
+TEST(NativeBf16Attention, BitIdenticalForAnyThreadCountAndSplit) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(77);
+  Problem p = make_problem(rng, 3, 64, 400, 37, 14, 2, DType::BF16, std::numeric_limits<float>::quiet_NaN(),
+                           static_cast<int>(DType::BF16));
+  const auto a = run_paged(p, 1, AttentionCompute::Bf16), b = run_paged(p, 2, AttentionCompute::Bf16),
+             c = run_paged(p, 3, AttentionCompute::Bf16);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4));
+  // The same keys as two dense spans: blocks are counted over the key sequence, not per page.
+  const int64_t row = static_cast<int64_t>(p.heads) * p.d;
+  Store k(DType::BF16, p.g.n * row, 0.f), v(DType::BF16, p.g.n * row, 0.f);
+  for (size_t i = 0; i < p.g.k.size(); ++i) {
+    k.set(i, static_cast<float>(p.g.k[i]));
+    v.set(i, static_cast<float>(p.g.v[i]));
+  }
+  const int split = static_cast<int>(p.g.n / 3);
+  const KVSpan spans[] = {{k.data(), v.data(), DType::BF16, split, row},
+                          {k.data_at(split * row), v.data_at(split * row), DType::BF16, static_cast<int>(p.g.n - split), row}};
+  std::vector<float> dense(a.size());
+  dense_attention(p.query(), spans, dense.data(), {p.scale(), 2, AttentionCompute::Bf16});
+  EXPECT_EQ(0, std::memcmp(a.data(), dense.data(), a.size() * 4));
 }

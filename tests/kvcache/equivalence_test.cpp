@@ -297,7 +297,8 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
       for (int b = 0; b < o.num_blocks; ++b) {
         const kernels::QueryView qv{q[b].data(), nt, o.heads, o.head_dim, row};
         std::vector<float> low(nt * row), step_out(nt * row);
-        kernels::attention(qv, paged.visible(b, {}), low.data(), {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 1});
+        kernels::attention(qv, paged.visible(b, {}), low.data(),
+                           {1.0f / std::sqrt(static_cast<float>(o.head_dim)), 1, kernels::AttentionCompute::F32});
         // Recompute the KVCache-path output for this block (the cache is unchanged by it).
         const kernels::KVSpan kv{k[b].data(), v[b].data(), DType::F32, nt, kv_stride};
         dense.begin_step(FrameMode::NonKeyframe, 1);

@@ -20,11 +20,14 @@ namespace kvtest {
 using namespace lingbot;
 
 // One global block as the model runs it: the cache stores K/V and hands out the visible keys, the host
-// attention kernel reads them (scale 1/sqrt(head_dim)).
+// attention kernel reads them (scale 1/sqrt(head_dim)). The cache tests compare the visible sets
+// through the kernel's f32 path (AttentionCompute::F32), whose error is f32 noise for every storage
+// dtype; the native-bf16 path's own bound is tested in tests/kernels/attention_test.cpp.
 inline void attend(KVCache& cache, int block, const kernels::QueryView& q, const kernels::KVSpan& kv, float* out,
                    int threads = 1) {
   const kernels::VisibleKV keys = cache.store(block, kv);
-  kernels::attention(q, keys, out, {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads});
+  kernels::attention(q, keys, out,
+                     {1.0f / std::sqrt(static_cast<float>(q.head_dim)), threads, kernels::AttentionCompute::F32});
 }
 
 // Anonymous mmap: zero pages materialise only when touched, so a 10,000-frame real-shape

@@ -64,12 +64,10 @@ QueryGroups group_queries(int n_q) {
   return g;
 }
 
-}  // namespace
-
-namespace detail {
-
-void run_attention(const AttnKernels& kern, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys,
-                   float* out, const AttentionParams& params) {
+// Runs every (head, query group) item over num_threads OpenMP threads, one Scratch per thread:
+// item(scratch, h, q0, nq, qscale). The partition does not depend on the thread count.
+template <class Scratch, class Item>
+void for_each_item(const QueryView& q, const AttentionParams& params, const Item& item_fn) {
   if (q.n_tokens == 0) return;
   const QueryGroups groups = group_queries(q.n_tokens);
   const int64_t n_items = static_cast<int64_t>(q.heads) * groups.count;
@@ -78,18 +76,82 @@ void run_attention(const AttnKernels& kern, const QueryView& q, const std::vecto
   const float qscale = params.scale * 1.4426950408889634f;
 #pragma omp parallel num_threads(threads)
   {
-    AttnScratch scratch(q.head_dim);
+    Scratch scratch(q.head_dim);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < n_items; ++item) {
       const int h = static_cast<int>(item / groups.count);
       const int q0 = static_cast<int>(item % groups.count) * groups.rows;
       const int nq = std::min(groups.rows, q.n_tokens - q0);
-      attend_group(kern, q, h, q0, nq, qscale, segs, n_keys, scratch, out);
+      item_fn(scratch, h, q0, nq, qscale);
     }
   }
 }
 
+DType common_dtype(const std::vector<KeySegment>& segs) {
+  for (const auto& s : segs)
+    if (s.dtype != segs.front().dtype) return DType::F32;  // mixed: only the f32 path reads it
+  return segs.front().dtype;
+}
+
+void run(std::string_view fn, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
+         const AttentionParams& params) {
+  const DType dt = common_dtype(segs);
+  LINGBOT_CHECK(params.compute != AttentionCompute::Bf16 || dt == DType::BF16, fn,
+                ": compute bf16 needs every K/V segment to be bf16 (got a mix or another dtype)");
+  if (resolved_attention_compute(params.compute, dt) == AttentionCompute::Bf16) {
+    detail::run_attention_bf16(q, segs, n_keys, out, params);
+  } else {
+    detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+void run_attention(const AttnKernels& kern, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys,
+                   float* out, const AttentionParams& params) {
+  for_each_item<AttnScratch>(q, params, [&](AttnScratch& sc, int h, int q0, int nq, float qscale) {
+    attend_group(kern, q, h, q0, nq, qscale, segs, n_keys, sc, out);
+  });
+}
+
+void run_attention_bf16(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
+                        const AttentionParams& params) {
+  for_each_item<AttnScratchBf16>(q, params, [&](AttnScratchBf16& sc, int h, int q0, int nq, float qscale) {
+    attend_group_bf16(q, h, q0, nq, qscale, segs, n_keys, sc, out);
+  });
+}
+
 }  // namespace detail
+
+bool native_bf16_attention() { return detail::avx512bf16_available(); }
+
+AttentionCompute resolved_attention_compute(AttentionCompute compute, DType kv_dtype) {
+  switch (compute) {
+    case AttentionCompute::F32:
+      return AttentionCompute::F32;
+    case AttentionCompute::Bf16:
+      LINGBOT_CHECK(native_bf16_attention(), "attention: compute bf16 needs a CPU with AVX512_BF16 (this one lacks it)");
+      LINGBOT_CHECK(kv_dtype == DType::BF16, "attention: compute bf16 needs bf16 K/V, got ", dtype_name(kv_dtype));
+      return AttentionCompute::Bf16;
+    case AttentionCompute::Auto:
+      break;
+  }
+  return kv_dtype == DType::BF16 && native_bf16_attention() ? AttentionCompute::Bf16 : AttentionCompute::F32;
+}
+
+const char* attention_compute_name(AttentionCompute c) {
+  switch (c) {
+    case AttentionCompute::Auto:
+      return "auto";
+    case AttentionCompute::F32:
+      return "f32";
+    case AttentionCompute::Bf16:
+      return "bf16";
+  }
+  return "?";
+}
 
 void paged_attention(const QueryView& q, const PagePoolView& pool, const PageTableView& table,
                      std::span<const KVSpan> extra, float* out, const AttentionParams& params) {
@@ -101,7 +163,7 @@ void paged_attention(const QueryView& q, const PagePoolView& pool, const PageTab
   int64_t n_keys = 0;
   for (const auto& s : segs) n_keys += s.n_tokens;
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");
-  detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
+  run(fn, q, segs, n_keys, out, params);
 }
 
 void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out, const AttentionParams& params) {
@@ -112,7 +174,7 @@ void dense_attention(const QueryView& q, std::span<const KVSpan> kv, float* out,
   int64_t n_keys = 0;
   for (const auto& s : segs) n_keys += s.n_tokens;
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (kv spans are empty)");
-  detail::run_attention(detail::select_kernels(), q, segs, n_keys, out, params);
+  run(fn, q, segs, n_keys, out, params);
 }
 
 void attention(const QueryView& q, const VisibleKV& keys, float* out, const AttentionParams& params) {

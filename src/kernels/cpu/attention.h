@@ -12,10 +12,46 @@
 
 namespace lingbot::kernels {
 
+// How QK^T and PV are computed.
+//
+// F32: K/V are converted to f32 (exactly: f16/bf16 widen losslessly) and both products run as f32
+// FMA chains; with f32 K/V this is the reference path.
+//
+// Bf16: both products run as bf16 dot products (vdpbf16ps) with f32 accumulation. Requires every
+// K/V segment of the call to be bf16 and the CPU to have AVX512_BF16 (native_bf16_attention()); a
+// call that asks for it otherwise throws. Numeric contract, per work item (head x query group):
+//   - q * scale * log2(e) is rounded to bf16 (round to nearest even) once;
+//   - K and V are used as stored (already bf16: no further rounding);
+//   - scores, the running max, exp2 (to ~3e-6 relative) and the running sum stay f32;
+//   - the probabilities exp2(s - m) are rounded to bf16 for PV, and the running sum adds those
+//     rounded values, so each output row is a convex combination of V rows with weights
+//     p~_j / sum p~_j (constant V gives that V up to f32 rounding); probabilities below 2^-126
+//     of the row's running max count as 0;
+//   - the output accumulator, its rescaling and the final 1/l stay f32.
+// With bf16's unit roundoff u = 2^-8 this bounds each output element's error against exact
+// attention by
+//   0.5 * (exp(2*D) * (1+u)/(1-u) - 1) * max_j |v_j - out|,   D = u * scale * max_j sum_c |q_c k_jc|
+// plus f32 rounding (tests/kernels/attention_test.cpp, NativeBf16Attention, checks this bound).
+//
+// Auto: Bf16 where it is allowed (all K/V bf16 and native_bf16_attention()), else F32. The default.
+enum class AttentionCompute : uint8_t { Auto, F32, Bf16 };
+
 struct AttentionParams {
   float scale = 1.0f;   // usually 1/sqrt(head_dim)
-  int num_threads = 1;  // results are bit-identical for any value
+  int num_threads = 1;  // results are bit-identical for any value (for a given compute path)
+  AttentionCompute compute = AttentionCompute::Auto;  // F32 forces the f32 path (tests, A/B benchmarks)
 };
+
+// True when this CPU has AVX512_BF16 and the build targets it: AttentionCompute::Bf16 is available.
+// Probed once; fixed for the process.
+bool native_bf16_attention();
+
+// The path (F32 or Bf16) a call asking for `compute` takes over K/V segments that are all
+// `kv_dtype`; throws Error when Bf16 is asked for and not available.
+AttentionCompute resolved_attention_compute(AttentionCompute compute, DType kv_dtype);
+
+// "auto" | "f32" | "bf16"
+const char* attention_compute_name(AttentionCompute c);
 
 // Attention of q over the keys of `table` in `pool` followed by the keys of `extra` spans
 // (e.g. a non-keyframe's own tokens, which are attended without being stored).

@@ -12,6 +12,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/cpu/attention_exp2_avx512.h"
+
 #include <cmath>
 #include <limits>
 
@@ -94,23 +96,6 @@ LINGBOT_AVX512 void pv_avx512(const float* p, const float* v, const float* alpha
     for (; c0 + 32 <= dp; c0 += 32) pv_tile<2>(p0, v + c0, alpha + r0, n_keys, dp, o0 + c0);
     if (c0 < dp) pv_tile<1>(p0, v + c0, alpha + r0, n_keys, dp, o0 + c0);
   }
-}
-
-// Same operations as exp2_avx2 lane by lane (clamp, round to nearest, polynomial, exponent bits),
-// so the results are bit-identical.
-LINGBOT_AVX512 inline __m512 exp2_avx512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-127.f)), _mm512_set1_ps(127.f));
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
 // The AVX2 kernel keeps two 8-lane partial sums (keys j%16 < 8 and >= 8); one 16-lane sum holds

@@ -69,14 +69,60 @@ const AttnKernels* avx512_kernels();
 // The best kernels for this CPU (decided once, immutable afterwards).
 const AttnKernels& select_kernels();
 
+// Per-thread working set of one work item of the native-bf16 path (AttentionCompute::Bf16); bf16
+// values are raw uint16 bit patterns; padding columns/rows stay zero.
+struct AttnScratchBf16 {
+  explicit AttnScratchBf16(int head_dim);
+  int dp;                      // head_dim rounded up to kDimAlign
+  std::vector<uint16_t> q;     // [kMaxQueryGroup][dp] bf16(q * scale * log2(e))
+  std::vector<float> o;        // [kMaxQueryGroup][dp] unnormalised output accumulator
+  std::vector<float> s;        // [kMaxQueryTile][kKeyBlock] scores
+  std::vector<uint16_t> p;     // [kMaxQueryTile][kKeyBlock] bf16 probabilities
+  std::vector<uint16_t> kp;    // [kKeyBlock/kKeyPanel][dp/2][kKeyPanel][2] K block: pairs of dims per key
+  std::vector<uint16_t> vp;    // [kKeyBlock/2][dp][2] V block: pairs of consecutive keys per column
+  std::vector<float> m;        // [kMaxQueryGroup] running max (log2 domain)
+  std::vector<float> l;        // [kMaxQueryGroup] running sum of the rounded probabilities
+  std::vector<float> alpha;    // [kMaxQueryGroup] rescale factor of the current block
+};
+
+// True when the CPU has AVX512_BF16 (and AVX-512F/BW) and the compiler can target it.
+bool avx512bf16_available();
+
+// Walks the concatenated key segments in order.
+struct KeyCursor {
+  size_t seg = 0;
+  int64_t tok = 0;
+  // Byte offset of the next key's head-h row in its segment, and that segment; then advances.
+  const KeySegment& next(const std::vector<KeySegment>& segs, int h, int head_dim, int64_t& byte_off) {
+    while (tok >= segs[seg].n_tokens) {
+      ++seg;
+      tok = 0;
+    }
+    const KeySegment& sg = segs[seg];
+    byte_off = (tok * sg.token_stride + static_cast<int64_t>(h) * head_dim) * static_cast<int64_t>(dtype_size(sg.dtype));
+    ++tok;
+    return sg;
+  }
+};
+
 // Attention of query rows [q0, q0+nq) (nq <= kMaxQueryGroup) of head h over all keys of segs;
 // writes those rows of out. qscale = scale * log2(e).
 void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, int nq, float qscale,
                   const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratch& scratch, float* out);
 
+// Writes rows [q0, q0+nq) of head h of out: o[r][c] / l[r] for c < head_dim (o rows dp apart).
+void write_rows(const QueryView& q, int h, int q0, int nq, int dp, const float* o, const float* l, float* out);
+
+// attend_group for the native-bf16 path: every segment of segs is bf16; needs avx512bf16_available().
+void attend_group_bf16(const QueryView& q, int h, int q0, int nq, float qscale, const std::vector<KeySegment>& segs,
+                       int64_t n_keys, AttnScratchBf16& scratch, float* out);
+
 // The whole computation with a given kernel set: (head, query group) items over num_threads
 // OpenMP threads. Inputs are already validated; n_keys = total tokens of segs (> 0).
 void run_attention(const AttnKernels& kern, const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys,
                    float* out, const AttentionParams& params);
+// The same with the native-bf16 work items (segs all bf16, avx512bf16_available()).
+void run_attention_bf16(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
+                        const AttentionParams& params);
 
 }  // namespace lingbot::kernels::detail

@@ -68,12 +68,6 @@ void pack_k_portable(const float* rows, int dp, float* panel) {
 
 void convert_portable(const void* src, DType t, float* dst, int n) { convert_to_f32(src, t, dst, static_cast<size_t>(n)); }
 
-// Walks the concatenated key segments in order.
-struct KeyCursor {
-  size_t seg = 0;
-  int64_t tok = 0;
-};
-
 // Converts keys [cursor, cursor+nk) of head h into scratch.kp (packed panels) and scratch.v.
 // K/V are converted to f32 once per block and reused by every query row of the tile.
 void load_block(const AttnKernels& kern, const std::vector<KeySegment>& segs, KeyCursor& cur, int h, int head_dim,
@@ -82,18 +76,12 @@ void load_block(const AttnKernels& kern, const std::vector<KeySegment>& segs, Ke
   for (int j0 = 0; j0 < nk; j0 += kKeyPanel) {
     const int n = std::min(kKeyPanel, nk - j0);
     for (int t = 0; t < n; ++t) {
-      while (cur.tok >= segs[cur.seg].n_tokens) {
-        ++cur.seg;
-        cur.tok = 0;
-      }
-      const KeySegment& sg = segs[cur.seg];
-      const int64_t off = (cur.tok * sg.token_stride + static_cast<int64_t>(h) * head_dim) *
-                          static_cast<int64_t>(dtype_size(sg.dtype));
+      int64_t off = 0;
+      const KeySegment& sg = cur.next(segs, h, head_dim, off);
       kern.convert(static_cast<const unsigned char*>(sg.k) + off, sg.dtype, sc.krows.data() + static_cast<size_t>(t) * dp,
                    head_dim);
       kern.convert(static_cast<const unsigned char*>(sg.v) + off, sg.dtype,
                    sc.v.data() + static_cast<size_t>(j0 + t) * dp, head_dim);
-      ++cur.tok;
     }
     // Keys past the end of the last block: zero (their scores are masked; this keeps them finite).
     std::fill(sc.krows.begin() + static_cast<ptrdiff_t>(n) * dp, sc.krows.end(), 0.f);
@@ -143,11 +131,16 @@ void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, in
     }
   }
 
+  write_rows(q, h, q0, nq, dp, sc.o.data(), sc.l.data(), out);
+}
+
+void write_rows(const QueryView& q, int h, int q0, int nq, int dp, const float* o, const float* l, float* out) {
+  const int d = q.head_dim;
   const int64_t out_stride = static_cast<int64_t>(q.heads) * d;
   for (int r = 0; r < nq; ++r) {
     float* dst = out + static_cast<int64_t>(q0 + r) * out_stride + static_cast<int64_t>(h) * d;
-    const float inv = 1.f / sc.l[r];
-    for (int c = 0; c < d; ++c) dst[c] = sc.o[static_cast<size_t>(r) * dp + c] * inv;
+    const float inv = 1.f / l[r];
+    for (int c = 0; c < d; ++c) dst[c] = o[static_cast<size_t>(r) * dp + c] * inv;
   }
 }
 
