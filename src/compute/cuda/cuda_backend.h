@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_.handle; }
   // Most device bytes the backend held at once (activations, parameters, scratch, tables).
   size_t peak_bytes() const { return alloc_.peak_bytes(); }
+  std::optional<size_t> device_peak_bytes() const override { return alloc_.peak_bytes(); }
   Allocator& allocator() override { return alloc_; }
   // Returns once `host` may be reused (a pinned source is waited for).
   void upload(void* dst, const void* host, size_t bytes) override;
