@@ -42,6 +42,7 @@
 #include "compute/backend.h"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/pinned_staging.h"
 #include "kernels/cuda/stream_pool_allocator.h"
 
 namespace lingbot::compute {
@@ -67,7 +68,9 @@ class CudaBackend final : public Backend {
   size_t peak_bytes() const { return alloc_.peak_bytes(); }
   std::optional<size_t> device_peak_bytes() const override { return alloc_.peak_bytes(); }
   Allocator& allocator() override { return alloc_; }
-  // Returns once `host` may be reused (a pinned source is waited for).
+  // Returns once `host` may be reused: a pageable source is copied into pinned staging
+  // (kernels/cuda/pinned_staging.h) and the transfer enqueued from there without waiting for the
+  // device; a source that is already pinned is waited for.
   void upload(void* dst, const void* host, size_t bytes) override;
   void download(void* host, const void* src, size_t bytes) override;
   void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows,
@@ -143,6 +146,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   OwnedStream stream_;
   cuda::StreamPoolAllocator alloc_;
+  cuda::PinnedStaging staging_;  // destroyed before the stream: it waits for its transfers
   std::unique_ptr<cuda::CudaContext> ctx_;
   std::unordered_map<const void*, Resident> params_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
