@@ -13,7 +13,8 @@
 #   cuda_equivalence_suite  test_cuda: every CUDA op and the whole model against the CPU backend
 #                           (must run, not skip)
 #   verify_<case>_<dtypes>  `verify --device cuda` on every golden case (a folder with case.json) of
-#                           the golden directory: f32 weights + f32 K/V (the golden README's f32
+#                           the golden directory (without one: testdata/'s copies of 3 cases, and a
+#                           failed golden_cases check saying so): f32 weights + f32 K/V (the golden README's f32
 #                           tolerances) and bf16 weights + bf16 K/V (those tolerances x2400:
 #                           verify_tolerance_scale in bench/harness/verify.h, README "verify")
 #   attention_paged_vs_contiguous  `bench gpu attention` at the 518x378 streaming shape (1005
@@ -37,6 +38,9 @@
 # Time: every step runs under `timeout`, capped by what is left of LINGBOT_GPU_CHECK_BUDGET_S
 # (default 540 s, so one 10-minute device call holds the unpacking too); a step the budget no longer
 # allows is a FAIL saying so.
+# On a device machine of the development sessions (carry gpu-bundle.tar.xz; $OUT brings back at most
+# 8 files, so pack the logs):
+#   bash scripts/gpu_check.sh --bundle gpu-bundle.tar.xz; tar -czf $OUT/gpu-check-logs.tgz -C build-gpu-check logs
 # Env: JOBS (build jobs, default nproc), CUDA_ARCH (default: this GPU's compute capability, else
 # "80;90"), BUILD (build folder of the full mode, default build-gpu-check), LINGBOT_GOLDEN_DIR
 # (default ../shared/golden, else shared/golden), LINGBOT_GPU_CHECK_LOGS (full outputs: bench CSVs
@@ -187,7 +191,13 @@ GOLDEN=${LINGBOT_GOLDEN_DIR:-}
 if [ -z "$GOLDEN" ]; then
   for d in ../shared/golden shared/golden; do [ -d "$d" ] && GOLDEN=$d && break; done
 fi
-echo "== verify --device cuda (golden: ${GOLDEN:-none})"
+if [ -z "$GOLDEN" ]; then
+  # testdata/ holds copies of 3 of the public cases (tiny, streaming-flow-tiny, windowed-flow-tiny):
+  # verify those, and fail the completeness check so the missing ones are not mistaken for passes.
+  GOLDEN=testdata
+  check golden_cases FAIL "why=\"no ../shared/golden or shared/golden (set LINGBOT_GOLDEN_DIR): only testdata/'s copies of 3 public cases are verified\""
+fi
+echo "== verify --device cuda (golden: $GOLDEN)"
 cases=()
 [ -n "$GOLDEN" ] && for c in "$GOLDEN"/*/case.json; do [ -f "$c" ] && cases+=("$(dirname "$c")"); done
 [ ${#cases[@]} -gt 0 ] || check verify FAIL "why=\"no golden cases (a folder with case.json) under ${GOLDEN:-../shared/golden or shared/golden}\""

@@ -10,6 +10,8 @@ namespace lingbot::cuda {
 
 namespace {
 constexpr size_t kMinChunkBytes = 4096;
+// Past this many pinned bytes a burst of uploads waits for a busy chunk instead of pinning more.
+constexpr size_t kMaxPinnedBytes = size_t{256} << 20;
 }  // namespace
 
 PinnedStaging::~PinnedStaging() {
@@ -29,16 +31,21 @@ size_t PinnedStaging::pinned_bytes() const {
 void PinnedStaging::copy_to_device(void* dst, const void* host, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   // The smallest idle chunk that holds the bytes (a chunk is idle once its last transfer finished).
-  Chunk* chunk = nullptr;
+  Chunk *chunk = nullptr, *busy = nullptr;
   for (Chunk& c : chunks_) {
     if (c.bytes < bytes || (chunk && chunk->bytes <= c.bytes)) continue;
     const cudaError_t q = cudaEventQuery(c.done);
     if (q == cudaErrorNotReady) {
       (void)cudaGetLastError();  // "not ready" is an answer, not an error
+      if (!busy || c.bytes < busy->bytes) busy = &c;
       continue;
     }
     LINGBOT_CUDA_CHECK(q);
     chunk = &c;
+  }
+  if (!chunk && busy && pinned_bytes() + bytes > kMaxPinnedBytes) {
+    LINGBOT_CUDA_CHECK(cudaEventSynchronize(busy->done));
+    chunk = busy;
   }
   if (!chunk) {
     Chunk c;

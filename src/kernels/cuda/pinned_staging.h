@@ -8,7 +8,8 @@
 //
 // A chunk is reused once the event recorded after its transfer has completed, so the number of
 // chunks grows only to the number of transfers in flight at once (per frame: the uploads between two
-// synchronisations) and stays there. Chunk sizes are powers of two of at least 4 KiB.
+// synchronisations) and stays there. Chunk sizes are powers of two of at least 4 KiB. Past 256 MiB
+// pinned, a burst of uploads waits for a busy chunk that fits rather than pinning more.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
