@@ -57,3 +57,30 @@ TEST(CudaPinnedStaging, CallerMemoryIsReusableAtOnceAndChunksAreReused) {
   }  // the destructor waits for the transfers and frees the chunks
   LINGBOT_CUDA_CHECK(cudaStreamDestroy(stream));
 }
+
+// With no room for more pinned memory, a burst of copies in flight waits for the one chunk it has
+// (on a device the later copies find it busy) instead of pinning a chunk per copy.
+TEST(CudaPinnedStaging, PinnedMemoryCapMakesABurstReuseBusyChunks) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  LINGBOT_CUDA_CHECK(cudaStreamCreate(&stream));
+  cuda::CudaAllocator alloc(0);
+  {
+    cuda::PinnedStaging staging(/*max_pinned_bytes=*/0);
+    const size_t n = size_t{1} << 20;
+    std::vector<Buffer> dst;
+    for (int i = 0; i < 20; ++i) {
+      const std::vector<uint8_t> src(n, static_cast<uint8_t>(i + 1));
+      dst.emplace_back(alloc, n);
+      staging.copy_to_device(dst.back().data(), src.data(), n, stream);
+    }
+    EXPECT_EQ(staging.chunks(), 1u);
+    EXPECT_EQ(staging.pinned_bytes(), n);
+    LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < 20; ++i)
+      EXPECT_EQ(cuda::testing::to_host<uint8_t>(dst[static_cast<size_t>(i)].data(), n),
+                std::vector<uint8_t>(n, static_cast<uint8_t>(i + 1)))
+          << "copy " << i;
+  }
+  LINGBOT_CUDA_CHECK(cudaStreamDestroy(stream));
+}

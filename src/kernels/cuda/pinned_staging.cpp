@@ -10,8 +10,6 @@ namespace lingbot::cuda {
 
 namespace {
 constexpr size_t kMinChunkBytes = 4096;
-// Past this many pinned bytes a burst of uploads waits for a busy chunk instead of pinning more.
-constexpr size_t kMaxPinnedBytes = size_t{256} << 20;
 }  // namespace
 
 PinnedStaging::~PinnedStaging() {
@@ -43,7 +41,7 @@ void PinnedStaging::copy_to_device(void* dst, const void* host, size_t bytes, cu
     LINGBOT_CUDA_CHECK(q);
     chunk = &c;
   }
-  if (!chunk && busy && pinned_bytes() + bytes > kMaxPinnedBytes) {
+  if (!chunk && busy && pinned_bytes() + bytes > max_pinned_bytes_) {
     LINGBOT_CUDA_CHECK(cudaEventSynchronize(busy->done));
     chunk = busy;
   }

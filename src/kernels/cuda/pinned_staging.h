@@ -8,8 +8,9 @@
 //
 // A chunk is reused once the event recorded after its transfer has completed, so the number of
 // chunks grows only to the number of transfers in flight at once (per frame: the uploads between two
-// synchronisations) and stays there. Chunk sizes are powers of two of at least 4 KiB. Past 256 MiB
-// pinned, a burst of uploads waits for a busy chunk that fits rather than pinning more.
+// synchronisations) and stays there. Chunk sizes are powers of two of at least 4 KiB. Past
+// max_pinned_bytes (default 256 MiB), a burst of uploads waits for a busy chunk that fits rather than
+// pinning more.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -19,7 +20,7 @@ namespace lingbot::cuda {
 
 class PinnedStaging {
  public:
-  PinnedStaging() = default;
+  explicit PinnedStaging(size_t max_pinned_bytes = size_t{256} << 20) : max_pinned_bytes_(max_pinned_bytes) {}
   ~PinnedStaging();  // waits for the transfers still reading the chunks, then frees them
   PinnedStaging(const PinnedStaging&) = delete;
   PinnedStaging& operator=(const PinnedStaging&) = delete;
@@ -37,6 +38,7 @@ class PinnedStaging {
     size_t bytes = 0;
     cudaEvent_t done = nullptr;  // recorded after the chunk's last transfer
   };
+  size_t max_pinned_bytes_;
   std::vector<Chunk> chunks_;
 };
 
