@@ -935,8 +935,8 @@ void add_run_command(CLI::App& app) {
   a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype,
-                  "storage dtype of the blocks' linear layers: auto (cpu: bf16 where the CPU has a native bf16 GEMM, "
-                  "else f32; cuda: bf16 on sm_80 and later, else f32) | f32 | f16 | bf16")
+                  "storage dtype of the blocks' linear layers and the DPT convolutions: auto (cpu: bf16 where the CPU "
+                  "has a native bf16 GEMM, else f32; cuda: bf16 on sm_80 and later, else f32) | f32 | f16 | bf16")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
   cmd->add_option("--conf-threshold", a->conf_threshold,

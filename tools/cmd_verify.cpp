@@ -24,7 +24,7 @@ void add_verify_command(CLI::App& app) {
                              ->capture_default_str(), "--kv-backend", "--backend", args->kv_backend);
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--weights-dtype", args->weights_dtype,
-                  "storage dtype of the blocks' linear layers: auto | f32 | f16 | bf16 (tolerances scale with it)")
+                  "storage dtype of the blocks' linear layers and the DPT convolutions: auto | f32 | f16 | bf16 (tolerances scale with it)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
   cmd->add_option("--device", args->device, "where the model runs: cpu | cuda | auto (as run --device)")

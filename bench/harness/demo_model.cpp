@@ -88,7 +88,7 @@ io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed, DType block
       if (ends_with(name, "pose_branch.fc2.weight") && e.shape.size() == 2 && e.shape[0] >= 9)
         for (int64_t i = 7 * e.shape[1]; i < 9 * e.shape[1]; ++i) v[i] *= 0.05f;
     }
-    if (block_linear_dtype != DType::F32 && is_block_linear_weight(name)) t = t.to(block_linear_dtype);
+    if (block_linear_dtype != DType::F32 && uses_weights_dtype(name)) t = t.to(block_linear_dtype);
     weights.emplace(e.name, std::move(t));
   }
   // The camera head's last layer decides the pose encoding [t(3), q(4), fov(2)]: with plain random

@@ -28,7 +28,7 @@ ModelConfig demo_model_config();
 // Seeded random weights for every key of `config` (same seed -> same bytes on every platform):
 // LayerNorm weights 1, biases and tokens small, LayerScale 0.1, other matrices and kernels uniform in
 // +-1/sqrt(fan_in). Works for any configuration (ModelConfig::release() gives the full-size model).
-// The block linear weights (those ModelLoadOptions::weights_dtype applies to) are made in
+// The weights ModelLoadOptions::weights_dtype applies to (uses_weights_dtype) are made in
 // `block_linear_dtype` (rounded from the same f32 values), so a reduced-precision model never holds
 // them in f32; everything else is f32.
 io::TensorMap demo_weights(const ModelConfig& config, uint64_t seed = kDemoWeightSeed,

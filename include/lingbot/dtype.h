@@ -27,9 +27,10 @@ inline float bf16_to_f32(uint16_t b) {
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet nan
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  // Round to nearest even; NaN stays a (quiet) NaN. Branch-free, so conversion loops vectorise.
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 // Convert n floats into dst of dtype t (dst holds n * dtype_size(t) bytes), and back.

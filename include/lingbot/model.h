@@ -26,19 +26,22 @@ using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
 
 // How the weights are kept in memory.
 struct ModelLoadOptions {
-  // Storage dtype of the big linear layers: qkv, proj, fc1 and fc2 of every encoder and aggregator
-  // block (~78% of the parameters, ~90% of the FLOPs). f16 / bf16 halve their memory; where the CPU has
-  // a native GEMM for the dtype (bf16: AVX512_BF16 or AMX, through oneDNN) they also run faster, with
-  // the activations rounded to the dtype at each of these layers; elsewhere each block of weights is
-  // widened to f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms,
-  // LayerScale, biases, camera head, DPT head) stays f32: the camera path amplifies weight error.
-  // kernels::gemm_path() / gemm_path_description() say what runs.
+  // Storage dtype of the big linear layers, qkv, proj, fc1 and fc2 of every encoder and aggregator
+  // block (~78% of the parameters, ~90% of the FLOPs), and of the DPT head's token projections and
+  // convolutions (~25% of a frame's FLOPs at 518x378). f16 / bf16 halve their memory; where the CPU has a
+  // native GEMM for the dtype (bf16: AVX512_BF16 or AMX, through oneDNN) they also run faster, with the
+  // activations rounded to the dtype at each of these layers; elsewhere the weights are widened to
+  // f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms, LayerScale,
+  // biases, camera head, the DPT head's transposed convolutions and last 1x1 convolution) stays f32:
+  // the camera path amplifies weight error. kernels::gemm_path() / gemm_path_description() say what runs.
   DType weights_dtype = DType::F32;
 };
 
-// True for the tensor names ModelLoadOptions::weights_dtype applies to
-// ("aggregator.{patch_embed.blocks,frame_blocks,global_blocks}.N.{attn.qkv,attn.proj,mlp.fc1,mlp.fc2}.weight").
-bool is_block_linear_weight(std::string_view name);
+// True for the tensor names ModelLoadOptions::weights_dtype applies to:
+// "aggregator.{patch_embed.blocks,frame_blocks,global_blocks}.N.{attn.qkv,attn.proj,mlp.fc1,mlp.fc2}.weight"
+// and the DPT head's "depth_head.projects.N.weight", "depth_head.resize_layers.3.weight" and
+// "depth_head.scratch.*.weight" except "depth_head.scratch.output_conv2.2.weight".
+bool uses_weights_dtype(std::string_view name);
 
 // What Model::load did.
 struct ModelLoadStats {

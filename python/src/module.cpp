@@ -811,7 +811,7 @@ void bind_module(py::module_& m) {
                   "content), infers the configuration from the tensor shapes and applies `config` overrides:\n"
                   "{'camera': {'num_iterations': 4}} or {'camera.num_iterations': 4} (the keys of `config`\n"
                   "and of `lingbot-map run --set`). `weights_dtype` ('auto' | 'f32' | 'f16' | 'bf16', as\n"
-                  "`run --weights-dtype`): storage of the blocks' linear layers; 'auto' = bf16 where the CPU\n"
+                  "`run --weights-dtype`): storage of the blocks' linear layers and the DPT convolutions; 'auto' = bf16 where the CPU\n"
                   "has a native bf16 GEMM, else f32; 'f32' reproduces the reference. A dtype without a native\n"
                   "GEMM here works with a UserWarning. Raises lingbot_map.Error naming the file and the problem.")
       .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed,
@@ -820,7 +820,7 @@ void bind_module(py::module_& m) {
       .def_property_readonly("config", [](const PyModel& self) { return config_dict(self.model->config()); },
                              "The configuration as a dict of groups: {'encoder': {'img_size': 518, ...}, ...}.")
       .def_property_readonly("weights_dtype", [](const PyModel& self) { return std::string(dtype_name(self.model->weights_dtype())); },
-                             "Storage dtype of the blocks' linear layers: 'f32', 'f16' or 'bf16'.")
+                             "Storage dtype of the blocks' linear layers and the DPT convolutions: 'f32', 'f16' or 'bf16'.")
       .def_property_readonly("patch_size", [](const PyModel& self) { return self.model->patch_size(); },
                              "Pixels per patch side; frame sizes must be multiples of it.")
       .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); })

@@ -99,13 +99,23 @@ Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double asp
   return pe;
 }
 
-DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, const std::string& prefix) : cfg_(config) {
+bool DptHead::keeps_weights_dtype(std::string_view name) {
+  if (!name.ends_with(".weight") || name.starts_with("norm.") || name.starts_with("resize_layers.0.") ||
+      name.starts_with("resize_layers.1.") || name.starts_with("scratch.output_conv2.2."))
+    return false;
+  return name.starts_with("projects.") || name.starts_with("resize_layers.3.") || name.starts_with("scratch.");
+}
+
+DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, DType weights_dtype, const std::string& prefix)
+    : cfg_(config) {
   const int64_t D = cfg_.dim_in, F = cfg_.features, F2 = cfg_.head_features_2;
   const auto& oc = cfg_.out_channels;
   LINGBOT_CHECK(cfg_.output_dim == 2, "DPT head: output_dim must be 2 (depth, confidence), got ", cfg_.output_dim);
   LINGBOT_CHECK(F % 8 == 0, "DPT head: features must be a multiple of 8, got ", F);
   for (int64_t c : oc) LINGBOT_CHECK(c > 0 && c % 4 == 0, "DPT head: out_channels must be multiples of 4, got ", c);
-  auto take = [&](const std::string& name, const Shape& shape) { return take_weight(w, prefix + name, shape); };
+  auto take = [&](const std::string& name, const Shape& shape) {
+    return take_weight(w, prefix + name, shape, keeps_weights_dtype(name) ? weights_dtype : DType::F32);
+  };
   auto conv = [&](const std::string& name, const Shape& shape, bool bias) {
     Conv c{take(name + ".weight", shape), Tensor()};
     if (bias) c.b = take(name + ".bias", {shape[0]});

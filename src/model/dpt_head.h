@@ -15,6 +15,7 @@
 // in float64 from a float32 linspace grid, then rounded to float32.
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/backend.h"
@@ -34,9 +35,17 @@ struct DepthOutput {
 class DptHead {
  public:
   // Takes the `prefix`-named tensors (e.g. "depth_head.projects.0.weight") out of `weights` (moved and
-  // erased; f16/bf16 converted to f32). Throws Error naming the first missing or mis-shaped tensor.
+  // erased). The token projections and the convolutions up to output_conv2.0 keep their weights in
+  // `weights_dtype` (a bf16/f16 model runs them as reduced-precision GEMMs, see Backend::conv2d); the
+  // transposed convolutions, the last 1x1 convolution (it feeds exp()), the norm and every bias stay f32.
+  // Throws Error naming the first missing or mis-shaped tensor.
   // Immutable afterwards: one head serves any number of streams.
-  DptHead(const DptHeadConfig& config, io::TensorMap& weights, const std::string& prefix = "depth_head.");
+  DptHead(const DptHeadConfig& config, io::TensorMap& weights, DType weights_dtype = DType::F32,
+          const std::string& prefix = "depth_head.");
+
+  // Whether the checkpoint tensor `name` (without the prefix, e.g. "scratch.layer1_rn.weight") is kept in
+  // the weights dtype; the model's memory accounting asks.
+  static bool keeps_weights_dtype(std::string_view name);
 
   // One frame on `be`. layers[i] are the patch tokens of aggregator output intermediate_layer_idx[i]
   // in be's memory: (H/p)·(W/p) rows (row-major patches) of dim_in floats. image: the model input

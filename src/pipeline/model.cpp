@@ -21,7 +21,10 @@ struct Model::Impl {
   std::unique_ptr<model::DptHead> dpt_head;
 };
 
-bool is_block_linear_weight(std::string_view name) {
+constexpr std::string_view kDptPrefix = "depth_head.";
+
+bool uses_weights_dtype(std::string_view name) {
+  if (name.starts_with(kDptPrefix)) return model::DptHead::keeps_weights_dtype(name.substr(kDptPrefix.size()));
   if (!name.starts_with("aggregator.") || name.find("blocks.") == std::string_view::npos) return false;
   for (std::string_view suffix : {".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight"})
     if (name.ends_with(suffix)) return true;
@@ -60,14 +63,14 @@ std::shared_ptr<const Model> Model::from_weights(io::TensorMap weights, const Mo
   const DType wd = options.weights_dtype;
   size_t borrowed = 0, kept = 0;
   for (const auto& [name, t] : weights) {
-    const DType as = is_block_linear_weight(name) ? wd : DType::F32;
+    const DType as = uses_weights_dtype(name) ? wd : DType::F32;
     kept += static_cast<size_t>(t.numel()) * dtype_size(as);
     if (t.borrowed() && t.dtype() == as) borrowed += t.nbytes();  // taken as stored: stays borrowed
   }
   impl->encoder = std::make_unique<model::Encoder>(config.encoder, config.image_norm, weights, wd);
   impl->aggregator = std::make_unique<model::Aggregator>(config.aggregator, weights, wd);
   impl->camera_head = std::make_unique<model::CameraHead>(config.camera, weights);
-  impl->dpt_head = std::make_unique<model::DptHead>(config.dpt, weights);
+  impl->dpt_head = std::make_unique<model::DptHead>(config.dpt, weights, wd, std::string(kDptPrefix));
   // validate() accepted exactly the expected keys, and every module took its own.
   LINGBOT_CHECK(weights.empty(), "checkpoint tensor '", weights.empty() ? "" : weights.begin()->first,
                 "' is not used by any module");

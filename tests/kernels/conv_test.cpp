@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/ops.h"
 
 namespace lingbot::kernels {
 namespace {
@@ -130,6 +132,73 @@ TEST(Conv2d, BandedIm2colEqualsSingleBandAndIsThreadInvariant) {
       EXPECT_NEAR(y1.f32()[(3 * h + oy) * w + ox], acc, 1e-3) << oy << "," << ox;
     }
   }
+}
+
+// Reduced-precision weights (the DPT head of a bf16 model). Where oneDNN has a native bf16 matmul, the
+// input is rounded to bf16 and the products accumulate in f32, so the result must match the direct
+// definition evaluated in double on the rounded input and weights, within f32 accumulation error:
+// |y - ref| <= 1e-5 · Σ|w·x| (K <= 2304 terms, each product exact in f32, partial sums rounded).
+TEST(Conv2dLowp, NativeBf16MatchesTheDefinitionOnRoundedInputs) {
+  if (gemm_path(DType::BF16) != GemmPath::DnnlNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
+  EXPECT_EQ(dnnl_gemm::gemm_impl(DType::BF16).find("ref"), std::string::npos) << dnnl_gemm::gemm_impl(DType::BF16);
+  const ConvCase cases[] = {
+      {3, 7, 9, 5, 3, 1, 1, true},      // 3x3 "same"
+      {4, 7, 9, 6, 3, 2, 1, true},      // k3 s2 p1, odd sizes
+      {8, 5, 8, 4, 1, 1, 0, true},      // 1x1 (no im2col)
+      {8, 5, 8, 4, 1, 1, 0, false},     // 1x1 without bias
+      {2, 6, 6, 3, 3, 1, 0, false},     // no padding, no bias
+      {256, 9, 31, 40, 3, 1, 1, true},  // DPT-like K = 2304, 279 columns (2 column tiles), odd C_out
+      {300, 4, 5, 270, 1, 1, 0, true},  // C_out > 256: two row tiles
+  };
+  uint32_t seed = 100;
+  for (const ConvCase& c : cases) {
+    Tensor x = random_tensor({c.c_in, c.h, c.w}, seed++);
+    Tensor w32 = random_tensor({c.c_out, c.c_in, c.k, c.k}, seed++);
+    Tensor b = random_tensor({c.c_out}, seed++);
+    const Tensor wb = w32.to(DType::BF16);
+    const Tensor xr = x.to(DType::BF16).to(DType::F32), wr = wb.to(DType::F32);
+    Tensor y = conv2d(x, wb, c.bias ? &b : nullptr, {c.stride, c.padding, 2});
+    const auto ref = conv2d_ref(xr, wr, c.bias ? &b : nullptr, c.stride, c.padding);
+    // Σ|w·x| per output: the definition on |x| and |w|.
+    Tensor xa = xr.to(DType::F32), wa = wr.to(DType::F32);
+    for (int64_t i = 0; i < xa.numel(); ++i) xa.f32()[i] = std::abs(xa.f32()[i]);
+    for (int64_t i = 0; i < wa.numel(); ++i) wa.f32()[i] = std::abs(wa.f32()[i]);
+    const auto mag = conv2d_ref(xa, wa, nullptr, c.stride, c.padding);
+    ASSERT_EQ(static_cast<size_t>(y.numel()), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_LE(std::abs(double(y.f32()[i]) - ref[i]), 1e-5 * mag[i] + 1e-6)
+          << "case c_in=" << c.c_in << " k=" << c.k << " s=" << c.stride << " at " << i;
+    // The input really is rounded: against the unrounded input the difference is bf16-sized.
+    const auto ref_unrounded = conv2d_ref(x, wr, c.bias ? &b : nullptr, c.stride, c.padding);
+    EXPECT_GT(max_abs_diff(y, ref_unrounded), 1e-4) << "case c_in=" << c.c_in;
+  }
+}
+
+TEST(Conv2dLowp, NativeBf16IsThreadInvariantAcrossBands) {
+  if (gemm_path(DType::BF16) != GemmPath::DnnlNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
+  // As the f32 banding test: 3 bands of output rows.
+  Tensor x = random_tensor({64, 16, 2000}, 17);
+  const Tensor wt = random_tensor({20, 64, 3, 3}, 18).to(DType::BF16);
+  Tensor b = random_tensor({20}, 19);
+  Tensor y1 = conv2d(x, wt, &b, {1, 1, 1});
+  Tensor y2 = conv2d(x, wt, &b, {1, 1, 2});
+  EXPECT_TRUE(bit_equal(y1, y2));
+}
+
+TEST(Conv2dLowp, WithoutANativeKernelTheWeightsAreWidened) {
+  // Every dtype without a native GEMM here (f16 with oneDNN 2.6; bf16 on CPUs without AVX512_BF16)
+  // computes exactly the f32 convolution with the widened weights.
+  int checked = 0;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    if (gemm_path(dt) == GemmPath::DnnlNative) continue;
+    Tensor x = random_tensor({6, 7, 9}, 31);
+    const Tensor wt = random_tensor({5, 6, 3, 3}, 32).to(dt);
+    Tensor b = random_tensor({5}, 33);
+    EXPECT_TRUE(bit_equal(conv2d(x, wt, &b, {1, 1, 2}), conv2d(x, wt.to(DType::F32), &b, {1, 1, 2})))
+        << dtype_name(dt);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "every reduced-precision dtype has a native GEMM on this CPU";
 }
 
 TEST(ConvTranspose2d, MatchesDirectDefinition) {

@@ -68,14 +68,33 @@ TEST(GemmWeights, Bf16NativeMatchesDoubleReferenceOnRoundedOperands) {
   }
 }
 
+TEST(GemmWeights, F32SingleRowMatchesDoubleReference) {
+  // n = 1 runs as tiled matrix-vector products (the camera head's token).
+  const Problem p = make_problem(DType::BF16, 1, 700, 530);  // p.w: f32 values (bf16-representable)
+  std::vector<float> y(static_cast<size_t>(p.y_stride), -7.0f);
+  linear(p.x.data(), 1, p.in, p.w.data(), p.b.data(), p.out, y.data(), 2);
+  for (int64_t c = 0; c < p.out; ++c) {
+    double ref = p.b[static_cast<size_t>(c)], mag = std::abs(ref);
+    for (int64_t k = 0; k < p.in; ++k) {
+      const double t = double(p.x[static_cast<size_t>(k)]) * p.w[static_cast<size_t>(c * p.in + k)];
+      ref += t;
+      mag += std::abs(t);
+    }
+    ASSERT_NEAR(y[static_cast<size_t>(c)], ref, 1e-6 * mag + 1e-7) << c;
+  }
+  for (int64_t c = p.out; c < p.y_stride; ++c) EXPECT_EQ(y[static_cast<size_t>(c)], -7.0f);
+}
+
 TEST(GemmWeights, PanelPathIsBitIdenticalToF32OnWidenedWeights) {
   for (DType dt : {DType::F16, DType::BF16}) {
     if (gemm_path(dt) != GemmPath::PanelSgemm) continue;  // native here: covered above
-    const Problem p = make_problem(dt);
-    const std::vector<float> y = run(p, dt, 2);
-    std::vector<float> ref(y.size(), -7.0f);
-    linear(p.x.data(), p.n, p.in, p.w.data(), p.b.data(), p.out, ref.data(), 2, p.x_stride, p.y_stride);
-    EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0) << dtype_name(dt);
+    for (int64_t n : {300, 1}) {  // n = 1: the matrix-vector path of both
+      const Problem p = make_problem(dt, n);
+      const std::vector<float> y = run(p, dt, 2);
+      std::vector<float> ref(y.size(), -7.0f);
+      linear(p.x.data(), p.n, p.in, p.w.data(), p.b.data(), p.out, ref.data(), 2, p.x_stride, p.y_stride);
+      EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0) << dtype_name(dt) << " n " << n;
+    }
   }
 }
 

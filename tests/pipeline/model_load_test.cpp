@@ -44,5 +44,27 @@ TEST(ModelLoad, ModelLoadBorrowsF32StoredWeights) {
             static_cast<size_t>(m->config().parameter_count()) * 4);
 }
 
+TEST(ModelLoad, WeightsDtypeAppliesToBlockLinearsAndDptConvolutions) {
+  for (const char* name : {"aggregator.frame_blocks.3.attn.qkv.weight", "aggregator.patch_embed.blocks.0.mlp.fc2.weight",
+                           "depth_head.projects.2.weight", "depth_head.resize_layers.3.weight",
+                           "depth_head.scratch.layer1_rn.weight", "depth_head.scratch.refinenet2.resConfUnit1.conv2.weight",
+                           "depth_head.scratch.refinenet4.out_conv.weight", "depth_head.scratch.output_conv1.weight",
+                           "depth_head.scratch.output_conv2.0.weight"})
+    EXPECT_TRUE(uses_weights_dtype(name)) << name;
+  for (const char* name : {"aggregator.frame_blocks.3.attn.qkv.bias", "aggregator.frame_blocks.3.norm1.weight",
+                           "aggregator.patch_embed.patch_embed.proj.weight", "camera_head.trunk.0.attn.qkv.weight",
+                           "depth_head.norm.weight", "depth_head.projects.2.bias", "depth_head.resize_layers.0.weight",
+                           "depth_head.resize_layers.1.weight", "depth_head.scratch.output_conv2.2.weight",
+                           "depth_head.scratch.refinenet2.resConfUnit1.conv2.bias"})
+    EXPECT_FALSE(uses_weights_dtype(name)) << name;
+  // The memory a bf16 model holds is exactly 2 bytes per parameter of those tensors, 4 for the rest.
+  size_t expected = 0;
+  for (const auto& [name, t] : load_checkpoint(kTiny + "/weights.safetensors").tensors)
+    expected += static_cast<size_t>(t.numel()) * (uses_weights_dtype(name) ? 2 : 4);
+  ModelLoadOptions o;
+  o.weights_dtype = DType::BF16;
+  EXPECT_EQ(Model::load(kTiny + "/weights.safetensors", {}, o)->load_stats().owned_bytes, expected);
+}
+
 }  // namespace
 }  // namespace lingbot

@@ -129,6 +129,23 @@ const float* CudaBackend::resident_f32(const Tensor* param, const char* op, cons
   return static_cast<const float*>(resident(*param));
 }
 
+const float* CudaBackend::resident_widened(const Tensor& param) {
+  if (param.dtype() == DType::F32) return static_cast<const float*>(resident(param));
+  const void* key = param.raw();
+  auto it = widened_.find(key);
+  if (it != widened_.end()) {
+    LINGBOT_CHECK(it->second.bytes == param.nbytes() && it->second.dtype == param.dtype(), "cuda backend: parameter ",
+                  shape_str(param.shape()), " ", dtype_name(param.dtype()),
+                  " reuses the memory of an earlier parameter (parameters must outlive the backend)");
+    return static_cast<const float*>(it->second.buf.data());
+  }
+  const Tensor wide = param.to(DType::F32);
+  Resident r{Buffer(alloc_, wide.nbytes()), param.nbytes(), param.dtype()};
+  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(r.buf.data(), wide.raw(), wide.nbytes(), cudaMemcpyHostToDevice, stream()));
+  LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream()));  // `wide` is freed on return
+  return static_cast<const float*>(widened_.emplace(key, std::move(r)).first->second.buf.data());
+}
+
 void* CudaBackend::scratch(Buffer& buf, size_t bytes) {
   if (buf.bytes() < bytes) {
     buf.reset();  // stream-ordered: pending ops still read the old memory before it is reused
@@ -276,7 +293,7 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t plane = ho * wo, K = c_in * kh * kw;
   check_int_range(op, {plane, K, c_out});
-  const auto* wd = static_cast<const float*>(resident(weight));
+  const float* wd = resident_widened(weight);
   float beta = 0.0f;  // beta 0: cuBLAS does not read y (caller memory may hold anything)
   if (bias) {
     cuda::fill_channels(y, resident_f32(bias, op, "bias"), c_out, plane, stream());

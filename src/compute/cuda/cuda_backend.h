@@ -22,6 +22,9 @@
 //     SGEMM (no TF32) on both.
 //   * GEMM-based ops (linear, conv2d, conv_transpose2d, patch_embed) sum in cuBLAS's order, not
 //     OpenBLAS's: equal up to f32 rounding.
+//   * conv2d with f16 / bf16 weights (the DPT head of a reduced-precision model) widens them to f32
+//     once and keeps the activations f32 (the CPU's panel path); the CPU's oneDNN path rounds the
+//     activations to the weights dtype.
 //   * attention: AttentionImpl::Auto (the default) picks the tensor-core kernel for f16/bf16 K/V with
 //     head_dim 64, which rounds queries and probabilities to the K/V dtype (kernels/cuda/attention_cuda.h);
 //     Simt keeps the CPU's f32 math.
@@ -121,6 +124,9 @@ class CudaBackend final : public Backend {
     DType dtype = DType::F32;
   };
   const float* resident_f32(const Tensor* param, const char* op, const char* what);
+  // The parameter as f32 on the device: f32 ones are resident(); f16/bf16 ones (conv2d weights of a
+  // reduced-precision model) are widened on the host once and that copy is kept resident.
+  const float* resident_widened(const Tensor& param);
   // A grow-only scratch of at least `bytes` (contents not kept across growth; stream order makes
   // reuse by the next op, and freeing on growth, safe).
   void* scratch(Buffer& buf, size_t bytes);
@@ -149,6 +155,7 @@ class CudaBackend final : public Backend {
   cuda::PinnedStaging staging_;  // destroyed before the stream: it waits for its transfers
   std::unique_ptr<cuda::CudaContext> ctx_;
   std::unordered_map<const void*, Resident> params_;
+  std::unordered_map<const void*, Resident> widened_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
   Buffer lowp_x_, cols_, resize_mid_, channel_stats_;
 };

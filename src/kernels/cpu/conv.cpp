@@ -1,9 +1,11 @@
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/gemm_dnnl.h"
 #include "kernels/cpu/ops.h"
 
 namespace lingbot::kernels {
@@ -32,6 +34,78 @@ void check_bias(const Tensor* bias, int64_t c_out, const char* op) {
 
 int threads_of(int n) { return std::max(1, n); }
 
+void check_weight_rank(const Tensor& t, const char* op) {
+  LINGBOT_CHECK(t.ndim() == 4, op, ": weight must have 4 dimensions, got ", shape_str(t.shape()));
+}
+
+// One band of the im2col matrix: rows (ci, a, b) of K = C_in·kh·kw, columns = `rows` output rows × wo
+// (zero outside the input). T is float, or uint16_t for inputs already rounded to bf16/f16 (zero is 0).
+template <typename T>
+void im2col_band(const T* xd, int64_t h, int64_t w, int64_t kh, int64_t kw, int s, int p, int64_t r0, int64_t rows,
+                 int64_t wo, int64_t K, T* col, int nt) {
+  const int64_t ncols = rows * wo;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && K > 1)
+  for (int64_t krow = 0; krow < K; ++krow) {
+    const int64_t ci = krow / (kh * kw), a = (krow / kw) % kh, b = krow % kw;
+    const T* xc = xd + ci * h * w;
+    T* dst = col + krow * ncols;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t iy = (r0 + r) * s - p + a;
+      T* drow = dst + r * wo;
+      if (iy < 0 || iy >= h) {
+        std::fill(drow, drow + wo, T{0});
+        continue;
+      }
+      const T* xrow = xc + iy * w;
+      if (s == 1) {
+        // A shifted copy of the input row: ix = ox - p + b is inside [0, w) for ox in [lo, hi).
+        const int64_t lo = std::clamp<int64_t>(p - b, 0, wo), hi = std::clamp<int64_t>(w + p - b, lo, wo);
+        std::fill(drow, drow + lo, T{0});
+        std::copy(xrow + (lo - p + b), xrow + (hi - p + b), drow + lo);
+        std::fill(drow + hi, drow + wo, T{0});
+        continue;
+      }
+      for (int64_t ox = 0; ox < wo; ++ox) {
+        const int64_t ix = ox * s - p + b;
+        drow[ox] = (ix >= 0 && ix < w) ? xrow[ix] : T{0};
+      }
+    }
+  }
+}
+
+// Output rows per im2col band: bounded scratch, from the shapes only.
+int64_t im2col_band_rows(int64_t K, int64_t wo, int64_t ho) {
+  return std::clamp<int64_t>(kIm2colBudget / std::max<int64_t>(1, K * wo), 1, ho);
+}
+
+// conv2d with weights in a reduced-precision dtype that has a native oneDNN matmul: the input rounded to
+// that dtype once, then im2col + GEMM as the f32 path (y already holds the bias when accumulate).
+void conv2d_native_lowp(const MapRef& x, const Tensor& weight, bool accumulate, int s, int p, int64_t ho, int64_t wo,
+                        float* yd, int nt) {
+  const DType t = weight.dtype();
+  const int64_t c_in = x.channels, h = x.height, w = x.width;
+  const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
+  const int64_t K = c_in * kh * kw, plane = ho * wo;
+  const auto* wd = static_cast<const uint16_t*>(weight.raw());
+  // Scratch is written before it is read: no zero fill (the fill and its page faults cost more than
+  // the GEMM for small output channel counts).
+  const auto xr = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(c_in * h * w));
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_in > 1)
+  for (int64_t ci = 0; ci < c_in; ++ci)
+    convert_from_f32(x.data + ci * h * w, xr.get() + ci * h * w, t, static_cast<size_t>(h * w));
+  if (kh == 1 && kw == 1 && s == 1 && p == 0) {
+    dnnl_gemm::gemm(wd, K, xr.get(), plane, yd, plane, c_out, plane, K, t, accumulate, nt);
+    return;
+  }
+  const int64_t band = im2col_band_rows(K, wo, ho);
+  const auto col = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(K * band * wo));
+  for (int64_t r0 = 0; r0 < ho; r0 += band) {
+    const int64_t rows = std::min(band, ho - r0);
+    im2col_band(xr.get(), h, w, kh, kw, s, p, r0, rows, wo, K, col.get(), nt);
+    dnnl_gemm::gemm(wd, K, col.get(), rows * wo, yd + r0 * wo, plane, c_out, rows * wo, K, t, accumulate, nt);
+  }
+}
+
 }  // namespace
 
 int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding) {
@@ -44,7 +118,7 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int pa
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params) {
   check_f32_rank(x, 3, "conv2d", "input");
-  check_f32_rank(weight, 4, "conv2d", "weight");
+  check_weight_rank(weight, "conv2d");
   check_params(params.stride, params.padding, "conv2d");
   const int64_t ho = conv2d_out_size(x.dim(1), weight.dim(2), params.stride, params.padding);
   const int64_t wo = conv2d_out_size(x.dim(2), weight.dim(3), params.stride, params.padding);
@@ -58,7 +132,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
 ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                          const float* y) {
   constexpr const char* op = "conv2d";
-  check_f32_rank(weight, 4, op, "weight");
+  check_weight_rank(weight, op);
   check_params(stride, padding, op);
   const int64_t c_in = x.channels, h = x.height, w = x.width;
   const int64_t kh = weight.dim(2), kw = weight.dim(3);
@@ -97,8 +171,6 @@ void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Con
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int s = params.stride, p = params.padding;
 
-  const float* xd = x.data;
-  const float* wd = weight.f32();
   const int64_t plane = ho * wo;
   const int nt = threads_of(params.num_threads);
   float beta = 0.0f;
@@ -107,7 +179,19 @@ void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Con
     for (int64_t co = 0; co < c_out; ++co) std::fill(yd + co * plane, yd + (co + 1) * plane, bd[co]);
     beta = 1.0f;
   }
+  if (weight.dtype() != DType::F32) {
+    if (dnnl_gemm::native(weight.dtype())) {
+      conv2d_native_lowp(x, weight, bias != nullptr, s, p, ho, wo, yd, nt);
+      return;
+    }
+    // No native kernel for this dtype: the weights widened to f32 (the activations stay f32).
+    const Tensor wide = weight.to(DType::F32);
+    conv2d(x, wide, bias, params, yd);
+    return;
+  }
 
+  const float* xd = x.data;
+  const float* wd = weight.f32();
   const int64_t K = c_in * kh * kw;
   if (kh == 1 && kw == 1 && s == 1 && p == 0) {
     // 1x1: the input planes already are the im2col matrix [C_in, H·W].
@@ -115,31 +199,12 @@ void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Con
     return;
   }
 
-  const int64_t band = std::clamp<int64_t>(kIm2colBudget / std::max<int64_t>(1, K * wo), 1, ho);
-  std::vector<float> col(static_cast<size_t>(K * band * wo));
+  const int64_t band = im2col_band_rows(K, wo, ho);
+  const auto col = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(K * band * wo));
   for (int64_t r0 = 0; r0 < ho; r0 += band) {
     const int64_t rows = std::min(band, ho - r0);
-    const int64_t ncols = rows * wo;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && K > 1)
-    for (int64_t krow = 0; krow < K; ++krow) {
-      const int64_t ci = krow / (kh * kw), a = (krow / kw) % kh, b = krow % kw;
-      const float* xc = xd + ci * h * w;
-      float* dst = col.data() + krow * ncols;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t iy = (r0 + r) * s - p + a;
-        float* drow = dst + r * wo;
-        if (iy < 0 || iy >= h) {
-          std::fill(drow, drow + wo, 0.0f);
-          continue;
-        }
-        const float* xrow = xc + iy * w;
-        for (int64_t ox = 0; ox < wo; ++ox) {
-          const int64_t ix = ox * s - p + b;
-          drow[ox] = (ix >= 0 && ix < w) ? xrow[ix] : 0.0f;
-        }
-      }
-    }
-    gemm(wd, K, col.data(), ncols, /*trans_b=*/false, yd + r0 * wo, plane, c_out, ncols, K, beta, nt);
+    im2col_band(xd, h, w, kh, kw, s, p, r0, rows, wo, K, col.get(), nt);
+    gemm(wd, K, col.get(), rows * wo, /*trans_b=*/false, yd + r0 * wo, plane, c_out, rows * wo, K, beta, nt);
   }
 }
 
@@ -168,12 +233,12 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
   // cols[(co, a, b), (i, j)] = Σ_ci w[ci, co, a, b] · x[ci, i, j]: GEMM with the weight transposed to
   // [C_out·kh·kw, C_in] (small), then a scatter (col2im) per output channel in a fixed order.
   const int64_t M = c_out * kh * kw, HW = h * w;
-  std::vector<float> wt(static_cast<size_t>(M * c_in));
+  const auto wt = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(M * c_in));
   const float* wd = weight.f32();
   for (int64_t ci = 0; ci < c_in; ++ci)
     for (int64_t m = 0; m < M; ++m) wt[m * c_in + ci] = wd[ci * M + m];
-  std::vector<float> cols(static_cast<size_t>(M * HW));
-  gemm(wt.data(), c_in, x.data, HW, /*trans_b=*/false, cols.data(), HW, M, HW, c_in, 0.0f, nt);
+  const auto cols = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(M * HW));
+  gemm(wt.get(), c_in, x.data, HW, /*trans_b=*/false, cols.get(), HW, M, HW, c_in, 0.0f, nt);
 
   const float* bd = bias ? bias->f32() : nullptr;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && c_out > 1)
@@ -182,7 +247,7 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
     std::fill(yc, yc + ho * wo, bd ? bd[co] : 0.0f);  // y is caller memory: no zeros assumed
     for (int64_t a = 0; a < kh; ++a) {
       for (int64_t b = 0; b < kw; ++b) {
-        const float* src = cols.data() + ((co * kh + a) * kw + b) * HW;
+        const float* src = cols.get() + ((co * kh + a) * kw + b) * HW;
         for (int64_t i = 0; i < h; ++i) {
           const int64_t oy = i * s - p + a;
           if (oy < 0 || oy >= ho) continue;

@@ -10,6 +10,10 @@
 // im2col. Large inputs are processed in row bands whose size depends only on the shapes, so memory
 // stays bounded (about 32 MiB of im2col scratch) and results are bit-identical for any thread count.
 // Groups and dilation are not supported (the model does not use them).
+// conv2d also takes bf16/f16 weights: where oneDNN has a native matmul for the dtype (bf16 on
+// AVX512_BF16/AMX CPUs) the input is rounded to it and multiplied with f32 accumulation
+// (y = round(x) ⊛ W + b, the contract of kernels::linear's DnnlNative path); elsewhere the weights are
+// widened to f32 per call and x stays f32. Feature maps and bias are always f32.
 #include "lingbot/tensor.h"
 
 namespace lingbot::kernels {
@@ -32,7 +36,7 @@ int64_t conv2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
 int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int padding);
 
 // The output size {H_out, W_out} of conv2d / conv_transpose2d on these arguments, after the checks
-// both kernels make (f32 4-D weight, stride >= 1, padding >= 0, non-null x and y, matching input
+// both kernels make (4-D weight, f32 for conv_transpose2d, stride >= 1, padding >= 0, non-null x and y, matching input
 // channels, bias f32 [C_out] or nullptr, a non-empty output); throws Error naming the mismatch.
 // Shared with device backends, so every backend rejects bad arguments with the same messages.
 struct ConvOutSize {
@@ -44,7 +48,7 @@ ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const 
                                    int padding, const float* y);
 
 // y[co, oy, ox] = bias[co] + Σ_{ci,a,b} w[co, ci, a, b] · x[ci, oy·s − p + a, ox·s − p + b] (zero outside).
-// x: f32 [C_in, H, W]; weight: f32 [C_out, C_in, kh, kw]; bias: f32 [C_out] or nullptr.
+// x: f32 [C_in, H, W]; weight: f32, bf16 or f16 [C_out, C_in, kh, kw]; bias: f32 [C_out] or nullptr.
 // Returns f32 [C_out, H_out, W_out]. Throws Error naming the shape on mismatches.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
 // The same into caller memory y [C_out, H_out, W_out] (which must not overlap x).

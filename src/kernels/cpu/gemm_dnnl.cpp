@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <dnnl.hpp>
 #include <vector>
 
@@ -41,6 +42,24 @@ dnnl::matmul::primitive_desc tile_pd(const dnnl::engine& eng, DType t, int64_t m
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, bd, c), attr, eng);
   }
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), attr, eng);
+}
+
+// gemm()'s tile: A [m, k] and B [k, n] plain row-major with row strides lda / ldb, C [m, n] with row
+// stride ldc, optionally summed into (a sum post-op: C = A·B + C).
+dnnl::matmul::primitive_desc gemm_tile_pd(const dnnl::engine& eng, DType t, int64_t m, int64_t n, int64_t k,
+                                          int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  using md = dnnl::memory::desc;
+  const md a({m, k}, dnnl_type(t), dnnl::memory::dims{lda, 1});
+  const md b({k, n}, dnnl_type(t), dnnl::memory::dims{ldb, 1});
+  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng);
 }
 
 struct Probe {
@@ -93,6 +112,66 @@ std::string description(DType t) {
          std::string(dtype_name(t)) + " matmul (" + probe(t).impl + ")";
 }
 
+namespace {
+
+// The fixed tiles of an [m, n] output: rows split evenly into ceil(m / kTileM) tiles (a multiple of 16
+// rows each: a 262-token frame is two tiles of 144 and 118 rows, not 256 + 6, where the second tile
+// re-packs all of W for 6 rows), columns in kTileN tiles. Depends on the shape only, so results stay
+// independent of the thread count.
+struct TileGrid {
+  int64_t m, n, tile_m, tn;
+  TileGrid(int64_t m_, int64_t n_) : m(m_), n(n_) {
+    const int64_t tiles_m = (m + kTileM - 1) / kTileM;
+    tile_m = std::min(kTileM, ((m + tiles_m - 1) / tiles_m + 15) / 16 * 16);
+    tn = (n + kTileN - 1) / kTileN;
+  }
+  int64_t count() const { return (m + tile_m - 1) / tile_m * tn; }
+};
+
+// One tile's call: its primitive and the pointers of its operands (bias nullptr: none).
+struct TileCall {
+  dnnl::matmul::primitive_desc pd;
+  const void* src;
+  const void* weights;
+  float* dst;
+  const float* bias = nullptr;
+};
+
+// Runs every tile of `grid` as one single-threaded oneDNN matmul inside our own OpenMP loop; tiles are
+// dealt round-robin so both threads share every row tile. call(eng, i0, j0, mi, nj) describes a tile.
+template <typename Call>
+void run_tiles(const TileGrid& grid, int num_threads, Call&& call) {
+  const int64_t tiles = grid.count();
+  const int nt = std::max(1, num_threads);
+  // oneDNN calls below run single-threaded (it sees it is inside a parallel region); setting the
+  // task's thread count to 1 also keeps its kernel choices (blocking, K split) independent of nt.
+#pragma omp parallel num_threads(nt) if (nt > 1 && tiles > 1)
+  {
+    omp_set_num_threads(1);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    std::vector<uint8_t> scratch;
+#pragma omp for schedule(static, 1)
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t i0 = (tile / grid.tn) * grid.tile_m, j0 = (tile % grid.tn) * kTileN;
+      const TileCall c =
+          call(eng, i0, j0, std::min(grid.tile_m, grid.m - i0), std::min(kTileN, grid.n - j0));
+      const size_t sp = c.pd.scratchpad_desc().get_size();
+      if (scratch.size() < sp) scratch.resize(sp);
+      auto mem = [&](const dnnl::memory::desc& d, const void* p) { return dnnl::memory(d, eng, const_cast<void*>(p)); };
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(c.pd.src_desc(), c.src)},
+                                                 {DNNL_ARG_WEIGHTS, mem(c.pd.weights_desc(), c.weights)},
+                                                 {DNNL_ARG_DST, mem(c.pd.dst_desc(), c.dst)},
+                                                 {DNNL_ARG_SCRATCHPAD, mem(c.pd.scratchpad_desc(), scratch.data())}};
+      if (c.bias) args.emplace(DNNL_ARG_BIAS, mem(c.pd.bias_desc(), c.bias));
+      dnnl::matmul(c.pd).execute(stream, args);
+      stream.wait();
+    }
+  }
+}
+
+}  // namespace
+
 void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const float* b, int64_t out, float* y,
             int num_threads, int64_t x_stride, int64_t y_stride) {
   LINGBOT_CHECK(native(t), "no native ", dtype_name(t), " matmul on this CPU");
@@ -101,46 +180,30 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
   if (y_stride == 0) y_stride = out;
   const int nt = std::max(1, num_threads);
   // Activations rounded to the weights dtype once, packed [n, in].
-  std::vector<uint16_t> xr(static_cast<size_t>(n * in));
+  const auto xr = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(n * in));  // no zero fill
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * in >= (1 << 16))
-  for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.data() + r * in, t, static_cast<size_t>(in));
-
-  // Rows split evenly into ceil(n / kTileM) tiles (a multiple of 16 rows each): a 262-token frame is
-  // two tiles of 144 and 118 rows, not 256 + 6, where the second tile re-packs all of W for 6 rows.
-  // The split depends on n only, so results stay independent of the thread count.
-  const int64_t tiles_m = (n + kTileM - 1) / kTileM;
-  const int64_t tile_m = std::min(kTileM, ((n + tiles_m - 1) / tiles_m + 15) / 16 * 16);
-  const int64_t tm = (n + tile_m - 1) / tile_m, tn = (out + kTileN - 1) / kTileN;
-  const int64_t tiles = tm * tn;
+  for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.get() + r * in, t, static_cast<size_t>(in));
   const auto* w16 = static_cast<const uint16_t*>(W);
-  const bool par = nt > 1 && tiles > 1;
-  // oneDNN calls below run single-threaded (it sees it is inside a parallel region); setting the
-  // task's thread count to 1 also keeps its kernel choices (blocking, K split) independent of nt.
-#pragma omp parallel num_threads(nt) if (par)
-  {
-    omp_set_num_threads(1);
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    dnnl::stream stream(eng);
-    std::vector<uint8_t> scratch;
-#pragma omp for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t i0 = (tile / tn) * tile_m, j0 = (tile % tn) * kTileN;
-      const int64_t mi = std::min(tile_m, n - i0), nj = std::min(kTileN, out - j0);
-      const auto pd = tile_pd(eng, t, mi, nj, in, in, y_stride, b != nullptr);
-      const size_t sp = pd.scratchpad_desc().get_size();
-      if (scratch.size() < sp) scratch.resize(sp);
-      const dnnl::matmul mm(pd);
-      dnnl::memory am(pd.src_desc(), eng, const_cast<uint16_t*>(xr.data() + i0 * in));
-      dnnl::memory wm(pd.weights_desc(), eng, const_cast<uint16_t*>(w16 + j0 * in));
-      dnnl::memory cm(pd.dst_desc(), eng, y + i0 * y_stride + j0);
-      dnnl::memory sm(pd.scratchpad_desc(), eng, scratch.data());
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}};
-      if (b) args.emplace(DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), eng, const_cast<float*>(b + j0)));
-      mm.execute(stream, args);
-      stream.wait();
-    }
-  }
+  run_tiles(TileGrid(n, out), nt, [&](const dnnl::engine& eng, int64_t i0, int64_t j0, int64_t mi, int64_t nj) {
+    return TileCall{tile_pd(eng, t, mi, nj, in, in, y_stride, b != nullptr), xr.get() + i0 * in, w16 + j0 * in,
+                    y + i0 * y_stride + j0, b ? b + j0 : nullptr};
+  });
+}
+
+void gemm(const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float* C, int64_t ldc, int64_t m, int64_t n,
+          int64_t k, DType t, bool accumulate, int num_threads) {
+  LINGBOT_CHECK(native(t), "no native ", dtype_name(t), " matmul on this CPU");
+  if (m <= 0 || n <= 0) return;
+  LINGBOT_CHECK(k > 0, "dnnl gemm: k must be positive, got ", k);
+  run_tiles(TileGrid(m, n), num_threads, [&](const dnnl::engine& eng, int64_t i0, int64_t j0, int64_t mi, int64_t nj) {
+    return TileCall{gemm_tile_pd(eng, t, mi, nj, k, lda, ldb, ldc, accumulate), A + i0 * lda, B + j0, C + i0 * ldc + j0};
+  });
+}
+
+std::string gemm_impl(DType t) {
+  if (!native(t)) return "";
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return gemm_tile_pd(eng, t, kTileM, kTileN, 2304, 2304, 4096, 4096, true).impl_info_str();
 }
 
 }  // namespace lingbot::kernels::dnnl_gemm

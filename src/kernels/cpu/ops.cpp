@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace lingbot::kernels {
 
@@ -29,19 +30,25 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Rows per sgemm tile: m split evenly into ceil(m / kTileM) tiles (a 262-token frame: 88 + 88 + 86
+// rows, not 128 + 128 + 6). From the shape only, so results do not depend on the thread count.
+int64_t row_tile(int64_t m) { return ceil_div(m, ceil_div(m, kTileM)); }
+
 }  // namespace
 
 void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, bool trans_b, float* C, int64_t ldc, int64_t m,
           int64_t n, int64_t k, float beta, int num_threads) {
   if (m <= 0 || n <= 0) return;
   blas_single_threaded();
-  const int64_t tm = ceil_div(m, kTileM), tn = ceil_div(n, kTileN);
+  // Even row tiles, dealt round-robin: every thread gets a similar share of rows and columns.
+  const int64_t tile_m = row_tile(m);
+  const int64_t tm = ceil_div(m, tile_m), tn = ceil_div(n, kTileN);
   const int64_t tiles = tm * tn;
   const bool par = tiles > 1 && num_threads > 1 && m * n * std::max<int64_t>(k, 1) >= 16 * kMinParallelWork;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (par)
+#pragma omp parallel for schedule(static, 1) num_threads(std::max(1, num_threads)) if (par)
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t i0 = (t / tn) * kTileM, j0 = (t % tn) * kTileN;
-    const int64_t mi = std::min(kTileM, m - i0), nj = std::min(kTileN, n - j0);
+    const int64_t i0 = (t / tn) * tile_m, j0 = (t % tn) * kTileN;
+    const int64_t mi = std::min(tile_m, m - i0), nj = std::min(kTileN, n - j0);
     const float* b_tile = trans_b ? B + j0 * ldb : B + j0;
     if (k == 0) {
       for (int64_t i = 0; i < mi; ++i)
@@ -62,6 +69,20 @@ void linear(const float* x, int64_t n, int64_t in, const float* W, const float* 
   if (b) {
     for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * y_stride);
     beta = 1.0f;
+  }
+  if (n == 1 && in > 0) {
+    // One row (the camera head's token): a matrix-vector product streams W once; sgemm would pack it
+    // first. Fixed tiles of kTileN outputs, as gemm().
+    blas_single_threaded();
+    const int64_t tiles = ceil_div(out, kTileN);
+    const bool par = tiles > 1 && num_threads > 1 && out * in >= 16 * kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (par)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t j0 = t * kTileN, nj = std::min(kTileN, out - j0);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nj), static_cast<int>(in), 1.0f, W + j0 * in,
+                  static_cast<int>(in), x, 1, beta, y + j0, 1);
+    }
+    return;
   }
   gemm(x, x_stride, W, in, /*trans_b=*/true, y, y_stride, n, out, in, beta, num_threads);
 }
@@ -111,7 +132,8 @@ void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const flo
     for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * y_stride);
   }
   const float beta = b ? 1.0f : 0.0f;
-  const int64_t tm = ceil_div(n, kTileM), tn = ceil_div(out, kTileN);
+  const int64_t tile_m = row_tile(n);  // gemm()'s tiles: bit-identical to f32 on the widened weights
+  const int64_t tm = ceil_div(n, tile_m), tn = ceil_div(out, kTileN);
   const int64_t tiles = tm * tn;
   const size_t esize = dtype_size(W.dtype);
   const bool par = tiles > 1 && num_threads > 1;
@@ -121,13 +143,18 @@ void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const flo
     int64_t panel_block = -1;
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t jb = t / tm, i0 = (t % tm) * kTileM, j0 = jb * kTileN;
-      const int64_t mi = std::min(kTileM, n - i0), nj = std::min(kTileN, out - j0);
+      const int64_t jb = t / tm, i0 = (t % tm) * tile_m, j0 = jb * kTileN;
+      const int64_t mi = std::min(tile_m, n - i0), nj = std::min(kTileN, out - j0);
       if (panel_block != jb) {
         panel.resize(static_cast<size_t>(nj * in));
         convert_to_f32(static_cast<const char*>(W.data) + static_cast<size_t>(j0 * in) * esize, W.dtype, panel.data(),
                        panel.size());
         panel_block = jb;
+      }
+      if (n == 1) {  // as the f32 path: a matrix-vector product
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nj), static_cast<int>(in), 1.0f, panel.data(),
+                    static_cast<int>(in), x, 1, beta, y + j0, 1);
+        continue;
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mi), static_cast<int>(nj),
                   static_cast<int>(in), 1.0f, x + i0 * x_stride, static_cast<int>(x_stride), panel.data(),
@@ -197,7 +224,9 @@ void elementwise(float* x, int64_t n, int num_threads, F f) {
 }  // namespace
 
 void gelu_erf(float* x, int64_t n, int num_threads) {
-  elementwise(x, n, num_threads, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752440f)); });
+  const int64_t chunks = ceil_div(n, kElemChunk);
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) if (chunks > 1 && num_threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) vecmath::gelu_erf(x + c * kElemChunk, std::min(kElemChunk, n - c * kElemChunk));
 }
 
 void silu(float* x, int64_t n, int num_threads) {
