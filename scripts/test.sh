@@ -43,7 +43,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== CUDA build (compile + link; CUDA tests run or skip visibly) ($(date +%T)) =="
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG=-O0 \
     -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF
-  cmake --build build-cuda -j2 --target lingbot-map test_cuda
+  cmake --build build-cuda -j2 --target lingbot-map lingbot-gpu-check test_cuda
   ctest --test-dir build-cuda --output-on-failure -j"$JOBS" -R '^Cuda'
 else
   echo "== CUDA build skipped: nvcc not found =="

@@ -16,6 +16,7 @@
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
+#include "pipeline/session_backend.h"
 #include "bench/harness/demo_model.h"
 
 namespace lingbot::bench {
@@ -133,7 +134,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
       ModelBenchConfig c;
       c.weights = wd;
       c.kv = kv;
-      c.gemm = kernels::gemm_path_description(wd);
+      c.gemm = gemm_path_description(o.device, wd);
       const int ci = static_cast<int>(r.configs.size());
       reset_peak_rss();
       const auto tb = std::chrono::steady_clock::now();
@@ -205,6 +206,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
           }
           row.rss_bytes = static_cast<int64_t>(current_rss_bytes());
           row.peak_rss_bytes = static_cast<int64_t>(peak_rss_bytes());
+          row.device_peak_bytes = session.stats().device_peak_bytes;
           if (row.results == 1 && i >= o.scale_frames) {
             frame_wall += row.wall_ms;
             frame_cpu += row.cpu_ms;
@@ -221,6 +223,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
         c.frame_cpu_ms = frame_n ? frame_cpu / frame_n : 0;
       }
       c.peak_rss_bytes = static_cast<int64_t>(peak_rss_bytes());
+      c.device_peak_bytes = session.stats().device_peak_bytes;
       r.configs.push_back(c);
     }
   }
@@ -260,6 +263,10 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
     s.emplace_back(key(c) + "_frame_cpu_ms", fmt(c.frame_cpu_ms, 0));
     s.emplace_back(key(c) + "_frame_wall_ms", fmt(c.frame_wall_ms, 0));
     s.emplace_back(key(c) + "_peak_rss_gib", fmt(static_cast<double>(c.peak_rss_bytes) / kGiB, 2));
+    if (c.device_peak_bytes) {  // device runs only
+      s.emplace_back(key(c) + "_device_peak_bytes", std::to_string(*c.device_peak_bytes));
+      s.emplace_back(key(c) + "_device_peak_gib", fmt(static_cast<double>(*c.device_peak_bytes) / kGiB, 2));
+    }
     if (!base && c.weights == DType::F32) base = &c;
   }
   if (base && base->frame_cpu_ms > 0)
@@ -280,13 +287,14 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
     std::fprintf(f, "calibration: %s weights, linear %lldx%lld->%lld: %.1f GFLOP/s wall, %.1f GFLOP per CPU-second (%s)\n",
                  dtype_name(cal.weights).data(), static_cast<long long>(cal.rows), static_cast<long long>(cal.in),
                  static_cast<long long>(cal.out), cal.gflops, cal.gflops_per_cpu_s, cal.path.c_str());
-  std::fprintf(f, "%-14s %5s %4s %9s %9s %8s %8s %8s %7s %7s %7s %9s\n", "config", "push", "res", "wall ms", "CPU ms",
-               "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB");
+  std::fprintf(f, "%-14s %5s %4s %9s %9s %8s %8s %8s %7s %7s %7s %9s %9s\n", "config", "push", "res", "wall ms", "CPU ms",
+               "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB", "dev GiB");
   for (const auto& row : r.rows) {
     const ModelBenchConfig& c = r.configs[static_cast<size_t>(row.config)];
-    std::fprintf(f, "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f\n", key(c).c_str(), row.push,
+    const std::string dev = row.device_peak_bytes ? fmt(static_cast<double>(*row.device_peak_bytes) / kGiB, 2) : "-";
+    std::fprintf(f, "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f %9s\n", key(c).c_str(), row.push,
                  row.results, row.wall_ms, row.cpu_ms, row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms,
-                 row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB);
+                 row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB, dev.c_str());
   }
   for (const auto& t : r.loads)
     std::fprintf(f, "load: %s weights, %s: %.2f s wall, %.2f s CPU, %.2f GiB borrowed from the mapping, %.2f GiB owned\n",
@@ -302,13 +310,15 @@ void write_csv(const std::string& path, const ModelBenchResult& r) {
   std::ofstream f(path);
   LINGBOT_CHECK(f.good(), "cannot write --csv file '", path, "'");
   f << "config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,global_blocks_ms,"
-       "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes\n";
+       "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes,device_peak_bytes\n";
   for (const auto& row : r.rows) {
     const ModelBenchConfig& c = r.configs[static_cast<size_t>(row.config)];
     f << key(c) << ',' << dtype_name(c.weights) << ',' << dtype_name(c.kv) << ',' << row.push << ',' << row.results
       << ',' << row.wall_ms << ',' << row.cpu_ms << ',' << row.encoder_ms << ',' << row.frame_blocks_ms << ','
       << row.global_blocks_ms << ',' << row.camera_ms << ',' << row.dpt_ms << ',' << row.writers_ms << ','
-      << row.rss_bytes << ',' << row.peak_rss_bytes << '\n';
+      << row.rss_bytes << ',' << row.peak_rss_bytes << ',';
+    if (row.device_peak_bytes) f << *row.device_peak_bytes;  // empty on the CPU
+    f << '\n';
   }
   LINGBOT_CHECK(f.good(), "writing --csv file '", path, "' failed");
 }

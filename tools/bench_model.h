@@ -10,6 +10,7 @@
 // so it covers building the weights, the scale phase and the stream). A same-run calibration times
 // kernels::linear at the model's fc1 shape for f32 (OpenBLAS sgemm) and each reduced weights dtype.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,7 @@ struct ModelBenchRow {
   double encoder_ms = 0, frame_blocks_ms = 0, global_blocks_ms = 0, camera_ms = 0, dpt_ms = 0;  // CPU
   double writers_ms = 0;         // CPU of writing this push's results
   int64_t rss_bytes = 0, peak_rss_bytes = 0;
+  std::optional<int64_t> device_peak_bytes;  // SessionStats::device_peak_bytes after the push (cuda; none on cpu)
 };
 
 struct ModelBenchConfig {
@@ -71,6 +73,7 @@ struct ModelBenchConfig {
   double frame_wall_ms = 0, frame_cpu_ms = 0;
   double scale_phase_cpu_ms = 0;
   int64_t peak_rss_bytes = 0;
+  std::optional<int64_t> device_peak_bytes;  // the session's device peak at its end (cuda; none on cpu)
 };
 
 struct ModelBenchResult {
@@ -91,7 +94,8 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
 std::string summary_line(const ModelBenchResult& r);
 void print_table(std::FILE* f, const ModelBenchResult& r);
 // Header: config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,
-// global_blocks_ms,camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes
+// global_blocks_ms,camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes,device_peak_bytes (the last
+// empty on the CPU)
 void write_csv(const std::string& path, const ModelBenchResult& r);
 // Per-push CPU ms by phase (stacked per configuration) and peak RSS vs push.
 void write_plot(const std::string& path, const ModelBenchResult& r);

@@ -23,6 +23,7 @@
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "bench/harness/demo_model.h"
+#include "pipeline/session_backend.h"
 #include "run_modes.h"
 
 namespace lingbot::cli {
@@ -294,8 +295,9 @@ void run_bench_model(const BenchModelArgs& a) {
   std::vector<std::string> notices;
   o.weights_dtypes.clear();
   for_each_item(a.weights_dtype, [&](const std::string& item) {
-    const kernels::WeightsDtypeChoice c = kernels::parse_weights_dtype(item);
+    const WeightsDtypeForDevice c = parse_weights_dtype(item, o.device);
     if (!c.notice.empty()) notices.push_back(c.notice);
+    if (!c.rule.empty()) notices.push_back("weights dtype " + c.rule);
     o.weights_dtypes.push_back(c.dtype);
   });
   o.kv_dtypes.clear();

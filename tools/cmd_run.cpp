@@ -48,6 +48,7 @@
 #include "io/writers.h"
 #include "bench/harness/calibration.h"
 #include "kernels/cpu/ops.h"
+#include "pipeline/session_backend.h"
 #include "lingbot/session.h"
 #include "bench/harness/demo_model.h"
 #include "run_checks.h"
@@ -441,7 +442,7 @@ int run_command(const RunArgs& a) {
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = resolve_device(parse_device(a.device));
   const DType kv_dtype = parse_dtype(a.kv_dtype);
-  const kernels::WeightsDtypeChoice weights = kernels::parse_weights_dtype(a.weights_dtype);
+  const WeightsDtypeForDevice weights = parse_weights_dtype(a.weights_dtype, device);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
   const ConfigOverrides overrides = parse_sets(a.sets);
   LINGBOT_CHECK(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
@@ -561,8 +562,9 @@ int run_command(const RunArgs& a) {
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("device: %s\n", session.device_description().c_str());
   std::printf("blas: %s\n", bench::blas_description().c_str());
-  std::printf("weights: %s for the block linears (%s)%s\n", dtype_name(model->weights_dtype()).data(),
-              kernels::gemm_path_description(model->weights_dtype()).c_str(),
+  std::printf("weights: %s for the block linears (%s%s%s)%s\n", dtype_name(model->weights_dtype()).data(),
+              gemm_path_description(device, model->weights_dtype()).c_str(), weights.rule.empty() ? "" : "; ",
+              weights.rule.c_str(),
               model->load_stats().mapped ? ", checkpoint memory-mapped" : "");
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
@@ -771,6 +773,9 @@ int run_command(const RunArgs& a) {
                         {"inference", infer_seconds},
                         {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
+  // Device memory of --device cuda (SessionStats); null on the CPU, whose memory is peak_rss_bytes.
+  summary["device_peak_bytes"] = stats.device_peak_bytes ? json(*stats.device_peak_bytes) : json();
+  summary["device_kv_cache_bytes"] = stats.device_kv_cache_bytes ? json(*stats.device_kv_cache_bytes) : json();
   summary["blas"] = bench::blas_description();
   summary["cache"] = cache_json(stats);
   if (input.live) {
@@ -797,10 +802,11 @@ int run_command(const RunArgs& a) {
   }
   if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
   if (!summary_error.empty()) throw Error(summary_error);
-  std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s\n", status.c_str(),
+  std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
               static_cast<long long>(frames_done), static_cast<long long>(keyframes), static_cast<long long>(points),
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
-              fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str());
+              fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
+              stats.device_peak_bytes ? fmt_bytes(static_cast<double>(*stats.device_peak_bytes)).c_str() : "");
   if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
   if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());
@@ -929,9 +935,8 @@ void add_run_command(CLI::App& app) {
   a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype,
-                  "storage dtype of the blocks' linear layers and the DPT convolutions: auto (bf16 where the CPU "
-                  "has a native bf16 GEMM, "
-                  "else f32) | f32 | f16 | bf16")
+                  "storage dtype of the blocks' linear layers and the DPT convolutions: auto (cpu: bf16 where the CPU "
+                  "has a native bf16 GEMM, else f32; cuda: bf16 on sm_80 and later, else f32) | f32 | f16 | bf16")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
   cmd->add_option("--conf-threshold", a->conf_threshold,

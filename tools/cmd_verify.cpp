@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "bench/harness/verify.h"
+#include "pipeline/session_backend.h"
 
 namespace lingbot::cli {
 
@@ -41,12 +42,13 @@ void add_verify_command(CLI::App& app) {
       throw Error(std::string("--kv-backend: ") + e.what());
     }
     o.kv_dtype = parse_dtype(args->kv_dtype);
-    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(args->weights_dtype);
-    if (!wd.notice.empty()) std::printf("%s\n", wd.notice.c_str());
-    o.weights_dtype = wd.dtype;
     LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
     o.threads = args->threads;
     o.device = resolve_device(parse_device(args->device));
+    const WeightsDtypeForDevice wd = parse_weights_dtype(args->weights_dtype, o.device);
+    if (!wd.notice.empty()) std::printf("%s\n", wd.notice.c_str());
+    if (!wd.rule.empty()) std::printf("weights dtype %s\n", wd.rule.c_str());
+    o.weights_dtype = wd.dtype;
     for (size_t start = 0; !args->only.empty() && start <= args->only.size();) {
       const size_t comma = args->only.find(',', start);
       const std::string pat = args->only.substr(start, comma == std::string::npos ? std::string::npos : comma - start);

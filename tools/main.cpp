@@ -28,12 +28,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(LINGBOT_VERSION) + " (" + LINGBOT_GIT_REV + ")");
   lingbot::cli::add_version_command(app);
-  lingbot::cli::add_inspect_command(app);
-  lingbot::cli::add_convert_command(app);
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
+#ifndef LINGBOT_CLI_GPU_CHECK
+  // lingbot-gpu-check (CMakeLists.txt) is this CLI with only the subcommands above, so that it links
+  // without FFmpeg, cpp-httplib and the rest for the bundle of a bare GPU machine (scripts/gpu_bundle.sh).
+  lingbot::cli::add_inspect_command(app);
+  lingbot::cli::add_convert_command(app);
   lingbot::cli::add_run_command(app);
   lingbot::cli::add_view_command(app);
+#endif
   // A first word that is not an option must be a subcommand (CLI11 would say "A subcommand is required").
   std::string names;
   bool known = false;

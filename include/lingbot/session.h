@@ -120,6 +120,12 @@ struct SessionStats {
   int64_t rope_time_next = 0;       // 3D-RoPE time index the next stored frame gets (= frames stored)
   bool decision_pending = false;    // a push_frame_deferred frame awaits commit_frame / rollback_frame
   SessionPhaseTimes phases;
+  // Device memory (device cuda; nullopt on the CPU, whose memory is the process's peak RSS):
+  // the most device bytes the session's backend held at once since the session was made (weights
+  // uploaded, activations, scratch and the KV cache; reset() does not lower it), and the KV cache's
+  // device bytes now (= cache.bytes_reserved, which lives in device memory there).
+  std::optional<int64_t> device_peak_bytes;
+  std::optional<int64_t> device_kv_cache_bytes;
 };
 
 class Session {

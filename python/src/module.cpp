@@ -281,7 +281,11 @@ py::dict stats_dict(const SessionStats& s) {
                   "kept_special_tokens"_a = c.kept_special_tokens, "visible_tokens"_a = c.visible_tokens,
                   "pinned_pages"_a = c.pinned_pages, "window_pages"_a = c.window_pages, "free_pages"_a = c.free_pages,
                   "pool_pages"_a = c.pool_pages, "bytes_used"_a = c.bytes_used, "bytes_reserved"_a = c.bytes_reserved,
-                  "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes);
+                  "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes,
+                  // device="cuda" only (None on the CPU): SessionStats::device_peak_bytes / device_kv_cache_bytes
+                  "device_peak_bytes"_a = s.device_peak_bytes ? py::object(py::int_(*s.device_peak_bytes)) : py::none(),
+                  "device_kv_cache_bytes"_a =
+                      s.device_kv_cache_bytes ? py::object(py::int_(*s.device_kv_cache_bytes)) : py::none());
 }
 
 py::dict options_dict(const Session& s) {

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -93,6 +94,10 @@ class Backend {
 
   // ---- memory ---------------------------------------------------------------------------------
   virtual Allocator& allocator() = 0;
+  // Most bytes of device memory the backend held at once through allocator() (parameters,
+  // activations, scratch, tables, and a KV cache allocating from it); nullopt for a host backend,
+  // whose memory is the process's RSS.
+  virtual std::optional<size_t> device_peak_bytes() const { return std::nullopt; }
   virtual void upload(void* dst, const void* host, size_t bytes) = 0;
   virtual void download(void* host, const void* src, size_t bytes) = 0;  // waits for pending ops
   // rows × row_bytes from src (src_pitch bytes apart) to dst (dst_pitch bytes apart), both in

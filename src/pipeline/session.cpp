@@ -460,6 +460,10 @@ SessionStats Session::stats() const {
   }
   st.rope_time_next = impl_->stored;
   st.decision_pending = impl_->pending;
+  if (const std::optional<size_t> peak = impl_->backend->device_peak_bytes()) {
+    st.device_peak_bytes = static_cast<int64_t>(*peak);
+    st.device_kv_cache_bytes = st.cache.bytes_reserved;
+  }
   return st;
 }
 

@@ -2,9 +2,11 @@
 
 #include "compute/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 #if LINGBOT_HAVE_CUDA
 #include "compute/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_allocator.h"
 #include "kvcache/cuda/kv_cache_cuda.h"
 #endif
 
@@ -33,6 +35,39 @@ std::unique_ptr<KVCache> make_session_kv_cache(compute::Backend& be, KVBackend k
     return cuda::make_cuda_kv_cache(kind, options, be.allocator(), cuda->stream());
 #endif
   throw Error(detail::concat("no KV cache for the memory of backend ", be.description()));
+}
+
+DType cuda_auto_weights_dtype(int major, int /*minor*/) { return major >= 8 ? DType::BF16 : DType::F32; }
+
+WeightsDtypeForDevice parse_weights_dtype(std::string_view name, Device device) {
+  LINGBOT_CHECK(device != Device::Auto, "parse_weights_dtype: resolve the device first");
+  const kernels::WeightsDtypeChoice cpu = kernels::parse_weights_dtype(name);  // validates the name
+  WeightsDtypeForDevice w;
+  w.dtype = cpu.dtype;
+  if (device == Device::Cpu) {
+    w.notice = cpu.notice;
+    if (name == "auto")
+      w.rule = detail::concat("auto: ", dtype_name(w.dtype), w.dtype == DType::F32 ? " (no native bf16 GEMM on this CPU)"
+                                                                                     : " (native bf16 GEMM on this CPU)");
+    return w;
+  }
+  resolve_device(device);  // throws naming what is missing
+  if (name != "auto") return w;
+#if LINGBOT_HAVE_CUDA
+  const cuda::ComputeCapability cc = cuda::compute_capability(0);
+  w.dtype = cuda_auto_weights_dtype(cc.major, cc.minor);
+  w.rule = detail::concat("auto: ", dtype_name(w.dtype), " on sm_", cc.major, cc.minor,
+                          " (bf16 tensor cores from sm_80, f32 below)");
+#endif
+  return w;
+}
+
+std::string gemm_path_description(Device device, DType weights) {
+  if (device != Device::Cuda) return kernels::gemm_path_description(weights);
+  // As CudaBackend::linear: reduced weights round the activations to their dtype (cublasGemmEx).
+  return weights == DType::F32 ? "cuBLAS f32 SGEMM (no TF32)"
+                               : detail::concat("cuBLAS ", dtype_name(weights),
+                                                " tensor cores, activations rounded to it, f32 accumulation");
 }
 
 }  // namespace lingbot

@@ -2,6 +2,8 @@
 // The session's compute backend and the KV cache that lives in its memory: the one place that maps
 // a Device to an implementation (the model itself only sees compute::Backend).
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "compute/backend.h"
 #include "kvcache/kv_cache.h"
@@ -16,5 +18,26 @@ std::unique_ptr<compute::Backend> make_session_backend(Device device, int thread
 // device cache (only KVBackend::Paged exists on CUDA; others throw naming the backend).
 std::unique_ptr<KVCache> make_session_kv_cache(compute::Backend& be, KVBackend kind, const CacheOptions& options,
                                                Allocator& host);
+
+// The weights dtype `auto` stands for on a CUDA device of compute capability major.minor: bf16 from
+// 8.0 on (Ampere and later: bf16 tensor cores, f32 accumulation), f32 below (f16 tensor cores exist
+// from 7.0, but f16 weights overflow where bf16 ones do not, and `auto` never trades range for speed).
+DType cuda_auto_weights_dtype(int major, int minor);
+
+// A weights dtype as the CLI takes it ("auto" | "f32" | "f16" | "bf16", aliases as parse_dtype) for a
+// session on `device` (resolved: Cpu or Cuda). auto: kernels::auto_weights_dtype() on the CPU,
+// cuda_auto_weights_dtype() of CUDA device 0 (the device sessions use) on cuda.
+struct WeightsDtypeForDevice {
+  DType dtype = DType::F32;
+  std::string rule;    // auto only: what it chose and why, e.g. "auto: bf16 on sm_90 (bf16 tensor cores from sm_80)"
+  std::string notice;  // CPU only: kernels::parse_weights_dtype's "slower than f32" line, else ""
+};
+// Throws Error("unknown weights dtype 'x' (expected auto, f32, f16 or bf16)"), or as resolve_device
+// for cuda without support or device.
+WeightsDtypeForDevice parse_weights_dtype(std::string_view name, Device device);
+
+// What multiplies the block linears with `weights` on `device`, one phrase for banners and reports:
+// kernels::gemm_path_description on the CPU; the cuBLAS path on cuda.
+std::string gemm_path_description(Device device, DType weights);
 
 }  // namespace lingbot

@@ -122,6 +122,8 @@ void check_outputs(const fs::path& out, int64_t frames) {
   for (const auto& f : fr) keyframes += f.at("keyframe").get<bool>() ? 1 : 0;
   EXPECT_EQ(summary.at("keyframes"), keyframes);
   EXPECT_GT(summary.at("peak_rss_bytes").get<int64_t>(), 0);
+  EXPECT_TRUE(summary.at("device_peak_bytes").is_null());  // a CPU run has no device memory
+  EXPECT_TRUE(summary.at("device_kv_cache_bytes").is_null());
   EXPECT_GE(summary.at("seconds").at("per_frame").get<double>(), 0.0);
   EXPECT_GE(summary.at("seconds").at("total").get<double>(), summary.at("seconds").at("inference").get<double>());
   EXPECT_GT(summary.at("cache").at("bytes_reserved").get<int64_t>(), 0);

@@ -51,6 +51,7 @@ TEST(WeightsDtypeCli, RunDefaultsToBf16KvAndAutoWeights) {
   EXPECT_EQ(s["options"]["kv_dtype"], "bf16");
   EXPECT_EQ(s["options"]["weights_dtype"], weights);
   EXPECT_TRUE(contains(r.out, "weights: " + weights + " for the block linears")) << r.out;
+  EXPECT_TRUE(contains(r.out, "; auto: " + weights + (weights == "bf16" ? " (native" : " (no native"))) << r.out;
   EXPECT_TRUE(contains(r.out, ", KV bf16,")) << r.out;
   EXPECT_EQ(r.err, "");  // auto never picks a dtype that needs a notice
 }
@@ -104,7 +105,7 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
   std::getline(is, header);
   EXPECT_EQ(header,
             "config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,global_blocks_ms,"
-            "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes");
+            "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes,device_peak_bytes");
   int rows = 0, scale_rows = 0;
   while (std::getline(is, line)) {
     ++rows;
@@ -112,6 +113,7 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
     std::string f[5];
     for (auto& x : f) std::getline(ls, x, ',');
     if (f[4] == "2") ++scale_rows;  // the scale phase push returns both scale frames
+    EXPECT_EQ(line.back(), ',') << line;  // device_peak_bytes: empty on the CPU
   }
   EXPECT_EQ(rows, 2 * 4);       // 2 configurations x 4 pushes
   EXPECT_EQ(scale_rows, 2);     // one scale-phase push per configuration
@@ -121,6 +123,7 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
                         "wbf16_kvf32_peak_rss_gib", "wbf16_kvf32_vs_wf32_kvf32_frame_cpu"})
     EXPECT_TRUE(s.count(k)) << k << "\n" << r.out;
   EXPECT_EQ(s.at("size"), "112x70");
+  EXPECT_FALSE(s.count("wf32_kvf32_device_peak_bytes")) << "device memory keys are for device runs only\n" << r.out;
 }
 
 TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {

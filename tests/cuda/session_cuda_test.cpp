@@ -18,6 +18,7 @@
 #include "cuda_test_util.h"
 #include "io/safetensors.h"
 #include "lingbot/session.h"
+#include "pipeline/session_backend.h"
 
 using namespace lingbot;
 
@@ -49,12 +50,16 @@ double max_rel_error(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// The environment names testdata/ where the binary runs away from its source tree (scripts/gpu_check.sh
+// sets it for a bundle); else the build's own.
+std::string tiny_dir() {
+  const char* env = std::getenv("LINGBOT_TESTDATA_DIR");
+  return std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
+}
+
 TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  // The environment names testdata/ where the binary runs away from its source tree (scripts/gpu_check.sh
-  // sets it for a bundle); else the build's own.
-  const char* env = std::getenv("LINGBOT_TESTDATA_DIR");
-  const std::string dir = std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
+  const std::string dir = tiny_dir();
   ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors"))
       << "no " << dir << "weights.safetensors: set LINGBOT_TESTDATA_DIR to the repository's testdata/";
   const auto model = Model::load(dir + "weights.safetensors");
@@ -98,4 +103,63 @@ TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
     std::printf("  %s K/V: %zu frames, max rel error %.3g (tolerance %.3g) on %s\n",
                 std::string(dtype_name(kv)).c_str(), cpu.size(), worst, tol, desc.c_str());
   }
+}
+
+// SessionStats' device memory: absent on the CPU; on CUDA the backend's high-water mark, which holds at
+// least the KV cache and the frame being encoded at once, never decreases (reset() included), and
+// the KV cache's device bytes are its reserved bytes.
+TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  const std::string dir = tiny_dir();
+  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors")) << dir;
+  const auto model = Model::load(dir + "weights.safetensors");
+  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 6);
+  SessionOptions o;
+  o.scale_frames = 2;
+  o.kv_window = 2;
+  o.threads = 2;
+  o.kv_dtype = DType::BF16;
+  o.device = Device::Cpu;
+  {
+    Session cpu(model, o);
+    cpu.push_frame(images.f32(), H, W);
+    EXPECT_FALSE(cpu.stats().device_peak_bytes.has_value());
+    EXPECT_FALSE(cpu.stats().device_kv_cache_bytes.has_value());
+  }
+  o.device = Device::Cuda;
+  Session s(model, o);
+  ASSERT_TRUE(s.stats().device_peak_bytes.has_value());
+  int64_t last = *s.stats().device_peak_bytes;
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass after reset()
+    for (int64_t i = 0; i < frames; ++i) {
+      s.push_frame(images.f32() + i * 3 * H * W, H, W);
+      const SessionStats st = s.stats();
+      ASSERT_TRUE(st.device_peak_bytes && st.device_kv_cache_bytes);
+      EXPECT_EQ(*st.device_kv_cache_bytes, st.cache.bytes_reserved);
+      if (i + 1 >= o.scale_frames) {  // the cache exists once the scale phase ran
+        EXPECT_GT(*st.device_kv_cache_bytes, 0);
+        EXPECT_GE(*st.device_peak_bytes, *st.device_kv_cache_bytes + 3 * H * W * static_cast<int64_t>(sizeof(float)))
+            << "pass " << pass << ", frame " << i;
+      }
+      EXPECT_GE(*st.device_peak_bytes, last) << "pass " << pass << ", frame " << i;
+      last = *st.device_peak_bytes;
+    }
+    s.finish();
+    s.reset();
+  }
+}
+
+// `--weights-dtype auto` on CUDA asks the device for its compute capability (the host emulation
+// reports sm_90).
+TEST(CudaSession, AutoWeightsDtypeFollowsTheComputeCapability) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  const cuda::ComputeCapability cc = cuda::compute_capability(0);
+  const WeightsDtypeForDevice w = parse_weights_dtype("auto", Device::Cuda);
+  EXPECT_EQ(w.dtype, cuda_auto_weights_dtype(cc.major, cc.minor));
+  EXPECT_EQ(w.rule, "auto: " + std::string(dtype_name(w.dtype)) + " on sm_" + std::to_string(cc.major) +
+                        std::to_string(cc.minor) + " (bf16 tensor cores from sm_80, f32 below)");
+  EXPECT_EQ(w.notice, "");
+  EXPECT_EQ(parse_weights_dtype("f16", Device::Cuda).dtype, DType::F16);  // explicit dtypes as given
+  EXPECT_EQ(parse_weights_dtype("f16", Device::Cuda).rule, "");
 }

@@ -66,6 +66,8 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
             done.set()
             t.join()
         assert s.stats()["frames_completed"] == 4  # the session was not disturbed
+        # A CPU session holds no device memory.
+        assert s.stats()["device_peak_bytes"] is None and s.stats()["device_kv_cache_bytes"] is None
     assert errors, "the polling thread never ran while a push was computing"
     assert set(errors) == {"this Session is already running a call in another thread (use one object per thread)"}
 

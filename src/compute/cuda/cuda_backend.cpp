@@ -76,11 +76,16 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
 
 void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   if (!bytes) return;
-  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()));
-  // A pageable source is staged before cudaMemcpyAsync returns; a pinned one is read later.
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) (void)cudaGetLastError();
-  if (attr.type == cudaMemoryTypeHost) synchronize();
+  if (attr.type == cudaMemoryTypeHost) {
+    // The caller's pinned memory is read by the transfer itself: wait before it may be reused.
+    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()));
+    synchronize();
+    return;
+  }
+  // Pageable: through the pinned staging, so the host does not wait for the queued work.
+  staging_.copy_to_device(dst, host, bytes, stream());
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {

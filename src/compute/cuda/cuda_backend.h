@@ -45,6 +45,7 @@
 #include "compute/backend.h"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/pinned_staging.h"
 #include "kernels/cuda/stream_pool_allocator.h"
 
 namespace lingbot::compute {
@@ -68,8 +69,11 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_.handle; }
   // Most device bytes the backend held at once (activations, parameters, scratch, tables).
   size_t peak_bytes() const { return alloc_.peak_bytes(); }
+  std::optional<size_t> device_peak_bytes() const override { return alloc_.peak_bytes(); }
   Allocator& allocator() override { return alloc_; }
-  // Returns once `host` may be reused (a pinned source is waited for).
+  // Returns once `host` may be reused: a pageable source is copied into pinned staging
+  // (kernels/cuda/pinned_staging.h) and the transfer enqueued from there without waiting for the
+  // device; a source that is already pinned is waited for.
   void upload(void* dst, const void* host, size_t bytes) override;
   void download(void* host, const void* src, size_t bytes) override;
   void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows,
@@ -148,6 +152,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   OwnedStream stream_;
   cuda::StreamPoolAllocator alloc_;
+  cuda::PinnedStaging staging_;  // destroyed before the stream: it waits for its transfers
   std::unique_ptr<cuda::CudaContext> ctx_;
   std::unordered_map<const void*, Resident> params_;
   std::unordered_map<const void*, Resident> widened_;

@@ -13,6 +13,12 @@ int device_count() {
   return n;
 }
 
+ComputeCapability compute_capability(int device) {
+  cudaDeviceProp prop{};
+  LINGBOT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return {prop.major, prop.minor};
+}
+
 CudaAllocator::CudaAllocator(int device) : device_(device) {
   LINGBOT_CHECK(device >= 0, "CudaAllocator: device must be >= 0, got ", device);
 }

@@ -12,6 +12,13 @@ namespace lingbot::cuda {
 // Number of visible CUDA devices; 0 when there is no device or no usable driver (never throws).
 int device_count();
 
+// Compute capability of `device` (e.g. {9, 0} for an H100/H200); throws Error naming the device when
+// it cannot be queried.
+struct ComputeCapability {
+  int major = 0, minor = 0;
+};
+ComputeCapability compute_capability(int device);
+
 class CudaAllocator final : public Allocator {
  public:
   // Allocates on `device` (the calling thread's current device is switched to it for each call).

@@ -1,0 +1,64 @@
+// `--weights-dtype auto` per device (pipeline/session_backend.h): the CUDA rule over the compute
+// capability, the CPU rule (kernels::auto_weights_dtype), and what each says it chose. The CUDA
+// path on a device (or its host emulation) is tested in tests/cuda/session_cuda_test.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cpu/ops.h"
+#include "pipeline/session_backend.h"
+
+using namespace lingbot;
+
+TEST(WeightsDtypeForDevice, CudaAutoIsBf16FromSm80) {
+  EXPECT_EQ(cuda_auto_weights_dtype(6, 1), DType::F32);  // Pascal: no tensor cores
+  EXPECT_EQ(cuda_auto_weights_dtype(7, 0), DType::F32);  // Volta: f16 tensor cores only
+  EXPECT_EQ(cuda_auto_weights_dtype(7, 5), DType::F32);  // Turing
+  EXPECT_EQ(cuda_auto_weights_dtype(8, 0), DType::BF16);  // A100
+  EXPECT_EQ(cuda_auto_weights_dtype(8, 6), DType::BF16);  // RTX 30xx
+  EXPECT_EQ(cuda_auto_weights_dtype(8, 9), DType::BF16);  // RTX 40xx
+  EXPECT_EQ(cuda_auto_weights_dtype(9, 0), DType::BF16);  // H100 / H200
+  EXPECT_EQ(cuda_auto_weights_dtype(12, 0), DType::BF16);
+}
+
+TEST(WeightsDtypeForDevice, CpuAutoFollowsTheCpuGemm) {
+  const WeightsDtypeForDevice a = parse_weights_dtype("auto", Device::Cpu);
+  EXPECT_EQ(a.dtype, kernels::auto_weights_dtype());
+  EXPECT_EQ(a.rule, a.dtype == DType::BF16 ? "auto: bf16 (native bf16 GEMM on this CPU)"
+                                           : "auto: f32 (no native bf16 GEMM on this CPU)");
+  EXPECT_EQ(a.notice, "");  // auto never picks a dtype that needs a notice
+  for (const char* name : {"f32", "f16", "bf16", "bfloat16"}) {
+    const WeightsDtypeForDevice w = parse_weights_dtype(name, Device::Cpu);
+    EXPECT_EQ(w.dtype, kernels::parse_weights_dtype(name).dtype) << name;
+    EXPECT_EQ(w.notice, kernels::parse_weights_dtype(name).notice) << name;
+    EXPECT_EQ(w.rule, "") << name;  // an explicit dtype needs no explanation
+  }
+  EXPECT_NE(gemm_path_description(Device::Cpu, DType::BF16).find(kernels::gemm_path_description(DType::BF16)),
+            std::string::npos);
+}
+
+TEST(WeightsDtypeForDevice, ErrorsNameTheProblem) {
+  try {
+    parse_weights_dtype("int8", Device::Cpu);
+    FAIL() << "int8 accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)");
+  }
+  EXPECT_THROW(parse_weights_dtype("auto", Device::Auto), Error);  // the device is resolved first
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: tests/cuda covers auto on it";
+  try {
+    parse_weights_dtype("auto", Device::Cuda);
+    FAIL() << "auto resolved for cuda without a device";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), cuda_compiled()
+                               ? "device cuda: no CUDA device is visible (cudaGetDeviceCount found none)"
+                               : "device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)");
+  }
+}
+
+TEST(WeightsDtypeForDevice, CudaGemmDescriptionNamesCublas) {
+  EXPECT_EQ(gemm_path_description(Device::Cuda, DType::F32), "cuBLAS f32 SGEMM (no TF32)");
+  EXPECT_EQ(gemm_path_description(Device::Cuda, DType::BF16),
+            "cuBLAS bf16 tensor cores, activations rounded to it, f32 accumulation");
+}
