@@ -27,14 +27,17 @@ int main(int argc, char** argv) {
   CLI::App app{"lingbot-map: streaming 3D reconstruction with LingBot-Map (C++ engine)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(LINGBOT_VERSION) + " (" + LINGBOT_GIT_REV + ")");
+  // lingbot-gpu-check (CMakeLists.txt) is this CLI with only version, verify and bench, so that it links
+  // without FFmpeg, cpp-httplib and the rest for the bundle of a bare GPU machine (scripts/gpu_bundle.sh).
+  // The order here is the order `--help` lists them in.
   lingbot::cli::add_version_command(app);
+#ifndef LINGBOT_CLI_GPU_CHECK
+  lingbot::cli::add_inspect_command(app);
+  lingbot::cli::add_convert_command(app);
+#endif
   lingbot::cli::add_verify_command(app);
   lingbot::cli::add_bench_command(app);
 #ifndef LINGBOT_CLI_GPU_CHECK
-  // lingbot-gpu-check (CMakeLists.txt) is this CLI with only the subcommands above, so that it links
-  // without FFmpeg, cpp-httplib and the rest for the bundle of a bare GPU machine (scripts/gpu_bundle.sh).
-  lingbot::cli::add_inspect_command(app);
-  lingbot::cli::add_convert_command(app);
   lingbot::cli::add_run_command(app);
   lingbot::cli::add_view_command(app);
 #endif
