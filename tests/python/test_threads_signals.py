@@ -72,8 +72,12 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
     assert set(errors) == {"this Session is already running a call in another thread (use one object per thread)"}
 
 
+# The child installs Python's own SIGINT handler: a process started in the background by a shell
+# without job control inherits SIGINT ignored, and Python then keeps it ignored.
 CHILD = r"""
+import signal
 import sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, sys.argv[1])
 import lingbot_map as lm
 frames = [lm.demo_frame(i, width=224, height=140) for i in range(40)]
