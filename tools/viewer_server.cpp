@@ -3,9 +3,12 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -194,19 +197,46 @@ void ViewerServer::start(const std::string& host, int port) {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
-StopSignals::StopSignals() {
-  sigemptyset(&set_);
-  sigaddset(&set_, SIGINT);
-  sigaddset(&set_, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+namespace {
+
+// What the handler touches: a lock-free flag and sem_post, both async-signal-safe.
+sem_t& stop_semaphore() {
+  static sem_t sem = [] {
+    sem_t s;
+    sem_init(&s, 0, 0);
+    return s;
+  }();
+  return sem;
+}
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_view_stop_signal(int sig) {
+  g_stop_signal = sig;
+  sem_post(&stop_semaphore());
 }
 
-StopSignals::~StopSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+}  // namespace
+
+StopSignals::StopSignals() {
+  sem_t& sem = stop_semaphore();
+  while (sem_trywait(&sem) == 0) {
+  }  // no stale post from an earlier StopSignals
+  g_stop_signal = 0;
+  struct sigaction sa{};
+  sa.sa_handler = on_view_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &previous_int_);
+  sigaction(SIGTERM, &sa, &previous_term_);
+}
+
+StopSignals::~StopSignals() {
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+}
 
 int StopSignals::wait() {
-  int sig = 0;
-  sigwait(&set_, &sig);
-  return sig;
+  while (sem_wait(&stop_semaphore()) != 0 && errno == EINTR) {
+  }
+  return g_stop_signal;
 }
 
 int wait_for_stop_signal() { return StopSignals().wait(); }

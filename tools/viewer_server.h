@@ -75,9 +75,12 @@ class ViewerServer {
   int port_ = 0;
 };
 
-// SIGINT / SIGTERM held pending in the calling thread from construction, so a Ctrl-C that arrives
-// before wait() (say, right after the URL is printed) is waited for, never the default action.
-// wait() blocks until one arrives (consumed) and returns its number; the destructor restores the mask.
+// SIGINT / SIGTERM caught from construction on by a process-wide handler, so a Ctrl-C that arrives
+// before wait() (say, right after the URL is printed) is waited for, never the default action. A
+// handler, not a blocked mask: threads that libraries start before us (OpenBLAS's pool, at load)
+// do not block the signals, and the kernel may deliver a process signal to any of them.
+// wait() blocks until one arrives and returns its number; the destructor restores the previous
+// actions. One StopSignals at a time.
 class StopSignals {
  public:
   StopSignals();
@@ -87,7 +90,7 @@ class StopSignals {
   int wait();
 
  private:
-  sigset_t set_{}, previous_{};
+  struct sigaction previous_int_{}, previous_term_{};
 };
 
 // Blocks until SIGINT or SIGTERM arrives (the signal is consumed) and returns its number.
