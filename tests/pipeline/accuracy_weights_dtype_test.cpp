@@ -71,7 +71,10 @@ void expect_no_growth(const VerifyReport& r) {
     if (row.frame_max_abs.empty() || (row.status != "ok" && row.status != "FAIL")) continue;
     const size_t S = row.frame_max_abs.size();
     ASSERT_GE(S, 4u) << row.tensor;
-    const size_t q = (S + 3) / 4;
+    // A quarter of the stream, but at least 3 frames: with 2-frame quarters (small-d24's 8 frames) the
+    // max of two frames' errors follows those frames' magnitudes (world points read 1.9 in a release
+    // build, 2.02 in the sanitizer build) more than any growth along the stream.
+    const size_t q = std::max<size_t>((S + 3) / 4, 3);
     const double first = *std::max_element(row.frame_max_abs.begin(), row.frame_max_abs.begin() + q);
     const double last = *std::max_element(row.frame_max_abs.end() - q, row.frame_max_abs.end());
     const double max_ref = *std::max_element(row.frame_max_ref.begin(), row.frame_max_ref.end());
