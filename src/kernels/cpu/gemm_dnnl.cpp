@@ -28,13 +28,15 @@ dnnl::memory::data_type dnnl_type(DType t) {
 }
 
 // One tile's primitive descriptor: A [m, k] packed (row stride k), B = W^T viewed as [k, n] with
-// W's row stride, C [m, n] with row stride ldc, optional bias [1, n].
+// W's row stride, C [m, n] dense, optional bias [1, n]. C is dense because oneDNN 2.6 only takes its
+// AMX / brgemm kernels for a dense destination (a row stride other than n falls back to gemm:jit,
+// 3-4x slower on AMX CPUs); run_tiles copies the tile into place.
 dnnl::matmul::primitive_desc tile_pd(const dnnl::engine& eng, DType t, int64_t m, int64_t n, int64_t k, int64_t ldw,
-                                     int64_t ldc, bool bias) {
+                                     bool bias) {
   using md = dnnl::memory::desc;
   const md a({m, k}, dnnl_type(t), dnnl::memory::dims{k, 1});
   const md w({k, n}, dnnl_type(t), dnnl::memory::dims{1, ldw});
-  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per-thread scratch: safe concurrent execution
   if (bias) {
@@ -44,21 +46,16 @@ dnnl::matmul::primitive_desc tile_pd(const dnnl::engine& eng, DType t, int64_t m
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), attr, eng);
 }
 
-// gemm()'s tile: A [m, k] and B [k, n] plain row-major with row strides lda / ldb, C [m, n] with row
-// stride ldc, optionally summed into (a sum post-op: C = A·B + C).
+// gemm()'s tile: A [m, k] and B [k, n] plain row-major with row strides lda / ldb, C [m, n] dense
+// (as tile_pd's).
 dnnl::matmul::primitive_desc gemm_tile_pd(const dnnl::engine& eng, DType t, int64_t m, int64_t n, int64_t k,
-                                          int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+                                          int64_t lda, int64_t ldb) {
   using md = dnnl::memory::desc;
   const md a({m, k}, dnnl_type(t), dnnl::memory::dims{lda, 1});
   const md b({k, n}, dnnl_type(t), dnnl::memory::dims{ldb, 1});
-  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+  const md c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (accumulate) {
-    dnnl::post_ops po;
-    po.append_sum(1.0f);
-    attr.set_post_ops(po);
-  }
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng);
 }
 
@@ -76,7 +73,7 @@ const Probe& probe(DType t) {
         Probe p;
         try {
           dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-          auto pd = tile_pd(eng, DType::F16, kTileM, kTileN, 1024, 1024, kTileN, false);
+          auto pd = tile_pd(eng, DType::F16, kTileM, kTileN, 1024, 1024, false);
           p.impl = pd.impl_info_str();
           p.native = p.impl.find("ref") == std::string::npos;
         } catch (const dnnl::error&) {
@@ -90,7 +87,7 @@ const Probe& probe(DType t) {
         if ((isa & bf16) != bf16) return p;  // oneDNN would emulate bf16: no faster than sgemm
         try {
           dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-          auto pd = tile_pd(eng, DType::BF16, kTileM, kTileN, 1024, 1024, kTileN, false);
+          auto pd = tile_pd(eng, DType::BF16, kTileM, kTileN, 1024, 1024, false);
           p.impl = pd.impl_info_str();
           p.native = p.impl.find("ref") == std::string::npos;
         } catch (const dnnl::error&) {
@@ -128,13 +125,16 @@ struct TileGrid {
   int64_t count() const { return (m + tile_m - 1) / tile_m * tn; }
 };
 
-// One tile's call: its primitive and the pointers of its operands (bias nullptr: none).
+// One tile's call: its primitive (dense [mi, nj] destination) and the pointers of its operands (bias
+// nullptr: none); the result goes to dst with row stride ldc, summed into it when accumulate.
 struct TileCall {
   dnnl::matmul::primitive_desc pd;
   const void* src;
   const void* weights;
   float* dst;
+  int64_t ldc;
   const float* bias = nullptr;
+  bool accumulate = false;
 };
 
 // Runs every tile of `grid` as one single-threaded oneDNN matmul inside our own OpenMP loop; tiles are
@@ -151,21 +151,35 @@ void run_tiles(const TileGrid& grid, int num_threads, Call&& call) {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(eng);
     std::vector<uint8_t> scratch;
+    std::vector<float> tile_out;  // the dense destination of tiles that are not dense in place
 #pragma omp for schedule(static, 1)
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t i0 = (tile / grid.tn) * grid.tile_m, j0 = (tile % grid.tn) * kTileN;
-      const TileCall c =
-          call(eng, i0, j0, std::min(grid.tile_m, grid.m - i0), std::min(kTileN, grid.n - j0));
+      const int64_t mi = std::min(grid.tile_m, grid.m - i0), nj = std::min(kTileN, grid.n - j0);
+      const TileCall c = call(eng, i0, j0, mi, nj);
+      const bool in_place = !c.accumulate && c.ldc == nj;
+      if (!in_place && tile_out.size() < static_cast<size_t>(mi * nj)) tile_out.resize(static_cast<size_t>(mi * nj));
+      float* out = in_place ? c.dst : tile_out.data();
       const size_t sp = c.pd.scratchpad_desc().get_size();
       if (scratch.size() < sp) scratch.resize(sp);
       auto mem = [&](const dnnl::memory::desc& d, const void* p) { return dnnl::memory(d, eng, const_cast<void*>(p)); };
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(c.pd.src_desc(), c.src)},
                                                  {DNNL_ARG_WEIGHTS, mem(c.pd.weights_desc(), c.weights)},
-                                                 {DNNL_ARG_DST, mem(c.pd.dst_desc(), c.dst)},
+                                                 {DNNL_ARG_DST, mem(c.pd.dst_desc(), out)},
                                                  {DNNL_ARG_SCRATCHPAD, mem(c.pd.scratchpad_desc(), scratch.data())}};
       if (c.bias) args.emplace(DNNL_ARG_BIAS, mem(c.pd.bias_desc(), c.bias));
       dnnl::matmul(c.pd).execute(stream, args);
       stream.wait();
+      if (in_place) continue;
+      for (int64_t r = 0; r < mi; ++r) {
+        const float* src = out + r * nj;
+        float* dst = c.dst + r * c.ldc;
+        if (c.accumulate) {
+          for (int64_t j = 0; j < nj; ++j) dst[j] += src[j];
+        } else {
+          std::copy(src, src + nj, dst);
+        }
+      }
     }
   }
 }
@@ -185,8 +199,8 @@ void linear(const float* x, int64_t n, int64_t in, const void* W, DType t, const
   for (int64_t r = 0; r < n; ++r) convert_from_f32(x + r * x_stride, xr.get() + r * in, t, static_cast<size_t>(in));
   const auto* w16 = static_cast<const uint16_t*>(W);
   run_tiles(TileGrid(n, out), nt, [&](const dnnl::engine& eng, int64_t i0, int64_t j0, int64_t mi, int64_t nj) {
-    return TileCall{tile_pd(eng, t, mi, nj, in, in, y_stride, b != nullptr), xr.get() + i0 * in, w16 + j0 * in,
-                    y + i0 * y_stride + j0, b ? b + j0 : nullptr};
+    return TileCall{tile_pd(eng, t, mi, nj, in, in, b != nullptr), xr.get() + i0 * in, w16 + j0 * in,
+                    y + i0 * y_stride + j0, y_stride, b ? b + j0 : nullptr};
   });
 }
 
@@ -196,14 +210,15 @@ void gemm(const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float*
   if (m <= 0 || n <= 0) return;
   LINGBOT_CHECK(k > 0, "dnnl gemm: k must be positive, got ", k);
   run_tiles(TileGrid(m, n), num_threads, [&](const dnnl::engine& eng, int64_t i0, int64_t j0, int64_t mi, int64_t nj) {
-    return TileCall{gemm_tile_pd(eng, t, mi, nj, k, lda, ldb, ldc, accumulate), A + i0 * lda, B + j0, C + i0 * ldc + j0};
+    return TileCall{gemm_tile_pd(eng, t, mi, nj, k, lda, ldb), A + i0 * lda, B + j0, C + i0 * ldc + j0, ldc, nullptr,
+                    accumulate};
   });
 }
 
 std::string gemm_impl(DType t) {
   if (!native(t)) return "";
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return gemm_tile_pd(eng, t, kTileM, kTileN, 2304, 2304, 4096, 4096, true).impl_info_str();
+  return gemm_tile_pd(eng, t, kTileM, kTileN, 2304, 2304, 4096).impl_info_str();
 }
 
 }  // namespace lingbot::kernels::dnnl_gemm
