@@ -156,7 +156,9 @@ void run_bench_kv(const BenchKvArgs& args) {
   if (o.device == bench::BenchDeviceKind::Cpu)
     std::printf("cpu attention compute for %s K/V: %s%s\n", std::string(dtype_name(o.dtype)).c_str(),
                 kernels::attention_compute_name(kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, o.dtype)),
-                kernels::native_bf16_attention() ? " (CPU has AVX512_BF16)" : " (CPU lacks AVX512_BF16)");
+                !kernels::native_bf16_attention() ? " (CPU lacks AVX512_BF16)"
+                : kernels::amx_bf16_attention() ? " (CPU has AVX512_BF16 and AMX: AMX tiles where head_dim % 32 == 0)"
+                                                : " (CPU has AVX512_BF16, no AMX)");
   std::fflush(stdout);
   bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
   const bench::KvBenchResult r = bench::run_kv_bench(o, *device, &progress);

@@ -207,10 +207,11 @@ Problem make_problem(std::mt19937& rng, int heads, int d, int n_q, int page_size
 
 // The f32 path unless asked otherwise: kTol is its tolerance (the native-bf16 path has its own
 // bound, tested at the end of this file).
-std::vector<float> run_paged(const Problem& p, int threads, AttentionCompute compute = AttentionCompute::F32) {
+std::vector<float> run_paged(const Problem& p, int threads, AttentionCompute compute = AttentionCompute::F32,
+                             Bf16Isa isa = Bf16Isa::Auto) {
   std::vector<float> out(static_cast<size_t>(p.n_q) * p.heads * p.d, -7.f);
   const auto extra = p.extra();
-  paged_attention(p.query(), p.pool_view(), p.table(), extra, out.data(), {p.scale(), threads, compute});
+  paged_attention(p.query(), p.pool_view(), p.table(), extra, out.data(), {p.scale(), threads, compute, isa});
   return out;
 }
 
@@ -593,4 +594,40 @@ TEST(NativeBf16Attention, BitIdenticalForAnyThreadCountAndSplit) {
   std::vector<float> dense(a.size());
   dense_attention(p.query(), spans, dense.data(), {p.scale(), 2, AttentionCompute::Bf16});
   EXPECT_EQ(0, std::memcmp(a.data(), dense.data(), a.size() * 4));
+}
+
+// On AMX CPUs the bf16 path of a head_dim that is a multiple of 32 runs on AMX tiles; forcing
+// Avx512Bf16 gives the vdpbf16ps kernels. Both must hold the contract's bound, the AMX one must be
+// thread-count invariant, and the two must agree to within the bf16 rounding of the probabilities.
+TEST(NativeBf16Attention, AmxTilesHoldTheBoundAndAgreeWithAvx512Bf16) {
+  SKIP_WITHOUT_BF16();
+  if (!amx_bf16_attention()) GTEST_SKIP() << "CPU lacks AMX-BF16 (or the OS refused the tile state): not tested here";
+  std::mt19937 rng(4242);
+  const int dims[] = {64, 32, 96, 128};
+  double worst_ratio = 0, worst_gap = 0;
+  for (int d : dims) {
+    for (int rep = 0; rep < 4; ++rep) {
+      const int heads = 1 + static_cast<int>(rng() % 3);
+      const int n_q = 1 + static_cast<int>(rng() % (rep == 0 ? 700 : 90));  // up to three query groups
+      const int ps = rep % 2 ? 33 : 16;
+      Problem p = make_problem(rng, heads, d, n_q, ps, 1 + static_cast<int>(rng() % 20), static_cast<int>(rng() % 3),
+                               DType::BF16, std::numeric_limits<float>::quiet_NaN(), static_cast<int>(DType::BF16));
+      if (p.g.n == 0) continue;
+      if (rep == 3) for (auto& x : p.q) x *= 6.f;
+      const auto ref = ref_of(p);
+      const auto tol = bf16_bound(p, ref);
+      const auto amx = run_paged(p, 2, AttentionCompute::Bf16), amx3 = run_paged(p, 3, AttentionCompute::Bf16);
+      const auto avx = run_paged(p, 2, AttentionCompute::Bf16, Bf16Isa::Avx512Bf16);
+      ASSERT_EQ(0, std::memcmp(amx.data(), amx3.data(), amx.size() * 4)) << "d=" << d << ": thread count changed bits";
+      for (size_t i = 0; i < amx.size(); ++i) {
+        const double ea = std::fabs(double(amx[i]) - ref[i]), ev = std::fabs(double(avx[i]) - ref[i]);
+        ASSERT_LE(ea, tol[i]) << "AMX d=" << d << " element " << i << " got " << amx[i] << " want " << ref[i];
+        ASSERT_LE(ev, tol[i]) << "AVX512_BF16 d=" << d << " element " << i;
+        worst_ratio = std::max(worst_ratio, ea / tol[i]);
+        worst_gap = std::max(worst_gap, std::fabs(double(amx[i]) - avx[i]));
+      }
+    }
+  }
+  std::cout << "AMX bf16 attention: worst err/bound " << worst_ratio << ", worst |AMX - AVX512_BF16| " << worst_gap
+            << "\n";
 }

@@ -118,14 +118,18 @@ void run_attention(const AttnKernels& kern, const QueryView& q, const std::vecto
 
 void run_attention_bf16(const QueryView& q, const std::vector<KeySegment>& segs, int64_t n_keys, float* out,
                         const AttentionParams& params) {
+  const int dp = (q.head_dim + kDimAlign - 1) / kDimAlign * kDimAlign;
+  const bool use_amx = params.bf16_isa == Bf16Isa::Auto && dp % 32 == 0 && amx_bf16_available();
   for_each_item<AttnScratchBf16>(q, params, [&](AttnScratchBf16& sc, int h, int q0, int nq, float qscale) {
-    attend_group_bf16(q, h, q0, nq, qscale, segs, n_keys, sc, out);
+    attend_group_bf16(q, h, q0, nq, qscale, segs, n_keys, sc, out, use_amx);
   });
 }
 
 }  // namespace detail
 
 bool native_bf16_attention() { return detail::avx512bf16_available(); }
+
+bool amx_bf16_attention() { return detail::amx_bf16_available(); }
 
 AttentionCompute resolved_attention_compute(AttentionCompute compute, DType kv_dtype) {
   switch (compute) {

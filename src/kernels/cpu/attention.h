@@ -33,18 +33,32 @@ namespace lingbot::kernels {
 //   0.5 * (exp(2*D) * (1+u)/(1-u) - 1) * max_j |v_j - out|,   D = u * scale * max_j sum_c |q_c k_jc|
 // plus f32 rounding (tests/kernels/attention_test.cpp, NativeBf16Attention, checks this bound).
 //
+// Where the CPU has AMX (AMX-BF16 tiles, e.g. Xeon Sapphire Rapids and later) and head_dim is a
+// multiple of 32, the Bf16 products run as AMX tile dot products (tdpbf16ps) instead: the same
+// contract (bf16 products, f32 accumulation, the same rounded q and probabilities), about 5x the
+// throughput; the two may differ in the last bits of f32 (the hardware's accumulation order).
+//
 // Auto: Bf16 where it is allowed (all K/V bf16 and native_bf16_attention()), else F32. The default.
 enum class AttentionCompute : uint8_t { Auto, F32, Bf16 };
+
+// The instructions of the Bf16 path. Auto: AMX tiles where available (amx_bf16_attention()) and
+// head_dim % 32 == 0, else AVX512_BF16; Avx512Bf16 forces vdpbf16ps (A/B tests and benchmarks).
+enum class Bf16Isa : uint8_t { Auto, Avx512Bf16 };
 
 struct AttentionParams {
   float scale = 1.0f;   // usually 1/sqrt(head_dim)
   int num_threads = 1;  // results are bit-identical for any value (for a given compute path)
   AttentionCompute compute = AttentionCompute::Auto;  // F32 forces the f32 path (tests, A/B benchmarks)
+  Bf16Isa bf16_isa = Bf16Isa::Auto;                    // instructions of the Bf16 path (see Bf16Isa)
 };
 
 // True when this CPU has AVX512_BF16 and the build targets it: AttentionCompute::Bf16 is available.
 // Probed once; fixed for the process.
 bool native_bf16_attention();
+
+// True when this CPU has AMX-BF16, the OS granted this process the AMX tile state, and the build
+// targets it: the Bf16 path then uses AMX tiles (see Bf16Isa). Probed once; fixed for the process.
+bool amx_bf16_attention();
 
 // The path (F32 or Bf16) a call asking for `compute` takes over K/V segments that are all
 // `kv_dtype`; throws Error when Bf16 is asked for and not available.

@@ -12,6 +12,10 @@
 // Every output element is one accumulation chain in a fixed order (dim pairs resp. key pairs, blocks
 // of kKeyBlock keys over the concatenated segments), so results do not depend on the thread count
 // or on how the keys are split into pages.
+//
+// These layouts are also AMX's: q and p rows are A tiles (16 rows x 32 bf16), a K panel's 16 dim
+// pairs and 16 key pairs of vp are B tiles in the VNNI layout (16 rows of 16 x 2 bf16), so the AMX
+// variants of QK^T and PV (qk_amx, pv_amx) run on the same packed blocks and the same softmax.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -45,7 +49,11 @@ AttnScratchBf16::AttnScratchBf16(int head_dim)
 
 #include "kernels/cpu/attention_exp2_avx512.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #define LINGBOT_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
+#define LINGBOT_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c,amx-tile,amx-bf16")))
 
 namespace lingbot::kernels::detail {
 namespace {
@@ -262,7 +270,9 @@ LINGBOT_AVX512BF16 void pack_block(const uint16_t* const* krow, const uint16_t* 
   const __m512i idx_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
                                           37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
   const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
-  for (int t = 0; t < cols; t += 2) {
+  // Up to a multiple of 32 keys: the AMX PV reads 16 key pairs per tile.
+  const int cols32 = (nk + 31) / 32 * 32;
+  for (int t = 0; t < cols32; t += 2) {
     uint16_t* dst = sc.vp.data() + static_cast<size_t>(t / 2) * 2 * dp;
     for (int c = 0; c < dp; c += 32) {
       const __mmask32 mk = dims_mask(head_dim, c);
@@ -270,6 +280,122 @@ LINGBOT_AVX512BF16 void pack_block(const uint16_t* const* krow, const uint16_t* 
       const __m512i b = t + 1 < nk ? _mm512_maskz_loadu_epi16(mk, vrow[t + 1] + c) : _mm512_setzero_si512();
       _mm512_storeu_si512(dst + 2 * c, _mm512_permutex2var_epi16(a, idx_lo, b));
       if (c + 16 < dp) _mm512_storeu_si512(dst + 2 * c + 32, _mm512_permutex2var_epi16(a, idx_hi, b));
+    }
+  }
+}
+
+
+// ---- AMX (tdpbf16ps on 16 x 64-byte tiles) ----
+
+// The tile configuration (palette 1) in the layout LDTILECFG reads.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Every tile 16 rows x 64 bytes: C = 16 x 16 f32, A = 16 rows x 32 bf16, B = 16 pairs x 16 x 2 bf16.
+// Loaded per work item: a oneDNN kernel on the same thread may have configured the tiles otherwise.
+// The AMX functions are not inlined into the AVX512_BF16 code: that is compiled for CPUs without AMX.
+__attribute__((noinline)) LINGBOT_AMX void amx_configure() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  // Not _tile_loadconfig: GCC 12's declares an 8-byte memory operand, so the stores of the other 56
+  // bytes may be dropped as dead.
+  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+// Gives the 8 KiB tile state back at the end of a work item (cheaper context switches).
+__attribute__((noinline)) LINGBOT_AMX void amx_release() { _tile_release(); }
+
+// s[r][j] = q_r . k_j for rows (a multiple of 16) x cols (a multiple of 16); dp a multiple of 32.
+// Tiles: 0, 1 = S of two panels, 2 = q (32 dims), 3, 4 = the two panels' dim pairs.
+__attribute__((noinline)) LINGBOT_AMX void qk_amx(const uint16_t* q, const uint16_t* kp, int rows, int cols, int dp, float* s) {
+  const int ksteps = dp / 32;
+  const size_t qstride = static_cast<size_t>(dp) * 2, pstride = static_cast<size_t>(dp) * kKeyPanel;
+  for (int r0 = 0; r0 < rows; r0 += kAmxRows) {
+    const uint16_t* qa = q + static_cast<size_t>(r0) * dp;
+    float* s0 = s + static_cast<size_t>(r0) * kKeyBlock;
+    int j0 = 0;
+    for (; j0 + 32 <= cols; j0 += 32) {
+      const uint16_t* panel = kp + static_cast<size_t>(j0) * dp;
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int t = 0; t < ksteps; ++t) {
+        _tile_loadd(2, qa + t * 32, qstride);
+        _tile_loadd(3, panel + t * 16 * 32, 64);
+        _tile_loadd(4, panel + pstride + t * 16 * 32, 64);
+        _tile_dpbf16ps(0, 2, 3);
+        _tile_dpbf16ps(1, 2, 4);
+      }
+      _tile_stored(0, s0 + j0, kKeyBlock * 4);
+      _tile_stored(1, s0 + j0 + kKeyPanel, kKeyBlock * 4);
+    }
+    if (j0 < cols) {
+      const uint16_t* panel = kp + static_cast<size_t>(j0) * dp;
+      _tile_zero(0);
+      for (int t = 0; t < ksteps; ++t) {
+        _tile_loadd(2, qa + t * 32, qstride);
+        _tile_loadd(3, panel + t * 16 * 32, 64);
+        _tile_dpbf16ps(0, 2, 3);
+      }
+      _tile_stored(0, s0 + j0, kKeyBlock * 4);
+    }
+  }
+}
+
+// o = alpha * o + p . V for rows (a multiple of 16) over the keys of the block rounded up to 32 (p
+// and vp are zero past the valid keys); dp a multiple of 32. Tiles: 0-3 = O (64 columns), 4 = p
+// (32 keys), 5-7 = V (16 key pairs x 16 columns), reused in turn.
+__attribute__((noinline)) LINGBOT_AMX void pv_amx(const uint16_t* p, const uint16_t* vp, const float* alpha, int rows,
+                                                  int n_keys, int dp, float* o) {
+  const int ksteps = (n_keys + 31) / 32;
+  for (int r = 0; r < rows; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+    float* orow = o + static_cast<size_t>(r) * dp;
+    for (int c = 0; c < dp; c += 16) _mm512_storeu_ps(orow + c, _mm512_mul_ps(a, _mm512_loadu_ps(orow + c)));
+  }
+  const size_t ostride = static_cast<size_t>(dp) * 4, vstride = static_cast<size_t>(dp) * 4;  // bytes
+  const size_t vstep = static_cast<size_t>(16) * 2 * dp;  // uint16 per 16 key pairs
+  for (int r0 = 0; r0 < rows; r0 += kAmxRows) {
+    const uint16_t* pa = p + static_cast<size_t>(r0) * kKeyBlock;
+    float* o0 = o + static_cast<size_t>(r0) * dp;
+    int c0 = 0;
+    for (; c0 + 64 <= dp; c0 += 64) {
+      _tile_loadd(0, o0 + c0, ostride);
+      _tile_loadd(1, o0 + c0 + 16, ostride);
+      _tile_loadd(2, o0 + c0 + 32, ostride);
+      _tile_loadd(3, o0 + c0 + 48, ostride);
+      for (int t = 0; t < ksteps; ++t) {
+        const uint16_t* v = vp + t * vstep + 2 * c0;
+        _tile_loadd(4, pa + t * 32, kKeyBlock * 2);
+        _tile_loadd(5, v, vstride);
+        _tile_loadd(6, v + 32, vstride);
+        _tile_loadd(7, v + 64, vstride);
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(1, 4, 6);
+        _tile_dpbf16ps(2, 4, 7);
+        _tile_loadd(5, v + 96, vstride);
+        _tile_dpbf16ps(3, 4, 5);
+      }
+      _tile_stored(0, o0 + c0, ostride);
+      _tile_stored(1, o0 + c0 + 16, ostride);
+      _tile_stored(2, o0 + c0 + 32, ostride);
+      _tile_stored(3, o0 + c0 + 48, ostride);
+    }
+    for (; c0 < dp; c0 += 16) {  // dp % 64 == 32: two more 16-column tiles
+      _tile_loadd(0, o0 + c0, ostride);
+      for (int t = 0; t < ksteps; ++t) {
+        _tile_loadd(4, pa + t * 32, kKeyBlock * 2);
+        _tile_loadd(5, vp + t * vstep + 2 * c0, vstride);
+        _tile_dpbf16ps(0, 4, 5);
+      }
+      _tile_stored(0, o0 + c0, ostride);
     }
   }
 }
@@ -285,11 +411,28 @@ bool avx512bf16_available() {
   return ok;
 }
 
+bool amx_bf16_available() {
+  static const bool ok = [] {
+    if (!avx512bf16_available()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    const bool tile = (d >> 24) & 1u, bf16 = (d >> 22) & 1u;
+    if (!tile || !bf16) return false;
+    // Linux hands out the (8 KiB) tile data state only on request, once per process.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+}
+
 LINGBOT_AVX512BF16 void attend_group_bf16(const QueryView& q, int h, int q0, int nq, float qscale,
                                           const std::vector<KeySegment>& segs, int64_t n_keys, AttnScratchBf16& sc,
-                                          float* out) {
+                                          float* out, bool use_amx) {
   const int d = q.head_dim, dp = sc.dp;
-  const int rows = (nq + kRowGroup - 1) / kRowGroup * kRowGroup;
+  LINGBOT_CHECK(!use_amx || dp % 32 == 0, "attention: the AMX path needs head_dim padded to a multiple of 32");
+  const int row_align = use_amx ? kAmxRows : kRowGroup;
+  const int rows = (nq + row_align - 1) / row_align * row_align;
+  if (use_amx) amx_configure();
   std::fill(sc.q.begin(), sc.q.end(), uint16_t{0});
   std::fill(sc.o.begin(), sc.o.end(), 0.f);
   for (int r = 0; r < nq; ++r) {
@@ -314,11 +457,22 @@ LINGBOT_AVX512BF16 void attend_group_bf16(const QueryView& q, int h, int q0, int
       collect_block(segs, cur, h, d, block_keys(k0 + kKeyBlock), rows_k[(b + 1) % 2], rows_v[(b + 1) % 2]);
     for (int t0 = 0; t0 < rows; t0 += kMaxQueryTile) {
       const int tr = std::min(kMaxQueryTile, rows - t0);
-      qk_bf16(sc.q.data() + static_cast<size_t>(t0) * dp, sc.kp.data(), tr, cols, dp, sc.s.data());
+      const uint16_t* qt = sc.q.data() + static_cast<size_t>(t0) * dp;
+      float* ot = sc.o.data() + static_cast<size_t>(t0) * dp;
+      if (use_amx) {
+        qk_amx(qt, sc.kp.data(), tr, cols, dp, sc.s.data());
+      } else {
+        qk_bf16(qt, sc.kp.data(), tr, cols, dp, sc.s.data());
+      }
       softmax_bf16(sc.s.data(), sc.p.data(), tr, nk, cols, sc.m.data() + t0, sc.l.data() + t0, sc.alpha.data() + t0);
-      pv_bf16(sc.p.data(), sc.vp.data(), sc.alpha.data() + t0, tr, nk, dp, sc.o.data() + static_cast<size_t>(t0) * dp);
+      if (use_amx) {
+        pv_amx(sc.p.data(), sc.vp.data(), sc.alpha.data() + t0, tr, nk, dp, ot);
+      } else {
+        pv_bf16(sc.p.data(), sc.vp.data(), sc.alpha.data() + t0, tr, nk, dp, ot);
+      }
     }
   }
+  if (use_amx) amx_release();
 
   write_rows(q, h, q0, nq, dp, sc.o.data(), sc.l.data(), out);
 }
@@ -331,8 +485,9 @@ LINGBOT_AVX512BF16 void attend_group_bf16(const QueryView& q, int h, int q0, int
 
 namespace lingbot::kernels::detail {
 bool avx512bf16_available() { return false; }
+bool amx_bf16_available() { return false; }
 void attend_group_bf16(const QueryView&, int, int, int, float, const std::vector<KeySegment>&, int64_t,
-                       AttnScratchBf16&, float*) {
+                       AttnScratchBf16&, float*, bool) {
   LINGBOT_CHECK(false, "attention: the native-bf16 path is not compiled for this target");
 }
 }  // namespace lingbot::kernels::detail

@@ -17,8 +17,9 @@ namespace lingbot::kernels::detail {
 inline constexpr int kKeyPanel = 16;       // keys per packed K panel (inner-kernel width)
 inline constexpr int kKeyBlock = 128;      // keys per block (multiple of kKeyPanel)
 inline constexpr int kRowGroup = 6;        // query rows per inner-kernel call
-inline constexpr int kMaxQueryTile = 60;   // query rows per S tile (multiple of kRowGroup)
-inline constexpr int kMaxQueryGroup = 360; // query rows per work item (multiple of kMaxQueryTile)
+inline constexpr int kAmxRows = 16;        // query rows per AMX tile
+inline constexpr int kMaxQueryTile = 48;   // query rows per S tile (multiple of kRowGroup and kAmxRows)
+inline constexpr int kMaxQueryGroup = 336; // query rows per work item (multiple of kMaxQueryTile)
 inline constexpr int kDimAlign = 16;       // head_dim is zero-padded to a multiple of this
 
 // A run of consecutive visible keys: token t of head h has its K at k + (t*token_stride + h*head_dim)
@@ -87,6 +88,8 @@ struct AttnScratchBf16 {
 
 // True when the CPU has AVX512_BF16 (and AVX-512F/BW) and the compiler can target it.
 bool avx512bf16_available();
+// True when additionally AMX-TILE/AMX-BF16 are there and the kernel granted the tile data state.
+bool amx_bf16_available();
 
 // Walks the concatenated key segments in order.
 struct KeyCursor {
@@ -114,8 +117,9 @@ void attend_group(const AttnKernels& kern, const QueryView& q, int h, int q0, in
 void write_rows(const QueryView& q, int h, int q0, int nq, int dp, const float* o, const float* l, float* out);
 
 // attend_group for the native-bf16 path: every segment of segs is bf16; needs avx512bf16_available().
+// use_amx: AMX tiles for QK^T and PV (needs amx_bf16_available() and scratch.dp % 32 == 0).
 void attend_group_bf16(const QueryView& q, int h, int q0, int nq, float qscale, const std::vector<KeySegment>& segs,
-                       int64_t n_keys, AttnScratchBf16& scratch, float* out);
+                       int64_t n_keys, AttnScratchBf16& scratch, float* out, bool use_amx);
 
 // The whole computation with a given kernel set: (head, query group) items over num_threads
 // OpenMP threads. Inputs are already validated; n_keys = total tokens of segs (> 0).
