@@ -32,6 +32,13 @@
 
 namespace lingbot::compute {
 
+// Precision of the intra-frame attention (encoder and frame blocks), the model's counterpart of
+// upstream's bf16 autocast. F32: f32 products. Bf16: K/V and q rounded to bf16, both products in
+// bf16 with f32 accumulation and softmax (the numeric contract of kernels::AttentionCompute::Bf16),
+// where the backend has a native bf16 attention (CPU: AVX512_BF16 or AMX); a backend without one
+// (a CPU without AVX512_BF16, CUDA for now) computes in f32, which is only more accurate.
+enum class AttentionPrecision : uint8_t { F32, Bf16 };
+
 class Backend;
 
 // An owning f32 array in a backend's memory with a shape. Move-only. Default-constructed = empty.
@@ -148,9 +155,10 @@ class Backend {
   // Over the concatenation of `kv` spans.
   virtual void attention_dense(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
                                float scale) = 0;
-  // Each run of `group` consecutive tokens attends to its own K/V (intra-frame attention).
+  // Each run of `group` consecutive tokens attends to its own K/V (intra-frame attention), at
+  // `precision` (see AttentionPrecision).
   virtual void attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
-                                 float scale) = 0;
+                                 float scale, AttentionPrecision precision) = 0;
   // Over the keys a KV cache of this backend handed out (KVCache::store).
   virtual void attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
                                 float scale) = 0;

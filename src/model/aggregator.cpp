@@ -116,8 +116,9 @@ void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFra
                                        })
                                      : rotate_frame;
   const float attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const compute::AttentionPrecision frame_precision = attention_precision(frame_blocks_.front());
   const AttendFn attend_frame = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* out) {
-    be.attention_grouped(q, kv, P, out, attention_scale);
+    be.attention_grouped(q, kv, P, out, attention_scale, frame_precision);
   };
 
   selected.clear();

@@ -64,6 +64,10 @@ BlockWeights BlockWeights::take(io::TensorMap& weights, const std::string& prefi
   return b;
 }
 
+compute::AttentionPrecision attention_precision(const BlockWeights& w) {
+  return w.qkv.weight.dtype() == DType::BF16 ? compute::AttentionPrecision::Bf16 : compute::AttentionPrecision::F32;
+}
+
 void BlockScratch::reserve(compute::Backend& be, int64_t n_tokens, const BlockWeights& w) {
   normed.reserve(be, n_tokens * w.dim);
   qkv.reserve(be, n_tokens * 3 * w.dim);

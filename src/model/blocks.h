@@ -54,6 +54,10 @@ struct BlockWeights {
                            DType weights_dtype = DType::F32);
 };
 
+// The intra-frame attention precision of a block: Bf16 when its linears hold bf16 weights (the bf16
+// recipe, as upstream's autocast runs the aggregator's attention in bf16), else F32.
+compute::AttentionPrecision attention_precision(const BlockWeights& w);
+
 // Reusable activations of one block call (backend memory); grows, never shrinks.
 struct BlockScratch {
   compute::Scratch normed, qkv, attn, branch, hidden;

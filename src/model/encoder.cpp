@@ -77,8 +77,9 @@ void Encoder::forward(compute::Backend& be, const float* image, int64_t H, int64
   be.add(tok + (1 + R) * C, pe + C, n_patch * C);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.embed_dim / config_.num_heads));
+  const compute::AttentionPrecision precision = attention_precision(blocks_.front());
   const AttendFn attend = [&](const kernels::QueryView& q, const kernels::KVSpan& kv, float* o) {
-    be.attention_grouped(q, kv, q.n_tokens, o, scale);
+    be.attention_grouped(q, kv, q.n_tokens, o, scale, precision);
   };
   for (const BlockWeights& b : blocks_) block_forward(be, b, tok, n_tok, s.block, RotateFn{}, attend);
   final_norm_.forward(be, tok + (1 + R) * C, n_patch, out);

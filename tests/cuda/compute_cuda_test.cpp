@@ -485,8 +485,8 @@ TEST(CudaComputeBackend, GroupedAttentionPerFrame) {
   Pair buf = d.put(qkv);
   const auto kv_of = [&](float* base) { return k::KVSpan{base + row, base + 2 * row, DType::F32, n, stride}; };
   Pair out = d.filled(n * row, 0.f);
-  d.cpu.attention_grouped(qview(buf.c(), n, heads, hd, stride), kv_of(buf.c()), group, out.c(), 0.2f);
-  d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), group, out.g(), 0.2f);
+  d.cpu.attention_grouped(qview(buf.c(), n, heads, hd, stride), kv_of(buf.c()), group, out.c(), 0.2f, compute::AttentionPrecision::F32);
+  d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), group, out.g(), 0.2f, compute::AttentionPrecision::F32);
   d.compare(out, 5e-5, "attention_grouped");
   // The grouping itself: group g of the CPU result is dense attention of its queries over its own keys.
   const auto grouped = d.get_cpu(out);
@@ -500,7 +500,7 @@ TEST(CudaComputeBackend, GroupedAttentionPerFrame) {
                  0.0, "attention_grouped group " + std::to_string(g) + " vs dense");
   }
   try {
-    d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), 7, out.g(), 0.2f);
+    d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), 7, out.g(), 0.2f, compute::AttentionPrecision::F32);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "grouped attention: 39 tokens are not a multiple of the group size 7");

@@ -125,8 +125,25 @@ void CpuBackend::attention_dense(const kernels::QueryView& q, std::span<const ke
 }
 
 void CpuBackend::attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
-                                   float scale) {
-  attention_grouped_by_dense(q, kv, group, out, scale);
+                                   float scale, AttentionPrecision precision) {
+  if (precision == AttentionPrecision::F32 || kv.dtype != DType::F32 || !kernels::native_bf16_attention()) {
+    attention_grouped_by_dense(q, kv, group, out, scale);
+    return;
+  }
+  // K and V rounded to bf16 once, packed [n_tokens, heads * head_dim]; Auto then takes the bf16 path.
+  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim, n = kv.n_tokens;
+  if (kv_bf16_.size() < static_cast<size_t>(2 * n * row)) kv_bf16_.resize(static_cast<size_t>(2 * n * row));
+  uint16_t* k16 = kv_bf16_.data();
+  uint16_t* v16 = k16 + n * row;
+  const auto* k = static_cast<const float*>(kv.k);
+  const auto* v = static_cast<const float*>(kv.v);
+#pragma omp parallel for schedule(static) num_threads(threads_) if (threads_ > 1 && n * row >= (1 << 16))
+  for (int64_t t = 0; t < n; ++t) {
+    convert_from_f32(k + t * kv.token_stride, k16 + t * row, DType::BF16, static_cast<size_t>(row));
+    convert_from_f32(v + t * kv.token_stride, v16 + t * row, DType::BF16, static_cast<size_t>(row));
+  }
+  const kernels::KVSpan kv16{k16, v16, DType::BF16, kv.n_tokens, row};
+  attention_grouped_by_dense(q, kv16, group, out, scale);
 }
 
 void CpuBackend::attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,

@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
   void attention_dense(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
                        float scale) override;
   void attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
-                         float scale) override;
+                         float scale, AttentionPrecision precision) override;
   void attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
                         float scale) override;
 
@@ -66,6 +66,7 @@ class CpuBackend final : public Backend {
   // (the layout Tensor allocations had before the compute interface).
   HostAllocator alloc_{HostPlacement::Heap};
   std::vector<float> patch_cols_;  // patch_embed's im2col scratch, reused frame after frame
+  std::vector<uint16_t> kv_bf16_;  // attention_grouped's bf16 K and V (AttentionPrecision::Bf16), reused
 };
 
 }  // namespace lingbot::compute

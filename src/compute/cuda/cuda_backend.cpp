@@ -274,7 +274,7 @@ void CudaBackend::attention_dense(const kernels::QueryView& q, std::span<const k
 }
 
 void CudaBackend::attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group,
-                                    float* out, float scale) {
+                                    float* out, float scale, AttentionPrecision /*precision: f32 for now*/) {
   attention_grouped_by_dense(q, kv, group, out, scale);  // groups are frames: a few launches per call
 }
 

@@ -105,8 +105,9 @@ class CudaBackend final : public Backend {
 
   void attention_dense(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
                        float scale) override;
+  // precision: f32 for now (AttentionPrecision allows it).
   void attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
-                         float scale) override;
+                         float scale, AttentionPrecision precision) override;
   void attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
                         float scale) override;
 
