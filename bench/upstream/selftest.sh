@@ -15,6 +15,41 @@ bash -n "$here/compare.sh" || fail "compare.sh syntax"
 for f in sys.argv[1:]: compile(open(f).read(), f, "exec")' "$here/upstream_bench.py" "$here/ratios.py" || fail "compile"
 "$py" "$here/upstream_bench.py" --help >/dev/null || fail "upstream_bench.py --help"
 
+# Where this Python has torch: the scaled_dot_product_attention stub (whole and in query-row chunks)
+# against explicit softmax(QK^T/sqrt(d) + mask)V; bool and float masks, is_causal.
+if "$py" -c 'import torch' 2>/dev/null; then
+  PYTHONDONTWRITEBYTECODE=1 "$py" - "$here" <<'PYEOF' || fail "scaled_dot_product_attention stub"
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import upstream_bench as ub
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(2, 3, n, d, generator=g) for n, d in ((50, 16), (70, 16), (70, 8)))
+bmask = torch.rand(2, 1, 50, 70, generator=g) > 0.3
+bmask[..., 0] = True
+fmask = torch.randn(1, 1, 50, 70, generator=g)
+def ref(q, k, v, mask=None, causal=False):
+    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool).tril(), float("-inf"))
+    return s.softmax(-1) @ v
+for chunk in (ub.SDPA_CHUNK_SCORES, 7 * 70 * 6):  # the second: 7 query rows per chunk
+    ub.SDPA_CHUNK_SCORES = chunk
+    for got, want in ((ub._sdpa_math(q, k, v), ref(q, k, v)),
+                      (ub._sdpa_math(q, k, v, attn_mask=bmask), ref(q, k, v, bmask)),
+                      (ub._sdpa_math(q, k, v, attn_mask=fmask), ref(q, k, v, fmask)),
+                      (ub._sdpa_math(q, k[..., :50, :], v[..., :50, :], is_causal=True),
+                       ref(q, k[..., :50, :], v[..., :50, :], causal=True))):
+        err = (got - want).abs().max().item()
+        assert err < 1e-5, (chunk, err)
+print("sdpa stub: matches explicit attention")
+PYEOF
+else
+  echo "sdpa stub check skipped: $py has no torch"
+fi
+
 # A stand-in for `lingbot-map bench model`: fixed numbers, the summary keys and CSV columns of the real one.
 cat >"$work/fake-lingbot" <<'EOF'
 #!/usr/bin/env bash

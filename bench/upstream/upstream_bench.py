@@ -137,6 +137,9 @@ def openblas_threads(libs):
 # Stubs for what torch 1.13 / this machine lacks (installed before upstream is imported).
 # --------------------------------------------------------------------------------------------
 
+SDPA_CHUNK_SCORES = 64 << 20  # attention scores per query-row chunk (256 MB in f32)
+
+
 def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """Math attention softmax(Q K^T * scale + mask) V, in query-row chunks to bound memory.
 
@@ -153,7 +156,7 @@ def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     kt = key.transpose(-2, -1)
     out = torch.empty(query.shape[:-1] + (value.shape[-1],), dtype=value.dtype, device=query.device)
     batch_elems = max(1, query[..., 0, 0].numel())
-    rows = max(1, min(L, (64 << 20) // max(1, batch_elems * S)))  # ~64 M scores (256 MB f32) per chunk
+    rows = max(1, min(L, SDPA_CHUNK_SCORES // max(1, batch_elems * S)))
     for r0 in range(0, L, rows):
         r1 = min(L, r0 + rows)
         s = torch.matmul(query[..., r0:r1, :] * sc, kt)
