@@ -566,6 +566,10 @@ int run_command(const RunArgs& a) {
               gemm_path_description(device, model->weights_dtype()).c_str(), weights.rule.empty() ? "" : "; ",
               weights.rule.c_str(),
               model->load_stats().mapped ? ", checkpoint memory-mapped" : "");
+  std::printf("attention: %s\n", attention_path_description(device, kv_dtype, model->weights_dtype(),
+                                                                 model->config().aggregator.embed_dim /
+                                                                     model->config().aggregator.num_heads)
+                                          .c_str());
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 

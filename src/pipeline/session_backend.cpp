@@ -2,6 +2,7 @@
 
 #include "compute/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 
 #if LINGBOT_HAVE_CUDA
@@ -68,6 +69,18 @@ std::string gemm_path_description(Device device, DType weights) {
   return weights == DType::F32 ? "cuBLAS f32 SGEMM (no TF32)"
                                : detail::concat("cuBLAS ", dtype_name(weights),
                                                 " tensor cores, activations rounded to it, f32 accumulation");
+}
+
+std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim) {
+  if (device == Device::Cuda) return "CUDA paged attention kernels, f32 math";
+  const std::string bf16 =
+      kernels::amx_bf16_attention() && head_dim % 32 == 0 ? "bf16 on AMX tiles" : "bf16 (vdpbf16ps)";
+  const bool cache_bf16 =
+      kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, kv) == kernels::AttentionCompute::Bf16;
+  const bool frame_bf16 = weights == DType::BF16 && kernels::native_bf16_attention();
+  return detail::concat("over the cache ", cache_bf16 ? bf16 : std::string("f32"), " (", dtype_name(kv),
+                        " K/V); encoder and frame blocks ", frame_bf16 ? bf16 : std::string("f32"), " (",
+                        dtype_name(weights), " weights); camera head f32");
 }
 
 }  // namespace lingbot

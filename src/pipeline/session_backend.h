@@ -40,4 +40,10 @@ WeightsDtypeForDevice parse_weights_dtype(std::string_view name, Device device);
 // kernels::gemm_path_description on the CPU; the cuBLAS path on cuda.
 std::string gemm_path_description(Device device, DType weights);
 
+// How the attention computes on `device` with these K/V and weights dtypes and the aggregator's
+// head_dim, one phrase for banners: on the CPU the path over the cache
+// (kernels::resolved_attention_compute; AMX tiles where head_dim % 32 == 0, else vdpbf16ps) and the
+// intra-frame attention (bf16 with bf16 weights where native, compute::AttentionPrecision).
+std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim);
+
 }  // namespace lingbot

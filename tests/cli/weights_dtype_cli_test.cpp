@@ -56,6 +56,26 @@ TEST(WeightsDtypeCli, RunDefaultsToBf16KvAndAutoWeights) {
   EXPECT_EQ(r.err, "");  // auto never picks a dtype that needs a notice
 }
 
+// The attention: line says which path computes where. Oracle: the CPU's flag list again.
+TEST(WeightsDtypeCli, RunBannerNamesTheAttentionPath) {
+  const fs::path out = fresh_dir("wd_attention");
+  const Result f = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --weights-dtype f32 --kv-dtype f32 --out " +
+                           out.string());
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_TRUE(contains(f.out, "\nattention: over the cache f32 (f32 K/V); encoder and frame blocks f32 (f32 weights); "
+                              "camera head f32\n"))
+      << f.out;
+  const Result b = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --weights-dtype bf16 --kv-dtype bf16 --out " +
+                           out.string());
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  const std::string cpuinfo = slurp("/proc/cpuinfo");
+  // The demo model's head_dim is not a multiple of 32, so never AMX here; f32 without AVX512_BF16.
+  const std::string path = contains(cpuinfo, " avx512_bf16") ? "bf16 (vdpbf16ps)" : "f32";
+  EXPECT_TRUE(contains(b.out, "\nattention: over the cache " + path + " (bf16 K/V); encoder and frame blocks " + path +
+                                  " (bf16 weights); camera head f32\n"))
+      << b.out;
+}
+
 TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
   const fs::path out = fresh_dir("wd_bad");
   for (const std::string& cmd : {"run --demo --weights-dtype int8 --out " + out.string(),
