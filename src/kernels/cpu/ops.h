@@ -27,7 +27,7 @@ struct WeightView {
 enum class GemmPath : uint8_t {
   Sgemm,         // f32 weights: OpenBLAS sgemm
   DnnlNative,    // oneDNN matmul in the weights dtype (activations rounded to it, f32 accumulation)
-  PanelSgemm,    // no native kernel: each 256-row block of W is widened into a reused f32 panel, then sgemm
+  PanelSgemm,    // no native kernel: each 512-row block of W is widened into a reused f32 panel, then sgemm
 };
 GemmPath gemm_path(DType weights);
 // One line for banners: "oneDNN 2.6.3 bf16 matmul (brg:avx512_core_bf16)", "OpenBLAS sgemm", or
