@@ -39,7 +39,10 @@ using namespace lingbot;
 constexpr double kBf16RelBoundUnits = 12.0;    // measured worst 5.0 u (extrinsic, small-d24)
 constexpr double kRoundingVisibleUnits = 0.1;  // measured worst head error >= 0.7 u
 constexpr double kGrowthFactor = 2.0;
-constexpr double kNoiseFloorRel = 1e-6;
+// Below a tenth of the f32 golden tolerance (1e-4 of max|ref|) an error is float32 noise: f16
+// weights are bit-identical to f32 and their ~2e-6 errors moved 1.9e-6 -> 4.1e-6 (small-d24
+// extrinsic, sanitizer build) with a change of GEMM tiles alone. bf16 errors are ~1e-2.
+constexpr double kNoiseFloorRel = 1e-5;
 const double kBf16Unit = std::ldexp(1.0, -8);
 
 const char* const kHeadTensors[] = {"pose_enc", "pose_enc_iters", "extrinsic", "intrinsic", "extrinsic_c2w",
