@@ -66,27 +66,27 @@ def load_average():
         return "na"
 
 
-def vm_hwm_bytes():
-    """Peak RSS (VmHWM) in bytes; resettable through clear_refs."""
+def proc_status_bytes(field):
+    """A kB field of /proc/self/status ("VmHWM", "VmRSS") in bytes, or None where unreadable."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return None
+
+
+def vm_hwm_bytes():
+    """Peak RSS (VmHWM) in bytes; resettable through clear_refs."""
+    b = proc_status_bytes("VmHWM")
+    return b if b is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def vm_rss_bytes():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    b = proc_status_bytes("VmRSS")
+    return b if b is not None else 0
 
 
 def reset_peak_rss():
