@@ -35,8 +35,9 @@ namespace lingbot::compute {
 // Precision of the intra-frame attention (encoder and frame blocks), the model's counterpart of
 // upstream's bf16 autocast. F32: f32 products. Bf16: K/V and q rounded to bf16, both products in
 // bf16 with f32 accumulation and softmax (the numeric contract of kernels::AttentionCompute::Bf16),
-// where the backend has a native bf16 attention (CPU: AVX512_BF16 or AMX); a backend without one
-// (a CPU without AVX512_BF16, CUDA for now) computes in f32, which is only more accurate.
+// where the backend has a native bf16 attention (CPU: AVX512_BF16 or AMX; CUDA: the tensor-core
+// kernel, head_dim 64 on sm_80+); a CPU without AVX512_BF16 computes in f32, which is only more
+// accurate.
 enum class AttentionPrecision : uint8_t { F32, Bf16 };
 
 class Backend;

@@ -11,14 +11,15 @@ namespace lingbot::model {
 
 namespace kn = lingbot::kernels;
 
-CameraHeadCache::CameraHeadCache(int iterations, int64_t trunk_depth, int64_t dim)
-    : iterations_(iterations), depth_(trunk_depth), dim_(dim), entries_(static_cast<size_t>(iterations * trunk_depth)) {}
+CameraHeadCache::CameraHeadCache(compute::Backend& be, int iterations, int64_t trunk_depth, int64_t dim)
+    : be_(&be),
+      iterations_(iterations),
+      depth_(trunk_depth),
+      dim_(dim),
+      entries_(static_cast<size_t>(iterations * trunk_depth)) {}
 
 void CameraHeadCache::reset() {
-  for (Entry& e : entries_) {
-    e.k.clear();
-    e.v.clear();
-  }
+  first_ = begin_ = end_ = 0;
   frames_ = 0;
   deferred_ = false;
   dropped_ = 0;
@@ -32,22 +33,23 @@ void CameraHeadCache::commit_deferred() {
 
 void CameraHeadCache::rollback_deferred() {
   LINGBOT_CHECK(deferred_, "camera head: rollback_deferred without a pending Deferred frame");
-  for (Entry& e : entries_) {  // the frame is the last row of every cache
-    e.k.resize(e.k.size() - static_cast<size_t>(dim_));
-    e.v.resize(e.v.size() - static_cast<size_t>(dim_));
-  }
+  --end_;  // the frame is the last row of every cache
   --frames_;
   deferred_ = false;
 }
 
 std::vector<unsigned char> CameraHeadCache::live_bytes() const {
-  std::vector<unsigned char> out;
-  for (const Entry& e : entries_) {
-    const auto* k = reinterpret_cast<const unsigned char*>(e.k.data());
-    const auto* v = reinterpret_cast<const unsigned char*>(e.v.data());
-    out.insert(out.end(), k, k + e.k.size() * sizeof(float));
-    out.insert(out.end(), v, v + e.v.size() * sizeof(float));
-  }
+  const size_t row = static_cast<size_t>(dim_) * sizeof(float);
+  std::vector<unsigned char> out(static_cast<size_t>(bytes()));
+  unsigned char* o = out.data();
+  for (const Entry& e : entries_)
+    for (const Buffer* buf : {&e.k, &e.v}) {
+      const auto* base = static_cast<const unsigned char*>(buf->data());
+      be_->download(o, base, static_cast<size_t>(first_) * row);
+      o += first_ * row;
+      be_->download(o, base + begin_ * row, static_cast<size_t>(end_ - begin_) * row);
+      o += (end_ - begin_) * row;
+    }
   return out;
 }
 
@@ -60,25 +62,41 @@ void CameraHeadCache::set_history_bound(int64_t keep_first, int64_t keep_recent)
 
 void CameraHeadCache::apply_history_bound() {
   if (keep_recent_ == 0 || frames_ <= keep_first_ + keep_recent_) return;
+  // Until the first drop the rows are one run from row 0 (first_ == begin_ == 0); the first drop
+  // splits it after the pinned frames. Dropping then only advances the start of the recent run.
+  if (first_ < keep_first_) first_ = begin_ = keep_first_;
   const int64_t excess = frames_ - keep_first_ - keep_recent_;
-  for (Entry& e : entries_) {
-    for (std::vector<float>* buf : {&e.k, &e.v})  // erase keeps the capacity: no reallocation later
-      buf->erase(buf->begin() + keep_first_ * dim_, buf->begin() + (keep_first_ + excess) * dim_);
-  }
+  begin_ += excess;
   frames_ -= excess;
   dropped_ += excess;
 }
 
+void CameraHeadCache::make_room(int64_t rows) {
+  if (end_ + rows <= capacity_) return;
+  // New buffers of twice the held frames, the two runs packed into one: steady bounded streams
+  // reallocate once per ~keep_recent frames, to the same size.
+  const int64_t cap = std::max<int64_t>(16, 2 * (frames_ + rows));
+  const int64_t row = dim_ * static_cast<int64_t>(sizeof(float)), recent = end_ - begin_;
+  for (Entry& e : entries_)
+    for (Buffer* buf : {&e.k, &e.v}) {
+      Buffer grown(be_->allocator(), static_cast<size_t>(cap * row));
+      if (first_ > 0) be_->copy_rows(grown.data(), first_ * row, buf->data(), first_ * row, 1, first_ * row);
+      if (recent > 0)
+        be_->copy_rows(static_cast<char*>(grown.data()) + first_ * row, recent * row,
+                       static_cast<const char*>(buf->data()) + begin_ * row, recent * row, 1, recent * row);
+      *buf = std::move(grown);  // a device backend frees stream-ordered: the copies complete first
+    }
+  capacity_ = cap;
+  begin_ = first_;
+  end_ = first_ + recent;
+}
+
 int64_t CameraHeadCache::bytes() const {
-  int64_t n = 0;
-  for (const Entry& e : entries_) n += static_cast<int64_t>((e.k.size() + e.v.size()) * sizeof(float));
-  return n;
+  return frames_ * dim_ * 2 * static_cast<int64_t>(sizeof(float) * entries_.size());
 }
 
 int64_t CameraHeadCache::bytes_reserved() const {
-  int64_t n = 0;
-  for (const Entry& e : entries_) n += static_cast<int64_t>((e.k.capacity() + e.v.capacity()) * sizeof(float));
-  return n;
+  return capacity_ * dim_ * 2 * static_cast<int64_t>(sizeof(float) * entries_.size());
 }
 
 CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, const std::string& prefix) : cfg_(config) {
@@ -114,55 +132,59 @@ CameraHead::CameraHead(const CameraHeadConfig& config, io::TensorMap& w, const s
   branch_fc2_b_ = take("pose_branch.fc2.bias", {P});
 }
 
-CameraHeadCache CameraHead::make_cache(int num_iterations) const {
+CameraHeadCache CameraHead::make_cache(compute::Backend& be, int num_iterations) const {
   const int64_t iters = num_iterations == 0 ? cfg_.num_iterations : num_iterations;
   LINGBOT_CHECK(iters >= 1, "camera head: num_iterations must be >= 1, got ", iters);
-  return CameraHeadCache(static_cast<int>(iters), cfg_.trunk_depth, cfg_.dim_in);
+  return CameraHeadCache(be, static_cast<int>(iters), cfg_.trunk_depth, cfg_.dim_in);
 }
 
 // Pre-norm block: x += ls1 · proj(attn(norm1(x))); x += ls2 · fc2(gelu(fc1(norm2(x)))). x: [n, D].
-void CameraHead::run_block(compute::Backend& be, const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode,
-                           float* x, int64_t n) const {
+void CameraHead::run_block(compute::Backend& be, const Block& blk, CameraHeadCache& cache,
+                           CameraHeadCache::Entry& entry, FrameMode mode, float* x, int64_t n) const {
   const int64_t D = cfg_.dim_in, H = cfg_.mlp_hidden, heads = cfg_.num_heads, hd = D / heads;
-  std::vector<float> h(static_cast<size_t>(n * D)), qkv(static_cast<size_t>(n * 3 * D)), att(h.size());
-  be.layer_norm(x, n, D, &blk.norm1_w, &blk.norm1_b, cfg_.ln_eps, h.data());
-  be.linear(h.data(), n, blk.qkv_w, &blk.qkv_b, qkv.data());
+  CameraHeadCache::Workspace& ws = cache.ws_;
+  float* h = ws.h.reserve(be, n * D);
+  float* qkv = ws.qkv.reserve(be, n * 3 * D);
+  float* att = ws.att.reserve(be, n * D);
+  be.layer_norm(x, n, D, &blk.norm1_w, &blk.norm1_b, cfg_.ln_eps, h);
+  be.linear(h, n, blk.qkv_w, &blk.qkv_b, qkv);
 
-  // Keys: the stored frames (oldest first), then this step's own tokens. A stored frame is appended
-  // after attention, which sees the same key set as "append, then attend to the cache".
-  const int64_t cached = static_cast<int64_t>(cache.k.size()) / D;
-  kn::KVSpan spans[2];
+  // Keys: the held frames (oldest first: the pinned run, then the recent run), then this step's own
+  // tokens. A stored frame is appended after attention, which sees the same key set as "append, then
+  // attend to the cache".
+  const auto* k = static_cast<const float*>(entry.k.data());
+  const auto* v = static_cast<const float*>(entry.v.data());
+  kn::KVSpan spans[3];
   int n_spans = 0;
-  if (cached > 0)
-    spans[n_spans++] = {cache.k.data(), cache.v.data(), DType::F32, static_cast<int>(cached), D};
-  spans[n_spans++] = {qkv.data() + D, qkv.data() + 2 * D, DType::F32, static_cast<int>(n), 3 * D};
-  const kn::QueryView q{qkv.data(), static_cast<int>(n), static_cast<int>(heads), static_cast<int>(hd), 3 * D};
-  be.attention_dense(q, std::span<const kn::KVSpan>(spans, n_spans), att.data(),
-                     1.0f / std::sqrt(static_cast<float>(hd)));
+  if (cache.first_ > 0) spans[n_spans++] = {k, v, DType::F32, static_cast<int>(cache.first_), D};
+  if (cache.end_ > cache.begin_)
+    spans[n_spans++] = {k + cache.begin_ * D, v + cache.begin_ * D, DType::F32,
+                        static_cast<int>(cache.end_ - cache.begin_), D};
+  spans[n_spans++] = {qkv + D, qkv + 2 * D, DType::F32, static_cast<int>(n), 3 * D};
+  const kn::QueryView q{qkv, static_cast<int>(n), static_cast<int>(heads), static_cast<int>(hd), 3 * D};
+  be.attention_dense(q, std::span<const kn::KVSpan>(spans, n_spans), att, 1.0f / std::sqrt(static_cast<float>(hd)));
 
-  if (mode != FrameMode::NonKeyframe) {
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = qkv.data() + r * 3 * D;
-      cache.k.insert(cache.k.end(), row + D, row + 2 * D);
-      cache.v.insert(cache.v.end(), row + 2 * D, row + 3 * D);
-    }
+  if (mode != FrameMode::NonKeyframe) {  // rows end_.. (make_room made space; step() advances end_)
+    const int64_t row = D * static_cast<int64_t>(sizeof(float)), qkv_row = 3 * row;
+    be.copy_rows(static_cast<char*>(entry.k.data()) + cache.end_ * row, row, qkv + D, qkv_row, n, row);
+    be.copy_rows(static_cast<char*>(entry.v.data()) + cache.end_ * row, row, qkv + 2 * D, qkv_row, n, row);
   }
 
-  be.linear(att.data(), n, blk.proj_w, &blk.proj_b, h.data());
-  be.layer_scale_add(x, h.data(), &blk.ls1, n, D);
+  be.linear(att, n, blk.proj_w, &blk.proj_b, h);
+  be.layer_scale_add(x, h, &blk.ls1, n, D);
 
-  std::vector<float> m(static_cast<size_t>(n * H));
-  be.layer_norm(x, n, D, &blk.norm2_w, &blk.norm2_b, cfg_.ln_eps, h.data());
-  be.linear(h.data(), n, blk.fc1_w, &blk.fc1_b, m.data());
-  be.gelu_erf(m.data(), n * H);
-  be.linear(m.data(), n, blk.fc2_w, &blk.fc2_b, h.data());
-  be.layer_scale_add(x, h.data(), &blk.ls2, n, D);
+  float* m = ws.m.reserve(be, n * H);
+  be.layer_norm(x, n, D, &blk.norm2_w, &blk.norm2_b, cfg_.ln_eps, h);
+  be.linear(h, n, blk.fc1_w, &blk.fc1_b, m);
+  be.gelu_erf(m, n * H);
+  be.linear(m, n, blk.fc2_w, &blk.fc2_b, h);
+  be.layer_scale_add(x, h, &blk.ls2, n, D);
 }
 
 Tensor CameraHead::step(compute::Backend& be, CameraHeadCache& cache, FrameMode mode, const RowsView& tokens) const {
   const int64_t D = cfg_.dim_in, P = cfg_.pose_dim, B = cfg_.pose_branch_hidden, n = tokens.rows;
-  LINGBOT_CHECK(be.allocator().kind() == MemoryKind::Host, "camera head: its cache is host memory; run it on a "
-                "host-memory backend (cpu), not ", be.description());
+  LINGBOT_CHECK(&be == cache.be_, "camera head: the cache was made on another backend; run every step of a cache "
+                "on the backend it was made on");
   LINGBOT_CHECK(cache.depth_ == cfg_.trunk_depth && cache.dim_ == D && cache.iterations_ >= 1,
                 "camera head: the cache was made for another head (trunk depth ", cache.depth_, ", dim ", cache.dim_,
                 "; this head has ", cfg_.trunk_depth, ", ", D, ")");
@@ -178,46 +200,61 @@ Tensor CameraHead::step(compute::Backend& be, CameraHeadCache& cache, FrameMode 
                   mode == FrameMode::Keyframe ? "keyframe" : mode == FrameMode::Deferred ? "deferred" : "non-keyframe",
                   " step takes 1 frame, got ", n);
   }
+  const bool stores = mode != FrameMode::NonKeyframe;
+  if (stores) cache.make_room(n);
 
   // t = token_norm(camera tokens); a = LN_noaffine(t) (the adaLN input; t itself is the residual).
-  std::vector<float> t(static_cast<size_t>(n * D)), a(t.size()), x(t.size());
-  be.layer_norm(tokens.data, n, D, &token_norm_w_, &token_norm_b_, cfg_.ln_eps, t.data(), tokens.stride());
-  be.layer_norm(t.data(), n, D, nullptr, nullptr, cfg_.adaln_eps, a.data());
+  CameraHeadCache::Workspace& ws = cache.ws_;
+  float* t = ws.t.reserve(be, n * D);
+  float* a = ws.a.reserve(be, n * D);
+  float* x = ws.x.reserve(be, n * D);
+  be.layer_norm(tokens.data, n, D, &token_norm_w_, &token_norm_b_, cfg_.ln_eps, t, tokens.stride());
+  be.layer_norm(t, n, D, nullptr, nullptr, cfg_.adaln_eps, a);
 
   const int64_t iters = cache.iterations_;
-  Tensor out({iters, n, P});
-  std::vector<float> pose(static_cast<size_t>(n * P));  // raw accumulated sum of deltas
-  for (int64_t r = 0; r < n; ++r) std::copy(empty_pose_.f32(), empty_pose_.f32() + P, pose.begin() + r * P);
-  std::vector<float> emb(t.size()), mod(static_cast<size_t>(n * 3 * D)), hid(static_cast<size_t>(n * B)),
-      delta(pose.size());
+  // pose: the raw accumulated sum of deltas, starting from the learned empty pose; raw[it]: its value
+  // after iteration it (copied back once, activated on the host).
+  float* pose = ws.pose.reserve(be, n * P);
+  float* raw = ws.raw.reserve(be, iters * n * P);
+  std::vector<float> start(static_cast<size_t>(n * P));
+  for (int64_t r = 0; r < n; ++r) std::copy(empty_pose_.f32(), empty_pose_.f32() + P, start.begin() + r * P);
+  be.upload(pose, start.data(), start.size() * sizeof(float));
+  float* emb = ws.emb.reserve(be, n * D);
+  float* mod = ws.mod.reserve(be, n * 3 * D);
+  float* hid = ws.hid.reserve(be, n * B);
+  float* delta = ws.delta.reserve(be, n * P);
+  const int64_t pose_bytes = n * P * static_cast<int64_t>(sizeof(float));
   for (int64_t it = 0; it < iters; ++it) {
-    be.linear(pose.data(), n, embed_pose_w_, &embed_pose_b_, emb.data());
-    be.silu(emb.data(), n * D);
-    be.linear(emb.data(), n, mod_w_, &mod_b_, mod.data());
-    be.modulate(x.data(), a.data(), t.data(), mod.data(), n, D);
+    be.linear(pose, n, embed_pose_w_, &embed_pose_b_, emb);
+    be.silu(emb, n * D);
+    be.linear(emb, n, mod_w_, &mod_b_, mod);
+    be.modulate(x, a, t, mod, n, D);
     for (int64_t b = 0; b < cfg_.trunk_depth; ++b)
-      run_block(be, blocks_[b], cache.entries_[it * cfg_.trunk_depth + b], mode, x.data(), n);
+      run_block(be, blocks_[b], cache, cache.entries_[it * cfg_.trunk_depth + b], mode, x, n);
 
-    be.layer_norm(x.data(), n, D, &trunk_norm_w_, &trunk_norm_b_, cfg_.ln_eps, emb.data());
-    be.linear(emb.data(), n, branch_fc1_w_, &branch_fc1_b_, hid.data());
-    be.gelu_erf(hid.data(), n * B);
-    be.linear(hid.data(), n, branch_fc2_w_, &branch_fc2_b_, delta.data());
-    if (it == 0) {
-      pose = delta;
-    } else {
-      for (size_t i = 0; i < pose.size(); ++i) pose[i] += delta[i];
-    }
-    // Activations: translation linear, quaternion linear, FoV relu.
-    float* o = out.f32() + it * n * P;
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < P; ++c) {
-        const float v = pose[r * P + c];
-        o[r * P + c] = c >= 7 ? std::max(v, 0.0f) : v;
-      }
+    be.layer_norm(x, n, D, &trunk_norm_w_, &trunk_norm_b_, cfg_.ln_eps, emb);
+    be.linear(emb, n, branch_fc1_w_, &branch_fc1_b_, hid);
+    be.gelu_erf(hid, n * B);
+    be.linear(hid, n, branch_fc2_w_, &branch_fc2_b_, delta);
+    if (it == 0)
+      be.copy_rows(pose, pose_bytes, delta, pose_bytes, 1, pose_bytes);
+    else
+      be.add(pose, delta, n * P);
+    be.copy_rows(raw + it * n * P, pose_bytes, pose, pose_bytes, 1, pose_bytes);
   }
-  if (mode != FrameMode::NonKeyframe) cache.frames_ += n;
+  if (stores) {
+    cache.end_ += n;
+    cache.frames_ += n;
+  }
   cache.deferred_ = mode == FrameMode::Deferred;
-  if (mode != FrameMode::NonKeyframe && !cache.deferred_) cache.apply_history_bound();
+  if (stores && !cache.deferred_) cache.apply_history_bound();
+
+  // Activations: translation linear, quaternion linear, FoV relu.
+  Tensor out({iters, n, P});
+  be.download(out.f32(), raw, static_cast<size_t>(out.numel()) * sizeof(float));
+  float* o = out.f32();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    if (i % P >= 7) o[i] = std::max(o[i], 0.0f);
   return out;
 }
 

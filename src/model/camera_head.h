@@ -25,15 +25,16 @@
 //               rollback_deferred() (remove it from every (iteration, block) cache: the caches are
 //               exactly as before the step). Upstream never rolls the camera head back (golden
 //               README N1); the reference, and this engine, do.
-// The cache is a small append-only array per (iteration, block) rather than a KVCache backend: it
-// has no pages, no eviction, no special tokens and is touched once per block per step, so a
-// contiguous buffer read by kernels::dense_attention is the whole job.
+// The cache is a small append-only row buffer per (iteration, block) in the memory of the backend
+// the head runs on (device memory on CUDA, so a frame's camera tokens never leave the device) rather
+// than a KVCache: it has no pages, no eviction, no special tokens and is touched once per block per
+// step, so one or two contiguous row runs read by attention_dense are the whole job.
 //
 // Split: CameraHead holds the immutable weights (build it once per loaded model, share it);
 // CameraHeadCache is the per-stream state (one per session, sized for its iteration count).
 //   CameraHead head(config.camera, weights);          // consumes the camera_head.* tensors
-//   CameraHeadCache cache = head.make_cache(iters);   // per stream; reset() for a new sequence
-//   Tensor poses = head.step(cache, mode, RowsView{last_output, n_frames, 2C, P·2C}, threads);
+//   CameraHeadCache cache = head.make_cache(be, iters);  // per stream, on backend `be`; reset() for a new sequence
+//   Tensor poses = head.step(be, cache, mode, RowsView{last_output, n_frames, 2C, P·2C});
 #include <cstdint>
 #include <vector>
 
@@ -47,8 +48,9 @@
 namespace lingbot::model {
 
 // Per-stream state of the camera head: the camera-token K/V caches, [iteration][trunk block], each
-// one f32 K row and one f32 V row of dim_in floats per stored frame. Owned by the streaming session
-// (one per stream); created by CameraHead::make_cache().
+// one f32 K row and one f32 V row of dim_in floats per stored frame, plus the step's activations, all
+// in the memory of the backend it was made on (which must outlive it). Owned by the streaming session
+// (one per stream); created by CameraHead::make_cache(). Move-only.
 class CameraHeadCache {
  public:
   int num_iterations() const { return iterations_; }
@@ -56,8 +58,9 @@ class CameraHeadCache {
   int64_t frames_dropped() const { return dropped_; }  // stored frames the history bound removed
   // Bounded history (SessionOptions::max_special_frames): after each storing step only the first
   // `keep_first` stored frames and the newest `keep_recent` stored frames stay (older ones in between
-  // are removed; the buffers keep their capacity, so memory stays flat). keep_recent 0 = keep all
-  // (upstream). Set before the first step of a sequence; reset() keeps it.
+  // are dropped without moving any row; the buffers are reallocated only when full, to twice the held
+  // frames, so memory stays flat). keep_recent 0 = keep all (upstream). Set before the first step of a
+  // sequence; reset() keeps it.
   void set_history_bound(int64_t keep_first, int64_t keep_recent);
   int64_t bytes() const;                      // K+V bytes held now, all caches
   int64_t bytes_reserved() const;             // K+V bytes allocated, all caches
@@ -66,23 +69,36 @@ class CameraHeadCache {
   void commit_deferred();
   void rollback_deferred();
   bool deferred_pending() const { return deferred_; }
-  // The stored K then V rows of every (iteration, block) cache, in order: equal bytes = equal state.
+  // The stored K then V rows of every (iteration, block) cache, in order (copied to the host): equal
+  // bytes = equal state.
   std::vector<unsigned char> live_bytes() const;
 
  private:
   friend class CameraHead;
   struct Entry {
-    std::vector<float> k, v;
+    Buffer k, v;  // f32 [capacity_, dim_] each, in backend memory
   };
-  CameraHeadCache(int iterations, int64_t trunk_depth, int64_t dim);
+  // The step's activations (grow-only, reused by every step).
+  struct Workspace {
+    compute::Scratch t, a, x, emb, mod, hid, delta, pose, raw, h, qkv, att, m;
+  };
+  CameraHeadCache(compute::Backend& be, int iterations, int64_t trunk_depth, int64_t dim);
+  // Row ranges of the held frames, oldest first: rows [0, first_) then [begin_, end_) of every buffer.
+  // Dropping frames advances begin_; appending writes at end_ (reallocating first when full).
+  void make_room(int64_t rows);  // ensures end_ + rows <= capacity_, compacting into new buffers
+  void apply_history_bound();
+
+  compute::Backend* be_ = nullptr;
   int iterations_ = 0;
   int64_t depth_ = 0, dim_ = 0;
   std::vector<Entry> entries_;  // [iteration * trunk_depth + block]
+  int64_t capacity_ = 0;        // rows of every buffer
+  int64_t first_ = 0, begin_ = 0, end_ = 0;
   int64_t frames_ = 0;
   bool deferred_ = false;
   int64_t dropped_ = 0;
   int64_t keep_first_ = 0, keep_recent_ = 0;
-  void apply_history_bound();
+  Workspace ws_;
 };
 
 // The camera head's weights: immutable after construction, shareable by any number of streams.
@@ -93,18 +109,18 @@ class CameraHead {
   // loaded checkpoint is not held twice. Throws Error naming the first missing or mis-shaped tensor.
   CameraHead(const CameraHeadConfig& config, io::TensorMap& weights, const std::string& prefix = "camera_head.");
 
-  // An empty cache for `num_iterations` refinement iterations (0 = config.num_iterations).
+  // An empty cache for `num_iterations` refinement iterations (0 = config.num_iterations), in the
+  // memory of `be` (which must outlive the cache; every step of this cache runs on it).
   // Throws Error unless num_iterations >= 1 after that substitution.
-  CameraHeadCache make_cache(int num_iterations = 0) const;
+  CameraHeadCache make_cache(compute::Backend& be, int num_iterations = 0) const;
 
   // One streaming step. camera_tokens: n_frames rows of dim_in floats (token 0 of each frame of the
   // last aggregator output, f32). Returns f32 [cache.num_iterations(), n_frames, 9]: the activated
   // pose encoding [t_x, t_y, t_z, q_x, q_y, q_z, q_w, fov_h, fov_w] after each iteration (the last
   // row is the final pose). Modes: see the header comment. Throws Error, leaving the cache unchanged,
-  // on a bad shape, a cache of another head, or a bad mode/frame-count combination. Runs on `be`,
-  // which must keep its memory on the host (the cache's K/V are host vectors; the head is a few rows
-  // per frame, latency-bound on any device), so camera_tokens are host memory. Results do not depend
-  // on the CPU backend's thread count.
+  // on a bad shape, a cache of another head or another backend, or a bad mode/frame-count combination.
+  // Runs on `be`, the cache's backend: camera_tokens are in its memory; the poses are copied back once
+  // per step. Results do not depend on the CPU backend's thread count.
   Tensor step(compute::Backend& be, CameraHeadCache& cache, FrameMode mode, const RowsView& camera_tokens) const;
 
   const CameraHeadConfig& config() const { return cfg_; }
@@ -115,8 +131,8 @@ class CameraHead {
     Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
   };
 
-  void run_block(compute::Backend& be, const Block& blk, CameraHeadCache::Entry& cache, FrameMode mode, float* x,
-                 int64_t n) const;
+  void run_block(compute::Backend& be, const Block& blk, CameraHeadCache& cache, CameraHeadCache::Entry& entry,
+                 FrameMode mode, float* x, int64_t n) const;
 
   CameraHeadConfig cfg_;
   std::vector<Block> blocks_;

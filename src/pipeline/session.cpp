@@ -5,7 +5,6 @@
 #include <cstring>
 #include <optional>
 
-#include "compute/cpu/cpu_backend.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "kvcache/dense_kv_cache.h"
@@ -53,10 +52,6 @@ struct Session::Impl {
   SessionOptions opt;
   // Where the model's ops run (declared before every buffer it allocates, so it outlives them).
   std::unique_ptr<compute::Backend> backend;
-  // The camera head's, when `backend` keeps its memory off the host (the head's cache is host memory;
-  // it is a few rows per frame): its input rows are copied into camera_rows.
-  std::unique_ptr<compute::Backend> host_backend;
-  std::vector<float> camera_rows;
   HostAllocator allocator;
   std::unique_ptr<KVCache> cache;
   std::optional<model::CameraHeadCache> camera_cache;  // per-stream camera-token caches
@@ -228,16 +223,8 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
     const PhaseClock clock(phases.camera_head);
-    model::RowsView tokens{selected.back().data(), n, C2, P * C2};
-    compute::Backend* head_backend = backend.get();
-    if (host_backend) {  // token 0 of each frame, to the host
-      camera_rows.resize(static_cast<size_t>(n * C2));
-      for (int64_t f = 0; f < n; ++f)
-        backend->download(camera_rows.data() + f * C2, tokens.row(f), static_cast<size_t>(C2) * sizeof(float));
-      tokens = {camera_rows.data(), n, C2, C2};
-      head_backend = host_backend.get();
-    }
-    const Tensor poses = model->camera_head().step(*head_backend, *camera_cache, mode, tokens);  // [iters, n, 9]
+    const model::RowsView tokens{selected.back().data(), n, C2, P * C2};  // token 0 of each frame
+    const Tensor poses = model->camera_head().step(*backend, *camera_cache, mode, tokens);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
@@ -275,8 +262,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
   impl_->opt = resolve(options, model->config());
   impl_->backend = make_session_backend(impl_->opt.device, impl_->opt.threads);
-  if (impl_->backend->allocator().kind() != MemoryKind::Host)
-    impl_->host_backend = std::make_unique<compute::CpuBackend>(impl_->opt.threads);
   const auto& idx = model->config().dpt.intermediate_layer_idx;
   const size_t n_selected = model->config().aggregator.selected_layers.size();
   for (int64_t i : idx)
@@ -285,7 +270,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
                   " selected aggregator outputs");
   if (impl_->opt.camera_head) {
     const SessionOptions& o = impl_->opt;
-    impl_->camera_cache.emplace(model->camera_head().make_cache(o.camera_iterations));
+    impl_->camera_cache.emplace(model->camera_head().make_cache(*impl_->backend, o.camera_iterations));
     // The camera tokens the aggregator still sees: pinned scale frames, window and kept frames.
     if (o.max_special_frames > 0)
       impl_->camera_cache->set_history_bound(*o.include_scale_frames ? o.scale_frames : 0,

@@ -507,6 +507,33 @@ TEST(CudaComputeBackend, GroupedAttentionPerFrame) {
   }
 }
 
+// AttentionPrecision::Bf16 (the encoder and frame blocks of a bf16 model): f32 K/V are rounded to bf16
+// and the default impl runs on them (the tensor-core kernel at head_dim 64 on sm_80+). Within the
+// tensor-core bound of the CPU's bf16 attention (native bf16 where the CPU has it, else f32), and not
+// the f32 result: the rounding happened.
+TEST(CudaComputeBackend, Bf16GroupedAttentionRoundsKeysAndValues) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(13);
+  Dual d;  // AttentionImpl::Auto
+  const int heads = 2, hd = 64, group = 13, groups = 3, n = group * groups;
+  const int64_t row = heads * hd, stride = 3 * row;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  Pair buf = d.put(random_vec(rng, n * stride, -2.f, 2.f));
+  const auto kv_of = [&](float* base) { return k::KVSpan{base + row, base + 2 * row, DType::F32, n, stride}; };
+  Pair out = d.filled(n * row, 0.f), f32 = d.filled(n * row, 0.f);
+  const auto bf16 = compute::AttentionPrecision::Bf16;
+  d.cpu.attention_grouped(qview(buf.c(), n, heads, hd, stride), kv_of(buf.c()), group, out.c(), scale, bf16);
+  d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), group, out.g(), scale, bf16);
+  d.compare(out, 3e-2, "attention_grouped bf16");
+  d.gpu.attention_grouped(qview(buf.g(), n, heads, hd, stride), kv_of(buf.g()), group, f32.g(), scale,
+                          compute::AttentionPrecision::F32);
+  const auto a = d.get_gpu(out), b = d.get_gpu(f32);
+  double maxdiff = 0;
+  for (size_t i = 0; i < a.size(); ++i) maxdiff = std::max(maxdiff, double(std::fabs(a[i] - b[i])));
+  EXPECT_GT(maxdiff, 0.0) << "bf16 precision gave the f32 result";
+  EXPECT_LT(maxdiff, 3e-2);
+}
+
 TEST(CudaComputeBackend, CachedAttentionOverPagedAndSpanKeys) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(11);

@@ -3,6 +3,7 @@
 // keyframes) and the per-iteration pose encodings are compared (tolerance 1e-4 absolute, README).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "geometry_golden_util.h"
@@ -12,12 +13,6 @@
 #include "model/camera_head.h"
 #include "model/geometry.h"
 
-// A CPU backend for one call (its ops keep no state but the thread count; the results are host tensors).
-struct Cpu {
-  lingbot::compute::CpuBackend be;
-  explicit Cpu(int threads) : be(threads) {}
-  operator lingbot::compute::Backend&() { return be; }
-};
 
 namespace lingbot::model {
 namespace {
@@ -66,18 +61,18 @@ RowsView camera_rows(const Tensor& agg, int64_t f0, int64_t n) {
 }
 
 // Streams frames 0..S-1 the way the tiny reference does; returns [iters, S, 9].
-Tensor stream_tiny(const CameraHead& head, CameraHeadCache& cache, const Tensor& agg, int scale_frames, int threads,
-                   std::vector<int64_t>* cached = nullptr) {
+Tensor stream_tiny(compute::Backend& be, const CameraHead& head, CameraHeadCache& cache, const Tensor& agg,
+                   int scale_frames, std::vector<int64_t>* cached = nullptr) {
   const int64_t S = agg.dim(0), iters = cache.num_iterations();
   Tensor all({iters, S, 9});
   auto put = [&](const Tensor& step, int64_t f0, int64_t n) {
     for (int64_t it = 0; it < iters; ++it)
       std::memcpy(all.f32() + (it * S + f0) * 9, step.f32() + it * n * 9, n * 9 * sizeof(float));
   };
-  put(head.step(Cpu(threads), cache, FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames)), 0, scale_frames);
+  put(head.step(be, cache, FrameMode::ScalePhase, camera_rows(agg, 0, scale_frames)), 0, scale_frames);
   if (cached) cached->push_back(cache.frames());
   for (int64_t f = scale_frames; f < S; ++f) {
-    put(head.step(Cpu(threads), cache, FrameMode::Keyframe, camera_rows(agg, f, 1)), f, 1);
+    put(head.step(be, cache, FrameMode::Keyframe, camera_rows(agg, f, 1)), f, 1);
     if (cached) cached->push_back(cache.frames());
   }
   return all;
@@ -88,11 +83,12 @@ TEST(CameraHeadGolden, TinyStreamMatchesReferencePoses) {
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
+  compute::CpuBackend cpu(1);
   EXPECT_TRUE(w.empty()) << "the head takes every camera_head.* tensor";
-  CameraHeadCache cache = head.make_cache();
+  CameraHeadCache cache = head.make_cache(cpu);
   EXPECT_EQ(cache.num_iterations(), 4);
   std::vector<int64_t> cached;
-  const Tensor got = stream_tiny(head, cache, c->ref.at("aggregated_3"), 2, 1, &cached);
+  const Tensor got = stream_tiny(cpu, head, cache, c->ref.at("aggregated_3"), 2, &cached);
   const Tensor& ref_iters = c->ref.at("pose_enc_iters");
   ASSERT_EQ(got.shape(), ref_iters.shape());
   const test::Diff d = test::diff(got.f32(), ref_iters.f32(), got.numel());
@@ -112,11 +108,12 @@ TEST(CameraHeadGolden, FewerIterationsAreExactPrefixes) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache cache4 = head.make_cache(4);
-  const Tensor full = stream_tiny(head, cache4, agg, 2, 1);
+  compute::CpuBackend cpu(1);
+  CameraHeadCache cache4 = head.make_cache(cpu, 4);
+  const Tensor full = stream_tiny(cpu, head, cache4, agg, 2);
   for (int iters = 1; iters <= 3; ++iters) {
-    CameraHeadCache cache = head.make_cache(iters);
-    const Tensor got = stream_tiny(head, cache, agg, 2, 1);
+    CameraHeadCache cache = head.make_cache(cpu, iters);
+    const Tensor got = stream_tiny(cpu, head, cache, agg, 2);
     ASSERT_EQ(got.shape(), (Shape{iters, 10, 9}));
     EXPECT_EQ(std::memcmp(got.f32(), full.f32(), got.nbytes()), 0) << iters << " iterations";
   }
@@ -128,16 +125,18 @@ TEST(CameraHeadGolden, ThreadCountAndResetDoNotChangeResults) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache c1 = head.make_cache(), c2 = head.make_cache();
-  const Tensor a = stream_tiny(head, c1, agg, 2, 1);
-  const Tensor b = stream_tiny(head, c2, agg, 2, 2);
+  compute::CpuBackend cpu(1);
+  compute::CpuBackend cpu2(2);
+  CameraHeadCache c1 = head.make_cache(cpu), c2 = head.make_cache(cpu2);
+  const Tensor a = stream_tiny(cpu, head, c1, agg, 2);
+  const Tensor b = stream_tiny(cpu2, head, c2, agg, 2);
   EXPECT_EQ(std::memcmp(a.f32(), b.f32(), a.nbytes()), 0);
   const int64_t reserved = c2.bytes_reserved();
   c2.reset();
   EXPECT_EQ(c2.frames(), 0);
   EXPECT_EQ(c2.bytes(), 0);
   EXPECT_EQ(c2.bytes_reserved(), reserved) << "reset keeps the capacity";
-  const Tensor again = stream_tiny(head, c2, agg, 2, 2);
+  const Tensor again = stream_tiny(cpu2, head, c2, agg, 2);
   EXPECT_EQ(std::memcmp(a.f32(), again.f32(), a.nbytes()), 0);
 }
 
@@ -147,21 +146,22 @@ TEST(CameraHeadGolden, NonKeyframeLeavesTheCacheUnchanged) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache a = head.make_cache(), b = head.make_cache();
-  head.step(Cpu(1), a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  head.step(Cpu(1), b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  compute::CpuBackend cpu(1);
+  CameraHeadCache a = head.make_cache(cpu), b = head.make_cache(cpu);
+  head.step(cpu, a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(cpu, b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   // b sees frame 2 as a non-keyframe first: it gets a pose, but nothing is stored.
   const int64_t bytes_before = b.bytes();
-  const Tensor nk = head.step(Cpu(1), b, FrameMode::NonKeyframe, camera_rows(agg, 2, 1));
+  const Tensor nk = head.step(cpu, b, FrameMode::NonKeyframe, camera_rows(agg, 2, 1));
   EXPECT_EQ(b.frames(), 2);
   EXPECT_EQ(b.bytes(), bytes_before);
-  const Tensor ka = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  const Tensor ka = head.step(cpu, a, FrameMode::Keyframe, camera_rows(agg, 2, 1));
   // Frame 2 as a non-keyframe attends to {0, 1, 2}, exactly the keys it sees as a keyframe.
   EXPECT_LE(test::diff(nk.f32(), ka.f32(), nk.numel()).max_abs, 1e-6);
   // Later frames see the same caches in both heads.
-  head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, 2, 1));
-  const Tensor a3 = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, 3, 1));
-  const Tensor b3 = head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  head.step(cpu, b, FrameMode::Keyframe, camera_rows(agg, 2, 1));
+  const Tensor a3 = head.step(cpu, a, FrameMode::Keyframe, camera_rows(agg, 3, 1));
+  const Tensor b3 = head.step(cpu, b, FrameMode::Keyframe, camera_rows(agg, 3, 1));
   EXPECT_EQ(std::memcmp(a3.f32(), b3.f32(), a3.nbytes()), 0);
   EXPECT_EQ(a.frames(), 4);
   EXPECT_EQ(b.frames(), 4);
@@ -175,20 +175,21 @@ TEST(CameraHeadGolden, DeferredFrameRollsBackExactlyAndCommitsLikeAKeyframe) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache a = head.make_cache(), b = head.make_cache();
-  head.step(Cpu(1), a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  head.step(Cpu(1), b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  compute::CpuBackend cpu(1);
+  CameraHeadCache a = head.make_cache(cpu), b = head.make_cache(cpu);
+  head.step(cpu, a, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(cpu, b, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   for (int64_t f = 2; f < agg.dim(0); ++f) {
     const bool keep = f % 3 != 0;  // 3, 6, 9 rolled back
     const std::vector<unsigned char> before = b.live_bytes();
     const int64_t frames_before = b.frames();
-    const Tensor d = head.step(Cpu(1), b, FrameMode::Deferred, camera_rows(agg, f, 1));
+    const Tensor d = head.step(cpu, b, FrameMode::Deferred, camera_rows(agg, f, 1));
     EXPECT_TRUE(b.deferred_pending());
     EXPECT_EQ(b.frames(), frames_before + 1);
-    EXPECT_THROW(head.step(Cpu(1), b, FrameMode::Keyframe, camera_rows(agg, f, 1)), Error);  // decide first
+    EXPECT_THROW(head.step(cpu, b, FrameMode::Keyframe, camera_rows(agg, f, 1)), Error);  // decide first
     if (keep) {
       b.commit_deferred();
-      const Tensor k = head.step(Cpu(1), a, FrameMode::Keyframe, camera_rows(agg, f, 1));
+      const Tensor k = head.step(cpu, a, FrameMode::Keyframe, camera_rows(agg, f, 1));
       EXPECT_EQ(std::memcmp(d.f32(), k.f32(), d.nbytes()), 0) << "frame " << f;
       EXPECT_EQ(b.live_bytes(), a.live_bytes()) << "frame " << f;
     } else {
@@ -211,17 +212,18 @@ TEST(CameraHeadGolden, HistoryBoundKeepsFirstAndNewestFrames) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache full = head.make_cache(), bounded = head.make_cache();
+  compute::CpuBackend cpu(1);
+  CameraHeadCache full = head.make_cache(cpu), bounded = head.make_cache(cpu);
   constexpr int64_t K = 2, R = 3;
   bounded.set_history_bound(K, R);
-  head.step(Cpu(1), full, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  head.step(Cpu(1), bounded, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(cpu, full, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  head.step(cpu, bounded, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
   int64_t reserved_after_first_drop = -1;
   bool diverged = false;
   for (int64_t i = 2; i < 40; ++i) {
     const RowsView rows = camera_rows(agg, i % 10, 1);  // the 10 reference frames, looped
-    const Tensor a = head.step(Cpu(1), full, FrameMode::Keyframe, rows);
-    const Tensor b = head.step(Cpu(1), bounded, FrameMode::Keyframe, rows);
+    const Tensor a = head.step(cpu, full, FrameMode::Keyframe, rows);
+    const Tensor b = head.step(cpu, bounded, FrameMode::Keyframe, rows);
     const int64_t stored = i + 1;
     EXPECT_EQ(full.frames(), stored);
     EXPECT_EQ(bounded.frames(), std::min(stored, K + R));
@@ -233,6 +235,18 @@ TEST(CameraHeadGolden, HistoryBoundKeepsFirstAndNewestFrames) {
       EXPECT_TRUE(same) << "frame " << i;
     }
     diverged |= !same;
+    // The first (iteration, block) cache's K rows depend on the frame's token alone, so the bounded
+    // cache holds exactly the full cache's rows of frames [0, K) and the newest R, across the
+    // reallocations of its buffers (capacity 16 rows, 40 frames).
+    const std::vector<unsigned char> fb = full.live_bytes(), bb = bounded.live_bytes();
+    const size_t row = 256 * sizeof(float);
+    std::vector<unsigned char> expect(fb.begin(), fb.begin() + static_cast<std::ptrdiff_t>(std::min(stored, K) * row));
+    if (stored > K) {
+      const int64_t from = std::max(K, stored - R);
+      expect.insert(expect.end(), fb.begin() + static_cast<std::ptrdiff_t>(from * row),
+                    fb.begin() + static_cast<std::ptrdiff_t>(stored * row));
+    }
+    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), bb.begin())) << "frame " << i;
     if (stored == K + R + 1) reserved_after_first_drop = bounded.bytes_reserved();
     if (stored > K + R + 1) {
       EXPECT_EQ(bounded.bytes_reserved(), reserved_after_first_drop) << "frame " << i;
@@ -255,8 +269,9 @@ TEST(CameraHeadGolden, PosesDecodeToReferenceCameras) {
   if (!c) GTEST_SKIP() << "golden case tiny not available (see NOTE above)";
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache cache = head.make_cache();
-  const Tensor got = stream_tiny(head, cache, c->ref.at("aggregated_3"), 2, 1);
+  compute::CpuBackend cpu(1);
+  CameraHeadCache cache = head.make_cache(cpu);
+  const Tensor got = stream_tiny(cpu, head, cache, c->ref.at("aggregated_3"), 2);
   Tensor final_pose({10, 9});
   std::memcpy(final_pose.f32(), got.f32() + 3 * 90, 90 * sizeof(float));
   const CameraTensors cams = cameras_from_pose_encodings(final_pose, {70, 112});
@@ -271,7 +286,8 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   const Tensor& agg = c->ref.at("aggregated_3");
   io::TensorMap w = copy_weights(c->weights);
   const CameraHead head(c->cfg, w);
-  CameraHeadCache cache = head.make_cache();
+  compute::CpuBackend cpu(1);
+  CameraHeadCache cache = head.make_cache(cpu);
   auto expect_error = [](auto&& fn, const std::string& msg) {
     try {
       fn();
@@ -280,14 +296,14 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  expect_error([&] { head.step(Cpu(1), cache, FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}); },
+  expect_error([&] { head.step(cpu, cache, FrameMode::ScalePhase, {agg.f32(), 2, 128, 0}); },
                "camera head: camera tokens must be [n >= 1, 256] with row stride >= 256, got [2, 128] stride 128");
-  expect_error([&] { head.step(Cpu(1), cache, FrameMode::Keyframe, camera_rows(agg, 0, 2)); },
+  expect_error([&] { head.step(cpu, cache, FrameMode::Keyframe, camera_rows(agg, 0, 2)); },
                "camera head: a keyframe step takes 1 frame, got 2");
-  head.step(Cpu(1), cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
-  expect_error([&] { head.step(Cpu(1), cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
+  head.step(cpu, cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2));
+  expect_error([&] { head.step(cpu, cache, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
                "camera head: scale phase needs an empty cache, it holds 2 frames (call reset())");
-  expect_error([&] { head.step(Cpu(1), cache, FrameMode::NonKeyframe, camera_rows(agg, 2, 3)); },
+  expect_error([&] { head.step(cpu, cache, FrameMode::NonKeyframe, camera_rows(agg, 2, 3)); },
                "camera head: a non-keyframe step takes 1 frame, got 3");
   EXPECT_EQ(cache.frames(), 2);
 
@@ -298,7 +314,7 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   bad["camera_head.embed_pose.weight"] = Tensor({256, 8});
   expect_error([&] { CameraHead h(c->cfg, bad); },
                "camera_head.embed_pose.weight: expected shape [256, 9], got [256, 8]");
-  expect_error([&] { head.make_cache(-1); }, "camera head: num_iterations must be >= 1, got -1");
+  expect_error([&] { head.make_cache(cpu, -1); }, "camera head: num_iterations must be >= 1, got -1");
   // A cache made by a head of another shape is refused.
   io::TensorMap w2 = copy_weights(c->weights);
   for (const std::string n : {"norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
@@ -308,9 +324,15 @@ TEST(CameraHeadErrors, BadInputsNameTheProblem) {
   CameraHeadConfig deeper = c->cfg;
   deeper.trunk_depth = 2;
   const CameraHead head2(deeper, w2);
-  CameraHeadCache other = head2.make_cache();
-  expect_error([&] { head.step(Cpu(1), other, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
+  CameraHeadCache other = head2.make_cache(cpu);
+  expect_error([&] { head.step(cpu, other, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
                "camera head: the cache was made for another head (trunk depth 2, dim 256; this head has 1, 256)");
+  // A cache belongs to the backend it was made on (its rows live in that backend's memory).
+  compute::CpuBackend cpu2(1);
+  CameraHeadCache fresh = head.make_cache(cpu2);
+  expect_error([&] { head.step(cpu, fresh, FrameMode::ScalePhase, camera_rows(agg, 0, 2)); },
+               "camera head: the cache was made on another backend; run every step of a cache on the backend it "
+               "was made on");
 }
 
 }  // namespace

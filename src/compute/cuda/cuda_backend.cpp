@@ -274,8 +274,20 @@ void CudaBackend::attention_dense(const kernels::QueryView& q, std::span<const k
 }
 
 void CudaBackend::attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group,
-                                    float* out, float scale, AttentionPrecision /*precision: f32 for now*/) {
-  attention_grouped_by_dense(q, kv, group, out, scale);  // groups are frames: a few launches per call
+                                    float* out, float scale, AttentionPrecision precision) {
+  if (precision == AttentionPrecision::F32 || kv.dtype != DType::F32) {
+    attention_grouped_by_dense(q, kv, group, out, scale);  // groups are frames: a few launches per call
+    return;
+  }
+  // K and V rounded to bf16 once, packed [n_tokens, heads * head_dim] (the CPU's bits); the attention
+  // impl then runs on bf16 K/V (Auto: the tensor-core kernel at head_dim 64 on sm_80+).
+  const int64_t row = static_cast<int64_t>(q.heads) * q.head_dim, n = kv.n_tokens;
+  const size_t half = static_cast<size_t>(n * row) * dtype_size(DType::BF16);
+  auto* k16 = static_cast<char*>(scratch(kv_bf16_, 2 * half));
+  cuda::store_rows(static_cast<const float*>(kv.k), kv.token_stride, k16, DType::BF16, row, n, row, stream());
+  cuda::store_rows(static_cast<const float*>(kv.v), kv.token_stride, k16 + half, DType::BF16, row, n, row, stream());
+  const kernels::KVSpan kv16{k16, k16 + half, DType::BF16, kv.n_tokens, row};
+  attention_grouped_by_dense(q, kv16, group, out, scale);
 }
 
 void CudaBackend::attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,

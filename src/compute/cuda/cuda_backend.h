@@ -27,7 +27,8 @@
 //     activations to the weights dtype.
 //   * attention: AttentionImpl::Auto (the default) picks the tensor-core kernel for f16/bf16 K/V with
 //     head_dim 64, which rounds queries and probabilities to the K/V dtype (kernels/cuda/attention_cuda.h);
-//     Simt keeps the CPU's f32 math.
+//     Simt keeps the CPU's f32 math. attention_grouped at AttentionPrecision::Bf16 rounds f32 K/V to bf16
+//     first (the CPU does the same where it has native bf16 attention; a CPU without computes f32).
 //   * gelu / silu use the device erff / expf (within 2 ulp of the CPU's libm).
 //   * layer_norm / head_norm accumulate their statistics in double like the CPU, in a block-reduction
 //     order.
@@ -105,7 +106,8 @@ class CudaBackend final : public Backend {
 
   void attention_dense(const kernels::QueryView& q, std::span<const kernels::KVSpan> kv, float* out,
                        float scale) override;
-  // precision: f32 for now (AttentionPrecision allows it).
+  // precision Bf16 (f32 K/V): K/V rounded to bf16 first, then the attention impl over them (Auto: the
+  // tensor-core kernel, which also rounds q and the probabilities, as the CPU's native bf16 kernel).
   void attention_grouped(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
                          float scale, AttentionPrecision precision) override;
   void attention_cached(const kernels::QueryView& q, const kernels::VisibleKV& keys, float* out,
@@ -158,7 +160,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, Resident> params_;
   std::unordered_map<const void*, Resident> widened_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
-  Buffer lowp_x_, cols_, resize_mid_, channel_stats_;
+  Buffer lowp_x_, cols_, resize_mid_, channel_stats_, kv_bf16_;
 };
 
 }  // namespace lingbot::compute
