@@ -243,7 +243,11 @@ bench_model() {  # WxH FRAMES LIMIT_S
   fps=
   if [ "$rc" -eq 0 ] && [ -n "$ms" ] && awk -v m="$ms" 'BEGIN { exit !(m > 0) }'; then
     fps=$(awk -v m="$ms" 'BEGIN { printf "%.2f", 1000 / m }')
-    check "bench_model_$size" PASS "gpu=\"$gpu\" frames=$frames frame_wall_ms=$ms fps=$fps device_peak_bytes=${peak:-na}"
+    local phases="" p
+    for p in encoder frame_blocks global_blocks camera dpt; do  # device ms per phase (CUDA events)
+      phases="$phases ${p}_ms=$(value "$log" "wbf16_kvbf16_device_${p}_ms")"
+    done
+    check "bench_model_$size" PASS "gpu=\"$gpu\" frames=$frames frame_wall_ms=$ms fps=$fps device_peak_bytes=${peak:-na}$phases"
   else
     check "bench_model_$size" FAIL "gpu=\"$gpu\" frames=$frames $(why "$log")"
   fi

@@ -178,12 +178,18 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
           row.results = static_cast<int>(results.size());
           row.wall_ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
           row.cpu_ms = 1e3 * (PhaseClock::cpu_now() - c0);
-          const SessionPhaseTimes ph = session.stats().phases;
-          row.encoder_ms = 1e3 * (ph.encoder.cpu_s - prev.encoder.cpu_s);
-          row.frame_blocks_ms = 1e3 * (ph.frame_blocks.cpu_s - prev.frame_blocks.cpu_s);
-          row.global_blocks_ms = 1e3 * (ph.global_blocks.cpu_s - prev.global_blocks.cpu_s);
-          row.camera_ms = 1e3 * (ph.camera_head.cpu_s - prev.camera_head.cpu_s);
-          row.dpt_ms = 1e3 * (ph.dpt_head.cpu_s - prev.dpt_head.cpu_s);
+          const SessionStats st = session.stats();
+          const SessionPhaseTimes& ph = st.phases;
+          // A device session's phases: the device's time for their work (the host only queues it).
+          const bool on_device = st.device_peak_bytes.has_value();
+          const auto ms = [&](const PhaseTime& now, const PhaseTime& before) {
+            return 1e3 * (on_device ? now.device_s - before.device_s : now.cpu_s - before.cpu_s);
+          };
+          row.encoder_ms = ms(ph.encoder, prev.encoder);
+          row.frame_blocks_ms = ms(ph.frame_blocks, prev.frame_blocks);
+          row.global_blocks_ms = ms(ph.global_blocks, prev.global_blocks);
+          row.camera_ms = ms(ph.camera_head, prev.camera_head);
+          row.dpt_ms = ms(ph.dpt_head, prev.dpt_head);
           prev = ph;
           if (o.writers) {
             PhaseTime wt;
@@ -210,6 +216,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
           if (row.results == 1 && i >= o.scale_frames) {
             frame_wall += row.wall_ms;
             frame_cpu += row.cpu_ms;
+            const double phase[5] = {row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms, row.camera_ms, row.dpt_ms};
+            for (int k = 0; k < 5; ++k) c.frame_phase_ms[k] += phase[k];
             ++frame_n;
           } else if (row.results > 1) {
             c.scale_phase_cpu_ms = row.cpu_ms;
@@ -219,6 +227,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
                          o.frames, row.results, row.wall_ms, row.cpu_ms, static_cast<double>(row.peak_rss_bytes) / kGiB);
           r.rows.push_back(row);
         }
+        for (double& p : c.frame_phase_ms) p = frame_n ? p / frame_n : 0;
+        c.phases_on_device = session.stats().device_peak_bytes.has_value();
         c.frame_wall_ms = frame_n ? frame_wall / frame_n : 0;
         c.frame_cpu_ms = frame_n ? frame_cpu / frame_n : 0;
       }
@@ -267,6 +277,11 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
       s.emplace_back(key(c) + "_device_peak_bytes", std::to_string(*c.device_peak_bytes));
       s.emplace_back(key(c) + "_device_peak_gib", fmt(static_cast<double>(*c.device_peak_bytes) / kGiB, 2));
     }
+    if (c.phases_on_device) {  // device ms per phase, means over the single-frame pushes
+      static constexpr const char* kPhase[5] = {"encoder", "frame_blocks", "global_blocks", "camera", "dpt"};
+      for (size_t k = 0; k < c.frame_phase_ms.size(); ++k)
+        s.emplace_back(key(c) + "_device_" + kPhase[k] + "_ms", fmt(c.frame_phase_ms[k], 2));
+    }
     if (!base && c.weights == DType::F32) base = &c;
   }
   if (base && base->frame_cpu_ms > 0)
@@ -287,12 +302,17 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
     std::fprintf(f, "calibration: %s weights, linear %lldx%lld->%lld: %.1f GFLOP/s wall, %.1f GFLOP per CPU-second (%s)\n",
                  dtype_name(cal.weights).data(), static_cast<long long>(cal.rows), static_cast<long long>(cal.in),
                  static_cast<long long>(cal.out), cal.gflops, cal.gflops_per_cpu_s, cal.path.c_str());
+  const bool device_phases = !r.configs.empty() && r.configs.front().phases_on_device;
+  std::fprintf(f, "phase columns (encoder .. dpt): %s\n",
+               device_phases ? "device ms (CUDA events around each phase's queued work)" : "process CPU ms");
   std::fprintf(f, "%-14s %5s %4s %9s %9s %8s %8s %8s %7s %7s %7s %9s %9s\n", "config", "push", "res", "wall ms", "CPU ms",
                "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB", "dev GiB");
   for (const auto& row : r.rows) {
     const ModelBenchConfig& c = r.configs[static_cast<size_t>(row.config)];
     const std::string dev = row.device_peak_bytes ? fmt(static_cast<double>(*row.device_peak_bytes) / kGiB, 2) : "-";
-    std::fprintf(f, "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f %9s\n", key(c).c_str(), row.push,
+    std::fprintf(f, device_phases ? "%-14s %5d %4d %9.1f %9.0f %8.2f %8.2f %8.2f %7.2f %7.2f %7.0f %9.2f %9s\n"
+                                  : "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f %9s\n",
+                 key(c).c_str(), row.push,
                  row.results, row.wall_ms, row.cpu_ms, row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms,
                  row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB, dev.c_str());
   }

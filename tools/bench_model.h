@@ -9,6 +9,7 @@
 // `run` writes them), RSS and peak RSS (the peak is reset before each configuration's model is built,
 // so it covers building the weights, the scale phase and the stream). A same-run calibration times
 // kernels::linear at the model's fc1 shape for f32 (OpenBLAS sgemm) and each reduced weights dtype.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,7 +59,9 @@ struct ModelBenchRow {
   int push = 0;                  // 1-based push count (frames pushed so far)
   int results = 0;               // frame results this push returned (scale phase: scale_frames, then 1)
   double wall_ms = 0, cpu_ms = 0;  // push_frame (+ finish) wall / process CPU
-  double encoder_ms = 0, frame_blocks_ms = 0, global_blocks_ms = 0, camera_ms = 0, dpt_ms = 0;  // CPU
+  // Per phase: process CPU ms on the CPU; device ms (CUDA events around each phase's queued work) on
+  // a device, where the host's CPU time is only the time to queue the work.
+  double encoder_ms = 0, frame_blocks_ms = 0, global_blocks_ms = 0, camera_ms = 0, dpt_ms = 0;
   double writers_ms = 0;         // CPU of writing this push's results
   int64_t rss_bytes = 0, peak_rss_bytes = 0;
   std::optional<int64_t> device_peak_bytes;  // SessionStats::device_peak_bytes after the push (cuda; none on cpu)
@@ -72,6 +75,10 @@ struct ModelBenchConfig {
   // Means over the pushes after the scale phase (single-frame steps).
   double frame_wall_ms = 0, frame_cpu_ms = 0;
   double scale_phase_cpu_ms = 0;
+  // Means of the rows' phase ms (encoder, frame blocks, global blocks, camera, DPT) over the same
+  // pushes; device ms when phases_on_device, else CPU ms (see ModelBenchRow).
+  std::array<double, 5> frame_phase_ms{};
+  bool phases_on_device = false;
   int64_t peak_rss_bytes = 0;
   std::optional<int64_t> device_peak_bytes;  // the session's device peak at its end (cuda; none on cpu)
 };

@@ -390,7 +390,7 @@ void add_bench_command(CLI::App& app) {
   kv->callback([args] { run_bench_kv(*args); });
 
   auto* model = bench->add_subcommand(
-      "model", "End-to-end frames through a random-weight model built in memory (no checkpoint): per-phase CPU time, "
+      "model", "End-to-end frames through a random-weight model built in memory (no checkpoint): per-phase CPU time (device time with --device cuda), "
                "peak RSS, same-run GEMM calibration; --weights-dtype / --kv-dtype sweeps");
   auto margs = std::make_shared<BenchModelArgs>();
   model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")->capture_default_str();

@@ -28,6 +28,7 @@
 #include "kernels/attention_views.h"  // QueryView, KVSpan, VisibleKV (device-neutral)
 #include "lingbot/device.h"
 #include "lingbot/dtype.h"
+#include "lingbot/phase_time.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::compute {
@@ -117,6 +118,16 @@ class Backend {
   virtual void make_resident(const Tensor& param) = 0;
   // The backend-memory copy of a parameter (the tensor's own data on the CPU), made resident first.
   virtual const void* resident(const Tensor& param) = 0;
+
+  // ---- device time -------------------------------------------------------------------------------
+  // Phase times of queued device work (compute/phase_scope.h): device_timer_start() marks the start
+  // of a phase on the backend's stream, device_timer_stop(into) its end; collect_device_times() waits
+  // for the last marker and adds each start..stop span to its `into.device_s`. Each `into` must stay
+  // alive until then. Starts and stops pair up like brackets. Host backends do nothing (their phases
+  // have host time only).
+  virtual void device_timer_start() {}
+  virtual void device_timer_stop(PhaseTime& into) { (void)into; }
+  virtual void collect_device_times() {}
 
   // ---- dense ops (shapes and semantics: kernels/cpu/ops.h) ----------------------------------------
   // y[n, out] = x[n, in] · W^T (+ b): W [out, in] in f32, f16 or bf16 (the weights dtype), b f32 [out]

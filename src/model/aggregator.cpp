@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "compute/phase_scope.h"
 #include "core/error.h"
 #include "model/take_weight.h"
 
@@ -130,7 +131,7 @@ void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFra
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
     {
-      const PhaseClock clock(s.frame_blocks);
+      const compute::PhaseScope phase(be, s.frame_blocks);
       block_forward(be, frame_blocks_[static_cast<size_t>(d)], tokens, rows, s.block, rotate_frame, attend_frame);
     }
     if (slot >= 0) copy_half(be, tokens, rows, C, selected[static_cast<size_t>(slot)].data(), 0);
@@ -139,7 +140,7 @@ void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFra
       be.attention_cached(q, cache.store(block, kv), out, attention_scale);
     };
     {
-      const PhaseClock clock(s.global_blocks);
+      const compute::PhaseScope phase(be, s.global_blocks);
       block_forward(be, global_blocks_[static_cast<size_t>(d)], tokens, rows, s.block, rotate_global, attend_global);
     }
     if (slot >= 0) copy_half(be, tokens, rows, C, selected[static_cast<size_t>(slot)].data(), C);

@@ -14,6 +14,7 @@
 #include "model/dpt_head.h"
 #include "model/encoder.h"
 #include "model/geometry.h"
+#include "compute/phase_scope.h"
 #include "pipeline/session_backend.h"
 
 namespace lingbot {
@@ -153,7 +154,7 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
 }
 
 void Session::Impl::encode(const float* image, float* out) {
-  const PhaseClock clock(phases.encoder);
+  const compute::PhaseScope phase(*backend, phases.encoder);
   const int64_t n = 3 * height * width;
   backend->upload(this->image.reserve(*backend, n), image, static_cast<size_t>(n) * sizeof(float));
   model->encoder().forward(*backend, this->image.data(), height, width, pos_embed, out, enc_scratch);
@@ -207,6 +208,7 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     }
   }
   run_heads(mode, results);
+  backend->collect_device_times();  // the heads' results were copied back: the device is idle
   if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) note_stored(results.back());
   return results;
 }
@@ -222,7 +224,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   const model::ImageSize size{static_cast<int>(height), static_cast<int>(width)};
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
-    const PhaseClock clock(phases.camera_head);
+    const compute::PhaseScope phase(*backend, phases.camera_head);
     const model::RowsView tokens{selected.back().data(), n, C2, P * C2};  // token 0 of each frame
     const Tensor poses = model->camera_head().step(*backend, *camera_cache, mode, tokens);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
@@ -242,7 +244,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
     }
   }
   if (opt.depth_head) {
-    const PhaseClock clock(phases.dpt_head);
+    const compute::PhaseScope phase(*backend, phases.dpt_head);
     const auto& idx = cfg.dpt.intermediate_layer_idx;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];

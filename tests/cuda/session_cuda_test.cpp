@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +153,42 @@ TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
 
 // `--weights-dtype auto` on CUDA asks the device for its compute capability (the host emulation
 // reports sm_90).
+// Phase times: on the device every phase gains device time (CUDA events around its queued work;
+// emulated, the host clock) with every step; a CPU session's phases have none. Wall time grows on both.
+TEST(CudaSession, PhasesHaveDeviceTimeOnTheDeviceOnly) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  const std::string dir = tiny_dir();
+  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors")) << dir;
+  const auto model = Model::load(dir + "weights.safetensors");
+  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 5);
+  SessionOptions o;
+  o.scale_frames = 2;
+  o.kv_window = 2;
+  o.threads = 2;
+  const auto all = [](const SessionPhaseTimes& p) {
+    return std::array<PhaseTime, 5>{p.encoder, p.frame_blocks, p.global_blocks, p.camera_head, p.dpt_head};
+  };
+  for (const Device d : {Device::Cpu, Device::Cuda}) {
+    o.device = d;
+    Session s(model, o);
+    std::array<PhaseTime, 5> prev{};
+    for (int64_t i = 0; i < frames; ++i) {
+      if (s.push_frame(images.f32() + i * 3 * H * W, H, W).empty()) continue;  // scale frames buffered
+      const std::array<PhaseTime, 5> now = all(s.stats().phases);
+      for (size_t k = 0; k < now.size(); ++k) {
+        if (d == Device::Cpu) {
+          EXPECT_EQ(now[k].device_s, 0.0) << "phase " << k;
+        } else {
+          EXPECT_GT(now[k].device_s, prev[k].device_s) << "phase " << k << ", frame " << i;
+        }
+        EXPECT_GT(now[k].wall_s, prev[k].wall_s) << "phase " << k << ", frame " << i;
+      }
+      prev = now;
+    }
+  }
+}
+
 TEST(CudaSession, AutoWeightsDtypeFollowsTheComputeCapability) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   const cuda::ComputeCapability cc = cuda::compute_capability(0);

@@ -103,6 +103,42 @@ void CudaBackend::copy_rows(void* dst, int64_t dst_pitch, const void* src, int64
                                        cudaMemcpyDeviceToDevice, stream()));
 }
 
+CudaBackend::TimingEvents::~TimingEvents() {
+  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+}
+
+size_t CudaBackend::record_timing_event() {
+  if (timing_used_ == timing_.events.size()) {
+    cudaEvent_t e = nullptr;
+    LINGBOT_CUDA_CHECK(cudaEventCreate(&e));
+    timing_.events.push_back(e);
+  }
+  LINGBOT_CUDA_CHECK(cudaEventRecord(timing_.events[timing_used_], stream()));
+  return timing_used_++;
+}
+
+void CudaBackend::device_timer_start() { timing_open_.push_back(record_timing_event()); }
+
+void CudaBackend::device_timer_stop(PhaseTime& into) {
+  LINGBOT_CHECK(!timing_open_.empty(), "cuda backend: device_timer_stop without device_timer_start");
+  const size_t start = timing_open_.back();
+  timing_open_.pop_back();
+  timing_spans_.push_back({start, record_timing_event(), &into});
+  if (timing_spans_.size() >= kMaxTimedSpans && timing_open_.empty()) collect_device_times();
+}
+
+void CudaBackend::collect_device_times() {
+  if (timing_spans_.empty()) return;
+  LINGBOT_CUDA_CHECK(cudaEventSynchronize(timing_.events[timing_spans_.back().stop]));
+  for (const TimedSpan& t : timing_spans_) {
+    float ms = 0;
+    LINGBOT_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_.events[t.start], timing_.events[t.stop]));
+    t.into->device_s += 1e-3 * ms;
+  }
+  timing_spans_.clear();
+  if (timing_open_.empty()) timing_used_ = 0;  // open starts keep their events until they stop
+}
+
 void CudaBackend::synchronize() { LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
 void CudaBackend::make_resident(const Tensor& param) { (void)resident(param); }

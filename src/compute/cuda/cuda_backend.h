@@ -39,6 +39,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -72,6 +73,12 @@ class CudaBackend final : public Backend {
   size_t peak_bytes() const { return alloc_.peak_bytes(); }
   std::optional<size_t> device_peak_bytes() const override { return alloc_.peak_bytes(); }
   Allocator& allocator() override { return alloc_; }
+  // Device phase times from CUDA events on the stream (reused after each collect; a backend whose
+  // owner never collects collects by itself every kMaxTimedSpans spans, waiting for the device).
+  void device_timer_start() override;
+  void device_timer_stop(PhaseTime& into) override;
+  void collect_device_times() override;
+  static constexpr size_t kMaxTimedSpans = 4096;
   // Returns once `host` may be reused: a pageable source is copied into pinned staging
   // (kernels/cuda/pinned_staging.h) and the transfer enqueued from there without waiting for the
   // device; a source that is already pinned is waited for.
@@ -151,9 +158,27 @@ class CudaBackend final : public Backend {
     OwnedStream& operator=(const OwnedStream&) = delete;
   };
 
+  // Timing events, created on first use and reused; destroyed before the stream.
+  struct TimingEvents {
+    std::vector<cudaEvent_t> events;
+    TimingEvents() = default;
+    ~TimingEvents();
+    TimingEvents(const TimingEvents&) = delete;
+    TimingEvents& operator=(const TimingEvents&) = delete;
+  };
+  struct TimedSpan {
+    size_t start, stop;  // indices into timing_.events
+    PhaseTime* into;
+  };
+  size_t record_timing_event();
+
   CudaBackendOptions options_;
   std::string description_;
   OwnedStream stream_;
+  TimingEvents timing_;
+  size_t timing_used_ = 0;            // events recorded since the last collect
+  std::vector<size_t> timing_open_;   // started, not yet stopped
+  std::vector<TimedSpan> timing_spans_;
   cuda::StreamPoolAllocator alloc_;
   cuda::PinnedStaging staging_;  // destroyed before the stream: it waits for its transfers
   std::unique_ptr<cuda::CudaContext> ctx_;

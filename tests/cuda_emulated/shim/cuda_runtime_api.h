@@ -4,6 +4,7 @@
 // tested against the CPU backend) on machines without a GPU: one emulated device whose memory is
 // host memory, synchronous copies, and kernels run by a single "thread" (blockIdx 0, blockDim 1,
 // gridDim 1: the kernels' grid-stride loops then cover every element in order). Test code only.
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -97,9 +98,13 @@ inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-// Pinned host memory and events (kernels/cuda/pinned_staging): copies are synchronous here, so every
-// event has completed by the time it is queried.
-typedef int* cudaEvent_t;
+// Pinned host memory and events (kernels/cuda/pinned_staging, the backend's phase timers): copies
+// and kernels are synchronous here, so every event has completed by the time it is queried, and an
+// event records the host clock (elapsed time = the host time of the emulated work in between).
+struct EmulatedEvent {
+  double ms = 0;
+};
+typedef EmulatedEvent* cudaEvent_t;
 constexpr unsigned cudaEventDisableTiming = 2, cudaHostAllocDefault = 0;
 inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
   *p = std::malloc(n);
@@ -110,19 +115,24 @@ inline cudaError_t cudaFreeHost(void* p) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = new int(0);
+  *e = new EmulatedEvent;
   return cudaSuccess;
 }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
-  ++*e;
+  e->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = static_cast<float>(end->ms - start->ms);
+  return cudaSuccess;
+}
 inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void*) {
   a->type = cudaMemoryTypeDevice;  // every pointer counts as device memory of the emulated device
   return cudaSuccess;
