@@ -1,7 +1,8 @@
 // CUDA paged / dense attention (see attention_cuda.h). Two kernels share one key walk:
 //   attn_simt_kernel  one thread per query row, f32 math, any dtype, head_dim <= 128
 //   attn_mma_kernel   one warp per 16 query rows, mma.sync m16n8k16 (f16/bf16 in, f32 accumulate),
-//                     head_dim 64, K/V tiles double-buffered in shared memory with cp.async
+//                     head_dim 64, K/V tiles double-buffered in shared memory with cp.async, B fragments
+//                     loaded with ldmatrix (.trans for V)
 // Keys are walked segment by segment (page-table entries first, then extra spans) in tiles; a
 // tile never straddles a segment and rows past the segment's end are zero-filled in shared memory,
 // never loaded, so padding (even NaN) cannot reach the softmax.
@@ -296,8 +297,29 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
   }
 }
 
-__device__ __forceinline__ uint32_t pack_u16(uint16_t lo, uint16_t hi) {
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+// Four 8x8 b16 matrices from shared memory in one instruction: lane l gives the address of row l % 8 of
+// matrix l / 8; register i receives matrix i's fragment (row lane / 4, columns 2·(lane % 4) and +1,
+// the B operand layout of mma.m16n8k16). _trans delivers the transposed matrices (columns 2·(lane % 4)
+// and +1 of row lane / 4 of the transpose = rows 2·(lane % 4), +1 at column lane / 4 of the stored one).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
 }
 
 template <typename T>
@@ -354,17 +376,19 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     }
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows x 64 keys: s[j] covers keys 8j..8j+7.
+    // S = Q K^T for this warp's 16 rows x 64 keys: s[j] covers keys 8j..8j+7. One ldmatrix.x4 loads
+    // keys 8j..8j+7 x dims 32cp..32cp+31: the (b0, b1) pairs of dim chunks 2cp and 2cp+1.
     float s[kMmaKeys / 8][4];
 #pragma unroll
     for (int j = 0; j < kMmaKeys / 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const uint16_t* krow = ks[stage][8 * j + g];
+      const uint16_t* krow = ks[stage][8 * j + lane % 8] + (lane / 8) * 8;
 #pragma unroll
-      for (int c = 0; c < kMmaDim / 16; ++c) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + c * 16 + 2 * t);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + c * 16 + 2 * t + 8);
-        Tr::mma(s[j], qa[c], b0, b1);
+      for (int cp = 0; cp < kMmaDim / 32; ++cp) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, krow + cp * 32);
+        Tr::mma(s[j], qa[2 * cp], kb[0], kb[1]);
+        Tr::mma(s[j], qa[2 * cp + 1], kb[2], kb[3]);
       }
     }
     // Scale, mask keys past the tile, row max (the 4 threads of a group share rows r0 / r1).
@@ -405,20 +429,21 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
       l0 += s[j][0] + s[j][1];
       l1 += s[j][2] + s[j][3];
     }
-    // O += P V: P's accumulator layout is the A layout of the next mma (keys 16kc..16kc+15).
+    // O += P V: P's accumulator layout is the A layout of the next mma (keys 16kc..16kc+15). One
+    // ldmatrix.x4.trans loads keys 16kc..16kc+15 x dims 16jp..16jp+15 transposed: the (b0, b1) pairs
+    // (keys 2t, 2t+1 and 2t+8, 2t+9 at dim g) of dim groups 2jp and 2jp+1.
+    const uint16_t* vrow = vs[stage][lane % 8 + ((lane / 8) % 2) * 8] + (lane / 16) * 8;
 #pragma unroll
     for (int kc = 0; kc < kMmaKeys / 16; ++kc) {
       const uint32_t pa[4] = {Tr::pack(s[2 * kc][0], s[2 * kc][1]), Tr::pack(s[2 * kc][2], s[2 * kc][3]),
                               Tr::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                               Tr::pack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      const uint16_t* v0 = vs[stage][16 * kc + 2 * t];
-      const uint16_t* v1 = vs[stage][16 * kc + 2 * t + 1];
-      const uint16_t* v8 = vs[stage][16 * kc + 2 * t + 8];
-      const uint16_t* v9 = vs[stage][16 * kc + 2 * t + 9];
 #pragma unroll
-      for (int j = 0; j < kMmaDim / 8; ++j) {
-        const int d = 8 * j + g;
-        Tr::mma(o[j], pa, pack_u16(v0[d], v1[d]), pack_u16(v8[d], v9[d]));
+      for (int jp = 0; jp < kMmaDim / 16; ++jp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
+        Tr::mma(o[2 * jp], pa, vb[0], vb[1]);
+        Tr::mma(o[2 * jp + 1], pa, vb[2], vb[3]);
       }
     }
     __syncthreads();  // this stage is overwritten by the load issued in the next iteration
