@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,13 +60,31 @@ std::string tiny_dir() {
   return std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
 }
 
+namespace {
+
+// The tiny checkpoint and its reference images [S, 3, H, W]; empty (and a test failure naming the
+// missing file) when testdata/ is not found.
+struct Tiny {
+  std::shared_ptr<const Model> model;
+  Tensor images;
+};
+std::optional<Tiny> load_tiny() {
+  const std::string dir = tiny_dir();
+  if (!std::filesystem::exists(dir + "weights.safetensors")) {
+    ADD_FAILURE() << "no " << dir << "weights.safetensors: set LINGBOT_TESTDATA_DIR to the repository's testdata/";
+    return std::nullopt;
+  }
+  return Tiny{Model::load(dir + "weights.safetensors"),
+              io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32)};
+}
+
+}  // namespace
+
 TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const std::string dir = tiny_dir();
-  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors"))
-      << "no " << dir << "weights.safetensors: set LINGBOT_TESTDATA_DIR to the repository's testdata/";
-  const auto model = Model::load(dir + "weights.safetensors");
-  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const std::optional<Tiny> tiny = load_tiny();
+  ASSERT_TRUE(tiny);
+  const auto& [model, images] = *tiny;
   const int64_t frames = std::min<int64_t>(images.dim(0), 6);
   for (DType kv : {DType::F32, DType::BF16}) {
     SessionOptions o;
@@ -111,10 +131,9 @@ TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
 // the KV cache's device bytes are its reserved bytes.
 TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const std::string dir = tiny_dir();
-  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors")) << dir;
-  const auto model = Model::load(dir + "weights.safetensors");
-  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const std::optional<Tiny> tiny = load_tiny();
+  ASSERT_TRUE(tiny);
+  const auto& [model, images] = *tiny;
   const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 6);
   SessionOptions o;
   o.scale_frames = 2;
@@ -151,16 +170,13 @@ TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
   }
 }
 
-// `--weights-dtype auto` on CUDA asks the device for its compute capability (the host emulation
-// reports sm_90).
 // Phase times: on the device every phase gains device time (CUDA events around its queued work;
 // emulated, the host clock) with every step; a CPU session's phases have none. Wall time grows on both.
 TEST(CudaSession, PhasesHaveDeviceTimeOnTheDeviceOnly) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const std::string dir = tiny_dir();
-  ASSERT_TRUE(std::filesystem::exists(dir + "weights.safetensors")) << dir;
-  const auto model = Model::load(dir + "weights.safetensors");
-  const Tensor images = io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32);
+  const std::optional<Tiny> tiny = load_tiny();
+  ASSERT_TRUE(tiny);
+  const auto& [model, images] = *tiny;
   const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 5);
   SessionOptions o;
   o.scale_frames = 2;
@@ -189,6 +205,8 @@ TEST(CudaSession, PhasesHaveDeviceTimeOnTheDeviceOnly) {
   }
 }
 
+// `--weights-dtype auto` on CUDA asks the device for its compute capability (the host emulation
+// reports sm_90).
 TEST(CudaSession, AutoWeightsDtypeFollowsTheComputeCapability) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   const cuda::ComputeCapability cc = cuda::compute_capability(0);
