@@ -606,6 +606,54 @@ TEST(CudaComputeBackend, Conv2dShapes) {
   }
 }
 
+// bf16 conv weights (a bf16 model's DPT head): the im2col matrix rounded to bf16, tensor-core GEMM.
+// Against the CPU within u·Σ|x·w| + 1e-5 per output (u = 2^-8, one bf16 rounding of each activation;
+// the CPU's oneDNN path rounds them too, its panel path does not), Σ|x·w| being the conv of |x| with
+// |w|; and f16 weights (widened to f32 on the device) within f32 rounding of the CPU.
+TEST(CudaComputeBackend, Conv2dBf16WeightsWithinTheRoundingBound) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(14);
+  Dual d;
+  const int64_t c_in = 16, h = 13, w = 19, c_out = 24;
+  for (const int64_t k : {3, 1}) {
+    const ConvParams p{1, k == 3 ? 1 : 0};
+    const Tensor W32 = random_tensor(rng, {c_out, c_in, k, k});
+    const Tensor& W = d.param(W32.to(DType::BF16));
+    const Tensor& b = d.param(random_tensor(rng, {c_out}));
+    const auto xv = random_vec(rng, c_in * h * w, -2.f, 2.f);
+    Pair x = d.put(xv);
+    const int64_t n_out = c_out * h * w;
+    Pair y = d.filled(n_out, std::nanf(""));
+    d.cpu.conv2d(map(x.c(), c_in, h, w), W, &b, p, y.c());
+    d.gpu.conv2d(map(x.g(), c_in, h, w), W, &b, p, y.g());
+    // Σ|x·w| per output: the CPU conv of |x| with |w| (bf16 values, widened exactly).
+    Tensor Wabs = W.to(DType::F32);
+    for (int64_t i = 0; i < Wabs.numel(); ++i) Wabs.f32()[i] = std::fabs(Wabs.f32()[i]);
+    std::vector<float> xa(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) xa[i] = std::fabs(xv[i]);
+    std::vector<float> mag(static_cast<size_t>(n_out));
+    CpuBackend(1).conv2d(map(xa.data(), c_in, h, w), Wabs, nullptr, p, mag.data());
+    const auto got = d.get_gpu(y), ref = d.get_cpu(y);
+    int bad = 0;
+    double worst = 0, max_err = 0;
+    for (int64_t i = 0; i < n_out; ++i) {
+      const double bound = std::ldexp(1.0, -8) * mag[i] + 1e-5, err = std::fabs(double(got[i]) - ref[i]);
+      worst = std::max(worst, err / bound);
+      max_err = std::max(max_err, err);
+      if (!(err <= bound) && bad++ < 5)
+        ADD_FAILURE() << k << "x" << k << " output " << i << ": cuda " << got[i] << " cpu " << ref[i] << " bound " << bound;
+    }
+    std::printf("  conv2d bf16 weights %lldx%lld: max |cuda - cpu| %.3g, worst error / bound %.3f\n",
+                static_cast<long long>(k), static_cast<long long>(k), max_err, worst);
+    // f16 weights: widened to f32 on the device, as the CPU's panel path widens them.
+    const Tensor& W16 = d.param(W32.to(DType::F16));
+    Pair y16 = d.filled(n_out, std::nanf(""));
+    d.cpu.conv2d(map(x.c(), c_in, h, w), W16, &b, p, y16.c());
+    d.gpu.conv2d(map(x.g(), c_in, h, w), W16, &b, p, y16.g());
+    d.compare(y16, 1e-4, "conv2d f16 weights " + std::to_string(k) + "x" + std::to_string(k));
+  }
+}
+
 TEST(CudaComputeBackend, ConvTranspose2dOverlappingTaps) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(13);

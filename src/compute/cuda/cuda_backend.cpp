@@ -341,7 +341,10 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t plane = ho * wo, K = c_in * kh * kw;
   check_int_range(op, {plane, K, c_out});
-  const float* wd = resident_widened(weight);
+  // bf16 weights: bf16 tensor-core GEMMs (the im2col matrix rounded to bf16, f32 accumulation), as the
+  // CPU's oneDNN path does; f16 weights are widened to f32 once (SGEMM).
+  const bool tensor_cores = weight.dtype() == DType::BF16;
+  const void* wd = tensor_cores ? resident(weight) : resident_widened(weight);
   float beta = 0.0f;  // beta 0: cuBLAS does not read y (caller memory may hold anything)
   if (bias) {
     cuda::fill_channels(y, resident_f32(bias, op, "bias"), c_out, plane, stream());
@@ -350,9 +353,19 @@ void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* b
   const float one = 1.0f;
   // Row-major y[c_out, cols] = W[c_out, K] · col[K, cols] is column-major y^T = col^T · W^T.
   auto gemm = [&](const float* col, int64_t ncols, float* dst) {
+    if (tensor_cores) {
+      void* c16 = scratch(conv_lowp_, static_cast<size_t>(K * ncols) * dtype_size(DType::BF16));
+      cuda::store_rows(col, ncols, c16, DType::BF16, ncols, K, ncols, stream());
+      LINGBOT_CUBLAS_CHECK(cublasGemmEx(ctx_->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(ncols),
+                                        static_cast<int>(c_out), static_cast<int>(K), &one, c16, CUDA_R_16BF,
+                                        static_cast<int>(ncols), wd, CUDA_R_16BF, static_cast<int>(K), &beta, dst,
+                                        CUDA_R_32F, static_cast<int>(plane), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
     LINGBOT_CUBLAS_CHECK(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(ncols),
                                      static_cast<int>(c_out), static_cast<int>(K), &one, col, static_cast<int>(ncols),
-                                     wd, static_cast<int>(K), &beta, dst, static_cast<int>(plane)));
+                                     static_cast<const float*>(wd), static_cast<int>(K), &beta, dst,
+                                     static_cast<int>(plane)));
   };
   if (kh == 1 && kw == 1 && p.stride == 1 && p.padding == 0) {
     gemm(x.data, plane, y);  // the input planes already are the im2col matrix

@@ -22,9 +22,10 @@
 //     SGEMM (no TF32) on both.
 //   * GEMM-based ops (linear, conv2d, conv_transpose2d, patch_embed) sum in cuBLAS's order, not
 //     OpenBLAS's: equal up to f32 rounding.
-//   * conv2d with f16 / bf16 weights (the DPT head of a reduced-precision model) widens them to f32
-//     once and keeps the activations f32 (the CPU's panel path); the CPU's oneDNN path rounds the
-//     activations to the weights dtype.
+//   * conv2d with bf16 weights (the DPT head of a bf16 model) rounds the im2col matrix to bf16 and
+//     multiplies on tensor cores with f32 accumulation (cublasGemmEx), as the CPU's oneDNN path does;
+//     the CPU's panel path (CPUs without native bf16) keeps the activations f32. f16 conv weights are
+//     widened to f32 once (SGEMM on f32 activations).
 //   * attention: AttentionImpl::Auto (the default) picks the tensor-core kernel for f16/bf16 K/V with
 //     head_dim 64, which rounds queries and probabilities to the K/V dtype (kernels/cuda/attention_cuda.h);
 //     Simt keeps the CPU's f32 math. attention_grouped at AttentionPrecision::Bf16 rounds f32 K/V to bf16
@@ -134,8 +135,8 @@ class CudaBackend final : public Backend {
     DType dtype = DType::F32;
   };
   const float* resident_f32(const Tensor* param, const char* op, const char* what);
-  // The parameter as f32 on the device: f32 ones are resident(); f16/bf16 ones (conv2d weights of a
-  // reduced-precision model) are widened on the host once and that copy is kept resident.
+  // The parameter as f32 on the device: f32 ones are resident(); f16/bf16 ones (f16 conv2d weights)
+  // are widened on the host once and that copy is kept resident.
   const float* resident_widened(const Tensor& param);
   // A grow-only scratch of at least `bytes` (contents not kept across growth; stream order makes
   // reuse by the next op, and freeing on growth, safe).
@@ -185,7 +186,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, Resident> params_;
   std::unordered_map<const void*, Resident> widened_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
-  Buffer lowp_x_, cols_, resize_mid_, channel_stats_, kv_bf16_;
+  Buffer lowp_x_, cols_, conv_lowp_, resize_mid_, channel_stats_, kv_bf16_;
 };
 
 }  // namespace lingbot::compute
