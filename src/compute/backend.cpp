@@ -51,6 +51,17 @@ RopeTable Backend::rope3d_table(std::span<const int64_t> pos_t, std::span<const 
                                             static_cast<int64_t>(pos_t.size()), head_dim, dims, theta));
 }
 
+void Backend::linear_gelu(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y) {
+  linear(x, n, W, b, y);
+  gelu_erf(y, n * W.dim(0));
+}
+
+void Backend::linear_scale_add(const float* x, int64_t n, const Tensor& W, const Tensor* b, const Tensor* gamma,
+                               float* tmp, float* res) {
+  linear(x, n, W, b, tmp);
+  layer_scale_add(res, tmp, gamma, n, W.dim(0));
+}
+
 Array Backend::upload_array(const Tensor& host) {
   LINGBOT_CHECK(host.dtype() == DType::F32, "upload_array: expected an f32 tensor, got ", dtype_name(host.dtype()));
   Array a(*this, host.shape());

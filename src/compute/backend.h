@@ -134,6 +134,15 @@ class Backend {
   // or nullptr.
   virtual void linear(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y, int64_t x_stride = 0,
                       int64_t y_stride = 0) = 0;
+  // Fused linear epilogues of a transformer block (n rows; W [out, in], b [out] or nullptr), the same
+  // arithmetic as the unfused ops (default implementations); a device backend applies the bias and
+  // what follows in one pass over the output:
+  //   linear_gelu:      y = gelu_erf(x · Wᵀ + b)           (MLP fc1)
+  //   linear_scale_add: res += gamma · (x · Wᵀ + b)        (proj / fc2 with LayerScale and the residual;
+  //                     gamma [out] or nullptr = plain add), through `tmp` [n, out] in backend memory.
+  virtual void linear_gelu(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y);
+  virtual void linear_scale_add(const float* x, int64_t n, const Tensor& W, const Tensor* b, const Tensor* gamma,
+                                float* tmp, float* res);
   // LayerNorm over `dim` of n rows; gamma / beta f32 [dim] or nullptr; x == y allowed.
   virtual void layer_norm(const float* x, int64_t n, int64_t dim, const Tensor* gamma, const Tensor* beta, float eps,
                           float* y, int64_t x_stride = 0, int64_t y_stride = 0) = 0;

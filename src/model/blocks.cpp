@@ -100,14 +100,15 @@ void block_forward(compute::Backend& be, const BlockWeights& w, float* x, int64_
                               C3};
   const kernels::KVSpan kv{k, v, DType::F32, static_cast<int>(n_tokens), C3};
   attend(qv, kv, s.attn.data());
-  w.proj.forward(be, s.attn.data(), n_tokens, s.branch.data());
-  be.layer_scale_add(x, s.branch.data(), w.ls1.empty() ? nullptr : &w.ls1, n_tokens, C);
+  // x += ls1 · proj(attn), then x += ls2 · fc2(gelu(fc1(norm2(x)))): fused epilogues (compute/backend.h).
+  const auto bias = [](const Linear& l) { return l.bias.empty() ? nullptr : &l.bias; };
+  be.linear_scale_add(s.attn.data(), n_tokens, w.proj.weight, bias(w.proj), w.ls1.empty() ? nullptr : &w.ls1,
+                      s.branch.data(), x);
   // MLP branch.
   w.norm2.forward(be, x, n_tokens, s.normed.data());
-  w.fc1.forward(be, s.normed.data(), n_tokens, s.hidden.data());
-  be.gelu_erf(s.hidden.data(), n_tokens * w.mlp_hidden);
-  w.fc2.forward(be, s.hidden.data(), n_tokens, s.branch.data());
-  be.layer_scale_add(x, s.branch.data(), w.ls2.empty() ? nullptr : &w.ls2, n_tokens, C);
+  be.linear_gelu(s.normed.data(), n_tokens, w.fc1.weight, bias(w.fc1), s.hidden.data());
+  be.linear_scale_add(s.hidden.data(), n_tokens, w.fc2.weight, bias(w.fc2), w.ls2.empty() ? nullptr : &w.ls2,
+                      s.branch.data(), x);
 }
 
 }  // namespace lingbot::model

@@ -170,15 +170,12 @@ void CameraHead::run_block(compute::Backend& be, const Block& blk, CameraHeadCac
     be.copy_rows(static_cast<char*>(entry.v.data()) + cache.end_ * row, row, qkv + 2 * D, qkv_row, n, row);
   }
 
-  be.linear(att, n, blk.proj_w, &blk.proj_b, h);
-  be.layer_scale_add(x, h, &blk.ls1, n, D);
+  be.linear_scale_add(att, n, blk.proj_w, &blk.proj_b, &blk.ls1, h, x);
 
   float* m = ws.m.reserve(be, n * H);
   be.layer_norm(x, n, D, &blk.norm2_w, &blk.norm2_b, cfg_.ln_eps, h);
-  be.linear(h, n, blk.fc1_w, &blk.fc1_b, m);
-  be.gelu_erf(m, n * H);
-  be.linear(m, n, blk.fc2_w, &blk.fc2_b, h);
-  be.layer_scale_add(x, h, &blk.ls2, n, D);
+  be.linear_gelu(h, n, blk.fc1_w, &blk.fc1_b, m);
+  be.linear_scale_add(m, n, blk.fc2_w, &blk.fc2_b, &blk.ls2, h, x);
 }
 
 Tensor CameraHead::step(compute::Backend& be, CameraHeadCache& cache, FrameMode mode, const RowsView& tokens) const {
@@ -233,8 +230,7 @@ Tensor CameraHead::step(compute::Backend& be, CameraHeadCache& cache, FrameMode 
       run_block(be, blocks_[b], cache, cache.entries_[it * cfg_.trunk_depth + b], mode, x, n);
 
     be.layer_norm(x, n, D, &trunk_norm_w_, &trunk_norm_b_, cfg_.ln_eps, emb);
-    be.linear(emb, n, branch_fc1_w_, &branch_fc1_b_, hid);
-    be.gelu_erf(hid, n * B);
+    be.linear_gelu(emb, n, branch_fc1_w_, &branch_fc1_b_, hid);
     be.linear(hid, n, branch_fc2_w_, &branch_fc2_b_, delta);
     if (it == 0)
       be.copy_rows(pose, pose_bytes, delta, pose_bytes, 1, pose_bytes);

@@ -266,6 +266,44 @@ TEST(CudaComputeBackend, LinearHalfWeightsWithinTheRoundingBound) {
   }
 }
 
+// The fused epilogues: bias + GELU (fc1) and bias + LayerScale + residual (proj / fc2), with and
+// without bias / gamma, equal to the device's own unfused ops (f32 and bf16 weights) and, with f32
+// weights, to the CPU (whose defaults are the unfused ops).
+TEST(CudaComputeBackend, FusedLinearEpiloguesAreTheUnfusedOps) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(15);
+  Dual d;
+  const int64_t n = 21, in = 64, out = 40;
+  const Tensor W32 = random_tensor(rng, {out, in});
+  const Tensor &b = d.param(random_tensor(rng, {out})), &g = d.param(random_tensor(rng, {out}));
+  Pair x = d.put(random_vec(rng, n * in, -2.f, 2.f));
+  const auto res0 = random_vec(rng, n * out);
+  for (DType t : {DType::F32, DType::BF16}) {
+    const Tensor& W = t == DType::F32 ? d.param(W32.clone()) : d.param(W32.to(t));
+    for (const bool with_bias : {true, false}) {
+      const Tensor* bp = with_bias ? &b : nullptr;
+      const std::string what = std::string(dtype_name(t)) + (with_bias ? " bias" : " no bias");
+      Pair y = d.filled(n * out, std::nanf("")), ref = d.filled(n * out, std::nanf(""));
+      d.cpu.linear_gelu(x.c(), n, W, bp, y.c());
+      d.gpu.linear_gelu(x.g(), n, W, bp, y.g());
+      if (t == DType::F32) d.compare(y, 1e-5, "linear_gelu " + what);  // bf16: LinearHalfWeights* bounds linear
+      d.gpu.linear(x.g(), n, W, bp, ref.g(), 0, 0);
+      d.gpu.gelu_erf(ref.g(), n * out);
+      expect_close(d.get_gpu(y), d.get_gpu(ref), 2e-6, "linear_gelu vs linear + gelu_erf on the device, " + what);
+      for (const Tensor* gp : {&g, static_cast<const Tensor*>(nullptr)}) {
+        Pair res = d.put(res0), res_ref = d.put(res0), tmp = d.filled(n * out, 0.f);
+        d.cpu.linear_scale_add(x.c(), n, W, bp, gp, tmp.c(), res.c());
+        d.gpu.linear_scale_add(x.g(), n, W, bp, gp, tmp.g(), res.g());
+        const std::string w2 = what + (gp ? " gamma" : " no gamma");
+        if (t == DType::F32) d.compare(res, 1e-5, "linear_scale_add " + w2);
+        d.gpu.linear(x.g(), n, W, bp, tmp.g(), 0, 0);
+        d.gpu.layer_scale_add(res_ref.g(), tmp.g(), gp, n, out);
+        expect_close(d.get_gpu(res), d.get_gpu(res_ref), 0.0, "linear_scale_add vs linear + layer_scale_add, " + w2);
+      }
+    }
+  }
+}
+
 TEST(CudaComputeBackend, LayerNormAffineStridedAndInPlace) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(5);

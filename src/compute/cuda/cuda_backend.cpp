@@ -229,14 +229,34 @@ const CudaBackend::ResizeTable& CudaBackend::resize_table(ResizeKind kind, int64
 
 // ---- dense ops ------------------------------------------------------------------------------------
 
+const float* CudaBackend::linear_bias(const Tensor* b, const Tensor& W, const char* op) {
+  LINGBOT_CHECK(W.ndim() == 2, op, ": weight must be [out, in], got ", shape_str(W.shape()));
+  b = non_empty(b);
+  LINGBOT_CHECK(b == nullptr || b->numel() == W.dim(0), op, ": bias ", b ? shape_str(b->shape()) : "",
+                " does not match ", W.dim(0), " outputs");
+  return resident_f32(b, op, "bias");
+}
+
+void CudaBackend::linear_gelu(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y) {
+  const float* bd = linear_bias(b, W, "linear_gelu");
+  linear(x, n, W, nullptr, y, 0, 0);
+  cuda::bias_gelu(y, bd, n, W.dim(0), stream());
+}
+
+void CudaBackend::linear_scale_add(const float* x, int64_t n, const Tensor& W, const Tensor* b, const Tensor* gamma,
+                                   float* tmp, float* res) {
+  const float* bd = linear_bias(b, W, "linear_scale_add");
+  const float* g = resident_f32(gamma, "linear_scale_add", "gamma");
+  LINGBOT_CHECK(g == nullptr || gamma->numel() == W.dim(0), "linear_scale_add: gamma ", shape_str(gamma->shape()),
+                " does not match ", W.dim(0), " outputs");
+  linear(x, n, W, nullptr, tmp, 0, 0);
+  cuda::bias_scale_add(res, tmp, bd, g, n, W.dim(0), stream());
+}
+
 void CudaBackend::linear(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y, int64_t x_stride,
                          int64_t y_stride) {
-  LINGBOT_CHECK(W.ndim() == 2, "linear: weight must be [out, in], got ", shape_str(W.shape()));
+  const float* bd = linear_bias(b, W, "linear");
   const int64_t out = W.dim(0), in = W.dim(1);
-  b = non_empty(b);
-  LINGBOT_CHECK(b == nullptr || b->numel() == out, "linear: bias ", b ? shape_str(b->shape()) : "", " does not match ",
-                out, " outputs");
-  const float* bd = resident_f32(b, "linear", "bias");
   const void* wd = resident(W);
   void* xs = W.dtype() == DType::F32 || n == 0
                  ? nullptr

@@ -94,6 +94,10 @@ class CudaBackend final : public Backend {
 
   void linear(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y, int64_t x_stride,
               int64_t y_stride) override;
+  // The GEMM without bias, then one fused epilogue kernel (bias + GELU, bias + LayerScale + residual).
+  void linear_gelu(const float* x, int64_t n, const Tensor& W, const Tensor* b, float* y) override;
+  void linear_scale_add(const float* x, int64_t n, const Tensor& W, const Tensor* b, const Tensor* gamma, float* tmp,
+                        float* res) override;
   void layer_norm(const float* x, int64_t n, int64_t dim, const Tensor* gamma, const Tensor* beta, float eps,
                   float* y, int64_t x_stride, int64_t y_stride) override;
   void head_norm(float* x, int64_t n_tokens, int heads, int head_dim, int64_t token_stride, const Tensor* gamma,
@@ -135,6 +139,8 @@ class CudaBackend final : public Backend {
     DType dtype = DType::F32;
   };
   const float* resident_f32(const Tensor* param, const char* op, const char* what);
+  // linear's bias, checked against W's output count (nullptr when absent).
+  const float* linear_bias(const Tensor* b, const Tensor& W, const char* op);
   // The parameter as f32 on the device: f32 ones are resident(); f16/bf16 ones (f16 conv2d weights)
   // are widened on the host once and that copy is kept resident.
   const float* resident_widened(const Tensor& param);

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/grid.h"
 #include "kernels/cuda/model_ops_cuda.h"
 
@@ -68,6 +69,19 @@ __global__ void add_bias_rows_kernel(float* y, const float* b, int64_t n, int64_
   LINGBOT_GRID_LOOP(i, n * cols) {
     const int64_t r = i / cols, c = i % cols;
     y[r * y_stride + c] = __fadd_rn(y[r * y_stride + c], b[c]);
+  }
+}
+
+__global__ void bias_gelu_kernel(float* y, const float* b, int64_t n, int64_t cols) {
+  LINGBOT_GRID_LOOP(i, n * cols) y[i] = gelu_erf_value(b ? __fadd_rn(y[i], b[i % cols]) : y[i]);
+}
+
+__global__ void bias_scale_add_kernel(float* res, const float* y, const float* b, const float* gamma, int64_t n,
+                                      int64_t cols) {
+  LINGBOT_GRID_LOOP(i, n * cols) {
+    const int64_t c = i % cols;
+    const float v = b ? __fadd_rn(y[i], b[c]) : y[i];
+    res[i] = __fadd_rn(res[i], gamma ? __fmul_rn(gamma[c], v) : v);
   }
 }
 
@@ -239,6 +253,19 @@ void modulate(float* x, const float* a, const float* t, const float* mod, int64_
 void add_bias_rows(float* y, const float* b, int64_t n, int64_t cols, int64_t y_stride, cudaStream_t stream) {
   if (n <= 0 || cols <= 0) return;
   add_bias_rows_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(y, b, n, cols, y_stride);
+  check_launch();
+}
+
+void bias_gelu(float* y, const float* b, int64_t n, int64_t cols, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  bias_gelu_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(y, b, n, cols);
+  check_launch();
+}
+
+void bias_scale_add(float* res, const float* y, const float* b, const float* gamma, int64_t n, int64_t cols,
+                    cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  bias_scale_add_kernel<<<blocks_for(n * cols), kThreads, 0, stream>>>(res, y, b, gamma, n, cols);
   check_launch();
 }
 

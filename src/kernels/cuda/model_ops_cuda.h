@@ -29,6 +29,13 @@ void modulate(float* x, const float* a, const float* t, const float* mod, int64_
               cudaStream_t stream);
 // y[r, c] += b[c] for n rows of `cols`, rows `y_stride` floats apart.
 void add_bias_rows(float* y, const float* b, int64_t n, int64_t cols, int64_t y_stride, cudaStream_t stream);
+// Fused linear epilogues over packed y [n, cols] (b / gamma nullptr: that term left out), the same
+// arithmetic as the unfused ops in one pass:
+//   bias_gelu:      y = gelu_erf(y + b)                 (= add_bias_rows, then gelu_erf)
+//   bias_scale_add: res += gamma · (y + b), res [n, cols] (= add_bias_rows, then layer_scale_add)
+void bias_gelu(float* y, const float* b, int64_t n, int64_t cols, cudaStream_t stream);
+void bias_scale_add(float* res, const float* y, const float* b, const float* gamma, int64_t n, int64_t cols,
+                    cudaStream_t stream);
 // y[c, i] = b[c] over [channels, plane].
 void fill_channels(float* y, const float* b, int64_t channels, int64_t plane, cudaStream_t stream);
 

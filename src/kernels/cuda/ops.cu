@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid.h"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
 namespace lingbot::cuda {
@@ -91,8 +92,7 @@ __global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamm
 __global__ void gelu_kernel(float* x, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[i];
-    x[i] = v * 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    x[i] = gelu_erf_value(x[i]);
   }
 }
 
