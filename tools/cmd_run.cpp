@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -53,6 +54,7 @@
 #include "bench/harness/demo_model.h"
 #include "run_checks.h"
 #include "run_modes.h"
+#include "run_pipeline.h"
 #include "viewer_server.h"
 
 namespace lingbot::cli {
@@ -97,6 +99,7 @@ struct RunArgs {
   bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
   bool live = false;                // --video is a live source (io/live_source.h)
   int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
+  std::string pipeline = "on";      // --pipeline: read and write on their own threads (tools/run_pipeline.h)
   int serve_port = -1;              // --serve: viewer on this loopback port while running; -1 = off
   double demo_pace = 0;             // --demo-pace: seconds to wait before each generated frame
   RenamedOptions renamed;           // --num-scale-frames, --attention (old spellings)
@@ -331,6 +334,14 @@ struct PendingFrame {
   double timestamp = 0;
   std::string name;
   Tensor image;  // preprocessed [3, H, W], for the point colours
+};
+
+// A finished frame for the writer: its result, the frame it came from, the KV cache's reserved bytes
+// when it was returned (for the progress line).
+struct WriteJob {
+  FrameResult result;
+  PendingFrame frame;
+  double cache_bytes = 0;
 };
 
 // A preprocessed frame [3, H, W] (values k/255, or 1.0 for padding) back to 8-bit RGB, exactly.
@@ -595,6 +606,7 @@ int run_command(const RunArgs& a) {
                   {"kv_dtype", a.kv_dtype},
                   {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
                   {"threads", a.threads},
+                  {"pipeline", a.pipeline},
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},
                   {"export_preprocessed", a.export_preprocessed},
@@ -643,11 +655,9 @@ int run_command(const RunArgs& a) {
     std::deque<PendingFrame> pending;
     StopSignalGuard sigint;
 
-    auto write_result = [&](const FrameResult& r) {
-      LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
-                    r.frame_index, " does not match the frames pushed");
-      PendingFrame f = std::move(pending.front());
-      pending.pop_front();
+    auto write_result = [&](const WriteJob& job) {
+      const FrameResult& r = job.result;
+      const PendingFrame& f = job.frame;
       LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
                     "the session returned no camera / depth output for frame ", r.frame_index);
       // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
@@ -679,29 +689,103 @@ int run_command(const RunArgs& a) {
       live.set_frames(frames_done);
       if (r.is_keyframe) ++keyframes;
       frame_types.push_back(static_cast<int>(r.frame_type));
-      progress.update(frames_done, r, static_cast<double>(session.stats().cache.bytes_reserved));
+      progress.update(frames_done, r, job.cache_bytes);
+    };
+
+    // --pipeline on: a reader thread decodes and preprocesses ahead (not for a live source: it must
+    // hand over its newest frame when the model is ready) and a writer thread writes the finished
+    // frames, both overlapping the model (tools/run_pipeline.h). Off: all in this thread, in turn.
+    const bool overlap = a.pipeline == "on";
+    const bool read_ahead = overlap && !input.live;
+    BoundedQueue<PendingFrame> to_model(2);
+    BoundedQueue<WriteJob> to_writer(4);
+    std::atomic<bool> stop_reading{false};
+    std::optional<StageThread> reader, writer;
+    if (overlap)
+      writer.emplace([&] {
+        try {
+          while (std::optional<WriteJob> job = to_writer.pop()) write_result(*job);
+        } catch (...) {
+          to_writer.close();  // the model thread's next hand-over fails and it stops
+          throw;
+        }
+      });
+    // The preprocessed model input of a decoded frame (and --export-preprocessed's PNG).
+    auto prepare = [&](io::SourceFrame& frame, int64_t index) {
+      Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
+      frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
+      if (!a.export_preprocessed.empty()) {
+        char name[32];
+        std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
+        io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(image));
+      }
+      return PendingFrame{index, frame.timestamp, frame.name, std::move(image)};
+    };
+    // Results to the writer, each with the frame it belongs to (results come in push order).
+    auto deliver = [&](std::vector<FrameResult>&& results) {
+      const double cache_bytes = static_cast<double>(session.stats().cache.bytes_reserved);
+      for (FrameResult& r : results) {
+        LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
+                      r.frame_index, " does not match the frames pushed");
+        WriteJob job{std::move(r), std::move(pending.front()), cache_bytes};
+        pending.pop_front();
+        if (!writer) {
+          write_result(job);
+        } else if (!to_writer.push(std::move(job))) {
+          writer->join();
+          writer->rethrow();  // the writer's error ends the run
+          throw Error("internal: the writer stopped without an error");
+        }
+      }
+    };
+    auto run_model = [&](PendingFrame&& f) {
+      const auto t0 = Clock::now();
+      std::vector<FrameResult> results = session.push_frame(f.image);
+      infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
+      pending.push_back(std::move(f));
+      ++pushed;
+      deliver(std::move(results));
+    };
+    // Ends the stages: the reader at once; the writer after the frames already handed to it.
+    auto stop_stages = [&] {
+      stop_reading = true;
+      to_model.close();
+      if (reader) reader->join();
+      to_writer.close();
+      if (writer) writer->join();
     };
 
     try {
-      io::SourceFrame frame = std::move(first);
-      bool have = true;
-      while (have) {
-        Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
-        frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-        if (!a.export_preprocessed.empty()) {
-          char name[32];
-          std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(pushed));
-          io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(image));
+      if (read_ahead) {
+        reader.emplace([&, frame = std::move(first)]() mutable {
+          struct CloseAtEnd {
+            BoundedQueue<PendingFrame>& q;
+            ~CloseAtEnd() { q.close(); }
+          } close_at_end{to_model};
+          int64_t index = 0;
+          bool have = true;
+          while (have && !stop_reading) {
+            if (!to_model.push(prepare(frame, index++))) break;
+            have = input.next(&frame);
+          }
+        });
+        while (std::optional<PendingFrame> f = to_model.pop()) {
+          run_model(std::move(*f));
+          if (sigint.requested()) break;
         }
-        const auto t0 = Clock::now();
-        std::vector<FrameResult> results = session.push_frame(image);
-        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
-        pending.push_back({pushed, frame.timestamp, frame.name, std::move(image)});
-        ++pushed;
-        for (const FrameResult& r : results) write_result(r);
-        if (sigint.requested()) break;
-        have = input.next(&frame);
+        stop_reading = true;
+        to_model.close();
+        reader->join();
+        reader->rethrow();  // a decoding error ends the run after the frames before it
+      } else {
+        io::SourceFrame frame = std::move(first);
+        bool have = true;
+        while (have) {
+          run_model(prepare(frame, pushed));
+          if (sigint.requested()) break;
+          have = input.next(&frame);
+        }
       }
       if (sigint.requested()) {
         status = "interrupted";
@@ -710,12 +794,18 @@ int run_command(const RunArgs& a) {
         const auto t0 = Clock::now();
         std::vector<FrameResult> results = session.finish();
         infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        for (const FrameResult& r : results) write_result(r);
+        deliver(std::move(results));
+      }
+      to_writer.close();
+      if (writer) {
+        writer->join();
+        writer->rethrow();
       }
     } catch (const std::exception& e) {
       status = "failed";
       error = one_line(e.what());
     }
+    stop_stages();
     progress.end();
   }
   // Every export is finalised before the summary, whatever the status.
@@ -964,6 +1054,12 @@ void add_run_command(CLI::App& app) {
                   "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
       ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
+  cmd->add_option("--pipeline", a->pipeline,
+                  "on: decode and preprocess the next frames and write the finished ones on their own threads while "
+                  "the model runs (the host's work overlaps the model's; outputs are identical) | off: one thread, "
+                  "in turn")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--allow-damaged", a->allow_damaged,
                 "a damaged video (decode errors, lost frames, file cut short) still counts as completed "
                 "(exit 0); the damage is listed in summary.json \"warnings\" either way");

@@ -38,6 +38,9 @@ bool encode(std::vector<uint8_t>* out, int width, int height, int bit_depth, int
   png_set_write_fn(png, out, append_to_vector, no_flush);
   png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), bit_depth,
                color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  // zlib's fastest level: 2-3x faster than the default 6 on depth maps (a 518x378 16-bit PNG in ~4 ms
+  // instead of ~12), for files ~40% larger; per-frame outputs are written while the model streams.
+  png_set_compression_level(png, 1);
   if (num_text > 0) png_set_text(png, info, text, num_text);
   png_write_info(png, info);
   if (bit_depth == 16) png_set_swap(png);  // our samples are host (little-endian) order

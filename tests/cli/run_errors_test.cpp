@@ -130,7 +130,8 @@ TEST(RunErrors, UnwritableOutput) {
 }
 
 // A frame that cannot be decoded in the middle of the sequence: the frames before it stay valid,
-// summary.json says "failed" with the error, exit code 1.
+// summary.json says "failed" with the error, exit code 1; the same with the reader thread (--pipeline
+// on, the default: it fails while the model thread still runs frames 0-2) and without.
 TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
   const fs::path dir = fresh_dir("mid_run");
   fs::create_directories(dir / "frames");
@@ -138,18 +139,21 @@ TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
     fs::copy_file(fs::path(kFrames) / name, dir / "frames" / name);
   // Frame 3: a valid PNG header (size probe works) with its image data cut off.
   write_file(dir / "frames" / "000003.png", slurp(fs::path(kFrames) / "000003.png").substr(0, 60));
-  const fs::path out = dir / "out";
-  const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kModel + kTinyArgs +
-                           " --out " + out.string());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(r.err.rfind("error: cannot decode image " + (dir / "frames" / "000003.png").string(), 0), 0u) << r.err;
-  const json summary = read_json(out / "summary.json");
-  EXPECT_EQ(summary.at("status"), "failed");
-  EXPECT_EQ(summary.at("interrupted"), false);
-  EXPECT_EQ(r.err, "error: " + summary.at("error").get<std::string>() + "\n");
-  EXPECT_EQ(summary.at("frames"), 3);
-  EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 3u);
-  EXPECT_EQ(read_lines(out / "trajectory.tum").size(), 3u);
+  for (const std::string pipeline : {"on", "off"}) {
+    const fs::path out = dir / ("out_" + pipeline);
+    const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kModel + kTinyArgs +
+                             " --pipeline " + pipeline + " --out " + out.string());
+    EXPECT_EQ(r.exit_code, 1) << pipeline << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: cannot decode image " + (dir / "frames" / "000003.png").string(), 0), 0u)
+        << pipeline << r.err;
+    const json summary = read_json(out / "summary.json");
+    EXPECT_EQ(summary.at("status"), "failed") << pipeline;
+    EXPECT_EQ(summary.at("interrupted"), false);
+    EXPECT_EQ(r.err, "error: " + summary.at("error").get<std::string>() + "\n");
+    EXPECT_EQ(summary.at("frames"), 3) << pipeline;
+    EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 3u);
+    EXPECT_EQ(read_lines(out / "trajectory.tum").size(), 3u);
+  }
 }
 
 }  // namespace

@@ -114,6 +114,35 @@ TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
   EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 10u);
 }
 
+// --pipeline on (reader and writer threads, the default) and off (one thread) write the same bytes
+// in every file of every export; summary.json differs only in the option and the measurements.
+TEST(RunExport, PipelineOnAndOffWriteTheSameFiles) {
+  const fs::path dir = fresh_dir("export_pipeline");
+  for (const std::string p : {"on", "off"}) {
+    const Result r = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export all --pipeline " +
+                             p + " --out " + (dir / p).string());
+    ASSERT_EQ(r.exit_code, 0) << p << r.out << r.err;
+  }
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "on")) {
+    if (!e.is_regular_file()) continue;
+    const fs::path rel = fs::relative(e.path(), dir / "on");
+    ASSERT_TRUE(fs::exists(dir / "off" / rel)) << rel;
+    ++files;
+    if (rel == "summary.json") continue;
+    EXPECT_TRUE(slurp(e.path()) == slurp(dir / "off" / rel)) << rel << " differs between --pipeline on and off";
+  }
+  EXPECT_GT(files, 40u);
+  json a = read_json(dir / "on" / "summary.json"), b = read_json(dir / "off" / "summary.json");
+  EXPECT_EQ(a["options"]["pipeline"], "on");
+  EXPECT_EQ(b["options"]["pipeline"], "off");
+  for (json* j : {&a, &b}) {
+    for (const char* k : {"seconds", "peak_rss_bytes"}) j->erase(k);
+    (*j)["options"].erase("pipeline");
+  }
+  EXPECT_EQ(a.dump(), b.dump());
+}
+
 TEST(RunExport, DefaultSetIsDocumented) {
   const fs::path out = fresh_dir("export_default") / "out";
   const Result r = run_cli("run --demo --demo-frames 3 --out " + out.string());
