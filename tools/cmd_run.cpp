@@ -701,24 +701,10 @@ int run_command(const RunArgs& a) {
     BoundedQueue<WriteJob> to_writer(4);
     std::atomic<bool> stop_reading{false};
     std::optional<StageThread> reader, writer;
-    if (overlap)
-      writer.emplace([&] {
-        try {
-          while (std::optional<WriteJob> job = to_writer.pop()) write_result(*job);
-        } catch (...) {
-          to_writer.close();  // the model thread's next hand-over fails and it stops
-          throw;
-        }
-      });
-    // The preprocessed model input of a decoded frame (and --export-preprocessed's PNG).
+    // The preprocessed model input of a decoded frame.
     auto prepare = [&](io::SourceFrame& frame, int64_t index) {
       Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      if (!a.export_preprocessed.empty()) {
-        char name[32];
-        std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
-        io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(image));
-      }
       return PendingFrame{index, frame.timestamp, frame.name, std::move(image)};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
@@ -739,6 +725,11 @@ int run_command(const RunArgs& a) {
       }
     };
     auto run_model = [&](PendingFrame&& f) {
+      if (!a.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
+        char name[32];
+        std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
+        io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(f.image));
+      }
       const auto t0 = Clock::now();
       std::vector<FrameResult> results = session.push_frame(f.image);
       infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -747,16 +738,34 @@ int run_command(const RunArgs& a) {
       ++pushed;
       deliver(std::move(results));
     };
-    // Ends the stages: the reader at once; the writer after the frames already handed to it.
-    auto stop_stages = [&] {
-      stop_reading = true;
-      to_model.close();
-      if (reader) reader->join();
-      to_writer.close();
-      if (writer) writer->join();
-    };
+    // Ends the stages on every way out of this block: the reader at once; the writer after the
+    // frames already handed to it.
+    struct StopStages {
+      std::atomic<bool>& stop_reading;
+      BoundedQueue<PendingFrame>& to_model;
+      BoundedQueue<WriteJob>& to_writer;
+      std::optional<StageThread>& reader;
+      std::optional<StageThread>& writer;
+      void operator()() {
+        stop_reading = true;
+        to_model.close();
+        if (reader) reader->join();
+        to_writer.close();
+        if (writer) writer->join();
+      }
+      ~StopStages() { (*this)(); }
+    } stop_stages{stop_reading, to_model, to_writer, reader, writer};
 
     try {
+      if (overlap)
+        writer.emplace([&] {
+          try {
+            while (std::optional<WriteJob> job = to_writer.pop()) write_result(*job);
+          } catch (...) {
+            to_writer.close();  // the model thread's next hand-over fails and it stops
+            throw;
+          }
+        });
       if (read_ahead) {
         reader.emplace([&, frame = std::move(first)]() mutable {
           struct CloseAtEnd {
@@ -777,7 +786,9 @@ int run_command(const RunArgs& a) {
         stop_reading = true;
         to_model.close();
         reader->join();
-        reader->rethrow();  // a decoding error ends the run after the frames before it
+        // A decoding error ends the run after the frames before it (after Ctrl-C it belongs to a
+        // frame the model would not have read).
+        if (!sigint.requested()) reader->rethrow();
       } else {
         io::SourceFrame frame = std::move(first);
         bool have = true;
@@ -805,7 +816,7 @@ int run_command(const RunArgs& a) {
       status = "failed";
       error = one_line(e.what());
     }
-    stop_stages();
+    stop_stages();  // the writer's last progress update comes before the bar's end
     progress.end();
   }
   // Every export is finalised before the summary, whatever the status.

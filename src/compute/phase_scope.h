@@ -11,7 +11,14 @@ namespace lingbot::compute {
 class PhaseScope {
  public:
   PhaseScope(Backend& be, PhaseTime& into) : be_(be), into_(into), clock_(into) { be_.device_timer_start(); }
-  ~PhaseScope() { be_.device_timer_stop(into_); }
+  // A timer error is dropped here (a destructor may run while an exception unwinds): the device's
+  // error is sticky, so the next op reports it.
+  ~PhaseScope() {
+    try {
+      be_.device_timer_stop(into_);
+    } catch (...) {
+    }
+  }
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;
 

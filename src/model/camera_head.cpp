@@ -77,15 +77,22 @@ void CameraHeadCache::make_room(int64_t rows) {
   // reallocate once per ~keep_recent frames, to the same size.
   const int64_t cap = std::max<int64_t>(16, 2 * (frames_ + rows));
   const int64_t row = dim_ * static_cast<int64_t>(sizeof(float)), recent = end_ - begin_;
+  // Every new buffer first, so a failed allocation leaves the cache as it was.
+  std::vector<Buffer> grown;
+  grown.reserve(2 * entries_.size());
+  for (size_t i = 0; i < 2 * entries_.size(); ++i) grown.emplace_back(be_->allocator(), static_cast<size_t>(cap * row));
+  size_t next = 0;
   for (Entry& e : entries_)
     for (Buffer* buf : {&e.k, &e.v}) {
-      Buffer grown(be_->allocator(), static_cast<size_t>(cap * row));
-      if (first_ > 0) be_->copy_rows(grown.data(), first_ * row, buf->data(), first_ * row, 1, first_ * row);
+      Buffer& dst = grown[next++];
+      if (first_ > 0) be_->copy_rows(dst.data(), first_ * row, buf->data(), first_ * row, 1, first_ * row);
       if (recent > 0)
-        be_->copy_rows(static_cast<char*>(grown.data()) + first_ * row, recent * row,
+        be_->copy_rows(static_cast<char*>(dst.data()) + first_ * row, recent * row,
                        static_cast<const char*>(buf->data()) + begin_ * row, recent * row, 1, recent * row);
-      *buf = std::move(grown);  // a device backend frees stream-ordered: the copies complete first
     }
+  next = 0;
+  for (Entry& e : entries_)
+    for (Buffer* buf : {&e.k, &e.v}) *buf = std::move(grown[next++]);  // stream-ordered frees: copies first
   capacity_ = cap;
   begin_ = first_;
   end_ = first_ + recent;

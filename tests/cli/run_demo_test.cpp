@@ -142,8 +142,9 @@ int run_demo_and_signal(const fs::path& dir, const fs::path& out, int sig, size_
     const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    const std::string pre = (dir / "pre").string();
     ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "1000000", "--out", out.c_str(),
-            static_cast<char*>(nullptr));
+            "--export-preprocessed", pre.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
@@ -283,6 +284,10 @@ TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   EXPECT_GE(frames, 10);
   EXPECT_LT(frames, 1000000);
   check_outputs(out, frames);
+  // --export-preprocessed wrote exactly the frames the model got, not the reader's read-ahead.
+  size_t pngs = 0;
+  for (const auto& e : fs::directory_iterator(dir / "pre")) pngs += e.path().extension() == ".png";
+  EXPECT_EQ(static_cast<int64_t>(pngs), summary.at("frames_pushed").get<int64_t>());
 }
 
 }  // namespace

@@ -129,14 +129,15 @@ void CudaBackend::device_timer_stop(PhaseTime& into) {
 
 void CudaBackend::collect_device_times() {
   if (timing_spans_.empty()) return;
-  LINGBOT_CUDA_CHECK(cudaEventSynchronize(timing_.events[timing_spans_.back().stop]));
-  for (const TimedSpan& t : timing_spans_) {
+  std::vector<TimedSpan> spans;
+  spans.swap(timing_spans_);  // taken even when a check below throws: no span is counted twice
+  if (timing_open_.empty()) timing_used_ = 0;  // open starts keep their events until they stop
+  LINGBOT_CUDA_CHECK(cudaEventSynchronize(timing_.events[spans.back().stop]));
+  for (const TimedSpan& t : spans) {
     float ms = 0;
     LINGBOT_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_.events[t.start], timing_.events[t.stop]));
     t.into->device_s += 1e-3 * ms;
   }
-  timing_spans_.clear();
-  if (timing_open_.empty()) timing_used_ = 0;  // open starts keep their events until they stop
 }
 
 void CudaBackend::synchronize() { LINGBOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
