@@ -78,6 +78,15 @@ std::optional<Tiny> load_tiny() {
               io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32)};
 }
 
+// The tiny model's streaming setup: 2 scale frames, a window of 2 (so a few frames evict), 2 threads.
+SessionOptions tiny_options() {
+  SessionOptions o;
+  o.scale_frames = 2;
+  o.kv_window = 2;
+  o.threads = 2;
+  return o;
+}
+
 }  // namespace
 
 TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
@@ -87,11 +96,8 @@ TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
   const auto& [model, images] = *tiny;
   const int64_t frames = std::min<int64_t>(images.dim(0), 6);
   for (DType kv : {DType::F32, DType::BF16}) {
-    SessionOptions o;
-    o.scale_frames = 2;
-    o.kv_window = 2;  // with 6 frames and keyframe interval 2 the window evicts
+    SessionOptions o = tiny_options();  // with 6 frames and keyframe interval 2 the window evicts
     o.keyframe_interval = 2;
-    o.threads = 2;
     o.kv_dtype = kv;
     o.device = Device::Cpu;
     const auto cpu = run(model, o, images, frames, nullptr);
@@ -135,10 +141,7 @@ TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
   ASSERT_TRUE(tiny);
   const auto& [model, images] = *tiny;
   const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 6);
-  SessionOptions o;
-  o.scale_frames = 2;
-  o.kv_window = 2;
-  o.threads = 2;
+  SessionOptions o = tiny_options();
   o.kv_dtype = DType::BF16;
   o.device = Device::Cpu;
   {
@@ -178,10 +181,7 @@ TEST(CudaSession, PhasesHaveDeviceTimeOnTheDeviceOnly) {
   ASSERT_TRUE(tiny);
   const auto& [model, images] = *tiny;
   const int64_t H = images.dim(2), W = images.dim(3), frames = std::min<int64_t>(images.dim(0), 5);
-  SessionOptions o;
-  o.scale_frames = 2;
-  o.kv_window = 2;
-  o.threads = 2;
+  SessionOptions o = tiny_options();
   const auto all = [](const SessionPhaseTimes& p) {
     return std::array<PhaseTime, 5>{p.encoder, p.frame_blocks, p.global_blocks, p.camera_head, p.dpt_head};
   };
