@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compute/phase_scope.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "kvcache/dense_kv_cache.h"
@@ -14,7 +15,6 @@
 #include "model/dpt_head.h"
 #include "model/encoder.h"
 #include "model/geometry.h"
-#include "compute/phase_scope.h"
 #include "pipeline/session_backend.h"
 
 namespace lingbot {

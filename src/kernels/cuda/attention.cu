@@ -299,24 +299,21 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
 
 // Four 8x8 b16 matrices from shared memory in one instruction: lane l gives the address of row l % 8 of
 // matrix l / 8; register i receives matrix i's fragment (row lane / 4, columns 2·(lane % 4) and +1,
-// the B operand layout of mma.m16n8k16). _trans delivers the transposed matrices (columns 2·(lane % 4)
+// the B operand layout of mma.m16n8k16). Trans delivers the transposed matrices (columns 2·(lane % 4)
 // and +1 of row lane / 4 of the transpose = rows 2·(lane % 4), +1 at column lane / 4 of the stored one).
+template <bool Trans>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* smem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-#elif defined(__CUDA_ARCH__)
-  __trap();
-#endif
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* smem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -386,7 +383,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
 #pragma unroll
       for (int cp = 0; cp < kMmaDim / 32; ++cp) {
         uint32_t kb[4];
-        ldmatrix_x4(kb, krow + cp * 32);
+        ldmatrix_x4<false>(kb, krow + cp * 32);
         Tr::mma(s[j], qa[2 * cp], kb[0], kb[1]);
         Tr::mma(s[j], qa[2 * cp + 1], kb[2], kb[3]);
       }
@@ -441,7 +438,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
 #pragma unroll
       for (int jp = 0; jp < kMmaDim / 16; ++jp) {
         uint32_t vb[4];
-        ldmatrix_x4_trans(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
+        ldmatrix_x4<true>(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
         Tr::mma(o[2 * jp], pa, vb[0], vb[1]);
         Tr::mma(o[2 * jp + 1], pa, vb[2], vb[3]);
       }
