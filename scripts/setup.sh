@@ -16,6 +16,7 @@ PACKAGES=(
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input
   libavdevice-dev           # live input from devices (V4L2 cameras)
   libcpp-httplib-dev        # tests: a local HTTP stream for the live input
+  libboost-context-dev      # tests: the emulated CUDA threads are Boost.Context fibers (tests/cuda_emulated)
   gnuplot-nox               # benchmark plots
   clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (scripts/fuzz.sh, -DLINGBOT_FUZZ=ON)
   libtinygltf-dev           # scene.glb export (glTF 2.0)

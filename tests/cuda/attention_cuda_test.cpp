@@ -3,7 +3,8 @@
 // padding produces NaN and fails.
 //
 // Tolerances (|cuda - cpu| <= tol * max(1, |cpu|)):
-//   Simt kernel (f32 math like the CPU, different summation order and exp2): 5e-5.
+//   Simt kernel (f32 math like the CPU's f32 path, AttentionCompute::F32, which every reference here uses;
+//   different summation order and exp2): 5e-5.
 //   Tensor-core kernel: queries are rounded to the K/V dtype for Q·K^T and probabilities to it for
 //   P·V (f32 accumulation), so the error is of the order of that dtype's rounding on O(1) data:
 //   f16 (11-bit mantissa) 5e-3, bf16 (8-bit mantissa) 3e-2.
@@ -129,6 +130,7 @@ std::vector<float> cpu_reference(const Problem& p) {
   k::AttentionParams params;
   params.scale = p.scale();
   params.num_threads = 2;
+  params.compute = k::AttentionCompute::F32;  // the CUDA kernels' math (the CPU's bf16 path rounds Q)
   k::paged_attention(p.query(p.q.data()), p.pool_view(p.pool.bytes.data()), p.table(), extra, out.data(), params);
   return out;
 }
@@ -338,6 +340,7 @@ TEST(CudaAttention, DenseMatchesCpuDense) {
       std::vector<float> ref(static_cast<size_t>(p.n_q) * p.heads * p.d);
       k::AttentionParams cp;
       cp.scale = p.scale();
+      cp.compute = k::AttentionCompute::F32;
       k::dense_attention(p.query(p.q.data()), host_kv, ref.data(), cp);
       DeviceProblem dev(alloc, p);
       for (AttentionImpl impl : impls_for(dt, d)) {

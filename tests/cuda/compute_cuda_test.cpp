@@ -33,6 +33,7 @@
 
 #include "compute/cpu/cpu_backend.h"
 #include "compute/cuda/cuda_backend.h"
+#include "kernels/cpu/attention.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
 #include "lingbot/dtype.h"
@@ -506,7 +507,10 @@ TEST(CudaComputeBackend, DenseAttentionOverSeveralSpans) {
     const DualKV a(rng, d.gpu.allocator(), t, 37, row), b(rng, d.gpu.allocator(), t, 11, 2 * row);
     const std::vector<k::KVSpan> hs{a.host(), b.host()}, ds{a.device(), b.device()};
     Pair out = d.filled(n_q * row, 0.f);
-    d.cpu.attention_dense(qview(q.c(), n_q, heads, hd, q_stride), hs, out.c(), scale);
+    // The reference is the CPU kernel's f32 path: the CPU backend would take its bf16 path on bf16
+    // K/V where the CPU has AVX512_BF16 (Q rounded to bf16), the SIMT kernel computes in f32.
+    k::dense_attention(qview(q.c(), n_q, heads, hd, q_stride), hs, out.c(),
+                       k::AttentionParams{scale, 2, k::AttentionCompute::F32});
     d.gpu.attention_dense(qview(q.g(), n_q, heads, hd, q_stride), ds, out.g(), scale);
     d.compare(out, tol,
               std::string("attention_dense ") + cuda::attention_impl_name(impl) + " " + std::string(dtype_name(t)));

@@ -58,7 +58,7 @@ void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_di
   CudaAttentionParams gpu_params;
   gpu_params.scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
   gpu_params.impl = impl;
-  const kernels::AttentionParams cpu_params{gpu_params.scale, 1};
+  const kernels::AttentionParams cpu_params{gpu_params.scale, 1, kernels::AttentionCompute::F32};
   const std::string what = detail::concat(var.name, " ", dtype_name(dtype), " ", attention_impl_name(impl),
                                           " head_dim ", head_dim);
   SCOPED_TRACE(what);

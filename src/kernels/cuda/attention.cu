@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ptx.cuh"
 
 namespace lingbot::cuda {
 namespace {
@@ -188,15 +189,7 @@ struct MmaTraits<__half> {
     return r;
   }
   __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // built without sm_80+ code: fail loudly rather than skip the math
-#endif
+    ptx::mma_m16n8k16_f16(c, a, b0, b1);
   }
 };
 template <>
@@ -208,37 +201,9 @@ struct MmaTraits<__nv_bfloat16> {
     return r;
   }
   __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // built without sm_80+ code: fail loudly rather than skip the math
-#endif
+    ptx::mma_m16n8k16_bf16(c, a, b0, b1);
   }
 };
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#elif defined(__CUDA_ARCH__)
-  __trap();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 
 // Position of the key walk: tile [t0, t0+nk) of segment si.
 template <typename T>
@@ -283,8 +248,8 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
     const T* kg = c.seg.k + off;
     const T* vg = c.seg.v + off;
     if (aligned) {
-      cp_async16(kd, kg);
-      cp_async16(vd, vg);
+      ptx::cp_async16(kd, kg);
+      ptx::cp_async16(vd, vg);
     } else {
       const uint16_t* kg16 = reinterpret_cast<const uint16_t*>(kg);
       const uint16_t* vg16 = reinterpret_cast<const uint16_t*>(vg);
@@ -297,33 +262,11 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
   }
 }
 
-// Four 8x8 b16 matrices from shared memory in one instruction: lane l gives the address of row l % 8 of
-// matrix l / 8; register i receives matrix i's fragment (row lane / 4, columns 2·(lane % 4) and +1,
-// the B operand layout of mma.m16n8k16). Trans delivers the transposed matrices (columns 2·(lane % 4)
-// and +1 of row lane / 4 of the transpose = rows 2·(lane % 4), +1 at column lane / 4 of the stored one).
-template <bool Trans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* smem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  if constexpr (Trans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-  }
-#elif defined(__CUDA_ARCH__)
-  __trap();
-#endif
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
   using Tr = MmaTraits<T>;
-  __shared__ alignas(16) uint16_t ks[2][kMmaKeys][kSmemRow];
-  __shared__ alignas(16) uint16_t vs[2][kMmaKeys][kSmemRow];
+  alignas(16) __shared__ uint16_t ks[2][kMmaKeys][kSmemRow];
+  alignas(16) __shared__ uint16_t vs[2][kMmaKeys][kSmemRow];
   const int h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
@@ -357,7 +300,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
   if (n_segs > 0) cur.seg = load_segment<T>(keys, 0, h, kMmaDim);
   settle(cur, keys, n_segs, h);
   if (cur.si < n_segs) stage_tile(cur, ks[0], vs[0]);
-  cp_async_commit();
+  ptx::cp_async_commit();
 
   int stage = 0;
   while (cur.si < n_segs) {
@@ -366,10 +309,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     settle(nxt, keys, n_segs, h);
     if (nxt.si < n_segs) {
       stage_tile(nxt, ks[stage ^ 1], vs[stage ^ 1]);
-      cp_async_commit();
-      cp_async_wait<1>();
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<1>();
     } else {
-      cp_async_wait<0>();
+      ptx::cp_async_wait<0>();
     }
     __syncthreads();
 
@@ -383,7 +326,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
 #pragma unroll
       for (int cp = 0; cp < kMmaDim / 32; ++cp) {
         uint32_t kb[4];
-        ldmatrix_x4<false>(kb, krow + cp * 32);
+        ptx::ldmatrix_x4<false>(kb, krow + cp * 32);
         Tr::mma(s[j], qa[2 * cp], kb[0], kb[1]);
         Tr::mma(s[j], qa[2 * cp + 1], kb[2], kb[3]);
       }
@@ -438,7 +381,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
 #pragma unroll
       for (int jp = 0; jp < kMmaDim / 16; ++jp) {
         uint32_t vb[4];
-        ldmatrix_x4<true>(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
+        ptx::ldmatrix_x4<true>(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
         Tr::mma(o[2 * jp], pa, vb[0], vb[1]);
         Tr::mma(o[2 * jp + 1], pa, vb[2], vb[3]);
       }

@@ -46,48 +46,46 @@ __global__ void fill_kernel(T* dst, int64_t n, float lo, float hi, uint64_t seed
   }
 }
 
-// One block per row; sums in double like the CPU op. Row b is row b % per_token of token
-// b / per_token: tokens x_stride / y_stride floats apart, rows inside a token row_stride apart.
-__global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
-                                  float* y, int64_t x_stride, int64_t y_stride, int64_t per_token,
+// One warp per row, kRowsPerBlock rows per block; sums in double like the CPU op, reduced with warp
+// shuffles only (no shared memory, no block barrier: head_norm's rows are only head_dim long). Row
+// b is row b % per_token of token b / per_token: tokens x_stride / y_stride floats apart, rows inside
+// a token row_stride apart.
+constexpr int kRowsPerBlock = kThreads / 32;
+
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void layer_norm_kernel(const float* x, int64_t n_rows, int64_t dim, const float* gamma, const float* beta,
+                                  float eps, float* y, int64_t x_stride, int64_t y_stride, int64_t per_token,
                                   int64_t row_stride) {
-  __shared__ double red[kThreads / 32];
-  __shared__ double stat;
-  const int64_t token = blockIdx.x / per_token, sub = blockIdx.x % per_token;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= n_rows) return;  // the whole warp: row is uniform across it
+  const int lane = threadIdx.x % 32;
+  const int64_t token = row / per_token, sub = row % per_token;
   const float* xr = x + token * x_stride + sub * row_stride;
   float* yr = y + token * y_stride + sub * row_stride;
-  auto block_sum = [&](double v) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double s = 0;
-      for (int w = 0; w < kThreads / 32; ++w) s += red[w];
-      stat = s;
-    }
-    __syncthreads();
-    const double r = stat;
-    __syncthreads();  // red / stat are reused by the next reduction
-    return r;
-  };
   double s = 0;
-  for (int64_t c = threadIdx.x; c < dim; c += kThreads) s += xr[c];
-  const double mean = block_sum(s) / static_cast<double>(dim);
+  for (int64_t c = lane; c < dim; c += 32) s += xr[c];
+  const double mean = warp_sum(s) / static_cast<double>(dim);
   double q = 0;
-  for (int64_t c = threadIdx.x; c < dim; c += kThreads) {
+  for (int64_t c = lane; c < dim; c += 32) {
     const double d = xr[c] - mean;
     q += d * d;
   }
-  const double var = block_sum(q) / static_cast<double>(dim);
+  const double var = warp_sum(q) / static_cast<double>(dim);
   const float inv = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
   const float m = static_cast<float>(mean);
-  for (int64_t c = threadIdx.x; c < dim; c += kThreads) {
+  for (int64_t c = lane; c < dim; c += 32) {
     float v = (xr[c] - m) * inv;
     if (gamma) v *= gamma[c];
     if (beta) v += beta[c];
     yr[c] = v;
   }
 }
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 __global__ void gelu_kernel(float* x, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -118,8 +116,8 @@ void layer_norm(const CudaContext& ctx, const float* x, int64_t n, int64_t dim, 
   if (x_stride == 0) x_stride = dim;
   if (y_stride == 0) y_stride = dim;
   if (n == 0) return;
-  layer_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x, dim, gamma, beta, eps, y, x_stride,
-                                                                             y_stride, 1, 0);
+  const unsigned blocks = row_blocks(n);
+  layer_norm_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(x, n, dim, gamma, beta, eps, y, x_stride, y_stride, 1, 0);
   LINGBOT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -130,8 +128,9 @@ void head_norm(const CudaContext& ctx, float* x, int64_t n_tokens, int heads, in
                 " token_stride=", token_stride);
   LINGBOT_CHECK(n_tokens * heads <= INT_MAX, "cuda head_norm: ", n_tokens, " x ", heads, " rows exceed the grid limit");
   if (n_tokens == 0) return;
-  layer_norm_kernel<<<static_cast<unsigned>(n_tokens * heads), kThreads, 0, ctx.stream()>>>(
-      x, head_dim, gamma, beta, eps, x, token_stride, token_stride, heads, head_dim);
+  const unsigned blocks = row_blocks(n_tokens * heads);
+  layer_norm_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(x, n_tokens * heads, head_dim, gamma, beta, eps, x,
+                                                           token_stride, token_stride, heads, head_dim);
   LINGBOT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -2,16 +2,21 @@
 // Host emulation of the CUDA runtime subset that src/compute/cuda and the launch wrappers of
 // src/kernels/cuda/model_ops.cu use, so the CUDA backend's host logic and kernel bodies run (and are
 // tested against the CPU backend) on machines without a GPU: one emulated device whose memory is
-// host memory, synchronous copies, and kernels run by a single "thread" (blockIdx 0, blockDim 1,
-// gridDim 1: the kernels' grid-stride loops then cover every element in order). Test code only.
+// host memory (the shim remembers which allocations are "device" and "pinned host", so passing
+// host memory where device memory is due fails as it does on a device), synchronous copies, and kernels run by a single "thread" (blockIdx 0, blockDim 1,
+// gridDim 1: the kernels' grid-stride loops then cover every element in order), or, in translation
+// units built with LINGBOT_EMULATED_GRID, as whole grids of threads (emulated_grid.h). Test code only.
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 typedef void* cudaStream_t;
-enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost, cudaMemoryTypeDevice, cudaMemoryTypeManaged };
 struct cudaPointerAttributes {
@@ -24,30 +29,67 @@ struct cudaDeviceProp {
   size_t totalGlobalMem;
 };
 
-inline const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMemoryAllocation"; }
-inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "out of memory"; }
+inline const char* cudaGetErrorName(cudaError_t e) {
+  return e == cudaSuccess ? "cudaSuccess" : e == cudaErrorInvalidValue ? "cudaErrorInvalidValue" : "cudaErrorMemoryAllocation";
+}
+inline const char* cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : e == cudaErrorInvalidValue ? "invalid argument" : "out of memory";
+}
+
+// The emulated allocations: base address -> (bytes, kind). Pointers inside none are plain host memory.
+struct EmulatedAllocations {
+  std::mutex m;
+  std::map<const char*, std::pair<size_t, cudaMemoryType>> blocks;
+};
+inline EmulatedAllocations& emulated_allocations() {
+  static EmulatedAllocations a;
+  return a;
+}
+inline cudaError_t emulated_alloc(void** p, size_t n, cudaMemoryType t) {
+  *p = std::malloc(n ? n : 1);
+  if (!*p) return cudaErrorMemoryAllocation;
+  EmulatedAllocations& a = emulated_allocations();
+  std::lock_guard<std::mutex> lock(a.m);
+  a.blocks[static_cast<const char*>(*p)] = {n, t};
+  return cudaSuccess;
+}
+inline cudaError_t emulated_free(void* p, cudaMemoryType t) {
+  if (!p) return cudaSuccess;
+  EmulatedAllocations& a = emulated_allocations();
+  {
+    std::lock_guard<std::mutex> lock(a.m);
+    const auto it = a.blocks.find(static_cast<const char*>(p));
+    if (it == a.blocks.end() || it->second.second != t) return cudaErrorInvalidValue;
+    a.blocks.erase(it);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaMemoryType emulated_memory_type(const void* ptr) {
+  const char* p = static_cast<const char*>(ptr);
+  EmulatedAllocations& a = emulated_allocations();
+  std::lock_guard<std::mutex> lock(a.m);
+  auto it = a.blocks.upper_bound(p);
+  if (it == a.blocks.begin()) return cudaMemoryTypeUnregistered;
+  --it;
+  return p < it->first + (it->second.first ? it->second.first : 1) ? it->second.second : cudaMemoryTypeUnregistered;
+}
+inline bool emulated_is_device(const void* p) { return emulated_memory_type(p) == cudaMemoryTypeDevice; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-inline cudaError_t cudaMalloc(void** p, size_t n) {
-  *p = std::malloc(n);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-inline cudaError_t cudaFree(void* p) {
-  std::free(p);
-  return cudaSuccess;
-}
+inline cudaError_t cudaMalloc(void** p, size_t n) { return emulated_alloc(p, n, cudaMemoryTypeDevice); }
+inline cudaError_t cudaFree(void* p) { return emulated_free(p, cudaMemoryTypeDevice); }
 inline cudaError_t cudaMemset(void* p, int v, size_t n) {
+  if (n == 0) return cudaSuccess;
+  if (!emulated_is_device(p)) return cudaErrorInvalidValue;
   std::memset(p, v, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) {
-  std::memset(p, v, n);
-  return cudaSuccess;
-}
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) { return cudaMemset(p, v, n); }
 // Stream-ordered pools: plain malloc / free.
 typedef struct EmulatedMemPool* cudaMemPool_t;
 enum cudaMemAllocationType { cudaMemAllocationTypePinned = 1 };
@@ -71,23 +113,32 @@ inline cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps
 inline cudaError_t cudaMemPoolDestroy(cudaMemPool_t) { return cudaSuccess; }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
 inline cudaError_t cudaMallocFromPoolAsync(void** p, size_t n, cudaMemPool_t, cudaStream_t) {
-  *p = std::malloc(n);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  return emulated_alloc(p, n, cudaMemoryTypeDevice);
 }
-inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
-  std::free(p);
-  return cudaSuccess;
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return emulated_free(p, cudaMemoryTypeDevice); }
+// A copy whose pointers contradict its kind is undefined behaviour on a device; here it fails.
+inline bool emulated_kind_matches(void* d, const void* s, cudaMemcpyKind k) {
+  switch (k) {
+    case cudaMemcpyHostToDevice: return emulated_is_device(d) && !emulated_is_device(s);
+    case cudaMemcpyDeviceToHost: return !emulated_is_device(d) && emulated_is_device(s);
+    case cudaMemcpyDeviceToDevice: return emulated_is_device(d) && emulated_is_device(s);
+    case cudaMemcpyDefault: return true;
+  }
+  return false;
 }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) {
+  if (n == 0) return cudaSuccess;
+  if (!emulated_kind_matches(d, s, k)) return cudaErrorInvalidValue;
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = nullptr) {
-  std::memcpy(d, s, n);
-  return cudaSuccess;
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) {
+  return cudaMemcpy(d, s, n, k);
 }
-inline cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind,
-                                     cudaStream_t = nullptr) {
+inline cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h,
+                                     cudaMemcpyKind k, cudaStream_t = nullptr) {
+  if (w == 0 || h == 0) return cudaSuccess;
+  if (!emulated_kind_matches(d, s, k)) return cudaErrorInvalidValue;
   for (size_t r = 0; r < h; ++r) std::memcpy(static_cast<char*>(d) + r * dp, static_cast<const char*>(s) + r * sp, w);
   return cudaSuccess;
 }
@@ -106,14 +157,8 @@ struct EmulatedEvent {
 };
 typedef EmulatedEvent* cudaEvent_t;
 constexpr unsigned cudaEventDisableTiming = 2, cudaHostAllocDefault = 0;
-inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
-  *p = std::malloc(n);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-inline cudaError_t cudaFreeHost(void* p) {
-  std::free(p);
-  return cudaSuccess;
-}
+inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) { return emulated_alloc(p, n, cudaMemoryTypeHost); }
+inline cudaError_t cudaFreeHost(void* p) { return emulated_free(p, cudaMemoryTypeHost); }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   *e = new EmulatedEvent;
   return cudaSuccess;
@@ -133,8 +178,8 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_
   *ms = static_cast<float>(end->ms - start->ms);
   return cudaSuccess;
 }
-inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void*) {
-  a->type = cudaMemoryTypeDevice;  // every pointer counts as device memory of the emulated device
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  a->type = emulated_memory_type(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
@@ -145,14 +190,29 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   return cudaSuccess;
 }
 
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
+  return cudaSuccess;
+}
+
 // ---- device code ----------------------------------------------------------------------------------
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#ifdef LINGBOT_EMULATED_GRID
+#include "emulated_grid.h"  // kernels run as real grids of threads (ops.cu, attention.cu)
+#else
 struct EmulatedDim {
   unsigned x;
 };
 inline constexpr EmulatedDim blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
+#endif
 // Round-to-nearest f32 arithmetic without contraction (volatile stops the host compiler fusing).
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }

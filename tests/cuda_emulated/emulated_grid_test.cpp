@@ -1,0 +1,146 @@
+// The emulated execution model itself (emulated_grid.h): barriers and shuffles order threads as on a
+// device, and the bugs a device would punish with a hang or garbage abort with a message here.
+// Built with LINGBOT_EMULATED_GRID: the shim's runtime header brings the grid model.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/ptx.cuh"
+
+namespace emu = lingbot::emu;
+namespace ptx = lingbot::cuda::ptx;
+
+namespace {
+
+// Every thread writes its id, then (after the barrier) reads its neighbour's: wrong without the
+// barrier, since fibers run in order and thread i+1 has not written when thread i reads.
+__global__ void rotate_kernel(int* out) {
+  __shared__ int tile[128];
+  const int i = threadIdx.x;
+  tile[i] = i + 1000 * blockIdx.x;
+  __syncthreads();
+  out[blockIdx.x * 128 + i] = tile[(i + 1) % 128];
+}
+
+__global__ void warp_sum_kernel(float* out) {
+  float v = static_cast<float>(threadIdx.x);
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  out[threadIdx.x] = v;
+}
+
+__global__ void deadlock_kernel(float* out) {
+  if (threadIdx.x == 0) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+  }
+}
+
+__global__ void early_return_kernel(float* out) {
+  if (threadIdx.x == 5) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+// Copies 16 bytes per thread with cp.async and reads them back with or without waiting first.
+__global__ void async_copy_kernel(const float* src, float* out, bool wait) {
+  alignas(16) __shared__ float tile[32 * 4];
+  ptx::cp_async16(&tile[threadIdx.x * 4], src + threadIdx.x * 4);
+  ptx::cp_async_commit();
+  if (wait) ptx::cp_async_wait<0>();
+  __syncthreads();
+  const float v = tile[((threadIdx.x + 1) % 32) * 4];
+  __syncthreads();  // nobody exits (landing its copies) before every thread has read
+  out[threadIdx.x] = v;
+}
+
+uint16_t bf16_bits(float f) { return lingbot::f32_to_bf16(f); }
+
+// A 16x16 · 16x8 product through ldmatrix (A rows as four 8x8 matrices, B from its transpose) and
+// mma, against the plain product: checks the two instructions' layouts against each other and
+// against the documented fragment of D.
+__global__ void gemm_kernel(const uint16_t* a_rows, const uint16_t* bt_rows, float* d) {
+  alignas(16) __shared__ uint16_t as[16][16];
+  alignas(16) __shared__ uint16_t bs[8][16];  // B transposed: row n = column n of B
+  const int l = threadIdx.x;
+  for (int i = l; i < 256; i += 32) as[i / 16][i % 16] = a_rows[i];
+  for (int i = l; i < 128; i += 32) bs[i / 16][i % 16] = bt_rows[i];
+  __syncthreads();
+  // A fragment: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+  uint32_t a[4];
+  ptx::ldmatrix_x4<false>(a, &as[(l % 8) + 8 * ((l / 8) % 2)][8 * (l / 16)]);
+  // B fragment (col-major 16x8 = row-major B^T): matrices (n 0-7, k 0-7) and (n 0-7, k 8-15), twice.
+  uint32_t b[4];
+  ptx::ldmatrix_x4<false>(b, &bs[l % 8][8 * ((l / 8) % 2)]);
+  float c[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  ptx::mma_m16n8k16_bf16(c, a, b[0], b[1]);
+  const int g = l / 4, t = l % 4;
+  d[g * 8 + 2 * t] = c[0];
+  d[g * 8 + 2 * t + 1] = c[1];
+  d[(g + 8) * 8 + 2 * t] = c[2];
+  d[(g + 8) * 8 + 2 * t + 1] = c[3];
+}
+
+}  // namespace
+
+TEST(EmulatedGrid, SyncthreadsOrdersSharedMemoryAcrossBlocks) {
+  std::vector<int> out(3 * 128, -1);
+  emu::launch({dim3(3), dim3(128)}, "rotate_kernel", [](auto... a) { rotate_kernel(a...); })(out.data());
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < 128; ++i) ASSERT_EQ(out[b * 128 + i], (i + 1) % 128 + 1000 * b) << "block " << b << " i " << i;
+}
+
+TEST(EmulatedGrid, ShuffleXorReducesTheWarp) {
+  std::vector<float> out(64, -1.0f);
+  emu::launch({dim3(1), dim3(64)}, "warp_sum_kernel", [](auto... a) { warp_sum_kernel(a...); })(out.data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 496.0f);        // 0 + ... + 31
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(out[i], 1520.0f);      // 32 + ... + 63
+}
+
+TEST(EmulatedGrid, AsyncCopiesLandAtTheWait) {
+  std::vector<float> src(32 * 4);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  alignas(16) static float aligned[32 * 4];
+  std::copy(src.begin(), src.end(), aligned);
+  std::vector<float> out(32);
+  emu::launch({dim3(1), dim3(32)}, "async_copy_kernel", [](auto... a) { async_copy_kernel(a...); })(aligned, out.data(),
+                                                                                                   true);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<float>(((i + 1) % 32) * 4));
+  // Without the wait the data has not landed: NaN, as garbage would be on a device.
+  emu::launch({dim3(1), dim3(32)}, "async_copy_kernel", [](auto... a) { async_copy_kernel(a...); })(aligned, out.data(),
+                                                                                                   false);
+  for (int i = 0; i < 32; ++i) EXPECT_TRUE(std::isnan(out[i])) << i;
+}
+
+TEST(EmulatedGrid, LdmatrixAndMmaComputeTheProduct) {
+  std::vector<uint16_t> a(256), bt(128);
+  std::vector<float> af(256), btf(128);
+  for (int i = 0; i < 256; ++i) af[i] = lingbot::bf16_to_f32(a[i] = bf16_bits(0.125f * ((i * 7) % 13) - 0.75f));
+  for (int i = 0; i < 128; ++i) btf[i] = lingbot::bf16_to_f32(bt[i] = bf16_bits(0.25f * ((i * 5) % 11) - 1.25f));
+  std::vector<float> d(128, 0.0f);
+  emu::launch({dim3(1), dim3(32)}, "gemm_kernel", [](auto... x) { gemm_kernel(x...); })(a.data(), bt.data(), d.data());
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      double want = 1.0;
+      for (int k = 0; k < 16; ++k) want += static_cast<double>(af[m * 16 + k]) * btf[n * 16 + k];
+      EXPECT_FLOAT_EQ(d[m * 8 + n], static_cast<float>(want)) << "m " << m << " n " << n;
+    }
+}
+
+TEST(EmulatedGridDeathTest, ADeadlockAbortsNamingTheKernel) {
+  std::vector<float> out(32);
+  EXPECT_DEATH(emu::launch({dim3(1), dim3(32)}, "deadlock_kernel", [](auto... a) { deadlock_kernel(a...); })(out.data()),
+               "emulated CUDA: deadlock: 1 threads at __syncthreads, 31 at a warp collective, 0 returned \\(kernel "
+               "deadlock_kernel, block \\(0,0,0\\)\\)");
+}
+
+TEST(EmulatedGridDeathTest, AShuffleWithAReturnedLaneAborts) {
+  std::vector<float> out(32);
+  EXPECT_DEATH(
+      emu::launch({dim3(1), dim3(32)}, "early_return_kernel", [](auto... a) { early_return_kernel(a...); })(out.data()),
+      "emulated CUDA: (a lane returned while its warp waits at __shfl_xor_sync|__shfl_xor_sync while a lane of the "
+      "warp has returned) \\(kernel early_return_kernel");
+}
