@@ -150,6 +150,7 @@ AttentionBenchResult bench_paged_vs_contiguous(const AttentionBenchConfig& c) {
   CudaAttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.impl = c.impl;
+  params.rows_per_warp = c.rows_per_warp;
 
   AttentionBenchResult r;
   r.impl = resolve_attention_impl(c.impl, c.dtype, c.head_dim);

@@ -40,6 +40,7 @@ struct AttentionBenchConfig {
   int head_dim = 64;
   DType dtype = DType::BF16;
   AttentionImpl impl = AttentionImpl::Auto;
+  int rows_per_warp = 0;  // tensor-core kernel: 16 or 32 (0 = kDefaultRowsPerWarp)
   int iterations = 20;
   uint64_t seed = 1;
 };

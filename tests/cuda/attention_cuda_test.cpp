@@ -34,6 +34,15 @@ namespace k = lingbot::kernels;
 
 namespace {
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 double tolerance(AttentionImpl impl, DType dt) {
   if (impl == AttentionImpl::Simt) return 5e-5;
   return dt == DType::F16 ? 5e-3 : 3e-2;
@@ -155,11 +164,12 @@ struct DeviceProblem {
     table.upload(p.table(), p.num_pages, p.page_size);
   }
 
-  std::vector<float> run(const Problem& p, AttentionImpl impl) {
+  std::vector<float> run(const Problem& p, AttentionImpl impl, int rows_per_warp = 0) {
     LINGBOT_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.bytes()));  // NaN: every output must be written
     CudaAttentionParams params;
     params.scale = p.scale();
     params.impl = impl;
+    params.rows_per_warp = rows_per_warp;
     lingbot::cuda::paged_attention(p.query(static_cast<const float*>(q.data())), p.pool_view(pool.data()), table, extra,
                     static_cast<float*>(out.data()), params);
     LINGBOT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -200,8 +210,13 @@ void check_problem(const Problem& p) {
   DeviceProblem dev(alloc, p);
   const std::vector<float> ref = cpu_reference(p);
   for (AttentionImpl impl : impls_for(p.dtype, p.d)) {
-    const std::string what = describe(p, impl);
-    expect_close(dev.run(p, impl), ref, tolerance(impl, p.dtype), what);
+    if (impl == AttentionImpl::TensorCore) {
+      for (int rows : {16, 32})  // both shapes of the tensor-core kernel
+        expect_close(dev.run(p, impl, rows), ref, tolerance(impl, p.dtype),
+                     describe(p, impl) + " rows_per_warp=" + std::to_string(rows));
+      continue;
+    }
+    expect_close(dev.run(p, impl), ref, tolerance(impl, p.dtype), describe(p, impl));
   }
 }
 
@@ -229,19 +244,21 @@ TEST(CudaAttention, RandomPagedProblemsMatchCpuAllDtypes) {
 }
 
 // The streaming shape, scaled down for the CPU reference: 262 queries (one 6+256-token frame) against
-// 4 full patch pages, a partial special page and the frame's own tokens, 16 heads of 64.
+// 4 full patch pages, a partial special page and the frame's own tokens, 16 heads of 64 (4 under
+// the host emulation).
 TEST(CudaAttention, StreamingShapeMatchesCpu) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(7);
+  const int heads = emulated_device() ? 4 : 16;
   for (DType dt : kDtypes) {
-    Problem p = make_problem(rng, 16, 64, 262, 262, 4, 0, dt, /*full_pages=*/true);
+    Problem p = make_problem(rng, heads, 64, 262, 262, 4, 0, dt, /*full_pages=*/true);
     // A special page holding 5 frames' specials, then the frame's own tokens as an extra span.
     int special = 0;
     while (std::find(p.ids.begin(), p.ids.end(), special) != p.ids.end()) ++special;
     p.ids.push_back(special);
     p.start.push_back(0);
     p.len.push_back(30);
-    const int64_t row = 16 * 64;
+    const int64_t row = heads * 64;
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (int t = 0; t < 30; ++t)
       for (int64_t i = 0; i < row; ++i) {
@@ -325,6 +342,12 @@ TEST(CudaAttention, ResultsAreBitwiseReproducible) {
     const std::vector<float> a = dev.run(p, impl), b = dev.run(p, impl);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << attention_impl_name(impl);
   }
+  // 32 rows per warp runs every row's instructions of the 16-row kernel, interleaved: same bits.
+  const std::vector<float> r16 = dev.run(p, AttentionImpl::TensorCore, 16),
+                           r32 = dev.run(p, AttentionImpl::TensorCore, 32);
+  EXPECT_EQ(std::memcmp(r16.data(), r32.data(), r16.size() * sizeof(float)), 0);
+  EXPECT_EQ(error_of([&] { dev.run(p, AttentionImpl::TensorCore, 24); }),
+            "paged_attention: rows_per_warp must be 0 (default), 16 or 32, got 24");
 }
 
 TEST(CudaAttention, DenseMatchesCpuDense) {
@@ -358,16 +381,6 @@ TEST(CudaAttention, DenseMatchesCpuDense) {
 
 // ---- Input validation (runs without a device: every check precedes the first CUDA call) ----
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-}  // namespace
 
 TEST(CudaAttentionValidation, PageTableUploadChecksEntriesLikeTheCpuKernel) {
   CudaAllocator alloc;

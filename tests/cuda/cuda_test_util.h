@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -13,6 +14,13 @@
 namespace lingbot::cuda::testing {
 
 inline bool have_cuda_device() { return device_count() > 0; }
+
+// True under the host emulation of tests/cuda_emulated (its device is named so), where kernels run
+// thousands of times slower: the largest shapes are scaled down there.
+inline bool emulated_device() {
+  cudaDeviceProp p{};
+  return cudaGetDeviceProperties(&p, 0) == cudaSuccess && std::string(p.name) == "host emulation";
+}
 
 // Skips the calling test when no CUDA device is visible, saying so on stderr and in the skip reason.
 #define LINGBOT_REQUIRE_CUDA_DEVICE()                                                            \

@@ -1,6 +1,6 @@
 // CUDA paged / dense attention (see attention_cuda.h). Two kernels share one key walk:
 //   attn_simt_kernel  one thread per query row, f32 math, any dtype, head_dim <= 128
-//   attn_mma_kernel   one warp per 16 query rows, mma.sync m16n8k16 (f16/bf16 in, f32 accumulate),
+//   attn_mma_kernel   one warp per 16 or 32 query rows, mma.sync m16n8k16 (f16/bf16 in, f32 accumulate),
 //                     head_dim 64, K/V tiles double-buffered in shared memory with cp.async, B fragments
 //                     loaded with ldmatrix (.trans for V)
 // Keys are walked segment by segment (page-table entries first, then extra spans) in tiles; a
@@ -170,10 +170,9 @@ __global__ void __launch_bounds__(kSimtRows) attn_simt_kernel(QueryArgs q, KeyAr
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core kernel (sm_80+): 4 warps x 16 query rows, key tiles of 64, head_dim 64.
+// Tensor-core kernel (sm_80+): 4 warps x 16 or 32 query rows, key tiles of 64, head_dim 64.
 
 constexpr int kMmaWarps = 4;
-constexpr int kMmaRows = 16 * kMmaWarps;  // query rows per block
 constexpr int kMmaKeys = 64;              // keys per tile
 constexpr int kMmaDim = 64;               // head_dim
 constexpr int kSmemRow = kMmaDim + 8;     // padded row (halves): conflict-free fragment loads
@@ -262,7 +261,9 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
   }
 }
 
-template <typename T>
+// RT row tiles of 16 query rows per warp: every K / V fragment loaded from shared memory feeds RT
+// mmas, so RT = 2 halves the shared-memory traffic per FLOP at the price of twice the accumulators.
+template <typename T, int RT>
 __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
   using Tr = MmaTraits<T>;
   alignas(16) __shared__ uint16_t ks[2][kMmaKeys][kSmemRow];
@@ -270,30 +271,36 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
   const int h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
-  const int r0 = blockIdx.x * kMmaRows + warp * 16 + g;  // this thread's two query rows: r0, r0 + 8
-  const int r1 = r0 + 8;
+  // Row tile i of this warp: rows base + 16i + g (fragment rows 0-7) and + 8 (rows 8-15).
+  const int base = (blockIdx.x * kMmaWarps + warp) * 16 * RT;
 
   // Q fragments (A operand, row-major 16x16 per k-chunk of 16 dims), rounded to T.
-  uint32_t qa[kMmaDim / 16][4];
-  {
+  uint32_t qa[RT][kMmaDim / 16][4];
+#pragma unroll
+  for (int i = 0; i < RT; ++i) {
+    const int r0 = base + 16 * i + g, r1 = r0 + 8;
     const float* q0 = q.data + static_cast<int64_t>(r0) * q.token_stride + static_cast<int64_t>(h) * kMmaDim;
     const float* q1 = q.data + static_cast<int64_t>(r1) * q.token_stride + static_cast<int64_t>(h) * kMmaDim;
     const bool v0 = r0 < q.n_tokens, v1 = r1 < q.n_tokens;
 #pragma unroll
     for (int c = 0; c < kMmaDim / 16; ++c) {
       const int d = c * 16 + 2 * t;
-      qa[c][0] = v0 ? Tr::pack(q0[d], q0[d + 1]) : 0u;
-      qa[c][1] = v1 ? Tr::pack(q1[d], q1[d + 1]) : 0u;
-      qa[c][2] = v0 ? Tr::pack(q0[d + 8], q0[d + 9]) : 0u;
-      qa[c][3] = v1 ? Tr::pack(q1[d + 8], q1[d + 9]) : 0u;
+      qa[i][c][0] = v0 ? Tr::pack(q0[d], q0[d + 1]) : 0u;
+      qa[i][c][1] = v1 ? Tr::pack(q1[d], q1[d + 1]) : 0u;
+      qa[i][c][2] = v0 ? Tr::pack(q0[d + 8], q0[d + 9]) : 0u;
+      qa[i][c][3] = v1 ? Tr::pack(q1[d + 8], q1[d + 9]) : 0u;
     }
   }
 
-  float o[kMmaDim / 8][4];
+  float o[RT][kMmaDim / 8][4];
+  float m[RT][2], l[RT][2];  // running max (log2 domain) / this thread's partial sums of rows g, g + 8
 #pragma unroll
-  for (int j = 0; j < kMmaDim / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY;  // running max of rows r0 / r1 (log2 domain)
-  float l0 = 0.0f, l1 = 0.0f;            // this thread's partial row sums
+  for (int i = 0; i < RT; ++i) {
+#pragma unroll
+    for (int j = 0; j < kMmaDim / 8; ++j) o[i][j][0] = o[i][j][1] = o[i][j][2] = o[i][j][3] = 0.0f;
+    m[i][0] = m[i][1] = -INFINITY;
+    l[i][0] = l[i][1] = 0.0f;
+  }
 
   const int n_segs = keys.num_entries + keys.num_dspans + keys.num_spans;
   TileCursor<T> cur{0, 0, 0, {}};
@@ -316,58 +323,65 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     }
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows x 64 keys: s[j] covers keys 8j..8j+7. One ldmatrix.x4 loads
-    // keys 8j..8j+7 x dims 32cp..32cp+31: the (b0, b1) pairs of dim chunks 2cp and 2cp+1.
-    float s[kMmaKeys / 8][4];
+    // S = Q K^T for this warp's rows x 64 keys: s[i][j] covers keys 8j..8j+7 of row tile i. One
+    // ldmatrix.x4 loads keys 8j..8j+7 x dims 32cp..32cp+31: the (b0, b1) pairs of dim chunks 2cp and 2cp+1.
+    float s[RT][kMmaKeys / 8][4];
 #pragma unroll
     for (int j = 0; j < kMmaKeys / 8; ++j) {
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < RT; ++i) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.0f;
       const uint16_t* krow = ks[stage][8 * j + lane % 8] + (lane / 8) * 8;
 #pragma unroll
       for (int cp = 0; cp < kMmaDim / 32; ++cp) {
         uint32_t kb[4];
         ptx::ldmatrix_x4<false>(kb, krow + cp * 32);
-        Tr::mma(s[j], qa[2 * cp], kb[0], kb[1]);
-        Tr::mma(s[j], qa[2 * cp + 1], kb[2], kb[3]);
+#pragma unroll
+        for (int i = 0; i < RT; ++i) {
+          Tr::mma(s[i][j], qa[i][2 * cp], kb[0], kb[1]);
+          Tr::mma(s[i][j], qa[i][2 * cp + 1], kb[2], kb[3]);
+        }
       }
     }
-    // Scale, mask keys past the tile, row max (the 4 threads of a group share rows r0 / r1).
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kMmaKeys / 8; ++j) {
-      const int col = 8 * j + 2 * t;
-      s[j][0] = col < cur.nk ? s[j][0] * qscale : -INFINITY;
-      s[j][1] = col + 1 < cur.nk ? s[j][1] * qscale : -INFINITY;
-      s[j][2] = col < cur.nk ? s[j][2] * qscale : -INFINITY;
-      s[j][3] = col + 1 < cur.nk ? s[j][3] * qscale : -INFINITY;
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // finite: every tile has a key
-    const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    l0 *= a0;
-    l1 *= a1;
+    for (int i = 0; i < RT; ++i) {
+      // Scale, mask keys past the tile, row max (the 4 threads of a group share rows g / g + 8).
+      float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kMmaDim / 8; ++j) {
-      o[j][0] *= a0;
-      o[j][1] *= a0;
-      o[j][2] *= a1;
-      o[j][3] *= a1;
-    }
+      for (int j = 0; j < kMmaKeys / 8; ++j) {
+        const int col = 8 * j + 2 * t;
+        s[i][j][0] = col < cur.nk ? s[i][j][0] * qscale : -INFINITY;
+        s[i][j][1] = col + 1 < cur.nk ? s[i][j][1] * qscale : -INFINITY;
+        s[i][j][2] = col < cur.nk ? s[i][j][2] * qscale : -INFINITY;
+        s[i][j][3] = col + 1 < cur.nk ? s[i][j][3] * qscale : -INFINITY;
+        mx0 = fmaxf(mx0, fmaxf(s[i][j][0], s[i][j][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[i][j][2], s[i][j][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m[i][0], mx0), mn1 = fmaxf(m[i][1], mx1);  // finite: every tile has a key
+      const float a0 = exp2f(m[i][0] - mn0), a1 = exp2f(m[i][1] - mn1);
+      m[i][0] = mn0;
+      m[i][1] = mn1;
+      l[i][0] *= a0;
+      l[i][1] *= a1;
 #pragma unroll
-    for (int j = 0; j < kMmaKeys / 8; ++j) {
-      s[j][0] = exp2f(s[j][0] - mn0);
-      s[j][1] = exp2f(s[j][1] - mn0);
-      s[j][2] = exp2f(s[j][2] - mn1);
-      s[j][3] = exp2f(s[j][3] - mn1);
-      l0 += s[j][0] + s[j][1];
-      l1 += s[j][2] + s[j][3];
+      for (int j = 0; j < kMmaDim / 8; ++j) {
+        o[i][j][0] *= a0;
+        o[i][j][1] *= a0;
+        o[i][j][2] *= a1;
+        o[i][j][3] *= a1;
+      }
+#pragma unroll
+      for (int j = 0; j < kMmaKeys / 8; ++j) {
+        s[i][j][0] = exp2f(s[i][j][0] - mn0);
+        s[i][j][1] = exp2f(s[i][j][1] - mn0);
+        s[i][j][2] = exp2f(s[i][j][2] - mn1);
+        s[i][j][3] = exp2f(s[i][j][3] - mn1);
+        l[i][0] += s[i][j][0] + s[i][j][1];
+        l[i][1] += s[i][j][2] + s[i][j][3];
+      }
     }
     // O += P V: P's accumulator layout is the A layout of the next mma (keys 16kc..16kc+15). One
     // ldmatrix.x4.trans loads keys 16kc..16kc+15 x dims 16jp..16jp+15 transposed: the (b0, b1) pairs
@@ -375,15 +389,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     const uint16_t* vrow = vs[stage][lane % 8 + ((lane / 8) % 2) * 8] + (lane / 16) * 8;
 #pragma unroll
     for (int kc = 0; kc < kMmaKeys / 16; ++kc) {
-      const uint32_t pa[4] = {Tr::pack(s[2 * kc][0], s[2 * kc][1]), Tr::pack(s[2 * kc][2], s[2 * kc][3]),
-                              Tr::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                              Tr::pack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      uint32_t pa[RT][4];
+#pragma unroll
+      for (int i = 0; i < RT; ++i) {
+        pa[i][0] = Tr::pack(s[i][2 * kc][0], s[i][2 * kc][1]);
+        pa[i][1] = Tr::pack(s[i][2 * kc][2], s[i][2 * kc][3]);
+        pa[i][2] = Tr::pack(s[i][2 * kc + 1][0], s[i][2 * kc + 1][1]);
+        pa[i][3] = Tr::pack(s[i][2 * kc + 1][2], s[i][2 * kc + 1][3]);
+      }
 #pragma unroll
       for (int jp = 0; jp < kMmaDim / 16; ++jp) {
         uint32_t vb[4];
         ptx::ldmatrix_x4<true>(vb, vrow + 16 * kc * kSmemRow + 16 * jp);
-        Tr::mma(o[2 * jp], pa, vb[0], vb[1]);
-        Tr::mma(o[2 * jp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+        for (int i = 0; i < RT; ++i) {
+          Tr::mma(o[i][2 * jp], pa[i], vb[0], vb[1]);
+          Tr::mma(o[i][2 * jp + 1], pa[i], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // this stage is overwritten by the load issued in the next iteration
@@ -391,22 +413,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     stage ^= 1;
   }
 
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-  if (r0 < q.n_tokens) {
-    float* dst = out + (static_cast<int64_t>(r0) * q.heads + h) * kMmaDim;
 #pragma unroll
-    for (int j = 0; j < kMmaDim / 8; ++j)
-      *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) = make_float2(o[j][0] * inv0, o[j][1] * inv0);
-  }
-  if (r1 < q.n_tokens) {
-    float* dst = out + (static_cast<int64_t>(r1) * q.heads + h) * kMmaDim;
+  for (int i = 0; i < RT; ++i) {
 #pragma unroll
-    for (int j = 0; j < kMmaDim / 8; ++j)
-      *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) = make_float2(o[j][2] * inv1, o[j][3] * inv1);
+    for (int half = 0; half < 2; ++half) {
+      float sum = l[i][half];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.0f / sum;
+      const int r = base + 16 * i + g + 8 * half;
+      if (r < q.n_tokens) {
+        float* dst = out + (static_cast<int64_t>(r) * q.heads + h) * kMmaDim;
+#pragma unroll
+        for (int j = 0; j < kMmaDim / 8; ++j)
+          *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) =
+              make_float2(o[i][j][2 * half] * inv, o[i][j][2 * half + 1] * inv);
+      }
+    }
   }
 }
 
@@ -489,11 +512,23 @@ void launch(std::string_view fn, const kernels::QueryView& q, const KeyArgs& ka,
   const QueryArgs qa{q.data, q.token_stride, q.n_tokens, q.heads, q.head_dim};
   const float qscale = params.scale * kLog2e;
   if (impl == AttentionImpl::TensorCore) {
-    const dim3 grid((q.n_tokens + kMmaRows - 1) / kMmaRows, q.heads);
+    LINGBOT_CHECK(params.rows_per_warp == 0 || params.rows_per_warp == 16 || params.rows_per_warp == 32, fn,
+                  ": rows_per_warp must be 0 (default), 16 or 32, got ", params.rows_per_warp);
+    const int rows_per_warp = params.rows_per_warp ? params.rows_per_warp : kDefaultRowsPerWarp;
+    const int rows_per_block = rows_per_warp * kMmaWarps;
+    const dim3 grid((q.n_tokens + rows_per_block - 1) / rows_per_block, q.heads);
     if (dtype == DType::F16) {
-      attn_mma_kernel<__half><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      if (rows_per_warp == 32) {
+        attn_mma_kernel<__half, 2><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      } else {
+        attn_mma_kernel<__half, 1><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      }
     } else {
-      attn_mma_kernel<__nv_bfloat16><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      if (rows_per_warp == 32) {
+        attn_mma_kernel<__nv_bfloat16, 2><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      } else {
+        attn_mma_kernel<__nv_bfloat16, 1><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+      }
     }
   } else {
     switch (dtype) {

@@ -36,7 +36,11 @@ struct CudaAttentionParams {
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   cudaStream_t stream = nullptr;   // nullptr = legacy default stream
   AttentionImpl impl = AttentionImpl::Auto;
+  // Tensor-core kernel only: query rows per warp, 16 or 32 (each K/V fragment then feeds two mmas);
+  // 0 = kDefaultRowsPerWarp. A tuning knob for `bench gpu attention`; results agree to rounding.
+  int rows_per_warp = 0;
 };
+inline constexpr int kDefaultRowsPerWarp = 16;
 
 // Most extra / dense KV spans one call takes (they travel in the kernel's parameter block).
 inline constexpr int kMaxCudaSpans = 8;
