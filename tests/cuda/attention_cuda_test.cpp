@@ -276,6 +276,24 @@ TEST(CudaAttention, StreamingShapeMatchesCpu) {
   }
 }
 
+// At most 8 query rows take the decode kernel (keys split over a block's 128 threads, partial
+// softmaxes merged): many keys, and fewer keys than threads (threads that see none); 9 rows take the
+// row-per-thread kernel. Same tolerance as the SIMT kernel.
+TEST(CudaAttention, FewQueriesSplitTheKeysOverABlock) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(13);
+  for (DType dt : kDtypes)
+    for (int d : {40, 64, 128})
+      for (int n_q : {1, 2, 8, 9}) {
+        const Problem many = make_problem(rng, 3, d, n_q, 100, 6, 2, dt);
+        SCOPED_TRACE(describe(many, AttentionImpl::Simt));
+        check_problem(many);
+        const Problem few = make_problem(rng, 2, d, n_q, 8, 1, 0, dt, /*full_pages=*/true);  // 8 keys
+        SCOPED_TRACE(describe(few, AttentionImpl::Simt));
+        check_problem(few);
+      }
+}
+
 // Several frames of queries at once (scale phase) and pages rounded up to a power of two: the
 // padding slots of every page (not only the last) are NaN and must stay unread.
 TEST(CudaAttention, ScalePhaseWithPow2PaddedPagesMatchesCpu) {

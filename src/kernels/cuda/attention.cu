@@ -1,5 +1,7 @@
-// CUDA paged / dense attention (see attention_cuda.h). Two kernels share one key walk:
+// CUDA paged / dense attention (see attention_cuda.h). Three kernels share one key walk:
 //   attn_simt_kernel  one thread per query row, f32 math, any dtype, head_dim <= 128
+//   attn_decode_kernel  the same math for at most 8 query rows: one block per row and head, the keys
+//                     split over its threads
 //   attn_mma_kernel   one warp per 16 or 32 query rows, mma.sync m16n8k16 (f16/bf16 in, f32 accumulate),
 //                     head_dim 64, K/V tiles double-buffered in shared memory with cp.async, B fragments
 //                     loaded with ldmatrix (.trans for V)
@@ -167,6 +169,80 @@ __global__ void __launch_bounds__(kSimtRows) attn_simt_kernel(QueryArgs q, KeyAr
 #pragma unroll
   for (int d = 0; d < DP; ++d)
     if (d < D) dst[d] = o[d] * inv;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIMT decode kernel: a handful of query rows (the camera head's one token per frame) would leave
+// 127 of the SIMT kernel's 128 threads idle and walk every key on one thread. Here a block is one
+// (query row, head) and its threads split the keys: thread i takes keys i, i + 128, ... of each
+// segment with its own online softmax, then the block merges the 128 partial (max, sum, output).
+
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeMaxQueries = 8;  // calls with at most this many query rows take this kernel
+
+template <typename T, int DP>
+__global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(QueryArgs q, KeyArgs keys, float* out,
+                                                                     float qscale) {
+  constexpr int kWarps = kDecodeThreads / 32;
+  __shared__ float qs[DP];
+  __shared__ float warp_max[kWarps];
+  __shared__ float warp_sum[kWarps][DP + 1];  // [DP] holds the softmax denominator
+  const int row = blockIdx.x, h = blockIdx.y, D = q.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int d = threadIdx.x; d < DP; d += kDecodeThreads)
+    qs[d] = d < D ? q.data[row * q.token_stride + static_cast<int64_t>(h) * D + d] * qscale : 0.0f;
+  __syncthreads();
+
+  float o[DP];
+#pragma unroll
+  for (int d = 0; d < DP; ++d) o[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  const int n_segs = keys.num_entries + keys.num_dspans + keys.num_spans;
+  for (int si = 0; si < n_segs; ++si) {
+    const Segment<T> seg = load_segment<T>(keys, si, h, D);
+    for (int t = threadIdx.x; t < seg.n; t += kDecodeThreads) {
+      const T* kr = seg.k + t * seg.stride;
+      const T* vr = seg.v + t * seg.stride;
+      float sc = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DP; ++d)
+        if (d < D) sc = fmaf(qs[d], to_f32(kr[d]), sc);
+      const float m_new = fmaxf(m, sc);
+      const float alpha = exp2f(m - m_new);  // 0 on this thread's first key
+      const float p = exp2f(sc - m_new);
+      l = fmaf(l, alpha, p);
+#pragma unroll
+      for (int d = 0; d < DP; ++d) o[d] = d < D ? fmaf(p, to_f32(vr[d]), o[d] * alpha) : 0.0f;
+      m = m_new;
+    }
+  }
+
+  // Merge: block max, rescale each partial to it, then sum (warp shuffles, then across warps).
+  float mx = m;
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if (lane == 0) warp_max[warp] = mx;
+  __syncthreads();
+  float block_max = warp_max[0];
+  for (int w = 1; w < kWarps; ++w) block_max = fmaxf(block_max, warp_max[w]);  // finite: there are keys
+  const float a = exp2f(m - block_max);  // 0 for a thread that saw no key (m = -inf)
+  l *= a;
+  for (int off = 16; off > 0; off /= 2) l += __shfl_xor_sync(0xffffffffu, l, off);
+  if (lane == 0) warp_sum[warp][DP] = l;
+#pragma unroll
+  for (int d = 0; d < DP; ++d) {
+    float v = o[d] * a;
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (lane == 0) warp_sum[warp][d] = v;
+  }
+  __syncthreads();
+  float denom = 0.0f;
+  for (int w = 0; w < kWarps; ++w) denom += warp_sum[w][DP];
+  float* dst = out + (static_cast<int64_t>(row) * q.heads + h) * D;
+  for (int d = threadIdx.x; d < D; d += kDecodeThreads) {
+    float v = 0.0f;
+    for (int w = 0; w < kWarps; ++w) v += warp_sum[w][d];
+    dst[d] = v / denom;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,6 +571,15 @@ int current_sm_major() {
 
 template <typename T>
 void launch_simt(const QueryArgs& qa, const KeyArgs& ka, float* out, float qscale, cudaStream_t stream) {
+  if (qa.n_tokens <= kDecodeMaxQueries) {
+    const dim3 grid(qa.n_tokens, qa.heads);
+    if (qa.head_dim <= 64) {
+      attn_decode_kernel<T, 64><<<grid, kDecodeThreads, 0, stream>>>(qa, ka, out, qscale);
+    } else {
+      attn_decode_kernel<T, 128><<<grid, kDecodeThreads, 0, stream>>>(qa, ka, out, qscale);
+    }
+    return;
+  }
   const dim3 grid((qa.n_tokens + kSimtRows - 1) / kSimtRows, qa.heads);
   if (qa.head_dim <= 64) {
     attn_simt_kernel<T, 64><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);

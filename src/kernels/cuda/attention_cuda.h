@@ -24,7 +24,8 @@
 namespace lingbot::cuda {
 
 // Which kernel runs. Auto = TensorCore when it applies (f16/bf16 K/V, head_dim 64, sm_80+), else Simt.
-//   Simt:       f32 math throughout (queries stay f32); any dtype, head_dim 1..128.
+//   Simt:       f32 math throughout (queries stay f32); any dtype, head_dim 1..128. At most 8 query
+//               rows (the camera head's one token per frame) split the keys over a block per row.
 //   TensorCore: mma.sync m16n8k16 with f32 accumulation; queries are rounded to the K/V dtype for
 //               Q·K^T and probabilities to the V dtype for P·V (as FlashAttention/FlashInfer do), so
 //               results differ from the CPU kernel by about the storage dtype's rounding.
