@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "bench/harness/verify.h"
+#include "kernels/cpu/attention.h"
 
 namespace {
 
@@ -48,9 +49,12 @@ constexpr double kRoundingVisiblePerUnit = 0.02;  // worst head error must show 
 // <= 7.1e-6 (bf16); small-d24 (24 layers) 9.6e-6 = 0.02 u (f16), 3.9e-5 = 0.01 u (bf16): 5-15x below
 // either backend's error vs the reference (0.1-0.15 u), so a backend that rounded differently (or not
 // at all) would exceed it. With native-bf16 attention (bf16 K/V, AVX512_BF16) the roundings of the
-// probabilities add such flips: small-d24 paged vs dense measured 1.5e-4 = 0.039 u (extrinsic), still
-// 4x below either backend's error vs the reference, within the unchanged 0.05 u bound.
-double backend_agreement_rel(double u) { return std::max(1e-5, 0.05 * u); }
+// probabilities add such flips: small-d24 paged vs dense extrinsic measured 1.5e-4 = 0.039 u with AMX
+// tiles (Xeon), 2.0e-4 = 0.051 u with vdpbf16ps alone (AMD Zen 5), against 0.11-0.16 u of either
+// backend vs the reference; that case gets 0.08 u, still 1.4x below a backend that did not round.
+double backend_agreement_rel(double u, bool native_bf16_attention) {
+  return std::max(1e-5, (native_bf16_attention ? 0.08 : 0.05) * u);
+}
 
 double unit_roundoff(DType t) { return t == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
 
@@ -116,7 +120,8 @@ void check_case(const fs::path& dir) {
       std::snprintf(line, sizeof line, "%-15s paged vs dense %-5s %-14s max abs %.2e  rel %.2e\n",
                     p.case_name.c_str(), p.kv_dtype.c_str(), name, max_abs, max_val > 0 ? max_abs / max_val : 0.0);
       std::cout << line;
-      EXPECT_LE(max_abs, backend_agreement_rel(u) * max_val) << p.case_name << " " << p.kv_dtype << " " << name;
+      const bool native = dt == DType::BF16 && kernels::native_bf16_attention();
+      EXPECT_LE(max_abs, backend_agreement_rel(u, native) * max_val) << p.case_name << " " << p.kv_dtype << " " << name;
     }
   }
 }

@@ -102,7 +102,7 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162flo
 constexpr int kSimtRows = 128;
 constexpr int kSimtKeys = 32;  // keys per shared-memory tile
 
-template <typename T, int DP>  // DP: head_dim rounded up to 64 or 128 (zero padding)
+template <typename T, int DP>  // DP: head_dim rounded up to 16, 32, 64 or 128 (zero padding)
 __global__ void __launch_bounds__(kSimtRows) attn_simt_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
   __shared__ float ks[kSimtKeys][DP];
   __shared__ float vs[kSimtKeys][DP];
@@ -580,8 +580,13 @@ void launch_simt(const QueryArgs& qa, const KeyArgs& ka, float* out, float qscal
     }
     return;
   }
+  // head_dim rounded up to a power of two from 16: small heads do not pay for 64 dims.
   const dim3 grid((qa.n_tokens + kSimtRows - 1) / kSimtRows, qa.heads);
-  if (qa.head_dim <= 64) {
+  if (qa.head_dim <= 16) {
+    attn_simt_kernel<T, 16><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);
+  } else if (qa.head_dim <= 32) {
+    attn_simt_kernel<T, 32><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);
+  } else if (qa.head_dim <= 64) {
     attn_simt_kernel<T, 64><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);
   } else {
     attn_simt_kernel<T, 128><<<grid, kSimtRows, 0, stream>>>(qa, ka, out, qscale);

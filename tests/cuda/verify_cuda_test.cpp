@@ -1,0 +1,59 @@
+// `verify --device cuda` as a test: golden cases (upstream's outputs on random-weight models)
+// through a device-cuda Session with f32 weights and f32 K/V must pass the same f32 tolerances as
+// the CPU (tests/pipeline/verify_test.cpp): every reference tensor "ok", none "FAIL". Needs a
+// device; the CPU build runs it under the host emulation (Emulated.CudaVerify.*).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "bench/harness/verify.h"
+#include "cuda_test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace lingbot;
+
+// checked: rows that must come out "ok" (the counts of tests/pipeline/verify_test.cpp).
+void expect_case_passes_on_cuda(const fs::path& dir, int expected_checked) {
+  VerifyOptions o;
+  o.case_dir = dir.string();
+  o.kv_backend = KVBackend::Paged;
+  o.threads = 2;
+  o.device = Device::Cuda;
+  const VerifyReport r = run_verify(o);
+  int checked = 0;
+  for (const VerifyRow& row : r.rows) {
+    if (row.status == "ok") ++checked;
+    EXPECT_NE(row.status, "FAIL") << dir.filename() << " " << row.tensor << ": " << row.note;
+  }
+  EXPECT_EQ(checked, expected_checked) << format_verify_report(r);
+  EXPECT_TRUE(r.passed()) << format_verify_report(r);
+  std::cout << dir.filename().string() << " [cuda]: " << checked << " tensors ok, streaming " << r.seconds << " s\n";
+}
+
+}  // namespace
+
+// The cases in testdata/: streaming, flow keyframes, windowed with flow keyframes.
+TEST(CudaVerify, TestdataGoldenCasesPassTheF32Tolerances) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  const fs::path root(LINGBOT_TESTDATA_DIR);
+  expect_case_passes_on_cuda(root / "tiny", 19);
+  expect_case_passes_on_cuda(root / "streaming-flow-tiny", 21);
+  expect_case_passes_on_cuda(root / "windowed-flow-tiny", 30);
+}
+
+// The shared cases (../shared/golden, beside the checkout): keyframes by motion, windowed mode, a
+// deeper model. Under the emulation only tiny-keyframes (each kernel runs thousands of times slower).
+TEST(CudaVerify, SharedGoldenCasesPassTheF32Tolerances) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  const fs::path root(LINGBOT_SHARED_GOLDEN_DIR);
+  if (!fs::exists(root / "tiny-keyframes" / "case.json"))
+    GTEST_SKIP() << "shared golden cases not present at " << root;
+  expect_case_passes_on_cuda(root / "tiny-keyframes", 19);
+  if (cuda::testing::emulated_device()) return;  // windowed mode: windowed-flow-tiny above
+  expect_case_passes_on_cuda(root / "windowed-tiny", 26);
+  expect_case_passes_on_cuda(root / "small-d24", 19);
+}
