@@ -172,6 +172,20 @@ else
 fi
 check binaries PASS "cli=$CLI"
 
+# ---- the golden cases: test_cuda's CudaVerify tests and the verify step below read them
+GOLDEN=${LINGBOT_GOLDEN_DIR:-}
+if [ -z "$GOLDEN" ]; then
+  for d in ../shared/golden shared/golden; do [ -d "$d" ] && GOLDEN=$d && break; done
+fi
+if [ -z "$GOLDEN" ]; then
+  # testdata/ holds copies of 3 of the public cases (tiny, streaming-flow-tiny, windowed-flow-tiny):
+  # verify those, and fail the completeness check so the missing ones are not mistaken for passes.
+  GOLDEN=testdata
+  check golden_cases FAIL "why=\"no ../shared/golden or shared/golden (set LINGBOT_GOLDEN_DIR): only testdata/'s copies of 3 public cases are verified\""
+fi
+# test_cuda's CudaVerify.SharedGoldenCases* reads the same folder (a bundle runs away from its build tree).
+export LINGBOT_SHARED_GOLDEN_DIR="$(cd "$GOLDEN" && pwd)"
+
 # ---- CUDA equivalence suite
 echo "== CUDA equivalence suite"
 step 150 "$LOGS/test_cuda.log" "$TEST_CUDA"
@@ -186,17 +200,7 @@ else
   check cuda_equivalence_suite FAIL "passed=${passed:-0} $(why "$LOGS/test_cuda.log")"
 fi
 
-# ---- verify --device cuda on every golden case
-GOLDEN=${LINGBOT_GOLDEN_DIR:-}
-if [ -z "$GOLDEN" ]; then
-  for d in ../shared/golden shared/golden; do [ -d "$d" ] && GOLDEN=$d && break; done
-fi
-if [ -z "$GOLDEN" ]; then
-  # testdata/ holds copies of 3 of the public cases (tiny, streaming-flow-tiny, windowed-flow-tiny):
-  # verify those, and fail the completeness check so the missing ones are not mistaken for passes.
-  GOLDEN=testdata
-  check golden_cases FAIL "why=\"no ../shared/golden or shared/golden (set LINGBOT_GOLDEN_DIR): only testdata/'s copies of 3 public cases are verified\""
-fi
+# ---- verify --device cuda on every golden case (the folder was found before the suite)
 echo "== verify --device cuda (golden: $GOLDEN)"
 cases=()
 [ -n "$GOLDEN" ] && for c in "$GOLDEN"/*/case.json; do [ -f "$c" ] && cases+=("$(dirname "$c")"); done

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,18 @@
 namespace lingbot::cuda::testing {
 
 inline bool have_cuda_device() { return device_count() > 0; }
+
+// testdata/ and the shared golden folder: the environment's LINGBOT_TESTDATA_DIR /
+// LINGBOT_SHARED_GOLDEN_DIR where the binary runs away from its source tree (scripts/gpu_check.sh
+// sets both for a bundle), else the build's own.
+inline std::string dir_from_env(const char* var, const char* built_in) {
+  const char* env = std::getenv(var);
+  return env && *env ? env : built_in;
+}
+inline std::string testdata_dir() { return dir_from_env("LINGBOT_TESTDATA_DIR", LINGBOT_TESTDATA_DIR); }
+inline std::string shared_golden_dir() {
+  return dir_from_env("LINGBOT_SHARED_GOLDEN_DIR", LINGBOT_SHARED_GOLDEN_DIR);
+}
 
 // True under the host emulation of tests/cuda_emulated (its device is named so), where kernels run
 // thousands of times slower: the largest shapes are scaled down there.

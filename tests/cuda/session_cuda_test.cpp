@@ -53,12 +53,7 @@ double max_rel_error(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-// The environment names testdata/ where the binary runs away from its source tree (scripts/gpu_check.sh
-// sets it for a bundle); else the build's own.
-std::string tiny_dir() {
-  const char* env = std::getenv("LINGBOT_TESTDATA_DIR");
-  return std::string(env && *env ? env : LINGBOT_TESTDATA_DIR) + "/tiny/";
-}
+std::string tiny_dir() { return cuda::testing::testdata_dir() + "/tiny/"; }
 
 namespace {
 

@@ -39,7 +39,7 @@ void expect_case_passes_on_cuda(const fs::path& dir, int expected_checked) {
 // The cases in testdata/: streaming, flow keyframes, windowed with flow keyframes.
 TEST(CudaVerify, TestdataGoldenCasesPassTheF32Tolerances) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const fs::path root(LINGBOT_TESTDATA_DIR);
+  const fs::path root(cuda::testing::testdata_dir());
   expect_case_passes_on_cuda(root / "tiny", 19);
   expect_case_passes_on_cuda(root / "streaming-flow-tiny", 21);
   expect_case_passes_on_cuda(root / "windowed-flow-tiny", 30);
@@ -49,7 +49,7 @@ TEST(CudaVerify, TestdataGoldenCasesPassTheF32Tolerances) {
 // deeper model. Under the emulation only tiny-keyframes (each kernel runs thousands of times slower).
 TEST(CudaVerify, SharedGoldenCasesPassTheF32Tolerances) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
-  const fs::path root(LINGBOT_SHARED_GOLDEN_DIR);
+  const fs::path root(cuda::testing::shared_golden_dir());
   if (!fs::exists(root / "tiny-keyframes" / "case.json"))
     GTEST_SKIP() << "shared golden cases not present at " << root;
   expect_case_passes_on_cuda(root / "tiny-keyframes", 19);
