@@ -10,6 +10,8 @@
 //     operands. A lane that returned while its warp waits, or lanes meeting at different kinds of
 //     collective, or a block whose threads can make no progress, abort with a message that names the
 //     kernel launch (these are bugs on a device too: deadlocks or undefined results).
+//   * cp.async copies land when a wait_group retires their group; until then the destination reads
+//     0xff bytes (NaN), so a kernel that reads before waiting computes NaN.
 //   * __shared__ variables are function statics (thread_local), shared by the fibers of a block.
 //
 // Translation units compiled with LINGBOT_EMULATED_GRID get this model (cuda_runtime_api.h includes
