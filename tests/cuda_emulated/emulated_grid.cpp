@@ -156,9 +156,8 @@ void release_block(Grid& g) {
 }
 
 std::string states(const Grid& g) {
-  int run = 0, block = 0, warp = 0, done = 0;
+  int block = 0, warp = 0, done = 0;  // called when no fiber is runnable
   for (const Fiber& f : g.fibers) {
-    run += f.state == State::Runnable;
     block += f.state == State::AtBlockBarrier;
     warp += f.state == State::AtWarpCollective;
     done += f.state == State::Done;

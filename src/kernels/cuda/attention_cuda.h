@@ -38,7 +38,7 @@ struct CudaAttentionParams {
   cudaStream_t stream = nullptr;   // nullptr = legacy default stream
   AttentionImpl impl = AttentionImpl::Auto;
   // Tensor-core kernel only: query rows per warp, 16 or 32 (each K/V fragment then feeds two mmas);
-  // 0 = kDefaultRowsPerWarp. A tuning knob for `bench gpu attention`; results agree to rounding.
+  // 0 = kDefaultRowsPerWarp. A tuning knob for `bench gpu attention`; both give the same bits.
   int rows_per_warp = 0;
 };
 inline constexpr int kDefaultRowsPerWarp = 16;
