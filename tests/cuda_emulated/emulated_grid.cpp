@@ -1,13 +1,19 @@
 // The fiber scheduler behind emulated_grid.h, and the warp-wide PTX instructions of
 // shim/kernels/cuda/ptx.cuh, implemented from the PTX ISA's definitions of their operand layouts.
-#include "emulated_grid.h"
+// Built with LINGBOT_EMULATED_GRID: the shim's runtime header brings emulated_grid.h after the
+// allocation registry that Schedule::Compare snapshots.
+#include <cuda_runtime_api.h>
 
 #include <boost/context/detail/fcontext.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -71,12 +77,18 @@ struct Grid {
   int live = 0;
   int at_block = 0;
   dim3 block_idx;
+  Schedule schedule = Schedule::Forward;
+  std::vector<int> order;  // fiber indices in the order of a round
+  std::vector<const void*> poisoned;  // __shared__ variables declared in this block so far
+  std::mt19937 shuffle_rng;
   void* asan_fake = nullptr;
   const void* sched_stack = nullptr;
   size_t sched_stack_size = 0;
 };
 
 thread_local Grid* g_grid = nullptr;
+std::atomic<bool> g_grid_running{false};  // __shared__ variables are one per process
+thread_local int g_schedule_scope = -1;  // the innermost ScheduleScope's Schedule, -1 = none
 thread_local std::unique_ptr<char[]> g_stacks;  // kMaxThreads stacks, reused across launches
 constexpr int kMaxThreads = 1024;
 
@@ -182,11 +194,18 @@ void run_block(Grid& g) {
     f.context = ctx::make_fcontext(f.stack + kStackBytes, kStackBytes, trampoline);
   }
   for (Warp& w : g.warps) w.arrived = w.returned = 0;
+  g.poisoned.clear();
   g.live = n;
   g.at_block = 0;
+  g.order.resize(n);
+  std::iota(g.order.begin(), g.order.end(), 0);
+  if (g.schedule == Schedule::Reverse) std::reverse(g.order.begin(), g.order.end());
+  g.shuffle_rng.seed(0x9e3779b9u ^ (g.block_idx.x + 7919u * (g.block_idx.y + 7919u * g.block_idx.z)));
   while (g.live > 0) {
     bool ran = false;
-    for (Fiber& f : g.fibers) {
+    if (g.schedule == Schedule::Shuffled) std::shuffle(g.order.begin(), g.order.end(), g.shuffle_rng);
+    for (const int i : g.order) {
+      Fiber& f = g.fibers[i];
       if (f.state != State::Runnable) continue;
       ran = true;
       to_fiber(g, f);
@@ -200,6 +219,7 @@ void run_block(Grid& g) {
         }
         if (g.at_block > 0 && g.at_block == g.live) release_block(g);
       }
+      if (g.schedule == Schedule::Greedy) break;  // back to the first runnable thread
     }
     if (!ran && g.live > 0) fail("deadlock: " + states(g));
   }
@@ -280,16 +300,68 @@ void ldmatrix_op(LaneSlot (&lanes)[kWarp]) {
   }
 }
 
+// Device memory (every cudaMalloc / pool allocation of the shim) as it stands: Compare's snapshots.
+struct DeviceBytes {
+  std::vector<std::pair<char*, std::vector<char>>> blocks;
+};
+DeviceBytes snapshot_device() {
+  EmulatedAllocations& a = emulated_allocations();
+  std::lock_guard<std::mutex> lock(a.m);
+  DeviceBytes d;
+  for (const auto& [base, info] : a.blocks)
+    if (info.second == cudaMemoryTypeDevice)
+      d.blocks.emplace_back(const_cast<char*>(base), std::vector<char>(base, base + info.first));
+  return d;
+}
+void restore_device(const DeviceBytes& d) {
+  for (const auto& [base, bytes] : d.blocks) std::memcpy(base, bytes.data(), bytes.size());
+}
+
+void run_blocks(Grid& g, Schedule order) {
+  g.schedule = order;
+  for (unsigned z = 0; z < g.cfg.grid.z; ++z)
+    for (unsigned y = 0; y < g.cfg.grid.y; ++y)
+      for (unsigned x = 0; x < g.cfg.grid.x; ++x) {
+        g.block_idx = dim3(x, y, z);
+        run_block(g);
+      }
+}
+
+Schedule schedule_in_effect() {
+  if (g_schedule_scope >= 0) return static_cast<Schedule>(g_schedule_scope);
+  const char* env = std::getenv("LINGBOT_EMU_SCHEDULE");
+  if (!env || !*env) return Schedule::Forward;
+  for (Schedule s : {Schedule::Forward, Schedule::Reverse, Schedule::Shuffled, Schedule::Greedy, Schedule::Compare})
+    if (std::strcmp(env, schedule_name(s)) == 0) return s;
+  fail(std::string("LINGBOT_EMU_SCHEDULE must be forward, reverse, shuffled, greedy or compare, got '") + env + "'");
+}
+
 }  // namespace
+
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::Forward: return "forward";
+    case Schedule::Reverse: return "reverse";
+    case Schedule::Shuffled: return "shuffled";
+    case Schedule::Greedy: return "greedy";
+    case Schedule::Compare: return "compare";
+  }
+  return "?";
+}
+
+ScheduleScope::ScheduleScope(Schedule s) : previous_(g_schedule_scope) { g_schedule_scope = static_cast<int>(s); }
+ScheduleScope::~ScheduleScope() { g_schedule_scope = previous_; }
 
 const ThreadCoords& coords() { return grid_for("threadIdx / blockIdx").current->coords; }
 
 void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::function<void()>& body) {
   if (g_grid) fail(std::string("kernel ") + kernel_name + " launched from inside a kernel");
+  check_launch(cfg, kernel_name);
+  if (g_grid_running.exchange(true))
+    fail(std::string("kernel ") + kernel_name +
+         " launched while another host thread runs a kernel (the emulation's __shared__ memory is one per process)");
   const long threads = static_cast<long>(cfg.block.x) * cfg.block.y * cfg.block.z;
-  if (threads <= 0 || threads > kMaxThreads) fail(std::string("kernel ") + kernel_name + ": block of " +
-                                           std::to_string(threads) + " threads (1..1024)");
-  if (cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0) fail(std::string("kernel ") + kernel_name + ": empty grid");
+  const Schedule schedule = schedule_in_effect();
   Grid g;
   g.cfg = cfg;
   g.name = kernel_name;
@@ -299,13 +371,37 @@ void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::funct
   if (!g_stacks) g_stacks.reset(new char[kMaxThreads * kStackBytes]);  // untouched pages cost nothing
   for (long i = 0; i < threads; ++i) g.fibers[i].stack = g_stacks.get() + i * kStackBytes;
   g_grid = &g;
-  for (unsigned z = 0; z < cfg.grid.z; ++z)
-    for (unsigned y = 0; y < cfg.grid.y; ++y)
-      for (unsigned x = 0; x < cfg.grid.x; ++x) {
-        g.block_idx = dim3(x, y, z);
-        run_block(g);
+  if (schedule != Schedule::Compare) {
+    run_blocks(g, schedule);
+  } else {
+    const DeviceBytes before = snapshot_device();
+    run_blocks(g, Schedule::Forward);
+    const DeviceBytes forward = snapshot_device();
+    for (Schedule other : {Schedule::Reverse, Schedule::Shuffled, Schedule::Greedy}) {
+      restore_device(before);
+      run_blocks(g, other);
+      const DeviceBytes got = snapshot_device();
+      for (size_t b = 0; b < forward.blocks.size(); ++b) {
+        const std::vector<char>& want = forward.blocks[b].second;
+        const std::vector<char>& have = got.blocks[b].second;
+        const auto diff = std::mismatch(want.begin(), want.end(), have.begin());
+        if (diff.first == want.end()) continue;
+        g_grid = nullptr;
+        fail(std::string("kernel ") + kernel_name + ": a race: device memory differs between the forward and " +
+             schedule_name(other) + " thread orders (allocation of " + std::to_string(want.size()) + " bytes, first at byte " +
+             std::to_string(diff.first - want.begin()) + ")");
       }
+    }
+  }
   g_grid = nullptr;
+  g_grid_running = false;
+}
+
+void declare_shared(void* variable, size_t bytes) {
+  Grid& g = grid_for("a __shared__ declaration");
+  if (std::find(g.poisoned.begin(), g.poisoned.end(), variable) != g.poisoned.end()) return;
+  std::memset(variable, 0xff, bytes);
+  g.poisoned.push_back(variable);
 }
 
 void sync_block() {

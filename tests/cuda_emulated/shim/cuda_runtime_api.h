@@ -3,9 +3,11 @@
 // src/kernels/cuda/model_ops.cu use, so the CUDA backend's host logic and kernel bodies run (and are
 // tested against the CPU backend) on machines without a GPU: one emulated device whose memory is
 // host memory (the shim remembers which allocations are "device" and "pinned host", so passing
-// host memory where device memory is due fails as it does on a device), synchronous copies, and kernels run by a single "thread" (blockIdx 0, blockDim 1,
-// gridDim 1: the kernels' grid-stride loops then cover every element in order), or, in translation
-// units built with LINGBOT_EMULATED_GRID, as whole grids of threads (emulated_grid.h). Test code only.
+// host memory where device memory is due fails as it does on a device), synchronous copies, and kernels
+// whose launches are checked like a device's (emulated_launch.h: limits, device pointers) and then
+// run by a single "thread" (blockIdx 0, blockDim 1, gridDim 1: the kernels' grid-stride loops then
+// cover every element in order), or, in translation units built with LINGBOT_EMULATED_GRID, as whole
+// grids of threads (emulated_grid.h). Test code only.
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -205,6 +207,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#include "emulated_launch.h"  // dim3, the launch configuration, the checks of every launch
 #ifdef LINGBOT_EMULATED_GRID
 #include "emulated_grid.h"  // kernels run as real grids of threads (ops.cu, attention.cu)
 #else

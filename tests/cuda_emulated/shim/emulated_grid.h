@@ -12,7 +12,18 @@
 //     kernel launch (these are bugs on a device too: deadlocks or undefined results).
 //   * cp.async copies land when a wait_group retires their group; until then the destination reads
 //     0xff bytes (NaN), so a kernel that reads before waiting computes NaN.
-//   * __shared__ variables are function statics (thread_local), shared by the fibers of a block.
+//   * __shared__ variables are function statics, shared by the fibers of a block. tests/CMakeLists.txt
+//     follows each declaration with declare_shared(), which fills the variable with 0xff bytes (NaN)
+//     when the first thread of a block reaches it, so data left by an earlier block or launch is
+//     never read as if written (a kernel that reads shared memory nobody wrote computes NaN). Being
+//     one per process, they allow kernels on one host thread at a time (a second aborts).
+//   * The threads of a block run in an order (Schedule) that a device does not promise. A kernel
+//     whose results depend on that order has a race: a thread reads shared memory that another
+//     writes in the same barrier interval, or reads another thread's cp.async data before a barrier.
+//     Schedule::Compare finds them: it runs each launch under several orders from the same device
+//     memory and aborts unless all device memory ends bitwise equal. cp.async poisons its
+//     destination when issued, so an overwrite of data another warp still reads shows too.
+//   * Every launch is checked first as a device would (emulated_launch.h: limits, device pointers).
 //
 // Translation units compiled with LINGBOT_EMULATED_GRID get this model (cuda_runtime_api.h includes
 // this header); tests/CMakeLists.txt rewrites their `kernel<<<grid, block, smem, stream>>>(args)`
@@ -24,20 +35,35 @@
 #include <functional>
 #include <utility>
 
+#include "emulated_launch.h"
 #include "lingbot/dtype.h"
-
-struct dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-};
 
 namespace lingbot::emu {
 
-struct LaunchConfig {
-  dim3 grid;
-  dim3 block;
-  size_t shared_bytes = 0;
-  void* stream = nullptr;
+// The order of a block's runnable threads, each running until its next barrier or collective:
+//   Forward   rounds over the threads, thread 0 first (the default): warps advance in step;
+//   Reverse   the same rounds, the last thread first;
+//   Shuffled  a new pseudo-random order every round (fixed seeds: reproducible);
+//   Greedy    always the first runnable thread: warp 0 runs ahead to its next __syncthreads before
+//             warp 1 starts, and so on (what finds a warp overwriting shared memory, a cp.async
+//             included, that a slower warp still reads);
+//   Compare   each launch runs Forward, then again from the same device memory Reverse, Shuffled and
+//             Greedy; a difference in any byte of device memory aborts naming the kernel, the order
+//             and the first differing byte (a race, see above).
+// LINGBOT_EMU_SCHEDULE=forward|reverse|shuffled|greedy|compare sets it for a whole run (an unknown
+// value aborts); a ScheduleScope overrides it for the launches of the thread that holds the scope.
+enum class Schedule : uint8_t { Forward, Reverse, Shuffled, Greedy, Compare };
+const char* schedule_name(Schedule s);
+
+class ScheduleScope {
+ public:
+  explicit ScheduleScope(Schedule s);
+  ~ScheduleScope();
+  ScheduleScope(const ScheduleScope&) = delete;
+  ScheduleScope& operator=(const ScheduleScope&) = delete;
+
+ private:
+  int previous_;  // the scope this one replaced (-1: none)
 };
 
 // The calling fiber's coordinates (valid inside a kernel only).
@@ -51,6 +77,9 @@ void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::funct
 
 // __syncthreads().
 void sync_block();
+
+// Follows every `__shared__ T name...;` declaration (see above): poisons the variable once per block.
+void declare_shared(void* variable, size_t bytes);
 
 // One lane's operands and result at a warp collective.
 struct LaneSlot {
@@ -76,6 +105,8 @@ struct Launcher {
   F kernel;  // calls the kernel with the launch's arguments
   template <typename... Args>
   void operator()(Args... args) const {
+    check_launch(cfg, name);
+    check_arguments(name, args...);
     run_grid(cfg, name, [&] { kernel(args...); });
   }
 };
@@ -99,7 +130,7 @@ void ldmatrix_x4(bool trans, uint32_t (&r)[4], const uint16_t* smem);
 #define blockIdx (::lingbot::emu::coords().block_idx)
 #define blockDim (::lingbot::emu::coords().block_dim)
 #define gridDim (::lingbot::emu::coords().grid_dim)
-#define __shared__ static thread_local
+#define __shared__ static
 #define __launch_bounds__(...)
 #define __restrict__
 

@@ -3,7 +3,7 @@
 // path): the same functions, run by the warp-collective emulation of emulated_grid.h. Test code only.
 #include <cstdint>
 
-#include "emulated_grid.h"
+#include <cuda_runtime_api.h>  // the shim's, which brings emulated_grid.h
 
 namespace lingbot::cuda::ptx {
 
