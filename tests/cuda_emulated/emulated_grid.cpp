@@ -74,6 +74,7 @@ struct Grid {
   std::vector<Warp> warps;
   ctx::fcontext_t scheduler = nullptr;
   Fiber* current = nullptr;
+  bool one_pass = false;  // run_grid_one_pass: no fibers, no collectives
   int live = 0;
   int at_block = 0;
   dim3 block_idx;
@@ -109,6 +110,8 @@ constexpr int kMaxThreads = 1024;
 
 Grid& grid_for(const char* what) {
   if (!g_grid || !g_grid->current) fail(std::string(what) + " outside a kernel");
+  if (g_grid->one_pass)
+    fail(std::string(what) + " in a kernel launched as one pass (no barriers): launch it as a grid of fibers");
   return *g_grid;
 }
 
@@ -327,6 +330,21 @@ void run_blocks(Grid& g, Schedule order) {
       }
 }
 
+// Aborts unless device memory is as `want` (Compare: the run under `order` against the forward run).
+void expect_same_device_bytes(const DeviceBytes& want_all, const char* kernel_name, Schedule order) {
+  const DeviceBytes got = snapshot_device();
+  for (size_t b = 0; b < want_all.blocks.size(); ++b) {
+    const std::vector<char>& want = want_all.blocks[b].second;
+    const std::vector<char>& have = got.blocks[b].second;
+    const auto diff = std::mismatch(want.begin(), want.end(), have.begin());
+    if (diff.first == want.end()) continue;
+    g_grid = nullptr;
+    fail(std::string("kernel ") + kernel_name + ": a race: device memory differs between the forward and " +
+         schedule_name(order) + " thread orders (allocation of " + std::to_string(want.size()) +
+         " bytes, first at byte " + std::to_string(diff.first - want.begin()) + ")");
+  }
+}
+
 Schedule schedule_in_effect() {
   if (g_schedule_scope >= 0) return static_cast<Schedule>(g_schedule_scope);
   const char* env = std::getenv("LINGBOT_EMU_SCHEDULE");
@@ -352,7 +370,10 @@ const char* schedule_name(Schedule s) {
 ScheduleScope::ScheduleScope(Schedule s) : previous_(g_schedule_scope) { g_schedule_scope = static_cast<int>(s); }
 ScheduleScope::~ScheduleScope() { g_schedule_scope = previous_; }
 
-const ThreadCoords& coords() { return grid_for("threadIdx / blockIdx").current->coords; }
+const ThreadCoords& coords() {
+  if (!g_grid || !g_grid->current) fail("threadIdx / blockIdx outside a kernel");
+  return g_grid->current->coords;
+}
 
 void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::function<void()>& body) {
   if (g_grid) fail(std::string("kernel ") + kernel_name + " launched from inside a kernel");
@@ -380,21 +401,57 @@ void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::funct
     for (Schedule other : {Schedule::Reverse, Schedule::Shuffled, Schedule::Greedy}) {
       restore_device(before);
       run_blocks(g, other);
-      const DeviceBytes got = snapshot_device();
-      for (size_t b = 0; b < forward.blocks.size(); ++b) {
-        const std::vector<char>& want = forward.blocks[b].second;
-        const std::vector<char>& have = got.blocks[b].second;
-        const auto diff = std::mismatch(want.begin(), want.end(), have.begin());
-        if (diff.first == want.end()) continue;
-        g_grid = nullptr;
-        fail(std::string("kernel ") + kernel_name + ": a race: device memory differs between the forward and " +
-             schedule_name(other) + " thread orders (allocation of " + std::to_string(want.size()) + " bytes, first at byte " +
-             std::to_string(diff.first - want.begin()) + ")");
-      }
+      expect_same_device_bytes(forward, kernel_name, other);
     }
   }
   g_grid = nullptr;
   g_grid_running = false;
+}
+
+namespace {
+
+void run_one_pass(Grid& g, bool reverse) {
+  const LaunchConfig& c = g.cfg;
+  const uint64_t per_block = static_cast<uint64_t>(c.block.x) * c.block.y * c.block.z;
+  const uint64_t total = per_block * c.grid.x * c.grid.y * c.grid.z;
+  Fiber thread;  // only its coordinates are used
+  g.current = &thread;
+  for (uint64_t k = 0; k < total; ++k) {
+    const uint64_t t = reverse ? total - 1 - k : k;
+    const uint64_t b = t / per_block, i = t % per_block;
+    const dim3 bi(static_cast<unsigned>(b % c.grid.x), static_cast<unsigned>(b / c.grid.x % c.grid.y),
+                  static_cast<unsigned>(b / (static_cast<uint64_t>(c.grid.x) * c.grid.y)));
+    const dim3 ti(static_cast<unsigned>(i % c.block.x), static_cast<unsigned>(i / c.block.x % c.block.y),
+                  static_cast<unsigned>(i / (static_cast<uint64_t>(c.block.x) * c.block.y)));
+    thread.coords = {ti, bi, c.block, c.grid};
+    g.block_idx = bi;
+    (*g.body)();
+  }
+  g.current = nullptr;
+}
+
+}  // namespace
+
+void run_grid_one_pass(const LaunchConfig& cfg, const char* kernel_name, const std::function<void()>& body) {
+  if (g_grid) fail(std::string("kernel ") + kernel_name + " launched from inside a kernel");
+  check_launch(cfg, kernel_name);
+  Grid g;
+  g.cfg = cfg;
+  g.name = kernel_name;
+  g.body = &body;
+  g.one_pass = true;
+  g_grid = &g;
+  if (schedule_in_effect() != Schedule::Compare) {
+    run_one_pass(g, false);
+  } else {
+    const DeviceBytes before = snapshot_device();
+    run_one_pass(g, false);
+    const DeviceBytes forward = snapshot_device();
+    restore_device(before);
+    run_one_pass(g, true);
+    expect_same_device_bytes(forward, kernel_name, Schedule::Reverse);
+  }
+  g_grid = nullptr;
 }
 
 void declare_shared(void* variable, size_t bytes) {

@@ -100,6 +100,26 @@ __global__ void racy_async_copy_kernel(const float* src, float* out) {
   out[threadIdx.x] = v;
 }
 
+// Grid-stride loops as model_ops.cu writes them, and two bugs a one-thread run would not show: a
+// loop stepping by the block instead of the grid (blocks repeat each other's elements), and threads
+// writing the same element (the last writer wins, whichever that is on a device).
+__global__ void add_one_kernel(float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] += 1.0f;
+}
+__global__ void add_one_block_step_kernel(float* x, int64_t n) {
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[i] += 1.0f;
+}
+__global__ void overlapping_writes_kernel(int* out) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  out[t / 2] = t;
+}
+__global__ void barrier_kernel(float* out) {
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+
 uint16_t bf16_bits(float f) { return lingbot::f32_to_bf16(f); }
 
 // A 16x16 · 16x8 product through ldmatrix (A rows as four 8x8 matrices, B from its transpose) and
@@ -203,6 +223,37 @@ TEST(EmulatedGrid, TheThreadOrderDecidesARacyKernelsResult) {
   }
 }
 
+TEST(EmulatedGrid, OnePassLaunchesRunEveryThreadOfTheGrid) {
+  DeviceArray<float> x(1000, 0.0f);
+  emu::launch_one_pass({dim3(3), dim3(128)}, "add_one_kernel", [](auto... a) { add_one_kernel(a...); })(x.data,
+                                                                                                      int64_t{1000});
+  for (float v : x.host()) ASSERT_EQ(v, 1.0f);
+  // Stepping by the block: each of the 3 blocks adds 1 to every element.
+  emu::launch_one_pass({dim3(3), dim3(128)}, "add_one_block_step_kernel",
+                       [](auto... a) { add_one_block_step_kernel(a...); })(x.data, int64_t{1000});
+  for (float v : x.host()) ASSERT_EQ(v, 4.0f);
+}
+
+TEST(EmulatedGridDeathTest, CompareFindsThreadsWritingTheSameElement) {
+  DeviceArray<int> out(128, -1);
+  EXPECT_DEATH(
+      {
+        emu::ScheduleScope scope(emu::Schedule::Compare);
+        emu::launch_one_pass({dim3(2), dim3(128)}, "overlapping_writes_kernel",
+                             [](auto... a) { overlapping_writes_kernel(a...); })(out.data);
+      },
+      "emulated CUDA: kernel overlapping_writes_kernel: a race: device memory differs between the forward and reverse "
+      "thread orders \\(allocation of 512 bytes, first at byte 0\\)");
+}
+
+TEST(EmulatedGridDeathTest, ABarrierInAOnePassKernelAborts) {
+  DeviceArray<float> out(32, 0.0f);
+  EXPECT_DEATH(
+      emu::launch_one_pass({dim3(1), dim3(32)}, "barrier_kernel", [](auto... a) { barrier_kernel(a...); })(out.data),
+      "emulated CUDA: __syncthreads in a kernel launched as one pass \\(no barriers\\): launch it as a grid of "
+      "fibers");
+}
+
 TEST(EmulatedGridDeathTest, ADeadlockAbortsNamingTheKernel) {
   DeviceArray<float> out(32, 0.0f);
   EXPECT_DEATH(emu::launch({dim3(1), dim3(32)}, "deadlock_kernel", [](auto... a) { deadlock_kernel(a...); })(out.data),
@@ -249,9 +300,9 @@ TEST(EmulatedGridDeathTest, AHostPointerArgumentAbortsTheLaunch) {
   EXPECT_DEATH(emu::launch({dim3(1), dim3(32)}, "warp_sum_kernel", [](auto... a) { warp_sum_kernel(a...); })(host.data()),
                "emulated CUDA: kernel warp_sum_kernel: argument 0 \\(0x[0-9a-f]+\\) is not device memory: a device "
                "would fault reading it");
-  // One-thread launches (model_ops.cu's) are checked the same way.
-  EXPECT_DEATH(emu::serial_launch({dim3(1), dim3(256)}, "serial_kernel", [](auto...) {})(1, host.data()),
-               "emulated CUDA: kernel serial_kernel: argument 1 \\(0x[0-9a-f]+\\) is not device memory");
+  // One-pass launches (model_ops.cu's) are checked the same way.
+  EXPECT_DEATH(emu::launch_one_pass({dim3(1), dim3(256)}, "one_pass_kernel", [](auto...) {})(1, host.data()),
+               "emulated CUDA: kernel one_pass_kernel: argument 1 \\(0x[0-9a-f]+\\) is not device memory");
 }
 
 TEST(EmulatedGridDeathTest, ConfigurationsOutsideTheDeviceLimitsAbort) {
@@ -262,7 +313,7 @@ TEST(EmulatedGridDeathTest, ConfigurationsOutsideTheDeviceLimitsAbort) {
                "1..2\\^31-1, y and z 1..65535\\)");
   EXPECT_DEATH(emu::launch({dim3(0), dim3(32)}, "warp_sum_kernel", [](auto... a) { warp_sum_kernel(a...); })(out.data),
                "grid \\(0,1,1\\) outside the device limits");
-  EXPECT_DEATH(emu::serial_launch({dim3(1), dim3(2048)}, "serial_kernel", [](auto...) {})(out.data),
-               "emulated CUDA: kernel serial_kernel: block \\(2048,1,1\\) outside the device limits \\(1..1024 "
+  EXPECT_DEATH(emu::launch_one_pass({dim3(1), dim3(2048)}, "one_pass_kernel", [](auto...) {})(out.data),
+               "emulated CUDA: kernel one_pass_kernel: block \\(2048,1,1\\) outside the device limits \\(1..1024 "
                "threads, z <= 64\\)");
 }

@@ -5,9 +5,8 @@
 // host memory (the shim remembers which allocations are "device" and "pinned host", so passing
 // host memory where device memory is due fails as it does on a device), synchronous copies, and kernels
 // whose launches are checked like a device's (emulated_launch.h: limits, device pointers) and then
-// run by a single "thread" (blockIdx 0, blockDim 1, gridDim 1: the kernels' grid-stride loops then
-// cover every element in order), or, in translation units built with LINGBOT_EMULATED_GRID, as whole
-// grids of threads (emulated_grid.h). Test code only.
+// run as whole grids of threads (emulated_grid.h, in the kernels' translation units, built with
+// LINGBOT_EMULATED_GRID). Test code only.
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -209,12 +208,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
 #define __forceinline__ inline
 #include "emulated_launch.h"  // dim3, the launch configuration, the checks of every launch
 #ifdef LINGBOT_EMULATED_GRID
-#include "emulated_grid.h"  // kernels run as real grids of threads (ops.cu, attention.cu)
-#else
-struct EmulatedDim {
-  unsigned x;
-};
-inline constexpr EmulatedDim blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
+#include "emulated_grid.h"  // the kernels' translation units: threads, barriers, collectives
 #endif
 // Round-to-nearest f32 arithmetic without contraction (volatile stops the host compiler fusing).
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }

@@ -74,6 +74,12 @@ const ThreadCoords& coords();
 
 // Runs body() once per thread of the grid (see above). Aborts on a deadlock.
 void run_grid(const LaunchConfig& cfg, const char* kernel_name, const std::function<void()>& body);
+// Runs body() once per thread of the grid, each thread to completion before the next, without
+// fibers: for kernels without barriers, warp collectives or shared memory (model_ops.cu's
+// grid-stride loops), at the cost of a function call per thread. Under Compare the grid runs forward
+// and then, from the same device memory, in reverse thread order (threads whose writes overlap
+// differ). A barrier or collective in such a kernel aborts.
+void run_grid_one_pass(const LaunchConfig& cfg, const char* kernel_name, const std::function<void()>& body);
 
 // __syncthreads().
 void sync_block();
@@ -113,6 +119,25 @@ struct Launcher {
 
 template <typename F>
 Launcher<F> launch(const LaunchConfig& cfg, const char* name, F kernel) {
+  return {cfg, name, kernel};
+}
+
+template <typename F>
+struct OnePassLauncher {
+  LaunchConfig cfg;
+  const char* name;
+  F kernel;
+  template <typename... Args>
+  void operator()(Args... args) const {
+    check_launch(cfg, name);
+    check_arguments(name, args...);
+    run_grid_one_pass(cfg, name, [&] { kernel(args...); });
+  }
+};
+
+// The launch of a kernel without barriers (run_grid_one_pass).
+template <typename F>
+OnePassLauncher<F> launch_one_pass(const LaunchConfig& cfg, const char* name, F kernel) {
   return {cfg, name, kernel};
 }
 

@@ -6,10 +6,8 @@
 // allocations: a non-null pointer that is not device memory (host memory, pinned host memory, a
 // stack array) would fault on a device, so the launch aborts naming the kernel and the argument.
 //
-// Kernels of translation units without LINGBOT_EMULATED_GRID (model_ops.cu) then run once on a single
-// thread (serial_launch: their grid-stride loops cover every element); those with it run as grids of
-// threads (emulated_grid.h). tests/CMakeLists.txt rewrites the `<<<...>>>` launches into these.
-// Included by the shim's cuda_runtime_api.h after its allocation registry. Test code only.
+// The launches themselves are emulated_grid.h's. Included by the shim's cuda_runtime_api.h after its
+// allocation registry. Test code only.
 #include <cstdio>
 #include <cstdlib>
 #include <type_traits>
@@ -66,24 +64,6 @@ template <typename... Args>
 void check_arguments(const char* kernel, const Args&... args) {
   int index = 0;
   (check_argument(kernel, index++, args), ...);
-}
-
-template <typename F>
-struct SerialLauncher {
-  LaunchConfig cfg;
-  const char* name;
-  F kernel;  // calls the kernel with the launch's arguments
-  template <typename... Args>
-  void operator()(Args... args) const {
-    check_launch(cfg, name);
-    check_arguments(name, args...);
-    kernel(args...);
-  }
-};
-
-template <typename F>
-SerialLauncher<F> serial_launch(const LaunchConfig& cfg, const char* name, F kernel) {
-  return {cfg, name, kernel};
 }
 
 }  // namespace lingbot::emu
