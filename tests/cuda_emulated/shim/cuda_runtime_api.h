@@ -46,9 +46,12 @@ inline EmulatedAllocations& emulated_allocations() {
   static EmulatedAllocations a;
   return a;
 }
+// New allocations hold 0xff bytes (NaN as f32 / f16 / bf16): cudaMalloc, pools and cudaHostAlloc
+// hand out uninitialised memory, which malloc's fresh pages would otherwise show as zeros.
 inline cudaError_t emulated_alloc(void** p, size_t n, cudaMemoryType t) {
   *p = std::malloc(n ? n : 1);
   if (!*p) return cudaErrorMemoryAllocation;
+  std::memset(*p, 0xff, n);
   EmulatedAllocations& a = emulated_allocations();
   std::lock_guard<std::mutex> lock(a.m);
   a.blocks[static_cast<const char*>(*p)] = {n, t};
