@@ -19,6 +19,10 @@
 #                           verify_tolerance_scale in bench/harness/verify.h, README "verify")
 #   attention_paged_vs_contiguous  `bench gpu attention` at the 518x378 streaming shape (1005
 #                           queries, 72 frames + specials): contiguous_time / paged_time >= 0.9
+#   attention_tensor_core_tuning  the same run's tensor-core timings: 32 / 16 rows per warp
+#                           (time_32_over_16 < 1: set kDefaultRowsPerWarp to 32) and Auto's key
+#                           splits against one range (time_auto_over_unsplit_* > 1: Auto's splits
+#                           cost; see CudaAttentionParams::kv_splits); fails only when not measured
 #   bench_model_<WxH>       `bench model --device cuda`, full-size random-weight model, bf16 weights,
 #                           bf16 K/V, window 64, writers and CPU calibration off: frames per second
 #                           after the scale phase (1000 / mean wall ms per frame) with the GPU name,
@@ -232,6 +236,15 @@ elif [ -n "$ratio" ]; then
   check attention_paged_vs_contiguous FAIL "contiguous_over_paged_time=$ratio min=0.9"
 else
   check attention_paged_vs_contiguous FAIL "$(why "$log")"
+fi
+# The tensor-core kernel's tuning: 32 vs 16 rows per warp (kDefaultRowsPerWarp) and Auto's key splits
+# against one range (CudaAttentionParams::kv_splits), both measured in the run above.
+splits=$(sed -n 's/^RESULT tensor_core_kv_splits //p' "$log" | tail -1)
+rpw=$(value "$log" time_32_over_16)
+if [ -n "$splits" ] && [ -n "$rpw" ]; then
+  check attention_tensor_core_tuning PASS "time_32_over_16=$rpw $splits"
+else
+  check attention_tensor_core_tuning FAIL "$(why "$log")"
 fi
 
 # ---- bench model --device cuda

@@ -151,9 +151,13 @@ AttentionBenchResult bench_paged_vs_contiguous(const AttentionBenchConfig& c) {
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.impl = c.impl;
   params.rows_per_warp = c.rows_per_warp;
+  params.kv_splits = c.kv_splits;
+  AttentionWorkspace workspace(alloc);
+  params.workspace = &workspace;
 
   AttentionBenchResult r;
   r.impl = resolve_attention_impl(c.impl, c.dtype, c.head_dim);
+  r.kv_splits = planned_kv_splits(c.queries, c.heads, c.head_dim, keys, c.dtype, params);
   r.keys = keys;
   auto paged = [&] { paged_attention(qv, pv, table, {}, static_cast<float*>(out_p.data()), params); };
   auto dense = [&] {

@@ -41,11 +41,13 @@ struct AttentionBenchConfig {
   DType dtype = DType::BF16;
   AttentionImpl impl = AttentionImpl::Auto;
   int rows_per_warp = 0;  // tensor-core kernel: 16 or 32 (0 = kDefaultRowsPerWarp)
+  int kv_splits = 0;      // tensor-core kernel: key ranges, 0 = auto (CudaAttentionParams::kv_splits)
   int iterations = 20;
   uint64_t seed = 1;
 };
 struct AttentionBenchResult {
   AttentionImpl impl = AttentionImpl::Auto;  // resolved kernel
+  int kv_splits = 1;                         // key ranges it ran (planned_kv_splits)
   int64_t keys = 0;
   double paged_ms = 0, contiguous_ms = 0;   // mean per call
   double paged_tflops = 0, contiguous_tflops = 0;  // 4 * q * keys * heads * head_dim / time

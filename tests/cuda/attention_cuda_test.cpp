@@ -164,12 +164,15 @@ struct DeviceProblem {
     table.upload(p.table(), p.num_pages, p.page_size);
   }
 
-  std::vector<float> run(const Problem& p, AttentionImpl impl, int rows_per_warp = 0) {
+  std::vector<float> run(const Problem& p, AttentionImpl impl, int rows_per_warp = 0, int kv_splits = 1,
+                         AttentionWorkspace* workspace = nullptr) {
     LINGBOT_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.bytes()));  // NaN: every output must be written
     CudaAttentionParams params;
     params.scale = p.scale();
     params.impl = impl;
     params.rows_per_warp = rows_per_warp;
+    params.kv_splits = kv_splits;
+    params.workspace = workspace;
     lingbot::cuda::paged_attention(p.query(static_cast<const float*>(q.data())), p.pool_view(pool.data()), table, extra,
                     static_cast<float*>(out.data()), params);
     LINGBOT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -366,6 +369,70 @@ TEST(CudaAttention, ResultsAreBitwiseReproducible) {
   EXPECT_EQ(std::memcmp(r16.data(), r32.data(), r16.size() * sizeof(float)), 0);
   EXPECT_EQ(error_of([&] { dev.run(p, AttentionImpl::TensorCore, 24); }),
             "paged_attention: rows_per_warp must be 0 (default), 16 or 32, got 24");
+  // With the keys split, too: each range's partial state is the same, and so is the merge.
+  AttentionWorkspace ws(alloc);
+  const std::vector<float> s16 = dev.run(p, AttentionImpl::TensorCore, 16, 3, &ws),
+                           s32 = dev.run(p, AttentionImpl::TensorCore, 32, 3, &ws);
+  EXPECT_EQ(std::memcmp(s16.data(), s32.data(), s16.size() * sizeof(float)), 0);
+}
+
+// Split keys (CudaAttentionParams::kv_splits): ranges that cut tiles and segments anywhere (pages of
+// odd lengths, unaligned extra spans), more ranges than keys (clamped, none empty), both tile
+// shapes. Against the CPU at the tensor-core tolerance, and against the unsplit kernel at f32
+// rounding (only the final normalisation and the merge's rescaling differ): 1e-5.
+TEST(CudaAttention, SplitKeysMatchTheCpuAndTheUnsplitKernel) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(31);
+  CudaAllocator alloc;
+  AttentionWorkspace ws(alloc);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Problem problems[] = {make_problem(rng, 2, 64, 70, 37, 5, 2, dt),
+                                make_problem(rng, 1, 64, 20, 3, 1, 0, dt, /*full_pages=*/true)};  // 3 keys
+    for (const Problem& p : problems) {
+      if (visible_keys(p) == 0) continue;
+      DeviceProblem dev(alloc, p);
+      const std::vector<float> ref = cpu_reference(p);
+      for (int rows : {16, 32}) {
+        const std::vector<float> unsplit = dev.run(p, AttentionImpl::TensorCore, rows, 1);
+        for (int splits : {2, 3, 7, kMaxKvSplits}) {
+          const std::string what = describe(p, AttentionImpl::TensorCore) + " rows_per_warp=" + std::to_string(rows) +
+                                   " kv_splits=" + std::to_string(splits);
+          const std::vector<float> got = dev.run(p, AttentionImpl::TensorCore, rows, splits, &ws);
+          expect_close(got, ref, tolerance(AttentionImpl::TensorCore, dt), what);
+          // The ranges round their probabilities to the K/V dtype against their own running max, not
+          // the whole row's, so split and unsplit differ by rounding: at most one unit (u = 2^-11
+          // f16, 2^-8 bf16) times max|v| (1 here); a wrong merge weight is off by O(0.1).
+          expect_close(got, unsplit, dt == DType::F16 ? 0x1p-11 : 0x1p-8, what + " vs unsplit");
+        }
+      }
+    }
+  }
+}
+
+// Auto splits fill one wave of the (emulated: 132 SMs x 2 blocks) device: a 40-row, 2-head grid is
+// 2 blocks, so the 4500 keys are cut into 4 ranges of >= kMinKeysPerSplit (the workspace holds 4
+// ranges' states); without a workspace Auto runs one range. Both match the CPU.
+TEST(CudaAttention, AutoSplitsTheKeysOfASmallGrid) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(41);
+  CudaAllocator alloc;
+  Problem p = make_problem(rng, 2, 64, 40, 900, 5, 0, DType::BF16, /*full_pages=*/true);
+  ASSERT_EQ(visible_keys(p), 4500);
+  DeviceProblem dev(alloc, p);
+  const std::vector<float> ref = cpu_reference(p);
+  AttentionWorkspace ws(alloc);
+  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, &ws), ref, tolerance(AttentionImpl::TensorCore, p.dtype),
+               "auto splits");
+  if (!emulated_device()) return;  // a real device's SM count and occupancy decide the count
+  EXPECT_EQ(ws.capacity_floats(), int64_t{4} * 40 * 2 * (64 + 2));
+  AttentionWorkspace unused(alloc);
+  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, nullptr), ref, tolerance(AttentionImpl::TensorCore, p.dtype),
+               "auto without a workspace");
+  EXPECT_EQ(unused.capacity_floats(), 0);
+  EXPECT_EQ(error_of([&] { dev.run(p, AttentionImpl::TensorCore, 0, 2, nullptr); }),
+            "paged_attention: kv_splits 2 needs a workspace (CudaAttentionParams::workspace) for the partial results");
+  EXPECT_EQ(error_of([&] { dev.run(p, AttentionImpl::TensorCore, 0, kMaxKvSplits + 1, &ws); }),
+            "paged_attention: kv_splits must be 0 (auto) to 16, got 17");
 }
 
 TEST(CudaAttention, DenseMatchesCpuDense) {
@@ -422,6 +489,21 @@ TEST(CudaAttentionValidation, PageTableUploadChecksEntriesLikeTheCpuKernel) {
 TEST(CudaAttentionValidation, DevicePageTableNeedsADeviceAllocator) {
   HostAllocator host;
   EXPECT_EQ(error_of([&] { DevicePageTable t(host); }), "DevicePageTable: the allocator must allocate device memory");
+  EXPECT_EQ(error_of([&] { AttentionWorkspace w(host); }),
+            "AttentionWorkspace: the allocator must allocate device memory");
+}
+
+// Auto's key splits: as many ranges as still fit one wave, each of >= kMinKeysPerSplit keys, 1..16.
+TEST(CudaAttentionValidation, ChooseKvSplitsFillsOneWave) {
+  EXPECT_EQ(choose_kv_splits(256, 4 * 132, 72360), 2);  // 16-row tiles, streaming shape, 4 blocks per SM
+  EXPECT_EQ(choose_kv_splits(128, 2 * 132, 72360), 2);  // 32-row tiles, 2 blocks per SM
+  EXPECT_EQ(choose_kv_splits(256, 2 * 132, 72360), 1);  // already a wave: a second range would start a second
+  EXPECT_EQ(choose_kv_splits(2016, 4 * 132, 72360), 1);  // 8 frames of queries (scale phase)
+  EXPECT_EQ(choose_kv_splits(2, 264, 4500), 4);          // limited by the keys: 4 x 1125
+  EXPECT_EQ(choose_kv_splits(2, 264, 1023), 1);
+  EXPECT_EQ(choose_kv_splits(1, 1000, 1 << 24), kMaxKvSplits);
+  EXPECT_EQ(choose_kv_splits(0, 264, 4500), 1);
+  EXPECT_EQ(choose_kv_splits(16, 264, 0), 1);
 }
 
 TEST(CudaAttentionValidation, QueryChecksMatchTheCpuKernel) {

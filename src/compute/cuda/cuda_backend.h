@@ -154,7 +154,12 @@ class CudaBackend final : public Backend {
   };
   enum class ResizeKind : uint8_t { Bilinear, BicubicAA };
   const ResizeTable& resize_table(ResizeKind kind, int64_t in, int64_t out);
-  cuda::CudaAttentionParams attention_params(float scale) const { return {scale, stream(), options_.attention}; }
+  // Auto kernel and key splits (the splits' partial states in attention_workspace_).
+  cuda::CudaAttentionParams attention_params(float scale) {
+    cuda::CudaAttentionParams p{scale, stream(), options_.attention};
+    p.workspace = &attention_workspace_;
+    return p;
+  }
 
   // The backend's stream; destroyed last (after everything that frees memory on it), once idle.
   struct OwnedStream {
@@ -193,6 +198,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, Resident> widened_;
   std::map<std::tuple<ResizeKind, int64_t, int64_t>, ResizeTable> resize_tables_;
   Buffer lowp_x_, cols_, conv_lowp_, resize_mid_, channel_stats_, kv_bf16_;
+  cuda::AttentionWorkspace attention_workspace_{alloc_};
 };
 
 }  // namespace lingbot::compute

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -50,6 +51,7 @@ struct KeyArgs {
   const DeviceSpan* dspans;  // device-resident spans
   int num_dspans;
   int num_spans;             // inline spans
+  int64_t n_keys;            // all segments together
   const void* span_k[kMaxCudaSpans];
   const void* span_v[kMaxCudaSpans];
   int64_t span_stride[kMaxCudaSpans];
@@ -90,6 +92,13 @@ __device__ __forceinline__ Segment<T> load_segment(const KeyArgs& a, int i, int 
     s.n = a.span_n[j];
   }
   return s;
+}
+
+// Segment i's number of keys (what load_segment reads as n, without the pointers).
+__device__ __forceinline__ int segment_length(const KeyArgs& a, int i) {
+  if (i < a.num_entries) return __ldg(a.len + i);
+  if (i < a.num_entries + a.num_dspans) return a.dspans[i - a.num_entries].n_tokens;
+  return a.span_n[i - a.num_entries - a.num_dspans];
 }
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -280,27 +289,49 @@ struct MmaTraits<__nv_bfloat16> {
   }
 };
 
-// Position of the key walk: tile [t0, t0+nk) of segment si.
+// Position of the key walk: tile [t0, t0+nk) of segment si, which is keys [pos, pos+nk) of the
+// whole walk (all segments in order).
 template <typename T>
 struct TileCursor {
   int si;
   int t0;
   int nk;
+  int64_t pos;
   Segment<T> seg;
 };
 
-// First non-empty tile at or after (si, t0); si == n_segs when the walk is done.
+// The cursor at key `first` of the walk (segment si, offset t0; nk unset until settle).
 template <typename T>
-__device__ __forceinline__ void settle(TileCursor<T>& c, const KeyArgs& keys, int n_segs, int h) {
+__device__ __forceinline__ TileCursor<T> seek(const KeyArgs& keys, int n_segs, int h, int64_t first) {
+  TileCursor<T> c{0, 0, 0, first, {}};
+  int64_t before = 0;
   while (c.si < n_segs) {
+    const int n = segment_length(keys, c.si);
+    if (before + n > first) break;
+    before += n;
+    ++c.si;
+  }
+  c.t0 = static_cast<int>(first - before);
+  if (c.si < n_segs) c.seg = load_segment<T>(keys, c.si, h, kMmaDim);
+  return c;
+}
+
+// First non-empty tile at or after (si, t0) that starts before key `end` of the walk; tiles stop at
+// the segment's and at `end`. si == n_segs when the walk is done.
+template <typename T>
+__device__ __forceinline__ void settle(TileCursor<T>& c, const KeyArgs& keys, int n_segs, int h, int64_t end) {
+  while (c.si < n_segs && c.pos < end) {
     if (c.t0 < c.seg.n) {
+      const int64_t left = end - c.pos;
       c.nk = min(kMmaKeys, c.seg.n - c.t0);
+      if (left < c.nk) c.nk = static_cast<int>(left);
       return;
     }
     ++c.si;
     c.t0 = 0;
     if (c.si < n_segs) c.seg = load_segment<T>(keys, c.si, h, kMmaDim);
   }
+  c.si = n_segs;
   c.nk = 0;
 }
 
@@ -337,10 +368,21 @@ __device__ __forceinline__ void stage_tile(const TileCursor<T>& c, uint16_t (*ks
   }
 }
 
+// Where split-key blocks leave their partial softmax states (CudaAttentionParams::kv_splits), per
+// range z, query row r and head h (rh = (z * n_q + r) * heads + h):
+//   o   f32 [splits, n_q, heads, 64]  the unnormalised output sum_k 2^(s_k - m) v_k
+//   ml  f32 [splits, n_q, heads, 2]   (m, l): the running max (log2 domain) and sum_k 2^(s_k - m)
+struct PartialArgs {
+  float* o;
+  float* ml;
+};
+
 // RT row tiles of 16 query rows per warp: every K / V fragment loaded from shared memory feeds RT
 // mmas, so RT = 2 halves the shared-memory traffic per FLOP at the price of twice the accumulators.
+// blockIdx.z picks key range z of gridDim.z; one range writes `out`, several write `part`.
 template <typename T, int RT>
-__global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale) {
+__global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, KeyArgs keys, float* out, float qscale,
+                                                                  PartialArgs part) {
   using Tr = MmaTraits<T>;
   alignas(16) __shared__ uint16_t ks[2][kMmaKeys][kSmemRow];
   alignas(16) __shared__ uint16_t vs[2][kMmaKeys][kSmemRow];
@@ -379,17 +421,19 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
   }
 
   const int n_segs = keys.num_entries + keys.num_dspans + keys.num_spans;
-  TileCursor<T> cur{0, 0, 0, {}};
-  if (n_segs > 0) cur.seg = load_segment<T>(keys, 0, h, kMmaDim);
-  settle(cur, keys, n_segs, h);
+  // This block's keys: range blockIdx.z of gridDim.z equal ranges of the walk.
+  const int64_t key_end = keys.n_keys * (blockIdx.z + 1) / gridDim.z;
+  TileCursor<T> cur = seek<T>(keys, n_segs, h, keys.n_keys * blockIdx.z / gridDim.z);
+  settle(cur, keys, n_segs, h, key_end);
   if (cur.si < n_segs) stage_tile(cur, ks[0], vs[0]);
   ptx::cp_async_commit();
 
   int stage = 0;
   while (cur.si < n_segs) {
     TileCursor<T> nxt = cur;
-    nxt.t0 += kMmaKeys;
-    settle(nxt, keys, n_segs, h);
+    nxt.t0 += cur.nk;
+    nxt.pos += cur.nk;
+    settle(nxt, keys, n_segs, h, key_end);
     if (nxt.si < n_segs) {
       stage_tile(nxt, ks[stage ^ 1], vs[stage ^ 1]);
       ptx::cp_async_commit();
@@ -496,17 +540,45 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
       float sum = l[i][half];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = 1.0f / sum;
       const int r = base + 16 * i + g + 8 * half;
-      if (r < q.n_tokens) {
+      if (r >= q.n_tokens) continue;
+      if (gridDim.z == 1) {
+        const float inv = 1.0f / sum;
         float* dst = out + (static_cast<int64_t>(r) * q.heads + h) * kMmaDim;
 #pragma unroll
         for (int j = 0; j < kMmaDim / 8; ++j)
           *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) =
               make_float2(o[i][j][2 * half] * inv, o[i][j][2 * half + 1] * inv);
+      } else {
+        const int64_t rh = (static_cast<int64_t>(blockIdx.z) * q.n_tokens + r) * q.heads + h;
+        float* dst = part.o + rh * kMmaDim;
+#pragma unroll
+        for (int j = 0; j < kMmaDim / 8; ++j)
+          *reinterpret_cast<float2*>(dst + 8 * j + 2 * t) = make_float2(o[i][j][2 * half], o[i][j][2 * half + 1]);
+        if (t == 0) *reinterpret_cast<float2*>(part.ml + 2 * rh) = make_float2(m[i][half], sum);
       }
     }
   }
+}
+
+// Merges the partial states of `splits` key ranges (PartialArgs) into `out`: per row and head, with
+// M the largest m_s, out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s. One thread per output float.
+constexpr int kMergeThreads = 256;
+
+__global__ void __launch_bounds__(kMergeThreads) attn_merge_kernel(PartialArgs part, int splits, int64_t rows_heads,
+                                                                   float* out) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kMergeThreads + threadIdx.x;
+  if (idx >= rows_heads * kMmaDim) return;
+  const int64_t rh = idx / kMmaDim;
+  float mx = -INFINITY;
+  for (int z = 0; z < splits; ++z) mx = fmaxf(mx, part.ml[2 * (z * rows_heads + rh)]);  // finite: no range is empty
+  float num = 0.0f, den = 0.0f;
+  for (int z = 0; z < splits; ++z) {
+    const float w = exp2f(part.ml[2 * (z * rows_heads + rh)] - mx);
+    den = fmaf(w, part.ml[2 * (z * rows_heads + rh) + 1], den);
+    num = fmaf(w, part.o[z * rows_heads * kMmaDim + idx], num);
+  }
+  out[idx] = num / den;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,6 +641,70 @@ int current_sm_major() {
   return major;
 }
 
+int current_sm_count() {
+  int dev = 0;
+  LINGBOT_CUDA_CHECK(cudaGetDevice(&dev));
+  int sms = 0;
+  LINGBOT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+// Blocks of the unsplit tensor-core grid and how many of them one wave of the device holds.
+template <typename T, int RT>
+void mma_grid_fill(int n_q, int heads, int64_t& blocks, int64_t& wave_blocks) {
+  const int rows_per_block = 16 * RT * kMmaWarps;
+  blocks = int64_t{(n_q + rows_per_block - 1) / rows_per_block} * heads;
+  int per_sm = 0;
+  LINGBOT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_mma_kernel<T, RT>, kMmaWarps * 32, 0));
+  wave_blocks = int64_t{per_sm} * current_sm_count();
+}
+
+// The tensor-core kernel over `splits` key ranges (kv_splits_for), then the merge when there are several.
+template <typename T, int RT>
+void launch_mma(std::string_view fn, const QueryArgs& qa, const KeyArgs& ka, float* out, float qscale, int64_t splits,
+                const CudaAttentionParams& params) {
+  const int rows_per_block = 16 * RT * kMmaWarps;
+  dim3 grid((qa.n_tokens + rows_per_block - 1) / rows_per_block, qa.heads);
+  PartialArgs part{nullptr, nullptr};
+  const int64_t rows_heads = int64_t{qa.n_tokens} * qa.heads;
+  if (splits > 1) {
+    LINGBOT_CHECK(params.workspace != nullptr, fn, ": kv_splits ", splits,
+                  " needs a workspace (CudaAttentionParams::workspace) for the partial results");
+    part.o = params.workspace->reserve(splits * rows_heads * (kMmaDim + 2));
+    part.ml = part.o + splits * rows_heads * kMmaDim;
+  }
+  grid.z = static_cast<unsigned>(splits);
+  attn_mma_kernel<T, RT><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale, part);
+  if (splits > 1) {
+    const int64_t blocks = (rows_heads * kMmaDim + kMergeThreads - 1) / kMergeThreads;
+    LINGBOT_CHECK(blocks <= INT_MAX, fn, ": ", qa.n_tokens, " query rows x ", qa.heads,
+                  " heads exceed the merge kernel's grid");
+    const dim3 merge_grid(static_cast<unsigned>(blocks));
+    attn_merge_kernel<<<merge_grid, kMergeThreads, 0, params.stream>>>(part, static_cast<int>(splits), rows_heads, out);
+  }
+}
+
+// The tensor-core kernel's key ranges for this call: the requested count, or Auto's choice (1 without
+// a workspace), at most one range per key.
+int64_t kv_splits_for(std::string_view fn, int n_q, int heads, int64_t n_keys, DType dtype, int rows_per_warp,
+                      const CudaAttentionParams& params) {
+  LINGBOT_CHECK(params.kv_splits >= 0 && params.kv_splits <= kMaxKvSplits, fn, ": kv_splits must be 0 (auto) to ",
+                kMaxKvSplits, ", got ", params.kv_splits);
+  int64_t splits = params.kv_splits;
+  if (splits == 0 && params.workspace != nullptr) {
+    int64_t blocks = 0, wave = 0;
+    if (dtype == DType::F16) {
+      rows_per_warp == 32 ? mma_grid_fill<__half, 2>(n_q, heads, blocks, wave)
+                          : mma_grid_fill<__half, 1>(n_q, heads, blocks, wave);
+    } else {
+      rows_per_warp == 32 ? mma_grid_fill<__nv_bfloat16, 2>(n_q, heads, blocks, wave)
+                          : mma_grid_fill<__nv_bfloat16, 1>(n_q, heads, blocks, wave);
+    }
+    splits = choose_kv_splits(blocks, wave, n_keys);
+  }
+  return std::clamp<int64_t>(std::min(splits, n_keys), 1, kMaxKvSplits);
+}
+
 template <typename T>
 void launch_simt(const QueryArgs& qa, const KeyArgs& ka, float* out, float qscale, cudaStream_t stream) {
   if (qa.n_tokens <= kDecodeMaxQueries) {
@@ -605,19 +741,18 @@ void launch(std::string_view fn, const kernels::QueryView& q, const KeyArgs& ka,
     LINGBOT_CHECK(params.rows_per_warp == 0 || params.rows_per_warp == 16 || params.rows_per_warp == 32, fn,
                   ": rows_per_warp must be 0 (default), 16 or 32, got ", params.rows_per_warp);
     const int rows_per_warp = params.rows_per_warp ? params.rows_per_warp : kDefaultRowsPerWarp;
-    const int rows_per_block = rows_per_warp * kMmaWarps;
-    const dim3 grid((q.n_tokens + rows_per_block - 1) / rows_per_block, q.heads);
+    const int64_t splits = kv_splits_for(fn, q.n_tokens, q.heads, ka.n_keys, dtype, rows_per_warp, params);
     if (dtype == DType::F16) {
       if (rows_per_warp == 32) {
-        attn_mma_kernel<__half, 2><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+        launch_mma<__half, 2>(fn, qa, ka, out, qscale, splits, params);
       } else {
-        attn_mma_kernel<__half, 1><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+        launch_mma<__half, 1>(fn, qa, ka, out, qscale, splits, params);
       }
     } else {
       if (rows_per_warp == 32) {
-        attn_mma_kernel<__nv_bfloat16, 2><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+        launch_mma<__nv_bfloat16, 2>(fn, qa, ka, out, qscale, splits, params);
       } else {
-        attn_mma_kernel<__nv_bfloat16, 1><<<grid, kMmaWarps * 32, 0, params.stream>>>(qa, ka, out, qscale);
+        launch_mma<__nv_bfloat16, 1>(fn, qa, ka, out, qscale, splits, params);
       }
     }
   } else {
@@ -661,6 +796,15 @@ AttentionImpl resolve_attention_impl(AttentionImpl requested, DType kv_dtype, in
     case AttentionImpl::Auto: break;
   }
   return mma_ok && current_sm_major() >= 8 ? AttentionImpl::TensorCore : AttentionImpl::Simt;
+}
+
+int planned_kv_splits(int n_queries, int heads, int head_dim, int64_t n_keys, DType kv_dtype,
+                      const CudaAttentionParams& params) {
+  if (resolve_attention_impl(params.impl, kv_dtype, head_dim) != AttentionImpl::TensorCore || n_queries <= 0 ||
+      n_keys <= 0)
+    return 1;
+  const int rows_per_warp = params.rows_per_warp ? params.rows_per_warp : kDefaultRowsPerWarp;
+  return static_cast<int>(kv_splits_for("planned_kv_splits", n_queries, heads, n_keys, kv_dtype, rows_per_warp, params));
 }
 
 void paged_attention(const kernels::QueryView& q, const kernels::PagePoolView& pool, const DevicePageTable& table,
@@ -710,6 +854,7 @@ void run_paged(std::string_view fn, const kernels::QueryView& q, const kernels::
   }
   add_spans(fn, q, extra, ka, dtype, have_dtype, n_keys);
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (page table and extra spans are empty)");
+  ka.n_keys = n_keys;
   launch(fn, q, ka, dtype, out, params);
 }
 
@@ -767,6 +912,7 @@ void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpa
   int64_t n_keys = 0;
   add_spans(fn, q, kv, ka, dtype, have_dtype, n_keys);
   LINGBOT_CHECK(n_keys > 0, fn, ": no visible keys (kv spans are empty)");
+  ka.n_keys = n_keys;
   launch(fn, q, ka, dtype, out, params);
 }
 

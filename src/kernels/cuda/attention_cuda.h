@@ -33,6 +33,8 @@ enum class AttentionImpl : uint8_t { Auto, Simt, TensorCore };
 const char* attention_impl_name(AttentionImpl impl);  // "auto" | "simt" | "tensor-core"
 AttentionImpl parse_attention_impl(const char* name);  // throws Error naming the bad value
 
+class AttentionWorkspace;
+
 struct CudaAttentionParams {
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   cudaStream_t stream = nullptr;   // nullptr = legacy default stream
@@ -40,8 +42,39 @@ struct CudaAttentionParams {
   // Tensor-core kernel only: query rows per warp, 16 or 32 (each K/V fragment then feeds two mmas);
   // 0 = kDefaultRowsPerWarp. A tuning knob for `bench gpu attention`; both give the same bits.
   int rows_per_warp = 0;
+  // Tensor-core kernel only: the keys are cut into this many contiguous ranges, each run by its own
+  // blocks, and a second kernel merges their partial softmax states (as flash-decoding does). Why: the
+  // streaming shape (one frame's ~1000 queries x 16 heads against ~70k keys) is only 128-256 blocks,
+  // about one per SM, too few warps to hide latency. 0 = auto (choose_kv_splits over the device's SM
+  // count and the kernel's occupancy; 1 without a workspace), 1 = one range, 2..kMaxKvSplits = that many
+  // (at most one per key). Splitting changes results by f32 rounding only.
+  int kv_splits = 0;
+  // Device scratch for the partial states; needed when more than one range runs. Not owned.
+  AttentionWorkspace* workspace = nullptr;
 };
 inline constexpr int kDefaultRowsPerWarp = 16;
+inline constexpr int kMaxKvSplits = 16;
+
+// How many key ranges Auto runs: enough for `blocks` (row blocks x heads of the unsplit grid) to fill
+// one wave of `wave_blocks` resident blocks (SMs x blocks per SM) without starting a second, each
+// range at least kMinKeysPerSplit keys; 1 when the grid already fills the wave. Pure: exposed for tests.
+inline constexpr int64_t kMinKeysPerSplit = 1024;
+int choose_kv_splits(int64_t blocks, int64_t wave_blocks, int64_t n_keys);
+
+// Device memory for the partial softmax states of split-key attention: splits x queries x heads x
+// (head_dim + 2) floats. Capacity only grows, so steady-state calls allocate nothing; growing frees
+// the old buffer through the allocator (a stream-ordered one keeps it until queued work is done).
+class AttentionWorkspace {
+ public:
+  explicit AttentionWorkspace(Allocator& device_allocator);  // allocator must be MemoryKind::Device
+  float* reserve(int64_t floats);  // device pointer to at least `floats` floats, contents undefined
+  int64_t capacity_floats() const { return capacity_; }
+
+ private:
+  Allocator* alloc_;
+  Buffer device_;
+  int64_t capacity_ = 0;
+};
 
 // Most extra / dense KV spans one call takes (they travel in the kernel's parameter block).
 inline constexpr int kMaxCudaSpans = 8;
@@ -139,5 +172,10 @@ void dense_attention(const kernels::QueryView& q, std::span<const kernels::KVSpa
 
 // The kernel Auto picks for this input on the current device.
 AttentionImpl resolve_attention_impl(AttentionImpl requested, DType kv_dtype, int head_dim);
+
+// The key ranges (CudaAttentionParams::kv_splits) a call over these queries and keys runs on the
+// current device: 1 unless the tensor-core kernel runs.
+int planned_kv_splits(int n_queries, int heads, int head_dim, int64_t n_keys, DType kv_dtype,
+                      const CudaAttentionParams& params);
 
 }  // namespace lingbot::cuda

@@ -95,3 +95,29 @@ int64_t DeviceSpanTable::num_keys(int first, int count) const {
 }
 
 }  // namespace lingbot::cuda
+
+namespace lingbot::cuda {
+
+int choose_kv_splits(int64_t blocks, int64_t wave_blocks, int64_t n_keys) {
+  if (blocks <= 0 || n_keys <= 0) return 1;
+  int64_t splits = wave_blocks / blocks;                        // ranges that still fit in one wave
+  splits = std::min(splits, n_keys / kMinKeysPerSplit);         // each keeps at least kMinKeysPerSplit keys
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxKvSplits));
+}
+
+AttentionWorkspace::AttentionWorkspace(Allocator& device_allocator) : alloc_(&device_allocator) {
+  LINGBOT_CHECK(device_allocator.kind() == MemoryKind::Device,
+                "AttentionWorkspace: the allocator must allocate device memory");
+}
+
+float* AttentionWorkspace::reserve(int64_t floats) {
+  LINGBOT_CHECK(floats >= 0, "AttentionWorkspace: negative size ", floats);
+  if (floats > capacity_) {
+    device_.reset();  // before allocating the new one: the peak holds one workspace, not two
+    device_ = Buffer(*alloc_, static_cast<size_t>(floats) * sizeof(float));
+    capacity_ = floats;
+  }
+  return static_cast<float*>(device_.data());
+}
+
+}  // namespace lingbot::cuda

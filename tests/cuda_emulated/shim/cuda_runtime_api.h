@@ -199,9 +199,27 @@ inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
   return cudaSuccess;
 }
-enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+// The emulated device reports an H200's sm_90 and 132 SMs, so occupancy-driven choices (the
+// attention's key splits) come out as on that device.
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76
+};
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
-  *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
+  switch (a) {
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+  }
+  return cudaSuccess;
+}
+// Resident blocks per SM: 2 for any kernel of at most 1024 threads (the emulation has no register
+// or shared-memory budget to derive it from).
+template <typename Kernel>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel, int block_size, size_t) {
+  if (block_size < 1 || block_size > 1024) return cudaErrorInvalidValue;
+  *blocks = 2;
   return cudaSuccess;
 }
 
