@@ -159,6 +159,7 @@ async function liveAttempt(launched, pace) {
   const server = startServer(['run', '--demo', '--demo-frames', String(total), '--serve', '0', '--demo-pace',
     String(pace), '--progress', 'lines', '--out', out]);
   const url = await server.url;
+  const served = Date.now();
   const fresh = await launched.browser.newPage({ viewport: { width: 1280, height: 800 } });
   const { page, errors } = await openPage({ browser: launched.browser, page: fresh }, url);
   let conclusive = true;
@@ -169,7 +170,10 @@ async function liveAttempt(launched, pace) {
     const deadline = Date.now() + 180000;
     for (;;) {
       const frames = Number((await body(page, 'frames')) || 0), status = await body(page, 'status');
-      if (!firstStatus && status) firstStatus = status;
+      if (!firstStatus && status) {
+        firstStatus = status;
+        console.log(`  the page's first status came ${((Date.now() - served) / 1000).toFixed(1)} s after the run served it`);
+      }
       if (status === 'running' && frames > 0 && frames < total) whileRunning.add(frames);
       if (!seen.length || seen[seen.length - 1] !== frames) { seen.push(frames); console.log(`  page: ${frames} frames, ${status}`); }
       if ((status === 'completed' && frames >= total) || Date.now() > deadline || status === 'failed') break;
