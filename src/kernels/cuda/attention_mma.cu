@@ -347,7 +347,6 @@ int current_sm_count() {
   return sms;
 }
 
-
 }  // namespace
 
 template <typename T, int RT>
@@ -387,13 +386,13 @@ template void mma_grid_fill<__half, 1>(int, int, int64_t&, int64_t&);
 template void mma_grid_fill<__half, 2>(int, int, int64_t&, int64_t&);
 template void mma_grid_fill<__nv_bfloat16, 1>(int, int, int64_t&, int64_t&);
 template void mma_grid_fill<__nv_bfloat16, 2>(int, int, int64_t&, int64_t&);
-#define LINGBOT_LAUNCH_MMA(T, RT)                                                                                \
-  template void launch_mma<T, RT>(std::string_view, const QueryArgs&, const KeyArgs&, float*, float, int64_t, \
-                                  const CudaAttentionParams&);
-LINGBOT_LAUNCH_MMA(__half, 1)
-LINGBOT_LAUNCH_MMA(__half, 2)
-LINGBOT_LAUNCH_MMA(__nv_bfloat16, 1)
-LINGBOT_LAUNCH_MMA(__nv_bfloat16, 2)
-#undef LINGBOT_LAUNCH_MMA
+template void launch_mma<__half, 1>(std::string_view, const QueryArgs&, const KeyArgs&, float*, float, int64_t,
+                                   const CudaAttentionParams&);
+template void launch_mma<__half, 2>(std::string_view, const QueryArgs&, const KeyArgs&, float*, float, int64_t,
+                                   const CudaAttentionParams&);
+template void launch_mma<__nv_bfloat16, 1>(std::string_view, const QueryArgs&, const KeyArgs&, float*, float, int64_t,
+                                   const CudaAttentionParams&);
+template void launch_mma<__nv_bfloat16, 2>(std::string_view, const QueryArgs&, const KeyArgs&, float*, float, int64_t,
+                                   const CudaAttentionParams&);
 
 }  // namespace lingbot::cuda::attn
