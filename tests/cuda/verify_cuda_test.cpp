@@ -11,6 +11,7 @@
 
 #include "bench/harness/verify.h"
 #include "cuda_test_util.h"
+#include "tests/sanitizer_build.h"
 
 namespace {
 
@@ -39,7 +40,7 @@ void expect_case_passes_on_cuda(const fs::path& dir, int expected_checked, DType
 
 // Under the emulation in a sanitizer build these two tests would take minutes of CI (the release
 // build's run covers them, and the CudaSession tests run the same host code under ASan here).
-#if defined(__SANITIZE_ADDRESS__)
+#if LINGBOT_ASAN_BUILD
 #define LINGBOT_SKIP_UNDER_EMULATED_ASAN()                                                             \
   if (cuda::testing::emulated_device())                                                                \
   GTEST_SKIP() << "emulated device in a sanitizer build: run by the release build's Emulated.CudaVerify"

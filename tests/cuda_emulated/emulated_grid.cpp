@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "lingbot/dtype.h"
+#include "tests/sanitizer_build.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if LINGBOT_ASAN_BUILD
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LINGBOT_EMU_ASAN 1
@@ -254,7 +255,9 @@ inline float half_value(uint32_t word, int which, DType t) {
 // Register arithmetic only (no memory the kernel owns), so not instrumented: under ASan it would
 // dominate the emulated tests' time.
 template <DType T>
-#if defined(__SANITIZE_ADDRESS__)
+#if LINGBOT_ASAN_BUILD && defined(__clang__)
+__attribute__((no_sanitize("address", "undefined")))
+#elif LINGBOT_ASAN_BUILD
 __attribute__((no_sanitize("address", "undefined"), optimize("O2")))
 #endif
 void mma_op(LaneSlot (&lanes)[kWarp]) {

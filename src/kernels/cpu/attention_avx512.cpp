@@ -9,7 +9,9 @@
 // GCC 12's avx512fintrin.h builds its "undefined" vectors by self-assignment, which trips
 // -Wmaybe-uninitialized wherever max/min/roundscale/cvt intrinsics are inlined; not a real use.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "kernels/cpu/attention_exp2_avx512.h"

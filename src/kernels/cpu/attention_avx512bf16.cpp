@@ -42,7 +42,9 @@ AttnScratchBf16::AttnScratchBf16(int head_dim)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // See attention_avx512.cpp: GCC 12's AVX-512 headers trip -Wmaybe-uninitialized when inlined.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cmath>

@@ -13,9 +13,9 @@ constexpr float kInvSqrt2 = 0.70710678118654752440f;
 
 float gelu_scalar(float v) { return 0.5f * v * (1.0f + std::erf(v * kInvSqrt2)); }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-extern "C" __m512 _ZGVeN16v_erff(__m512);
+// glibc's libmvec erff (x86_64 vector ABI names); the target attribute on the declaration lets
+// clang accept the vector argument in a file built without -mavx512f.
+extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_erff(__m512);
 
 __attribute__((target("avx512f"))) __m512 gelu16(__m512 v) {
   const __m512 e = _ZGVeN16v_erff(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2)));
@@ -30,11 +30,8 @@ __attribute__((target("avx512f"))) void gelu_avx512(float* x, int64_t n) {
     _mm512_mask_storeu_ps(x + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
   }
 }
-#pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
-extern "C" __m256 _ZGVdN8v_erff(__m256);
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_erff(__m256);
 
 __attribute__((target("avx2"))) __m256 gelu8(__m256 v) {
   const __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, _mm256_set1_ps(kInvSqrt2)));
@@ -51,7 +48,6 @@ __attribute__((target("avx2"))) void gelu_avx2(float* x, int64_t n) {
     std::copy(pad, pad + (n - i), x + i);
   }
 }
-#pragma GCC pop_options
 
 void gelu_portable(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = gelu_scalar(x[i]);
