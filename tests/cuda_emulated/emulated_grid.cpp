@@ -26,6 +26,17 @@
 #define LINGBOT_EMU_ASAN 1
 #endif
 
+// The emulator's own bookkeeping of warp collectives: operands passed by value and the warp's slots,
+// never memory a kernel owns, so not instrumented in sanitizer builds (it ran once per lane per
+// shuffle and dominated the emulated tests' time there).
+#if LINGBOT_ASAN_BUILD && defined(__clang__)
+#define LINGBOT_EMU_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined")))
+#elif LINGBOT_ASAN_BUILD
+#define LINGBOT_EMU_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined"), optimize("O2")))
+#else
+#define LINGBOT_EMU_UNINSTRUMENTED
+#endif
+
 namespace lingbot::emu {
 namespace {
 
@@ -34,6 +45,7 @@ namespace {
 // fibers in few pages (a switch is then cheap); ASan's redzones need more.
 #ifdef LINGBOT_EMU_ASAN
 constexpr size_t kStackBytes = 256 * 1024;
+constexpr ptrdiff_t kExitMarginBytes = 16 * 1024;
 #else
 constexpr size_t kStackBytes = 64 * 1024;
 #endif
@@ -57,6 +69,7 @@ struct Fiber {
   std::vector<Copy> open_group;
   std::deque<std::vector<Copy>> in_flight;  // committed groups, oldest first
   void* asan_fake = nullptr;
+  char* exit_frame = nullptr;  // the trampoline's frame when the thread finished (ASan builds)
 };
 
 struct Warp {
@@ -161,6 +174,7 @@ void trampoline(ctx::transfer_t from) {
   f.in_flight.clear();
   run_copies(f.open_group);
   f.state = State::Done;
+  f.exit_frame = static_cast<char*>(__builtin_frame_address(0));
   to_scheduler(g, f, true);
   fail("a finished thread was resumed");
 }
@@ -191,10 +205,6 @@ void run_block(Grid& g) {
     f.coords = {dim3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)), g.block_idx, bd, g.cfg.grid};
     f.open_group.clear();
     f.in_flight.clear();
-#ifdef LINGBOT_EMU_ASAN
-    // A finished fiber never returns from trampoline(): its frame's scope poisoning stays behind.
-    ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);
-#endif
     f.context = ctx::make_fcontext(f.stack + kStackBytes, kStackBytes, trampoline);
   }
   for (Warp& w : g.warps) w.arrived = w.returned = 0;
@@ -227,13 +237,25 @@ void run_block(Grid& g) {
     }
     if (!ran && g.live > 0) fail("deadlock: " + states(g));
   }
+#ifdef LINGBOT_EMU_ASAN
+  // A finished fiber never returns from trampoline(): the poisoning of the frames live at its last
+  // switch (trampoline's and the few below it) stays behind on a stack the next block and the next
+  // launch reuse. Every other frame returned and was unpoisoned, so the top of the stack down to a
+  // margin under trampoline's frame is enough (the whole stack was a 32 KB shadow memset per thread
+  // per block).
+  for (Fiber& f : g.fibers) {
+    char* const top = f.stack + kStackBytes;
+    char* const low = std::max(f.stack, f.exit_frame - kExitMarginBytes);
+    ASAN_UNPOISON_MEMORY_REGION(low, static_cast<size_t>(top - low));
+  }
+#endif
 }
 
 void check_full_mask(unsigned mask, const char* what) {
   if (mask != 0xffffffffu) fail(std::string(what) + " with a partial lane mask (not emulated)");
 }
 
-void shfl_op(LaneSlot (&lanes)[kWarp]) {
+LINGBOT_EMU_UNINSTRUMENTED void shfl_op(LaneSlot (&lanes)[kWarp]) {
   for (int l = 0; l < kWarp; ++l) {
     if (lanes[l].in[2] != lanes[0].in[2]) fail("__shfl_xor_sync lanes disagree on the lane mask");
     const LaneSlot& src = lanes[l ^ (lanes[l].in[2] & 31)];
@@ -255,12 +277,7 @@ inline float half_value(uint32_t word, int which, DType t) {
 // Register arithmetic only (no memory the kernel owns), so not instrumented: under ASan it would
 // dominate the emulated tests' time.
 template <DType T>
-#if LINGBOT_ASAN_BUILD && defined(__clang__)
-__attribute__((no_sanitize("address", "undefined")))
-#elif LINGBOT_ASAN_BUILD
-__attribute__((no_sanitize("address", "undefined"), optimize("O2")))
-#endif
-void mma_op(LaneSlot (&lanes)[kWarp]) {
+LINGBOT_EMU_UNINSTRUMENTED void mma_op(LaneSlot (&lanes)[kWarp]) {
   float A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < kWarp; ++l) {
     const int g = l / 4, t = l % 4;
@@ -475,7 +492,7 @@ void sync_block() {
   to_scheduler(g, f, false);
 }
 
-LaneSlot warp_collective(const char* what, WarpOp op, const LaneSlot& mine) {
+LINGBOT_EMU_UNINSTRUMENTED LaneSlot warp_collective(const char* what, WarpOp op, const LaneSlot& mine) {
   Grid& g = grid_for(what);
   Fiber& f = *g.current;
   const int tid = index_of(g, f);
@@ -527,7 +544,7 @@ void async_wait(int keep_groups) {
 }
 
 template <typename T>
-T shfl_xor(unsigned mask, T v, int lane_mask) {
+LINGBOT_EMU_UNINSTRUMENTED T shfl_xor(unsigned mask, T v, int lane_mask) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   check_full_mask(mask, "__shfl_xor_sync");
   LaneSlot s{};
@@ -543,7 +560,8 @@ template double shfl_xor(unsigned, double, int);
 template int shfl_xor(unsigned, int, int);
 template unsigned shfl_xor(unsigned, unsigned, int);
 
-void mma_m16n8k16(DType t, float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// The operands are the calling lane's registers, passed as fixed-size arrays: nothing to check.
+LINGBOT_EMU_UNINSTRUMENTED void mma_m16n8k16(DType t, float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   LaneSlot s{};
   for (int i = 0; i < 4; ++i) s.in[i] = a[i];
   s.in[4] = b0;
@@ -554,7 +572,8 @@ void mma_m16n8k16(DType t, float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
   std::memcpy(c, r.out, sizeof(c));
 }
 
-void ldmatrix_x4(bool trans, uint32_t (&r)[4], const uint16_t* smem) {
+// The rows are read (and checked) in ldmatrix_op.
+LINGBOT_EMU_UNINSTRUMENTED void ldmatrix_x4(bool trans, uint32_t (&r)[4], const uint16_t* smem) {
   LaneSlot s{};
   s.addr = smem;
   const LaneSlot o = trans ? warp_collective("ldmatrix.x4.trans", ldmatrix_op<true>, s)
