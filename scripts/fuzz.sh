@@ -28,7 +28,10 @@ TARGETS=("$@")
 BUILD=build-fuzz
 LAUNCHER=()
 command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+# -O1, as libFuzzer's documentation builds its targets (and as the sanitizer build of scripts/test.sh):
+# it compiles faster than -O2 -g (the sanitizer build, measured: about twice as fast).
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DLINGBOT_FUZZ=ON -DLINGBOT_BUILD_TESTS=OFF -DLINGBOT_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"
 
