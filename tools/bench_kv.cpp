@@ -108,15 +108,6 @@ struct LiveBackend {
   FrameRow row;
 };
 
-// Resets the kernel's peak-RSS mark (VmHWM) so the calibration buffers do not count as benchmark memory.
-// Linux >= 4.0; without it the peak simply includes them.
-void reset_peak_rss() {
-  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
-    std::fputs("5", f);
-    std::fclose(f);
-  }
-}
-
 std::string fmt(double v, int prec = 4) {
   if (!std::isfinite(v)) return "na";
   char buf[64];
@@ -203,7 +194,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     best.gemm_library = c.gemm_library;
   };
   calibrate();
-  reset_peak_rss();
+  reset_peak_rss();  // the calibration buffers do not count as benchmark memory
   if (observer) observer->on_calibrated(res);
 
   CacheOptions co;

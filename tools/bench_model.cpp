@@ -32,17 +32,11 @@ std::string load_average() {
   return f ? a + "/" + b + "/" + c : "na";
 }
 
-// Resets the process's peak RSS (VmHWM) to the current RSS, so each configuration reports its own.
-void reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-}
-
 ModelConfig bench_config(const ModelBenchOptions& o) {
   return o.model == "demo" ? demo_model_config() : ModelConfig::release();
 }
 
-std::string fmt(double v, int prec = 3) {
+std::string fixed_str(double v, int prec = 3) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
@@ -136,7 +130,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
       c.kv = kv;
       c.gemm = gemm_path_description(o.device, wd);
       const int ci = static_cast<int>(r.configs.size());
-      reset_peak_rss();
+      reset_peak_rss();  // each configuration reports its own peak
       const auto tb = std::chrono::steady_clock::now();
       ModelLoadOptions mo;
       mo.weights_dtype = wd;
@@ -255,39 +249,39 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
   s.emplace_back("load_avg_end", r.load_average_end);
   for (const auto& cal : r.calibration) {
     const std::string k = cal.weights == DType::F32 ? "sgemm" : std::string(dtype_name(cal.weights)) + "_gemm";
-    s.emplace_back(k + "_gflops", fmt(cal.gflops, 1));
-    s.emplace_back(k + "_gflops_per_cpu_s", fmt(cal.gflops_per_cpu_s, 1));
+    s.emplace_back(k + "_gflops", fixed_str(cal.gflops, 1));
+    s.emplace_back(k + "_gflops_per_cpu_s", fixed_str(cal.gflops_per_cpu_s, 1));
   }
   if (r.calibration.size() > 1 && r.calibration[0].gflops_per_cpu_s > 0)
     for (size_t i = 1; i < r.calibration.size(); ++i)
       s.emplace_back(std::string(dtype_name(r.calibration[i].weights)) + "_gemm_vs_sgemm_cpu",
-                     fmt(r.calibration[i].gflops_per_cpu_s / r.calibration[0].gflops_per_cpu_s, 2));
+                     fixed_str(r.calibration[i].gflops_per_cpu_s / r.calibration[0].gflops_per_cpu_s, 2));
   for (size_t i = 0; i < r.loads.size(); ++i) {
     const LoadTiming& t = r.loads[i];
     const std::string k = "load_" + std::string(dtype_name(t.weights)) + (t.mapped ? "_mmap" : "_read") +
                           (i == 1 ? "_warm" : (i == 0 ? "_first" : ""));
-    s.emplace_back(k + "_s", fmt(t.seconds, 2));
+    s.emplace_back(k + "_s", fixed_str(t.seconds, 2));
   }
   const ModelBenchConfig* base = nullptr;
   for (const auto& c : r.configs) {
-    s.emplace_back(key(c) + "_frame_cpu_ms", fmt(c.frame_cpu_ms, 0));
-    s.emplace_back(key(c) + "_frame_wall_ms", fmt(c.frame_wall_ms, 0));
-    s.emplace_back(key(c) + "_peak_rss_gib", fmt(static_cast<double>(c.peak_rss_bytes) / kGiB, 2));
+    s.emplace_back(key(c) + "_frame_cpu_ms", fixed_str(c.frame_cpu_ms, 0));
+    s.emplace_back(key(c) + "_frame_wall_ms", fixed_str(c.frame_wall_ms, 0));
+    s.emplace_back(key(c) + "_peak_rss_gib", fixed_str(static_cast<double>(c.peak_rss_bytes) / kGiB, 2));
     if (c.device_peak_bytes) {  // device runs only
       s.emplace_back(key(c) + "_device_peak_bytes", std::to_string(*c.device_peak_bytes));
-      s.emplace_back(key(c) + "_device_peak_gib", fmt(static_cast<double>(*c.device_peak_bytes) / kGiB, 2));
+      s.emplace_back(key(c) + "_device_peak_gib", fixed_str(static_cast<double>(*c.device_peak_bytes) / kGiB, 2));
     }
     if (c.phases_on_device) {  // device ms per phase, means over the single-frame pushes
       static constexpr const char* kPhase[5] = {"encoder", "frame_blocks", "global_blocks", "camera", "dpt"};
       for (size_t k = 0; k < c.frame_phase_ms.size(); ++k)
-        s.emplace_back(key(c) + "_device_" + kPhase[k] + "_ms", fmt(c.frame_phase_ms[k], 2));
+        s.emplace_back(key(c) + "_device_" + kPhase[k] + "_ms", fixed_str(c.frame_phase_ms[k], 2));
     }
     if (!base && c.weights == DType::F32) base = &c;
   }
   if (base && base->frame_cpu_ms > 0)
     for (const auto& c : r.configs)
       if (&c != base && c.kv == base->kv)
-        s.emplace_back(key(c) + "_vs_" + key(*base) + "_frame_cpu", fmt(c.frame_cpu_ms / base->frame_cpu_ms, 2));
+        s.emplace_back(key(c) + "_vs_" + key(*base) + "_frame_cpu", fixed_str(c.frame_cpu_ms / base->frame_cpu_ms, 2));
   return s;
 }
 
@@ -309,7 +303,7 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
                "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB", "dev GiB");
   for (const auto& row : r.rows) {
     const ModelBenchConfig& c = r.configs[static_cast<size_t>(row.config)];
-    const std::string dev = row.device_peak_bytes ? fmt(static_cast<double>(*row.device_peak_bytes) / kGiB, 2) : "-";
+    const std::string dev = row.device_peak_bytes ? fixed_str(static_cast<double>(*row.device_peak_bytes) / kGiB, 2) : "-";
     std::fprintf(f, device_phases ? "%-14s %5d %4d %9.1f %9.0f %8.2f %8.2f %8.2f %7.2f %7.2f %7.0f %9.2f %9s\n"
                                   : "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f %9s\n",
                  key(c).c_str(), row.push,

@@ -20,7 +20,7 @@ int parse_interval(const std::string& s) {
   return static_cast<int>(v);
 }
 
-std::string fmt(double v) {
+std::string shortest_str(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
@@ -58,7 +58,7 @@ void check_mode_args(const ModeArgs& m, int K) {
                   m.keyframe_interval, ")");
   }
   LINGBOT_CHECK(!m.flow_threshold || (std::isfinite(*m.flow_threshold) && *m.flow_threshold > 0),
-                "--flow-threshold must be a number > 0 (pixels), got ", m.flow_threshold ? fmt(*m.flow_threshold) : "");
+                "--flow-threshold must be a number > 0 (pixels), got ", m.flow_threshold ? shortest_str(*m.flow_threshold) : "");
   LINGBOT_CHECK(!m.max_non_keyframe_gap || *m.max_non_keyframe_gap >= 1, "--max-non-keyframe-gap must be >= 1, got ",
                 m.max_non_keyframe_gap.value_or(0));
   if (m.mode == "streaming") {

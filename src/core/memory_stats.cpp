@@ -55,4 +55,11 @@ size_t available_memory_bytes() {
 size_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
 size_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
 
+void reset_peak_rss() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
 }  // namespace lingbot
