@@ -1,72 +1,20 @@
 // Smoke tests of `lingbot-map bench kv`: tiny shapes and few frames, so they run in a second or two.
 // They check the output contract (CSV columns, summary keys, stop line, exit codes, error lines), not
 // timings.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "run_test_util.h"
+
 namespace {
 
-struct CmdResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  std::stringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
-}
-
-std::filesystem::path tmp_dir() {
-  auto d = std::filesystem::path(::testing::TempDir()) / ("bench_kv_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-// Runs the CLI with `args`, capturing stdout and stderr through files.
-CmdResult run_cli(const std::string& args) {
-  const auto d = tmp_dir();
-  const auto out = d / "stdout.txt", err = d / "stderr.txt";
-  const std::string cmd = std::string("'") + LINGBOT_CLI_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
-                          err.string() + "'";
-  const int rc = std::system(cmd.c_str());
-  CmdResult r;
-  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
+using namespace run_test;
 
 // Tiny model shapes; 224 keeps the real 256 + 6 tokens per frame.
-const std::string kTiny =
+const std::string kBenchKvTiny =
     "bench kv --resolution 224 --blocks 2 --heads 2 --head-dim 16 --kv-window 4 --scale-frames 2 --threads 2 ";
-
-std::map<std::string, std::string> summary_of(const std::string& out) {
-  std::map<std::string, std::string> kv;
-  const auto pos = out.rfind("summary:");
-  EXPECT_NE(pos, std::string::npos) << out;
-  if (pos == std::string::npos) return kv;
-  std::istringstream line(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
-  std::string item;
-  while (line >> item) {
-    const auto eq = item.find('=');
-    EXPECT_NE(eq, std::string::npos) << item;
-    kv[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return kv;
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -82,12 +30,12 @@ bool is_number(const std::string& s) {
 }
 
 TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
-  const auto csv = tmp_dir() / "smoke.csv";
-  const CmdResult r = run_cli(kTiny + "--frames 14 --kv-dtype bf16 --keyframe-interval 2 --csv '" + csv.string() + "'");
+  const auto csv = fresh_dir("bench_kv") / "smoke.csv";
+  const Result r = run_cli(kBenchKvTiny + "--frames 14 --kv-dtype bf16 --keyframe-interval 2 --csv '" + csv.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("calibration: sgemm 1024x1024x1024"), std::string::npos) << r.out;
 
-  const auto rows = lines_of(read_file(csv));
+  const auto rows = lines_of(slurp(csv));
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows[0],
             "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
@@ -118,7 +66,7 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
 TEST(BenchKv, AttentionAbTimesBothPathsOnTheSameKeys) {
   // bf16 K/V: the default path is native bf16 where the CPU has AVX512_BF16 (the header line says
   // which), and its outputs differ from the f32 path's by bf16 rounding only.
-  const CmdResult r = run_cli(kTiny + "--frames 8 --kv-dtype bf16 --calibrate off --kv-backends paged --attention-ab on");
+  const Result r = run_cli(kBenchKvTiny + "--frames 8 --kv-dtype bf16 --calibrate off --kv-backends paged --attention-ab on");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const bool native = r.out.find("cpu attention compute for bf16 K/V: bf16 (CPU has AVX512_BF16") != std::string::npos;
   if (native) {
@@ -145,7 +93,7 @@ TEST(BenchKv, AttentionAbTimesBothPathsOnTheSameKeys) {
     EXPECT_EQ(diff, 0.0);
   }
   // f32 K/V: both runs take the f32 path, bit for bit.
-  const CmdResult f = run_cli(kTiny + "--frames 6 --kv-dtype f32 --calibrate off --kv-backends paged --attention-ab on");
+  const Result f = run_cli(kBenchKvTiny + "--frames 6 --kv-dtype f32 --calibrate off --kv-backends paged --attention-ab on");
   ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
   auto sf = summary_of(f.out);
   EXPECT_EQ(sf["ab_auto_compute"], "f32");
@@ -155,8 +103,8 @@ TEST(BenchKv, AttentionAbTimesBothPathsOnTheSameKeys) {
 TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
   // f32, 2 blocks: a frame is 262 tokens x 256 B x 2 blocks = 134 KB; dense-full passes 2 MiB well
   // before frame 40, while the paged cache (7 patch pages + specials) stays near 1 MiB.
-  const CmdResult r =
-      run_cli(kTiny + "--frames 40 --kv-dtype f32 --calibrate off --attention off --mem-cap-gb 0.002");
+  const Result r =
+      run_cli(kBenchKvTiny + "--frames 40 --kv-dtype f32 --calibrate off --attention off --mem-cap-gb 0.002");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto pos = r.out.find("stop: backend dense-full stopped at frame ");
   ASSERT_NE(pos, std::string::npos) << r.out;
@@ -171,7 +119,7 @@ TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
 }
 
 TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
-  const CmdResult r = run_cli(kTiny + "--frames 30 --calibrate off --attention off --kv-backends paged");
+  const Result r = run_cli(kBenchKvTiny + "--frames 30 --calibrate off --attention off --kv-backends paged");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto s = summary_of(r.out);
   EXPECT_EQ(s["paged_patch_reserved_const_after_6"], "yes");
@@ -182,10 +130,10 @@ TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
 TEST(BenchKv, PlotWritesPng) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox, in scripts/setup.sh)";
-  const auto png = tmp_dir() / "plot.png";
-  const CmdResult r = run_cli(kTiny + "--frames 10 --calibrate off --plot '" + png.string() + "'");
+  const auto png = fresh_dir("bench_kv") / "plot.png";
+  const Result r = run_cli(kBenchKvTiny + "--frames 10 --calibrate off --plot '" + png.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::string bytes = read_file(png);
+  const std::string bytes = slurp(png);
   ASSERT_GE(bytes.size(), 8u);
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
 }
@@ -209,15 +157,15 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
        "error: --kv-backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
   };
   for (const auto& [args, expected] : cases) {
-    const CmdResult r = run_cli("bench kv " + args);
+    const Result r = run_cli("bench kv " + args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.err, expected) << args;
     EXPECT_EQ(r.out, "") << args;
   }
   // Without a usable GPU, --device cuda is one error line naming why (build or device), before any work.
-  const CmdResult version = run_cli("version");
+  const Result version = run_cli("version");
   const bool cuda_build = version.out.find("cuda") != std::string::npos;
-  const CmdResult cuda = run_cli(kTiny + "--frames 3 --device cuda");
+  const Result cuda = run_cli(kBenchKvTiny + "--frames 3 --device cuda");
   if (!cuda_build) {
     EXPECT_NE(cuda.exit_code, 0);
     EXPECT_EQ(cuda.err, "error: --device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
@@ -225,7 +173,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   } else if (cuda.exit_code != 0) {
     EXPECT_EQ(cuda.err.rfind("error: --device cuda: no CUDA device is visible", 0), 0u) << cuda.err;
   }
-  const CmdResult bad_backend = run_cli("bench kv --kv-backends paged,flat");
+  const Result bad_backend = run_cli("bench kv --kv-backends paged,flat");
   EXPECT_NE(bad_backend.exit_code, 0);
   EXPECT_EQ(bad_backend.err.rfind("error: --kv-backends: ", 0), 0u) << bad_backend.err;
   EXPECT_NE(bad_backend.err.find("flat"), std::string::npos) << bad_backend.err;

@@ -1,58 +1,26 @@
 // `lingbot-map inspect` and `lingbot-map convert` on the golden tiny checkpoint and the torch fixtures:
 // output contract, exit codes and error lines; converted files compared byte for byte.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "run_test_util.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-const std::string kTestdata = LINGBOT_TESTDATA_DIR;
+using namespace run_test;
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  std::stringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
-}
-
-fs::path tmp_dir() {
+// Not wiped between calls: a test may check that a failed convert left no file behind.
+fs::path inspect_convert_dir() {
   const fs::path d = fs::path(::testing::TempDir()) / ("inspect_convert_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
 
-Result run(const std::string& args) {
-  const fs::path d = tmp_dir();
-  const std::string cmd = std::string(LINGBOT_CLI_PATH) + " " + args + " >" + (d / "out").string() + " 2>" + (d / "err").string();
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(d / "out");
-  r.err = slurp(d / "err");
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
 TEST(InspectCli, TinyCheckpointPassesAllChecks) {
   for (const char* file : {"model.pt", "weights.safetensors"}) {
-    const Result r = run("inspect " + kTestdata + "/tiny/" + file);
+    const Result r = run_cli("inspect " + kTestdata + "/tiny/" + file);
     EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.out << r.err;
     EXPECT_TRUE(contains(r.out, "tensors: 258, parameters: 1,731,628")) << r.out;
     EXPECT_TRUE(contains(r.out, "config check: OK (all 258 keys present with the expected shapes)")) << r.out;
@@ -60,13 +28,13 @@ TEST(InspectCli, TinyCheckpointPassesAllChecks) {
     EXPECT_TRUE(contains(r.out, "  aggregator.rope3d_fhw = 4,2,2\n")) << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
-  EXPECT_TRUE(contains(run("inspect " + kTestdata + "/tiny/model.pt").out,
+  EXPECT_TRUE(contains(run_cli("inspect " + kTestdata + "/tiny/model.pt").out,
                        "format: pytorch (state dict under 'model'), 6,991,925 bytes"));
-  EXPECT_TRUE(contains(run("inspect " + kTestdata + "/tiny/weights.safetensors").out, "  F16      258 tensors        3,463,256 bytes"));
+  EXPECT_TRUE(contains(run_cli("inspect " + kTestdata + "/tiny/weights.safetensors").out, "  F16      258 tensors        3,463,256 bytes"));
 }
 
 TEST(InspectCli, LoadReportsPeakMemory) {
-  const Result r = run("inspect " + kTestdata + "/tiny/model.pt --load");
+  const Result r = run_cli("inspect " + kTestdata + "/tiny/model.pt --load");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "load: 258 tensors, 6,926,512 bytes of tensor data in ")) << r.out;
   EXPECT_TRUE(contains(r.out, " x file size (RSS before load ")) << r.out;
@@ -78,13 +46,13 @@ TEST(InspectCli, ManifestCheck) {
   m["tensors"] = nlohmann::json::array();
   const auto r0 = lingbot::io::SafetensorsReader::open(kTestdata + "/tiny/weights.safetensors");
   for (const auto& e : r0.entries()) m["tensors"].push_back({{"name", e.name}, {"shape", e.shape}});
-  const fs::path good = tmp_dir() / "tiny-manifest.json";
+  const fs::path good = inspect_convert_dir() / "tiny-manifest.json";
   std::ofstream(good) << m.dump();
-  const Result ok = run("inspect " + kTestdata + "/tiny/model.pt --manifest " + good.string());
+  const Result ok = run_cli("inspect " + kTestdata + "/tiny/model.pt --manifest " + good.string());
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_TRUE(contains(ok.out, "manifest check (" + good.string() + "): OK")) << ok.out;
 
-  const Result bad = run("inspect " + kTestdata + "/tiny/model.pt --manifest " + kTestdata + "/full-size-manifest.json");
+  const Result bad = run_cli("inspect " + kTestdata + "/tiny/model.pt --manifest " + kTestdata + "/full-size-manifest.json");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(contains(bad.out, "  wrong shape aggregator.camera_token: manifest [1, 2, 1, 1024], checkpoint [1, 2, 1, 128]\n"));
   EXPECT_TRUE(contains(bad.out, "  missing aggregator.frame_blocks.23.ls2.gamma [1024]\n"));
@@ -92,30 +60,30 @@ TEST(InspectCli, ManifestCheck) {
 }
 
 TEST(InspectCli, OverridesAndProblems) {
-  const Result wrong = run("inspect " + kTestdata + "/tiny/model.pt --set dpt.features=32");
+  const Result wrong = run_cli("inspect " + kTestdata + "/tiny/model.pt --set dpt.features=32");
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_TRUE(contains(wrong.out, "  wrong shape depth_head.scratch.output_conv1.weight: expected [16, 32, 3, 3], got [8, 16, 3, 3]\n"))
       << wrong.out;
-  const Result heads = run("inspect " + kTestdata + "/tiny/model.pt --set camera.num_heads=8 --set kv_cache.sliding_window=3");
+  const Result heads = run_cli("inspect " + kTestdata + "/tiny/model.pt --set camera.num_heads=8 --set kv_cache.sliding_window=3");
   EXPECT_EQ(heads.exit_code, 0) << heads.err;
   EXPECT_TRUE(contains(heads.out, "  camera.num_heads = 8\n"));
   EXPECT_TRUE(contains(heads.out, "  kv_cache.sliding_window = 3\n"));
-  const Result unknown = run("inspect " + kTestdata + "/tiny/model.pt --set camera.heads=8");
+  const Result unknown = run_cli("inspect " + kTestdata + "/tiny/model.pt --set camera.heads=8");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_EQ(unknown.err, "error: unknown config key 'camera.heads' (see `lingbot-map inspect` for the list)\n");
-  const Result bad_set = run("inspect " + kTestdata + "/tiny/model.pt --set camera.num_heads");
+  const Result bad_set = run_cli("inspect " + kTestdata + "/tiny/model.pt --set camera.num_heads");
   EXPECT_EQ(bad_set.err, "error: --set expects key=value, got 'camera.num_heads'\n");
-  const Result missing = run("inspect /nonexistent/model.pt");
+  const Result missing = run_cli("inspect /nonexistent/model.pt");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(missing.err, "error: cannot open '/nonexistent/model.pt': No such file or directory\n");
-  const Result not_ckpt = run("inspect " + kTestdata + "/full-size-manifest.json");
+  const Result not_ckpt = run_cli("inspect " + kTestdata + "/full-size-manifest.json");
   EXPECT_EQ(not_ckpt.err, "error: " + kTestdata + "/full-size-manifest.json: unrecognised checkpoint format (neither a PyTorch zip "
                           "checkpoint nor safetensors)\n");
 }
 
 TEST(ConvertCli, PtToSafetensorsIsBitIdentical) {
-  const fs::path out = tmp_dir() / "tiny-f16.safetensors";
-  const Result r = run("convert " + kTestdata + "/tiny/model.pt " + out.string() + " --dtype f16");
+  const fs::path out = inspect_convert_dir() / "tiny-f16.safetensors";
+  const Result r = run_cli("convert " + kTestdata + "/tiny/model.pt " + out.string() + " --dtype f16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "258 tensors (258 float, 0 integer), f16 from pytorch checkpoint")) << r.out;
   const lingbot::io::TensorMap a = lingbot::io::SafetensorsReader::open(out.string()).read_all();
@@ -126,16 +94,16 @@ TEST(ConvertCli, PtToSafetensorsIsBitIdentical) {
     ASSERT_EQ(std::memcmp(a.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
   }
   // Keeping dtypes: the f32 .pt becomes an f32 safetensors file that inspect accepts.
-  const fs::path f32 = tmp_dir() / "tiny-f32.safetensors";
-  ASSERT_EQ(run("convert " + kTestdata + "/tiny/model.pt " + f32.string()).exit_code, 0);
+  const fs::path f32 = inspect_convert_dir() / "tiny-f32.safetensors";
+  ASSERT_EQ(run_cli("convert " + kTestdata + "/tiny/model.pt " + f32.string()).exit_code, 0);
   const auto c = lingbot::io::load_checkpoint(f32.string());
   EXPECT_EQ(c.tensors.at("aggregator.camera_token").dtype(), lingbot::DType::F32);
-  EXPECT_EQ(run("inspect " + f32.string()).exit_code, 0);
+  EXPECT_EQ(run_cli("inspect " + f32.string()).exit_code, 0);
 }
 
 TEST(ConvertCli, KeepsIntegerTensorsAndViews) {
-  const fs::path out = tmp_dir() / "views.safetensors";
-  const Result r = run("convert " + kTestdata + "/torch/views.pt " + out.string() + " --dtype bf16");
+  const fs::path out = inspect_convert_dir() / "views.safetensors";
+  const Result r = run_cli("convert " + kTestdata + "/torch/views.pt " + out.string() + " --dtype bf16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto st = lingbot::io::SafetensorsReader::open(out.string());
   EXPECT_EQ(st.read_int("steps").values, (std::vector<int64_t>{7, -1, int64_t{1} << 40}));
@@ -147,14 +115,14 @@ TEST(ConvertCli, KeepsIntegerTensorsAndViews) {
 }
 
 TEST(ConvertCli, Errors) {
-  const Result dtype = run("convert " + kTestdata + "/tiny/model.pt /tmp/x.safetensors --dtype f8");
+  const Result dtype = run_cli("convert " + kTestdata + "/tiny/model.pt /tmp/x.safetensors --dtype f8");
   EXPECT_NE(dtype.exit_code, 0);
   EXPECT_TRUE(contains(dtype.err, "--dtype")) << dtype.err;
-  const Result corrupt = run("convert " + kTestdata + "/torch/view_out_of_range.pt " + (tmp_dir() / "x.safetensors").string());
+  const Result corrupt = run_cli("convert " + kTestdata + "/torch/view_out_of_range.pt " + (inspect_convert_dir() / "x.safetensors").string());
   EXPECT_EQ(corrupt.exit_code, 1);
   EXPECT_TRUE(contains(corrupt.err, "corrupt pickle stream: tensor view (offset 2, size [2], stride [1])")) << corrupt.err;
-  EXPECT_FALSE(fs::exists(tmp_dir() / "x.safetensors"));
-  const Result same = run("convert " + kTestdata + "/tiny/model.pt " + kTestdata + "/tiny/model.pt");
+  EXPECT_FALSE(fs::exists(inspect_convert_dir() / "x.safetensors"));
+  const Result same = run_cli("convert " + kTestdata + "/tiny/model.pt " + kTestdata + "/tiny/model.pt");
   EXPECT_EQ(same.err, "error: convert: output path is the input path '" + kTestdata + "/tiny/model.pt'\n");
 }
 

@@ -11,9 +11,6 @@ namespace {
 using namespace run_test;
 using nlohmann::json;
 
-const std::string kFrames = kTestdata + "/tiny/frames";
-const std::string kModel = kTestdata + "/tiny/model.pt";
-const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3";
 
 // Runs `run <args> --out <fresh>/out` and checks the failure contract; returns the error line.
 std::string expect_failure(const std::string& args, const std::string& name) {
@@ -26,37 +23,32 @@ std::string expect_failure(const std::string& args, const std::string& name) {
   return r.err;
 }
 
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream os(p, std::ios::binary);
-  os << bytes;
-}
-
 TEST(RunErrors, NoModelSaysHowToGetTheCheckpoint) {
-  EXPECT_EQ(expect_failure("--images " + kFrames, "no_model"),
+  EXPECT_EQ(expect_failure("--images " + kTinyFrames, "no_model"),
             "error: no --model given: download the LingBot-Map checkpoint lingbot-map-long.pt from the "
             "Robbyant/lingbot-map project release and pass it with --model PATH (or run with --demo to try "
             "the pipeline with a built-in random-weight model)\n");
 }
 
 TEST(RunErrors, InputChoice) {
-  EXPECT_EQ(expect_failure("--model " + kModel, "no_input"),
+  EXPECT_EQ(expect_failure("--model " + kTinyModel, "no_input"),
             "error: no input: give --images DIR or --video FILE (or --demo to try the built-in example)\n");
-  EXPECT_EQ(expect_failure("--images " + kFrames + " --video x.mp4 --model " + kModel, "two_inputs"),
+  EXPECT_EQ(expect_failure("--images " + kTinyFrames + " --video x.mp4 --model " + kTinyModel, "two_inputs"),
             "error: give either --images or --video, not both\n");
-  EXPECT_EQ(expect_failure("--demo --model " + kModel, "demo_and_model"),
+  EXPECT_EQ(expect_failure("--demo --model " + kTinyModel, "demo_and_model"),
             "error: --demo uses generated frames and a built-in model; do not combine it with --images, --video "
             "or --model\n");
 }
 
 TEST(RunErrors, MissingAndEmptyInputs) {
-  EXPECT_EQ(expect_failure("--images /nonexistent/frames --model " + kModel, "missing_folder"),
+  EXPECT_EQ(expect_failure("--images /nonexistent/frames --model " + kTinyModel, "missing_folder"),
             "error: image folder not found: /nonexistent/frames\n");
   const fs::path empty = fresh_dir("empty_folder_input");
-  EXPECT_EQ(expect_failure("--images " + empty.string() + " --model " + kModel, "empty_folder"),
+  EXPECT_EQ(expect_failure("--images " + empty.string() + " --model " + kTinyModel, "empty_folder"),
             "error: no images (.jpg, .jpeg, .png, .bmp) in " + empty.string() + "\n");
-  EXPECT_EQ(expect_failure("--video /nonexistent/clip.mp4 --model " + kModel, "missing_video"),
+  EXPECT_EQ(expect_failure("--video /nonexistent/clip.mp4 --model " + kTinyModel, "missing_video"),
             "error: video file not found: /nonexistent/clip.mp4\n");
-  EXPECT_EQ(expect_failure("--images " + kFrames + " --model /nonexistent/model.pt", "missing_model"),
+  EXPECT_EQ(expect_failure("--images " + kTinyFrames + " --model /nonexistent/model.pt", "missing_model"),
             "error: model file not found: /nonexistent/model.pt\n");
 }
 
@@ -64,18 +56,18 @@ TEST(RunErrors, UnreadableFiles) {
   const fs::path dir = fresh_dir("bad_inputs");
   // Not a video: the container probe fails.
   write_file(dir / "clip.mp4", "this is not a video file\n");
-  const std::string video_err = expect_failure("--video " + (dir / "clip.mp4").string() + " --model " + kModel, "bad_video");
+  const std::string video_err = expect_failure("--video " + (dir / "clip.mp4").string() + " --model " + kTinyModel, "bad_video");
   EXPECT_EQ(video_err.rfind("error: cannot open video " + (dir / "clip.mp4").string() + ": ", 0), 0u) << video_err;
   // Not an image.
   fs::create_directories(dir / "frames");
   write_file(dir / "frames" / "000000.png", "not a png");
-  const std::string image_err = expect_failure("--images " + (dir / "frames").string() + " --model " + kModel, "bad_image");
+  const std::string image_err = expect_failure("--images " + (dir / "frames").string() + " --model " + kTinyModel, "bad_image");
   EXPECT_EQ(image_err.rfind("error: cannot decode image " + (dir / "frames" / "000000.png").string(), 0), 0u)
       << image_err;
   // Not a checkpoint.
   write_file(dir / "model.pt", "not a checkpoint");
   const std::string model_err =
-      expect_failure("--images " + kFrames + " --model " + (dir / "model.pt").string(), "bad_model");
+      expect_failure("--images " + kTinyFrames + " --model " + (dir / "model.pt").string(), "bad_model");
   EXPECT_TRUE(contains(model_err, (dir / "model.pt").string())) << model_err;
   EXPECT_EQ(model_err.rfind("error: ", 0), 0u) << model_err;
 }
@@ -103,19 +95,19 @@ TEST(RunErrors, OldFlagSpellingsWorkWithANotice) {
 }
 
 TEST(RunErrors, OptionsThatDoNotFitTheModel) {
-  const std::string base = "--images " + kFrames + " --model " + kModel;
+  const std::string base = "--images " + kTinyFrames + " --model " + kTinyModel;
   EXPECT_EQ(expect_failure(base + " --image-size 100", "image_size"),
             "error: --image-size must be a multiple of the model's patch size 14, got 100\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --kv-backend flash", "kv_backend"),
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --kv-backend flash", "kv_backend"),
             "error: --kv-backend: unknown KV backend 'flash' (expected paged, dense or dense-full)\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --mode stretch", "mode"), "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --mode stretch", "mode"), "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
             "'stretch'\n");
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --set aggregator.num_heads", "set_syntax"),
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --set aggregator.num_heads", "set_syntax"),
             "error: --set expects key=value, got 'aggregator.num_heads'\n");
   // A configuration the checkpoint does not fit (head count that does not divide the width).
-  EXPECT_EQ(expect_failure(base + kTinyArgs + " --set aggregator.num_heads=3", "set_heads"),
+  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --set aggregator.num_heads=3", "set_heads"),
             "error: invalid model config: aggregator.num_heads 3 must divide aggregator.embed_dim 128\n");
 }
 
@@ -123,7 +115,7 @@ TEST(RunErrors, UnwritableOutput) {
   const fs::path dir = fresh_dir("unwritable");
   write_file(dir / "file", "x");
   const fs::path out = dir / "file" / "out";  // below a regular file: cannot be created, even by root
-  const Result r = run_cli("run --images " + kFrames + " --model " + kModel + kTinyArgs + " --out " + out.string());
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel + kTinyRunArgs + " --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --out " + out.string() + ": " + (dir / "file").string() + " is not a folder\n");
   EXPECT_FALSE(fs::exists(out));
@@ -136,12 +128,12 @@ TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
   const fs::path dir = fresh_dir("mid_run");
   fs::create_directories(dir / "frames");
   for (const char* name : {"000000.png", "000001.png", "000002.png"})
-    fs::copy_file(fs::path(kFrames) / name, dir / "frames" / name);
+    fs::copy_file(fs::path(kTinyFrames) / name, dir / "frames" / name);
   // Frame 3: a valid PNG header (size probe works) with its image data cut off.
-  write_file(dir / "frames" / "000003.png", slurp(fs::path(kFrames) / "000003.png").substr(0, 60));
+  write_file(dir / "frames" / "000003.png", slurp(fs::path(kTinyFrames) / "000003.png").substr(0, 60));
   for (const std::string pipeline : {"on", "off"}) {
     const fs::path out = dir / ("out_" + pipeline);
-    const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kModel + kTinyArgs +
+    const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kTinyModel + kTinyRunArgs +
                              " --pipeline " + pipeline + " --out " + out.string());
     EXPECT_EQ(r.exit_code, 1) << pipeline << r.out << r.err;
     EXPECT_EQ(r.err.rfind("error: cannot decode image " + (dir / "frames" / "000003.png").string(), 0), 0u)
@@ -156,7 +148,6 @@ TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
   }
 }
 
-}  // namespace
 
 // --device: cuda needs a CUDA build and a visible GPU, each missing one named in one line (in a
 // CUDA build on a machine with a GPU the check does not apply: the run must succeed there);
@@ -197,3 +188,5 @@ TEST(RunErrors, VerifyAndBenchModelTakeTheSameDevice) {
   ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_EQ(summary_of(ok.out).at("device"), "cpu");
 }
+
+}  // namespace

@@ -19,9 +19,8 @@ using namespace run_test;
 using nlohmann::json;
 
 const fs::path kRepo = fs::path(kTestdata).parent_path();
-const fs::path kTiny = fs::path(kTestdata) / "tiny";
-const std::string kTinyArgs = " --model " + (kTiny / "model.pt").string() +
-                              " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1";
+const fs::path kTinyDir = fs::path(kTestdata) / "tiny";
+const std::string kExportArgs = " --model " + kTinyModel + kTinyRunArgs + " --keyframe-interval 1";
 
 // Runs a shell command with stdout + stderr captured; a missing tool is exit code 127 (a failure).
 Result shell(const std::string& command) {
@@ -101,11 +100,11 @@ void check_all_exports(const fs::path& out, int64_t frames) {
 
 TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
   const fs::path out = fresh_dir("export_all") / "out";
-  const Result r = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export all --out " + out.string());
+  const Result r = run_cli("run --images " + (kTinyDir / "frames").string() + kExportArgs + " --export all --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   check_all_exports(out, 10);
   // A second run into the same folder with fewer exports leaves none of the first run's files.
-  const Result r2 = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export poses --out " + out.string());
+  const Result r2 = run_cli("run --images " + (kTinyDir / "frames").string() + kExportArgs + " --export poses --out " + out.string());
   ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
   for (const char* gone : {"trajectory.tum", "points.ply", "scene.glb", "predictions.npz", "colmap/images.txt",
                            "bss/traj.txt", "predictions/meta.npz", "depth/000000.npy", "depth_preview/000000.png",
@@ -119,7 +118,7 @@ TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
 TEST(RunExport, PipelineOnAndOffWriteTheSameFiles) {
   const fs::path dir = fresh_dir("export_pipeline");
   for (const std::string p : {"on", "off"}) {
-    const Result r = run_cli("run --images " + (kTiny / "frames").string() + kTinyArgs + " --export all --pipeline " +
+    const Result r = run_cli("run --images " + (kTinyDir / "frames").string() + kExportArgs + " --export all --pipeline " +
                              p + " --out " + (dir / p).string());
     ASSERT_EQ(r.exit_code, 0) << p << r.out << r.err;
   }
@@ -211,7 +210,7 @@ TEST(RunExport, InterruptLeavesEveryExportValid) {
   for (int i = 0; i < kFrames; ++i) {
     char name[32];
     std::snprintf(name, sizeof name, "%06d.png", i);
-    fs::copy_file(kTiny / "frames" / (std::string("00000") + std::to_string(i % 10) + ".png"), frames / name);
+    fs::copy_file(kTinyDir / "frames" / (std::string("00000") + std::to_string(i % 10) + ".png"), frames / name);
   }
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -219,7 +218,7 @@ TEST(RunExport, InterruptLeavesEveryExportValid) {
     const int fd = ::open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    const std::string model = (kTiny / "model.pt").string();
+    const std::string model = (kTinyDir / "model.pt").string();
     ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--images", frames.c_str(), "--model", model.c_str(),
             "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "2",
             "--export", "all", "--out", out.c_str(), static_cast<char*>(nullptr));

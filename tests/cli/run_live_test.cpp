@@ -20,16 +20,10 @@
 #include "run_test_util.h"
 #include "test_stream_writer.h"
 
-using namespace run_test;
-using Clock = std::chrono::steady_clock;
-
 namespace {
 
-std::vector<lingbot::io::ImageU8> tiny_frames() {
-  std::vector<lingbot::io::ImageU8> v;
-  for (const auto& p : lingbot::io::list_image_files(kTestdata + "/tiny/frames")) v.push_back(lingbot::io::load_image(p));
-  return v;
-}
+using namespace run_test;
+using Clock = std::chrono::steady_clock;
 
 const std::string kModelArgs = " --model " + kTestdata +
                                "/tiny/model.pt --image-size 112 --kv-window 3 --threads 1 "
@@ -102,7 +96,6 @@ bool wait_for_file(const fs::path& p, double seconds) {
   return true;
 }
 
-}  // namespace
 
 TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
   const fs::path dir = fresh_dir("live_pipe");
@@ -260,3 +253,5 @@ TEST(RunLive, BadLiveOptionsNameTheProblem) {
   EXPECT_TRUE(contains(r.err, "error: cannot open video http://127.0.0.1:1/none.nut: ")) << r.err;
   EXPECT_FALSE(fs::exists(dir / "out")) << "nothing is written for an input that cannot be opened";
 }
+
+}  // namespace

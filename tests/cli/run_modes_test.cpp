@@ -21,7 +21,6 @@ std::string error_of(const std::string& args, const std::string& name) {
   return r.err;
 }
 
-}  // namespace
 
 TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(error_of("--mode stretch", "mode"),
@@ -111,3 +110,5 @@ TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
   EXPECT_EQ(s.at("options").at("mode"), "windowed");
   EXPECT_EQ(s.at("options").at("window_size"), 4);
 }
+
+}  // namespace

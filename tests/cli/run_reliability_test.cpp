@@ -25,18 +25,14 @@ namespace {
 using namespace run_test;
 using nlohmann::json;
 
-const std::string kFrames = kTestdata + "/tiny/frames";
-const std::string kModel = kTestdata + "/tiny/model.pt";
-const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1";
-
-void write_file_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+const std::string kReliabilityArgs = kTinyRunArgs + " --keyframe-interval 1";
 
 size_t stderr_lines(const Result& r) { return static_cast<size_t>(std::count(r.err.begin(), r.err.end(), '\n')); }
 
 // The 10 tiny frames cycled to 40, as an H.264 MP4 (MPEG-4 part 2 without libx264), index in front.
 bool write_tiny_mp4(const fs::path& path) {
   std::vector<lingbot::io::ImageU8> frames;
-  const auto files = lingbot::io::list_image_files(kFrames);
+  const auto files = lingbot::io::list_image_files(kTinyFrames);
   for (int i = 0; i < 40; ++i) frames.push_back(lingbot::io::load_image(files[static_cast<size_t>(i) % files.size()]));
   const char* codec = avcodec_find_encoder_by_name("libx264") ? "libx264" : "mpeg4";
   return lingbot_test::write_test_video(path, codec, frames, 10, 0, "+faststart");
@@ -94,7 +90,7 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
 // Values out of range are bad input (exit 1), found before anything is written.
 TEST(RunReliability, OutOfRangeValuesExit1BeforeAnythingIsWritten) {
   const fs::path dir = fresh_dir("ranges");
-  write_file_bytes(dir / "a_file", "x");
+  write_file(dir / "a_file", "x");
   const std::string demo = "run --demo --demo-frames 2";
   struct Case {
     std::string args, error;
@@ -134,14 +130,14 @@ TEST(RunReliability, SymlinkLoopIsReportedAsSuch) {
   const fs::path dir = fresh_dir("loop");
   fs::create_symlink(dir / "b", dir / "a");
   fs::create_symlink(dir / "a", dir / "b");
-  const Result r = run_cli("run --images " + (dir / "a").string() + " --model " + kModel + " --out " + (dir / "out").string());
+  const Result r = run_cli("run --images " + (dir / "a").string() + " --model " + kTinyModel + " --out " + (dir / "out").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: image folder " + (dir / "a").string() +
                        " is a symbolic link loop (Too many levels of symbolic links)\n");
-  const Result v = run_cli("run --video " + (dir / "a").string() + " --model " + kModel + " --out " + (dir / "out").string());
+  const Result v = run_cli("run --video " + (dir / "a").string() + " --model " + kTinyModel + " --out " + (dir / "out").string());
   EXPECT_EQ(v.err, "error: video file " + (dir / "a").string() +
                        " is a symbolic link loop (Too many levels of symbolic links)\n");
-  const Result m = run_cli("run --images " + kFrames + " --model " + (dir / "a").string() + " --out " + (dir / "out").string());
+  const Result m = run_cli("run --images " + kTinyFrames + " --model " + (dir / "a").string() + " --out " + (dir / "out").string());
   EXPECT_EQ(m.err, "error: model file " + (dir / "a").string() +
                        " is a symbolic link loop (Too many levels of symbolic links)\n");
   EXPECT_FALSE(fs::exists(dir / "out"));
@@ -154,7 +150,7 @@ TEST(RunReliability, VideoCutInHalfIsReportedDamagedNotCompleted) {
   const fs::path dir = fresh_dir("cut_video");
   ASSERT_TRUE(write_tiny_mp4(dir / "clip.mp4"));
   fs::resize_file(dir / "clip.mp4", fs::file_size(dir / "clip.mp4") / 2);
-  const std::string args = "run --video " + (dir / "clip.mp4").string() + " --fps 0 --model " + kModel + kTinyArgs;
+  const std::string args = "run --video " + (dir / "clip.mp4").string() + " --fps 0 --model " + kTinyModel + kReliabilityArgs;
   const Result r = run_cli(args + " --out " + (dir / "out").string());
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_TRUE(contains(r.err, "warning: input damaged: ")) << r.err;
@@ -195,8 +191,8 @@ TEST(RunReliability, VideoCutInHalfIsReportedDamagedNotCompleted) {
 TEST(RunReliability, IntactVideoHasNoWarnings) {
   const fs::path dir = fresh_dir("intact_video");
   ASSERT_TRUE(write_tiny_mp4(dir / "clip.mp4"));
-  const Result r = run_cli("run --video " + (dir / "clip.mp4").string() + " --fps 0 --first-k 12 --model " + kModel +
-                           kTinyArgs + " --out " + (dir / "out").string());
+  const Result r = run_cli("run --video " + (dir / "clip.mp4").string() + " --fps 0 --first-k 12 --model " + kTinyModel +
+                           kReliabilityArgs + " --out " + (dir / "out").string());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const json summary = read_json(dir / "out" / "summary.json");
   EXPECT_EQ(summary.at("status"), "completed");
@@ -221,7 +217,7 @@ fs::path edited_model(const fs::path& dir, const std::string& name, float value,
 TEST(RunReliability, NonFiniteIntrinsicsLeaveFramesOutOfEveryGeometricFile) {
   const fs::path dir = fresh_dir("nonfinite_camera");
   const fs::path model = edited_model(dir, "camera_head.pose_branch.fc2.bias", -1e4f, 7, 2);
-  const Result r = run_cli("run --images " + kFrames + " --model " + model.string() + kTinyArgs + " --first-k 4 --out " +
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + model.string() + kReliabilityArgs + " --first-k 4 --out " +
                            (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "warning: frame 0: non-finite values in intrinsic (2); the frame has no geometry")) << r.err;
@@ -252,7 +248,7 @@ TEST(RunReliability, NonFiniteIntrinsicsLeaveFramesOutOfEveryGeometricFile) {
 TEST(RunReliability, NonFiniteDepthIsInvalidInPngsAndPointsButKeptInNpy) {
   const fs::path dir = fresh_dir("nonfinite_depth");
   const fs::path model = edited_model(dir, "depth_head.scratch.output_conv2.2.bias", std::nanf(""), 0, 1);
-  const Result r = run_cli("run --images " + kFrames + " --model " + model.string() + kTinyArgs + " --first-k 3 --out " +
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + model.string() + kReliabilityArgs + " --first-k 3 --out " +
                            (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path out = dir / "out";

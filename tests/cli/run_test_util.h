@@ -15,23 +15,31 @@
 #include <string>
 #include <vector>
 
+#include "io/image.h"
+#include "test_files.h"
+
 namespace run_test {
 
 namespace fs = std::filesystem;
 
-inline const std::string kTestdata = LINGBOT_TESTDATA_DIR;
+using lingbot_test::kTestdata;
+using lingbot_test::slurp;
+using lingbot_test::write_file;
 inline const std::string kGolden = LINGBOT_SHARED_GOLDEN_DIR;
+// The tiny golden case (testdata/tiny): its frames, its checkpoint, and run options that fit it.
+inline const std::string kTinyFrames = lingbot_test::kTinyDir + "/frames";
+inline const std::string kTinyModel = lingbot_test::kTinyDir + "/model.pt";
+inline const std::string kTinyRunArgs = " --image-size 112 --scale-frames 2 --kv-window 3";
 
 struct Result {
   int exit_code = -1;
   std::string out, err;
 };
 
-inline std::string slurp(const fs::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  std::stringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
+inline std::vector<lingbot::io::ImageU8> tiny_frames() {
+  std::vector<lingbot::io::ImageU8> frames;
+  for (const auto& p : lingbot::io::list_image_files(kTinyFrames)) frames.push_back(lingbot::io::load_image(p));
+  return frames;
 }
 
 // A fresh, empty folder unique to this process and `name`.
@@ -64,6 +72,7 @@ inline std::map<std::string, std::string> summary_of(const std::string& out) {
   std::istringstream is(out.substr(pos + 8, out.find('\n', pos) - pos - 8));
   for (std::string item; is >> item;) {
     const auto eq = item.find('=');
+    EXPECT_NE(eq, std::string::npos) << item;
     if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
   }
   return kv;

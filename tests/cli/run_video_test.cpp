@@ -19,21 +19,14 @@ bool write_ffv1_video(const fs::path& path, const std::vector<lingbot::io::Image
   return lingbot_test::write_test_video(path, "ffv1", frames, fps);
 }
 
-std::vector<lingbot::io::ImageU8> tiny_frames() {
-  std::vector<lingbot::io::ImageU8> frames;
-  for (const auto& p : lingbot::io::list_image_files(fs::path(kTestdata) / "tiny" / "frames"))
-    frames.push_back(lingbot::io::load_image(p));
-  return frames;
-}
-
-const std::string kTinyArgs = " --image-size 112 --scale-frames 2 --kv-window 3 --keyframe-interval 1 --weights-dtype f32 --kv-dtype f32";
+const std::string kVideoArgs = kTinyRunArgs + " --keyframe-interval 1 --weights-dtype f32 --kv-dtype f32";
 
 TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
   const fs::path dir = fresh_dir("video_golden");
   if (!write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10))
     GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
   const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 10 --model " + kTestdata +
-                           "/tiny/model.pt" + kTinyArgs + " --out " + (dir / "out").string());
+                           "/tiny/model.pt" + kVideoArgs + " --out " + (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto ref = lingbot::io::SafetensorsReader::open(kTestdata + "/tiny/reference.safetensors");
   const lingbot::Tensor extrinsic = ref.read("extrinsic", lingbot::DType::F32);
@@ -69,7 +62,7 @@ TEST(RunVideo, FrameSelectionOrder) {
     GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
   // 10 fps source sampled at 5 fps: frames 0 2 4 6 8; first 4: 0 2 4 6; stride 2: 0 4.
   const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 5 --first-k 4 --stride 2 --model " +
-                           kTestdata + "/tiny/model.pt" + kTinyArgs + " --out " + (dir / "out").string());
+                           kTestdata + "/tiny/model.pt" + kVideoArgs + " --out " + (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json poses = read_json(dir / "out" / "poses.json");
   ASSERT_EQ(poses.at("frames").size(), 2u);

@@ -152,7 +152,6 @@ uint32_t u32_at(const std::string& b, size_t at) {
   return v;
 }
 
-}  // namespace
 
 TEST(View, ViewerFilesMatchPosesAndPly) {
   const fs::path out = demo_out();
@@ -319,3 +318,5 @@ TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
   EXPECT_EQ(run.stop(), 0);
   EXPECT_TRUE(contains(run.output(), "viewer: run completed; still serving")) << run.output();
 }
+
+}  // namespace

@@ -43,11 +43,6 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
-double tolerance(AttentionImpl impl, DType dt) {
-  if (impl == AttentionImpl::Simt) return 5e-5;
-  return dt == DType::F16 ? 5e-3 : 3e-2;
-}
-
 // Values of one dtype in host memory, initialised to `fill` (NaN for garbage).
 struct HostStore {
   DType dtype;
@@ -215,11 +210,11 @@ void check_problem(const Problem& p) {
   for (AttentionImpl impl : impls_for(p.dtype, p.d)) {
     if (impl == AttentionImpl::TensorCore) {
       for (int rows : {16, 32})  // both shapes of the tensor-core kernel
-        expect_close(dev.run(p, impl, rows), ref, tolerance(impl, p.dtype),
+        expect_close(dev.run(p, impl, rows), ref, attention_tolerance(impl, p.dtype),
                      describe(p, impl) + " rows_per_warp=" + std::to_string(rows));
       continue;
     }
-    expect_close(dev.run(p, impl), ref, tolerance(impl, p.dtype), describe(p, impl));
+    expect_close(dev.run(p, impl), ref, attention_tolerance(impl, p.dtype), describe(p, impl));
   }
 }
 
@@ -347,7 +342,7 @@ TEST(CudaAttention, OnePageTableServesEveryBlock) {
     dev.pool = to_device(alloc, pb.pool.bytes.data(), pb.pool.size());
     const std::vector<float> ref = cpu_reference(pb);
     for (AttentionImpl impl : impls_for(pb.dtype, pb.d))
-      expect_close(dev.run(pb, impl), ref, tolerance(impl, pb.dtype), describe(pb, impl));
+      expect_close(dev.run(pb, impl), ref, attention_tolerance(impl, pb.dtype), describe(pb, impl));
   }
   EXPECT_EQ(alloc.allocation_count(), allocations + 3);  // only the three pools, no per-call allocation
 }
@@ -398,7 +393,7 @@ TEST(CudaAttention, SplitKeysMatchTheCpuAndTheUnsplitKernel) {
           const std::string what = describe(p, AttentionImpl::TensorCore) + " rows_per_warp=" + std::to_string(rows) +
                                    " kv_splits=" + std::to_string(splits);
           const std::vector<float> got = dev.run(p, AttentionImpl::TensorCore, rows, splits, &ws);
-          expect_close(got, ref, tolerance(AttentionImpl::TensorCore, dt), what);
+          expect_close(got, ref, attention_tolerance(AttentionImpl::TensorCore, dt), what);
           // The ranges round their probabilities to the K/V dtype against their own running max, not
           // the whole row's, so split and unsplit differ by rounding: at most one unit (u = 2^-11
           // f16, 2^-8 bf16) times max|v| (1 here); a wrong merge weight is off by O(0.1).
@@ -421,12 +416,12 @@ TEST(CudaAttention, AutoSplitsTheKeysOfASmallGrid) {
   DeviceProblem dev(alloc, p);
   const std::vector<float> ref = cpu_reference(p);
   AttentionWorkspace ws(alloc);
-  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, &ws), ref, tolerance(AttentionImpl::TensorCore, p.dtype),
+  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, &ws), ref, attention_tolerance(AttentionImpl::TensorCore, p.dtype),
                "auto splits");
   if (!emulated_device()) return;  // a real device's SM count and occupancy decide the count
   EXPECT_EQ(ws.capacity_floats(), int64_t{4} * 40 * 2 * (64 + 2));
   AttentionWorkspace unused(alloc);
-  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, nullptr), ref, tolerance(AttentionImpl::TensorCore, p.dtype),
+  expect_close(dev.run(p, AttentionImpl::Auto, 0, 0, nullptr), ref, attention_tolerance(AttentionImpl::TensorCore, p.dtype),
                "auto without a workspace");
   EXPECT_EQ(unused.capacity_floats(), 0);
   EXPECT_EQ(error_of([&] { dev.run(p, AttentionImpl::TensorCore, 0, 2, nullptr); }),
@@ -458,7 +453,7 @@ TEST(CudaAttention, DenseMatchesCpuDense) {
         lingbot::cuda::dense_attention(p.query(static_cast<const float*>(dev.q.data())), dev.extra,
                         static_cast<float*>(dev.out.data()), params);
         const auto got = to_host<float>(dev.out.data(), ref.size());
-        expect_close(got, ref, tolerance(impl, dt), describe(p, impl) + " dense");
+        expect_close(got, ref, attention_tolerance(impl, dt), describe(p, impl) + " dense");
       }
     }
   }

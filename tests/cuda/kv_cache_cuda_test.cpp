@@ -32,11 +32,6 @@ struct Variant {
   int sliding_window = 4;
 };
 
-double tolerance(AttentionImpl impl, DType dt) {
-  if (impl == AttentionImpl::Simt) return 5e-5;
-  return dt == DType::F16 ? 5e-3 : 3e-2;
-}
-
 void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_dim, uint32_t seed) {
   CacheOptions o;
   o.num_blocks = 2;
@@ -91,7 +86,7 @@ void run_stream(const Variant& var, DType dtype, AttentionImpl impl, int head_di
       for (size_t i = 0; i < out.size(); ++i) {
         const double err = std::fabs(double(got[i]) - out[i]) / std::max(1.0, std::fabs(double(out[i])));
         worst = std::max(worst, err);
-        if (!(err <= tolerance(impl, dtype)) && bad++ < 3)
+        if (!(err <= attention_tolerance(impl, dtype)) && bad++ < 3)
           ADD_FAILURE() << "block " << b << " element " << i << " got " << got[i] << " want " << out[i];
       }
     }

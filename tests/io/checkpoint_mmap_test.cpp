@@ -12,11 +12,12 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "test_temp_dir.h"
+#include "test_files.h"
 
 namespace lingbot::io {
 namespace {
 
-const std::string kTiny = std::string(LINGBOT_TESTDATA_DIR) + "/tiny";
+using lingbot_test::kTinyDir;
 
 void expect_same(const TensorMap& a, const TensorMap& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -30,8 +31,8 @@ void expect_same(const TensorMap& a, const TensorMap& b) {
 
 TEST(CheckpointMmap, SafetensorsAndTorchBorrowTheMappingAndMatchRead) {
   for (const char* file : {"/weights.safetensors", "/model.pt"}) {
-    const Checkpoint read = load_checkpoint(kTiny + file, std::nullopt, CheckpointAccess::Read);
-    const Checkpoint mapped = load_checkpoint(kTiny + file, std::nullopt, CheckpointAccess::Map);
+    const Checkpoint read = load_checkpoint(kTinyDir + file, std::nullopt, CheckpointAccess::Read);
+    const Checkpoint mapped = load_checkpoint(kTinyDir + file, std::nullopt, CheckpointAccess::Map);
     expect_same(read.tensors, mapped.tensors);
     size_t borrowed = 0;
     for (const auto& [name, t] : mapped.tensors) borrowed += t.borrowed();
@@ -42,7 +43,7 @@ TEST(CheckpointMmap, SafetensorsAndTorchBorrowTheMappingAndMatchRead) {
 }
 
 TEST(CheckpointMmap, ConvertedTensorsAreOwned) {
-  const Checkpoint mapped = load_checkpoint(kTiny + "/weights.safetensors", DType::F32, CheckpointAccess::Map);
+  const Checkpoint mapped = load_checkpoint(kTinyDir + "/weights.safetensors", DType::F32, CheckpointAccess::Map);
   for (const auto& [name, t] : mapped.tensors) {
     EXPECT_EQ(t.dtype(), DType::F32) << name;
     EXPECT_FALSE(t.borrowed()) << name << " (stored f16, converted)";

@@ -14,16 +14,14 @@
 #include "io/safetensors.h"
 #include "io/torch_checkpoint.h"
 #include "io/zip_archive.h"
+#include "test_files.h"
 
 namespace lingbot::io {
 namespace {
 
-const std::string kTestdata = LINGBOT_TESTDATA_DIR;
+using lingbot_test::kTestdata;
+using lingbot_test::slurp_bytes;
 
-std::vector<uint8_t> slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 // "" on success, the message of a lingbot::Error otherwise; any other exception fails the test.
 std::string load_error(std::vector<uint8_t> bytes, bool index_only = false) {
@@ -74,35 +72,35 @@ void fix_crc(std::vector<uint8_t>& f, const PickleSpan& s) {
 
 TEST(CheckpointRobustness, TruncatedFilesFailCleanly) {
   for (const char* name : {"/tiny/model.pt", "/torch/views.pt", "/tiny/weights.safetensors"}) {
-    const std::vector<uint8_t> f = slurp(kTestdata + name);
+    const std::vector<uint8_t> f = slurp_bytes(kTestdata + name);
     for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, size_t{30}, f.size() / 3, f.size() / 2, f.size() - 23, f.size() - 1}) {
       const std::string msg = load_error(std::vector<uint8_t>(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(cut)));
       EXPECT_FALSE(msg.empty()) << name << " cut at " << cut;
     }
   }
-  const std::vector<uint8_t> pt = slurp(kTestdata + "/tiny/model.pt");
+  const std::vector<uint8_t> pt = slurp_bytes(kTestdata + "/tiny/model.pt");
   EXPECT_EQ(load_error(std::vector<uint8_t>(pt.begin(), pt.begin() + 1000)),
             "f: no zip end-of-central-directory record (truncated, or not a zip archive)");
-  const std::vector<uint8_t> st = slurp(kTestdata + "/tiny/weights.safetensors");
+  const std::vector<uint8_t> st = slurp_bytes(kTestdata + "/tiny/weights.safetensors");
   EXPECT_EQ(load_error(std::vector<uint8_t>(st.begin(), st.end() - 2)),
             "f: tensor 'depth_head.scratch.output_conv2.2.bias': data_offsets [3463252, 3463256] are outside the data "
             "block of 3463254 bytes (truncated or corrupt file)");
 }
 
 TEST(CheckpointRobustness, WrongMagic) {
-  std::vector<uint8_t> pt = slurp(kTestdata + "/tiny/model.pt");
+  std::vector<uint8_t> pt = slurp_bytes(kTestdata + "/tiny/model.pt");
   pt[0] = 'Q';
   EXPECT_EQ(load_error(pt), "f: unrecognised checkpoint format (neither a PyTorch zip checkpoint nor safetensors)");
-  std::vector<uint8_t> st = slurp(kTestdata + "/tiny/weights.safetensors");
+  std::vector<uint8_t> st = slurp_bytes(kTestdata + "/tiny/weights.safetensors");
   st[8] = '[';
   EXPECT_EQ(load_error(st), "f: unrecognised checkpoint format (neither a PyTorch zip checkpoint nor safetensors)");
-  EXPECT_EQ(load_error(slurp(kTestdata + "/torch/legacy.pt")),
+  EXPECT_EQ(load_error(slurp_bytes(kTestdata + "/torch/legacy.pt")),
             "f: legacy (pre-1.6, non-zip) PyTorch checkpoint format is not supported; re-save it with a current torch.save "
             "or convert it to safetensors");
 }
 
 TEST(CheckpointRobustness, CorruptPickle) {
-  std::vector<uint8_t> pt = slurp(kTestdata + "/torch/views.pt");
+  std::vector<uint8_t> pt = slurp_bytes(kTestdata + "/torch/views.pt");
   const PickleSpan s = find_pickle(pt);
   std::vector<uint8_t> crc_bad = pt;
   crc_bad[s.begin + 10] ^= 0x55;
@@ -116,12 +114,12 @@ TEST(CheckpointRobustness, CorruptPickle) {
 
 TEST(CheckpointRobustness, BadStoragesAndDtypes) {
   const std::string t = kTestdata + "/torch/";
-  EXPECT_EQ(load_error(slurp(t + "complex_storage.pt")),
+  EXPECT_EQ(load_error(slurp_bytes(t + "complex_storage.pt")),
             "f (a/data.pkl): corrupt pickle stream: unsupported storage type 'torch.ComplexFloatStorage' at byte 116");
-  EXPECT_EQ(load_error(slurp(t + "storage_too_small.pt")), "f: storage '0' declares 1000 elements of 4 bytes but its entry holds 8 bytes");
-  EXPECT_NE(load_error(slurp(t + "view_out_of_range.pt")).find("reaches element 3 of storage '0' with 3 elements"), std::string::npos);
-  EXPECT_EQ(load_error(slurp(t + "duplicate_key.pt")), "f: state dict key 'w' appears more than once");
-  EXPECT_EQ(load_error(slurp(t + "expansion_bomb.pt")),
+  EXPECT_EQ(load_error(slurp_bytes(t + "storage_too_small.pt")), "f: storage '0' declares 1000 elements of 4 bytes but its entry holds 8 bytes");
+  EXPECT_NE(load_error(slurp_bytes(t + "view_out_of_range.pt")).find("reaches element 3 of storage '0' with 3 elements"), std::string::npos);
+  EXPECT_EQ(load_error(slurp_bytes(t + "duplicate_key.pt")), "f: state dict key 'w' appears more than once");
+  EXPECT_EQ(load_error(slurp_bytes(t + "expansion_bomb.pt")),
             "f: tensors declare more than 2147483648 bytes, over 4x the file size (634 bytes); refusing to load");
 }
 
@@ -147,7 +145,7 @@ std::vector<uint8_t> mutate(std::vector<uint8_t> f, std::mt19937& rng, size_t lo
 }
 
 TEST(CheckpointFuzz, TorchWholeFileMutants) {
-  const std::vector<uint8_t> base = slurp(kTestdata + "/torch/views.pt");
+  const std::vector<uint8_t> base = slurp_bytes(kTestdata + "/torch/views.pt");
   std::mt19937 rng(1);
   int ok = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -159,7 +157,7 @@ TEST(CheckpointFuzz, TorchWholeFileMutants) {
 }
 
 TEST(CheckpointFuzz, TorchPickleMutantsWithValidCrc) {
-  const std::vector<uint8_t> base = slurp(kTestdata + "/torch/views.pt");
+  const std::vector<uint8_t> base = slurp_bytes(kTestdata + "/torch/views.pt");
   const PickleSpan s = find_pickle(base);
   std::mt19937 rng(2);
   int errors = 0;
@@ -173,7 +171,7 @@ TEST(CheckpointFuzz, TorchPickleMutantsWithValidCrc) {
 
 TEST(CheckpointFuzz, GoldenTorchIndexMutants) {
   // The real 258-tensor checkpoint: mutate its zip directory and pickle (CRC fixed), index only.
-  const std::vector<uint8_t> base = slurp(kTestdata + "/tiny/model.pt");
+  const std::vector<uint8_t> base = slurp_bytes(kTestdata + "/tiny/model.pt");
   const PickleSpan s = find_pickle(base);
   std::mt19937 rng(3);
   for (int i = 0; i < 100; ++i) {
@@ -195,14 +193,14 @@ TEST(CheckpointFuzz, SafetensorsMutants) {
                                 {"z", StorageDType::BF16, {0, 7}, h.data()}};
   const std::string path = ::testing::TempDir() + "/fuzz_base.safetensors";
   write_safetensors(path, e, {{"k", "v"}});
-  const std::vector<uint8_t> small = slurp(path);
+  const std::vector<uint8_t> small = slurp_bytes(path);
   std::mt19937 rng(4);
   for (int i = 0; i < 3000; ++i) {
     std::vector<uint8_t> m = mutate(small, rng, 0, small.size());
     if (rng() % 8 == 0) m.resize(rng() % m.size());
     load_error(std::move(m));
   }
-  const std::vector<uint8_t> golden = slurp(kTestdata + "/tiny/weights.safetensors");
+  const std::vector<uint8_t> golden = slurp_bytes(kTestdata + "/tiny/weights.safetensors");
   uint64_t header = 0;
   std::memcpy(&header, golden.data(), 8);
   for (int i = 0; i < 300; ++i) load_error(mutate(golden, rng, 0, 8 + header), true);

@@ -7,11 +7,12 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "test_files.h"
 
 namespace lingbot::io {
 namespace {
 
-const std::string kTiny = std::string(LINGBOT_TESTDATA_DIR) + "/tiny";
+using lingbot_test::kTinyDir;
 
 std::string tmp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("lingbot_st_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -38,7 +39,7 @@ std::string error_of(const std::vector<uint8_t>& bytes) {
 }
 
 TEST(Safetensors, ReadsGoldenTinyWeights) {
-  const auto r = SafetensorsReader::open(kTiny + "/weights.safetensors");
+  const auto r = SafetensorsReader::open(kTinyDir + "/weights.safetensors");
   EXPECT_EQ(r.entries().size(), 258u);
   EXPECT_EQ(r.metadata().at("case"), "tiny");
   const auto& e = r.entry("aggregator.patch_embed.pos_embed");
@@ -55,7 +56,7 @@ TEST(Safetensors, ReadsGoldenTinyWeights) {
 }
 
 TEST(Safetensors, ReadsIntegerTraceTensors) {
-  const auto r = SafetensorsReader::open(kTiny + "/reference.safetensors");
+  const auto r = SafetensorsReader::open(kTinyDir + "/reference.safetensors");
   const IntTensor idx = r.read_int("aggregated_frame_index");
   EXPECT_EQ(idx.dtype, StorageDType::I64);
   EXPECT_EQ(idx.shape, (Shape{10}));
@@ -198,12 +199,12 @@ TEST(Safetensors, BoolValuesAreChecked) {
 
 TEST(Safetensors, MissingFileAndTensor) {
   EXPECT_THROW(SafetensorsReader::open("/nonexistent/x.safetensors"), Error);
-  const auto r = SafetensorsReader::open(kTiny + "/weights.safetensors");
+  const auto r = SafetensorsReader::open(kTinyDir + "/weights.safetensors");
   try {
     r.read("nope");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), kTiny + "/weights.safetensors: no tensor named 'nope'");
+    EXPECT_EQ(std::string(e.what()), kTinyDir + "/weights.safetensors: no tensor named 'nope'");
   }
 }
 

@@ -10,11 +10,12 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/torch_checkpoint.h"
+#include "test_files.h"
 
 namespace lingbot::io {
 namespace {
 
-const std::string kTestdata = LINGBOT_TESTDATA_DIR;
+using lingbot_test::kTestdata;
 const std::string kGolden = LINGBOT_SHARED_GOLDEN_DIR;
 const std::string kTorch = kTestdata + "/torch";
 

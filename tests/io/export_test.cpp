@@ -37,6 +37,7 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #endif
 #include <stb/stb_image.h>  // implementation lives in lingbot_io (image.cpp)
+#include "test_files.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -52,12 +53,7 @@ using lingbot_test::TempDir;
 const fs::path kRepo = fs::path(LINGBOT_TESTDATA_DIR).parent_path();
 const fs::path kTools = kRepo / "tests" / "tools";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using lingbot_test::slurp;
 
 struct Cmd {
   int exit_code = -1;

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "io/image.h"
+#include "test_files.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -141,10 +142,7 @@ std::string error_of(const std::vector<uint8_t>& bytes, const std::string& name)
 }
 
 using lingbot_test::TempDir;
-void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using lingbot_test::write_file;
 
 // APP1 "Exif" segment holding a big-endian TIFF with IFD0 Orientation = value, inserted after SOI.
 std::vector<uint8_t> with_orientation(std::vector<uint8_t> jpg, int value) {
@@ -267,7 +265,7 @@ TEST(JpegDecode, TruncatedJpegIsAnErrorLikePil) {
   EXPECT_EQ(error_of({prog.begin(), prog.begin() + prog.size() * 2 / 3}, "cut.jpg"), msg);
 
   TempDir dir;
-  write_file(dir.path / "cut.jpg", {full.begin(), full.begin() + full.size() / 2});
+  write_file(dir.path / "cut.jpg", std::vector<uint8_t>(full.begin(), full.begin() + full.size() / 2));
   try {
     load_image(dir.path / "cut.jpg");
     ADD_FAILURE() << "no error";
@@ -275,7 +273,7 @@ TEST(JpegDecode, TruncatedJpegIsAnErrorLikePil) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image " + (dir.path / "cut.jpg").string() +
                                          ": image file is truncated");
   }
-  write_file(dir.path / "head.jpg", {full.begin(), full.begin() + 40});
+  write_file(dir.path / "head.jpg", std::vector<uint8_t>(full.begin(), full.begin() + 40));
   try {
     probe_image_size(dir.path / "head.jpg");
     ADD_FAILURE() << "no error";

@@ -20,6 +20,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #endif
 #include <stb/stb_image_write.h>
+#include "test_files.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -45,10 +46,7 @@ std::vector<uint8_t> encode_png(int w, int h, int comp, const std::vector<uint8_
   return out;
 }
 
-void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using lingbot_test::write_file;
 
 // A 3x2 image with distinct pixels: value (x, y) = {10*x + 100*y, 7, 200}.
 ImageU8 pattern() {
@@ -195,7 +193,7 @@ TEST(Image, ErrorsNameTheFile) {
     EXPECT_EQ(std::string(e.what()), "image file not found: " + missing.string());
   }
   const auto text = dir.path / "notes.png";
-  write_file(text, {'h', 'e', 'l', 'l', 'o'});
+  write_file(text, std::string("hello"));
   try {
     load_image(text);
     FAIL();
@@ -203,7 +201,7 @@ TEST(Image, ErrorsNameTheFile) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image " + text.string() + ": Image not of any known type, or corrupt");
   }
   const auto empty = dir.path / "empty.jpg";
-  write_file(empty, {});
+  write_file(empty, std::string());
   try {
     load_image(empty);
     FAIL();

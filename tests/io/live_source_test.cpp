@@ -37,7 +37,7 @@ ImageU8 frame_image(int i) {
 }
 
 // Frame number encoded in the pixels (inverse of frame_image at pixel (0, 0), channel 0).
-int frame_number(const ImageU8& img) { return img.rgb[0]; }
+int pattern_number(const ImageU8& img) { return img.rgb[0]; }
 
 struct Pipe {
   int r = -1, w = -1;
@@ -79,8 +79,8 @@ TEST(LiveFrameSource, FastConsumerGetsEveryFrameInOrder) {
   int n = 0;
   while (src.next(&f)) {
     EXPECT_EQ(f.index, n);
-    EXPECT_EQ(f.image.rgb, frame_image(frame_number(f.image)).rgb);
-    EXPECT_EQ(frame_number(f.image), n);
+    EXPECT_EQ(f.image.rgb, frame_image(pattern_number(f.image)).rgb);
+    EXPECT_EQ(pattern_number(f.image), n);
     ++n;
     taken = n;
   }
@@ -106,7 +106,7 @@ TEST(LiveFrameSource, SlowConsumerDropsOldFramesAndCountsThem) {
   SourceFrame f;
   std::vector<int> got;
   while (src.next(&f)) {
-    got.push_back(frame_number(f.image));
+    got.push_back(pattern_number(f.image));
     // The slow engine: busy until kBehind more frames were decoded (or the stream ended).
     const int64_t target = std::min<int64_t>(kFrames, got.back() + 1 + kBehind);
     while (src.stats().decoded < target) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -16,6 +16,7 @@
 #include "io/output_validity.h"
 #include "io/writers.h"
 #include "test_temp_dir.h"
+#include "test_files.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -25,12 +26,7 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  std::stringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
-}
+using lingbot_test::slurp;
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "io/video.h"
 #include "test_temp_dir.h"
 #include "test_video_writer.h"
+#include "test_files.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -41,7 +42,7 @@ ImageU8 numbered_frame(int i, int w, int h) {
   return img;
 }
 
-int frame_number(const ImageU8& img) { return (img.pixel(8, 8)[1] + 3) / 6; }
+int stamped_number(const ImageU8& img) { return (img.pixel(8, 8)[1] + 3) / 6; }
 
 std::vector<ImageU8> numbered_frames(int n, int w, int h) {
   std::vector<ImageU8> frames;
@@ -52,15 +53,8 @@ std::vector<ImageU8> numbered_frames(int n, int w, int h) {
 // H.264 when this libavcodec has libx264, else MPEG-4 part 2 (both inter-coded).
 const char* lossy_codec() { return avcodec_find_encoder_by_name("libx264") ? "libx264" : "mpeg4"; }
 
-std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::filesystem::path& p, const std::vector<uint8_t>& b) {
-  std::ofstream os(p, std::ios::binary);
-  os.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using lingbot_test::slurp_bytes;
+using lingbot_test::write_file;
 
 std::vector<VideoFrame> read_all(VideoReader& reader) {
   std::vector<VideoFrame> frames;
@@ -80,7 +74,7 @@ TEST(VideoDamage, IntactVideoReportsNoDamage) {
   ASSERT_EQ(frames.size(), 40u);
   for (size_t i = 0; i < frames.size(); ++i) {
     EXPECT_EQ(frames[i].source_index, static_cast<int64_t>(i));
-    EXPECT_EQ(frame_number(frames[i].image), static_cast<int>(i));
+    EXPECT_EQ(stamped_number(frames[i].image), static_cast<int>(i));
     EXPECT_NEAR(frames[i].timestamp_s, 0.1 * static_cast<double>(i), 1e-9);
   }
   EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
@@ -98,7 +92,7 @@ TEST(VideoDamage, FileCutInHalfReportsTheMissingFrames) {
   ASSERT_GE(frames.size(), 5u);
   ASSERT_LT(frames.size(), 40u);
   for (const VideoFrame& f : frames) {
-    EXPECT_EQ(frame_number(f.image), static_cast<int>(f.source_index));
+    EXPECT_EQ(stamped_number(f.image), static_cast<int>(f.source_index));
     EXPECT_NEAR(f.timestamp_s, 0.1 * static_cast<double>(f.source_index), 1e-9);
   }
   const StreamDamage& d = reader.damage();
@@ -124,7 +118,7 @@ TEST(VideoDamage, CorruptBytesInTheMiddleAreReportedAndLabelsStayOnTheStreamTimi
   TempDir dir;
   const auto path = dir.path / "clip.mp4";
   ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(40, 64, 48), 10, 0, "+faststart"));
-  std::vector<uint8_t> bytes = read_bytes(path);
+  std::vector<uint8_t> bytes = slurp_bytes(path);
   // The sample data follows the index; overwrite a run in the middle of it.
   const size_t start = bytes.size() / 2, len = 400;
   uint32_t x = 12345;
@@ -132,7 +126,7 @@ TEST(VideoDamage, CorruptBytesInTheMiddleAreReportedAndLabelsStayOnTheStreamTimi
     x = x * 1103515245u + 12345u;
     bytes[i] = static_cast<uint8_t>(x >> 24);
   }
-  write_bytes(path, bytes);
+  write_file(path, bytes);
   VideoReader reader(path);
   const auto frames = read_all(reader);
   const StreamDamage& d = reader.damage();
@@ -147,7 +141,7 @@ TEST(VideoDamage, CorruptBytesInTheMiddleAreReportedAndLabelsStayOnTheStreamTimi
   for (const VideoFrame& f : frames) {
     EXPECT_NEAR(f.timestamp_s, 0.1 * static_cast<double>(f.source_index), 1e-9);
     if (std::find(damaged.begin(), damaged.end(), f.source_index) == damaged.end() && f.source_index >= 30) {
-      EXPECT_EQ(frame_number(f.image), static_cast<int>(f.source_index));
+      EXPECT_EQ(stamped_number(f.image), static_cast<int>(f.source_index));
       ++checked_after;
     }
   }
@@ -159,7 +153,7 @@ TEST(VideoDamage, InMemoryReaderMatchesTheFileReader) {
   const auto path = dir.path / "clip.mkv";
   ASSERT_TRUE(lingbot_test::write_test_video(path, "ffv1", numbered_frames(6, 32, 24), 10));
   VideoReader from_file(path);
-  VideoReader in_memory = VideoReader::from_memory(read_bytes(path), "clip in memory");
+  VideoReader in_memory = VideoReader::from_memory(slurp_bytes(path), "clip in memory");
   EXPECT_EQ(in_memory.info().width, 32);
   EXPECT_EQ(in_memory.info().codec, from_file.info().codec);
   const auto a = read_all(from_file), b = read_all(in_memory);
@@ -189,7 +183,7 @@ TEST(VideoDamage, FrameSourceExposesTheDamage) {
   SourceFrame f;
   int64_t n = 0;
   while (src.next(&f)) {
-    EXPECT_EQ(f.name, "frame_" + std::to_string(frame_number(f.image)));
+    EXPECT_EQ(f.name, "frame_" + std::to_string(stamped_number(f.image)));
     ++n;
   }
   ASSERT_NE(src.damage(), nullptr);

@@ -26,6 +26,7 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #endif
 #include <stb/stb_image.h>  // implementation lives in lingbot_io (image.cpp)
+#include "test_files.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -37,12 +38,7 @@ namespace {
 
 using lingbot_test::TempDir;
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using lingbot_test::slurp;
 
 // A rotation of `deg` degrees about axis (ax, ay, az) (unit) with translation t, as w2c 3x4.
 Mat34 make_pose(double deg, double ax, double ay, double az, double tx, double ty, double tz) {

@@ -34,6 +34,7 @@
 
 #include "bench/harness/verify.h"
 #include "kernels/cpu/attention.h"
+#include "tests/pipeline/head_tensors.h"
 
 namespace {
 
@@ -58,8 +59,7 @@ double backend_agreement_rel(double u, bool native_bf16_attention) {
 
 double unit_roundoff(DType t) { return t == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
 
-const char* const kHeadTensors[] = {"pose_enc", "pose_enc_iters", "extrinsic", "intrinsic", "extrinsic_c2w",
-                                    "depth",    "depth_conf",     "world_points"};
+using lingbot_test::kHeadTensors;
 
 VerifyReport run(const fs::path& dir, KVBackend backend, DType dt) {
   VerifyOptions o;

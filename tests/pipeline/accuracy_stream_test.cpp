@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace lingbot;
 
-constexpr double kGrowthFactor = 2.0;
-constexpr double kNoiseFloorRel = 1e-6;
+constexpr double kStreamGrowthFactor = 2.0;
+constexpr double kStreamNoiseFloorRel = 1e-6;
 
 void expect_no_growth(const fs::path& dir, KVBackend backend, DType kv_dtype) {
   VerifyOptions o;
@@ -42,7 +42,7 @@ void expect_no_growth(const fs::path& dir, KVBackend backend, DType kv_dtype) {
     const double first = *std::max_element(row.frame_max_abs.begin(), row.frame_max_abs.begin() + q);
     const double last = *std::max_element(row.frame_max_abs.end() - q, row.frame_max_abs.end());
     const double max_ref = *std::max_element(row.frame_max_ref.begin(), row.frame_max_ref.end());
-    const double bound = std::max(kGrowthFactor * first, kNoiseFloorRel * max_ref);
+    const double bound = std::max(kStreamGrowthFactor * first, kStreamNoiseFloorRel * max_ref);
     char line[256];
     std::snprintf(line, sizeof line,
                   "%-15s %-6s %-5s %-13s first %zu frames %.2e, last %zu frames %.2e (ratio %.2f), bound %.2e\n",

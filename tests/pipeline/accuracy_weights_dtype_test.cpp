@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "bench/harness/verify.h"
+#include "tests/pipeline/head_tensors.h"
 
 namespace {
 
@@ -38,15 +39,14 @@ using namespace lingbot;
 
 constexpr double kBf16RelBoundUnits = 12.0;    // measured worst 5.0 u (extrinsic, small-d24)
 constexpr double kRoundingVisibleUnits = 0.1;  // measured worst head error >= 0.7 u
-constexpr double kGrowthFactor = 2.0;
+constexpr double kWeightsGrowthFactor = 2.0;
 // Below a tenth of the f32 golden tolerance (1e-4 of max|ref|) an error is float32 noise: f16
 // weights are bit-identical to f32 and their ~2e-6 errors moved 1.9e-6 -> 4.1e-6 (small-d24
 // extrinsic, sanitizer build) with a change of GEMM tiles alone. bf16 errors are ~1e-2.
-constexpr double kNoiseFloorRel = 1e-5;
+constexpr double kWeightsNoiseFloorRel = 1e-5;
 const double kBf16Unit = std::ldexp(1.0, -8);
 
-const char* const kHeadTensors[] = {"pose_enc", "pose_enc_iters", "extrinsic", "intrinsic", "extrinsic_c2w",
-                                    "depth",    "depth_conf",     "world_points"};
+using lingbot_test::kHeadTensors;
 
 VerifyReport run(const fs::path& dir, DType weights, int threads = 1) {
   VerifyOptions o;
@@ -81,7 +81,7 @@ void expect_no_growth(const VerifyReport& r) {
     const double first = *std::max_element(row.frame_max_abs.begin(), row.frame_max_abs.begin() + q);
     const double last = *std::max_element(row.frame_max_abs.end() - q, row.frame_max_abs.end());
     const double max_ref = *std::max_element(row.frame_max_ref.begin(), row.frame_max_ref.end());
-    const double bound = std::max(kGrowthFactor * first, kNoiseFloorRel * max_ref);
+    const double bound = std::max(kWeightsGrowthFactor * first, kWeightsNoiseFloorRel * max_ref);
     char line[256];
     std::snprintf(line, sizeof line, "%-15s %-5s %-14s first %zu frames %.2e, last %zu frames %.2e (ratio %.2f)\n",
                   r.case_name.c_str(), r.weights_dtype.c_str(), row.tensor.c_str(), q, first, q, last,
