@@ -22,11 +22,14 @@ OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cac
 # ASan+UBSan about a third faster than GCC, the bulk of this step on a 2-core CI machine, and checks
 # that the code builds warning-free with a second compiler. -O1 -g1 (line tables: sanitizer reports
 # keep file:line) compiles about twice as fast as -O2 -g; the tests run somewhat slower.
+# A unity build, as the release build (scripts/setup.sh). The CUDA step below compiles every library,
+# CLI and tests/cuda file on its own (a missing #include cannot hide in a bundle there); the other test
+# files are compiled only in bundles.
 # tests/lsan_suppressions.txt: LLVM's OpenMP runtime keeps its worker threads' bookkeeping to the end.
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build, clang) ($(date +%T)) =="
 cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF
+  -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON
 cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan_suppressions.txt" \
