@@ -113,6 +113,10 @@ struct VideoReader::Impl {
   std::unique_ptr<AVFrame, FrameFreer> frame;
   std::unique_ptr<AVPacket, PacketFreer> packet;
   std::unique_ptr<SwsContext, SwsFreer> sws;
+  // sws_scale's SIMD paths store whole vectors, past a row's last pixel and past the last row (a
+  // 1-pixel-wide frame overran a tight width*3 buffer into unmapped memory: a fuzz finding), so it
+  // writes into an FFmpeg frame with aligned, padded rows; to_rgb copies the pixels out.
+  std::unique_ptr<AVFrame, FrameFreer> rgb;
 
   static double pts_seconds(int64_t pts, const void* ctx) {
     const auto* s = static_cast<const Impl*>(ctx);
@@ -127,10 +131,22 @@ struct VideoReader::Impl {
     sws.reset(ctx);
     LINGBOT_CHECK(ctx != nullptr, "error decoding video ", path, ": cannot convert pixel format ",
                   av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to RGB");
+    if (!rgb || rgb->width != f->width || rgb->height != f->height) {
+      rgb.reset(av_frame_alloc());
+      LINGBOT_CHECK(rgb != nullptr, "error decoding video ", path, ": out of memory");
+      rgb->format = AV_PIX_FMT_RGB24;
+      rgb->width = f->width;
+      rgb->height = f->height;
+      const int err = av_frame_get_buffer(rgb.get(), 0);
+      LINGBOT_CHECK(err >= 0, "error decoding video ", path, ": cannot allocate a ", f->width, "x", f->height,
+                    " RGB frame: ", av_error(err));
+    }
+    sws_scale(ctx, f->data, f->linesize, 0, f->height, rgb->data, rgb->linesize);
     ImageU8 img(f->width, f->height);
-    uint8_t* dst[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
-    int dst_stride[4] = {f->width * 3, 0, 0, 0};
-    sws_scale(ctx, f->data, f->linesize, 0, f->height, dst, dst_stride);
+    const size_t row_bytes = static_cast<size_t>(f->width) * 3;
+    for (int y = 0; y < f->height; ++y)
+      std::memcpy(img.rgb.data() + static_cast<size_t>(y) * row_bytes, rgb->data[0] + static_cast<ptrdiff_t>(y) * rgb->linesize[0],
+                  row_bytes);
     return img;
   }
 };

@@ -2,6 +2,7 @@
 // fps sampling as upstream demo.py, and error messages.
 #include <gtest/gtest.h>
 
+#include "test_files.h"
 #include "test_temp_dir.h"
 #include "test_video_writer.h"
 #include <unistd.h>
@@ -120,6 +121,39 @@ TEST(Video, SamplesAtTargetFps) {
   frames = read_all(path, 3);  // interval 3: frames 0, 3, 6, 9
   ASSERT_EQ(frames.size(), 4u);
   EXPECT_EQ(frames[3].source_index, 9);
+}
+
+// Frames as narrow as one pixel: swscale's vector stores run past the row ends, so the reader converts
+// into padded rows first (a tight buffer was overrun past its end, see the next test).
+TEST(Video, NarrowFramesDecodeExactly) {
+  TempDir dir;
+  for (const int w : {1, 2, 3, 5, 7}) {
+    const auto path = dir.path / ("narrow" + std::to_string(w) + ".mkv");
+    ASSERT_TRUE(write_video(path, "ffv1", 3, 10, w, 67)) << "libavcodec lacks the ffv1 encoder";
+    const auto frames = read_all(path, 0);
+    ASSERT_EQ(frames.size(), 3u) << "width " << w;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(frames[i].image.rgb, synthetic_frame(i, w, 67).rgb) << "width " << w << ", frame " << i;
+  }
+}
+
+// A fuzz finding (fuzz/corpus/fuzz_video/regression_one_pixel_wide.m4v, 2.9 KB): a damaged MPEG-4
+// stream of 1x5376 yuv420p frames. Converting them into a tight 1x5376 RGB buffer made swscale write
+// past the buffer's end (a SEGV under AddressSanitizer: swscale itself is not instrumented).
+TEST(Video, OnePixelWideYuvFramesConvert) {
+  const std::string path = lingbot_test::kTestdata + "/../fuzz/corpus/fuzz_video/regression_one_pixel_wide.m4v";
+  std::vector<uint8_t> bytes = lingbot_test::slurp_bytes(path);
+  ASSERT_FALSE(bytes.empty()) << path;
+  auto reader = VideoReader::from_memory(std::move(bytes), "regression_one_pixel_wide.m4v");
+  EXPECT_EQ(reader.info().width, 1);
+  EXPECT_EQ(reader.info().height, 5376);
+  VideoFrame f;
+  int n = 0;
+  while (reader.next(&f)) {
+    ASSERT_EQ(f.image.width, 1);
+    ASSERT_EQ(f.image.height, 5376);
+    ++n;
+  }
+  EXPECT_GE(n, 1);
 }
 
 TEST(Video, DecodesLossyYuvVideo) {
