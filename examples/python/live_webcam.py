@@ -74,6 +74,10 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-frames", type=int, default=8)
     ap.add_argument("--kv-window", type=int, default=64)
     ap.add_argument("--keyframes", default="auto", help="'auto' (every frame) or an interval")
+    ap.add_argument("--max-special-frames", type=int, default=256,
+                    help="keep the special tokens of only the newest N frames past the window, so memory and "
+                         "time per frame stop growing on an endless stream (run's --max-special-frames; "
+                         "0 = keep all, as upstream)")
     ap.add_argument("--out", type=pathlib.Path, help="also write run's files here")
     ap.add_argument("--view", action="store_true", help="show input and depth in an OpenCV window")
     args = ap.parse_args(argv)
@@ -101,7 +105,7 @@ def main(argv=None) -> int:
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))  # checked between frames
     with lm.Session(model, scale_frames=args.scale_frames, kv_window=args.kv_window, keyframes=keyframes,
-                    image_size=image_size) as session:
+                    image_size=image_size, max_special_frames=args.max_special_frames) as session:
         for i, frame in enumerate(camera_frames(args.camera, args.frames)):
             if not report(session.push(frame, source=f"camera_{i}", timestamp=time.monotonic() - t0)) or stop:
                 break

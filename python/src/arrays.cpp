@@ -68,7 +68,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   if (!py::isinstance<py::array>(obj)) throw py::type_error(expected + ", got " + describe_array(obj));
   const auto arr = py::reinterpret_borrow<py::array>(obj);
   InputFrame f;
-  if (arr.dtype().is(py::dtype::of<uint8_t>())) {
+  if (holds<uint8_t>(arr)) {
     if (arr.ndim() != 3 || arr.shape(2) != 3 || arr.shape(0) < 1 || arr.shape(1) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
     const auto c = py::array_t<uint8_t, py::array::c_style>::ensure(arr);  // copies only if strided
@@ -77,7 +77,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
     f.rgb8 = std::move(img);
     return f;
   }
-  if (arr.dtype().is(py::dtype::of<float>())) {
+  if (holds<float>(arr)) {
     if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
     const auto c = py::array_t<float, py::array::c_style>::ensure(arr);

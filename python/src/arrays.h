@@ -38,6 +38,13 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what);
 // uint8 [H, W, 3] -> f32 [3, H, W] with values k / 255 (preprocess_image's arithmetic, no resize).
 Tensor rgb8_to_chw(const io::ImageU8& img);
 
+// Whether `arr` holds T values in either byte order. Compared by type number, not dtype identity: an
+// unpickled array (multiprocessing queues, process pools) carries a dtype object of its own.
+template <typename T>
+bool holds(const py::array& arr) {
+  return arr.dtype().num() == py::dtype::of<T>().num();
+}
+
 // "uint8 array of shape (70, 112, 3)" for messages.
 std::string describe_array(const py::handle& obj);
 

@@ -140,7 +140,8 @@ py::dict config_dict(const ModelConfig& cfg) {
 
 nlohmann::json json_from_python(const py::handle& obj) {
   if (obj.is_none()) return nullptr;
-  const std::string text = py::module_::import("json").attr("dumps")(obj).cast<std::string>();
+  // allow_nan=False: NaN / Infinity are not JSON (json.dumps raises ValueError naming them).
+  const std::string text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false).cast<std::string>();
   return nlohmann::json::parse(text);
 }
 
@@ -197,10 +198,14 @@ int parse_keyframes(const py::handle& k) {
     if (s == "flow") return -1;
     throw py::value_error("keyframes must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
   }
-  if (py::isinstance<py::int_>(k) && !py::isinstance<py::bool_>(k)) {
-    const long long v = k.cast<long long>();
-    if (v < 1) throw py::value_error("keyframes interval must be >= 1, got " + std::to_string(v));
-    return static_cast<int>(v);
+  if (!py::isinstance<py::bool_>(k) && PyIndex_Check(k.ptr())) {  // int, numpy integers
+    const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(k.ptr()));
+    if (!v) throw py::error_already_set();
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow != 0 || n < 1 || n > 1000000)  // run's --keyframe-interval range
+      throw py::value_error("keyframes interval must be in 1..1000000, got " + std::string(py::str(v)));
+    return static_cast<int>(n);
   }
   throw py::type_error("keyframes must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
 }
@@ -228,6 +233,7 @@ struct SessionArgs {
   double flow_threshold = kDefaultFlowThreshold;
   int max_non_keyframe_gap = kDefaultMaxNonKeyframeGap;
   std::string device = "cpu";
+  int64_t max_special_frames = 0;  // run's --max-special-frames: 0 keeps every stored frame's specials
 };
 
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
@@ -244,6 +250,7 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
     so.keyframe_interval = keyframe_interval;
   }
   so.camera_iterations = a.camera_iterations;
+  so.max_special_frames = a.max_special_frames;
   so.threads = a.threads;
   so.keep_features = a.features;
   so.keep_patch_tokens = a.patch_tokens;
@@ -254,6 +261,7 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   LINGBOT_CHECK(a.kv_window >= 1, "kv_window must be >= 1, got ", a.kv_window);
   LINGBOT_CHECK(a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
+  LINGBOT_CHECK(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   return so;
 }
 
@@ -266,6 +274,7 @@ io::ResizeMode parse_mode(const std::string& mode) {
 io::PreprocessOptions preprocess_options(int image_size, const std::string& mode, int64_t patch) {
   io::PreprocessOptions pre;
   LINGBOT_CHECK(image_size > 0, "image_size must be positive, got ", image_size);
+  LINGBOT_CHECK(patch > 0 && patch <= 4096, "patch_size must be in 1..4096, got ", patch);
   LINGBOT_CHECK(image_size % patch == 0, "image_size must be a multiple of the model's patch size ", patch, ", got ",
                 image_size);
   pre.image_size = image_size;
@@ -292,7 +301,7 @@ py::dict options_dict(const Session& s) {
   const SessionOptions& o = s.options();
   return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.kv_window,
                   "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
-                  "camera_iterations"_a = o.camera_iterations,
+                  "camera_iterations"_a = o.camera_iterations, "max_special_frames"_a = o.max_special_frames,
                   "device"_a = std::string(device_name(o.device)),
                   "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                   "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
@@ -468,6 +477,8 @@ class FrameFeed {
   virtual ~FrameFeed() = default;
   // Next model input (needs the GIL for array lists; decoding/preprocessing release it). False at the end.
   virtual bool next(Pending* out) = 0;
+  // What the video decoder lost or repaired so far; nullptr for folders and arrays.
+  virtual const io::StreamDamage* damage() const { return nullptr; }
   std::optional<int64_t> count, estimated;
   io::ImageSize canvas;
 };
@@ -489,6 +500,7 @@ class SourceFeed : public FrameFeed {
     out->image = io::preprocess_image(f.image, pre_, canvas);
     return true;
   }
+  const io::StreamDamage* damage() const override { return src_.damage(); }
 
  private:
   io::FrameSource src_;
@@ -501,26 +513,32 @@ class ArrayFeed : public FrameFeed {
     const int64_t n = static_cast<int64_t>(py::len(frames_));
     LINGBOT_CHECK(n > 0, "images is an empty list: give at least one frame");
     count = estimated = n;
-    // Validate every frame now (a bad one fails before any work) and find upstream's batch canvas.
+    // Validate every frame now (dtype, shape, float values, sizes: a bad one fails before any work) and
+    // find upstream's batch canvas. Each frame is copied once for the checks and dropped.
     std::vector<io::ImageSize> sizes;
     int kinds = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const py::handle obj = frames_[static_cast<size_t>(i)];
       const std::string what = "images[" + std::to_string(i) + "]";
-      if (!py::isinstance<py::array>(obj)) frame_from_python(obj, what);  // raises the TypeError
-      const auto arr = py::reinterpret_borrow<py::array>(obj);
-      const bool u8 = arr.dtype().is(py::dtype::of<uint8_t>());
-      kinds |= u8 ? 1 : 2;
-      if (arr.ndim() == 3 && (u8 ? arr.shape(2) == 3 : arr.shape(0) == 3)) {
-        const io::ImageSize s = u8 ? io::ImageSize{static_cast<int>(arr.shape(1)), static_cast<int>(arr.shape(0))}
-                                   : io::ImageSize{static_cast<int>(arr.shape(2)), static_cast<int>(arr.shape(1))};
-        sizes.push_back(u8 ? io::preprocessed_size(s, pre_) : s);
-      } else {
-        frame_from_python(obj, what);  // raises the shape / dtype error
+      const InputFrame f = frame_from_python(frames_[static_cast<size_t>(i)], what);
+      kinds |= f.rgb8 ? 1 : 2;
+      if (kinds == 3)
+        throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
+      if (f.rgb8) {
+        sizes.push_back(io::preprocessed_size({f.rgb8->width, f.rgb8->height}, pre_));
+        continue;
       }
+      // float32 frames are model inputs as they are: one size, whole patches.
+      const io::ImageSize s{static_cast<int>(f.chw.shape()[2]), static_cast<int>(f.chw.shape()[1])};
+      if (s.width % pre_.patch_size != 0 || s.height % pre_.patch_size != 0)
+        throw py::value_error(what + ": a float32 model input must be a multiple of the patch size " +
+                              std::to_string(pre_.patch_size) + " on both sides, got " + std::to_string(s.width) + "x" +
+                              std::to_string(s.height));
+      if (!sizes.empty() && !(sizes.front() == s))
+        throw py::value_error("float32 model inputs must all have one size: images[0] is " +
+                              std::to_string(sizes.front().width) + "x" + std::to_string(sizes.front().height) + ", " +
+                              what + " is " + std::to_string(s.width) + "x" + std::to_string(s.height));
+      sizes.push_back(s);
     }
-    if (kinds == 3)
-      throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
     canvas = io::batch_canvas_size(sizes);
   }
   bool next(Pending* out) override {
@@ -556,8 +574,9 @@ class PyReconstruction {
     const io::PreprocessOptions pre = preprocess_options(src.image_size, src.mode, model_.model->patch_size());
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
-      if (!py::isinstance<py::sequence>(images))
-        throw py::type_error("images must be a folder path or a list of arrays, got " + describe_array(images));
+      if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytes>(images) || py::isinstance<py::bytearray>(images))
+        throw py::type_error("images must be a folder path (str or os.PathLike) or a list of arrays, got " +
+                             describe_array(images));
       if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
         throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");
       feed_ = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre);
@@ -599,20 +618,29 @@ class PyReconstruction {
       if (done_) throw py::stop_iteration();
       Pending p;
       std::vector<FrameResult> results;
-      if (feed_->next(&p)) {
-        {
-          py::gil_scoped_release nogil;
-          results = session_->push_frame(p.image);
+      try {
+        if (feed_->next(&p)) {
+          {
+            py::gil_scoped_release nogil;
+            results = session_->push_frame(p.image);
+          }
+          pending_.push_back(std::move(p));
+        } else {
+          {
+            py::gil_scoped_release nogil;
+            results = session_->finish();
+          }
+          done_ = true;
         }
-        pending_.push_back(std::move(p));
-      } else {
-        {
-          py::gil_scoped_release nogil;
-          results = session_->finish();
-        }
+      } catch (...) {
+        // A frame that failed to decode or run ends the iteration, as an exception ends a generator
+        // (the frames after it would no longer line up with the session's frame indices).
         done_ = true;
+        pending_.clear();
+        throw;
       }
       for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
+      if (done_) warn_if_damaged();
       check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
     }
     PyResult r = std::move(ready_.front());
@@ -633,6 +661,14 @@ class PyReconstruction {
     return py::none();
   }
   std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
+  // None for folders, arrays and a clean video; else the damage so far (run's summary.json "warnings").
+  py::object damage() const {
+    const io::StreamDamage* d = feed_->damage();
+    if (!d || !d->any()) return py::none();
+    return py::dict("decode_errors"_a = d->decode_errors, "lost_frames"_a = d->lost_frames,
+                    "damaged_frames"_a = d->damaged_frames, "truncated"_a = d->truncated,
+                    "description"_a = d->describe());
+  }
   const std::string& kind() const { return kind_; }
 
  private:
@@ -643,6 +679,16 @@ class PyReconstruction {
   std::deque<PyResult> ready_;
   std::string kind_;
   bool done_ = false;
+
+  // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
+  // frames that decoded were returned. warnings.simplefilter("error") turns it into an exception.
+  void warn_if_damaged() const {
+    const io::StreamDamage* d = feed_->damage();
+    if (!d || !d->any()) return;
+    const std::string msg = "the input video is damaged (" + d->describe() +
+                            "); the frames that decoded were returned (Reconstruction.damage has the counts)";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw py::error_already_set();
+  }
   std::atomic<bool> busy_{false};
 };
 
@@ -666,13 +712,20 @@ io::Mat33 mat33(const py::handle& a, const char* what) {
   return m;
 }
 
-// A float32 C-contiguous view of `a` with `n` elements (raises naming `what`).
-py::array_t<float, py::array::c_style> f32_exact(const py::handle& a, size_t n, const std::string& what) {
-  if (!py::isinstance<py::array>(a) || !py::reinterpret_borrow<py::array>(a).dtype().is(py::dtype::of<float>()))
+// A float32 C-contiguous view of `a`, which must have exactly `shape` (raises naming `what`).
+py::array_t<float, py::array::c_style> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape,
+                                                 const std::string& what) {
+  if (!py::isinstance<py::array>(a) || !holds<float>(py::reinterpret_borrow<py::array>(a)))
     throw py::type_error(what + " must be a float32 array, got " + describe_array(a));
   const auto arr = py::array_t<float, py::array::c_style>::ensure(a);
-  if (static_cast<size_t>(arr.size()) != n)
-    throw py::value_error(what + " must have " + std::to_string(n) + " elements, got " + describe_array(a));
+  bool same = arr.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (size_t i = 0; same && i < shape.size(); ++i) same = arr.shape(static_cast<py::ssize_t>(i)) == shape[i];
+  if (!same) {
+    std::string want = "(";
+    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+    throw py::value_error(what + " must have shape " + want + (shape.size() == 1 ? ",)" : ")") + ", got " +
+                          describe_array(a));
+  }
   return arr;
 }
 
@@ -701,9 +754,13 @@ class PyExporter {
   PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, int downsample, const py::object& meta)
       : meta_(json_from_python(meta)) {
     LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
+    LINGBOT_CHECK(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
     LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
     std::vector<std::unique_ptr<io::Exporter>> exporters;
-    for (const std::string& name : export_names(exports)) exporters.push_back(io::make_exporter(name));
+    for (const std::string& name : export_names(exports)) {
+      consecutive_ = consecutive_ || name == "viewer";  // viewer/NNNNNN.bin: frames 0, 1, 2, ... (the page loads them so)
+      exporters.push_back(io::make_exporter(name));
+    }
     set_ = std::make_unique<io::ExportSet>(std::move(exporters));
     run_.out_dir = out;
     run_.points = {static_cast<float>(conf_threshold), downsample};
@@ -714,6 +771,13 @@ class PyExporter {
   void write(const PyResult& r) {
     BusyGuard busy(busy_, "this Exporter");
     LINGBOT_CHECK(!closed_, "the Exporter is closed: create a new one");
+    // Order first, before any file is touched: a refused frame leaves every export as it was.
+    if (consecutive_)
+      LINGBOT_CHECK(r.frame_index == frames_, "frames must be written in order 0, 1, 2, ... with the viewer export: got frame ",
+                    r.frame_index, ", expected ", frames_);
+    else
+      LINGBOT_CHECK(r.frame_index > last_index_, "frames must be written in increasing order: got frame ", r.frame_index,
+                    " after frame ", last_index_);
     for (const auto& [field, v] :
          {std::pair<const char*, const py::object*>{"pose_enc", &r.pose_enc}, {"c2w", &r.c2w}, {"w2c", &r.w2c},
           {"K", &r.K}, {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
@@ -725,12 +789,12 @@ class PyExporter {
     if (begun_)
       LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", W, "x", H,
                     ", earlier frames of this Exporter are ", run_.width, "x", run_.height);
-    const auto pose_enc = f32_exact(r.pose_enc, 9, "pose_enc");
-    const auto d = f32_exact(r.depth, hw, "depth");
-    const auto pts = f32_exact(r.world_points, 3 * hw, "world_points");
-    const auto img = f32_exact(r.image, 3 * hw, "image");
+    const auto pose_enc = f32_exact(r.pose_enc, {9}, "pose_enc");
+    const auto d = f32_exact(r.depth, {H, W}, "depth");
+    const auto pts = f32_exact(r.world_points, {H, W, 3}, "world_points");
+    const auto img = f32_exact(r.image, {3, H, W}, "image");
     std::optional<py::array_t<float, py::array::c_style>> conf;  // (a default array_t is not "none")
-    if (!r.conf.is_none()) conf = f32_exact(r.conf, hw, "conf");
+    if (!r.conf.is_none()) conf = f32_exact(r.conf, {H, W}, "conf");
     io::ExportFrame x;
     x.index = r.frame_index;
     x.timestamp = r.timestamp;
@@ -759,6 +823,7 @@ class PyExporter {
     }
     set_->frame(x);
     ++frames_;
+    last_index_ = r.frame_index;
   }
 
   // Finalises every export (status "completed", or "interrupted" / "failed" when a with-block ends
@@ -778,7 +843,9 @@ class PyExporter {
   io::ExportRun run_;
   nlohmann::json meta_;
   bool begun_ = false, closed_ = false;
+  bool consecutive_ = false;  // the viewer export is on: frame indices 0, 1, 2, ...
   int64_t frames_ = 0;
+  int64_t last_index_ = -1;   // frame index of the last frame written
   std::atomic<bool> busy_{false};
 };
 
@@ -823,7 +890,8 @@ void bind_module(py::module_& m) {
                              "Storage dtype of the blocks' linear layers and the DPT convolutions: 'f32', 'f16' or 'bf16'.")
       .def_property_readonly("patch_size", [](const PyModel& self) { return self.model->patch_size(); },
                              "Pixels per patch side; frame sizes must be multiples of it.")
-      .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); })
+      .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); },
+                             "Number of weights (parameters) of the model's architecture.")
       .def_property_readonly("source", [](const PyModel& self) { return self.source; },
                              "The checkpoint path, or 'demo'.")
       .def("__repr__", [](const PyModel& self) {
@@ -872,22 +940,27 @@ void bind_module(py::module_& m) {
       "reconstruct() applies upstream's rule from the frame count); an int stores every N-th streamed\n"
       "frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
       "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
+      "max_special_frames=N keeps the special tokens of only the newest N frames that left the window\n"
+      "(run's --max-special-frames): memory and time per frame stop growing on endless streams; 0 keeps\n"
+      "all (upstream). camera_iterations sets the camera head's refinement steps (it takes precedence\n"
+      "over a config's camera.num_iterations).\n"
       "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
       .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframes,
                        int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
                        int threads, std::optional<int> image_size, const std::string& mode, bool features,
                        bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
-                       const std::optional<std::string>& backend, const std::string& device) {
+                       const std::optional<std::string>& backend, const std::string& device, int64_t max_special_frames) {
              SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
                            kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
+             a.max_special_frames = max_special_frames;
              return std::make_unique<PySession>(model, a, image_size, mode);
            }),
            "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
            "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
            "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
            "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
-           "backend"_a = py::none(), "device"_a = "cpu")
+           "backend"_a = py::none(), "device"_a = "cpu", "max_special_frames"_a = 0)
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
@@ -899,8 +972,8 @@ void bind_module(py::module_& m) {
       .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
       .def_property_readonly("finished", &PySession::finished, "True after finish() until reset().")
       .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
-      .def_property_readonly("frames_pushed", &PySession::frames_pushed)
-      .def_property_readonly("model", &PySession::model)
+      .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
+      .def_property_readonly("model", &PySession::model, "The Model this session runs.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PySession& self, const py::args&) { self.close(); });
 
@@ -912,7 +985,10 @@ void bind_module(py::module_& m) {
       .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
       .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames to come (folders, lists); None for video.")
       .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
-      .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.");
+      .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.")
+      .def_property_readonly("damage", &PyReconstruction::damage,
+                             "None, or for a damaged video a dict: decode_errors, lost_frames, damaged_frames,\n"
+                             "truncated, description. A RuntimeWarning says so at the end of the iteration.");
 
   m.def(
       "reconstruct",
@@ -921,10 +997,12 @@ void bind_module(py::module_& m) {
          int kv_window, const py::object& keyframes, int camera_iterations,
          const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads, bool features,
          bool patch_tokens, double flow_threshold, int max_non_keyframe_gap, const std::optional<std::string>& backend,
-         const std::string& device) {
+         const std::string& device, int64_t max_special_frames) {
+        LINGBOT_CHECK(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
         SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
         SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
                       kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
+        a.max_special_frames = max_special_frames;
         return std::make_unique<PyReconstruction>(images, video, model, s, a);
       },
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
@@ -932,11 +1010,14 @@ void bind_module(py::module_& m) {
       "keyframes"_a = "auto", "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16",
       "threads"_a = 0, "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
       "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "device"_a = "cpu",
+      "max_special_frames"_a = 0,
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"
       "Model or a checkpoint path. Returns an iterator of Result, one per frame; inputs are checked\n"
-      "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary.");
+      "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary. A damaged video\n"
+      "(decode errors, lost frames, cut short) yields the frames that decoded, then a RuntimeWarning at\n"
+      "the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
 
   py::class_<PyExporter>(m, "Exporter",
                          "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
@@ -1027,13 +1108,14 @@ void bind_module(py::module_& m) {
         if (!py::isinstance<py::array>(world_points) || wp.ndim() != 3 || wp.shape(2) != 3)
           throw py::value_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
         LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
-        const size_t hw = static_cast<size_t>(wp.shape(0) * wp.shape(1));
-        const auto pts = f32_exact(world_points, 3 * hw, "world_points");
-        const auto img = f32_exact(image, 3 * hw, "image");
+        const py::ssize_t H = wp.shape(0), W = wp.shape(1);
+        const size_t hw = static_cast<size_t>(H * W);
+        const auto pts = f32_exact(world_points, {H, W, 3}, "world_points");
+        const auto img = f32_exact(image, {3, H, W}, "image");
         std::optional<py::array_t<float, py::array::c_style>> c;
-        if (!conf.is_none()) c = f32_exact(conf, hw, "conf");
+        if (!conf.is_none()) c = f32_exact(conf, {H, W}, "conf");
         std::optional<py::array_t<float, py::array::c_style>> d;
-        if (!depth.is_none()) d = f32_exact(depth, hw, "depth");
+        if (!depth.is_none()) d = f32_exact(depth, {H, W}, "depth");
         io::PointBatch b;
         {
           py::gil_scoped_release nogil;
@@ -1058,17 +1140,36 @@ void bind_module(py::module_& m) {
   m.def(
       "load_safetensors",
       [](const fs::path& path) {
+        struct Item {
+          std::string name;
+          Tensor floats;                      // float dtypes, as f32
+          std::optional<io::IntTensor> ints;  // integer dtypes, as int64
+        };
+        std::vector<Item> items;
+        {
+          py::gil_scoped_release nogil;  // reading and converting need no Python objects
+          const io::SafetensorsReader r = io::SafetensorsReader::open(path.string());
+          for (const auto& e : r.entries()) {
+            Item it{e.name, {}, std::nullopt};
+            if (e.dtype == io::StorageDType::F64 || e.dtype == io::StorageDType::F32 || e.dtype == io::StorageDType::F16 ||
+                e.dtype == io::StorageDType::BF16)
+              it.floats = r.read(e.name, DType::F32);
+            else
+              it.ints = r.read_int(e.name);
+            items.push_back(std::move(it));
+          }
+        }
         py::dict out;
-        const io::SafetensorsReader r = io::SafetensorsReader::open(path.string());
-        for (const auto& e : r.entries()) {
-          if (e.dtype == io::StorageDType::F64 || e.dtype == io::StorageDType::F32 || e.dtype == io::StorageDType::F16 ||
-              e.dtype == io::StorageDType::BF16) {
-            out[py::str(e.name)] = tensor_to_array(r.read(e.name, DType::F32));
+        for (Item& it : items) {
+          if (it.ints) {
+            py::array_t<int64_t> a(std::vector<py::ssize_t>(it.ints->shape.begin(), it.ints->shape.end()));
+            std::copy(it.ints->values.begin(), it.ints->values.end(), a.mutable_data());
+            out[py::str(it.name)] = a;
+          } else if (it.floats.empty()) {  // a [0, 3] tensor is an empty array, not None (tensor_to_array's "absent")
+            out[py::str(it.name)] =
+                py::array_t<float>(std::vector<py::ssize_t>(it.floats.shape().begin(), it.floats.shape().end()));
           } else {
-            io::IntTensor t = r.read_int(e.name);
-            py::array_t<int64_t> a(std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()));
-            std::copy(t.values.begin(), t.values.end(), a.mutable_data());
-            out[py::str(e.name)] = a;
+            out[py::str(it.name)] = tensor_to_array(std::move(it.floats));
           }
         }
         return out;

@@ -1,12 +1,13 @@
 """reconstruct(): input kinds, run's automatic keyframe interval, input errors (exact messages, raised
 before the iterator is returned), the Exporter and select_points against the files run writes."""
+import json
 import shutil
 
 import numpy as np
 import pytest
 
 import lingbot_map as lm
-from conftest import TINY, TINY_OPTIONS
+from conftest import ROOT, TINY, TINY_OPTIONS
 
 FRAMES = TINY / "frames"
 
@@ -59,7 +60,16 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=tmp_path), lm.Error, f"no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}"),
         (dict(video=tmp_path / "nope.mp4"), lm.Error, f"video file not found: {tmp_path / 'nope.mp4'}"),
         (dict(images=[]), lm.Error, "images is an empty list: give at least one frame"),
-        (dict(images=42), TypeError, "images must be a folder path or a list of arrays, got int"),
+        (dict(images=42), TypeError, "images must be a folder path (str or os.PathLike) or a list of arrays, got int"),
+        (dict(images=b"/frames"), TypeError,
+         "images must be a folder path (str or os.PathLike) or a list of arrays, got bytes"),
+        (dict(images=[np.zeros((3, 75, 112), np.float32)]), ValueError,
+         "images[0]: a float32 model input must be a multiple of the patch size 14 on both sides, got 112x75"),
+        (dict(images=[np.zeros((3, 70 + 14, 112), np.float32), np.zeros((3, 98, 112), np.float32)]), ValueError,
+         "float32 model inputs must all have one size: images[0] is 112x84, images[1] is 112x98"),
+        (dict(images=[np.zeros((3, 84, 112), np.float32), np.full((3, 84, 112), 2, np.float32)]), ValueError,
+         "images[1]: float32 values must be RGB in [0, 1] (uint8 / 255), got 2.0 at flat index 0"),
+        (dict(images=good, fps=float("nan")), lm.Error, "fps must be a finite number (<= 0: every frame), got nan"),
         (dict(images=good, first_k=1), ValueError,
          "first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead"),
         (dict(images=good + [np.zeros((3, 70, 112), np.float32)]), TypeError,
@@ -96,6 +106,8 @@ def test_unreadable_frame_fails_at_its_turn(tiny_model, tmp_path):
     with pytest.raises(lm.Error) as e:
         next(it)
     assert str(e.value).startswith(f"cannot decode image {tmp_path / '000003.png'}: ")
+    with pytest.raises(StopIteration):  # ended, as a generator after an exception: nothing out of step
+        next(it)
 
 
 def read_ply(path):
@@ -148,3 +160,77 @@ def test_image_helpers(tmp_path):
     with pytest.raises(TypeError) as e:
         lm.preprocess(pre)
     assert str(e.value) == "image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)"
+    for patch in (0, -14):  # 0 was a division by zero (SIGFPE) before the range check
+        with pytest.raises(lm.Error) as e:
+            lm.preprocess(img, 112, "crop", patch)
+        assert str(e.value) == f"patch_size must be in 1..4096, got {patch}"
+
+
+def test_a_damaged_video_warns_and_reports_its_damage(demo_model):
+    """run exits 3 on a damaged video (unless --allow-damaged); reconstruct() yields the frames that
+    decoded, then says so with a RuntimeWarning, and .damage has the counts. The input is the fuzz
+    finding of 2026-12-04 (1x5376 MPEG-4 frames, one decode error, frames lost and concealed)."""
+    video = ROOT / "fuzz" / "corpus" / "fuzz_video" / "regression_one_pixel_wide.m4v"
+    it = lm.reconstruct(video=video, model=demo_model, image_size=112, scale_frames=2, fps=0)
+    assert it.damage is None
+    with pytest.warns(RuntimeWarning) as w:
+        results = list(it)
+    assert [r.frame_index for r in results] == [0, 1, 2, 3]
+    assert it.damage == {"decode_errors": 1, "lost_frames": 4, "damaged_frames": 3, "truncated": False,
+                         "description": "1 decode error, 4 frames lost (stream positions 4-7), "
+                                        "3 frames decoded with errors (positions 1-3)"}
+    assert [str(x.message) for x in w] == [
+        f"the input video is damaged ({it.damage['description']}); the frames that decoded were returned "
+        "(Reconstruction.damage has the counts)"]
+    clean = lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2)
+    assert len(list(clean)) == 3 and clean.damage is None
+
+
+def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_path):
+    results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(4)], model=demo_model, scale_frames=2))
+    with lm.Exporter(tmp_path / "all", exports="poses,tum,viewer") as ex:
+        for r in results:
+            ex.write(r)
+        with pytest.raises(lm.Error) as e:
+            ex.write(results[0])
+        assert str(e.value) == "frames must be written in order 0, 1, 2, ... with the viewer export: got frame 0, expected 4"
+        assert ex.frames == 4
+    poses = json.loads((tmp_path / "all" / "poses.json").read_text())
+    assert [f["index"] for f in poses["frames"]] == [0, 1, 2, 3]
+    assert len((tmp_path / "all" / "trajectory.tum").read_text().splitlines()) == 4
+    # Without the viewer a subset may be written (every other frame), in increasing order only.
+    with lm.Exporter(tmp_path / "subset", exports="poses,tum") as ex:
+        ex.write(results[0])
+        ex.write(results[2])
+        with pytest.raises(lm.Error) as e:
+            ex.write(results[1])
+        assert str(e.value) == "frames must be written in increasing order: got frame 1 after frame 2"
+    poses = json.loads((tmp_path / "subset" / "poses.json").read_text())
+    assert [f["index"] for f in poses["frames"]] == [0, 2]
+
+
+def test_exporter_and_select_points_check_values_and_shapes(demo_model, tmp_path):
+    r = lm.reconstruct(images=[lm.demo_frame(0)], model=demo_model, scale_frames=1).__next__()
+    with pytest.raises(lm.Error) as e:
+        lm.Exporter(tmp_path / "a", conf_threshold=float("nan"))
+    assert str(e.value) == "conf_threshold must be a finite number, got nan"
+    with pytest.raises(ValueError):  # json.dumps(allow_nan=False): NaN is not JSON
+        lm.Exporter(tmp_path / "b", meta={"x": float("nan")})
+    hwc = np.ascontiguousarray(r.image.transpose(1, 2, 0))
+    with pytest.raises(ValueError) as e:
+        lm.select_points(r.world_points, hwc)
+    h, w = r.depth.shape
+    assert str(e.value) == f"image must have shape (3, {h}, {w}), got float32 array of shape ({h}, {w}, 3)"
+    with pytest.raises(ValueError) as e:
+        lm.select_points(r.world_points, r.image, conf=np.ascontiguousarray(r.conf.T))
+    assert str(e.value) == f"conf must have shape ({h}, {w}), got float32 array of shape ({w}, {h})"
+
+
+def test_load_safetensors_keeps_empty_tensors(tmp_path):
+    header = json.dumps({"empty": {"dtype": "F32", "shape": [0, 3], "data_offsets": [0, 0]},
+                         "one": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header + np.float32(2.5).tobytes())
+    t = lm.load_safetensors(path)
+    assert t["empty"].shape == (0, 3) and t["empty"].dtype == np.float32
+    assert t["one"].tolist() == [2.5]

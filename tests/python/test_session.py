@@ -175,7 +175,10 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(kv_window=0), lm.Error, "kv_window must be >= 1, got 0"),
     (dict(camera_iterations=0), lm.Error, "camera_iterations must be >= 1, got 0"),
     (dict(threads=-1), lm.Error, "threads must be >= 0 (0 = all cores), got -1"),
-    (dict(keyframes=0), ValueError, "keyframes interval must be >= 1, got 0"),
+    (dict(keyframes=0), ValueError, "keyframes interval must be in 1..1000000, got 0"),
+    (dict(keyframes=2**31), ValueError, "keyframes interval must be in 1..1000000, got 2147483648"),
+    (dict(keyframes=2**64), ValueError, "keyframes interval must be in 1..1000000, got 18446744073709551616"),
+    (dict(max_special_frames=-1), lm.Error, "max_special_frames must be >= 0 (0 = keep all), got -1"),
     (dict(keyframes="every"), ValueError, "keyframes must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframes=True), TypeError, "keyframes must be 'auto', 'flow' or an int >= 1, got bool"),
     (dict(keyframes="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
@@ -283,3 +286,46 @@ def test_device_option_names_what_is_missing():
         with pytest.raises(lm.Error, match=r"^device cuda: "):
             lm.verify(TINY, device="cuda")
     assert lm.verify(TINY, device="auto" if not cuda_visible else "cpu")["passed"]
+
+
+def test_frames_that_went_through_pickle_are_accepted(demo_model):
+    """multiprocessing queues and process pools unpickle arrays with a dtype object of their own (and
+    byte order is the caller's): any uint8 / float32 array is a frame."""
+    import pickle
+    def first_result(frame):
+        with lm.Session(demo_model, scale_frames=1) as s:
+            return s.push(frame)[0]
+    u8 = lm.demo_frame(0)
+    f32 = lm.preprocess(lm.demo_frame(0), 112)
+    for frame in (u8, f32):
+        want = first_result(frame)
+        for other in (pickle.loads(pickle.dumps(frame)), frame.astype(frame.dtype.newbyteorder(">"))):
+            got = first_result(other)
+            assert np.array_equal(got.depth, want.depth) and np.array_equal(got.c2w, want.c2w)
+    pts, rgb = lm.select_points(pickle.loads(pickle.dumps(want.world_points)), pickle.loads(pickle.dumps(want.image)))
+    assert pts.shape[1] == 3 and rgb.dtype == np.uint8
+
+
+def test_numpy_integer_keyframe_interval(demo_model):
+    with lm.Session(demo_model, keyframes=np.int64(3)) as s:
+        assert s.options["keyframes"] == "interval 3"
+
+
+def test_max_special_frames_bounds_a_long_stream(demo_model):
+    """run's --max-special-frames: past the window + N stored frames the cache and camera cache stop
+    growing; without it they grow by one frame's specials per stored frame."""
+    def stats_after(n, **kw):
+        with lm.Session(demo_model, scale_frames=2, kv_window=3, keyframes=1, **kw) as s:
+            for i in range(n):
+                s.push(lm.demo_frame(i % 8))
+            return s.stats(), s.options
+    bounded_20, options = stats_after(20, max_special_frames=4)
+    bounded_40, _ = stats_after(40, max_special_frames=4)
+    assert options["max_special_frames"] == 4
+    for key in ("bytes_reserved", "camera_cache_bytes", "special_tokens"):
+        assert bounded_40[key] == bounded_20[key], key
+    unbounded_20, options = stats_after(20)
+    unbounded_40, _ = stats_after(40)
+    assert options["max_special_frames"] == 0
+    assert unbounded_40["special_tokens"] > unbounded_20["special_tokens"]
+    assert unbounded_40["camera_cache_bytes"] > unbounded_20["camera_cache_bytes"]
