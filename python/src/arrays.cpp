@@ -71,7 +71,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   if (holds<uint8_t>(arr)) {
     if (arr.ndim() != 3 || arr.shape(2) != 3 || arr.shape(0) < 1 || arr.shape(1) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
-    const auto c = py::array_t<uint8_t, py::array::c_style>::ensure(arr);  // copies only if strided
+    const auto c = c_array<uint8_t>(arr);  // copies only if strided or misaligned
     io::ImageU8 img(static_cast<int>(c.shape(1)), static_cast<int>(c.shape(0)));
     std::memcpy(img.rgb.data(), c.data(), img.rgb.size());
     f.rgb8 = std::move(img);
@@ -80,7 +80,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   if (holds<float>(arr)) {
     if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
-    const auto c = py::array_t<float, py::array::c_style>::ensure(arr);
+    const auto c = c_array<float>(arr);
     f.chw = Tensor({3, c.shape(1), c.shape(2)});
     std::memcpy(f.chw.f32(), c.data(), f.chw.nbytes());
     const float* v = f.chw.f32();

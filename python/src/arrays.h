@@ -45,6 +45,18 @@ bool holds(const py::array& arr) {
   return arr.dtype().num() == py::dtype::of<T>().num();
 }
 
+// NumPy's NPY_ARRAY_ALIGNED (pybind11 2.10 names no constant for it).
+constexpr int kNpyAligned = 0x0100;
+// C-contiguous, aligned T values: a span read from data() is well-formed.
+template <typename T>
+using CArray = py::array_t<T, py::array::c_style | kNpyAligned>;
+// `arr` (already known to hold T, see holds<T>) as a CArray, copied when its strides, alignment or
+// byte order differ. Raises (MemoryError) where array_t::ensure would return a null array.
+template <typename T>
+CArray<T> c_array(const py::handle& arr) {
+  return CArray<T>(py::reinterpret_borrow<py::object>(arr));
+}
+
 // "uint8 array of shape (70, 112, 3)" for messages.
 std::string describe_array(const py::handle& obj);
 

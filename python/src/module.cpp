@@ -615,7 +615,14 @@ class PyReconstruction {
   PyResult next() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
     while (ready_.empty()) {
-      if (done_) throw py::stop_iteration();
+      if (done_) {
+        // After the last result: a warning raised as an error then loses no frame.
+        if (!warned_) {
+          warned_ = true;
+          warn_if_damaged();
+        }
+        throw py::stop_iteration();
+      }
       Pending p;
       std::vector<FrameResult> results;
       try {
@@ -640,7 +647,6 @@ class PyReconstruction {
         throw;
       }
       for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
-      if (done_) warn_if_damaged();
       check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
     }
     PyResult r = std::move(ready_.front());
@@ -662,7 +668,8 @@ class PyReconstruction {
   }
   std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
   // None for folders, arrays and a clean video; else the damage so far (run's summary.json "warnings").
-  py::object damage() const {
+  py::object damage() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");  // the decoder updates it while next() runs
     const io::StreamDamage* d = feed_->damage();
     if (!d || !d->any()) return py::none();
     return py::dict("decode_errors"_a = d->decode_errors, "lost_frames"_a = d->lost_frames,
@@ -679,6 +686,7 @@ class PyReconstruction {
   std::deque<PyResult> ready_;
   std::string kind_;
   bool done_ = false;
+  bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
 
   // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
   // frames that decoded were returned. warnings.simplefilter("error") turns it into an exception.
@@ -713,11 +721,11 @@ io::Mat33 mat33(const py::handle& a, const char* what) {
 }
 
 // A float32 C-contiguous view of `a`, which must have exactly `shape` (raises naming `what`).
-py::array_t<float, py::array::c_style> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape,
+CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape,
                                                  const std::string& what) {
   if (!py::isinstance<py::array>(a) || !holds<float>(py::reinterpret_borrow<py::array>(a)))
     throw py::type_error(what + " must be a float32 array, got " + describe_array(a));
-  const auto arr = py::array_t<float, py::array::c_style>::ensure(a);
+  const auto arr = c_array<float>(a);
   bool same = arr.ndim() == static_cast<py::ssize_t>(shape.size());
   for (size_t i = 0; same && i < shape.size(); ++i) same = arr.shape(static_cast<py::ssize_t>(i)) == shape[i];
   if (!same) {
@@ -793,7 +801,7 @@ class PyExporter {
     const auto d = f32_exact(r.depth, {H, W}, "depth");
     const auto pts = f32_exact(r.world_points, {H, W, 3}, "world_points");
     const auto img = f32_exact(r.image, {3, H, W}, "image");
-    std::optional<py::array_t<float, py::array::c_style>> conf;  // (a default array_t is not "none")
+    std::optional<CArray<float>> conf;  // (a default array_t is not "none")
     if (!r.conf.is_none()) conf = f32_exact(r.conf, {H, W}, "conf");
     io::ExportFrame x;
     x.index = r.frame_index;
@@ -1112,9 +1120,9 @@ void bind_module(py::module_& m) {
         const size_t hw = static_cast<size_t>(H * W);
         const auto pts = f32_exact(world_points, {H, W, 3}, "world_points");
         const auto img = f32_exact(image, {3, H, W}, "image");
-        std::optional<py::array_t<float, py::array::c_style>> c;
+        std::optional<CArray<float>> c;
         if (!conf.is_none()) c = f32_exact(conf, {H, W}, "conf");
-        std::optional<py::array_t<float, py::array::c_style>> d;
+        std::optional<CArray<float>> d;
         if (!depth.is_none()) d = f32_exact(depth, {H, W}, "depth");
         io::PointBatch b;
         {

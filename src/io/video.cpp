@@ -132,16 +132,19 @@ struct VideoReader::Impl {
     LINGBOT_CHECK(ctx != nullptr, "error decoding video ", path, ": cannot convert pixel format ",
                   av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to RGB");
     if (!rgb || rgb->width != f->width || rgb->height != f->height) {
-      rgb.reset(av_frame_alloc());
-      LINGBOT_CHECK(rgb != nullptr, "error decoding video ", path, ": out of memory");
-      rgb->format = AV_PIX_FMT_RGB24;
-      rgb->width = f->width;
-      rgb->height = f->height;
-      const int err = av_frame_get_buffer(rgb.get(), 0);
+      std::unique_ptr<AVFrame, FrameFreer> next(av_frame_alloc());  // kept only once it has its buffer
+      LINGBOT_CHECK(next != nullptr, "error decoding video ", path, ": out of memory");
+      next->format = AV_PIX_FMT_RGB24;
+      next->width = f->width;
+      next->height = f->height;
+      const int err = av_frame_get_buffer(next.get(), 0);
       LINGBOT_CHECK(err >= 0, "error decoding video ", path, ": cannot allocate a ", f->width, "x", f->height,
                     " RGB frame: ", av_error(err));
+      rgb = std::move(next);
     }
-    sws_scale(ctx, f->data, f->linesize, 0, f->height, rgb->data, rgb->linesize);
+    const int rows = sws_scale(ctx, f->data, f->linesize, 0, f->height, rgb->data, rgb->linesize);
+    LINGBOT_CHECK(rows == f->height, "error decoding video ", path, ": converting a ", f->width, "x", f->height, " ",
+                  av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " frame to RGB failed");
     ImageU8 img(f->width, f->height);
     const size_t row_bytes = static_cast<size_t>(f->width) * 3;
     for (int y = 0; y < f->height; ++y)

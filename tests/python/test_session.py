@@ -299,7 +299,9 @@ def test_frames_that_went_through_pickle_are_accepted(demo_model):
     f32 = lm.preprocess(lm.demo_frame(0), 112)
     for frame in (u8, f32):
         want = first_result(frame)
-        for other in (pickle.loads(pickle.dumps(frame)), frame.astype(frame.dtype.newbyteorder(">"))):
+        raw = np.frombuffer(b"\0" + frame.tobytes(), dtype=frame.dtype, offset=1)  # misaligned for float32
+        for other in (pickle.loads(pickle.dumps(frame)), frame.astype(frame.dtype.newbyteorder(">")),
+                      raw.reshape(frame.shape)):
             got = first_result(other)
             assert np.array_equal(got.depth, want.depth) and np.array_equal(got.c2w, want.c2w)
     pts, rgb = lm.select_points(pickle.loads(pickle.dumps(want.world_points)), pickle.loads(pickle.dumps(want.image)))
