@@ -361,7 +361,14 @@ ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
   for (const std::string& s : sets) {
     const size_t eq = s.find('=');
     LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");
-    o.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+    const std::string key = s.substr(0, eq);
+    // Fields run sets from its own options (always, defaults included): a --set of them would be
+    // silently overridden.
+    for (const auto& [field, option] : {std::pair<const char*, const char*>{"camera.num_iterations", "--camera-iterations"},
+                                        {"kv_cache.scale_frames", "--scale-frames"},
+                                        {"kv_cache.sliding_window", "--kv-window"}})
+      LINGBOT_CHECK(key != field, "--set ", key, ": run sets this field from ", option, "; use that option");
+    o.emplace_back(key, s.substr(eq + 1));
   }
   return o;
 }
@@ -384,8 +391,24 @@ void check_output_paths(const RunArgs& a) {
       break;
     }
   }
-  LINGBOT_CHECK(a.export_preprocessed.empty() || fs::weakly_canonical(a.export_preprocessed) != fs::weakly_canonical(a.out),
-                "--export-preprocessed must not be the --out folder");
+  if (a.export_preprocessed.empty()) return;
+  // Its NNNNNN.png files would replace or join files of the same names: the input frames (and a next
+  // run would read them as frames), or the outputs of an export.
+  const fs::path pre = fs::weakly_canonical(a.export_preprocessed), out = fs::weakly_canonical(a.out);
+  const auto within = [](const fs::path& p, const fs::path& dir) {  // p is dir or below it
+    const fs::path rel = p.lexically_relative(dir);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  LINGBOT_CHECK(pre != out, "--export-preprocessed must not be the --out folder");
+  for (const char* folder : {"depth", "depth_preview", "viewer", "predictions", "colmap", "bss"})  // run's export folders
+    LINGBOT_CHECK(!within(pre, out / folder), "--export-preprocessed ", a.export_preprocessed, " is inside --out's ", folder,
+                  "/ folder, where an export writes: choose another folder");
+  if (!a.images.empty()) {
+    const fs::path in = fs::weakly_canonical(a.images);
+    LINGBOT_CHECK(!within(pre, in) && !within(in, pre), "--export-preprocessed ", a.export_preprocessed,
+                  " overlaps the --images folder ", a.images,
+                  " (the PNGs would replace or join the input frames): choose another folder");
+  }
 }
 
 // Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
@@ -964,7 +987,7 @@ void add_run_command(CLI::App& app) {
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--images", a->images, "folder of frames (.jpg .jpeg .png .bmp, sorted by name)");
-  cmd->add_option("--video", a->video,
+  CLI::Option* video_option = cmd->add_option("--video", a->video,
                   "video file, or any FFmpeg input: a camera /dev/video0 (V4L2), rtsp://..., http://..., pipe:0 "
                   "(stdin); decoded with FFmpeg's libraries, frame by frame");
   cmd->add_flag("--live", a->live,
@@ -974,10 +997,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--debug-frame-delay-ms", a->debug_frame_delay_ms,
                   "test hook: sleep this long after each frame (a deliberately slow engine)")
       ->group("");
-  cmd->add_flag("--demo", a->demo,
+  CLI::Option* demo_option = cmd->add_flag("--demo", a->demo,
                 "run a built-in random-weight model on generated frames (no checkpoint needed; the "
                 "geometry is meaningless)");
-  cmd->add_option("--demo-frames", a->demo_frames, "number of generated frames for --demo")->capture_default_str();
+  cmd->add_option("--demo-frames", a->demo_frames, "number of generated frames for --demo")
+      ->needs(demo_option)
+      ->capture_default_str();
   cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
   cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
   cmd->add_option("--image-size", a->image_size,
@@ -992,6 +1017,7 @@ void add_run_command(CLI::App& app) {
                   "trained on), as upstream demo.py. crop | pad are the deprecated spelling of --preprocess")
       ->capture_default_str();
   cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
+      ->needs(video_option)  // a folder's frames are taken as they are (--stride, --first-k)
       ->check(finite_number())
       ->capture_default_str();
   cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
@@ -1060,6 +1086,7 @@ void add_run_command(CLI::App& app) {
                   "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "
                   "on, and after it until Ctrl-C (see 'view')")
       ->expected(0, 1)
+      ->check(CLI::Range(0, 65535))
       ->default_str(std::to_string(kDefaultViewerPort));
   cmd->add_option("--demo-pace", a->demo_pace,
                   "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")

@@ -22,7 +22,8 @@ struct ViewArgs {
 };
 
 void view_command(const ViewArgs& a) {
-  LINGBOT_CHECK(fs::is_directory(a.out), "output folder not found: ", a.out);
+  LINGBOT_CHECK(fs::exists(a.out), "output folder not found: ", a.out);
+  LINGBOT_CHECK(fs::is_directory(a.out), a.out, " is not a folder (give run's --out folder)");
   LINGBOT_CHECK(fs::is_directory(fs::path(a.out) / "viewer"), a.out,
                 " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the viewer export)");
   const fs::path root(a.out);

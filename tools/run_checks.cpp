@@ -43,6 +43,7 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   if (in.backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
   if (in.backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
   e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * dtype_bytes(in.kv_dtype);
+  e.kv_f32 = in.kv_dtype == DType::F32;
   const int64_t camera_frames = all_stored.value_or(stored);
   e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
   const int64_t mlp = std::max(cfg.encoder.mlp_hidden, cfg.aggregator.mlp_hidden);
@@ -56,7 +57,9 @@ void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes) {
   if (available_bytes <= 0 || e.total() <= available_bytes) return;
   // Name the option that lowers the largest part.
   const std::pair<int64_t, const char*> parts[] = {
-      {e.kv_cache, "lower --kv-window (frames kept in the KV cache), use --kv-dtype f16, or lower --image-size"},
+      {e.kv_cache, e.kv_f32 ? "lower --kv-window (frames kept in the KV cache), use --kv-dtype bf16 (half the bytes), "
+                              "or lower --image-size"
+                            : "lower --kv-window (frames kept in the KV cache) or --image-size"},
       {e.camera_cache, "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval"},
       {e.activations, "lower --image-size or --scale-frames"},
       {e.weights, "the model's weights alone do not fit: use a machine with more memory"}};

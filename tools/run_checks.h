@@ -34,6 +34,7 @@ struct MemoryEstimate {
   int64_t kv_cache = 0;      // aggregator K/V: the paged pool (scale frames + window) or the frames kept
   int64_t camera_cache = 0;  // camera head K/V: every stored frame, never evicted
   int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
+  bool kv_f32 = false;       // the K/V dtype is f32 (bf16 / f16 would halve kv_cache)
   int64_t total() const { return weights + kv_cache + camera_cache + activations; }
 };
 struct MemoryInputs {

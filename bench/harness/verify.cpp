@@ -127,7 +127,8 @@ double unit_roundoff(DType t) { return t == DType::BF16 ? 0x1p-8 : t == DType::F
 
 VerifyReport run_verify(const VerifyOptions& vo) {
   const fs::path dir(vo.case_dir);
-  LINGBOT_CHECK(fs::is_directory(dir), "verify: case directory '", vo.case_dir, "' does not exist");
+  LINGBOT_CHECK(fs::exists(dir), "verify: case directory '", vo.case_dir, "' does not exist");
+  LINGBOT_CHECK(fs::is_directory(dir), "verify: '", vo.case_dir, "' is not a folder (give the case folder, the one holding case.json)");
   const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
   const int K = gc.scale_frames;
 
@@ -139,6 +140,10 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   report.kv_dtype = std::string(dtype_name(kv_dtype));
 
   const io::SafetensorsReader ref = io::SafetensorsReader::open((dir / "reference.safetensors").string());
+  // A pattern list that selects nothing would "pass" with 0 checks: a typo must not look green.
+  LINGBOT_CHECK(vo.only.empty() || std::any_of(ref.entries().begin(), ref.entries().end(),
+                                               [&](const auto& e) { return matches_only(vo.only, e.name); }),
+                "verify: --only selects no tensor of ", vo.case_dir, " (names as listed in its report, e.g. depth, pose_enc*)");
   const Tensor images = load_case_images(dir, ref, gc);
   const int64_t S = images.dim(0), H = images.dim(2), W = images.dim(3);
   report.frames = S;

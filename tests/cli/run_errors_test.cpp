@@ -111,6 +111,61 @@ TEST(RunErrors, OptionsThatDoNotFitTheModel) {
             "error: invalid model config: aggregator.num_heads 3 must divide aggregator.embed_dim 128\n");
 }
 
+// Fields run sets from its own options would silently override a --set of them.
+TEST(RunErrors, SetOfAFieldRunSetsItselfNamesTheOption) {
+  const std::string base = "--images " + kTinyFrames + " --model " + kTinyModel + kTinyRunArgs;
+  EXPECT_EQ(expect_failure(base + " --set camera.num_iterations=2", "set_iterations"),
+            "error: --set camera.num_iterations: run sets this field from --camera-iterations; use that option\n");
+  EXPECT_EQ(expect_failure(base + " --set kv_cache.scale_frames=3", "set_scale"),
+            "error: --set kv_cache.scale_frames: run sets this field from --scale-frames; use that option\n");
+  EXPECT_EQ(expect_failure(base + " --set kv_cache.sliding_window=2", "set_window"),
+            "error: --set kv_cache.sliding_window: run sets this field from --kv-window; use that option\n");
+}
+
+// --export-preprocessed writes NNNNNN.png: never over the input frames, never into an export's folder.
+TEST(RunErrors, ExportPreprocessedNeverOverlapsInputsOrExports) {
+  const fs::path dir = fresh_dir("preprocessed_overlap");
+  fs::copy(kTinyFrames, dir / "frames");
+  const auto hash_of_inputs = [&] {
+    std::string all;
+    for (const auto& p : lingbot::io::list_image_files(dir / "frames")) all += slurp(p);
+    return all;
+  };
+  const std::string before = hash_of_inputs();
+  const std::string base = "--images " + (dir / "frames").string() + " --model " + kTinyModel + kTinyRunArgs;
+  EXPECT_EQ(expect_failure(base + " --export-preprocessed " + (dir / "frames").string(), "pre_inputs"),
+            "error: --export-preprocessed " + (dir / "frames").string() + " overlaps the --images folder " +
+                (dir / "frames").string() + " (the PNGs would replace or join the input frames): choose another folder\n");
+  EXPECT_EQ(expect_failure(base + " --export-preprocessed " + (dir / "frames" / "pre").string(), "pre_below_inputs"),
+            "error: --export-preprocessed " + (dir / "frames" / "pre").string() + " overlaps the --images folder " +
+                (dir / "frames").string() + " (the PNGs would replace or join the input frames): choose another folder\n");
+  EXPECT_EQ(hash_of_inputs(), before) << "the input frames changed";
+  const fs::path out = fresh_dir("pre_depth") / "out";
+  const Result r = run_cli("run " + base + " --export depth --export-preprocessed " + (out / "depth").string() + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --export-preprocessed " + (out / "depth").string() +
+                       " is inside --out's depth/ folder, where an export writes: choose another folder\n");
+  EXPECT_FALSE(fs::exists(out));
+  // A folder of its own below --out is fine.
+  const Result ok = run_cli("run " + base + " --export poses --export-preprocessed " + (out / "pre").string() + " --out " + out.string());
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(lingbot::io::list_image_files(out / "pre").size(), lingbot::io::list_image_files(kTinyFrames).size());
+}
+
+// Options that only mean something with another one are usage errors (exit 2), not silently ignored.
+TEST(RunErrors, OptionsWithoutTheOptionTheyNeed) {
+  const std::string base = "run --images " + kTinyFrames + " --model " + kTinyModel + kTinyRunArgs + " --out " +
+                           (fresh_dir("needs") / "out").string();
+  for (const auto& [extra, message] : {std::pair<std::string, std::string>{" --fps 5", "error: --fps requires --video"},
+                                       {" --demo-frames 5", "error: --demo-frames requires --demo"},
+                                       {" --serve -1", "error: --serve: Value -1 not in range 0 to 65535"},
+                                       {" --serve 70000", "error: --serve: Value 70000 not in range 0 to 65535"}}) {
+    const Result r = run_cli(base + extra);
+    EXPECT_EQ(r.exit_code, 2) << extra;
+    EXPECT_EQ(r.err, message + "\nRun 'lingbot-map run --help' for usage.\n") << extra;
+  }
+}
+
 TEST(RunErrors, UnwritableOutput) {
   const fs::path dir = fresh_dir("unwritable");
   write_file(dir / "file", "x");

@@ -265,6 +265,11 @@ TEST(View, Errors) {
   Result r = run_cli("view " + (empty / "missing").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: output folder not found: " + (empty / "missing").string() + "\n");
+  write_file(empty / "notes.txt", "x");
+  r = run_cli("view " + (empty / "notes.txt").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: " + (empty / "notes.txt").string() + " is not a folder (give run's --out folder)\n");
+  fs::remove(empty / "notes.txt");
   r = run_cli("view " + empty.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: " + empty.string() +

@@ -120,6 +120,29 @@ TEST(Verify, UnknownReferenceTensorFails) {
   fs::remove_all(dir);
 }
 
+// A typo in --only would otherwise "pass" with nothing checked; a case.json path is not the case folder.
+TEST(Verify, OnlyThatSelectsNothingAndNonFolderCasesAreErrors) {
+  const fs::path tiny = fs::path(LINGBOT_TESTDATA_DIR) / "tiny";
+  const auto error_of = [](const VerifyOptions& o) -> std::string {
+    try {
+      run_verify(o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  VerifyOptions o;
+  o.case_dir = tiny.string();
+  o.only = {"nomatch*"};
+  EXPECT_EQ(error_of(o), "verify: --only selects no tensor of " + tiny.string() +
+                             " (names as listed in its report, e.g. depth, pose_enc*)");
+  o.only = {};
+  o.case_dir = (tiny / "case.json").string();
+  EXPECT_EQ(error_of(o), "verify: '" + o.case_dir + "' is not a folder (give the case folder, the one holding case.json)");
+  o.case_dir = (tiny / "missing").string();
+  EXPECT_EQ(error_of(o), "verify: case directory '" + o.case_dir + "' does not exist");
+}
+
 TEST(Verify, UnsupportedScenarioFailsLoudly) {
   const fs::path dir = fs::temp_directory_path() / ("lingbot_verify_bad_" + std::to_string(::getpid()));
   fs::create_directories(dir);
