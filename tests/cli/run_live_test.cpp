@@ -25,9 +25,10 @@ namespace {
 using namespace run_test;
 using Clock = std::chrono::steady_clock;
 
-const std::string kModelArgs = " --model " + kTestdata +
-                               "/tiny/model.pt --image-size 112 --kv-window 3 --threads 1 "
-                               "--fps 0 --progress lines --scale-frames ";
+// Ends with --scale-frames (the caller appends the count); kFolderArgs for --images runs (no --fps).
+const std::string kFolderArgs = " --model " + kTestdata +
+                                "/tiny/model.pt --image-size 112 --kv-window 3 --threads 1 --progress lines --scale-frames ";
+const std::string kModelArgs = " --fps 0" + kFolderArgs;
 
 // `lingbot-map run <args>` with its stdin the read end of a pipe the test writes to.
 struct Child {
@@ -132,7 +133,7 @@ TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
 
   // Lossless stream: the same poses as the offline run over the frames as images.
   const Result offline =
-      run_cli("run --images " + kTestdata + "/tiny/frames --keyframe-interval 1 --out " + (dir / "offline").string() + kModelArgs + "1");
+      run_cli("run --images " + kTestdata + "/tiny/frames --keyframe-interval 1 --out " + (dir / "offline").string() + kFolderArgs + "1");
   ASSERT_EQ(offline.exit_code, 0) << offline.err;
   const auto live_poses = read_json(dir / "out" / "poses.json")["frames"];
   const auto ref_poses = read_json(dir / "offline" / "poses.json")["frames"];
@@ -244,7 +245,7 @@ TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
 
 TEST(RunLive, BadLiveOptionsNameTheProblem) {
   const fs::path dir = fresh_dir("live_errors");
-  Result r = run_cli("run --live --images " + kTestdata + "/tiny/frames --out " + (dir / "out").string() + kModelArgs + "1");
+  Result r = run_cli("run --live --images " + kTestdata + "/tiny/frames --out " + (dir / "out").string() + kFolderArgs + "1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "error: --live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)\n");
