@@ -1036,7 +1036,8 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--flow-threshold", a->modes.flow_threshold,
                   "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
-                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")");
+                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")")
+      ->check(finite_number());
   cmd->add_option("--max-non-keyframe-gap", a->modes.max_non_keyframe_gap,
                   "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
                   "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");

@@ -73,6 +73,8 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
       {"run --demo --bogus" + o, "error: The following argument was not expected: --bogus", "lingbot-map run"},
       {"run --demo --fps nan" + o, "error: --fps: 'nan' is not a finite number", "lingbot-map run"},
       {"run --demo --conf-threshold inf" + o, "error: --conf-threshold: 'inf' is not a finite number", "lingbot-map run"},
+      {"run --demo --keyframe-interval flow --flow-threshold nan" + o,
+       "error: --flow-threshold: 'nan' is not a finite number", "lingbot-map run"},
       {"run --demo --threads abc" + o, "error: Could not convert: --threads = abc", "lingbot-map run"},
       {"run --demo", "error: --out is required", "lingbot-map run"},
   };
