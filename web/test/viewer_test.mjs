@@ -140,6 +140,18 @@ async function staticTest() {
     await page.evaluate(() => { const c = document.getElementById('conf'); c.value = c.max; c.dispatchEvent(new Event('input')); });
     const shownMax = Number(await body(page, 'pointsShown'));
     check(shownMax < plyPoints, `confidence threshold at its maximum shows fewer points (${shownMax} < ${plyPoints})`);
+    // A frame without a finite pose (a run writes its viewer file with a NaN c2w) must not blank the
+    // view: its camera is left out of the fit, the trajectory and the frustums.
+    const last = path.join(out, 'viewer', fs.readdirSync(path.join(out, 'viewer')).filter((n) => n.endsWith('.bin')).sort().pop());
+    const bytes = fs.readFileSync(last);
+    new Float32Array(bytes.buffer, bytes.byteOffset + 40, 12).fill(NaN);  // c2w (viewer_format.js)
+    fs.writeFileSync(last, bytes);
+    await page.reload({ waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    await page.click('#fit');
+    await sleep(300);
+    const statsNan = await pngStats(page, await canvas.screenshot());
+    check(statsNan.variance > 50, `3D view not blank with a NaN-pose frame: luminance variance ${statsNan.variance.toFixed(1)} > 50`);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
   } finally {
     await browser.close();

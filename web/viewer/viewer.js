@@ -134,7 +134,9 @@ function addFrame(f) {
   scene.add(frustum);
   const m = c2wMatrix(f.c2w);
   const center = new THREE.Vector3().setFromMatrixPosition(m);
-  frames.push({ f, points, frustum, m, center });
+  // A frame without a finite pose (poses.json "valid": false) has no camera to draw or to fit.
+  const posed = Array.prototype.every.call(f.c2w, Number.isFinite);
+  frames.push({ f, points, frustum, m, center, posed });
   totalPoints += f.count;
   if (runThreshold === null) runThreshold = f.confThreshold;
   for (let i = 0; i < f.count; ++i) if (Number.isFinite(f.conf[i]) && f.conf[i] > maxConf) maxConf = f.conf[i];
@@ -154,12 +156,12 @@ function updateScene() {
   for (let i = 0; i < frames.length; ++i) {
     const fr = frames[i], vis = frameVisible(i);
     fr.points.visible = vis;
-    fr.frustum.visible = ui.cameras.checked && (vis || i === sel);
+    fr.frustum.visible = fr.posed && ui.cameras.checked && (vis || i === sel);
     fr.frustum.userData.lines.material = i === sel ? selectedMaterial : frustumMaterial;
     const s = frustumScale || 0.1;
     fr.frustum.matrix.copy(fr.m).multiply(new THREE.Matrix4().makeScale(s, s, s));
     fr.frustum.matrixWorldNeedsUpdate = true;
-    if (i <= sel) centers.push(fr.center);
+    if (i <= sel && fr.posed) centers.push(fr.center);
     if (vis) { const c = fr.f.conf; for (let k = 0; k < c.length; ++k) if (c[k] > thr) ++shown; }
   }
   if (trajectoryLine) { scene.remove(trajectoryLine); trajectoryLine.geometry.dispose(); trajectoryLine = null; }
@@ -211,17 +213,20 @@ function fitView() {
       xs.push(p[3 * i]); ys.push(p[3 * i + 1]); zs.push(p[3 * i + 2]);
     }
   }
-  for (const fr of frames) { xs.push(fr.center.x); ys.push(fr.center.y); zs.push(fr.center.z); }
+  const posed = frames.filter((fr) => fr.posed);
+  for (const fr of posed) { xs.push(fr.center.x); ys.push(fr.center.y); zs.push(fr.center.z); }
+  if (!xs.length) { xs.push(0); ys.push(0); zs.push(0); }
   const q = (a, t) => a[Math.min(a.length - 1, Math.floor(t * a.length))];
   [xs, ys, zs].forEach((a) => a.sort((u, v) => u - v));
   const center = new THREE.Vector3(q(xs, 0.5), q(ys, 0.5), q(zs, 0.5));
   const spread = new THREE.Vector3(q(xs, 0.95) - q(xs, 0.05), q(ys, 0.95) - q(ys, 0.05), q(zs, 0.95) - q(zs, 0.05));
   const radius = Math.max(1e-3, 0.5 * spread.length());
   const up = new THREE.Vector3();
-  for (const fr of frames) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
+  for (const fr of posed) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
   if (up.lengthSq() < 1e-12) up.set(0, -1, 0);
   up.normalize();
-  const c0 = frames[0].f.c2w, forward = new THREE.Vector3(c0[2], c0[6], c0[10]).normalize();  // z column of R
+  const c0 = posed.length ? posed[0].f.c2w : [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0];
+  const forward = new THREE.Vector3(c0[2], c0[6], c0[10]).normalize();  // z column of R
   const dist = radius / Math.tan(THREE.MathUtils.degToRad(camera.fov / 2)) * 1.1;
   camera.up.copy(up);
   camera.position.copy(center).addScaledVector(forward, -dist).addScaledVector(up, 0.35 * dist);
