@@ -502,13 +502,31 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
 
-  Input input = open_input(a, pre);
+  // From here on SIGINT / SIGTERM stop the run cleanly: while a live source is silent before its first
+  // frame (its reader checks the flag), while the weights load, and after each frame of the loop.
+  StopSignalGuard sigint;
+  const auto interrupted_before_any_frame = [&] {
+    std::fprintf(stderr, "interrupted before the first frame (%s): nothing was written\n",
+                 sigint.signal() == SIGTERM ? "SIGTERM" : "Ctrl-C");
+    return sigint.signal() == SIGTERM ? kExitTerminated : kExitInterrupted;
+  };
+  Input input = [&] {
+    try {
+      return open_input(a, pre);
+    } catch (const Error&) {
+      if (sigint.requested()) return Input{};  // the interrupt aborted the open
+      throw;
+    }
+  }();
+  if (sigint.requested()) return interrupted_before_any_frame();
   LINGBOT_CHECK(input.canvas.width >= patch && input.canvas.height >= patch, "preprocessed frames would be ",
                 input.canvas.width, "x", input.canvas.height, " pixels, smaller than one ", patch,
                 "-pixel patch: use a larger --image-size");
   // The first frame is decoded before anything is written: an unreadable input fails here.
   io::SourceFrame first;
-  LINGBOT_CHECK(input.next(&first), "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
+  const bool have_first = input.next(&first);
+  if (!have_first && sigint.requested()) return interrupted_before_any_frame();
+  LINGBOT_CHECK(have_first, "no frames selected from ", input.path.empty() ? std::string("the input") : input.path,
                 " (check --first-k, --stride, --fps)");
 
   const ModeChoice mode = choose_mode(a.modes, input.count ? input.count : input.estimated);
@@ -676,7 +694,6 @@ int run_command(const RunArgs& a) {
   }
   {
     std::deque<PendingFrame> pending;
-    StopSignalGuard sigint;
 
     auto write_result = [&](const WriteJob& job) {
       const FrameResult& r = job.result;

@@ -218,6 +218,19 @@ TEST(RunLive, LoopingHttpSourceStopsCleanly) {
   EXPECT_LT(served.load(), 600) << "the source should have stopped when the run disconnected";
 }
 
+// A source silent from the start: SIGTERM (or Ctrl-C) before any frame ends the run with its exit
+// code and one line, not with the default action of the signal; nothing is written.
+TEST(RunLive, SignalBeforeTheFirstFrameEndsCleanly) {
+  const fs::path dir = fresh_dir("live_sigterm_first");
+  Child child(split_args("run --video pipe:0 --live --out " + (dir / "out").string() + kModelArgs + "1"), dir);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the stream stays open and silent
+  ASSERT_TRUE(child.running()) << slurp(dir / "stderr.txt");
+  ::kill(child.pid, SIGTERM);
+  EXPECT_EQ(child.wait(), 143) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  EXPECT_EQ(slurp(dir / "stderr.txt"), "interrupted before the first frame (SIGTERM): nothing was written\n");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
 TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
   const fs::path dir = fresh_dir("live_sigint");
   const auto frames = tiny_frames();

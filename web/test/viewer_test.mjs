@@ -95,7 +95,12 @@ async function openPage({ browser, page }, url) {
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
+  // net::ERR_ABORTED is the page itself cancelling a load it no longer needs (a live run moves the
+  // selected frame on while the previous frame's depth preview is still loading): not a failure.
+  page.on('requestfailed', (r) => {
+    const why = r.failure() ? r.failure().errorText : '';
+    if (why !== 'net::ERR_ABORTED') errors.push(`request failed: ${r.url()} (${why})`);
+  });
   // No network at view time: any request that is not to the viewer server fails the test.
   const origin = new URL(url).origin;
   page.on('request', (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith('data:')) errors.push(`external request: ${r.url()}`); });
