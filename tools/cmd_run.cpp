@@ -400,9 +400,10 @@ void check_output_paths(const RunArgs& a) {
     return !rel.empty() && *rel.begin() != "..";
   };
   LINGBOT_CHECK(pre != out, "--export-preprocessed must not be the --out folder");
-  for (const char* folder : {"depth", "depth_preview", "viewer", "predictions", "colmap", "bss"})  // run's export folders
-    LINGBOT_CHECK(!within(pre, out / folder), "--export-preprocessed ", a.export_preprocessed, " is inside --out's ", folder,
-                  "/ folder, where an export writes: choose another folder");
+  for (const io::ExportKind& kind : io::export_kinds())
+    if (!kind.folder.empty())
+      LINGBOT_CHECK(!within(pre, out / kind.folder), "--export-preprocessed ", a.export_preprocessed, " is inside --out's ",
+                    kind.folder, "/ folder, where an export writes: choose another folder");
   if (!a.images.empty()) {
     const fs::path in = fs::weakly_canonical(a.images);
     LINGBOT_CHECK(!within(pre, in) && !within(in, pre), "--export-preprocessed ", a.export_preprocessed,

@@ -28,23 +28,23 @@ bool all_finite(const T& values) {
 }
 
 const ExportKind kKinds[] = {
-    {"poses", "poses.json: per frame c2w 4x4, w2c 3x4, K, keyframe flag, source name", true, make_poses_exporter,
+    {"poses", "poses.json: per frame c2w 4x4, w2c 3x4, K, keyframe flag, source name", "", true, make_poses_exporter,
      remove_poses_outputs},
-    {"tum", "trajectory.tum: TUM RGB-D trajectory (camera -> world)", true, make_tum_exporter, remove_tum_outputs},
-    {"depth", "depth/NNNNNN.{png,npy} and _conf.{png,npy}: 16-bit PNG and float32 depth / confidence", true,
+    {"tum", "trajectory.tum: TUM RGB-D trajectory (camera -> world)", "", true, make_tum_exporter, remove_tum_outputs},
+    {"depth", "depth/NNNNNN.{png,npy} and _conf.{png,npy}: 16-bit PNG and float32 depth / confidence", "depth", true,
      make_depth_exporter, remove_depth_outputs},
-    {"ply", "points.ply: binary coloured point cloud", true, make_ply_exporter, remove_ply_outputs},
-    {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, far = blue, invalid = black)", true,
+    {"ply", "points.ply: binary coloured point cloud", "", true, make_ply_exporter, remove_ply_outputs},
+    {"depth-preview", "depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, far = blue, invalid = black)", "depth_preview", true,
      make_depth_preview_exporter, remove_depth_preview_outputs},
-    {"viewer", "viewer/NNNNNN.bin: per-frame points, pose and frame image for 'lingbot-map view' / run --serve", true,
+    {"viewer", "viewer/NNNNNN.bin: per-frame points, pose and frame image for 'lingbot-map view' / run --serve", "viewer", true,
      make_viewer_exporter, remove_viewer_outputs},
-    {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", false,
+    {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", "predictions", false,
      make_npz_exporter, remove_npz_outputs},
-    {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", false, make_colmap_exporter,
+    {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", "colmap", false, make_colmap_exporter,
      remove_colmap_outputs},
-    {"glb", "scene.glb: points, keyframe frustums and the trajectory (glTF 2.0 binary)", false, make_glb_exporter,
+    {"glb", "scene.glb: points, keyframe frustums and the trajectory (glTF 2.0 binary)", "", false, make_glb_exporter,
      remove_glb_outputs},
-    {"bss", "bss/traj.txt + bss/intrinsics.txt: upstream benchmark format", false, make_bss_exporter,
+    {"bss", "bss/traj.txt + bss/intrinsics.txt: upstream benchmark format", "bss", false, make_bss_exporter,
      remove_bss_outputs},
 };
 

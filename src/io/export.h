@@ -105,6 +105,7 @@ class Exporter {
 struct ExportKind {
   std::string_view name;         // the --export name
   std::string_view description;  // one line for --help / README
+  std::string_view folder;       // the sub-folder of the output folder its files go to; "" = the folder itself
   bool default_on;               // part of the default set
   std::unique_ptr<Exporter> (*make)();
   // Removes what this export wrote into `out_dir` in an earlier run (only its own file names).

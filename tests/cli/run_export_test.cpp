@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "io/export.h"
 #include "run_test_util.h"
 
 namespace {
@@ -140,6 +141,27 @@ TEST(RunExport, PipelineOnAndOffWriteTheSameFiles) {
     (*j)["options"].erase("pipeline");
   }
   EXPECT_EQ(a.dump(), b.dump());
+}
+
+// The registry's folder of each export (io::ExportKind::folder, which --export-preprocessed must keep
+// out of) is where that export's files really go, as its report in summary.json lists them.
+TEST(RunExport, RegistryFoldersAreWhereEachExportWrites) {
+  const fs::path out = fresh_dir("export_folders") / "out";
+  const Result r = run_cli("run --demo --demo-frames 4 --scale-frames 2 --export all --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto exports = read_json(out / "summary.json")["exports"];
+  for (const lingbot::io::ExportKind& kind : lingbot::io::export_kinds()) {
+    const std::string name(kind.name), folder(kind.folder);
+    ASSERT_TRUE(exports.contains(name)) << name;
+    int in_folder = 0;
+    for (const auto& [file, what] : exports[name]["files"].items()) {
+      const size_t slash = file.find('/');
+      if (slash == std::string::npos) continue;  // a file of the output folder itself (predictions.npz)
+      EXPECT_EQ(file.substr(0, slash), folder) << name << ": " << file;
+      ++in_folder;
+    }
+    EXPECT_EQ(in_folder > 0, !folder.empty()) << name << " declares folder '" << folder << "'";
+  }
 }
 
 TEST(RunExport, DefaultSetIsDocumented) {
