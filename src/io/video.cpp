@@ -146,10 +146,7 @@ struct VideoReader::Impl {
     LINGBOT_CHECK(rows == f->height, "error decoding video ", path, ": converting a ", f->width, "x", f->height, " ",
                   av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " frame to RGB failed");
     ImageU8 img(f->width, f->height);
-    const size_t row_bytes = static_cast<size_t>(f->width) * 3;
-    for (int y = 0; y < f->height; ++y)
-      std::memcpy(img.rgb.data() + static_cast<size_t>(y) * row_bytes, rgb->data[0] + static_cast<ptrdiff_t>(y) * rgb->linesize[0],
-                  row_bytes);
+    av_image_copy_plane(img.rgb.data(), f->width * 3, rgb->data[0], rgb->linesize[0], f->width * 3, f->height);
     return img;
   }
 };
