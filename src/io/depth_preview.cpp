@@ -83,10 +83,13 @@ class DepthPreviewExporter final : public Exporter {
     height_ = run.height;
   }
   void frame(const ExportFrame& f) override {
-    char name[32];
-    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
-    write_depth_preview(dir_ / name, width_, height_, f.depth);
+    last_ = {f.index, frames_};
+    write_depth_preview(dir_ / file_name(f.index), width_, height_, f.depth);
     ++frames_;
+  }
+  void discard_frame() override {
+    if (last_.index >= 0) remove_output_file(dir_ / file_name(last_.index));
+    frames_ = last_.frames_before;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
@@ -97,9 +100,16 @@ class DepthPreviewExporter final : public Exporter {
   }
 
  private:
+  static std::string file_name(int64_t index) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
+    return name;
+  }
+
   fs::path dir_;
   int width_ = 0, height_ = 0;
   int64_t frames_ = 0;
+  LastFrame last_;
 };
 
 }  // namespace

@@ -148,7 +148,25 @@ void ExportSet::begin(const ExportRun& run) {
 }
 
 void ExportSet::frame(const ExportFrame& f) {
-  for (auto& e : exporters_) e->frame(f);
+  size_t given = 0;  // exporters that were given this frame
+  try {
+    for (auto& e : exporters_) {
+      ++given;
+      e->frame(f);
+    }
+  } catch (const std::exception& failure) {
+    std::string undo_errors;
+    for (size_t i = 0; i < given; ++i) {
+      try {
+        exporters_[i]->discard_frame();
+      } catch (const std::exception& e) {
+        undo_errors += detail::concat("; and frame ", f.index, " could not be taken back from ",
+                                      exporters_[i]->name(), ": ", e.what());
+      }
+    }
+    if (undo_errors.empty()) throw;
+    throw Error(failure.what() + undo_errors);
+  }
 }
 
 void ExportSet::finish(ExportStatus status) {

@@ -10,6 +10,9 @@
 //   run left, so the folder never mixes two runs)
 //   begin(run)     open the files;
 //   frame(record)  once per completed frame, in frame order;
+//   discard_frame() when some exporter failed on a frame (a full disk): on every exporter that was
+//                  given that frame, the failed one included, so every export ends at the same last
+//                  complete frame (the frames before it);
 //   finish(status) once at the end (also after Ctrl-C or an error), so every file is complete.
 // Every exporter is incremental: memory does not grow with the number of frames beyond a small
 // per-frame record (a pose, a flag) or a documented budget, and after each frame() its files are
@@ -94,10 +97,22 @@ class Exporter {
   virtual void prepare(const ExportRun& run) = 0;
   virtual void begin(const ExportRun& run) = 0;
   virtual void frame(const ExportFrame& f) = 0;
+  // Takes back the latest frame() call, whether it returned or threw part way: the files and counts
+  // are those of the frames before it again. Cutting files back and removing them frees space, so it
+  // works on the full disk that failed the frame; it throws only when that fails as well.
+  virtual void discard_frame() = 0;
   virtual void finish(ExportStatus status) = 0;
   // For summary.json: the files written ("files": name -> description), counts ("frames",
   // "points", ...), and optionally "note": one line the run prints (e.g. a file it did not write).
   virtual nlohmann::json report() const = 0;
+};
+
+// What an exporter that writes files per frame keeps to take its latest frame back: that frame's
+// index (the names of its files; -1 when the call failed before writing any) and the exporter's
+// frame count before it.
+struct LastFrame {
+  int64_t index = -1;
+  int64_t frames_before = 0;
 };
 
 // The registry: every export `run --export` knows, in a fixed order. Adding one = a make_ /
@@ -125,8 +140,11 @@ void ensure_writable_dir(const std::filesystem::path& dir);
 // Removes the regular files in `dir` whose name `match` accepts (a missing dir is fine).
 void remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::string& name));
 
-// Drives the selected exporters through the protocol above. finish() is called on every exporter
-// even when one throws; the first error is rethrown after all have finished.
+// Drives the selected exporters through the protocol above. When an exporter throws in frame(),
+// the frame is discarded from every exporter that was given it and the error is rethrown (with
+// "; and frame N could not be taken back from <export>: <reason>" added when a discard failed too),
+// so the files end at the same frame. finish() is called on every exporter even when one throws;
+// the first error is rethrown after all have finished.
 class ExportSet {
  public:
   explicit ExportSet(std::vector<std::unique_ptr<Exporter>> exporters);

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -28,6 +29,7 @@ class PosesExporter final : public Exporter {
   void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
   void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "poses.json", run.meta); }
   void frame(const ExportFrame& f) override {
+    before_ = writer_->mark();
     FramePose p;
     p.index = f.index;
     p.timestamp = f.timestamp;
@@ -37,17 +39,21 @@ class PosesExporter final : public Exporter {
     p.intrinsics = f.intrinsics;
     p.valid = geometry_finite(f);
     writer_->append(p);
-    ++frames_;
   }
-  void finish(ExportStatus) override { writer_.reset(); }
+  void discard_frame() override { writer_->rewind(before_); }
+  void finish(ExportStatus) override {
+    frames_ = writer_->frames();
+    writer_.reset();
+  }
   nlohmann::json report() const override {
     return {{"files", {{"poses.json", "per frame: c2w 4x4, w2c 3x4, intrinsics 3x3, keyframe, source"}}},
-            {"frames", frames_}};
+            {"frames", writer_ ? writer_->frames() : frames_}};
   }
 
  private:
   std::optional<PosesJsonWriter> writer_;
-  int64_t frames_ = 0;
+  PosesJsonWriter::Mark before_;
+  int64_t frames_ = 0;  // after finish()
 };
 
 class TumExporter final : public Exporter {
@@ -56,12 +62,18 @@ class TumExporter final : public Exporter {
   void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
   void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "trajectory.tum"); }
   void frame(const ExportFrame& f) override {
+    before_ = {writer_->mark(), frames_, skipped_};
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
     writer_->append(f.timestamp, f.c2w);
     ++frames_;
+  }
+  void discard_frame() override {
+    writer_->rewind(before_.file);
+    frames_ = before_.frames;
+    skipped_ = before_.skipped;
   }
   void finish(ExportStatus) override { writer_.reset(); }
   nlohmann::json report() const override {
@@ -73,6 +85,10 @@ class TumExporter final : public Exporter {
  private:
   std::optional<TumWriter> writer_;
   int64_t frames_ = 0, skipped_ = 0;
+  struct {
+    TumWriter::Mark file;
+    int64_t frames = 0, skipped = 0;
+  } before_;
 };
 
 class DepthExporter final : public Exporter {
@@ -85,8 +101,14 @@ class DepthExporter final : public Exporter {
     height_ = run.height;
   }
   void frame(const ExportFrame& f) override {
+    last_ = {f.index, frames_};
     write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
     ++frames_;
+  }
+  void discard_frame() override {
+    if (last_.index >= 0)
+      for (const std::string& name : depth_frame_file_names(last_.index)) remove_output_file(dir_ / name);
+    frames_ = last_.frames_before;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
@@ -102,6 +124,7 @@ class DepthExporter final : public Exporter {
   fs::path dir_;
   int width_ = 0, height_ = 0;
   int64_t frames_ = 0;
+  LastFrame last_;
 };
 
 class PlyExporter final : public Exporter {
@@ -113,23 +136,29 @@ class PlyExporter final : public Exporter {
     writer_.emplace(run.out_dir / "points.ply");
   }
   void frame(const ExportFrame& f) override {
+    before_ = writer_->mark();
     const PointBatch b = frame_points(f, filter_);
     writer_->append_points(b.xyz, b.rgb);
     writer_->flush();
-    points_ += static_cast<int64_t>(b.size());
   }
+  void discard_frame() override { writer_->rewind(before_); }
   void finish(ExportStatus) override {
-    if (writer_) writer_->flush();
+    if (writer_) {
+      writer_->flush();
+      points_ = writer_->points();
+    }
     writer_.reset();
   }
   nlohmann::json report() const override {
-    return {{"files", {{"points.ply", "binary PLY: float x y z (world), uchar red green blue"}}}, {"points", points_}};
+    return {{"files", {{"points.ply", "binary PLY: float x y z (world), uchar red green blue"}}},
+            {"points", writer_ ? writer_->points() : points_}};
   }
 
  private:
   PointFilter filter_;
   std::optional<PlyWriter> writer_;
-  int64_t points_ = 0;
+  PlyWriter::Mark before_;
+  int64_t points_ = 0;  // after finish()
 };
 
 }  // namespace

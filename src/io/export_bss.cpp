@@ -22,6 +22,11 @@ void BssWriter::append(double timestamp, const Mat34& c2w, const Mat33& K, int w
   intrinsics_.append(std::string_view(buf, static_cast<size_t>(n)));
 }
 
+void BssWriter::rewind(const Mark& m) {
+  traj_.rewind(m.traj);
+  intrinsics_.rewind(m.intrinsics);
+}
+
 namespace {
 
 class BssExporter final : public Exporter {
@@ -34,12 +39,18 @@ class BssExporter final : public Exporter {
     writer_.emplace(run.out_dir / "bss");
   }
   void frame(const ExportFrame& f) override {
+    before_ = {writer_->mark(), frames_, skipped_};
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
     writer_->append(f.timestamp, f.c2w, f.intrinsics, width_, height_);
     ++frames_;
+  }
+  void discard_frame() override {
+    writer_->rewind(before_.files);
+    frames_ = before_.frames;
+    skipped_ = before_.skipped;
   }
   void finish(ExportStatus) override { writer_.reset(); }
   nlohmann::json report() const override {
@@ -54,6 +65,10 @@ class BssExporter final : public Exporter {
   std::optional<BssWriter> writer_;
   int width_ = 0, height_ = 0;
   int64_t frames_ = 0, skipped_ = 0;
+  struct {
+    BssWriter::Mark files;
+    int64_t frames = 0, skipped = 0;
+  } before_;
 };
 
 }  // namespace

@@ -17,6 +17,11 @@ class BssWriter {
  public:
   explicit BssWriter(const std::filesystem::path& dir);  // writes dir/traj.txt, dir/intrinsics.txt
   void append(double timestamp, const Mat34& c2w, const Mat33& K, int width, int height);
+  struct Mark {
+    LineFile::Mark traj, intrinsics;
+  };
+  Mark mark() const { return {traj_.mark(), intrinsics_.mark()}; }
+  void rewind(const Mark& m);
 
  private:
   LineFile traj_, intrinsics_;

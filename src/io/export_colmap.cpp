@@ -51,6 +51,14 @@ void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int w
   ++images_;
 }
 
+void ColmapWriter::rewind(const Mark& m) {
+  cameras_.rewind(m.cameras);
+  images_file_.rewind(m.images_file);
+  points_.rewind(m.points);
+  images_ = m.images;
+  next_point_id_ = m.next_point_id;
+}
+
 namespace {
 
 class ColmapExporter final : public Exporter {
@@ -64,11 +72,16 @@ class ColmapExporter final : public Exporter {
     writer_.emplace(run.out_dir / "colmap");
   }
   void frame(const ExportFrame& f) override {
+    before_ = {writer_->mark(), skipped_};
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
     writer_->append(f.index, f.w2c, f.intrinsics, width_, height_, frame_points(f, filter_));
+  }
+  void discard_frame() override {
+    writer_->rewind(before_.files);
+    skipped_ = before_.skipped;
   }
   void finish(ExportStatus) override {
     if (writer_) {
@@ -93,6 +106,10 @@ class ColmapExporter final : public Exporter {
   PointFilter filter_;
   int width_ = 0, height_ = 0;
   int64_t images_ = 0, points_ = 0, skipped_ = 0;
+  struct {
+    ColmapWriter::Mark files;
+    int64_t skipped = 0;
+  } before_;
 };
 
 }  // namespace

@@ -29,6 +29,12 @@ class ColmapWriter {
   void append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height, const PointBatch& points);
   int64_t images() const { return images_; }
   int64_t points() const { return next_point_id_ - 1; }
+  struct Mark {
+    LineFile::Mark cameras, images_file, points;
+    int64_t images = 0, next_point_id = 1;
+  };
+  Mark mark() const { return {cameras_.mark(), images_file_.mark(), points_.mark(), images_, next_point_id_}; }
+  void rewind(const Mark& m);
 
  private:
   LineFile cameras_, images_file_, points_;

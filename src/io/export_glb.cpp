@@ -191,15 +191,25 @@ class GlbExporter final : public Exporter {
     height_ = run.height;
     filter_ = run.points;
   }
+  // A frame reaches the builder only when the next one comes (or at finish): the reservoir sample
+  // cannot take points back, and discard_frame() must be able to.
   void frame(const ExportFrame& f) override {
+    add_staged();
+    skipped_before_ = skipped_;
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
-    builder_.add_points(frame_points(f, filter_));
-    builder_.add_camera(f.c2w, f.intrinsics, width_, height_, frustum_depth(f.depth), f.keyframe);
+    staged_ = Staged{frame_points(f, filter_), f.c2w, f.intrinsics, frustum_depth(f.depth), f.keyframe};
   }
-  void finish(ExportStatus) override { builder_.write(path_); }
+  void discard_frame() override {
+    staged_.reset();
+    skipped_ = skipped_before_;
+  }
+  void finish(ExportStatus) override {
+    add_staged();
+    builder_.write(path_);
+  }
   nlohmann::json report() const override {
     return {{"files", {{"scene.glb", "glTF 2.0 binary: points, keyframe frustums, trajectory (root node flips y, z)"}}},
             {"points", builder_.points_kept()},
@@ -210,11 +220,26 @@ class GlbExporter final : public Exporter {
   }
 
  private:
+  struct Staged {
+    PointBatch points;
+    Mat34 c2w;
+    Mat33 intrinsics;
+    float frustum_depth;
+    bool keyframe;
+  };
+  void add_staged() {
+    if (!staged_) return;
+    builder_.add_points(staged_->points);
+    builder_.add_camera(staged_->c2w, staged_->intrinsics, width_, height_, staged_->frustum_depth, staged_->keyframe);
+    staged_.reset();
+  }
+
   GlbSceneBuilder builder_;
   fs::path path_;
   PointFilter filter_;
   int width_ = 0, height_ = 0;
-  int64_t skipped_ = 0;
+  int64_t skipped_ = 0, skipped_before_ = 0;
+  std::optional<Staged> staged_;
 };
 
 }  // namespace

@@ -120,9 +120,28 @@ void PredictionsWriter::append(const ExportFrame& f) {
   indices_.push_back(f.index);
   is_keyframe_.push_back(f.keyframe ? 1 : 0);
   frame_type_.push_back(f.frame_type());
+  write_meta();
+}
+
+void PredictionsWriter::write_meta() const {
   const int64_t s = frames();
   const NpzArray meta[] = {{"is_keyframe", "|b1", {s}, is_keyframe_}, {"frame_type", "|u1", {s}, frame_type_}};
   write_npz(dir_ / "meta.npz", meta);
+}
+
+void PredictionsWriter::truncate(int64_t frames) {
+  LINGBOT_CHECK(frames >= 0 && frames <= this->frames(), "internal: npz: truncate to ", frames, " of ",
+                this->frames(), " frames");
+  // A frame whose meta.npz failed is in indices_ already; one whose own file failed left no file.
+  if (frames == this->frames()) return;
+  for (size_t i = static_cast<size_t>(frames); i < indices_.size(); ++i) remove_output_file(frame_path(indices_[i]));
+  indices_.resize(static_cast<size_t>(frames));
+  is_keyframe_.resize(static_cast<size_t>(frames));
+  frame_type_.resize(static_cast<size_t>(frames));
+  if (frames > 0)
+    write_meta();
+  else
+    remove_output_file(dir_ / "meta.npz");
 }
 
 std::string PredictionsWriter::write_combined(const fs::path& path) const {
@@ -209,7 +228,11 @@ class NpzExporter final : public Exporter {
     out_ = run.out_dir;
     writer_.emplace(run.out_dir / "predictions", run.width, run.height);
   }
-  void frame(const ExportFrame& f) override { writer_->append(f); }
+  void frame(const ExportFrame& f) override {
+    frames_before_ = writer_->frames();
+    writer_->append(f);
+  }
+  void discard_frame() override { writer_->truncate(frames_before_); }
   void finish(ExportStatus) override {
     combined_ = writer_->write_combined(out_ / "predictions.npz");
     finished_ = true;
@@ -232,6 +255,7 @@ class NpzExporter final : public Exporter {
   std::optional<PredictionsWriter> writer_;
   std::string combined_;
   bool finished_ = false;
+  int64_t frames_before_ = 0;
 };
 
 }  // namespace

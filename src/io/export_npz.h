@@ -51,12 +51,16 @@ class PredictionsWriter {
   PredictionsWriter(const std::filesystem::path& dir, int width, int height);
   void append(const ExportFrame& f);
   int64_t frames() const { return static_cast<int64_t>(frame_type_.size()); }
+  // Takes back the frames after the first `frames` (their files; meta.npz rewritten), and a frame
+  // whose append() failed part way.
+  void truncate(int64_t frames);
   // Writes `path` (predictions.npz) from the frames appended so far, streaming them back from the
   // per-frame files. Returns "" when written, else why not (too many frames / too large).
   std::string write_combined(const std::filesystem::path& path) const;
 
  private:
   std::filesystem::path frame_path(int64_t index) const;
+  void write_meta() const;
   std::filesystem::path dir_;
   int width_, height_;
   std::vector<int64_t> indices_;

@@ -59,13 +59,21 @@ class ViewerExporter final : public Exporter {
     filter_ = run.points;
   }
   void frame(const ExportFrame& f) override {
+    last_ = {-1, frames_};
+    points_before_ = points_;
     LINGBOT_CHECK(f.index == frames_, "viewer frames must be written in order: got frame ", f.index, ", expected ",
                   frames_);
+    last_.index = f.index;
     const PointBatch points = frame_points(f, filter_);
     write_file_atomic(dir_ / viewer_frame_file_name(f.index),
                       encode_viewer_frame(f, width_, height_, points, filter_.conf_threshold));
     ++frames_;
     points_ += static_cast<int64_t>(points.size());
+  }
+  void discard_frame() override {
+    if (last_.index >= 0) remove_output_file(dir_ / viewer_frame_file_name(last_.index));
+    frames_ = last_.frames_before;
+    points_ = points_before_;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
@@ -82,6 +90,8 @@ class ViewerExporter final : public Exporter {
   int width_ = 0, height_ = 0;
   PointFilter filter_;
   int64_t frames_ = 0, points_ = 0;
+  LastFrame last_;
+  int64_t points_before_ = 0;
 };
 
 }  // namespace

@@ -80,11 +80,24 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
   write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
-void roll_back_failed_append(std::FILE* f, long valid_bytes) {
+bool roll_back_failed_append(std::FILE* f, long valid_bytes) {
   __fpurge(f);
   std::clearerr(f);
-  (void)::ftruncate(::fileno(f), valid_bytes);
-  (void)std::fseek(f, valid_bytes, SEEK_SET);
+  const bool cut = ::ftruncate(::fileno(f), valid_bytes) == 0;
+  return std::fseek(f, valid_bytes, SEEK_SET) == 0 && cut;
+}
+
+void cut_file_back(std::FILE* f, const std::filesystem::path& path, long bytes) {
+  if (!roll_back_failed_append(f, bytes))
+    throw Error(detail::concat("cannot cut ", path.string(), " back to ", bytes, " bytes: ", std::strerror(errno)));
+}
+
+void remove_output_file(const std::filesystem::path& path) {
+  for (const std::filesystem::path& p : {path, temp_path(path)}) {
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+    LINGBOT_CHECK(!ec, "cannot remove ", p.string(), ": ", ec.message());
+  }
 }
 
 }  // namespace lingbot::io

@@ -29,9 +29,16 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
 std::filesystem::path temp_path(const std::filesystem::path& path);
 void commit_temp_file(const std::filesystem::path& path);
 void discard_temp_file(const std::filesystem::path& path);
-// After a failed append to `f` (a full disk fails a write part way): drops what stdio still buffers
-// and cuts the file back to its first `valid_bytes`, the state before the append, then positions the
-// stream there. Best effort: the caller rethrows the original error, which is what gets reported.
-void roll_back_failed_append(std::FILE* f, long valid_bytes);
+// After a failed append to `f` (a full disk fails a write part way), or to take back appends that
+// succeeded: drops what stdio still buffers and cuts the file back to its first `valid_bytes`, then
+// positions the stream there. Best effort (a failed append's caller rethrows the original error,
+// which is what gets reported); returns false when the file could not be cut.
+bool roll_back_failed_append(std::FILE* f, long valid_bytes);
+// The same cut to take back appends that succeeded (an exporter's rewind), with an error when it
+// fails: "cannot cut <path> back to <n> bytes: <reason>".
+void cut_file_back(std::FILE* f, const std::filesystem::path& path, long bytes);
+// Removes `path` and its temporary `<path>.tmp` when they exist (a frame's file taken back).
+// Error: "cannot remove <path>: <reason>".
+void remove_output_file(const std::filesystem::path& path);
 
 }  // namespace lingbot::io

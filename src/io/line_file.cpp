@@ -27,4 +27,10 @@ void LineFile::append(std::string_view text) {
   throw Error(detail::concat("cannot write ", path_.string(), ": ", std::strerror(err)));
 }
 
+void LineFile::rewind(const Mark& m) {
+  LINGBOT_CHECK(m.bytes <= size_, "internal: ", path_.string(), ": rewind to ", m.bytes, " bytes, past its ", size_);
+  cut_file_back(file_, path_, m.bytes);
+  size_ = m.bytes;
+}
+
 }  // namespace lingbot::io

@@ -1,7 +1,8 @@
 #pragma once
 // A text file written by appending: every append() reaches the file (fflush) before it returns, so
 // an interrupted run leaves the lines written so far. An append that fails (full disk) throws and
-// leaves the file as it was before the call. Used by the line-based exports (bss, colmap).
+// leaves the file as it was before the call; rewind() takes back appends that succeeded (a frame
+// another export failed on). Used by the line-based exports (bss, colmap).
 #include <cstdio>
 #include <filesystem>
 #include <string_view>
@@ -16,6 +17,12 @@ class LineFile {
   LineFile(const LineFile&) = delete;
   LineFile& operator=(const LineFile&) = delete;
   void append(std::string_view text);  // written and flushed; no newline added
+  // The file's state now (its length), and the cut back to an earlier state.
+  struct Mark {
+    long bytes = 0;
+  };
+  Mark mark() const { return {size_}; }
+  void rewind(const Mark& m);
   const std::filesystem::path& path() const { return path_; }
 
  private:

@@ -173,6 +173,16 @@ void PosesJsonWriter::append(const FramePose& p) {
   ++frames_;
 }
 
+void PosesJsonWriter::rewind(const Mark& m) {
+  LINGBOT_CHECK(m.frames <= frames_ && m.trailer_pos <= trailer_pos_, "internal: ", path_.string(), " rewind past its end");
+  const std::string trailer = "\n]}\n";
+  cut_file_back(file_, path_, m.trailer_pos);
+  trailer_pos_ = m.trailer_pos;
+  frames_ = m.frames;
+  write_all(file_, path_, trailer);
+  flush_file(file_, path_);
+}
+
 // ---------------------------------------------------------------------------------------------
 TumWriter::TumWriter(const std::filesystem::path& path) : path_(path) { file_ = open_for_writing(path_, "wb"); }
 
@@ -195,6 +205,12 @@ bool TumWriter::append(double timestamp, const Mat34& c2w) {
   }
   size_ += n;
   return true;
+}
+
+void TumWriter::rewind(const Mark& m) {
+  LINGBOT_CHECK(m.bytes <= size_, "internal: ", path_.string(), " rewind past its end");
+  cut_file_back(file_, path_, m.bytes);
+  size_ = m.bytes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,6 +279,19 @@ void PlyWriter::flush() {
   pending_ = 0;
 }
 
+void PlyWriter::rewind(const Mark& m) {
+  LINGBOT_CHECK(m.points <= written_, "internal: ", path_.string(), " rewind past its end");
+  buffer_.clear();
+  pending_ = 0;
+  cut_file_back(file_, path_, data_pos_ + static_cast<long>(m.points * 15));
+  written_ = m.points;
+  std::string count = std::to_string(written_);
+  count.resize(kPlyCountWidth, ' ');
+  seek(file_, path_, count_pos_, SEEK_SET);
+  write_all(file_, path_, count);
+  flush_file(file_, path_);
+}
+
 // ---------------------------------------------------------------------------------------------
 uint16_t quantize_u16(float value, double unit) {
   if (!std::isfinite(value) || value <= 0) return 0;
@@ -285,16 +314,22 @@ void write_map_png16(const std::filesystem::path& path, int width, int height, s
   write_png_gray16(path, width, height, q, text);
 }
 
-void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
-                       std::span<const float> depth, std::span<const float> conf) {
+std::array<std::string, 4> depth_frame_file_names(int64_t index) {
   char stem[32];
   std::snprintf(stem, sizeof(stem), "%06lld", static_cast<long long>(index));
+  const std::string s = stem;
+  return {s + ".png", s + ".npy", s + "_conf.png", s + "_conf.npy"};
+}
+
+void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
+                       std::span<const float> depth, std::span<const float> conf) {
+  const std::array<std::string, 4> names = depth_frame_file_names(index);
   const std::vector<int64_t> shape = {height, width};
-  write_map_png16(dir / (std::string(stem) + ".png"), width, height, depth, kDepthPngUnit, "depth");
-  write_npy_f32(dir / (std::string(stem) + ".npy"), shape, depth);
+  write_map_png16(dir / names[0], width, height, depth, kDepthPngUnit, "depth");
+  write_npy_f32(dir / names[1], shape, depth);
   if (!conf.empty()) {
-    write_map_png16(dir / (std::string(stem) + "_conf.png"), width, height, conf, kConfidencePngUnit, "confidence");
-    write_npy_f32(dir / (std::string(stem) + "_conf.npy"), shape, conf);
+    write_map_png16(dir / names[2], width, height, conf, kConfidencePngUnit, "confidence");
+    write_npy_f32(dir / names[3], shape, conf);
   }
 }
 

@@ -2,7 +2,9 @@
 // Result writers for `lingbot-map run`. Every writer is incremental: it writes per frame, and after
 // each call returns the file on disk is complete and parseable for the frames written so far, so
 // an interrupted run leaves valid files. A call that fails (a full disk) throws and cuts the file
-// back to what it was before the call, so it stays valid for the earlier frames. Files written whole (depth maps, summary) are written to a
+// back to what it was before the call, so it stays valid for the earlier frames. The appending
+// writers also take back frames that were written: mark() is the state after the frames so far,
+// rewind(mark) returns the file to it (a frame that another export failed on). Files written whole (depth maps, summary) are written to a
 // temporary name and renamed, so a half-written file never carries the final name.
 //
 // Conventions: poses are OpenCV-style (x right, y down, z forward); `w2c` maps world to camera,
@@ -55,6 +57,12 @@ class PosesJsonWriter {
   PosesJsonWriter& operator=(const PosesJsonWriter&) = delete;
   void append(const FramePose& pose);
   int64_t frames() const { return frames_; }
+  struct Mark {
+    long trailer_pos = 0;
+    int64_t frames = 0;
+  };
+  Mark mark() const { return {trailer_pos_, frames_}; }
+  void rewind(const Mark& m);
 
  private:
   std::filesystem::path path_;
@@ -74,6 +82,11 @@ class TumWriter {
   // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
   // (returns false), as for every geometric export (io/output_validity.h).
   bool append(double timestamp, const Mat34& c2w);
+  struct Mark {
+    long bytes = 0;
+  };
+  Mark mark() const { return {size_}; }
+  void rewind(const Mark& m);
 
  private:
   std::filesystem::path path_;
@@ -94,6 +107,12 @@ class PlyWriter {
   void append_points(std::span<const float> xyz, std::span<const uint8_t> rgb);
   void flush();
   int64_t points() const { return written_ + pending_; }
+  // The points flushed so far; rewind() drops the points after them (buffered ones too).
+  struct Mark {
+    int64_t points = 0;
+  };
+  Mark mark() const { return {written_}; }
+  void rewind(const Mark& m);
 
  private:
   std::filesystem::path path_;
@@ -123,6 +142,8 @@ uint16_t quantize_u16(float value, double unit);
 // NNNNNN_conf.npy. NNNNNN is the zero-padded frame index. Each file is written atomically.
 void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
                        std::span<const float> depth, std::span<const float> conf);
+// The four file names write_depth_frame may write for `index` (NNNNNN.png, .npy, _conf.png, _conf.npy).
+std::array<std::string, 4> depth_frame_file_names(int64_t index);
 
 // Points of one frame for the PLY, chosen as upstream's viewer does (vis/point_cloud_viewer.py
 // parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
