@@ -671,7 +671,7 @@ int run_command(const RunArgs& a) {
   RunWarnings warnings;
   int64_t frames_without_geometry = 0;
 
-  int64_t frames_done = 0, keyframes = 0, points = 0, pushed = 0;
+  int64_t frames_done = 0, keyframes = 0, pushed = 0;
   std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
   double infer_seconds = 0;
   double first_result_seconds = 0;  // model load start -> first frame result written (time to first frame)
@@ -870,7 +870,11 @@ int run_command(const RunArgs& a) {
     status = "failed";
   }
   const json export_report = exports.report();
-  if (export_report.contains("ply")) points = export_report["ply"]["points"].get<int64_t>();
+  // The points the point filter kept: the same in every point export (scene.glb before its budget).
+  std::optional<int64_t> points;
+  for (const auto& [name, key] : {std::pair{"ply", "points"}, std::pair{"colmap", "points"},
+                                  std::pair{"viewer", "points"}, std::pair{"glb", "points_before_budget"}})
+    if (!points && export_report.contains(name)) points = export_report[name].at(key).get<int64_t>();
   for (const auto& [name, rep] : export_report.items())
     if (rep.contains("note")) std::printf("%s: %s\n", name.c_str(), rep["note"].get<std::string>().c_str());
 
@@ -911,7 +915,7 @@ int run_command(const RunArgs& a) {
     summary["windows_note"] = "frames [start, end) of each window; window w is mapped into window 0's frame by "
                               "x -> scale * R x + t with transform = [[R, t], [0, 0, 0, 1]] (scale not in it)";
   }
-  summary["points"] = points;
+  summary["points"] = points ? json(*points) : json();  // null: no export keeps points
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
@@ -948,8 +952,9 @@ int run_command(const RunArgs& a) {
   }
   if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
   if (!summary_error.empty()) throw Error(summary_error);
-  std::printf("%s: %lld frames (%lld keyframes), %lld points, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
-              static_cast<long long>(frames_done), static_cast<long long>(keyframes), static_cast<long long>(points),
+  std::printf("%s: %lld frames (%lld keyframes), %s, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
+              static_cast<long long>(frames_done), static_cast<long long>(keyframes),
+              points ? (std::to_string(*points) + " points").c_str() : "no point export",
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
               fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
               stats.device_peak_bytes ? fmt_bytes(static_cast<double>(*stats.device_peak_bytes)).c_str() : "");

@@ -180,6 +180,29 @@ TEST(RunExport, DefaultSetIsDocumented) {
   EXPECT_TRUE(contains(help.out, "poses,tum,depth,ply,depth-preview,viewer")) << help.out;
 }
 
+// The point count of the summary and the closing line is that of whichever export keeps points
+// (they all keep the same ones; scene.glb before its budget), and "no point export" without one.
+TEST(RunExport, PointCountComesFromAnyPointExport) {
+  const fs::path dir = fresh_dir("export_points");
+  int64_t ply_points = -1;
+  for (const std::string list : {"ply", "glb", "colmap", "viewer", "poses,depth"}) {
+    const fs::path out = dir / list;
+    const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export " + list + " --out " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << list << r.err;
+    const json summary = read_json(out / "summary.json");
+    if (list == "poses,depth") {
+      EXPECT_TRUE(summary.at("points").is_null());
+      EXPECT_TRUE(contains(r.out, "completed: 3 frames (3 keyframes), no point export, ")) << r.out;
+      continue;
+    }
+    const int64_t points = summary.at("points").get<int64_t>();
+    if (list == "ply") ply_points = points;
+    EXPECT_GT(points, 0) << list;
+    EXPECT_EQ(points, ply_points) << list;
+    EXPECT_TRUE(contains(r.out, "completed: 3 frames (3 keyframes), " + std::to_string(points) + " points, ")) << r.out;
+  }
+}
+
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
   const fs::path out = fresh_dir("export_unknown") / "out";
   const Result r = run_cli("run --demo --export poses,colmp --out " + out.string());
