@@ -9,14 +9,17 @@
 #include <memory>
 
 #include <jpeglib.h>
+#include <png.h>
 
 #include "core/error.h"
 #include "io/file_util.h"
 
 #define STB_IMAGE_IMPLEMENTATION
-// stb decodes only PNG and BMP. JPEG goes to libjpeg-turbo (decode_jpeg): stb's own JPEG decoder
-// also accepts streams that open with fill bytes (FF FF D8) and reads out of bounds on a bad
-// Huffman table (found by fuzz_image), and the other formats are not inputs we document.
+// stb decodes BMP only. JPEG goes to libjpeg-turbo (decode_jpeg): stb's own JPEG decoder also
+// accepts streams that open with fill bytes (FF FF D8) and reads out of bounds on a bad Huffman
+// table (found by fuzz_image). PNG goes to libpng (decode_png): stb checks neither the chunk CRCs
+// nor the zlib checksum, so a damaged file decoded as garbage without a word. stb's PNG reader
+// stays compiled in as the tests' independent reader of the PNGs we write.
 #define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
 #define STBI_FAILURE_USERMSG
@@ -152,13 +155,11 @@ int jpeg_orientation(std::span<const uint8_t> b) {
   return 1;
 }
 
-// PNG facts needed to mirror PIL: colour type (IHDR) and the eXIf chunk's orientation.
+// What libpng does not tell: the eXIf chunk's orientation (PIL applies it), and a chunk that claims
+// more bytes than the file has.
 struct PngFacts {
-  int color_type = -1;
-  int bit_depth = -1;
   int orientation = 1;
   std::string chunk_error;  // a chunk whose declared length runs past the end of the file
-  bool empty_idat = false;  // an IDAT chunk with no data (legal; see without_empty_idat)
 };
 PngFacts png_facts(std::span<const uint8_t> b) {
   PngFacts f;
@@ -167,19 +168,14 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     const uint32_t len = be32(b.data() + pos);
     const uint8_t* type = b.data() + pos + 4;
     if (len > b.size() - pos - 12) {
-      // stb_image would grow its buffer towards the declared length before finding the data
-      // missing: gigabytes for a 100-byte file (found by fuzz_image). Refuse it here.
+      // A decoder would read towards the declared length before finding the data missing (stb_image
+      // grew its buffer to gigabytes for a 100-byte file, found by fuzz_image). Refuse it here.
       f.chunk_error = detail::concat("PNG chunk '", printable_excerpt(std::string_view(reinterpret_cast<const char*>(type), 4)),
                                      "' at byte ", pos, " declares ", len, " data bytes but the file has only ",
                                      b.size() - pos - 12, " left (truncated or corrupt)");
       break;
     }
     const uint8_t* data = b.data() + pos + 8;
-    if (std::memcmp(type, "IHDR", 4) == 0 && len >= 13) {
-      f.bit_depth = data[8];
-      f.color_type = data[9];
-    }
-    if (std::memcmp(type, "IDAT", 4) == 0 && len == 0) f.empty_idat = true;
     if (std::memcmp(type, "eXIf", 4) == 0) {
       f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
     }
@@ -189,25 +185,6 @@ PngFacts png_facts(std::span<const uint8_t> b) {
     pos += 12 + size_t{len};
   }
   return f;
-}
-
-// The file without its zero-length IDAT chunks (they carry no image data; chunk CRCs are not
-// checked by the decoders). stb_image copies a first, empty IDAT into a buffer it has not allocated
-// yet (memcpy from/to null, undefined behaviour: found by fuzz_image). Call only after png_facts
-// found no chunk error.
-std::vector<uint8_t> without_empty_idat(std::span<const uint8_t> b) {
-  std::vector<uint8_t> out(b.begin(), b.begin() + 8);
-  size_t pos = 8;
-  while (pos + 12 <= b.size()) {
-    const uint32_t len = be32(b.data() + pos);
-    if (len > b.size() - pos - 12) break;  // past IEND png_facts checked nothing: copy the rest as it is
-    const size_t end = pos + 12 + size_t{len};
-    if (!(len == 0 && std::memcmp(b.data() + pos + 4, "IDAT", 4) == 0))
-      out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.begin() + static_cast<std::ptrdiff_t>(end));
-    pos = end;
-  }
-  out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(pos), b.end());  // a truncated tail, as it was
-  return out;
 }
 
 bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
@@ -261,23 +238,145 @@ inline uint8_t composite_over_white(uint32_t c, uint32_t a) {
 struct StbFree {
   void operator()(stbi_uc* p) const noexcept { stbi_image_free(p); }
 };
-struct StbFree16 {
-  void operator()(stbi_us* p) const noexcept { stbi_image_free(p); }
+
+// ---- PNG: libpng, with the transforms that give PIL's pixels ----
+// libpng checks every chunk's CRC (ancillary ones too: PIL refuses those it reads) and the zlib
+// stream (inflate errors, its Adler-32 once the rows are read: png_read_end), and refuses a file
+// that ends before its last row. Pixels as PIL's PngImagePlugin
+// + convert("RGB") give them: palette -> RGB, grey of 1/2/4 bits scaled to 8 (0 -> 0, max -> 255),
+// 16-bit samples -> their high byte (PIL's ";16B" raw modes), except 16-bit grey (mode "I;16",
+// clipped to 255), tRNS transparency ignored, the alpha of RGBA kept for the white composite and
+// that of grey+alpha dropped.
+
+struct PngReadState {
+  std::span<const uint8_t> bytes;
+  size_t pos = 0;
+  char message[256] = {};
+  bool truncated = false;  // a read past the end of the file
+  bool rows_done = false;  // every row decoded
 };
 
-// 16-bit grey PNG: PIL opens it as mode "I;16" and convert("RGB") clips each value to 255.
-ImageU8 decode_png_gray16(std::span<const uint8_t> file_bytes, const std::string& name, int orientation) {
-  int w = 0, h = 0, comp = 0;
-  std::unique_ptr<stbi_us, StbFree16> data(stbi_load_16_from_memory(
-      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 1));
-  LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
-  ImageU8 img(w, h);
-  const size_t n = static_cast<size_t>(w) * h;
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t v = data.get()[i] > 255 ? 255 : static_cast<uint8_t>(data.get()[i]);
-    img.rgb[i * 3 + 0] = img.rgb[i * 3 + 1] = img.rgb[i * 3 + 2] = v;
+void png_read_error(png_structp png, png_const_charp msg) {
+  auto* st = static_cast<PngReadState*>(png_get_error_ptr(png));
+  std::snprintf(st->message, sizeof st->message, "%s", msg);
+  png_longjmp(png, 1);
+}
+// libpng reports damage it finds in the image data after the last row (png_read_end: a wrong
+// Adler-32, a bad deflate code) as a warning about IDAT: an error here. Other warnings are about
+// ancillary chunks it skips (as PIL ignores them).
+void png_read_warning(png_structp png, png_const_charp msg) {
+  if (std::strncmp(msg, "IDAT", 4) == 0) png_read_error(png, msg);
+}
+void png_read_bytes(png_structp png, png_bytep out, png_size_t n) {
+  auto* st = static_cast<PngReadState*>(png_get_io_ptr(png));
+  if (n > st->bytes.size() - st->pos) {
+    st->truncated = true;
+    png_error(png, "image file is truncated");
   }
-  return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
+  std::memcpy(out, st->bytes.data() + st->pos, n);
+  st->pos += n;
+}
+
+struct PngPixels {
+  uint32_t width = 0, height = 0;
+  int channels = 0;          // of `pixels`: 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
+  int bytes_per_sample = 1;  // 2 only for 16-bit grey, kept whole for PIL's clip
+  int color_type = -1;       // IHDR's
+  uint8_t* pixels = nullptr;  // malloc'd rows (no allocation that can throw inside read_png)
+  PngPixels() = default;
+  PngPixels(const PngPixels&) = delete;
+  PngPixels& operator=(const PngPixels&) = delete;
+  ~PngPixels() { std::free(pixels); }
+};
+
+void check_pixel_limit(int64_t w, int64_t h, const std::string& name);
+
+// Reads the header (into `out`), then, when `rows` is true and the size is within `max_pixels`, every
+// row and the end of the file. Kept free of C++ objects with destructors and of throwing calls
+// between setjmp and the libpng calls (libpng reports errors by longjmp). Returns false with the
+// message in `st`.
+bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, bool* too_large) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, st, png_read_error, png_read_warning);
+  if (!png) return false;
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return false;
+  }
+  png_bytep* row_ptrs = nullptr;  // malloc'd below; freed on every way out
+  if (setjmp(png_jmpbuf(png))) {
+    std::free(row_ptrs);
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, st, png_read_bytes);
+  png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);  // a bad CRC in any chunk is an error
+  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  png_read_info(png, info);
+  out->width = png_get_image_width(png, info);
+  out->height = png_get_image_height(png, info);
+  out->color_type = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  *too_large = static_cast<int64_t>(out->width) * out->height > max_pixels;
+  if (!rows || *too_large) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return true;
+  }
+  const bool grey16 = out->color_type == PNG_COLOR_TYPE_GRAY && depth == 16;
+  if (out->color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (out->color_type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16 && !grey16) png_set_strip_16(png);  // the high byte, as PIL's ";16B" raw modes
+  if (grey16) png_set_swap(png);                      // host order for the uint16 reads below
+  (void)png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  out->channels = png_get_channels(png, info);
+  out->bytes_per_sample = grey16 ? 2 : 1;
+  const size_t row_bytes = png_get_rowbytes(png, info);
+  out->pixels = static_cast<uint8_t*>(std::malloc(row_bytes * out->height));
+  row_ptrs = static_cast<png_bytep*>(std::malloc(sizeof(png_bytep) * out->height));
+  if (!out->pixels || !row_ptrs) png_error(png, "out of memory");
+  for (uint32_t y = 0; y < out->height; ++y) row_ptrs[y] = out->pixels + y * row_bytes;
+  png_read_image(png, row_ptrs);
+  st->rows_done = true;
+  png_read_end(png, nullptr);  // the rest of the zlib stream (its Adler-32) and the chunks up to IEND
+  std::free(row_ptrs);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
+ImageU8 decode_png(std::span<const uint8_t> file_bytes, const std::string& name) {
+  const PngFacts f = png_facts(file_bytes);
+  LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
+  PngReadState st{file_bytes};
+  PngPixels px;
+  bool too_large = false;
+  // A file that ends after its last row (no IEND) is accepted, as PIL does; one whose stream
+  // is damaged before that is not.
+  const bool ok = read_png(&st, &px, true, kMaxImagePixels, &too_large) || (st.rows_done && st.truncated);
+  LINGBOT_CHECK(ok, "cannot decode image ", name, ": ", st.message[0] ? st.message : "out of memory");
+  if (too_large) check_pixel_limit(px.width, px.height, name);
+  ImageU8 img(static_cast<int>(px.width), static_cast<int>(px.height));
+  const size_t n = static_cast<size_t>(px.width) * px.height;
+  const int c = px.channels;
+  const bool composite = c == 4 && px.color_type == PNG_COLOR_TYPE_RGB_ALPHA;  // PIL mode "RGBA" only
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* dst = img.rgb.data() + i * 3;
+    if (px.bytes_per_sample == 2) {  // PIL "I;16" -> "RGB": values above 255 become 255
+      uint16_t v;
+      std::memcpy(&v, px.pixels + i * 2, 2);
+      dst[0] = dst[1] = dst[2] = static_cast<uint8_t>(std::min<uint16_t>(v, 255));
+      continue;
+    }
+    const uint8_t* src = px.pixels + i * static_cast<size_t>(c);
+    if (c <= 2) {
+      dst[0] = dst[1] = dst[2] = src[0];
+    } else if (composite) {
+      for (int k = 0; k < 3; ++k) dst[k] = composite_over_white(src[k], src[3]);
+    } else {
+      std::memcpy(dst, src, 3);
+    }
+  }
+  return f.orientation != 1 ? apply_exif_orientation(img, f.orientation) : img;
 }
 
 // ---- JPEG: libjpeg-turbo driven as Pillow's JpegDecode drives it ----
@@ -427,18 +526,12 @@ int exif_orientation(std::span<const uint8_t> file_bytes) {
   return 1;
 }
 
-ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) {
-  LINGBOT_CHECK(!file_in.empty(), "cannot decode image ", name, ": file is empty");
-  LINGBOT_CHECK(file_in.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
+ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name) {
+  LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
+  LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
-  if (is_jpeg(file_in)) return decode_jpeg(file_in, name);
-  std::span<const uint8_t> file_bytes = file_in;
-  std::vector<uint8_t> cleaned;
-  if (is_png(file_in)) {
-    const PngFacts f = png_facts(file_in);
-    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
-    if (f.empty_idat) file_bytes = cleaned = without_empty_idat(file_in);
-  }
+  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
+  if (is_png(file_bytes)) return decode_png(file_bytes, name);
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
@@ -446,24 +539,11 @@ ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) 
     const std::string problem = bmp_problem(file_bytes);
     LINGBOT_CHECK(problem.empty(), "cannot decode image ", name, ": ", problem);
   }
-  if (is_png(file_bytes)) {
-    const PngFacts f = png_facts(file_bytes);
-    if (f.color_type == 0 && f.bit_depth == 16) return decode_png_gray16(file_bytes, name, f.orientation);
-  }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
       file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 0));
   LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
   LINGBOT_CHECK(comp >= 1 && comp <= 4, "cannot decode image ", name, ": unsupported channel count ",
                 comp);
-
-  bool composite_alpha = comp == 4;
-  int orientation = 1;
-  if (is_png(file_bytes)) {
-    const PngFacts f = png_facts(file_bytes);
-    composite_alpha = comp == 4 && f.color_type == 6;  // PIL mode "RGBA" only
-    orientation = f.orientation;
-  }
-
   ImageU8 img(w, h);
   const uint8_t* src = data.get();
   const size_t n = static_cast<size_t>(w) * h;
@@ -471,7 +551,7 @@ ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) 
   for (size_t i = 0; i < n; ++i, src += comp, dst += 3) {
     if (comp <= 2) {
       dst[0] = dst[1] = dst[2] = src[0];
-    } else if (composite_alpha) {
+    } else if (comp == 4) {
       for (int c = 0; c < 3; ++c) dst[c] = composite_over_white(src[c], src[3]);
     } else {
       dst[0] = src[0];
@@ -479,7 +559,6 @@ ImageU8 decode_image(std::span<const uint8_t> file_in, const std::string& name) 
       dst[2] = src[2];
     }
   }
-  if (orientation != 1) return apply_exif_orientation(img, orientation);
   return img;
 }
 
@@ -500,9 +579,20 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
-  const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
-  LINGBOT_CHECK(ok != 0, "cannot decode image ", name, ": ", stbi_failure_reason());
-  check_pixel_limit(w, h, name);
+  if (is_png(bytes)) {
+    PngReadState st{bytes};
+    PngPixels px;
+    bool too_large = false;
+    LINGBOT_CHECK(read_png(&st, &px, false, kMaxImagePixels, &too_large), "cannot decode image ", name, ": ",
+                  st.message[0] ? st.message : "out of memory");
+    w = static_cast<int>(std::min<uint32_t>(px.width, INT32_MAX));
+    h = static_cast<int>(std::min<uint32_t>(px.height, INT32_MAX));
+    check_pixel_limit(px.width, px.height, name);
+  } else {
+    const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
+    LINGBOT_CHECK(ok != 0, "cannot decode image ", name, ": ", stbi_failure_reason());
+    check_pixel_limit(w, h, name);
+  }
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};
 }

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "test_temp_dir.h"
+#include <png.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -166,11 +168,13 @@ TEST(Image, JpegExifOrientationIsApplied) {
 TEST(Image, PngExifChunkOrientationIsApplied) {
   const ImageU8 img = pattern();
   std::vector<uint8_t> png = encode_png(3, 2, 3, img.rgb);
-  // Insert an eXIf chunk (CRC is not checked by the readers) right after IHDR (8 + 25 bytes).
+  // Insert an eXIf chunk right after IHDR (8 + 25 bytes).
   const auto tiff = exif_tiff(3, false);  // rotate 180
   std::vector<uint8_t> chunk = {0, 0, 0, static_cast<uint8_t>(tiff.size()), 'e', 'X', 'I', 'f'};
   chunk.insert(chunk.end(), tiff.begin(), tiff.end());
-  chunk.insert(chunk.end(), {0, 0, 0, 0});
+  const uint32_t crc = static_cast<uint32_t>(::crc32(0, chunk.data() + 4, static_cast<unsigned>(chunk.size() - 4)));
+  chunk.insert(chunk.end(), {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
+                             static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)});
   png.insert(png.begin() + 33, chunk.begin(), chunk.end());
   EXPECT_EQ(exif_orientation(png), 3);
   EXPECT_EQ(decode_image(png, "x.png").rgb, transpose(img, Transpose::Rotate180).rgb);
@@ -316,7 +320,7 @@ TEST(Image, Grey16PngIsClippedLikePil) {
 // Found by fuzz_image: a PNG whose IDAT chunk declares 1 GiB in a 100-byte file made stb_image grow
 // its buffer towards that length (gigabytes reserved, seconds of work) before seeing the data end.
 // The chunk table is now checked against the file size first.
-// stb decodes only PNG and BMP: a JPEG stream that opens with a fill byte (FF FF D8), which libjpeg
+// stb decodes only BMP: a JPEG stream that opens with a fill byte (FF FF D8), which libjpeg
 // refuses and stb's own JPEG decoder used to take (and read out of bounds on, found by fuzz_image),
 // is refused with the plain "unknown type" error.
 TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
@@ -412,4 +416,222 @@ TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
                                      "bytes but the file has only " + std::to_string(png.size() - 45) +
                                      " left (truncated or corrupt)");
   }
+}
+
+// ---- PNG through libpng ----------------------------------------------------------------------
+namespace {
+
+// A PNG written by libpng from `samples` (one value per channel, in the file's bit depth; palette
+// images: the index), for any colour type, bit depth, interlace and tRNS.
+struct PngVariant {
+  int color_type, depth;
+  bool interlace = false, trns = false;
+};
+int png_channels(int color_type) {
+  switch (color_type) {
+    case PNG_COLOR_TYPE_GRAY: case PNG_COLOR_TYPE_PALETTE: return 1;
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return 2;
+    case PNG_COLOR_TYPE_RGB: return 3;
+    default: return 4;
+  }
+}
+void png_to_vector(png_structp png, png_bytep data, png_size_t n) {
+  auto* out = static_cast<std::vector<uint8_t>*>(png_get_io_ptr(png));
+  out->insert(out->end(), data, data + n);
+}
+// Rows in the file's layout before packing: one byte per sample (depth <= 8) or two, big-endian.
+std::vector<std::vector<uint8_t>> png_rows(const PngVariant& v, int w, int h, const std::vector<uint16_t>& samples) {
+  const int c = png_channels(v.color_type), bytes = v.depth == 16 ? 2 : 1;
+  std::vector<std::vector<uint8_t>> rows(static_cast<size_t>(h), std::vector<uint8_t>(static_cast<size_t>(w * c * bytes)));
+  for (int y = 0; y < h; ++y)
+    for (int i = 0; i < w * c; ++i) {
+      const uint16_t s = samples[static_cast<size_t>(y * w * c + i)];
+      uint8_t* out = rows[static_cast<size_t>(y)].data() + static_cast<size_t>(i * bytes);
+      if (bytes == 2) {
+        out[0] = static_cast<uint8_t>(s >> 8);
+        out[1] = static_cast<uint8_t>(s & 0xff);
+      } else {
+        out[0] = static_cast<uint8_t>(s);
+      }
+    }
+  return rows;
+}
+std::vector<uint8_t> write_png_variant(const PngVariant& v, int w, int h, std::vector<std::vector<uint8_t>>& rows,
+                                       const std::vector<png_color>& palette) {
+  std::vector<uint8_t> out;
+  std::vector<png_bytep> ptrs;
+  for (auto& r : rows) ptrs.push_back(r.data());
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return {};
+  }
+  png_set_write_fn(png, &out, png_to_vector, nullptr);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(w), static_cast<png_uint_32>(h), v.depth, v.color_type,
+               v.interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  if (v.color_type == PNG_COLOR_TYPE_PALETTE) png_set_PLTE(png, info, palette.data(), static_cast<int>(palette.size()));
+  png_byte alphas[2] = {0, 128};
+  png_color_16 key{};
+  if (v.trns) png_set_tRNS(png, info, alphas, v.color_type == PNG_COLOR_TYPE_PALETTE ? 2 : 0, &key);
+  png_write_info(png, info);
+  if (v.depth < 8) png_set_packing(png);  // one byte per sample in, packed in the file
+  (void)png_set_interlace_handling(png);
+  png_write_image(png, ptrs.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+}  // namespace
+
+// Every PNG colour type, bit depth, Adam7 interlacing and tRNS, decoded to the pixels PIL's
+// PngImagePlugin + convert("RGB") give: grey of 1/2/4 bits scaled to 0..255, 16-bit samples to their
+// high byte (";16B" raw modes) except 16-bit grey ("I;16", clipped to 255), palette looked up, tRNS
+// ignored, grey+alpha's alpha dropped, RGBA composited over white (alpha 0 -> white, max -> colour).
+TEST(Image, EveryPngColourTypeAndBitDepthDecodesAsPil) {
+  const int w = 7, h = 5;  // odd: partial bytes in packed rows
+  std::vector<png_color> palette;
+  for (int i = 0; i < 16; ++i)
+    palette.push_back({static_cast<png_byte>(i * 16), static_cast<png_byte>(255 - i * 9), static_cast<png_byte>(i * 5 + 3)});
+  auto palette_of = [&](int depth) {  // at most 2^depth entries
+    return std::vector<png_color>(palette.begin(), palette.begin() + std::min(16, 1 << depth));
+  };
+  std::vector<PngVariant> variants;
+  for (const int d : {1, 2, 4, 8, 16}) variants.push_back({PNG_COLOR_TYPE_GRAY, d});
+  for (const int d : {1, 2, 4, 8}) variants.push_back({PNG_COLOR_TYPE_PALETTE, d});
+  for (const int d : {8, 16}) {
+    variants.push_back({PNG_COLOR_TYPE_GRAY_ALPHA, d});
+    variants.push_back({PNG_COLOR_TYPE_RGB, d});
+    variants.push_back({PNG_COLOR_TYPE_RGB_ALPHA, d});
+  }
+  int checked = 0;
+  for (const PngVariant& base : variants)
+    for (const bool interlace : {false, true})
+      for (const bool trns : {false, true}) {
+        if (trns && (base.color_type & PNG_COLOR_MASK_ALPHA)) continue;  // tRNS only without an alpha channel
+        const PngVariant v{base.color_type, base.depth, interlace, trns};
+        SCOPED_TRACE("colour type " + std::to_string(v.color_type) + ", " + std::to_string(v.depth) + " bits" +
+                     (v.interlace ? ", interlaced" : "") + (v.trns ? ", tRNS" : ""));
+        const int c = png_channels(v.color_type);
+        const uint32_t max = v.color_type == PNG_COLOR_TYPE_PALETTE ? std::min<uint32_t>((1u << v.depth) - 1, 15)
+                                                                     : (1u << v.depth) - 1;
+        std::vector<uint16_t> samples(static_cast<size_t>(w * h * c));
+        for (size_t i = 0; i < samples.size(); ++i) {
+          samples[i] = static_cast<uint16_t>((i * 7919 + 13) % (max + 1));
+          if (c == 4 && i % 4 == 3) samples[i] = i % 8 == 3 ? static_cast<uint16_t>(max) : 0;  // opaque or clear
+        }
+        auto rows = png_rows(v, w, h, samples);
+        const std::vector<uint8_t> png = write_png_variant(v, w, h, rows, palette_of(v.depth));
+        ASSERT_FALSE(png.empty());
+        const ImageU8 img = decode_image(png, "variant.png");
+        ASSERT_EQ(img.width, w);
+        ASSERT_EQ(img.height, h);
+        EXPECT_EQ(probe_image(png, "variant.png"), (ImageSize{w, h}));
+        auto to8 = [&](uint16_t s) {
+          return static_cast<uint8_t>(v.depth == 16 ? s >> 8 : s * (255 / max));
+        };
+        for (int i = 0; i < w * h; ++i) {
+          const uint16_t* px = samples.data() + static_cast<size_t>(i * c);
+          uint8_t want[3];
+          if (v.color_type == PNG_COLOR_TYPE_PALETTE) {
+            want[0] = palette[px[0]].red, want[1] = palette[px[0]].green, want[2] = palette[px[0]].blue;
+          } else if (c <= 2) {
+            want[0] = want[1] = want[2] =
+                v.depth == 16 && c == 1 ? static_cast<uint8_t>(std::min<uint16_t>(px[0], 255)) : to8(px[0]);
+          } else {
+            for (int k = 0; k < 3; ++k) want[k] = c == 4 && px[3] == 0 ? 255 : to8(px[k]);
+          }
+          const uint8_t* got = img.rgb.data() + static_cast<size_t>(i) * 3;
+          ASSERT_TRUE(got[0] == want[0] && got[1] == want[1] && got[2] == want[2])
+              << "pixel " << i << ": got " << int(got[0]) << "," << int(got[1]) << "," << int(got[2]) << ", want "
+              << int(want[0]) << "," << int(want[1]) << "," << int(want[2]);
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 52);
+}
+
+namespace {
+
+uint32_t chunk_length(const std::vector<uint8_t>& png, size_t at) {
+  return (uint32_t{png[at]} << 24) | (uint32_t{png[at + 1]} << 16) | (uint32_t{png[at + 2]} << 8) | png[at + 3];
+}
+// Offset of the length field of the first chunk of `type`, or 0.
+size_t find_chunk(const std::vector<uint8_t>& png, const std::string& type) {
+  for (size_t pos = 8; pos + 12 <= png.size(); pos += 12 + chunk_length(png, pos))
+    if (std::equal(type.begin(), type.end(), png.begin() + static_cast<long>(pos + 4))) return pos;
+  return 0;
+}
+// Writes the right CRC for the chunk at `at` (so only the damage planted in its data remains).
+void fix_crc(std::vector<uint8_t>* png, size_t at) {
+  const uint32_t len = chunk_length(*png, at);
+  const uint32_t crc = static_cast<uint32_t>(::crc32(0, png->data() + at + 4, len + 4));
+  for (size_t k = 0; k < 4; ++k) (*png)[at + 8 + len + k] = static_cast<uint8_t>(crc >> (24 - 8 * k));
+}
+std::string decode_error(const std::vector<uint8_t>& png) {
+  try {
+    (void)decode_image(png, "damaged.png");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// stb_image checked neither chunk CRCs nor the zlib checksum: a damaged PNG decoded as garbage
+// without a word. libpng refuses a bad CRC in any chunk, damaged deflate data, and a wrong Adler-32
+// (the checksum of the decompressed rows); a file that ends after its image data (no IEND) still
+// decodes, as PIL reads it.
+TEST(Image, DamagedPngIsRefusedWithLibpngsReason) {
+  ImageU8 img(16, 12);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 31) ^ (i >> 3));
+  const std::vector<uint8_t> good = encode_png(img.width, img.height, 3, img.rgb);
+  ASSERT_EQ(decode_image(good, "good.png").rgb, img.rgb);
+  const size_t idat = find_chunk(good, "IDAT"), iend = find_chunk(good, "IEND");
+  ASSERT_GT(idat, 0u);
+  ASSERT_GT(iend, idat);
+  const uint32_t len = chunk_length(good, idat);
+  ASSERT_GT(len, 20u);
+  const std::string prefix = "cannot decode image damaged.png: ";
+
+  std::vector<uint8_t> bad = good;  // one bit of image data flipped, the CRC left as it was
+  bad[idat + 8 + len / 2] ^= 0x10;
+  EXPECT_EQ(decode_error(bad), prefix + "IDAT: incorrect data check");  // zlib's check comes first
+  bad[idat + 8 + len / 2] ^= 0x10;  // the data right, the CRC wrong
+  bad[idat + 8 + len] ^= 0x01;
+  EXPECT_EQ(decode_error(bad), prefix + "IDAT: CRC error");
+
+  bad = good;  // the Adler-32 (the last 4 bytes of the zlib stream) wrong, the CRC made right
+  bad[idat + 8 + len - 1] ^= 0x01;
+  fix_crc(&bad, idat);
+  EXPECT_EQ(decode_error(bad), prefix + "IDAT: incorrect data check");
+
+  bad = good;  // a bad CRC on an ancillary chunk: PIL refuses it too
+  const std::vector<uint8_t> text = {0, 0, 0, 5, 't', 'E', 'X', 't', 'a', 0, 'b', 'c', 'd', 1, 2, 3, 4};
+  bad.insert(bad.begin() + 33, text.begin(), text.end());
+  EXPECT_EQ(decode_error(bad), prefix + "tEXt: CRC error");
+  fix_crc(&bad, 33);
+  EXPECT_EQ(decode_image(bad, "text.png").rgb, img.rgb);
+
+  bad.assign(good.begin(), good.begin() + static_cast<long>(iend));  // no IEND: decodes, as PIL
+  EXPECT_EQ(decode_image(bad, "no_iend.png").rgb, img.rgb);
+
+  int refused = 0;
+  for (int trial = 0; trial < 200; ++trial) {  // any damaged byte of the image data: refused or exact, never garbage
+    bad = good;
+    const size_t at = idat + 8 + (static_cast<size_t>(trial) * 7919) % len;
+    bad[at] ^= static_cast<uint8_t>(1 + trial % 255);
+    fix_crc(&bad, idat);
+    const std::string error = decode_error(bad);
+    if (error.empty()) {
+      EXPECT_EQ(decode_image(bad, "damaged.png").rgb, img.rgb) << "byte " << at << " changed the pixels silently";
+    } else {
+      EXPECT_EQ(error.rfind(prefix, 0), 0u) << error;
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 150);
 }
