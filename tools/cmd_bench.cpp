@@ -29,21 +29,28 @@
 namespace lingbot::cli {
 namespace {
 
-// Integer option parsed strictly, so any bad value becomes one "error: --name ..." line.
+// Integer option parsed strictly, so any bad value becomes one "error: --name ..." line. A value
+// that does not parse is a usage error (exit 2, as CLI11's own checks), hence CLI::ValidationError.
 int parse_int_option(const std::string& name, const std::string& text) {
   int v = 0;
   const char* end = text.data() + text.size();
   const auto [p, ec] = std::from_chars(text.data(), end, v);
-  LINGBOT_CHECK(ec == std::errc() && p == end && !text.empty(), name, " must be an integer, got '", text, "'");
+  if (ec != std::errc() || p != end || text.empty())
+    throw CLI::ValidationError(name + " must be an integer, got '" + text + "'");
   return v;
 }
 
 double parse_double_option(const std::string& name, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  LINGBOT_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(v), name,
-                " must be a number, got '", text, "'");
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw CLI::ValidationError(name + " must be a number, got '" + text + "'");
   return v;
+}
+
+bool parse_on_off(const std::string& name, const std::string& v) {
+  if (v != "on" && v != "off") throw CLI::ValidationError(name + " must be on or off, got '" + v + "'");
+  return v == "on";
 }
 
 struct BenchKvArgs {
@@ -97,22 +104,16 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   }
   const bool auto_cap = a.mem_cap_gb == "auto";
   o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
-  LINGBOT_CHECK(a.attention == "on" || a.attention == "off", "--attention must be on or off, got '", a.attention,
-                "'");
-  o.attention = a.attention == "on";
-  LINGBOT_CHECK(a.calibrate == "on" || a.calibrate == "off", "--calibrate must be on or off, got '", a.calibrate,
-                "'");
-  o.calibrate = a.calibrate == "on";
-  LINGBOT_CHECK(a.attention_ab == "on" || a.attention_ab == "off", "--attention-ab must be on or off, got '",
-                a.attention_ab, "'");
-  o.attention_ab = a.attention_ab == "on";
+  o.attention = parse_on_off("--attention", a.attention);
+  o.calibrate = parse_on_off("--calibrate", a.calibrate);
+  o.attention_ab = parse_on_off("--attention-ab", a.attention_ab);
   o.attend_every = parse_int_option("--attend-every", a.attend_every);
   {
     uint64_t seed = 0;
     const char* end = a.seed.data() + a.seed.size();
     const auto [p, ec] = std::from_chars(a.seed.data(), end, seed);
-    LINGBOT_CHECK(ec == std::errc() && p == end && !a.seed.empty(), "--seed must be a non-negative integer, got '",
-                  a.seed, "'");
+    if (ec != std::errc() || p != end || a.seed.empty())
+      throw CLI::ValidationError("--seed must be a non-negative integer, got '" + a.seed + "'");
     o.seed = seed;
   }
   bench::validate(o);
@@ -263,11 +264,6 @@ void for_each_item(const std::string& list, F f) {
   }
 }
 
-bool parse_on_off(const std::string& name, const std::string& v) {
-  LINGBOT_CHECK(v == "on" || v == "off", name, " must be on or off, got '", v, "'");
-  return v == "on";
-}
-
 void run_bench_model(const BenchModelArgs& a) {
   a.renamed.resolve();
   bench::ModelBenchOptions o;
@@ -280,7 +276,8 @@ void run_bench_model(const BenchModelArgs& a) {
     o.height = 378;
   } else {
     const size_t x = a.resolution.find('x');
-    LINGBOT_CHECK(x != std::string::npos, "--resolution must be 224, 518 or WxH, got '", a.resolution, "'");
+    if (x == std::string::npos)
+      throw CLI::ValidationError("--resolution must be 224, 518 or WxH, got '" + a.resolution + "'");
     o.width = parse_int_option("--resolution width", a.resolution.substr(0, x));
     o.height = parse_int_option("--resolution height", a.resolution.substr(x + 1));
   }

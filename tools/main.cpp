@@ -66,8 +66,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // The subcommand that was being parsed names the right --help.
     std::string help = "lingbot-map";
-    for (const CLI::App* sub : app.get_subcommands())
-      if (sub->parsed()) help += " " + sub->get_name();
+    for (const CLI::App* level = &app; level != nullptr;) {  // down to the deepest one (bench kv)
+      const CLI::App* next = nullptr;
+      for (const CLI::App* sub : level->get_subcommands())
+        if (sub->parsed()) next = sub;
+      if (next) help += " " + next->get_name();
+      level = next;
+    }
     std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", first_line(e.what()).c_str(), help.c_str());
     return kExitUsage;
   } catch (const std::exception& e) {

@@ -139,13 +139,28 @@ TEST(BenchKv, PlotWritesPng) {
 }
 
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
+  // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (README: Exit codes).
+  const std::string help = "Run 'lingbot-map bench kv --help' for usage.\n";
+  const std::vector<std::pair<std::string, std::string>> usage = {
+      {"--resolution abc", "error: --resolution must be an integer, got 'abc'\n" + help},
+      {"--threads abc", "error: --threads must be an integer, got 'abc'\n" + help},
+      {"--mem-cap-gb lots", "error: --mem-cap-gb must be a number, got 'lots'\n" + help},
+      {"--seed -3", "error: --seed must be a non-negative integer, got '-3'\n" + help},
+      {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n" + help},
+      {"--attention-ab maybe", "error: --attention-ab must be on or off, got 'maybe'\n" + help},
+      {"--bogus", "error: The following argument was not expected: --bogus\n" + help},
+  };
+  for (const auto& [args, expected] : usage) {
+    const Result r = run_cli("bench kv " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err, expected) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  // Values out of range: bad input, exit 1.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--resolution 300", "error: --resolution must be 224 or 518, got 300\n"},
-      {"--resolution abc", "error: --resolution must be an integer, got 'abc'\n"},
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
       {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
-      {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n"},
-      {"--attention-ab maybe", "error: --attention-ab must be on or off, got 'maybe'\n"},
       {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
       {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
       {"--attention-ab on --device cuda --kv-backends paged", "error: --attention-ab needs --device cpu\n"},
@@ -158,7 +173,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   };
   for (const auto& [args, expected] : cases) {
     const Result r = run_cli("bench kv " + args);
-    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(r.exit_code, 1) << args;
     EXPECT_EQ(r.err, expected) << args;
     EXPECT_EQ(r.out, "") << args;
   }
