@@ -106,19 +106,27 @@ struct RunArgs {
 };
 
 // ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
-// The flag a signal handler may touch must be a lock-free global; it is only read by the run loop.
-// It holds the signal number (SIGINT or SIGTERM), 0 when none arrived.
+// The flags a signal handler may touch must be lock-free globals. g_interrupt_requested holds the
+// signal number (SIGINT or SIGTERM), 0 when none arrived; g_stop_step is the session's
+// SessionOptions::stop, which ends the model step in progress within about one block.
 volatile std::sig_atomic_t g_interrupt_requested = 0;
-extern "C" void on_stop_signal(int sig) { g_interrupt_requested = sig; }
+std::atomic<bool> g_stop_step{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler sets g_stop_step");
+extern "C" void on_stop_signal(int sig) {
+  g_interrupt_requested = sig;
+  g_stop_step.store(true, std::memory_order_relaxed);
+}
 
 // Installs the SIGINT and SIGTERM handlers for the streaming loop and restores the previous ones on
-// exit. Both stop the run after the current frame (a frame can take seconds). SA_RESETHAND: a
-// second signal gets the default action, so a second Ctrl-C terminates at once (no summary.json;
-// every per-frame file already written stays valid).
+// exit. Both stop the run at once: the model step in progress (a frame, or the scale phase, which
+// can take minutes on a CPU) ends at its next block and gives no result; the frames done before it
+// are kept. SA_RESETHAND: a second signal gets the default action, so a second Ctrl-C terminates at
+// once (no summary.json; every per-frame file already written stays valid).
 class StopSignalGuard {
  public:
   StopSignalGuard() {
     g_interrupt_requested = 0;
+    g_stop_step.store(false);
     struct sigaction sa{};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -578,6 +586,7 @@ int run_command(const RunArgs& a) {
   so.keep_features = false;
   so.camera_head = true;
   so.depth_head = true;
+  so.stop = &g_stop_step;
   FrameRunner session(model, so, mode);
 
   const fs::path out(a.out);
@@ -772,7 +781,12 @@ int run_command(const RunArgs& a) {
         io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(f.image));
       }
       const auto t0 = Clock::now();
-      std::vector<FrameResult> results = session.push_frame(f.image);
+      std::vector<FrameResult> results;
+      try {
+        results = session.push_frame(f.image);
+      } catch (const Stopped&) {
+        return;  // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
+      }
       infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
       pending.push_back(std::move(f));
@@ -839,14 +853,20 @@ int run_command(const RunArgs& a) {
           have = input.next(&frame);
         }
       }
-      if (sigint.requested()) {
+      bool stopped = sigint.requested();
+      if (!stopped) {
+        const auto t0 = Clock::now();
+        try {
+          std::vector<FrameResult> results = session.finish();
+          infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+          deliver(std::move(results));
+        } catch (const Stopped&) {
+          stopped = true;  // a short stream's scale phase, stopped by Ctrl-C / SIGTERM
+        }
+      }
+      if (stopped) {
         status = "interrupted";
         stop_signal = sigint.signal();
-      } else {
-        const auto t0 = Clock::now();
-        std::vector<FrameResult> results = session.finish();
-        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        deliver(std::move(results));
       }
       to_writer.close();
       if (writer) {

@@ -19,11 +19,12 @@
 //   * finish() ends the sequence: if fewer than scale_frames frames were pushed, it runs the scale
 //     phase on those frames (as the reference does for a short stream) and returns their results;
 //     otherwise it returns nothing. After finish() the session is closed: push_frame() throws until
-//     reset().
+//     reset(). A step that throws (a stopped one: SessionOptions::stop) closes it as well.
 //   * reset() forgets the sequence (cache emptied without reallocating) and reopens the session;
 //     the next frame may have a different size.
 // Frames of one sequence must all have the same size. A Session is not thread-safe; use one per
 // stream (they may share a Model).
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -69,6 +70,12 @@ struct SessionOptions {
   // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
   // (README "Long streams"). 0 = keep every frame's (upstream).
   int64_t max_special_frames = 0;
+  // A flag the caller may set at any time, from another thread or a signal handler, to end the
+  // push_frame() / finish() in progress early (Ctrl-C during a long scale phase): checked before
+  // each frame's encoder, each aggregator block and each head (each frame's, for the depth head),
+  // so the step ends within about one block's time. That step throws lingbot::Stopped, its frames give no result, and the session is
+  // closed (its caches hold a partial step) until reset(). Not owned; null = never stopped.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct FrameResult {

@@ -18,6 +18,7 @@
 // A backend instance is used by one thread at a time (one per session); results are identical
 // for any thread count of the CPU backend.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -209,11 +210,20 @@ class Backend {
   // An Array copied back into a new host Tensor.
   Tensor download_array(const Array& a);
 
+  // ---- stopping a step early (SessionOptions::stop) ---------------------------------------------
+  // The caller's flag (not owned; null = never). throw_if_stopped() throws lingbot::Stopped once it
+  // is set; PhaseScope calls it at the start of every phase (each encoder / aggregator block, each head).
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
+  void throw_if_stopped() const;
+
  protected:
   // attention_grouped as one attention_dense per group over that group's own K/V (for a backend
   // without a fused grouped kernel); checks that the groups tile the queries.
   void attention_grouped_by_dense(const kernels::QueryView& q, const kernels::KVSpan& kv, int64_t group, float* out,
                                   float scale);
+
+ private:
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 // Output size of a convolution along one axis: (in + 2·padding − kernel) / stride + 1.

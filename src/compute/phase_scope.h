@@ -10,7 +10,11 @@ namespace lingbot::compute {
 
 class PhaseScope {
  public:
-  PhaseScope(Backend& be, PhaseTime& into) : be_(be), into_(into), clock_(into) { be_.device_timer_start(); }
+  // Throws lingbot::Stopped first when the backend's stop flag is set (a phase is where a step may end).
+  PhaseScope(Backend& be, PhaseTime& into) : be_(be), into_(into), clock_(into) {
+    be_.throw_if_stopped();
+    be_.device_timer_start();
+  }
   // A timer error is dropped here (a destructor may run while an exception unwinds): the device's
   // error is sticky, so the next op reports it.
   ~PhaseScope() {

@@ -66,6 +66,7 @@ struct Session::Impl {
   int64_t stored = 0;        // frames stored in the caches (drives the RoPE time index)
   int64_t steps = 0;
   bool closed = false;
+  bool failed = false;  // closed by a step that threw (stopped, out of memory): its caches hold part of it
   compute::Scratch scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
   compute::Scratch frame_tokens;  // encoder output of a streamed frame [patches, C]
   compute::Scratch image;         // the frame being encoded [3, H, W], in the backend's memory
@@ -81,6 +82,24 @@ struct Session::Impl {
   std::vector<compute::Array> selected;
 
   int64_t scale_frames() const { return opt.scale_frames; }
+  // The error for a call on a closed session (`call` names it).
+  void check_open(const char* call) const {
+    LINGBOT_CHECK(!failed, call, ": the session is closed after a step that failed or was stopped (call reset() to "
+                           "start a new sequence)");
+    if (std::string_view(call) == "finish")
+      LINGBOT_CHECK(!closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+    LINGBOT_CHECK(!closed, call, " after finish(): the session is closed (call reset() to start a new sequence)");
+  }
+  // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
+  template <class F>
+  auto step_work(F&& work) {
+    try {
+      return work();
+    } catch (...) {
+      closed = failed = true;
+      throw;
+    }
+  }
   void begin_sequence(int64_t H, int64_t W);
   void encode(const float* image, float* out);
   std::vector<FrameResult> run_step(int64_t first_frame, int64_t n, FrameMode mode, const float* patch_tokens);
@@ -90,6 +109,7 @@ struct Session::Impl {
   void note_stored(const FrameResult& r);
   void commit();
   void rollback();
+  std::vector<FrameResult> push(const float* image);  // push_frame's step, after its checks
 };
 
 KeyframeQuery Session::Impl::query(int64_t idx) const {
@@ -247,6 +267,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
     const compute::PhaseScope phase(*backend, phases.dpt_head);
     const auto& idx = cfg.dpt.intermediate_layer_idx;
     for (int64_t f = 0; f < n; ++f) {
+      if (f > 0) backend->throw_if_stopped();  // a scale phase's heads take seconds per frame on a CPU
       FrameResult& r = results[static_cast<size_t>(f)];
       std::array<model::RowsView, 4> layers;
       for (size_t i = 0; i < layers.size(); ++i)
@@ -264,6 +285,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   LINGBOT_CHECK(model != nullptr, "Session needs a model, got nullptr");
   impl_->opt = resolve(options, model->config());
   impl_->backend = make_session_backend(impl_->opt.device, impl_->opt.threads);
+  impl_->backend->set_stop_flag(impl_->opt.stop);
   const auto& idx = model->config().dpt.intermediate_layer_idx;
   const size_t n_selected = model->config().aggregator.selected_layers.size();
   for (int64_t i : idx)
@@ -294,7 +316,7 @@ std::vector<FrameResult> Session::push_frame(const Tensor& image) {
 
 std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
   Impl& s = *impl_;
-  LINGBOT_CHECK(!s.closed, "push_frame after finish(): the session is closed (call reset() to start a new sequence)");
+  s.check_open("push_frame");
   LINGBOT_CHECK(!s.pending, "push_frame: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   LINGBOT_CHECK(image != nullptr, "push_frame: image is null");
@@ -308,6 +330,11 @@ std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int6
                   " (HxW), but this sequence's frames are ", s.height, "x", s.width,
                   " (call reset() to start a new sequence)");
   }
+  return s.step_work([&] { return s.push(image); });
+}
+
+std::vector<FrameResult> Session::Impl::push(const float* image) {
+  Impl& s = *this;
   const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
   const int64_t idx = s.pushed;
   const int64_t K = s.scale_frames();
@@ -348,7 +375,7 @@ std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int6
 
 FrameResult Session::push_frame_deferred(const Tensor& image) {
   Impl& s = *impl_;
-  LINGBOT_CHECK(!s.closed, "push_frame_deferred after finish(): the session is closed (call reset() to start a new sequence)");
+  s.check_open("push_frame_deferred");
   LINGBOT_CHECK(!s.pending, "push_frame_deferred: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
@@ -360,10 +387,13 @@ FrameResult Session::push_frame_deferred(const Tensor& image) {
                 " (HxW), but this sequence's frames are ", s.height, "x", s.width,
                 " (call reset() to start a new sequence)");
   const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
-  float* tokens = s.frame_tokens.reserve(*s.backend, Pp * C);
-  s.encode(image.f32(), tokens);
-  const int64_t idx = s.pushed++;
-  std::vector<FrameResult> results = s.run_step(idx, 1, FrameMode::Deferred, tokens);
+  const int64_t idx = s.pushed;
+  std::vector<FrameResult> results = s.step_work([&] {
+    float* tokens = s.frame_tokens.reserve(*s.backend, Pp * C);
+    s.encode(image.f32(), tokens);
+    ++s.pushed;
+    return s.run_step(idx, 1, FrameMode::Deferred, tokens);
+  });
   s.pending = true;
   results.front().flow_reference_frame = s.last_stored_index;
   s.deferred_result_pose = results.front().pose_enc.empty() ? Tensor() : results.front().pose_enc.clone();
@@ -404,14 +434,14 @@ std::vector<unsigned char> Session::camera_cache_live_bytes() const {
 
 std::vector<FrameResult> Session::finish() {
   Impl& s = *impl_;
-  LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+  s.check_open("finish");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   s.closed = true;
   if (s.pushed == 0 || s.pushed >= s.scale_frames()) return {};
   // Short stream: the scale phase runs on the frames received (the reference caps
   // num_scale_frames at the sequence length).
-  auto results = s.run_step(0, s.pushed, FrameMode::ScalePhase, s.scale_tokens.data());
+  auto results = s.step_work([&] { return s.run_step(0, s.pushed, FrameMode::ScalePhase, s.scale_tokens.data()); });
   s.scale_tokens.release();
   return results;
 }
@@ -422,7 +452,7 @@ void Session::reset() {
   if (s.camera_cache) s.camera_cache->reset();
   s.height = s.width = 0;
   s.pushed = s.completed = s.stored = s.steps = 0;
-  s.closed = false;
+  s.closed = s.failed = false;
   s.scale_tokens.release();
   s.last_stored_pose = Tensor();
   s.deferred_result_pose = Tensor();

@@ -2,6 +2,7 @@
 // counts, and the exact error messages.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -171,6 +172,45 @@ TEST_F(SessionTest, ErrorMessages) {
   bad = tiny_options();
   bad.threads = -1;
   expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
+}
+
+// SessionOptions::stop ends the step in progress with lingbot::Stopped (no result for its frames) and
+// closes the session until reset(), which gives a fresh sequence with the same results as ever.
+TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
+  std::atomic<bool> stop{false};
+  SessionOptions o = tiny_options();
+  o.stop = &stop;
+  Session s(model_, o);
+  Session fresh(model_, tiny_options());
+  const auto expected = run(fresh, 7);
+  for (const int64_t stop_at : {1, 4}) {  // the push that runs the scale phase, then a streamed frame
+    SCOPED_TRACE("stop at frame " + std::to_string(stop_at));
+    for (int64_t i = 0; i < stop_at; ++i) s.push_frame(frame(i), H(), W());
+    stop = true;
+    try {
+      s.push_frame(frame(stop_at), H(), W());
+      ADD_FAILURE() << "no Stopped";
+    } catch (const Stopped& e) {
+      EXPECT_EQ(std::string(e.what()), "stopped by the caller (SessionOptions::stop)");
+    }
+    EXPECT_TRUE(s.closed());
+    stop = false;
+    expect_error([&] { s.push_frame(frame(0), H(), W()); },
+                 "push_frame: the session is closed after a step that failed or was stopped (call reset() to start "
+                 "a new sequence)");
+    expect_error([&] { s.finish(); },
+                 "finish: the session is closed after a step that failed or was stopped (call reset() to start a new "
+                 "sequence)");
+    s.reset();
+    EXPECT_FALSE(s.closed());
+    EXPECT_TRUE(same_bits(run(s, 7), expected));
+    s.reset();
+  }
+  // A short stream's scale phase, run by finish(), stops the same way.
+  s.push_frame(frame(0), H(), W());
+  stop = true;
+  EXPECT_THROW(s.finish(), Stopped);
+  EXPECT_TRUE(s.closed());
 }
 
 TEST_F(SessionTest, HeadsCanBeSwitchedOff) {
