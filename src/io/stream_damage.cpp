@@ -114,6 +114,15 @@ void StreamDamageTracker::on_end(int64_t declared_frames) {
   }
 }
 
+void StreamDamageTracker::on_cut_frame(int64_t present, int64_t frame_bytes) {
+  const int64_t position = next_position_++;
+  lose(kNoTimestamp, position);
+  if (damage_.truncated) return;
+  damage_.truncated = true;
+  damage_.truncation = "file ends inside frame " + std::to_string(position) + " (" + std::to_string(present) + " of " +
+                       std::to_string(frame_bytes) + " bytes)";
+}
+
 void StreamDamageTracker::on_read_error(const std::string& message) {
   damage_.truncated = true;
   damage_.truncation = "read error after frame " + std::to_string(next_position_) + ": " + message;

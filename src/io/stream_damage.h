@@ -54,6 +54,9 @@ class StreamDamageTracker {
   void on_end(int64_t declared_frames);
   // The demuxer failed before the end of the file; what was read is kept.
   void on_read_error(const std::string& message);
+  // After on_end: the file ends `present` bytes into one more frame of `frame_bytes` (a raw stream
+  // cut inside a frame, which its demuxer drops silently): that frame is lost, the file truncated.
+  void on_cut_frame(int64_t present, int64_t frame_bytes);
 
   const StreamDamage& damage() const { return damage_; }
   int64_t positions() const { return next_position_; }

@@ -106,6 +106,11 @@ struct VideoReader::Impl {
   std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
+  // Y4M stores frames back to back with no count: a file cut inside its last frame ends, for
+  // FFmpeg's demuxer, like a whole one. Bytes after the last whole frame's packet tell it.
+  int64_t last_packet_end = -1;   // file offset after the last video packet's data (-1: none / unknown)
+  int64_t last_packet_bytes = 0;  // its size (every raw frame has the same)
+  std::optional<int64_t> cut_frame_bytes;  // bytes of a frame the file ends inside (0: inside its FRAME header)
   std::unique_ptr<MemoryFile> memory;                 // from_memory: the file (outlives avio)
   std::unique_ptr<AVIOContext, AvioFreer> avio;        // from_memory: declared before fmt, freed after it
   std::unique_ptr<AVFormatContext, FormatCloser> fmt;
@@ -318,6 +323,7 @@ bool VideoReader::next(VideoFrame* out) {
       const bool stated = s.fmt->streams[s.stream_index]->nb_frames > 0;
       const int64_t declared = stated || s.declared_frames - track.positions() > 2 ? s.declared_frames : 0;
       track.on_end(declared);
+      if (s.cut_frame_bytes) track.on_cut_frame(*s.cut_frame_bytes, s.last_packet_bytes);
       return false;
     }
     if (r == AVERROR_INVALIDDATA) {
@@ -331,6 +337,11 @@ bool VideoReader::next(VideoFrame* out) {
     if (r < 0) {
       // End of file, or the demuxer gave up on a damaged file: keep what was read, drain the decoder.
       if (r != AVERROR_EOF) track.on_read_error(av_error(r));
+      if (r == AVERROR_EOF && s.last_packet_end >= 0 && std::strcmp(s.fmt->iformat->name, "yuv4mpegpipe") == 0) {
+        const int64_t size = s.fmt->pb ? avio_size(s.fmt->pb) : -1;
+        constexpr int64_t kFrameHeader = 6;  // "FRAME\n" (parameters after FRAME are not written by encoders)
+        if (size > s.last_packet_end) s.cut_frame_bytes = std::max<int64_t>(0, size - s.last_packet_end - kFrameHeader);
+      }
       s.flushing = true;
       r = avcodec_send_packet(s.codec.get(), nullptr);
       LINGBOT_CHECK(r >= 0, "error decoding video ", s.path, ": ", av_error(r));
@@ -338,6 +349,10 @@ bool VideoReader::next(VideoFrame* out) {
     }
     if (s.packet->stream_index == s.stream_index) {
       const int64_t pts = s.packet->pts;
+      if (s.packet->pos >= 0) {
+        s.last_packet_end = s.packet->pos + s.packet->size;
+        s.last_packet_bytes = s.packet->size;
+      }
       track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
       r = avcodec_send_packet(s.codec.get(), s.packet.get());
       av_packet_unref(s.packet.get());

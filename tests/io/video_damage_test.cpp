@@ -112,6 +112,50 @@ TEST(VideoDamage, FileCutInHalfReportsTheMissingFrames) {
   EXPECT_NE(d.describe().find("of 40 declared"), std::string::npos) << d.describe();
 }
 
+// Y4M stores raw frames back to back and declares no count; FFmpeg's demuxer ends a file cut inside
+// a frame as if it were whole. The reader finds the bytes after the last whole frame: that frame is
+// lost and the file truncated. A cut between two frames cannot be told from a shorter file.
+TEST(VideoDamage, Y4mCutInsideAFrameReportsIt) {
+  TempDir dir;
+  const int w = 64, h = 48, frame_bytes = w * h * 3 / 2;  // 4:2:0
+  std::string y4m = "YUV4MPEG2 W64 H48 F10:1 Ip A1:1 C420jpeg\n";
+  for (int i = 0; i < 5; ++i) {
+    y4m += "FRAME\n";
+    y4m += std::string(static_cast<size_t>(w * h), static_cast<char>(40 * i + 10));
+    y4m += std::string(static_cast<size_t>(w * h / 2), static_cast<char>(128));
+  }
+  const size_t whole = y4m.size(), last_frame = whole - frame_bytes - 6;
+  struct Case {
+    size_t size;
+    size_t frames;
+    std::string truncation;  // "" = intact
+  };
+  const Case cases[] = {
+      {whole, 5, ""},
+      {whole - 1000, 4, "file ends inside frame 4 (" + std::to_string(frame_bytes - 1000) + " of 4608 bytes)"},
+      {last_frame + 3, 4, "file ends inside frame 4 (0 of 4608 bytes)"},  // inside its FRAME header
+      {last_frame, 4, ""},  // between frames: a whole file of 4 frames
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("file of " + std::to_string(c.size) + " bytes");
+    const auto path = dir.path / ("cut" + std::to_string(c.size) + ".y4m");
+    write_file(path, y4m.substr(0, c.size));
+    VideoReader reader(path);
+    const auto frames = read_all(reader);
+    ASSERT_EQ(frames.size(), c.frames);
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i].source_index, static_cast<int64_t>(i));
+    const StreamDamage& d = reader.damage();
+    EXPECT_EQ(d.truncation, c.truncation);
+    EXPECT_EQ(d.any(), !c.truncation.empty());
+    if (c.truncation.empty()) continue;
+    EXPECT_EQ(d.lost_frames, 1);
+    ASSERT_EQ(d.lost.size(), 1u);
+    EXPECT_EQ(d.lost[0].position, 4);
+    EXPECT_NEAR(d.lost[0].timestamp_s, 0.4, 1e-9);
+    EXPECT_EQ(d.describe(), "1 frame lost (stream positions 4), " + c.truncation);
+  }
+}
+
 // Garbage over one frame's bytes in the middle: that frame (and any that depend on it and cannot be
 // decoded) is reported; the frames after it keep their stream positions and timestamps.
 TEST(VideoDamage, CorruptBytesInTheMiddleAreReportedAndLabelsStayOnTheStreamTiming) {
