@@ -262,10 +262,13 @@ void png_read_error(png_structp png, png_const_charp msg) {
   png_longjmp(png, 1);
 }
 // libpng reports damage it finds in the image data after the last row (png_read_end: a wrong
-// Adler-32, a bad deflate code) as a warning about IDAT: an error here. Other warnings are about
-// ancillary chunks it skips (as PIL ignores them).
+// Adler-32, a bad deflate code) as a warning about IDAT: an error here. Data after the end of the
+// zlib stream, or a stream that inflates to more than the rows, stay warnings: the rows are whole
+// and Pillow, which stops at the last row, decodes such files. Other warnings are about ancillary
+// chunks libpng skips (as Pillow ignores them).
 void png_read_warning(png_structp png, png_const_charp msg) {
-  if (std::strncmp(msg, "IDAT", 4) == 0) png_read_error(png, msg);
+  const bool harmless = std::strstr(msg, "Extra compress") != nullptr || std::strstr(msg, "Too much image data") != nullptr;
+  if (std::strncmp(msg, "IDAT", 4) == 0 && !harmless) png_read_error(png, msg);
 }
 void png_read_bytes(png_structp png, png_bytep out, png_size_t n) {
   auto* st = static_cast<PngReadState*>(png_get_io_ptr(png));
@@ -282,11 +285,17 @@ struct PngPixels {
   int channels = 0;          // of `pixels`: 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
   int bytes_per_sample = 1;  // 2 only for 16-bit grey, kept whole for PIL's clip
   int color_type = -1;       // IHDR's
-  uint8_t* pixels = nullptr;  // malloc'd rows (no allocation that can throw inside read_png)
+  // malloc'd by read_png (no allocation that can throw there); members, not locals of read_png, so
+  // their values after a longjmp are defined.
+  uint8_t* pixels = nullptr;
+  png_bytep* rows = nullptr;
   PngPixels() = default;
   PngPixels(const PngPixels&) = delete;
   PngPixels& operator=(const PngPixels&) = delete;
-  ~PngPixels() { std::free(pixels); }
+  ~PngPixels() {
+    std::free(rows);
+    std::free(pixels);
+  }
 };
 
 void check_pixel_limit(int64_t w, int64_t h, const std::string& name);
@@ -303,9 +312,7 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
     png_destroy_read_struct(&png, nullptr, nullptr);
     return false;
   }
-  png_bytep* row_ptrs = nullptr;  // malloc'd below; freed on every way out
   if (setjmp(png_jmpbuf(png))) {
-    std::free(row_ptrs);
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
@@ -333,13 +340,12 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
   out->bytes_per_sample = grey16 ? 2 : 1;
   const size_t row_bytes = png_get_rowbytes(png, info);
   out->pixels = static_cast<uint8_t*>(std::malloc(row_bytes * out->height));
-  row_ptrs = static_cast<png_bytep*>(std::malloc(sizeof(png_bytep) * out->height));
-  if (!out->pixels || !row_ptrs) png_error(png, "out of memory");
-  for (uint32_t y = 0; y < out->height; ++y) row_ptrs[y] = out->pixels + y * row_bytes;
-  png_read_image(png, row_ptrs);
+  out->rows = static_cast<png_bytep*>(std::malloc(sizeof(png_bytep) * out->height));
+  if (!out->pixels || !out->rows) png_error(png, "out of memory");
+  for (uint32_t y = 0; y < out->height; ++y) out->rows[y] = out->pixels + y * row_bytes;
+  png_read_image(png, out->rows);
   st->rows_done = true;
   png_read_end(png, nullptr);  // the rest of the zlib stream (its Adler-32) and the chunks up to IEND
-  std::free(row_ptrs);
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
 }

@@ -570,6 +570,38 @@ void fix_crc(std::vector<uint8_t>* png, size_t at) {
   const uint32_t crc = static_cast<uint32_t>(::crc32(0, png->data() + at + 4, len + 4));
   for (size_t k = 0; k < 4; ++k) (*png)[at + 8 + len + k] = static_cast<uint8_t>(crc >> (24 - 8 * k));
 }
+void append_chunk(std::vector<uint8_t>* png, const std::string& type, const std::vector<uint8_t>& data) {
+  const size_t at = png->size();
+  const uint32_t len = static_cast<uint32_t>(data.size());
+  for (int k = 0; k < 4; ++k) png->push_back(static_cast<uint8_t>(len >> (24 - 8 * k)));
+  png->insert(png->end(), type.begin(), type.end());
+  png->insert(png->end(), data.begin(), data.end());
+  png->insert(png->end(), 4, 0);
+  fix_crc(png, at);
+}
+// An 8-bit RGB PNG written by hand: IDAT = zlib(`raw`, the filtered rows) then `after` (bytes after
+// the zlib stream).
+std::vector<uint8_t> hand_png(int w, int h, const std::vector<uint8_t>& raw, const std::vector<uint8_t>& after = {}) {
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  append_chunk(&png, "IHDR", {0, 0, 0, static_cast<uint8_t>(w), 0, 0, 0, static_cast<uint8_t>(h), 8, 2, 0, 0, 0});
+  uLongf n = ::compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> z(n);
+  EXPECT_EQ(::compress2(z.data(), &n, raw.data(), static_cast<uLong>(raw.size()), 6), Z_OK);
+  z.resize(n);
+  z.insert(z.end(), after.begin(), after.end());
+  append_chunk(&png, "IDAT", z);
+  append_chunk(&png, "IEND", {});
+  return png;
+}
+// Filtered rows (filter type 0) of an 8-bit RGB image.
+std::vector<uint8_t> raw_rows(const ImageU8& img) {
+  std::vector<uint8_t> raw;
+  for (int y = 0; y < img.height; ++y) {
+    raw.push_back(0);
+    raw.insert(raw.end(), img.pixel(0, y), img.pixel(0, y) + 3 * img.width);
+  }
+  return raw;
+}
 std::string decode_error(const std::vector<uint8_t>& png) {
   try {
     (void)decode_image(png, "damaged.png");
@@ -618,6 +650,18 @@ TEST(Image, DamagedPngIsRefusedWithLibpngsReason) {
 
   bad.assign(good.begin(), good.begin() + static_cast<long>(iend));  // no IEND: decodes, as PIL
   EXPECT_EQ(decode_image(bad, "no_iend.png").rgb, img.rgb);
+
+  // Whole rows with something after them decode, as Pillow (it stops at the last row): bytes after
+  // the zlib stream, or a stream that inflates to more than the rows. Fewer rows than the header's
+  // height is a truncated image.
+  const std::vector<uint8_t> raw = raw_rows(img);
+  ASSERT_EQ(decode_image(hand_png(16, 12, raw), "hand.png").rgb, img.rgb);
+  EXPECT_EQ(decode_image(hand_png(16, 12, raw, {1, 2, 3, 4}), "extra.png").rgb, img.rgb);
+  std::vector<uint8_t> longer = raw;
+  longer.insert(longer.end(), 49, 7);  // one more row than the header has
+  EXPECT_EQ(decode_image(hand_png(16, 12, longer), "too_much.png").rgb, img.rgb);
+  const std::vector<uint8_t> shorter(raw.begin(), raw.end() - 49);
+  EXPECT_EQ(decode_error(hand_png(16, 12, shorter)), prefix + "Not enough image data");
 
   int refused = 0;
   for (int trial = 0; trial < 200; ++trial) {  // any damaged byte of the image data: refused or exact, never garbage
