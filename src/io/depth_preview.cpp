@@ -83,13 +83,18 @@ class DepthPreviewExporter final : public Exporter {
     height_ = run.height;
   }
   void frame(const ExportFrame& f) override {
-    last_ = {f.index, frames_};
+    last_ = {-1, frames_, newest_};
+    LINGBOT_CHECK(f.index > newest_, "depth-preview frames must be written in increasing order: got frame ", f.index,
+                  " after frame ", newest_);
+    last_.index = f.index;
     write_depth_preview(dir_ / file_name(f.index), width_, height_, f.depth);
     ++frames_;
+    newest_ = f.index;
   }
   void discard_frame() override {
     if (last_.index >= 0) remove_output_file(dir_ / file_name(last_.index));
     frames_ = last_.frames_before;
+    newest_ = last_.newest_before;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
@@ -109,6 +114,7 @@ class DepthPreviewExporter final : public Exporter {
   fs::path dir_;
   int width_ = 0, height_ = 0;
   int64_t frames_ = 0;
+  int64_t newest_ = -1;  // index of the newest frame written
   LastFrame last_;
 };
 

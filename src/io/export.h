@@ -108,11 +108,12 @@ class Exporter {
 };
 
 // What an exporter that writes files per frame keeps to take its latest frame back: that frame's
-// index (the names of its files; -1 when the call failed before writing any) and the exporter's
-// frame count before it.
+// index (the names of its files; -1 when the call failed before writing any), and the exporter's
+// frame count and newest frame index before it.
 struct LastFrame {
   int64_t index = -1;
   int64_t frames_before = 0;
+  int64_t newest_before = -1;
 };
 
 // The registry: every export `run --export` knows, in a fixed order. Adding one = a make_ /

@@ -101,14 +101,20 @@ class DepthExporter final : public Exporter {
     height_ = run.height;
   }
   void frame(const ExportFrame& f) override {
-    last_ = {f.index, frames_};
+    last_ = {-1, frames_, newest_};
+    // A repeated index would overwrite a complete frame's files (and a discard then remove them).
+    LINGBOT_CHECK(f.index > newest_, "depth frames must be written in increasing order: got frame ", f.index,
+                  " after frame ", newest_);
+    last_.index = f.index;
     write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
     ++frames_;
+    newest_ = f.index;
   }
   void discard_frame() override {
     if (last_.index >= 0)
       for (const std::string& name : depth_frame_file_names(last_.index)) remove_output_file(dir_ / name);
     frames_ = last_.frames_before;
+    newest_ = last_.newest_before;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
@@ -124,6 +130,7 @@ class DepthExporter final : public Exporter {
   fs::path dir_;
   int width_ = 0, height_ = 0;
   int64_t frames_ = 0;
+  int64_t newest_ = -1;  // index of the newest frame written
   LastFrame last_;
 };
 

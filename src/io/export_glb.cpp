@@ -194,16 +194,17 @@ class GlbExporter final : public Exporter {
   // A frame reaches the builder only when the next one comes (or at finish): the reservoir sample
   // cannot take points back, and discard_frame() must be able to.
   void frame(const ExportFrame& f) override {
-    add_staged();
+    current_ = f.index;
     skipped_before_ = skipped_;
+    add_staged();
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
-    staged_ = Staged{frame_points(f, filter_), f.c2w, f.intrinsics, frustum_depth(f.depth), f.keyframe};
+    staged_ = Staged{f.index, frame_points(f, filter_), f.c2w, f.intrinsics, frustum_depth(f.depth), f.keyframe};
   }
   void discard_frame() override {
-    staged_.reset();
+    if (staged_ && staged_->index == current_) staged_.reset();  // never the frame before (add_staged failed)
     skipped_ = skipped_before_;
   }
   void finish(ExportStatus) override {
@@ -221,6 +222,7 @@ class GlbExporter final : public Exporter {
 
  private:
   struct Staged {
+    int64_t index;
     PointBatch points;
     Mat34 c2w;
     Mat33 intrinsics;
@@ -239,6 +241,7 @@ class GlbExporter final : public Exporter {
   PointFilter filter_;
   int width_ = 0, height_ = 0;
   int64_t skipped_ = 0, skipped_before_ = 0;
+  int64_t current_ = -1;  // the frame of the latest frame() call
   std::optional<Staged> staged_;
 };
 

@@ -59,7 +59,7 @@ class ViewerExporter final : public Exporter {
     filter_ = run.points;
   }
   void frame(const ExportFrame& f) override {
-    last_ = {-1, frames_};
+    last_ = {-1, frames_, frames_ - 1};
     points_before_ = points_;
     LINGBOT_CHECK(f.index == frames_, "viewer frames must be written in order: got frame ", f.index, ", expected ",
                   frames_);

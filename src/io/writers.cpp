@@ -175,12 +175,15 @@ void PosesJsonWriter::append(const FramePose& p) {
 
 void PosesJsonWriter::rewind(const Mark& m) {
   LINGBOT_CHECK(m.frames <= frames_ && m.trailer_pos <= trailer_pos_, "internal: ", path_.string(), " rewind past its end");
+  // The trailer first, in place over the frames taken back (no new disk blocks on a full disk), then
+  // the cut: a failure at either step leaves a document that parses.
   const std::string trailer = "\n]}\n";
-  cut_file_back(file_, path_, m.trailer_pos);
-  trailer_pos_ = m.trailer_pos;
-  frames_ = m.frames;
+  seek(file_, path_, m.trailer_pos, SEEK_SET);
   write_all(file_, path_, trailer);
   flush_file(file_, path_);
+  trailer_pos_ = m.trailer_pos;
+  frames_ = m.frames;
+  cut_file_back(file_, path_, m.trailer_pos + static_cast<long>(trailer.size()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,13 +286,15 @@ void PlyWriter::rewind(const Mark& m) {
   LINGBOT_CHECK(m.points <= written_, "internal: ", path_.string(), " rewind past its end");
   buffer_.clear();
   pending_ = 0;
-  cut_file_back(file_, path_, data_pos_ + static_cast<long>(m.points * 15));
-  written_ = m.points;
-  std::string count = std::to_string(written_);
+  // The header's count first (in place: no new disk blocks), then the cut: the header never
+  // counts vertices the file does not have.
+  std::string count = std::to_string(m.points);
   count.resize(kPlyCountWidth, ' ');
   seek(file_, path_, count_pos_, SEEK_SET);
   write_all(file_, path_, count);
   flush_file(file_, path_);
+  written_ = m.points;
+  cut_file_back(file_, path_, data_pos_ + static_cast<long>(m.points * 15));
 }
 
 // ---------------------------------------------------------------------------------------------
