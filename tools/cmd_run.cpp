@@ -109,12 +109,15 @@ struct RunArgs {
 // The flags a signal handler may touch must be lock-free globals. g_interrupt_requested holds the
 // signal number (SIGINT or SIGTERM), 0 when none arrived; g_stop_step is the session's
 // SessionOptions::stop, which ends the model step in progress within about one block.
-volatile std::sig_atomic_t g_interrupt_requested = 0;
+// The handler may run on any thread (reader, writer, OpenMP workers): atomics, and the number is
+// stored before the flag is released, so whoever sees the flag (acquire) sees the number.
+std::atomic<int> g_interrupt_requested{0};
 std::atomic<bool> g_stop_step{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler sets g_stop_step");
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "a signal handler sets them");
 extern "C" void on_stop_signal(int sig) {
-  g_interrupt_requested = sig;
-  g_stop_step.store(true, std::memory_order_relaxed);
+  g_interrupt_requested.store(sig, std::memory_order_relaxed);
+  g_stop_step.store(true, std::memory_order_release);
 }
 
 // Installs the SIGINT and SIGTERM handlers for the streaming loop and restores the previous ones on
@@ -125,7 +128,7 @@ extern "C" void on_stop_signal(int sig) {
 class StopSignalGuard {
  public:
   StopSignalGuard() {
-    g_interrupt_requested = 0;
+    g_interrupt_requested.store(0);
     g_stop_step.store(false);
     struct sigaction sa{};
     sa.sa_handler = on_stop_signal;
@@ -140,8 +143,8 @@ class StopSignalGuard {
   }
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;
-  bool requested() const { return g_interrupt_requested != 0; }
-  int signal() const { return g_interrupt_requested; }
+  bool requested() const { return g_stop_step.load(std::memory_order_acquire); }
+  int signal() const { return requested() ? g_interrupt_requested.load(std::memory_order_relaxed) : 0; }
 
  private:
   struct sigaction previous_int_{}, previous_term_{};
@@ -713,7 +716,6 @@ int run_command(const RunArgs& a) {
       // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
       // raw arrays but has no geometry (io/output_validity.h).
       const FrameCheck check = check_frame_result(r);
-      warnings.add_frame(r.frame_index, check);
       const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
       LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
                     "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
@@ -733,6 +735,7 @@ int run_command(const RunArgs& a) {
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
       x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
       exports.frame(x);
+      warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
       if (!check.geometry_valid) ++frames_without_geometry;
       if (frames_done == 0) first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
       ++frames_done;
@@ -774,18 +777,26 @@ int run_command(const RunArgs& a) {
         }
       }
     };
+    // The scale phase runs its frames together and can take minutes on a CPU: say so before it.
+    const int64_t scale_frames = session.windowed() ? 0 : session.options().scale_frames;
+    auto announce_scale_phase = [&](int64_t frames) {
+      std::printf("scale phase: frames 0-%lld together, no result until it ends\n", static_cast<long long>(frames - 1));
+      std::fflush(stdout);
+    };
     auto run_model = [&](PendingFrame&& f) {
       if (!a.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
         char name[32];
         std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
         io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(f.image));
       }
+      if (pushed + 1 == scale_frames) announce_scale_phase(pushed + 1);
       const auto t0 = Clock::now();
       std::vector<FrameResult> results;
       try {
         results = session.push_frame(f.image);
       } catch (const Stopped&) {
-        return;  // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
+        ++pushed;  // given to the model, no result: counted in frames_without_result
+        return;    // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
       }
       infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
@@ -857,6 +868,7 @@ int run_command(const RunArgs& a) {
       if (!stopped) {
         const auto t0 = Clock::now();
         try {
+          if (pushed > 0 && pushed < scale_frames) announce_scale_phase(pushed);  // a short stream's
           std::vector<FrameResult> results = session.finish();
           infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
           deliver(std::move(results));
@@ -915,7 +927,7 @@ int run_command(const RunArgs& a) {
   summary["frames_without_geometry"] = frames_without_geometry;
   summary["frames"] = frames_done;
   summary["frames_pushed"] = pushed;
-  summary["frames_without_result"] = pushed - frames_done;  // scale frames pending when stopped early
+  summary["frames_without_result"] = pushed - frames_done;  // pending scale frames, a stopped step's frames
   summary["keyframes"] = keyframes;
   summary["frame_type"] = frame_types;
   summary["frame_type_legend"] = "per frame: 0 scale frame, 1 keyframe (stored), 2 non-keyframe (used, not stored)";
@@ -1020,8 +1032,9 @@ void add_run_command(CLI::App& app) {
       "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
       "                 the error), warnings, frames, keyframes, frame_type per frame, windows (windowed:\n"
       "                 bounds, scale, transform), seconds per frame, peak memory, cache stats, options\n"
-      "Ctrl-C or SIGTERM stops after the current frame, finalises the files and exits with code 130\n"
-      "(SIGTERM: 143); a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
+      "Ctrl-C or SIGTERM ends the model step in progress at its next block (its frames give no result;\n"
+      "the frames before it are kept), finalises the files and exits with code 130 (SIGTERM: 143);\n"
+      "a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
       "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
       "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"
       "and give no points (the .npy/.npz keep them); a frame whose camera is not finite is listed in\n"

@@ -84,7 +84,8 @@ class WindowedSession {
 
   // image: f32 [3, H, W] as for Session::push_frame. Returns the frames that became final.
   std::vector<FrameResult> push_frame(const Tensor& image);
-  // Ends the sequence and returns every remaining frame. Afterwards push_frame throws.
+  // Ends the sequence and returns every remaining frame. Afterwards push_frame throws, as it does
+  // after a push that threw (SessionOptions::stop, out of memory): a windowed session has no reset.
   std::vector<FrameResult> finish();
 
   const std::vector<WindowInfo>& windows() const;  // every window begun so far

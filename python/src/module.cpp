@@ -978,7 +978,7 @@ void bind_module(py::module_& m) {
       .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
       .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
-      .def_property_readonly("finished", &PySession::finished, "True after finish() until reset().")
+      .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a push / finish that raised (the session then holds part of a step), until reset().")
       .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
       .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
       .def_property_readonly("model", &PySession::model, "The Model this session runs.")

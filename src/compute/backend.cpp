@@ -102,7 +102,7 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, ConvParams p) {
 }
 
 void Backend::throw_if_stopped() const {
-  if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Stopped("stopped by the caller (SessionOptions::stop)");
+  if (stop_ != nullptr && stop_->load(std::memory_order_acquire)) throw Stopped("stopped by the caller (SessionOptions::stop)");
 }
 
 }  // namespace lingbot::compute

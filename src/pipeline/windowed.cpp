@@ -1,6 +1,7 @@
 #include "lingbot/windowed.h"
 
 #include <algorithm>
+#include <exception>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -164,6 +165,7 @@ struct WindowedSession::Impl {
   int64_t K = 0, ov = 0, L = 0, target_keyframes = 0, min_rows = 0;
   int64_t pushed = 0;
   bool finished = false;
+  bool failed = false;  // a step threw (stopped, out of memory): closed for good
   model::ImageSize size;
 
   std::vector<WindowInfo> windows;
@@ -282,8 +284,19 @@ WindowedSession& WindowedSession::operator=(WindowedSession&&) noexcept = defaul
 
 std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   Impl& s = *impl_;
+  LINGBOT_CHECK(!s.failed, "push_frame: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "push_frame after finish(): the windowed session is closed");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
+  // A step that throws leaves the window's session closed with part of it in its caches; the next
+  // window's reset() would reopen it with this window's rows out of step: closed for good instead.
+  // (A frame the session refuses before its step, e.g. of another size, leaves it open.)
+  struct CloseOnThrow {
+    Impl& s;
+    int uncaught = std::uncaught_exceptions();
+    ~CloseOnThrow() {
+      if (std::uncaught_exceptions() > uncaught && s.session.closed()) s.failed = true;
+    }
+  } guard{s};
   std::vector<FrameResult> out;
   if (s.windows.empty()) {
     s.size = {static_cast<int>(image.dim(1)), static_cast<int>(image.dim(2))};
@@ -306,6 +319,7 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
 
 std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = *impl_;
+  LINGBOT_CHECK(!s.failed, "finish: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
   s.finished = true;
   std::vector<FrameResult> out;

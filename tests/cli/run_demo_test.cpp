@@ -270,7 +270,7 @@ TEST(RunDemo, KillNineLeavesEveryPerFrameFileValid) {
   EXPECT_GE(frames, 12);
 }
 
-// Ctrl-C: stop after the current frame, finalise the files, summary "interrupted", exit code 130.
+// Ctrl-C: stop the step in progress, finalise the files, summary "interrupted", exit code 130.
 TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   const fs::path dir = fresh_dir("demo_sigint");
   const fs::path out = dir / "out";

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -211,6 +213,53 @@ TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
   stop = true;
   EXPECT_THROW(s.finish(), Stopped);
   EXPECT_TRUE(s.closed());
+}
+
+// A stop in the middle of a step (an aggregator block or a head, with the caches' step open) leaves
+// nothing behind that reset() does not clear. The flag is set from another thread part-way through a
+// long scale phase (big frames), at a fraction of the time one takes; smaller fractions are tried
+// if the step was quicker than that.
+TEST_F(SessionTest, StopInTheMiddleOfAStepThenResetGivesTheSameResults) {
+  Tensor big({3, 280, 448});  // 20 x 32 patches: a scale phase of two takes a while even for the tiny model
+  for (int64_t i = 0; i < big.numel(); ++i) big.f32()[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
+  SessionOptions o = tiny_options();
+  double step_seconds = 0;
+  {
+    Session timing(model_, o);
+    timing.push_frame(big);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(timing.push_frame(big).size(), 2u);
+    step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  Session fresh(model_, tiny_options());
+  const auto expected = run(fresh, 7);
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  Session s(model_, o);
+  bool stopped = false;
+  for (const double fraction : {0.5, 0.25, 0.1, 0.02}) {
+    s.reset();
+    stop = false;
+    s.push_frame(big);
+    std::thread setter([&] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(fraction * step_seconds));
+      stop = true;
+    });
+    try {
+      s.push_frame(big);
+    } catch (const Stopped&) {
+      stopped = true;
+    }
+    setter.join();
+    if (stopped) break;
+  }
+  ASSERT_TRUE(stopped) << "no stop landed inside a step of " << step_seconds << " s";
+  EXPECT_TRUE(s.closed());
+  stop = false;
+  s.reset();
+  EXPECT_EQ(s.stats().cache.frames_stored, 0);
+  EXPECT_TRUE(same_bits(run(s, 7), expected));
+  RecordProperty("step_seconds", std::to_string(step_seconds));
 }
 
 TEST_F(SessionTest, HeadsCanBeSwitchedOff) {

@@ -4,6 +4,7 @@
 // and the option checks name the field.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -102,6 +103,31 @@ TEST_F(WindowedTest, FramesAreStreamedOnceInOrderAtMostOverlapBehind) {
     for (size_t k = 0; k < win.size(); ++k)
       EXPECT_EQ(steps_per_window[k], win[k].end - win[k].start - 1) << "window " << k;
   }
+}
+
+// A push that throws (here: stopped by SessionOptions::stop) closes the windowed session for good,
+// also when the next push would start a new window (whose reset() would otherwise reopen it).
+TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
+  std::atomic<bool> stop{false};
+  SessionOptions o = options();
+  o.stop = &stop;
+  WindowedOptions w;
+  w.window_size = 4;
+  w.overlap_size = 1;
+  WindowedSession win(model_, o, w);
+  for (int64_t i = 0; i < 4; ++i) win.push_frame(frame(i));  // the first window is full
+  stop = true;
+  EXPECT_THROW(win.push_frame(frame(4)), Stopped);
+  stop = false;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      win.push_frame(frame(4));
+      ADD_FAILURE() << "the windowed session took a frame after a stopped step";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "push_frame: the windowed session is closed after a step that failed or was stopped");
+    }
+  }
+  EXPECT_THROW(win.finish(), Error);
 }
 
 TEST_F(WindowedTest, OptionChecksNameTheField) {
