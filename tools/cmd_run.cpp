@@ -879,6 +879,7 @@ int run_command(const RunArgs& a) {
       if (stopped) {
         status = "interrupted";
         stop_signal = sigint.signal();
+        deliver(session.finish_early());  // windowed: the computed tail held back for the overlap
       }
       to_writer.close();
       if (writer) {
@@ -890,6 +891,15 @@ int run_command(const RunArgs& a) {
       error = one_line(e.what());
     }
     stop_stages();  // the writer's last progress update comes before the bar's end
+    if (status == "failed") {
+      // The results already computed are kept (windowed: the tail held back for the overlap), written
+      // here in this thread; when the failure was a write, writing fails again and changes nothing.
+      writer.reset();
+      try {
+        deliver(session.finish_early());
+      } catch (const std::exception&) {
+      }
+    }
     progress.end();
   }
   // Every export is finalised before the summary, whatever the status.

@@ -144,6 +144,8 @@ std::vector<FrameResult> FrameRunner::push_frame(const Tensor& image) {
 
 std::vector<FrameResult> FrameRunner::finish() { return windowed_ ? windowed_->finish() : session_->finish(); }
 
+std::vector<FrameResult> FrameRunner::finish_early() { return windowed_ ? windowed_->finish_early() : std::vector<FrameResult>{}; }
+
 SessionStats FrameRunner::stats() const { return windowed_ ? windowed_->stats() : session_->stats(); }
 
 std::string FrameRunner::device_description() const {

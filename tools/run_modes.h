@@ -57,6 +57,9 @@ class FrameRunner {
   FrameRunner(std::shared_ptr<const Model> model, const SessionOptions& options, const ModeChoice& mode);
   std::vector<FrameResult> push_frame(const Tensor& image);
   std::vector<FrameResult> finish();
+  // After a run that ends early: the results already computed and not yet returned (windowed: the
+  // tail held back for the overlap); none in streaming mode. Runs no model step.
+  std::vector<FrameResult> finish_early();
   SessionStats stats() const;
   const SessionOptions& options() const;  // resolved
   std::string device_description() const;

@@ -87,6 +87,12 @@ class WindowedSession {
   // Ends the sequence and returns every remaining frame. Afterwards push_frame throws, as it does
   // after a push that threw (SessionOptions::stop, out of memory): a windowed session has no reset.
   std::vector<FrameResult> finish();
+  // Ends the sequence early (the input failed, or the caller stopped) without running the model
+  // again: returns the rows already computed and not yet returned (the current window's tail held
+  // back for the overlap; when a new window has no rows yet, the previous window's tail), aligned as
+  // far as known. Frames still waiting for a scale phase give no result. Also after a push that
+  // threw. Afterwards push_frame throws.
+  std::vector<FrameResult> finish_early();
 
   const std::vector<WindowInfo>& windows() const;  // every window begun so far
   int64_t overlap() const;                          // ov

@@ -332,6 +332,26 @@ std::vector<FrameResult> WindowedSession::finish() {
   return out;
 }
 
+std::vector<FrameResult> WindowedSession::finish_early() {
+  Impl& s = *impl_;
+  LINGBOT_CHECK(!s.finished, "finish_early() after finish(): the windowed session is already closed");
+  s.finished = true;
+  std::vector<FrameResult> out;
+  if (s.windows.empty()) return out;
+  if (!s.rows.empty()) {
+    s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
+    s.try_align(true);
+    s.deliver(true, out);
+  }
+  // The previous window's tail (warped already) for the frames the new window has no row of yet.
+  const int64_t last = out.empty() ? s.current().start - 1 + s.delivered : out.back().frame_index;
+  for (FrameResult& r : s.prev_tail)
+    if (r.frame_index > last) out.push_back(std::move(r));
+  s.prev_tail.clear();
+  s.recent.clear();
+  return out;
+}
+
 const std::vector<WindowInfo>& WindowedSession::windows() const { return impl_->windows; }
 int64_t WindowedSession::overlap() const { return impl_->ov; }
 int64_t WindowedSession::frames_pushed() const { return impl_->pushed; }

@@ -111,4 +111,31 @@ TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
   EXPECT_EQ(s.at("options").at("window_size"), 4);
 }
 
+// A windowed run that fails on its input keeps every frame the model finished: the current window's
+// tail, held back for the overlap with the next window, is written too (it was lost), and every
+// window in summary.json has its end.
+TEST(RunModes, WindowedRunThatFailsKeepsTheTailItComputed) {
+  const fs::path dir = fresh_dir("modes_windowed_fail");
+  fs::create_directories(dir / "frames");
+  for (int i = 0; i < 10; ++i) {
+    const std::string name = "00000" + std::to_string(i) + ".png";
+    fs::copy_file(fs::path(kTestdata) / "tiny" / "frames" / name, dir / "frames" / name);
+  }
+  fs::resize_file(dir / "frames" / "000008.png", 100);  // frame 8 cannot be decoded
+  const fs::path out = dir / "out";
+  const Result r = run_cli("run --images " + (dir / "frames").string() + " --model " + kTestdata +
+                           "/tiny/weights.safetensors --image-size 112 --scale-frames 2 --kv-window 3 --threads 1 "
+                           "--mode windowed --window-size 4 --overlap-size 2 --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "cannot decode image " + (dir / "frames" / "000008.png").string())) << r.err;
+  const json s = read_json(out / "summary.json");
+  EXPECT_EQ(s.at("status"), "failed");
+  EXPECT_EQ(s.at("frames"), 8);
+  EXPECT_EQ(s.at("frames_without_result"), 0);
+  const json poses = read_json(out / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(poses.at("frames")[i].at("index"), i);
+  for (const json& w : s.at("windows")) EXPECT_GT(w.at("end").get<int64_t>(), w.at("start").get<int64_t>()) << w;
+}
+
 }  // namespace
