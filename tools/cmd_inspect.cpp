@@ -138,10 +138,13 @@ void run_inspect(const InspectOptions& o) {
     const io::Checkpoint ck = io::load_checkpoint(o.model);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const size_t peak = peak_rss_bytes();
-    std::printf("load: %zu tensors, %s bytes of tensor data in %.2f s; peak RSS %s bytes = %.3f x file size (RSS before load %s)\n",
+    // The ratio is of what the load added (the process's own memory before it is not the file's).
+    const size_t added = peak > rss_before ? peak - rss_before : 0;
+    std::printf("load: %zu tensors, %s bytes of tensor data in %.2f s; peak RSS %s bytes, %s more than before the "
+                "load = %.3f x file size\n",
                 ck.tensors.size() + ck.int_tensors.size(), with_commas(io::total_bytes(ck.tensors)).c_str(), secs,
-                with_commas(peak).c_str(), static_cast<double>(peak) / static_cast<double>(idx.file_bytes),
-                with_commas(rss_before).c_str());
+                with_commas(peak).c_str(), with_commas(added).c_str(),
+                static_cast<double>(added) / static_cast<double>(idx.file_bytes));
   }
   std::fflush(stdout);
   LINGBOT_CHECK(failures == 0, o.model, ": ", failures, " key problem(s) found (listed above)");

@@ -485,6 +485,9 @@ int run_command(const RunArgs& a) {
   } catch (const Error& e) {
     throw Error(std::string("--kv-backend: ") + e.what());
   }
+  // dense-full keeps every frame (the no-eviction reference): a bound on what is kept cannot apply.
+  LINGBOT_CHECK(backend != KVBackend::DenseFull || a.max_special_frames == 0,
+                "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = resolve_device(parse_device(a.device));
   const DType kv_dtype = parse_dtype(a.kv_dtype);
@@ -615,14 +618,18 @@ int run_command(const RunArgs& a) {
               W, H, a.preprocess.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
-  std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, window %d, keyframes: %s, %d camera iterations\n",
-              a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, a.kv_window,
+  const std::string window = backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
+                                                              : "window " + std::to_string(a.kv_window);
+  std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, %s, keyframes: %s, %d camera iterations\n",
+              a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, window.c_str(),
               mode.policy->describe().c_str(), a.camera_iterations);
   if (mode.windowed) {
     SessionOptions with_policy = so;
     with_policy.keyframe_policy = mode.policy;
-    std::printf("windows: %d stored frames each, overlap %lld frames\n", mode.window.window_size,
-                static_cast<long long>(windowed_overlap(mode.window, with_policy)));
+    const int64_t overlap = windowed_overlap(mode.window, with_policy);
+    std::printf("windows: %d stored frames each, overlap %lld frames%s\n", mode.window.window_size,
+                static_cast<long long>(overlap),
+                overlap == 0 ? " (no shared frames: the windows are not aligned, each keeps its own world frame)" : "");
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("device: %s\n", session.device_description().c_str());

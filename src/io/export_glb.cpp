@@ -216,7 +216,8 @@ class GlbExporter final : public Exporter {
             {"points", builder_.points_kept()},
             {"points_before_budget", builder_.points_seen()},
             {"point_budget", kGlbMaxPoints},
-            {"cameras", builder_.cameras()},
+            {"cameras", builder_.cameras()},    // every frame with a pose: the trajectory's points
+            {"frustums", builder_.frustums()},  // the keyframes among them
             {"frames_skipped_non_finite", skipped_}};
   }
 

@@ -33,7 +33,8 @@ class GlbSceneBuilder {
   void write(const std::filesystem::path& path) const;
   int64_t points_seen() const { return seen_; }
   int64_t points_kept() const { return static_cast<int64_t>(xyz_.size() / 3); }
-  int64_t cameras() const { return static_cast<int64_t>(centres_.size() / 3); }
+  int64_t cameras() const { return static_cast<int64_t>(centres_.size() / 3); }     // trajectory points
+  int64_t frustums() const { return static_cast<int64_t>(frustums_.size() / 48); }  // keyframes
 
  private:
   int64_t max_points_;

@@ -40,6 +40,8 @@ TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(error_of("--keyframe-interval flow --max-non-keyframe-gap 0", "gap_zero"),
             "error: --max-non-keyframe-gap must be >= 1, got 0\n");
   EXPECT_EQ(error_of("--window-size 6", "window_in_streaming"), "error: --window-size only applies to --mode windowed\n");
+  EXPECT_EQ(error_of("--kv-backend dense-full --max-special-frames 4", "dense_full_bound"),
+            "error: --max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)\n");
   EXPECT_EQ(error_of("--overlap-keyframes 2", "overlap_in_streaming"),
             "error: --overlap-keyframes only applies to --mode windowed\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 2", "window_vs_scale"),

@@ -445,7 +445,8 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
     e->finish(ExportStatus::Interrupted);
     const nlohmann::json rep = e->report();
     EXPECT_EQ(rep.at("points"), points);
-    EXPECT_EQ(rep.at("cameras"), 4);
+    EXPECT_EQ(rep.at("cameras"), 4);   // frames 0, 2, 3, 4 (1 has no finite pose)
+    EXPECT_EQ(rep.at("frustums"), 3);  // the keyframes among them (Synth: even indices): 0, 2, 4
     EXPECT_EQ(rep.at("frames_skipped_non_finite"), 1);
   }
   const nlohmann::json rep = validate_gltf(dir.path / "scene.glb", dir.path);
