@@ -43,6 +43,7 @@
 #include "io/file_util.h"
 #include "io/frame_source.h"
 #include "io/live_source.h"
+#include "io/output_lock.h"
 #include "io/png.h"
 #include "io/preprocess.h"
 #include "io/video.h"
@@ -303,6 +304,12 @@ void prepare_output_dir(const fs::path& out) {
   LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
   std::fclose(f);
   fs::remove(probe, ec);
+}
+
+// Once the folder is this run's (its lock held): the summary of an earlier run goes first, so a
+// reader never takes it for this run's.
+void remove_old_summary(const fs::path& out) {
+  std::error_code ec;
   fs::remove(out / "summary.json", ec);
   LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
 }
@@ -605,6 +612,8 @@ int run_command(const RunArgs& a) {
     std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   }
   prepare_output_dir(out);
+  const io::OutputLock out_lock(out);  // held to the end: no second run mixes its files in (io/output_lock.h)
+  remove_old_summary(out);
   if (!a.export_preprocessed.empty()) {
     std::error_code ec;
     fs::create_directories(a.export_preprocessed, ec);

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/export_viewer.h"
+#include "io/output_lock.h"
 #include "viewer_assets.h"
 
 namespace lingbot::cli {
@@ -49,6 +50,11 @@ json folder_run_status(const fs::path& out_dir) {
       status = summary["status"].get<std::string>();
       if (summary.contains("error") && summary["error"].is_string()) error = summary["error"].get<std::string>();
     }
+  } else if (io::output_writer(out_dir) == io::OutputWriter::Gone) {
+    // No summary and nobody holds the run's lock: its process is gone (killed, or a second Ctrl-C).
+    status = "ended";
+    error = "the run ended without writing summary.json (killed, or a second Ctrl-C); its files hold the frames "
+            "written before";
   }
   return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}};
 }

@@ -75,6 +75,13 @@ class ServerProcess {
     return exit_code_;
   }
   const std::string& output() const { return output_; }
+  // SIGKILL (no handler runs), then reaped.
+  void kill9() {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exit_code_ = 128 + SIGKILL;
+  }
 
  private:
   pid_t pid_ = -1;
@@ -322,6 +329,40 @@ TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
   EXPECT_EQ(last, 12);
   EXPECT_EQ(run.stop(), 0);
   EXPECT_TRUE(contains(run.output(), "viewer: run completed; still serving")) << run.output();
+}
+
+// The output folder's run lock (io/output_lock.h): a second run into a folder a run is writing to is
+// refused before it writes anything; `view` tells a run going on ("running") from one whose process
+// is gone without a summary.json (kill -9: "ended", with the reason), which it called running forever.
+TEST(View, RunLockRefusesASecondRunAndViewSeesAKilledRun) {
+  const fs::path out = fresh_dir("view_lock") / "out";
+  ServerProcess first({"run", "--demo", "--demo-frames", "400", "--demo-pace", "0.05", "--progress", "lines",
+                       "--out", out.string()});
+  for (int i = 0; i < 1200 && !fs::exists(out / "viewer" / frame_name(2)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(out / "viewer" / frame_name(2)));
+  const Result second = run_cli("run --demo --demo-frames 2 --out " + out.string());
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_EQ(second.err, "error: another lingbot-map run is writing to " + out.string() + " (it holds " +
+                            (out / ".lingbot-run.lock").string() +
+                            "); wait for it to end or choose another output folder\n");
+  {
+    ServerProcess view({"view", out.string(), "--port", "0"});
+    const int port = view.wait_for_port();
+    ASSERT_GT(port, 0) << view.output();
+    EXPECT_EQ(nlohmann::json::parse(http_get("127.0.0.1", port, "/api/status").body)["status"], "running");
+    first.kill9();
+    const nlohmann::json s = nlohmann::json::parse(http_get("127.0.0.1", port, "/api/status").body);
+    EXPECT_EQ(s["status"], "ended");
+    EXPECT_EQ(s["error"], "the run ended without writing summary.json (killed, or a second Ctrl-C); its files hold "
+                          "the frames written before");
+    EXPECT_GE(s["frames"].get<int64_t>(), 3);
+    EXPECT_EQ(view.stop(), 0);
+  }
+  // The folder is free again; a run that ends normally leaves no lock file.
+  const Result third = run_cli("run --demo --demo-frames 2 --scale-frames 2 --out " + out.string());
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_FALSE(fs::exists(out / ".lingbot-run.lock"));
 }
 
 }  // namespace

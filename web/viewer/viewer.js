@@ -290,7 +290,8 @@ function reportCounts() {
   document.body.dataset.status = runStatus.status;
   const s = runStatus.status;
   const what = s === 'running' ? (runStatus.live ? 'run in progress' : 'run in progress (no summary.json yet)')
-    : s === 'failed' ? `run failed: ${runStatus.error}` : s === 'disconnected' ? 'server gone (the run or viewer stopped)' : `run ${s}`;
+    : s === 'failed' ? `run failed: ${runStatus.error}` : s === 'ended' ? `run ended: ${runStatus.error}`
+    : s === 'disconnected' ? 'server gone (the run or viewer stopped)' : `run ${s}`;
   const loading = frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
   showStatus(`${what} · ${frames.length} frames · ${totalPoints.toLocaleString('en-US')} points${loading}`, s === 'failed');
 }
