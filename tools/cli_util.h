@@ -26,6 +26,18 @@ inline CLI::Validator finite_number() {
       "FINITE");
 }
 
+// Validator for an option whose value is one of a few words: anything else is a usage error (exit 2)
+// "<option>: must be <text>, got '<value>'" (text: e.g. "auto, bar or lines").
+inline CLI::Validator one_of(std::vector<std::string> words, std::string text) {
+  return CLI::Validator(
+      [words = std::move(words), text = std::move(text)](std::string& s) -> std::string {
+        for (const std::string& w : words)
+          if (s == w) return "";
+        return "must be " + text + ", got '" + s + "'";
+      },
+      "");
+}
+
 // Old spellings of renamed options (the naming rule: docs/naming.md). An old name keeps working for
 // a release: hidden from --help, one `notice:` line on stderr when used, and an error when it is
 // given together with its new name.

@@ -1092,11 +1092,14 @@ void add_run_command(CLI::App& app) {
                   "at most 4096 (default 518; 112 with --demo)");
   cmd->add_option("--preprocess", a->preprocess,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
-                  "pad (longer side := image size, white padding to a square); default crop");
+                  "pad (longer side := image size, white padding to a square); default crop")
+      ->check(one_of({"crop", "pad"}, "crop or pad"));
   cmd->add_option("--mode", a->modes.mode,
                   "streaming (frame by frame with the KV cache) | windowed (overlapping windows with a fresh cache "
                   "each, aligned by a similarity; for sequences beyond the ~320 stored frames the video RoPE was "
                   "trained on), as upstream demo.py. crop | pad are the deprecated spelling of --preprocess")
+      ->check(one_of({"streaming", "windowed", "crop", "pad"},
+                     "streaming or windowed (crop | pad: the deprecated spelling of --preprocess)"))
       ->capture_default_str();
   cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
       ->needs(video_option)  // a folder's frames are taken as they are (--stride, --first-k)
@@ -1115,6 +1118,11 @@ void add_run_command(CLI::App& app) {
                   "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
                   "windowed: 1; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
                   "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return is_keyframe_interval(v) ? "" : std::string("must be ") + kKeyframeIntervalChoices + ", got '" + v + "'";
+          },
+          ""))
       ->capture_default_str();
   cmd->add_option("--flow-threshold", a->modes.flow_threshold,
                   "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
@@ -1145,12 +1153,17 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   CLI::Option* kv_backend = cmd->add_option("--kv-backend", a->kv_backend,
-                                             "KV cache backend: paged | dense | dense-full")->capture_default_str();
+                                             "KV cache backend: paged | dense | dense-full")
+                                 ->check(one_of({"paged", "dense", "dense-full"}, "paged, dense or dense-full"))
+                                 ->capture_default_str();
   a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")
+      ->check(one_of({"f32", "f16", "bf16"}, "f32, f16 or bf16"))
+      ->capture_default_str();
   cmd->add_option("--weights-dtype", a->weights_dtype,
                   "storage dtype of the blocks' linear layers and the DPT convolutions: auto (cpu: bf16 where the CPU "
                   "has a native bf16 GEMM, else f32; cuda: bf16 on sm_80 and later, else f32) | f32 | f16 | bf16")
+      ->check(one_of({"auto", "f32", "f16", "bf16"}, "auto, f32, f16 or bf16"))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
   cmd->add_option("--conf-threshold", a->conf_threshold,
@@ -1174,7 +1187,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--demo-pace", a->demo_pace,
                   "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
       ->capture_default_str();
-  cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")->capture_default_str();
+  cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")
+      ->check(one_of({"auto", "bar", "lines"}, "auto, bar or lines"))
+      ->capture_default_str();
   cmd->add_option("--pipeline", a->pipeline,
                   "on: decode and preprocess the next frames and write the finished ones on their own threads while "
                   "the model runs (the host's work overlaps the model's; outputs are identical) | off: one thread, "

@@ -21,10 +21,14 @@ void add_verify_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   cmd->add_option("--golden", args->case_dir, "case directory (case.json, weights, reference.safetensors)")->required();
   args->renamed.add(cmd, cmd->add_option("--kv-backend", args->kv_backend, "KV cache backend: paged | dense | dense-full")
+                             ->check(one_of({"paged", "dense", "dense-full"}, "paged, dense or dense-full"))
                              ->capture_default_str(), "--kv-backend", "--backend", args->kv_backend);
-  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")
+      ->check(one_of({"f32", "f16", "bf16"}, "f32, f16 or bf16"))
+      ->capture_default_str();
   cmd->add_option("--weights-dtype", args->weights_dtype,
                   "storage dtype of the blocks' linear layers and the DPT convolutions: auto | f32 | f16 | bf16 (tolerances scale with it)")
+      ->check(one_of({"auto", "f32", "f16", "bf16"}, "auto, f32, f16 or bf16"))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
   cmd->add_option("--device", args->device, "where the model runs: cpu | cuda | auto (as run --device)")

@@ -9,14 +9,19 @@ namespace lingbot::cli {
 
 namespace {
 
+// N >= 1 (up to 1000000), or 0 when `s` is not such a number.
+long interval_number(const std::string& s) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  return !s.empty() && end && *end == '\0' && v >= 1 && v <= 1000000 ? v : 0;
+}
+
 // --keyframe-interval: 0 or "auto" -> 0, "flow" -> -1, N >= 1 -> N.
 int parse_interval(const std::string& s) {
   if (s == "auto" || s == "0") return 0;
   if (s == "flow") return -1;
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  LINGBOT_CHECK(!s.empty() && end && *end == '\0' && v >= 1 && v <= 1000000,
-                "--keyframe-interval must be a number >= 1, auto or flow, got '", s, "'");
+  const long v = interval_number(s);
+  LINGBOT_CHECK(v >= 1, "--keyframe-interval must be ", kKeyframeIntervalChoices, ", got '", s, "'");
   return static_cast<int>(v);
 }
 
@@ -27,6 +32,10 @@ std::string shortest_str(double v) {
 }
 
 }  // namespace
+
+bool is_keyframe_interval(const std::string& s) {
+  return s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1;
+}
 
 PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_option) {
   PreprocessChoice c;

@@ -41,6 +41,10 @@ PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_o
 // Throws lingbot::Error with one message naming the option for every inconsistent combination.
 void check_mode_args(const ModeArgs& m, int scale_frames);
 
+// The words --keyframe-interval takes (N >= 1, 0 or auto, flow), for its validator.
+bool is_keyframe_interval(const std::string& s);
+inline constexpr const char* kKeyframeIntervalChoices = "a number >= 1, auto or flow";
+
 struct ModeChoice {
   bool windowed = false;
   std::shared_ptr<const KeyframePolicy> policy;

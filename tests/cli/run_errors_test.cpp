@@ -98,12 +98,8 @@ TEST(RunErrors, OptionsThatDoNotFitTheModel) {
   const std::string base = "--images " + kTinyFrames + " --model " + kTinyModel;
   EXPECT_EQ(expect_failure(base + " --image-size 100", "image_size"),
             "error: --image-size must be a multiple of the model's patch size 14, got 100\n");
-  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --kv-backend flash", "kv_backend"),
-            "error: --kv-backend: unknown KV backend 'flash' (expected paged, dense or dense-full)\n");
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
-  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --mode stretch", "mode"), "error: --mode must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
-            "'stretch'\n");
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --set aggregator.num_heads", "set_syntax"),
             "error: --set expects key=value, got 'aggregator.num_heads'\n");
   // A configuration the checkpoint does not fit (head count that does not divide the width).

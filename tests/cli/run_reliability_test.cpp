@@ -78,6 +78,20 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
       {"run --demo --keyframe-interval flow --flow-threshold nan" + o,
        "error: --flow-threshold: 'nan' is not a finite number", "lingbot-map run"},
       {"run --demo --threads abc" + o, "error: Could not convert: --threads = abc", "lingbot-map run"},
+      // A word that is not one of an option's choices does not parse either.
+      {"run --demo --mode stretch" + o,
+       "error: --mode: must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
+       "'stretch'",
+       "lingbot-map run"},
+      {"run --demo --preprocess stretch" + o, "error: --preprocess: must be crop or pad, got 'stretch'", "lingbot-map run"},
+      {"run --demo --keyframe-interval sometimes" + o,
+       "error: --keyframe-interval: must be a number >= 1, auto or flow, got 'sometimes'", "lingbot-map run"},
+      {"run --demo --kv-backend flash" + o, "error: --kv-backend: must be paged, dense or dense-full, got 'flash'",
+       "lingbot-map run"},
+      {"run --demo --kv-dtype f64" + o, "error: --kv-dtype: must be f32, f16 or bf16, got 'f64'", "lingbot-map run"},
+      {"run --demo --weights-dtype f8" + o, "error: --weights-dtype: must be auto, f32, f16 or bf16, got 'f8'",
+       "lingbot-map run"},
+      {"run --demo --progress loud" + o, "error: --progress: must be auto, bar or lines, got 'loud'", "lingbot-map run"},
       {"run --demo", "error: --out is required", "lingbot-map run"},
   };
   for (const Case& c : cases) {

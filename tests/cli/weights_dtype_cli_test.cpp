@@ -78,13 +78,20 @@ TEST(WeightsDtypeCli, RunBannerNamesTheAttentionPath) {
 
 TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
   const fs::path out = fresh_dir("wd_bad");
-  for (const std::string& cmd : {"run --demo --weights-dtype int8 --out " + out.string(),
-                                "verify --golden " + kTestdata + "/tiny --weights-dtype int8",
-                                std::string("bench model --model-size demo --weights-dtype f32,int8")}) {
+  // A single value that is not one of the choices: a usage error (exit 2) with the command's help.
+  for (const std::string& command : {std::string("run"), std::string("verify")}) {
+    const std::string cmd = command == "run" ? "run --demo --weights-dtype int8 --out " + out.string()
+                                             : "verify --golden " + kTestdata + "/tiny --weights-dtype int8";
     const Result r = run_cli(cmd);
-    EXPECT_EQ(r.exit_code, 1) << cmd;
-    EXPECT_EQ(r.err, "error: unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)\n") << cmd;
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_EQ(r.err, "error: --weights-dtype: must be auto, f32, f16 or bf16, got 'int8'\nRun 'lingbot-map " + command +
+                         " --help' for usage.\n")
+        << cmd;
   }
+  // An item of bench model's list.
+  const Result r = run_cli("bench model --model-size demo --weights-dtype f32,int8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)\n");
 }
 
 TEST(WeightsDtypeCli, SlowDtypeIsAcceptedWithOneNotice) {
