@@ -6,10 +6,16 @@
 // thread calling the same object meanwhile gets lingbot_map.Error instead of racing.
 // Ctrl-C: CPython's SIGINT handler only sets a flag while the GIL is released; reconstruct()'s
 // iterator checks it after every frame (PyErr_CheckSignals), so KeyboardInterrupt arrives at the
-// next frame boundary with the engine state consistent.
+// next frame boundary with the engine state consistent. A scale phase is one step that can take
+// minutes on a CPU, so during one, on the main thread, SIGINT also sets the session's stop flag
+// (SessionOptions::stop: the step ends at its next block) before CPython's handler runs
+// (CtrlCStopsTheStep); KeyboardInterrupt then comes at once, and the session needs reset() (the
+// iteration of reconstruct() ends).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
+
+#include <signal.h>
 
 #include <atomic>
 #include <cmath>
@@ -69,6 +75,68 @@ class BusyGuard {
 
 void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// ---- Ctrl-C during an engine step ----
+// Signal dispositions are process-wide, so this state is too: the flag of the step running on the
+// main thread (Python handles signals only there, one call at a time) and the handler it replaced.
+std::atomic<std::atomic<bool>*> g_ctrl_c_target{nullptr};
+struct sigaction g_replaced_sigint {};
+
+extern "C" void ctrl_c_stops_the_step(int sig, siginfo_t* info, void* context) {
+  if (std::atomic<bool>* target = g_ctrl_c_target.load()) target->store(true, std::memory_order_release);
+  if (g_replaced_sigint.sa_flags & SA_SIGINFO) g_replaced_sigint.sa_sigaction(sig, info, context);
+  else g_replaced_sigint.sa_handler(sig);
+}
+
+// For the lifetime of one engine call made with the GIL released, when `armed` (the call runs a scale
+// phase): SIGINT sets `flag`, then runs the handler that was installed (CPython's, which records it
+// for PyErr_CheckSignals). Nothing happens off the main thread or when SIGINT is not handled by a
+// function (ignored, or default: the process ends). Construct with the GIL held.
+class CtrlCStopsTheStep {
+ public:
+  CtrlCStopsTheStep(std::atomic<bool>* flag, bool armed) {
+    flag->store(false);
+    if (!armed) return;
+    static const unsigned long main_ident =
+        py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+    if (PyThread_get_thread_ident() != main_ident) return;
+    struct sigaction current {};
+    if (::sigaction(SIGINT, nullptr, &current) != 0) return;
+    const bool function = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != nullptr
+                                                          : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
+    if (!function) return;
+    g_replaced_sigint = current;
+    g_ctrl_c_target.store(flag);
+    struct sigaction ours {};
+    ours.sa_sigaction = ctrl_c_stops_the_step;
+    ours.sa_flags = SA_SIGINFO | (current.sa_flags & SA_RESTART);
+    sigemptyset(&ours.sa_mask);
+    installed_ = ::sigaction(SIGINT, &ours, nullptr) == 0;
+    if (!installed_) g_ctrl_c_target.store(nullptr);
+  }
+  ~CtrlCStopsTheStep() {
+    if (!installed_) return;
+    ::sigaction(SIGINT, &g_replaced_sigint, nullptr);
+    g_ctrl_c_target.store(nullptr);
+  }
+  CtrlCStopsTheStep(const CtrlCStopsTheStep&) = delete;
+  CtrlCStopsTheStep& operator=(const CtrlCStopsTheStep&) = delete;
+
+ private:
+  bool installed_ = false;
+};
+
+// A step that Ctrl-C stopped: KeyboardInterrupt (CPython has the signal recorded), else the error.
+[[noreturn]] void rethrow_stopped() {
+  check_signals();
+  throw;
+}
+
+// Whether the next push_frame() / finish() of `s` runs a scale phase (the step Ctrl-C may stop).
+bool push_runs_scale_phase(const Session& s) { return s.frames_pushed() + 1 == s.options().scale_frames; }
+bool finish_runs_scale_phase(const Session& s) {
+  return s.frames_pushed() > 0 && s.frames_pushed() < s.options().scale_frames;
 }
 
 // A Python value -> the text ModelConfig::set() parses.
@@ -374,7 +442,8 @@ class PySession {
       : model_(model) {
     int interval = parse_keyframes(args.keyframes);
     if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
-    const SessionOptions so = session_options(args, interval);
+    SessionOptions so = session_options(args, interval);
+    so.stop = stop_.get();
     if (image_size) pre_ = preprocess_options(*image_size, mode, model.model->patch_size());
     else parse_mode(mode);
     py::gil_scoped_release nogil;
@@ -388,11 +457,14 @@ class PySession {
     const int64_t index = s.frames_pushed();
     std::vector<FrameResult> results;
     Tensor image;
-    {
+    try {
+      CtrlCStopsTheStep ctrl_c(stop_.get(), push_runs_scale_phase(s));
       py::gil_scoped_release nogil;
       if (in.rgb8) image = pre_ ? io::preprocess_image(*in.rgb8, *pre_) : rgb8_to_chw(*in.rgb8);
       else image = std::move(in.chw);
       results = s.push_frame(image);
+    } catch (const Stopped&) {
+      rethrow_stopped();
     }
     pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)), std::move(image)});
     return to_python(std::move(results), &pending_, s.options().scale_frames);
@@ -402,9 +474,12 @@ class PySession {
     BusyGuard busy(busy_, "this Session");
     Session& s = open();
     std::vector<FrameResult> results;
-    {
+    try {
+      CtrlCStopsTheStep ctrl_c(stop_.get(), finish_runs_scale_phase(s));
       py::gil_scoped_release nogil;
       results = s.finish();
+    } catch (const Stopped&) {
+      rethrow_stopped();
     }
     return to_python(std::move(results), &pending_, s.options().scale_frames);
   }
@@ -455,6 +530,7 @@ class PySession {
 
   PyModel model_;
   std::optional<io::PreprocessOptions> pre_;
+  std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Session> session_;
   std::deque<Pending> pending_;
   std::atomic<bool> busy_{false};
@@ -607,7 +683,8 @@ class PyReconstruction {
       const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
       interval = n ? auto_keyframe_interval(*n) : 1;
     }
-    const SessionOptions so = session_options(args, interval);
+    SessionOptions so = session_options(args, interval);
+    so.stop = stop_.get();
     py::gil_scoped_release nogil;
     session_ = std::make_unique<Session>(model_.model, so);
   }
@@ -628,12 +705,14 @@ class PyReconstruction {
       try {
         if (feed_->next(&p)) {
           {
+            CtrlCStopsTheStep ctrl_c(stop_.get(), push_runs_scale_phase(*session_));
             py::gil_scoped_release nogil;
             results = session_->push_frame(p.image);
           }
           pending_.push_back(std::move(p));
         } else {
           {
+            CtrlCStopsTheStep ctrl_c(stop_.get(), finish_runs_scale_phase(*session_));
             py::gil_scoped_release nogil;
             results = session_->finish();
           }
@@ -641,10 +720,15 @@ class PyReconstruction {
         }
       } catch (...) {
         // A frame that failed to decode or run ends the iteration, as an exception ends a generator
-        // (the frames after it would no longer line up with the session's frame indices).
+        // (the frames after it would no longer line up with the session's frame indices); a step
+        // Ctrl-C stopped ends it with KeyboardInterrupt.
         done_ = true;
         pending_.clear();
-        throw;
+        try {
+          throw;
+        } catch (const Stopped&) {
+          rethrow_stopped();
+        }
       }
       for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
       check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
@@ -681,6 +765,7 @@ class PyReconstruction {
  private:
   PyModel model_;
   std::unique_ptr<FrameFeed> feed_;
+  std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Session> session_;
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;

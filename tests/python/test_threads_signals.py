@@ -123,3 +123,71 @@ def test_ctrl_c_raises_keyboard_interrupt_at_the_next_frame(tmp_path):
     resumed = [ln for ln in lines if ln.startswith("resumed")]
     assert resumed, "\n".join(lines)
     assert resumed[0] == f"resumed True {40 - n}" or int(resumed[0].split()[-1]) == 40 - n - 1, resumed[0]
+
+
+# A scale phase is one engine step that can take minutes on a CPU: Ctrl-C during it stops it at its
+# next block (SessionOptions::stop), KeyboardInterrupt comes then, and the iteration ends (the
+# session holds part of a step). Before, KeyboardInterrupt waited for the whole scale phase and then
+# every result came after all.
+CHILD_SCALE_PHASE = r"""
+import signal
+import sys
+import time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+frames = [lm.demo_frame(i, width=448, height=336) for i in range(20)]
+it = lm.reconstruct(images=frames, model=lm.Model.demo(), image_size=448, scale_frames=16, threads=1)
+print("started", flush=True)
+t0 = time.monotonic()
+try:
+    got = [r.frame_index for r in it]
+    print("NOT INTERRUPTED", len(got), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", round(time.monotonic() - t0, 2), flush=True)
+    print("after", [r.frame_index for r in it], flush=True)
+s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1)
+for f in frames[:15]:
+    s.push(f)
+print("session", flush=True)
+try:
+    s.push(frames[15])
+    print("NOT INTERRUPTED session", flush=True)
+except KeyboardInterrupt:
+    print("session interrupted", s.finished, flush=True)
+    try:
+        s.push(frames[0])
+    except lm.Error as e:
+        print("closed:", e, flush=True)
+    s.reset()
+    print("reset", len(s.push(frames[0])), flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
+    child = tmp_path / "child_scale.py"
+    child.write_text(CHILD_SCALE_PHASE)
+    proc = subprocess.Popen([sys.executable, str(child), str(BUILD / "python")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("started") or line.startswith("session"):
+                time.sleep(2.0)  # the 16 frames are encoded (a fraction of that), the scale phase runs
+                proc.send_signal(signal.SIGINT)
+            if line.startswith("reset") or line.startswith("NOT"):
+                break
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    lines += out.split("\n")
+    text = "\n".join(lines) + err
+    assert proc.returncode == 0, text
+    assert any(ln.startswith("interrupted") for ln in lines), text
+    assert "after []" in lines, text  # no result: the scale phase was stopped, the iteration ended
+    assert "session interrupted True" in lines, text
+    assert ("closed: push_frame: the session is closed after a step that failed or was stopped (call reset() to "
+            "start a new sequence)") in lines, text
+    assert "reset 0" in lines, text
