@@ -321,10 +321,18 @@ std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = *impl_;
   LINGBOT_CHECK(!s.failed, "finish: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
-  s.finished = true;
   std::vector<FrameResult> out;
-  if (s.windows.empty()) return out;
-  s.absorb(s.session.finish());
+  if (s.windows.empty()) {
+    s.finished = true;
+    return out;
+  }
+  try {
+    s.absorb(s.session.finish());  // a last window shorter than the scale frames runs its scale phase here
+  } catch (...) {
+    s.failed = true;  // closed; finish_early() still returns what was computed
+    throw;
+  }
+  s.finished = true;
   s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
   s.try_align(true);
   s.deliver(true, out);

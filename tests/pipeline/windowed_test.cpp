@@ -130,6 +130,31 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
   EXPECT_THROW(win.finish(), Error);
 }
 
+// A last window shorter than the scale frames runs its scale phase in finish(); stopped there,
+// finish_early() still returns the previous window's tail held back for the overlap.
+TEST_F(WindowedTest, FinishEarlyAfterAStoppedFinishReturnsTheHeldBackTail) {
+  std::atomic<bool> stop{false};
+  SessionOptions o = options();
+  o.scale_frames = 3;
+  o.stop = &stop;
+  WindowedOptions w;
+  w.window_size = 5;
+  w.overlap_size = 1;
+  WindowedSession win(model_, o, w);
+  std::vector<int64_t> got;
+  for (int64_t i = 0; i < 6; ++i)  // window 0 = frames 0-4; frame 5 starts window 1 at frame 4
+    for (const FrameResult& r : win.push_frame(frame(i))) got.push_back(r.frame_index);
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2, 3}));  // frame 4 is held back for the overlap
+  stop = true;
+  EXPECT_THROW(win.finish(), Stopped);  // window 1 has 2 of 3 scale frames: its scale phase runs here
+  stop = false;
+  const std::vector<FrameResult> tail = win.finish_early();
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].frame_index, 4);
+  EXPECT_EQ(tail[0].window, 0);
+  EXPECT_THROW(win.push_frame(frame(6)), Error);
+}
+
 TEST_F(WindowedTest, OptionChecksNameTheField) {
   auto expect_error = [&](const SessionOptions& o, const WindowedOptions& w, const std::string& msg) {
     try {
