@@ -95,12 +95,17 @@ except KeyboardInterrupt:
 """
 
 
-def test_ctrl_c_raises_keyboard_interrupt_at_the_next_frame(tmp_path):
-    child = tmp_path / "child.py"
-    child.write_text(CHILD)
-    proc = subprocess.Popen([sys.executable, str(child), str(BUILD / "python")], stdout=subprocess.PIPE,
+def start_child(tmp_path, name, script):
+    """Runs `script` in a new interpreter with the module's build folder as its argument."""
+    child = tmp_path / name
+    child.write_text(script)
+    return subprocess.Popen([sys.executable, str(child), str(BUILD / "python")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_ctrl_c_raises_keyboard_interrupt_at_the_next_frame(tmp_path):
+    proc = start_child(tmp_path, "child.py", CHILD)
     try:
         lines = []
         for line in proc.stdout:
@@ -165,11 +170,7 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
-    child = tmp_path / "child_scale.py"
-    child.write_text(CHILD_SCALE_PHASE)
-    proc = subprocess.Popen([sys.executable, str(child), str(BUILD / "python")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = start_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
     lines = []
     try:
         for line in proc.stdout:
