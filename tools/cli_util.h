@@ -38,6 +38,17 @@ inline CLI::Validator one_of(std::vector<std::string> words, std::string text) {
       "");
 }
 
+// Validator for `--set key=value` (a missing '=' or key is a usage error; the key itself is checked
+// against the configuration later).
+inline CLI::Validator key_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const size_t eq = s.find('=');
+        return eq != std::string::npos && eq > 0 ? "" : "expects key=value, got '" + s + "'";
+      },
+      "");
+}
+
 // Old spellings of renamed options (the naming rule: docs/naming.md). An old name keeps working for
 // a release: hidden from --help, one `notice:` line on stderr when used, and an error when it is
 // given together with its new name.

@@ -48,6 +48,28 @@ double parse_double_option(const std::string& name, const std::string& text) {
   return v;
 }
 
+// A word that is not one of an option's choices is a usage error too (exit 2, as run's validators);
+// parsing here rather than in a CLI11 validator also covers the options' old spellings.
+template <typename F>
+auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw CLI::ValidationError(name + ": " + e.what());
+  }
+}
+
+template <typename F>
+void for_each_item(const std::string& list, F f) {
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = list.find(',', pos);
+    f(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+}
+
 bool parse_on_off(const std::string& name, const std::string& v) {
   if (v != "on" && v != "off") throw CLI::ValidationError(name + " must be on or off, got '" + v + "'");
   return v == "on";
@@ -76,27 +98,14 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   o.head_dim = parse_int_option("--head-dim", a.head_dim);
   o.window = parse_int_option("--kv-window", a.window);
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
-  try {
-    o.dtype = parse_dtype(a.dtype);
-  } catch (const Error& e) {
-    throw Error(std::string("--kv-dtype: ") + e.what());
-  }
+  o.dtype = parse_choice("--kv-dtype", [&] { return parse_dtype(a.dtype); });
   o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
   o.frames = parse_int_option("--frames", a.frames);
   o.backends.clear();
   const std::string backends = a.backends.empty() ? default_backends(o.device) : a.backends;
-  size_t pos = 0;
-  while (true) {
-    const size_t comma = backends.find(',', pos);
-    const std::string item = backends.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    try {
-      o.backends.push_back(parse_kv_backend(item));
-    } catch (const Error& e) {
-      throw Error(std::string("--kv-backends: ") + e.what());
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+  for_each_item(backends, [&](const std::string& item) {
+    o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
+  });
   if (a.threads.empty()) {
     o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else {
@@ -208,16 +217,8 @@ void run_bench_soak(BenchSoakArgs a) {
   a.renamed.resolve();
   LINGBOT_CHECK(a.demo != !a.model.empty(), a.demo ? "give either --model or --demo, not both"
                                                     : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
-  try {
-    a.o.kv_backend = parse_kv_backend(a.kv_backend);
-  } catch (const Error& e) {
-    throw Error(std::string("--kv-backend: ") + e.what());
-  }
-  try {
-    a.o.kv_dtype = parse_dtype(a.kv_dtype);
-  } catch (const Error& e) {
-    throw Error(std::string("--kv-dtype: ") + e.what());
-  }
+  a.o.kv_backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(a.kv_backend); });
+  a.o.kv_dtype = parse_choice("--kv-dtype", [&] { return parse_dtype(a.kv_dtype); });
   check_mode_args(a.modes, a.o.scale_frames);
   const ModeChoice keyframes = choose_mode(a.modes, a.o.frames);
   a.o.keyframe_interval = keyframes.keyframe_interval;
@@ -253,17 +254,6 @@ struct BenchModelArgs {
   RenamedOptions renamed;  // --window (old spelling)
 };
 
-template <typename F>
-void for_each_item(const std::string& list, F f) {
-  size_t pos = 0;
-  while (true) {
-    const size_t comma = list.find(',', pos);
-    f(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-}
-
 void run_bench_model(const BenchModelArgs& a) {
   a.renamed.resolve();
   bench::ModelBenchOptions o;
@@ -294,18 +284,15 @@ void run_bench_model(const BenchModelArgs& a) {
   std::vector<std::string> notices;
   o.weights_dtypes.clear();
   for_each_item(a.weights_dtype, [&](const std::string& item) {
-    const WeightsDtypeForDevice c = parse_weights_dtype(item, o.device);
+    const WeightsDtypeForDevice c =
+        parse_choice("--weights-dtype", [&] { return parse_weights_dtype(item, o.device); });
     if (!c.notice.empty()) notices.push_back(c.notice);
     if (!c.rule.empty()) notices.push_back("weights dtype " + c.rule);
     o.weights_dtypes.push_back(c.dtype);
   });
   o.kv_dtypes.clear();
   for_each_item(a.kv_dtype, [&](const std::string& item) {
-    try {
-      o.kv_dtypes.push_back(parse_dtype(item));
-    } catch (const Error& e) {
-      throw Error(std::string("--kv-dtype: ") + e.what());
-    }
+    o.kv_dtypes.push_back(parse_choice("--kv-dtype", [&] { return parse_dtype(item); }));
   });
   bench::validate(o);
   if (!a.csv.empty()) {
@@ -364,6 +351,7 @@ void add_bench_command(CLI::App& app) {
                                        "cuda: paged, the only CUDA cache)"),
                     "--kv-backends", "--backends", args->backends);
   kv->add_option("--device", args->device, "cpu or cuda (needs a -DLINGBOT_CUDA=ON build and a GPU)")
+      ->check(one_of({"cpu", "cuda"}, "cpu or cuda"))
       ->capture_default_str();
   kv->add_option("--threads", args->threads, "threads (default: all cores)");
   kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM, or of GPU memory "
@@ -425,6 +413,7 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--keyframe-interval", sa->modes.keyframe_interval,
                    "N: store every N-th frame after the scale frames; flow: flow keyframes (as run); auto: as run "
                    "for --frames")
+      ->check(keyframe_interval_validator())
       ->capture_default_str();
   soak->add_option("--flow-threshold", sa->modes.flow_threshold,
                    "with --keyframe-interval flow: mean flow in pixels above which a frame is stored (default " +

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
@@ -157,7 +158,8 @@ void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a checkpoint's inferred config, parameter count, dtypes and key problems");
   cmd->add_option("model", opts->model, "Checkpoint (.pt / .pth / .safetensors; format detected from content)")->required();
   cmd->add_option("--manifest", opts->manifest, "JSON manifest ({\"tensors\": [{\"name\", \"shape\"}]}) to check keys/shapes against");
-  cmd->add_option("--set", opts->overrides, "Override a config field, key=value (repeatable); see the config listing for keys");
+  cmd->add_option("--set", opts->overrides, "Override a config field, key=value (repeatable); see the config listing for keys")
+      ->check(key_value());
   cmd->add_flag("--load", opts->load, "Also read every tensor and report load time and peak RSS relative to the file size");
   cmd->callback([opts] { run_inspect(*opts); });
 }

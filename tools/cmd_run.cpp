@@ -378,7 +378,7 @@ ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
   ConfigOverrides o;
   for (const std::string& s : sets) {
     const size_t eq = s.find('=');
-    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");
+    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");  // key_value()
     const std::string key = s.substr(0, eq);
     // Fields run sets from its own options (always, defaults included): a --set of them would be
     // silently overridden.
@@ -1118,11 +1118,7 @@ void add_run_command(CLI::App& app) {
                   "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
                   "windowed: 1; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
                   "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            return is_keyframe_interval(v) ? "" : std::string("must be ") + kKeyframeIntervalChoices + ", got '" + v + "'";
-          },
-          ""))
+      ->check(keyframe_interval_validator())
       ->capture_default_str();
   cmd->add_option("--flow-threshold", a->modes.flow_threshold,
                   "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
@@ -1172,7 +1168,8 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();
   cmd->add_option("--set", a->sets,
-                  "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)");
+                  "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)")
+      ->check(key_value());
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
   cmd->add_option("--export", a->exports,

@@ -9,6 +9,8 @@ namespace lingbot::cli {
 
 namespace {
 
+constexpr const char* kKeyframeIntervalChoices = "a number >= 1, auto (or 0) or flow";
+
 // N >= 1 (up to 1000000), or 0 when `s` is not such a number.
 long interval_number(const std::string& s) {
   char* end = nullptr;
@@ -33,8 +35,13 @@ std::string shortest_str(double v) {
 
 }  // namespace
 
-bool is_keyframe_interval(const std::string& s) {
-  return s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1;
+CLI::Validator keyframe_interval_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const bool ok = s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1;
+        return ok ? "" : std::string("must be ") + kKeyframeIntervalChoices + ", got '" + s + "'";
+      },
+      "");
 }
 
 PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_option) {

@@ -3,6 +3,8 @@
 // keyframe options (--keyframe-interval N | auto | flow, --flow-threshold, --max-non-keyframe-gap,
 // --window-size, --overlap-size, --overlap-keyframes): their checks, with messages naming the options,
 // and one frame loop interface over Session (streaming) and WindowedSession (windowed).
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -41,9 +43,9 @@ PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_o
 // Throws lingbot::Error with one message naming the option for every inconsistent combination.
 void check_mode_args(const ModeArgs& m, int scale_frames);
 
-// The words --keyframe-interval takes (N >= 1, 0 or auto, flow), for its validator.
-bool is_keyframe_interval(const std::string& s);
-inline constexpr const char* kKeyframeIntervalChoices = "a number >= 1, auto or flow";
+// Validator for the words --keyframe-interval takes (N >= 1, auto or 0, flow): anything else is a
+// usage error (exit 2).
+CLI::Validator keyframe_interval_validator();
 
 struct ModeChoice {
   bool windowed = false;

@@ -148,6 +148,13 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
       {"--seed -3", "error: --seed must be a non-negative integer, got '-3'\n" + help},
       {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n" + help},
       {"--attention-ab maybe", "error: --attention-ab must be on or off, got 'maybe'\n" + help},
+      {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n" + help},
+      {"--dtype f8",  // the old spelling
+       "notice: --dtype is deprecated, use --kv-dtype\nerror: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or "
+       "bf16)\n" + help},
+      {"--kv-backends paged,flat",
+       "error: --kv-backends: unknown KV backend 'flat' (expected paged, dense or dense-full)\n" + help},
+      {"--device tpu", "error: --device: must be cpu or cuda, got 'tpu'\n" + help},
       {"--bogus", "error: The following argument was not expected: --bogus\n" + help},
   };
   for (const auto& [args, expected] : usage) {
@@ -160,14 +167,12 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--resolution 300", "error: --resolution must be 224 or 518, got 300\n"},
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
-      {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n"},
       {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
       {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
       {"--attention-ab on --device cuda --kv-backends paged", "error: --attention-ab needs --device cpu\n"},
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
       {"--kv-backends paged,paged", "error: --kv-backends lists 'paged' twice\n"},
       {"--threads 0", "error: --threads must be >= 1, got 0\n"},
-      {"--device tpu", "error: --device must be cpu or cuda, got 'tpu'\n"},
       {"--device cuda --kv-backends paged,dense",
        "error: --kv-backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
   };
@@ -188,10 +193,6 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   } else if (cuda.exit_code != 0) {
     EXPECT_EQ(cuda.err.rfind("error: --device cuda: no CUDA device is visible", 0), 0u) << cuda.err;
   }
-  const Result bad_backend = run_cli("bench kv --kv-backends paged,flat");
-  EXPECT_NE(bad_backend.exit_code, 0);
-  EXPECT_EQ(bad_backend.err.rfind("error: --kv-backends: ", 0), 0u) << bad_backend.err;
-  EXPECT_NE(bad_backend.err.find("flat"), std::string::npos) << bad_backend.err;
 }
 
 }  // namespace

@@ -104,8 +104,15 @@ TEST(BenchSoak, FlowOptionsNeedFlowKeyframes) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval 2)\n");
   const Result bad = run_cli("bench soak --model " + kTestdata + "/tiny/model.pt --keyframe-interval often");
-  EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_EQ(bad.err, "error: --keyframe-interval must be a number >= 1, auto or flow, got 'often'\n");
+  EXPECT_EQ(bad.exit_code, 2);  // a usage error, as in run
+  EXPECT_EQ(bad.err, "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'often'\nRun "
+                     "'lingbot-map bench soak --help' for usage.\n");
+  for (const auto& [args, error] : {std::pair<std::string, std::string>{"--kv-backend flash", "error: --kv-backend: unknown KV backend 'flash' (expected paged, dense or dense-full)"},
+                                    {"--kv-dtype f64", "error: --kv-dtype: unknown dtype 'f64' (expected f32, f16 or bf16)"}}) {
+    const Result r2 = run_cli("bench soak --model " + kTestdata + "/tiny/model.pt " + args);
+    EXPECT_EQ(r2.exit_code, 2) << args;
+    EXPECT_EQ(r2.err, error + "\nRun 'lingbot-map bench soak --help' for usage.\n") << args;
+  }
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ TEST(InspectCli, OverridesAndProblems) {
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_EQ(unknown.err, "error: unknown config key 'camera.heads' (see `lingbot-map inspect` for the list)\n");
   const Result bad_set = run_cli("inspect " + kTestdata + "/tiny/model.pt --set camera.num_heads");
-  EXPECT_EQ(bad_set.err, "error: --set expects key=value, got 'camera.num_heads'\n");
+  EXPECT_EQ(bad_set.exit_code, 2);  // a usage error
+  EXPECT_EQ(bad_set.err, "error: --set: expects key=value, got 'camera.num_heads'\nRun 'lingbot-map inspect --help' for usage.\n");
   const Result missing = run_cli("inspect /nonexistent/model.pt");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(missing.err, "error: cannot open '/nonexistent/model.pt': No such file or directory\n");

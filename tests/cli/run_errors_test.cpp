@@ -100,8 +100,6 @@ TEST(RunErrors, OptionsThatDoNotFitTheModel) {
             "error: --image-size must be a multiple of the model's patch size 14, got 100\n");
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --stride 0", "stride"), "error: --stride must be >= 1, got 0\n");
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --downsample 0", "downsample"), "error: --downsample must be >= 1, got 0\n");
-  EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --set aggregator.num_heads", "set_syntax"),
-            "error: --set expects key=value, got 'aggregator.num_heads'\n");
   // A configuration the checkpoint does not fit (head count that does not divide the width).
   EXPECT_EQ(expect_failure(base + kTinyRunArgs + " --set aggregator.num_heads=3", "set_heads"),
             "error: invalid model config: aggregator.num_heads 3 must divide aggregator.embed_dim 128\n");

@@ -88,10 +88,15 @@ TEST(WeightsDtypeCli, UnknownDtypeIsOneErrorLine) {
                          " --help' for usage.\n")
         << cmd;
   }
-  // An item of bench model's list.
+  // An item of bench model's lists: a usage error too.
   const Result r = run_cli("bench model --model-size demo --weights-dtype f32,int8");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: --weights-dtype: unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)\nRun "
+                   "'lingbot-map bench model --help' for usage.\n");
+  const Result kv = run_cli("bench model --model-size demo --kv-dtype bf16,f64");
+  EXPECT_EQ(kv.exit_code, 2);
+  EXPECT_EQ(kv.err, "error: --kv-dtype: unknown dtype 'f64' (expected f32, f16 or bf16)\nRun 'lingbot-map bench model "
+                    "--help' for usage.\n");
 }
 
 TEST(WeightsDtypeCli, SlowDtypeIsAcceptedWithOneNotice) {
