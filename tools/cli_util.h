@@ -38,6 +38,18 @@ inline CLI::Validator one_of(std::vector<std::string> words, std::string text) {
       "");
 }
 
+// Parses a choice in a subcommand's callback: a lingbot::Error from `parse` (a word that is not one
+// of the option's choices) becomes a usage error (exit 2) "<name>: <message>", as a validator's would.
+// For options whose old spelling (RenamedOptions) has no validator, and for list items.
+template <typename F>
+auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw CLI::ValidationError(name + ": " + e.what());
+  }
+}
+
 // Validator for `--set key=value` (a missing '=' or key is a usage error; the key itself is checked
 // against the configuration later).
 inline CLI::Validator key_value() {

@@ -48,17 +48,6 @@ double parse_double_option(const std::string& name, const std::string& text) {
   return v;
 }
 
-// A word that is not one of an option's choices is a usage error too (exit 2, as run's validators);
-// parsing here rather than in a CLI11 validator also covers the options' old spellings.
-template <typename F>
-auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
-  try {
-    return parse();
-  } catch (const Error& e) {
-    throw CLI::ValidationError(name + ": " + e.what());
-  }
-}
-
 template <typename F>
 void for_each_item(const std::string& list, F f) {
   size_t pos = 0;

@@ -486,12 +486,8 @@ int run_command(const RunArgs& a) {
   const std::vector<std::string> export_names = io::parse_export_list(a.exports);
   LINGBOT_CHECK(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
                 "--serve shows the viewer export: add viewer to --export");
-  KVBackend backend = KVBackend::Paged;
-  try {
-    backend = parse_kv_backend(a.kv_backend);
-  } catch (const Error& e) {
-    throw Error(std::string("--kv-backend: ") + e.what());
-  }
+  // parse_choice: the old spelling --attention has no validator.
+  const KVBackend backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(a.kv_backend); });
   // dense-full keeps every frame (the no-eviction reference): a bound on what is kept cannot apply.
   LINGBOT_CHECK(backend != KVBackend::DenseFull || a.max_special_frames == 0,
                 "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");

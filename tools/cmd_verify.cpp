@@ -40,11 +40,7 @@ void add_verify_command(CLI::App& app) {
     args->renamed.resolve();
     VerifyOptions o;
     o.case_dir = args->case_dir;
-    try {
-      o.kv_backend = parse_kv_backend(args->kv_backend);
-    } catch (const Error& e) {
-      throw Error(std::string("--kv-backend: ") + e.what());
-    }
+    o.kv_backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(args->kv_backend); });
     o.kv_dtype = parse_dtype(args->kv_dtype);
     LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
     o.threads = args->threads;

@@ -88,6 +88,10 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
        "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'sometimes'", "lingbot-map run"},
       {"run --demo --kv-backend flash" + o, "error: --kv-backend: must be paged, dense or dense-full, got 'flash'",
        "lingbot-map run"},
+      {"run --demo --attention flash" + o,  // the old spelling (no validator of its own)
+       "notice: --attention is deprecated, use --kv-backend\nerror: --kv-backend: unknown KV backend 'flash' (expected "
+       "paged, dense or dense-full)",
+       "lingbot-map run"},
       {"run --demo --kv-dtype f64" + o, "error: --kv-dtype: must be f32, f16 or bf16, got 'f64'", "lingbot-map run"},
       {"run --demo --weights-dtype f8" + o, "error: --weights-dtype: must be auto, f32, f16 or bf16, got 'f8'",
        "lingbot-map run"},
