@@ -31,6 +31,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fps", type=float, default=10.0, help="video sampling rate (<= 0: every frame)")
     ap.add_argument("--scale-frames", type=int, default=8)
     ap.add_argument("--kv-window", type=int, default=64)
+    ap.add_argument("--keyframe-interval", default="auto", help="'auto', 'flow' or an interval (run's option)")
+    ap.add_argument("--mode", choices=["streaming", "windowed"], default="streaming",
+                    help="run's --mode: one stream, or overlapping windows aligned by Sim(3) (long sequences)")
+    ap.add_argument("--window-size", type=int, help="--mode windowed: stored frames per window (default 64)")
+    ap.add_argument("--overlap-size", type=int, help="--mode windowed: frames shared by consecutive windows (default 16)")
     ap.add_argument("--conf-threshold", type=float, default=1.5)
     ap.add_argument("--downsample", type=int, default=10)
     ap.add_argument("--export", default=lm.default_exports(),
@@ -39,11 +44,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     model = lm.Model.load(args.model)
+    interval = int(args.keyframe_interval) if args.keyframe_interval.isdigit() else args.keyframe_interval
+    windowed = dict(window_size=args.window_size, overlap_size=args.overlap_size) if args.mode == "windowed" else {}
     frames = lm.reconstruct(images=args.images, video=args.video, model=model, image_size=args.image_size,
-                            fps=args.fps, scale_frames=args.scale_frames, kv_window=args.kv_window)
+                            fps=args.fps, scale_frames=args.scale_frames, kv_window=args.kv_window,
+                            keyframe_interval=interval, mode=args.mode, **windowed)
     w, h = frames.image_size
-    print(f"{frames.kind}: {frames.frame_count or 'unknown number of'} frames at {w}x{h}, "
-          f"keyframe interval {frames.options['keyframe_interval']}")
+    print(f"{frames.kind}: {frames.frame_count or 'unknown number of'} frames at {w}x{h}, {args.mode}, "
+          f"keyframes {frames.options['keyframe_policy']}")
     t0 = time.monotonic()
     points = 0
     try:
@@ -58,7 +66,8 @@ def main(argv=None) -> int:
                 centre = r.c2w[:, 3]
                 print(f"frame {r.frame_index:4d} {r.source:>16s}  camera at ({centre[0]:+.3f}, {centre[1]:+.3f}, "
                       f"{centre[2]:+.3f})  depth {np.median(r.depth):.3f} (median)  {len(xyz)} points"
-                      f"{'  keyframe' if r.is_keyframe else ''}", flush=True)
+                      f"{'  keyframe' if r.is_keyframe else ''}"
+                      f"{f'  window {r.window}' if args.mode == 'windowed' else ''}", flush=True)
     except KeyboardInterrupt:
         print("interrupted: the files hold every frame completed so far", file=sys.stderr)
     print(f"{points} points, {time.monotonic() - t0:.1f} s; wrote {args.out / 'points.ply'}")

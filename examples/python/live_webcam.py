@@ -73,7 +73,8 @@ def main(argv=None) -> int:
                     help="preprocess frames as `run` does (default 518; 112 with --demo)")
     ap.add_argument("--scale-frames", type=int, default=8)
     ap.add_argument("--kv-window", type=int, default=64)
-    ap.add_argument("--keyframes", default="auto", help="'auto' (every frame) or an interval")
+    ap.add_argument("--keyframe-interval", default="auto",
+                    help="'auto' (every frame), 'flow' (by camera motion) or an interval (run's option)")
     ap.add_argument("--max-special-frames", type=int, default=256,
                     help="keep the special tokens of only the newest N frames past the window, so memory and "
                          "time per frame stop growing on an endless stream (run's --max-special-frames; "
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
 
     model = lm.Model.demo() if args.demo else lm.Model.load(args.model)
     image_size = args.image_size or (112 if args.demo else 518)
-    keyframes = int(args.keyframes) if args.keyframes.isdigit() else args.keyframes
+    keyframes = int(args.keyframe_interval) if args.keyframe_interval.isdigit() else args.keyframe_interval
     exporter = lm.Exporter(args.out, meta={"model": args.model or "demo"}) if args.out else None
     done = 0
     t0 = time.monotonic()
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
 
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))  # checked between frames
-    with lm.Session(model, scale_frames=args.scale_frames, kv_window=args.kv_window, keyframes=keyframes,
+    with lm.Session(model, scale_frames=args.scale_frames, kv_window=args.kv_window, keyframe_interval=keyframes,
                     image_size=image_size, max_special_frames=args.max_special_frames) as session:
         for i, frame in enumerate(camera_frames(args.camera, args.frames)):
             if not report(session.push(frame, source=f"camera_{i}", timestamp=time.monotonic() - t0)) or stop:

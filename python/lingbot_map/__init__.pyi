@@ -12,10 +12,11 @@ PathLike = Union[str, os.PathLike[str]]
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 Frame = Union[U8, F32]  # uint8 [H, W, 3] RGB, or float32 [3, H, W] in [0, 1]
-Keyframes = Union[Literal["auto", "flow"], int]
+KeyframeInterval = Union[Literal["auto", "flow"], int]
 Backend = Literal["paged", "dense", "dense-full"]
 KVDType = Literal["f32", "f16", "bf16"]
-Mode = Literal["crop", "pad"]
+Mode = Literal["streaming", "windowed"]  # "crop" | "pad": the deprecated spelling of preprocess=
+Preprocess = Literal["crop", "pad"]
 Device = Literal["cpu", "cuda", "auto"]
 
 class Error(RuntimeError): ...
@@ -45,6 +46,7 @@ class Result:
     frame_index: int
     is_keyframe: bool
     rope_time_index: int
+    window: int  # mode="windowed": the window the result comes from; else 0
     @property
     def is_scale_frame(self) -> bool: ...
     @property
@@ -71,18 +73,23 @@ class Session:
         *,
         scale_frames: int = 8,
         kv_window: int = 64,
-        keyframes: Keyframes = "auto",
+        keyframe_interval: Optional[KeyframeInterval] = None,  # None = "auto"
         camera_iterations: int = 4,
         kv_backend: Optional[Backend] = None,  # None = "paged"
         kv_dtype: KVDType = "bf16",
         threads: int = 0,
         image_size: Optional[int] = None,
-        mode: Mode = "crop",
+        mode: Mode = "streaming",
+        preprocess: Optional[Preprocess] = None,  # None = "crop"
+        window_size: Optional[int] = None,  # mode="windowed": None = 64
+        overlap_size: Optional[int] = None,  # mode="windowed": None = 16 (unless overlap_keyframes)
+        overlap_keyframes: Optional[int] = None,
         features: bool = False,
         patch_tokens: bool = False,
         flow_threshold: float = 5.0,
         max_non_keyframe_gap: int = 30,
         backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
+        keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
         device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
         max_special_frames: int = 0,  # run's --max-special-frames: 0 keeps all; N bounds a long stream's cost
     ) -> None: ...
@@ -93,6 +100,8 @@ class Session:
     def stats(self) -> dict[str, Optional[int]]: ...  # device_* entries are None on the CPU
     @property
     def options(self) -> dict[str, Any]: ...
+    @property
+    def windows(self) -> Optional[list[dict[str, Any]]]: ...  # mode="windowed" only
     @property
     def finished(self) -> bool: ...
     @property
@@ -116,6 +125,8 @@ class Reconstruction(Iterator[Result]):
     @property
     def options(self) -> dict[str, Any]: ...
     @property
+    def windows(self) -> Optional[list[dict[str, Any]]]: ...  # mode="windowed" only
+    @property
     def frame_count(self) -> Optional[int]: ...
     @property
     def damage(self) -> Optional[dict[str, Any]]: ...  # None unless the video is damaged (then also a RuntimeWarning)
@@ -130,14 +141,18 @@ def reconstruct(
     *,
     model: Union[Model, PathLike],
     image_size: int = 518,
-    mode: Mode = "crop",
+    mode: Mode = "streaming",
+    preprocess: Optional[Preprocess] = None,  # None = "crop"
+    window_size: Optional[int] = None,  # mode="windowed": None = 64
+    overlap_size: Optional[int] = None,  # mode="windowed": None = 16 (unless overlap_keyframes)
+    overlap_keyframes: Optional[int] = None,
     fps: float = 10.0,
     first_k: int = 0,
     stride: int = 1,
     rotate_cw90: bool = False,
     scale_frames: int = 8,
     kv_window: int = 64,
-    keyframes: Keyframes = "auto",
+    keyframe_interval: Optional[KeyframeInterval] = None,  # None = "auto"
     camera_iterations: int = 4,
     kv_backend: Optional[Backend] = None,  # None = "paged"
     kv_dtype: KVDType = "bf16",
@@ -147,6 +162,7 @@ def reconstruct(
     flow_threshold: float = 5.0,
     max_non_keyframe_gap: int = 30,
     backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
+    keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
     device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
     max_special_frames: int = 0,  # run's --max-special-frames: 0 keeps all; N bounds a long stream's cost
 ) -> Reconstruction: ...
@@ -175,7 +191,14 @@ class Exporter:
     ) -> None: ...
 
 def load_image(path: PathLike) -> U8: ...
-def preprocess(image: U8, image_size: int = 518, mode: Mode = "crop", patch_size: int = 14) -> F32: ...
+def preprocess(
+    image: U8,
+    image_size: int = 518,
+    preprocess: Optional[Preprocess] = None,  # None = "crop"
+    patch_size: int = 14,
+    *,
+    mode: Optional[Preprocess] = None,  # deprecated spelling of preprocess (DeprecationWarning)
+) -> F32: ...
 def demo_frame(index: int, width: int = 112, height: int = 70) -> U8: ...
 def select_points(
     world_points: F32,

@@ -44,6 +44,7 @@
 #include "lingbot/model.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
+#include "lingbot/windowed.h"
 #include "bench/harness/demo_model.h"
 #include "bench/harness/verify.h"
 
@@ -131,12 +132,6 @@ class CtrlCStopsTheStep {
 [[noreturn]] void rethrow_stopped() {
   check_signals();
   throw;
-}
-
-// Whether the next push_frame() / finish() of `s` runs a scale phase (the step Ctrl-C may stop).
-bool push_runs_scale_phase(const Session& s) { return s.frames_pushed() + 1 == s.options().scale_frames; }
-bool finish_runs_scale_phase(const Session& s) {
-  return s.frames_pushed() > 0 && s.frames_pushed() < s.options().scale_frames;
 }
 
 // A Python value -> the text ModelConfig::set() parses.
@@ -258,13 +253,14 @@ PyModel model_from_python(const py::handle& obj) {
 
 // ---- options ----------------------------------------------------------------------------------
 
-// keyframes= : "auto" -> 0 (decided by the caller), "flow" -> -1 (FlowKeyframes), an int >= 1 -> that interval.
-int parse_keyframes(const py::handle& k) {
+// keyframe_interval= : "auto" -> 0 (decided by the caller), "flow" -> -1 (FlowKeyframes), an int >= 1 -> that
+// interval (run's --keyframe-interval).
+int parse_keyframe_interval(const py::handle& k) {
   if (py::isinstance<py::str>(k)) {
     const std::string s = k.cast<std::string>();
     if (s == "auto") return 0;
     if (s == "flow") return -1;
-    throw py::value_error("keyframes must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
+    throw py::value_error("keyframe_interval must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
   }
   if (!py::isinstance<py::bool_>(k) && PyIndex_Check(k.ptr())) {  // int, numpy integers
     const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(k.ptr()));
@@ -272,10 +268,49 @@ int parse_keyframes(const py::handle& k) {
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
     if (overflow != 0 || n < 1 || n > 1000000)  // run's --keyframe-interval range
-      throw py::value_error("keyframes interval must be in 1..1000000, got " + std::string(py::str(v)));
+      throw py::value_error("keyframe_interval must be in 1..1000000, got " + std::string(py::str(v)));
     return static_cast<int>(n);
   }
-  throw py::type_error("keyframes must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
+  throw py::type_error("keyframe_interval must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
+}
+
+void warn_deprecated(const std::string& message) {
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 2) != 0) throw py::error_already_set();
+}
+
+// keyframe_interval= and its old spelling keyframes= (docs/naming.md), as kv_backend_arg.
+py::object keyframe_interval_arg(const py::object& keyframe_interval, const py::object& keyframes) {
+  if (keyframes.is_none()) return keyframe_interval.is_none() ? py::str("auto") : keyframe_interval;
+  if (!keyframe_interval.is_none()) throw py::value_error("give keyframe_interval or its old spelling keyframes, not both");
+  warn_deprecated("keyframes= is deprecated, use keyframe_interval=");
+  return keyframes;
+}
+
+// mode= (run's --mode: "streaming" | "windowed") and preprocess= (run's --preprocess: "crop" | "pad").
+// mode="crop" | "pad" is the old spelling of preprocess= (as run's --mode crop | pad): it still works,
+// with a DeprecationWarning, and means streaming mode.
+struct ModeArgs {
+  std::string mode = "streaming";
+  std::string preprocess = "crop";
+  std::optional<int> window_size, overlap_size, overlap_keyframes;  // windowed mode (run's defaults when None)
+};
+
+ModeArgs mode_args(const std::string& mode, const std::optional<std::string>& preprocess) {
+  ModeArgs m;
+  if (mode == "crop" || mode == "pad") {
+    if (preprocess && *preprocess != mode)
+      throw py::value_error("mode='" + mode + "' (the old spelling of preprocess=) contradicts preprocess='" +
+                            *preprocess + "'");
+    warn_deprecated("mode='" + mode + "' is deprecated, use preprocess='" + mode +
+                    "' (mode= is now 'streaming' or 'windowed', as run's --mode)");
+    m.preprocess = mode;
+    return m;
+  }
+  if (mode != "streaming" && mode != "windowed")
+    throw py::value_error("mode must be 'streaming' or 'windowed', got '" + mode + "'");
+  m.mode = mode;
+  m.preprocess = preprocess.value_or("crop");
+  return m;
 }
 
 // kv_backend= and its old spelling backend= (docs/naming.md): the old one works with a
@@ -291,7 +326,7 @@ std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const s
 struct SessionArgs {
   int scale_frames = 8;
   int kv_window = 64;
-  py::object keyframes;
+  py::object keyframe_interval;  // "auto" | "flow" | int (keyframe_interval_arg)
   int camera_iterations = 4;
   std::string kv_backend = "paged";
   std::string kv_dtype = "bf16";
@@ -312,7 +347,7 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   so.kv_dtype = parse_dtype(a.kv_dtype);
   so.scale_frames = a.scale_frames;
   so.kv_window = a.kv_window;
-  if (keyframe_interval < 0) {  // keyframes="flow" (FlowKeyframes checks its own arguments)
+  if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
     so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold, a.max_non_keyframe_gap);
   } else {
     so.keyframe_interval = keyframe_interval;
@@ -333,13 +368,13 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   return so;
 }
 
-io::ResizeMode parse_mode(const std::string& mode) {
-  if (mode == "crop") return io::ResizeMode::Crop;
-  if (mode == "pad") return io::ResizeMode::Pad;
-  throw py::value_error("mode must be 'crop' or 'pad', got '" + mode + "'");
+io::ResizeMode parse_preprocess(const std::string& preprocess) {
+  if (preprocess == "crop") return io::ResizeMode::Crop;
+  if (preprocess == "pad") return io::ResizeMode::Pad;
+  throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
 }
 
-io::PreprocessOptions preprocess_options(int image_size, const std::string& mode, int64_t patch) {
+io::PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
   io::PreprocessOptions pre;
   LINGBOT_CHECK(image_size > 0, "image_size must be positive, got ", image_size);
   LINGBOT_CHECK(patch > 0 && patch <= 4096, "patch_size must be in 1..4096, got ", patch);
@@ -347,7 +382,7 @@ io::PreprocessOptions preprocess_options(int image_size, const std::string& mode
                 image_size);
   pre.image_size = image_size;
   pre.patch_size = static_cast<int>(patch);
-  pre.mode = parse_mode(mode);
+  pre.mode = parse_preprocess(preprocess);
   return pre;
 }
 
@@ -365,15 +400,130 @@ py::dict stats_dict(const SessionStats& s) {
                       s.device_kv_cache_bytes ? py::object(py::int_(*s.device_kv_cache_bytes)) : py::none());
 }
 
-py::dict options_dict(const Session& s) {
-  const SessionOptions& o = s.options();
-  return py::dict("scale_frames"_a = o.scale_frames, "kv_window"_a = o.kv_window,
-                  "keyframe_interval"_a = o.keyframe_interval, "keyframes"_a = s.keyframe_policy().describe(),
-                  "camera_iterations"_a = o.camera_iterations, "max_special_frames"_a = o.max_special_frames,
-                  "device"_a = std::string(device_name(o.device)),
-                  "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
-                  "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
+// ---- one sequence: streaming (Session) or windowed (WindowedSession) ---------------------------
+
+// run's --mode windowed defaults (tools/run_modes.h: demo.py's --window_size / --overlap_size).
+constexpr int kWindowSize = 64;
+constexpr int kOverlapSize = 16;
+
+// The WindowedOptions `run --mode windowed` builds, with the option checks it makes up front (names as
+// the Python keywords); None when m.mode is streaming, where the window keywords are refused.
+std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_frames) {
+  if (m.mode == "streaming") {
+    for (const auto& [given, name] : {std::pair{m.window_size.has_value(), "window_size"},
+                                      std::pair{m.overlap_size.has_value(), "overlap_size"},
+                                      std::pair{m.overlap_keyframes.has_value(), "overlap_keyframes"}})
+      if (given) throw py::value_error(std::string(name) + " only applies to mode='windowed'");
+    return std::nullopt;
+  }
+  if (m.overlap_size && m.overlap_keyframes) throw py::value_error("give overlap_size or overlap_keyframes, not both");
+  LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "overlap_size must be >= 0, got ", m.overlap_size.value_or(0));
+  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 0, "overlap_keyframes must be >= 0, got ",
+                m.overlap_keyframes.value_or(0));
+  WindowedOptions w;
+  w.window_size = m.window_size.value_or(kWindowSize);
+  LINGBOT_CHECK(w.window_size > scale_frames, "window_size ", w.window_size, " must be larger than scale_frames ",
+                scale_frames, ": a window stores its scale frames plus at least one keyframe");
+  if (m.overlap_keyframes) w.overlap_keyframes = m.overlap_keyframes;
+  else w.overlap_size = m.overlap_size.value_or(kOverlapSize);
+  return w;
 }
+
+// One sequence through a Session (streaming) or a WindowedSession (windowed mode: overlapping windows
+// aligned by Sim(3), as run --mode windowed). A WindowedSession has no reset of its own: reset() makes
+// a new one with the same options.
+class Stream {
+ public:
+  Stream(std::shared_ptr<const Model> model, const SessionOptions& options, std::optional<WindowedOptions> windowed)
+      : model_(std::move(model)), options_(options), windowed_options_(std::move(windowed)) {
+    make();
+  }
+
+  std::vector<FrameResult> push_frame(const Tensor& image) {
+    if (session_) return session_->push_frame(image);
+    LINGBOT_CHECK(!windowed_closed_, windowed_finished_ ? "push after finish(): call reset() to start a new sequence"
+                                                        : "push after a step that failed or was stopped: call reset()");
+    try {
+      return windowed_->push_frame(image);
+    } catch (...) {
+      windowed_closed_ = true;  // the WindowedSession closed itself
+      throw;
+    }
+  }
+  std::vector<FrameResult> finish() {
+    if (session_) return session_->finish();
+    LINGBOT_CHECK(!windowed_closed_, windowed_finished_ ? "finish() called twice: call reset() to start a new sequence"
+                                                        : "finish after a step that failed or was stopped: call reset()");
+    windowed_closed_ = true;
+    std::vector<FrameResult> r = windowed_->finish();
+    windowed_finished_ = true;
+    return r;
+  }
+  void reset() {
+    if (session_) session_->reset();
+    else make();
+  }
+  SessionStats stats() const { return session_ ? session_->stats() : windowed_->stats(); }
+  const SessionOptions& options() const { return session_ ? session_->options() : windowed_->options(); }
+  int64_t frames_pushed() const { return session_ ? session_->frames_pushed() : windowed_->frames_pushed(); }
+  bool closed() const { return session_ ? session_->closed() : windowed_closed_; }
+  int scale_frames() const { return options().scale_frames; }
+
+  // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once).
+  // Windowed: the first window's only (later windows begin inside the engine).
+  bool push_runs_scale_phase() const { return frames_pushed() + 1 == scale_frames(); }
+  bool finish_runs_scale_phase() const { return frames_pushed() > 0 && frames_pushed() < scale_frames(); }
+
+  py::dict options_dict() const {
+    const SessionOptions& o = options();
+    py::dict d("mode"_a = windowed_ ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
+               "kv_window"_a = o.kv_window, "keyframe_interval"_a = o.keyframe_interval,
+               "keyframe_policy"_a = o.keyframe_policy->describe(), "camera_iterations"_a = o.camera_iterations,
+               "max_special_frames"_a = o.max_special_frames, "device"_a = std::string(device_name(o.device)),
+               "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
+               "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
+    if (windowed_) {  // as summary.json's options
+      const WindowedOptions& w = *windowed_options_;
+      d["window_size"] = w.window_size;
+      d["overlap_size"] = w.overlap_size ? py::object(py::int_(*w.overlap_size)) : py::none();
+      d["overlap_keyframes"] = w.overlap_keyframes ? py::object(py::int_(*w.overlap_keyframes)) : py::none();
+    }
+    return d;
+  }
+
+  // Windowed: every window begun so far (summary.json's "windows"); streaming: None.
+  py::object windows() const {
+    if (!windowed_) return py::none();
+    py::list out;
+    for (const WindowInfo& w : windowed_->windows()) {
+      py::array_t<float> t({4, 4});
+      std::copy(w.transform.begin(), w.transform.end(), t.mutable_data());
+      out.append(py::dict("index"_a = w.index, "start"_a = w.start, "end"_a = w.end < 0 ? py::object(py::none()) : py::int_(w.end),
+                          "aligned"_a = w.aligned, "scale"_a = w.scale, "transform"_a = t));
+    }
+    return out;
+  }
+
+ private:
+  void make() {
+    session_.reset();
+    windowed_.reset();
+    windowed_closed_ = windowed_finished_ = false;
+    if (!windowed_options_) {
+      session_ = std::make_unique<Session>(model_, options_);
+      return;
+    }
+    windowed_ = std::make_unique<WindowedSession>(model_, options_, *windowed_options_);
+    check_windowed_options(*windowed_options_, windowed_->options());  // up front, as run
+  }
+
+  std::shared_ptr<const Model> model_;
+  SessionOptions options_;
+  std::optional<WindowedOptions> windowed_options_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<WindowedSession> windowed_;
+  bool windowed_closed_ = false, windowed_finished_ = false;
+};
 
 // ---- results ----------------------------------------------------------------------------------
 
@@ -384,6 +534,7 @@ struct PyResult {
   FrameType frame_type = FrameType::Scale;
   double flow = -1.0;
   int64_t rope_time_index = 0;
+  int64_t window = 0;  // windowed mode: the window the result comes from (FrameResult::window)
   std::string source;
   double timestamp = 0;
   int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
@@ -414,6 +565,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.frame_type = r.frame_type;
     o.flow = r.flow;
     o.rope_time_index = r.rope_time_index;
+    o.window = r.window;
     o.scale_frames = scale_frames;
     o.source = std::move(p.source);
     o.timestamp = p.timestamp;
@@ -438,27 +590,28 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
 
 class PySession {
  public:
-  PySession(const PyModel& model, const SessionArgs& args, std::optional<int> image_size, const std::string& mode)
+  PySession(const PyModel& model, const SessionArgs& args, std::optional<int> image_size, const ModeArgs& mode)
       : model_(model) {
-    int interval = parse_keyframes(args.keyframes);
+    int interval = parse_keyframe_interval(args.keyframe_interval);
     if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
     SessionOptions so = session_options(args, interval);
     so.stop = stop_.get();
-    if (image_size) pre_ = preprocess_options(*image_size, mode, model.model->patch_size());
-    else parse_mode(mode);
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, args.scale_frames);
+    if (image_size) pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
+    else parse_preprocess(mode.preprocess);
     py::gil_scoped_release nogil;
-    session_ = std::make_unique<Session>(model.model, so);
+    stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }
 
   std::vector<PyResult> push(const py::handle& frame, std::optional<std::string> source, std::optional<double> timestamp) {
     BusyGuard busy(busy_, "this Session");
-    Session& s = open();
+    Stream& s = open();
     InputFrame in = frame_from_python(frame, "frame");
     const int64_t index = s.frames_pushed();
     std::vector<FrameResult> results;
     Tensor image;
     try {
-      CtrlCStopsTheStep ctrl_c(stop_.get(), push_runs_scale_phase(s));
+      CtrlCStopsTheStep ctrl_c(stop_.get(), s.push_runs_scale_phase());
       py::gil_scoped_release nogil;
       if (in.rgb8) image = pre_ ? io::preprocess_image(*in.rgb8, *pre_) : rgb8_to_chw(*in.rgb8);
       else image = std::move(in.chw);
@@ -467,26 +620,26 @@ class PySession {
       rethrow_stopped();
     }
     pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)), std::move(image)});
-    return to_python(std::move(results), &pending_, s.options().scale_frames);
+    return to_python(std::move(results), &pending_, s.scale_frames());
   }
 
   std::vector<PyResult> finish() {
     BusyGuard busy(busy_, "this Session");
-    Session& s = open();
+    Stream& s = open();
     std::vector<FrameResult> results;
     try {
-      CtrlCStopsTheStep ctrl_c(stop_.get(), finish_runs_scale_phase(s));
+      CtrlCStopsTheStep ctrl_c(stop_.get(), s.finish_runs_scale_phase());
       py::gil_scoped_release nogil;
       results = s.finish();
     } catch (const Stopped&) {
       rethrow_stopped();
     }
-    return to_python(std::move(results), &pending_, s.options().scale_frames);
+    return to_python(std::move(results), &pending_, s.scale_frames());
   }
 
   void reset() {
     BusyGuard busy(busy_, "this Session");
-    Session& s = open();
+    Stream& s = open();
     py::gil_scoped_release nogil;
     s.reset();
     pending_.clear();
@@ -495,7 +648,7 @@ class PySession {
   void close() {
     BusyGuard busy(busy_, "this Session");
     py::gil_scoped_release nogil;
-    session_.reset();
+    stream_.reset();
     pending_.clear();
   }
 
@@ -506,7 +659,11 @@ class PySession {
   }
   py::dict options() {
     BusyGuard busy(busy_, "this Session");
-    return options_dict(open());
+    return open().options_dict();
+  }
+  py::object windows() {
+    BusyGuard busy(busy_, "this Session");
+    return open().windows();
   }
   bool finished() {
     BusyGuard busy(busy_, "this Session");
@@ -514,7 +671,7 @@ class PySession {
   }
   bool is_closed() {
     BusyGuard busy(busy_, "this Session");
-    return session_ == nullptr;
+    return stream_ == nullptr;
   }
   int64_t frames_pushed() {
     BusyGuard busy(busy_, "this Session");
@@ -523,15 +680,15 @@ class PySession {
   const PyModel& model() const { return model_; }
 
  private:
-  Session& open() {
-    if (!session_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
-    return *session_;
+  Stream& open() {
+    if (!stream_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
+    return *stream_;
   }
 
   PyModel model_;
   std::optional<io::PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::atomic<bool> busy_{false};
 };
@@ -540,7 +697,6 @@ class PySession {
 
 struct SourceArgs {
   int image_size = 518;
-  std::string mode = "crop";
   double fps = 10;
   int64_t first_k = 0;
   int64_t stride = 1;
@@ -640,14 +796,16 @@ class ArrayFeed : public FrameFeed {
 class PyReconstruction {
  public:
   PyReconstruction(const py::object& images, const py::object& video, const py::object& model, const SourceArgs& src,
-                   const SessionArgs& args)
+                   const SessionArgs& args, const ModeArgs& mode)
       : model_(model_from_python(model)) {
     const bool has_images = !images.is_none(), has_video = !video.is_none();
     if (has_images == has_video)
       throw py::value_error(has_images ? "give either images= or video=, not both"
                                        : "no input: give images= (a folder or a list of arrays) or video= (a file)");
-    int interval = parse_keyframes(args.keyframes);  // before any decoding: bad options fail first
-    const io::PreprocessOptions pre = preprocess_options(src.image_size, src.mode, model_.model->patch_size());
+    // Before any decoding: bad options fail first.
+    int interval = parse_keyframe_interval(args.keyframe_interval);
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, args.scale_frames);
+    const io::PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
       if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytes>(images) || py::isinstance<py::bytearray>(images))
@@ -679,14 +837,14 @@ class PyReconstruction {
     LINGBOT_CHECK(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
                   feed_->canvas.width, "x", feed_->canvas.height, " pixels, smaller than one ", patch,
                   "-pixel patch: use a larger image_size");
-    if (interval == 0) {
+    if (interval == 0) {  // auto, as run: windowed 1 (demo.py), else upstream's rule from the frame count
       const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
-      interval = n ? auto_keyframe_interval(*n) : 1;
+      interval = n && !windowed ? auto_keyframe_interval(*n) : 1;
     }
     SessionOptions so = session_options(args, interval);
     so.stop = stop_.get();
     py::gil_scoped_release nogil;
-    session_ = std::make_unique<Session>(model_.model, so);
+    stream_ = std::make_unique<Stream>(model_.model, so, windowed);
   }
 
   PyResult next() {
@@ -705,16 +863,16 @@ class PyReconstruction {
       try {
         if (feed_->next(&p)) {
           {
-            CtrlCStopsTheStep ctrl_c(stop_.get(), push_runs_scale_phase(*session_));
+            CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->push_runs_scale_phase());
             py::gil_scoped_release nogil;
-            results = session_->push_frame(p.image);
+            results = stream_->push_frame(p.image);
           }
           pending_.push_back(std::move(p));
         } else {
           {
-            CtrlCStopsTheStep ctrl_c(stop_.get(), finish_runs_scale_phase(*session_));
+            CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->finish_runs_scale_phase());
             py::gil_scoped_release nogil;
-            results = session_->finish();
+            results = stream_->finish();
           }
           done_ = true;
         }
@@ -730,7 +888,7 @@ class PyReconstruction {
           rethrow_stopped();
         }
       }
-      for (PyResult& r : to_python(std::move(results), &pending_, session_->options().scale_frames)) ready_.push_back(std::move(r));
+      for (PyResult& r : to_python(std::move(results), &pending_, stream_->scale_frames())) ready_.push_back(std::move(r));
       check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
     }
     PyResult r = std::move(ready_.front());
@@ -740,11 +898,15 @@ class PyReconstruction {
 
   py::dict stats() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
-    return stats_dict(session_->stats());
+    return stats_dict(stream_->stats());
   }
   py::dict options() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
-    return options_dict(*session_);
+    return stream_->options_dict();
+  }
+  py::object windows() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return stream_->windows();
   }
   py::object frame_count() const {
     if (feed_->count) return py::int_(*feed_->count);
@@ -766,7 +928,7 @@ class PyReconstruction {
   PyModel model_;
   std::unique_ptr<FrameFeed> feed_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;
   std::string kind_;
@@ -999,12 +1161,14 @@ void bind_module(py::module_& m) {
       .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
       .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
+      .def_readonly("window", &PyResult::window,
+                    "mode='windowed': the window the result comes from (its pose is aligned to window 0); else 0.")
       .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
                              "One of the session's first scale_frames frames (processed together).")
       .def_property_readonly("frame_type", [](const PyResult& r) { return frame_type_name(r.frame_type); },
                              "'scale', 'keyframe' or 'non-keyframe'.")
       .def_readonly("flow", &PyResult::flow,
-                    "keyframes='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
+                    "keyframe_interval='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
       .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
       .def_readonly("timestamp", &PyResult::timestamp, "Seconds for video; the frame index otherwise.")
       .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
@@ -1023,37 +1187,53 @@ void bind_module(py::module_& m) {
       .def("__repr__", &result_repr);
 
   const char* session_doc =
-      "Streaming inference over one sequence of frames (one Session per stream; Sessions may share a Model).\n\n"
+      "Inference over one sequence of frames (one Session per stream; Sessions may share a Model).\n\n"
       "Protocol: the first `scale_frames` frames are processed together; push() returns [] for them until\n"
       "the last one, which returns all their results. Every later push returns that frame's result.\n"
       "finish() ends the sequence (runs the scale phase if fewer frames came) and returns what is left;\n"
       "reset() starts a new sequence. Frames: uint8 [H, W, 3] RGB or float32 [3, H, W] in [0, 1], all the\n"
       "same size, multiples of the patch size unless image_size= asks for `run`'s preprocessing of uint8\n"
-      "frames (resize + crop/pad). keyframes='auto' stores every frame (the stream length is unknown;\n"
-      "reconstruct() applies upstream's rule from the frame count); an int stores every N-th streamed\n"
+      "frames (resize + crop/pad, preprocess=). keyframe_interval='auto' stores every frame (the stream\n"
+      "length is unknown; reconstruct() applies upstream's rule from the frame count); an int stores every\n"
+      "N-th streamed\n"
       "frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
       "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
       "max_special_frames=N keeps the special tokens of only the newest N frames that left the window\n"
       "(run's --max-special-frames): memory and time per frame stop growing on endless streams; 0 keeps\n"
       "all (upstream). camera_iterations sets the camera head's refinement steps (it takes precedence\n"
       "over a config's camera.num_iterations).\n"
+      "mode='windowed' (run's --mode windowed): overlapping windows of window_size stored frames, each\n"
+      "a fresh cache whose first frames are the previous window's last overlap_size frames (or\n"
+      "overlap_keyframes keyframes), aligned to window 0 by Sim(3); push() returns frames once their\n"
+      "window has been aligned (so results arrive in bursts), `windows` lists the windows. Defaults as\n"
+      "run: window_size=64, overlap_size=16. mode='crop' | 'pad' is the old spelling of preprocess=.\n"
       "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
-      .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframes,
+      .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframe_interval,
                        int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
-                       int threads, std::optional<int> image_size, const std::string& mode, bool features,
+                       int threads, std::optional<int> image_size, const std::string& mode,
+                       const std::optional<std::string>& preprocess, std::optional<int> window_size,
+                       std::optional<int> overlap_size, std::optional<int> overlap_keyframes, bool features,
                        bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
-                       const std::optional<std::string>& backend, const std::string& device, int64_t max_special_frames) {
-             SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
-                           kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
+                       const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
+                       int64_t max_special_frames) {
+             SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes),
+                           camera_iterations, kv_backend_arg(kv_backend, backend), kv_dtype, threads, features,
+                           patch_tokens, flow_threshold, max_non_keyframe_gap, device};
              a.max_special_frames = max_special_frames;
-             return std::make_unique<PySession>(model, a, image_size, mode);
+             ModeArgs m = mode_args(mode, preprocess);
+             m.window_size = window_size;
+             m.overlap_size = overlap_size;
+             m.overlap_keyframes = overlap_keyframes;
+             return std::make_unique<PySession>(model, a, image_size, m);
            }),
-           "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframes"_a = "auto",
+           "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframe_interval"_a = py::none(),
            "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
-           "image_size"_a = py::none(), "mode"_a = "crop", "features"_a = false, "patch_tokens"_a = false,
-           "flow_threshold"_a = kDefaultFlowThreshold, "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap,
-           "backend"_a = py::none(), "device"_a = "cpu", "max_special_frames"_a = 0)
+           "image_size"_a = py::none(), "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(),
+           "overlap_size"_a = py::none(), "overlap_keyframes"_a = py::none(), "features"_a = false,
+           "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
+           "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "keyframes"_a = py::none(),
+           "device"_a = "cpu", "max_special_frames"_a = 0)
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
@@ -1063,6 +1243,9 @@ void bind_module(py::module_& m) {
       .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
       .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
+      .def_property_readonly("windows", &PySession::windows,
+                             "mode='windowed': every window begun so far, dicts index, start, end (None while open),\n"
+                             "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t); else None.")
       .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a push / finish that raised (the session then holds part of a step), until reset().")
       .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
       .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
@@ -1076,6 +1259,7 @@ void bind_module(py::module_& m) {
       .def("__next__", &PyReconstruction::next)
       .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
       .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
+      .def_property_readonly("windows", &PyReconstruction::windows, "mode='windowed': the windows so far (as Session.windows); else None.")
       .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames to come (folders, lists); None for video.")
       .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
       .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.")
@@ -1086,28 +1270,38 @@ void bind_module(py::module_& m) {
   m.def(
       "reconstruct",
       [](const py::object& images, const py::object& video, const py::object& model, int image_size,
-         const std::string& mode, double fps, int64_t first_k, int64_t stride, bool rotate_cw90, int scale_frames,
-         int kv_window, const py::object& keyframes, int camera_iterations,
-         const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads, bool features,
-         bool patch_tokens, double flow_threshold, int max_non_keyframe_gap, const std::optional<std::string>& backend,
-         const std::string& device, int64_t max_special_frames) {
+         const std::string& mode, const std::optional<std::string>& preprocess, std::optional<int> window_size,
+         std::optional<int> overlap_size, std::optional<int> overlap_keyframes, double fps, int64_t first_k,
+         int64_t stride, bool rotate_cw90, int scale_frames, int kv_window, const py::object& keyframe_interval,
+         int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
+         bool features, bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
+         const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
+         int64_t max_special_frames) {
         LINGBOT_CHECK(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
-        SourceArgs s{image_size, mode, fps, first_k, stride, rotate_cw90};
-        SessionArgs a{scale_frames, kv_window, keyframes, camera_iterations, kv_backend_arg(kv_backend, backend),
-                      kv_dtype, threads, features, patch_tokens, flow_threshold, max_non_keyframe_gap, device};
+        SourceArgs s{image_size, fps, first_k, stride, rotate_cw90};
+        SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes), camera_iterations,
+                      kv_backend_arg(kv_backend, backend), kv_dtype, threads, features, patch_tokens, flow_threshold,
+                      max_non_keyframe_gap, device};
         a.max_special_frames = max_special_frames;
-        return std::make_unique<PyReconstruction>(images, video, model, s, a);
+        ModeArgs m = mode_args(mode, preprocess);
+        m.window_size = window_size;
+        m.overlap_size = overlap_size;
+        m.overlap_keyframes = overlap_keyframes;
+        return std::make_unique<PyReconstruction>(images, video, model, s, a, m);
       },
-      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518, "mode"_a = "crop",
-      "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false, "scale_frames"_a = 8, "kv_window"_a = 64,
-      "keyframes"_a = "auto", "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16",
-      "threads"_a = 0, "features"_a = false, "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
-      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "device"_a = "cpu",
-      "max_special_frames"_a = 0,
+      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518,
+      "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(), "overlap_size"_a = py::none(),
+      "overlap_keyframes"_a = py::none(), "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
+      "scale_frames"_a = 8, "kv_window"_a = 64, "keyframe_interval"_a = py::none(), "camera_iterations"_a = 4,
+      "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,
+      "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
+      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "keyframes"_a = py::none(),
+      "device"_a = "cpu", "max_special_frames"_a = 0,
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"
-      "Model or a checkpoint path. Returns an iterator of Result, one per frame; inputs are checked\n"
+      "Model or a checkpoint path. mode='windowed' runs run's --mode windowed (see Session; auto keyframe\n"
+      "interval 1 there). Returns an iterator of Result, one per frame; inputs are checked\n"
       "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary. A damaged video\n"
       "(decode errors, lost frames, cut short) yields the frames that decoded, then a RuntimeWarning at\n"
       "the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
@@ -1162,10 +1356,15 @@ void bind_module(py::module_& m) {
 
   m.def(
       "preprocess",
-      [](const py::handle& image, int image_size, const std::string& mode, int patch_size) {
+      [](const py::handle& image, int image_size, const std::optional<std::string>& preprocess, int patch_size,
+         const std::optional<std::string>& mode) {
+        // mode= is the old spelling of preprocess= here too.
+        if (mode && preprocess) throw py::value_error("give preprocess or its old spelling mode, not both");
+        if (mode) warn_deprecated("mode= is deprecated, use preprocess=");
         InputFrame in = frame_from_python(image, "image");
         if (!in.rgb8) throw py::type_error("image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)");
-        const io::PreprocessOptions pre = preprocess_options(image_size, mode, patch_size);
+        const io::PreprocessOptions pre =
+            preprocess_options(image_size, preprocess.value_or(mode.value_or("crop")), patch_size);
         Tensor t;
         {
           py::gil_scoped_release nogil;
@@ -1173,10 +1372,11 @@ void bind_module(py::module_& m) {
         }
         return tensor_to_array(std::move(t));
       },
-      "image"_a, "image_size"_a = 518, "mode"_a = "crop", "patch_size"_a = 14,
+      "image"_a, "image_size"_a = 518, "preprocess"_a = py::none(), "patch_size"_a = 14, py::kw_only(),
+      "mode"_a = py::none(),
       "`run`'s preprocessing (upstream's load_and_preprocess_images, bit-exact): PIL bicubic resize, then\n"
-      "centre crop (mode='crop': width := image_size) or white padding (mode='pad': longer side :=\n"
-      "image_size) -> float32 [3, H, W] = uint8 / 255.");
+      "centre crop (preprocess='crop', the default: width := image_size) or white padding\n"
+      "(preprocess='pad': longer side := image_size) -> float32 [3, H, W] = uint8 / 255.");
 
   m.def(
       "demo_frame",

@@ -21,7 +21,7 @@ TINY = ROOT / "testdata" / "tiny"
 SHARED_GOLDEN = ROOT.parent / "shared" / "golden"
 # The README's golden `run` options for the tiny case, as CLI flags and as Python keywords.
 TINY_CLI_OPTIONS = ["--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "1"]
-TINY_OPTIONS = dict(image_size=112, scale_frames=2, kv_window=3, keyframes=1)
+TINY_OPTIONS = dict(image_size=112, scale_frames=2, kv_window=3, keyframe_interval=1)
 
 
 @pytest.fixture(scope="session")

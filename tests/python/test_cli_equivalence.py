@@ -106,7 +106,7 @@ def test_reconstruct_model_path_and_array_list_equal_cli(cli_folder_run, tmp_pat
 @pytest.mark.parametrize("preprocess", [False, True])
 def test_session_push_equals_cli(cli_folder_run, tiny_model, tmp_path, preprocess):
     """Session.push on uint8 frames: as-is (/255) or with run's preprocessing (image_size=112)."""
-    kwargs = dict(scale_frames=2, kv_window=3, keyframes=1)
+    kwargs = dict(scale_frames=2, kv_window=3, keyframe_interval=1)
     if preprocess:
         kwargs["image_size"] = 112
     results = []
@@ -145,16 +145,84 @@ def test_reconstruct_video_equals_cli(cli, tiny_model, tmp_path):
 
 
 def test_flow_keyframes_equal_cli(cli, tiny_model, tmp_path):
-    """keyframes='flow' is run's --keyframe-interval flow: the same frames stored, the same files."""
+    """keyframe_interval='flow' is run's --keyframe-interval flow: the same frames stored, the same files."""
     frames = TINY.parent / "streaming-flow-tiny" / "frames"
     flow_cli = ["--keyframe-interval", "flow", "--flow-threshold", "5", "--max-non-keyframe-gap", "3"]
     run_cli(cli, "run", "--images", frames, "--model", TINY / "model.pt", "--image-size", "112", "--scale-frames",
             "2", "--kv-window", "3", *flow_cli, "--out", tmp_path / "cli")
-    it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframes="flow",
+    it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframe_interval="flow",
                         flow_threshold=5.0, max_non_keyframe_gap=3)
-    assert it.options["keyframes"].startswith("flow")
+    assert it.options["keyframe_policy"].startswith("flow")
     results = export(it, tmp_path / "py", str(TINY / "model.pt"))
     types = [r.frame_type for r in results]
     assert "non-keyframe" in types and types[:2] == ["scale", "scale"]
     assert all(r.flow >= 0 for r in results[2:]) and all(r.flow == -1 for r in results[:2])
     assert_same_files(tmp_path / "py", tmp_path / "cli")
+
+
+WINDOWED_CLI = ["--mode", "windowed", "--window-size", "5", "--overlap-size", "2"]
+WINDOWED = dict(mode="windowed", window_size=5, overlap_size=2)
+
+
+def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
+    """mode='windowed' is run's --mode windowed: the same windows, alignment and files (reconstruct and
+    Session.push), and a Session's reset() runs the sequence again identically."""
+    cli_out = tmp_path / "cli"
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, *WINDOWED_CLI,
+            "--out", cli_out)
+    summary = json.loads((cli_out / "summary.json").read_text())
+    assert len(summary["windows"]) >= 3  # 10 frames in windows of 5 overlapping by 2
+
+    it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS, **WINDOWED)
+    assert {k: it.options[k] for k in ("mode", "window_size", "overlap_size", "overlap_keyframes")} == \
+        {k: summary["options"][k] for k in ("mode", "window_size", "overlap_size", "overlap_keyframes")}
+    assert (it.options["mode"], it.options["window_size"], it.options["overlap_size"]) == ("windowed", 5, 2)
+    results = export(it, tmp_path / "py", str(TINY / "model.pt"))
+    assert_results_equal_cli(results, cli_out)
+    assert_same_files(tmp_path / "py", cli_out)
+    windows = it.windows
+    assert [(w["index"], w["start"], w["end"]) for w in windows] == \
+        [(w["index"], w["start"], w["end"]) for w in summary["windows"]]
+    for w, ref in zip(windows, summary["windows"]):
+        assert w["aligned"] and w["transform"].shape == (4, 4) and w["transform"].dtype == np.float32
+        np.testing.assert_array_equal(w["transform"].astype(np.float64), np.array(ref["transform"]))
+        assert float(w["scale"]) == ref["scale"]
+    np.testing.assert_array_equal(windows[0]["transform"], np.eye(4, dtype=np.float32))
+    # Each frame comes from the window that owns it: the first window's frames from window 0, and
+    # every later window contributes frames after the overlap.
+    assert [r.window for r in results][:3] == [0, 0, 0] and results[-1].window == len(windows) - 1
+    assert sorted({r.window for r in results}) == list(range(len(windows)))
+
+    with lm.Session(tiny_model, scale_frames=2, kv_window=3, keyframe_interval=1, image_size=112, **WINDOWED) as s:
+        assert s.windows == [] and s.options["mode"] == "windowed"
+        for attempt in range(2):
+            pushed = []
+            for i, p in enumerate(sorted(FRAMES.iterdir())):
+                pushed += s.push(lm.load_image(p), source=p.name, timestamp=float(i))
+            assert len(pushed) < N  # the last window's frames wait for finish()
+            pushed += s.finish()
+            assert s.finished
+            assert_results_equal_cli(pushed, cli_out)
+            assert len(s.windows) == len(windows)
+            with pytest.raises(lm.Error, match=r"push after finish\(\): call reset\(\)"):
+                s.push(lm.load_image(sorted(FRAMES.iterdir())[0]))
+            s.reset()
+            assert s.frames_pushed == 0 and s.windows == [] and not s.finished
+
+
+def test_old_spellings_warn_and_still_work(tiny_model):
+    """keyframes= and mode='crop'|'pad' (the names before docs/naming.md) give a DeprecationWarning."""
+    frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())[:3]]
+    with pytest.warns(DeprecationWarning, match=r"keyframes= is deprecated, use keyframe_interval="):
+        s = lm.Session(tiny_model, scale_frames=2, keyframes=2)
+    assert s.options["keyframe_interval"] == 2
+    with pytest.warns(DeprecationWarning, match=r"mode='pad' is deprecated, use preprocess='pad'"):
+        it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, mode="pad")
+    assert it.options["mode"] == "streaming"
+    new = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, preprocess="pad")
+    assert it.image_size == new.image_size == (112, 112)  # padded to a square, unlike crop (112x70)
+    for a, b in zip(it, new):
+        assert a.depth.tobytes() == b.depth.tobytes()
+    with pytest.warns(DeprecationWarning, match=r"mode= is deprecated, use preprocess="):
+        old = lm.preprocess(frames[0], image_size=112, mode="pad")
+    np.testing.assert_array_equal(old, lm.preprocess(frames[0], image_size=112, preprocess="pad"))

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import BUILD, ROOT, TINY, TINY_CLI_OPTIONS, run_cli
 
 EXAMPLES = ROOT / "examples" / "python"
@@ -20,12 +22,15 @@ def run_example(script: str, *args) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_folder_to_point_cloud_matches_run(cli, tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--mode", "windowed", "--window-size", "5", "--overlap-size", "2"]],
+                         ids=["streaming", "windowed"])
+def test_folder_to_point_cloud_matches_run(cli, tmp_path, mode):
     out = tmp_path / "py"
     proc = run_example("folder_to_point_cloud.py", "--images", TINY / "frames", "--model", TINY / "model.pt",
-                       "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--out", out)
+                       "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", *mode, "--out", out)
     assert proc.stdout.count("\nframe ") == 10
-    run_cli(cli, "run", "--images", TINY / "frames", "--model", TINY / "model.pt", *TINY_CLI_OPTIONS,
+    assert ("  window 2" in proc.stdout) == bool(mode)
+    run_cli(cli, "run", "--images", TINY / "frames", "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, *mode,
             "--out", tmp_path / "cli")
     assert filecmp.cmp(out / "points.ply", tmp_path / "cli" / "points.ply", shallow=False)
     assert filecmp.cmp(out / "trajectory.tum", tmp_path / "cli" / "trajectory.tum", shallow=False)

@@ -48,7 +48,7 @@ def test_automatic_keyframe_interval_follows_run(demo_model, n, interval):
     frames = [lm.demo_frame(0)] * n
     it = lm.reconstruct(images=frames, model=demo_model, image_size=112)
     assert it.options["keyframe_interval"] == interval
-    assert lm.reconstruct(images=frames, model=demo_model, image_size=112, keyframes=5).options["keyframe_interval"] == 5
+    assert lm.reconstruct(images=frames, model=demo_model, image_size=112, keyframe_interval=5).options["keyframe_interval"] == 5
     assert lm.Session(demo_model).options["keyframe_interval"] == 1  # an open stream: every frame stored
 
 
@@ -79,7 +79,9 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
          "images[1] must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1]), "
          "got uint8 array of shape (70, 112)"),
         (dict(images=good, image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
-        (dict(images=good, mode="fit"), ValueError, "mode must be 'crop' or 'pad', got 'fit'"),
+        (dict(images=good, mode="fit"), ValueError, "mode must be 'streaming' or 'windowed', got 'fit'"),
+        (dict(images=good, preprocess="fit"), ValueError, "preprocess must be 'crop' or 'pad', got 'fit'"),
+        (dict(images=good, window_size=4), ValueError, "window_size only applies to mode='windowed'"),
         (dict(images=FRAMES, stride=0), lm.Error, "stride must be >= 1, got 0"),
     ]
     for kwargs, exc, message in cases:
@@ -153,7 +155,7 @@ def test_image_helpers(tmp_path):
     assert img.dtype == np.uint8 and img.shape == (70, 112, 3)
     pre = lm.preprocess(img, image_size=112)
     np.testing.assert_array_equal(pre, img.transpose(2, 0, 1).astype(np.float32) / np.float32(255))
-    padded = lm.preprocess(img, image_size=224, mode="pad")
+    padded = lm.preprocess(img, image_size=224, preprocess="pad")
     assert padded.shape == (3, 224, 224) and padded[:, 0, 0].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(lm.Error) as e:
         lm.load_image(tmp_path / "none.png")

@@ -107,7 +107,7 @@ def test_reset_starts_a_fresh_sequence(demo_model):
 
 
 def test_keyframe_interval_and_features(demo_model):
-    rs = run(demo_model, frames(7), scale_frames=2, keyframes=2, features=True, patch_tokens=True)
+    rs = run(demo_model, frames(7), scale_frames=2, keyframe_interval=2, features=True, patch_tokens=True)
     assert [r.is_keyframe for r in rs] == [True, True, True, False, True, False, True]
     assert [r.rope_time_index for r in rs] == [0, 1, 2, 3, 3, 4, 4]
     cfg = demo_model.config
@@ -118,9 +118,9 @@ def test_keyframe_interval_and_features(demo_model):
 
 def test_preprocessing_on_request(demo_model):
     big = lm.demo_frame(0, width=300, height=200)
-    with lm.Session(demo_model, scale_frames=1, image_size=112, mode="crop") as s:
+    with lm.Session(demo_model, scale_frames=1, image_size=112, preprocess="crop") as s:
         (r,) = s.push(big)
-    np.testing.assert_array_equal(r.image, lm.preprocess(big, image_size=112, mode="crop"))
+    np.testing.assert_array_equal(r.image, lm.preprocess(big, image_size=112, preprocess="crop"))
     assert r.depth.shape == (70, 112)
     with lm.Session(demo_model, scale_frames=1) as s, pytest.raises(
             lm.Error, match=re.escape("image size 200x300 (HxW) is not a multiple of the patch size 14")):
@@ -175,19 +175,31 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(kv_window=0), lm.Error, "kv_window must be >= 1, got 0"),
     (dict(camera_iterations=0), lm.Error, "camera_iterations must be >= 1, got 0"),
     (dict(threads=-1), lm.Error, "threads must be >= 0 (0 = all cores), got -1"),
-    (dict(keyframes=0), ValueError, "keyframes interval must be in 1..1000000, got 0"),
-    (dict(keyframes=2**31), ValueError, "keyframes interval must be in 1..1000000, got 2147483648"),
-    (dict(keyframes=2**64), ValueError, "keyframes interval must be in 1..1000000, got 18446744073709551616"),
+    (dict(keyframe_interval=0), ValueError, "keyframe_interval must be in 1..1000000, got 0"),
+    (dict(keyframe_interval=2**31), ValueError, "keyframe_interval must be in 1..1000000, got 2147483648"),
+    (dict(keyframe_interval=2**64), ValueError, "keyframe_interval must be in 1..1000000, got 18446744073709551616"),
     (dict(max_special_frames=-1), lm.Error, "max_special_frames must be >= 0 (0 = keep all), got -1"),
-    (dict(keyframes="every"), ValueError, "keyframes must be 'auto', 'flow' or an interval >= 1, got 'every'"),
-    (dict(keyframes=True), TypeError, "keyframes must be 'auto', 'flow' or an int >= 1, got bool"),
-    (dict(keyframes="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
-    (dict(keyframes="flow", max_non_keyframe_gap=0), lm.Error, "max non-keyframe gap must be >= 1, got 0"),
+    (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
+    (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),
+    (dict(keyframe_interval="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
+    (dict(keyframe_interval="flow", max_non_keyframe_gap=0), lm.Error, "max non-keyframe gap must be >= 1, got 0"),
     (dict(kv_backend="flash"), lm.Error, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
     (dict(kv_dtype="f64"), lm.Error, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
     (dict(image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
     (dict(image_size=0), lm.Error, "image_size must be positive, got 0"),
-    (dict(mode="zoom"), ValueError, "mode must be 'crop' or 'pad', got 'zoom'"),
+    (dict(mode="zoom"), ValueError, "mode must be 'streaming' or 'windowed', got 'zoom'"),
+    (dict(preprocess="zoom"), ValueError, "preprocess must be 'crop' or 'pad', got 'zoom'"),
+    (dict(keyframe_interval=2, keyframes=2), ValueError, "give keyframe_interval or its old spelling keyframes, not both"),
+    (dict(mode="pad", preprocess="crop"), ValueError,
+     "mode='pad' (the old spelling of preprocess=) contradicts preprocess='crop'"),
+    (dict(window_size=8), ValueError, "window_size only applies to mode='windowed'"),
+    (dict(overlap_size=2), ValueError, "overlap_size only applies to mode='windowed'"),
+    (dict(mode="windowed", overlap_size=2, overlap_keyframes=1), ValueError, "give overlap_size or overlap_keyframes, not both"),
+    (dict(mode="windowed", overlap_size=-1), lm.Error, "overlap_size must be >= 0, got -1"),
+    (dict(mode="windowed", scale_frames=8, window_size=8), lm.Error,
+     "window_size 8 must be larger than scale_frames 8: a window stores its scale frames plus at least one keyframe"),
+    (dict(mode="windowed", scale_frames=2, window_size=6, overlap_size=6), lm.Error,
+     "the overlap (6 frames) must be smaller than a window (6 frames: 2 scale frames + 4 keyframes x interval 1)"),
 ])
 def test_bad_options_raise_exact_messages(demo_model, kwargs, exc, message):
     with pytest.raises(exc) as e:
@@ -309,15 +321,15 @@ def test_frames_that_went_through_pickle_are_accepted(demo_model):
 
 
 def test_numpy_integer_keyframe_interval(demo_model):
-    with lm.Session(demo_model, keyframes=np.int64(3)) as s:
-        assert s.options["keyframes"] == "interval 3"
+    with lm.Session(demo_model, keyframe_interval=np.int64(3)) as s:
+        assert s.options["keyframe_policy"] == "interval 3"
 
 
 def test_max_special_frames_bounds_a_long_stream(demo_model):
     """run's --max-special-frames: past the window + N stored frames the cache and camera cache stop
     growing; without it they grow by one frame's specials per stored frame."""
     def stats_after(n, **kw):
-        with lm.Session(demo_model, scale_frames=2, kv_window=3, keyframes=1, **kw) as s:
+        with lm.Session(demo_model, scale_frames=2, kv_window=3, keyframe_interval=1, **kw) as s:
             for i in range(n):
                 s.push(lm.demo_frame(i % 8))
             return s.stats(), s.options

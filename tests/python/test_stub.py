@@ -12,7 +12,7 @@ import lingbot_map as lm
 STUB = pathlib.Path(lm.__file__).with_name("__init__.pyi")
 TREE = ast.parse(STUB.read_text())
 STUB_NAMES = {n.name for n in TREE.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-STUB_ONLY_ALIASES = {"PathLike", "F32", "U8", "Frame", "Keyframes", "Backend", "KVDType", "Mode", "Device"}
+STUB_ONLY_ALIASES = {"PathLike", "F32", "U8", "Frame", "KeyframeInterval", "Preprocess", "Backend", "KVDType", "Mode", "Device"}
 
 
 def stub_params(fn: ast.FunctionDef) -> list[tuple[str, bool, object]]:

@@ -28,8 +28,8 @@ def test_golden_case_from_python(case_dir: pathlib.Path):
     model = lm.Model.load(case_dir / case["weights_file"], weights_dtype="f32")  # f32: the reference's precision
     assert model.weights_dtype == "f32"
     results, traces = [], {"frames": [], "specials": [], "visible": [], "camera": []}
-    flow = dict(keyframes="flow", flow_threshold=sc["flow_threshold"], max_non_keyframe_gap=sc["max_non_keyframe_gap"]) \
-        if sc.get("flow_threshold") else dict(keyframes=sc["keyframe_interval"])
+    flow = dict(keyframe_interval="flow", flow_threshold=sc["flow_threshold"], max_non_keyframe_gap=sc["max_non_keyframe_gap"]) \
+        if sc.get("flow_threshold") else dict(keyframe_interval=sc["keyframe_interval"])
     with lm.Session(model, scale_frames=sc["num_scale_frames"], kv_window=sc["kv_cache_sliding_window"],
                     camera_iterations=sc["camera_num_iterations"], kv_dtype="f32", features=True, patch_tokens=True,
                     **flow) as s:
