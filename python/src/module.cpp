@@ -213,6 +213,10 @@ nlohmann::json json_from_python(const py::handle& obj) {
 struct PyModel {
   std::shared_ptr<const Model> model;
   std::string source;  // checkpoint path, or "demo"
+  // How it was made, for pickling by reference (another process loads the same file again):
+  fs::path path;                  // absolute checkpoint path (empty for the demo model)
+  ConfigOverrides overrides;      // config= as flattened key=value text
+  uint64_t seed = 0;              // demo model
 
   static PyModel load(const fs::path& path, const py::object& config, const std::string& weights_dtype) {
     ConfigOverrides overrides;
@@ -231,6 +235,8 @@ struct PyModel {
       m.model = Model::load(path.string(), overrides, lo);
     }
     m.source = path.string();
+    m.path = fs::absolute(path);
+    m.overrides = std::move(overrides);
     return m;
   }
   static PyModel demo(uint64_t seed) {
@@ -240,6 +246,39 @@ struct PyModel {
       m.model = make_demo_model(seed);
     }
     m.source = "demo";
+    m.seed = seed;
+    return m;
+  }
+
+  // Pickled by reference (multiprocessing workers, joblib): the checkpoint path, the config overrides
+  // and the weights dtype in use; unpickling loads the file again (the weights are not copied through
+  // the pipe), so the file must be readable at that path in the receiving process.
+  py::tuple getstate() const {
+    py::list o;
+    for (const auto& [k, v] : overrides) o.append(py::make_tuple(k, v));
+    return py::make_tuple(1, path.empty() ? py::object(py::none()) : py::str(path.string()), o, seed,
+                          std::string(dtype_name(model->weights_dtype())), source);
+  }
+  static PyModel setstate(const py::tuple& t) {
+    if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
+    if (t[1].is_none()) return demo(t[3].cast<uint64_t>());
+    const fs::path path = t[1].cast<std::string>();
+    LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
+    ConfigOverrides overrides;
+    for (const auto& kv : t[2].cast<py::list>()) {
+      const auto pair = kv.cast<py::tuple>();
+      overrides.emplace_back(pair[0].cast<std::string>(), pair[1].cast<std::string>());
+    }
+    ModelLoadOptions lo;
+    lo.weights_dtype = parse_dtype(t[4].cast<std::string>());
+    PyModel m;
+    {
+      py::gil_scoped_release nogil;
+      m.model = Model::load(path.string(), overrides, lo);
+    }
+    m.source = t[5].cast<std::string>();
+    m.path = path;
+    m.overrides = std::move(overrides);
     return m;
   }
 };
@@ -540,6 +579,45 @@ struct PyResult {
   int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
+
+  // Pickled by value (multiprocessing queues, joblib): every field, the arrays as NumPy pickles them.
+  py::tuple getstate() const {
+    return py::make_tuple(1, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+                          source, timestamp, scale_frames,
+                          py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
+                                         patch_tokens),
+                          features);
+  }
+  static PyResult setstate(const py::tuple& t) {
+    if (t.size() != 12 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Result of this version");
+    PyResult r;
+    r.frame_index = t[1].cast<int64_t>();
+    r.is_keyframe = t[2].cast<bool>();
+    const int type = t[3].cast<int>();
+    if (type < static_cast<int>(FrameType::Scale) || type > static_cast<int>(FrameType::NonKeyframe))
+      throw py::value_error("not a pickled lingbot_map.Result: frame type " + std::to_string(type));
+    r.frame_type = static_cast<FrameType>(type);
+    r.flow = t[4].cast<double>();
+    r.rope_time_index = t[5].cast<int64_t>();
+    r.window = t[6].cast<int64_t>();
+    r.source = t[7].cast<std::string>();
+    r.timestamp = t[8].cast<double>();
+    r.scale_frames = t[9].cast<int64_t>();
+    const auto a = t[10].cast<py::tuple>();
+    if (a.size() != 10) throw py::value_error("not a pickled lingbot_map.Result of this version");
+    r.pose_enc = a[0];
+    r.pose_enc_iters = a[1];
+    r.c2w = a[2];
+    r.w2c = a[3];
+    r.K = a[4];
+    r.depth = a[5];
+    r.conf = a[6];
+    r.world_points = a[7];
+    r.image = a[8];
+    r.patch_tokens = a[9];
+    r.features = t[11].cast<py::list>();
+    return r;
+  }
 };
 
 // A frame pushed whose result has not come back yet (scale phase).
@@ -1149,6 +1227,8 @@ void bind_module(py::module_& m) {
                              "Number of weights (parameters) of the model's architecture.")
       .def_property_readonly("source", [](const PyModel& self) { return self.source; },
                              "The checkpoint path, or 'demo'.")
+      .def(py::pickle([](const PyModel& self) { return self.getstate(); },
+                      [](const py::tuple& t) { return PyModel::setstate(t); }))
       .def("__repr__", [](const PyModel& self) {
         return "<lingbot_map.Model " + self.source + ", " + std::to_string(self.model->config().parameter_count()) +
                " parameters>";
@@ -1184,6 +1264,8 @@ void bind_module(py::module_& m) {
                     "Session(features=True): per selected aggregator layer, [P, 2C] tokens; else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,
                     "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
+      .def(py::pickle([](const PyResult& self) { return self.getstate(); },
+                      [](const py::tuple& t) { return PyResult::setstate(t); }))
       .def("__repr__", &result_repr);
 
   const char* session_doc =

@@ -343,3 +343,62 @@ def test_max_special_frames_bounds_a_long_stream(demo_model):
     assert options["max_special_frames"] == 0
     assert unbounded_40["special_tokens"] > unbounded_20["special_tokens"]
     assert unbounded_40["camera_cache_bytes"] > unbounded_20["camera_cache_bytes"]
+
+
+RESULT_FIELDS = ("frame_index", "is_keyframe", "is_scale_frame", "frame_type", "flow", "rope_time_index", "window",
+                 "source", "timestamp")
+RESULT_ARRAYS = ("pose_enc", "pose_enc_iters", "c2w", "w2c", "K", "depth", "conf", "world_points", "image")
+
+
+def _pool_worker(args):
+    """Runs in a spawned process: the Model and the Results cross the pipe by pickle."""
+    model, frame_list = args
+    with lm.Session(model, scale_frames=2, kv_window=3, keyframe_interval=1, image_size=112) as s:
+        out = []
+        for f in frame_list:
+            out += s.push(f)
+        return out + s.finish()
+
+
+def test_results_and_models_pickle(tmp_path):
+    """Result pickles by value (every field and array); Model by reference (the checkpoint path, config
+    overrides and weights dtype; unpickling loads the file again): a spawned process pool gives the
+    same results as this process."""
+    import multiprocessing
+    import pickle
+    from conftest import TINY
+    model = lm.Model.load(TINY / "model.pt", config={"camera": {"num_iterations": 2}}, weights_dtype="f32")
+    frame_list = [lm.load_image(p) for p in sorted((TINY / "frames").iterdir())[:5]]
+    local = _pool_worker((model, frame_list))
+    local[3] = next(iter(lm.reconstruct(images=frame_list, model=model, image_size=112, scale_frames=2,
+                                        features=True, patch_tokens=True)))  # a Result with features too
+    for r in local:
+        back = pickle.loads(pickle.dumps(r))
+        assert type(back) is lm.Result
+        assert [getattr(back, f) for f in RESULT_FIELDS] == [getattr(r, f) for f in RESULT_FIELDS]
+        for name in RESULT_ARRAYS + ("patch_tokens",):
+            a, b = getattr(r, name), getattr(back, name)
+            assert (a is None and b is None) or (a.dtype == b.dtype and a.tobytes() == b.tobytes()), name
+        assert len(back.features) == len(r.features) and all(
+            x.tobytes() == y.tobytes() for x, y in zip(back.features, r.features))
+    assert local[3].features and local[3].patch_tokens is not None
+
+    clone = pickle.loads(pickle.dumps(model))
+    assert (clone.source, clone.weights_dtype, clone.config) == (model.source, "f32", model.config)
+    assert clone.config["camera"]["num_iterations"] == 2
+    demo = pickle.loads(pickle.dumps(lm.Model.demo(seed=7)))
+    assert demo.source == "demo" and demo.config == lm.Model.demo(seed=7).config
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        remote = pool.map(_pool_worker, [(model, frame_list)])[0]
+    want = _pool_worker((model, frame_list))
+    assert [r.frame_index for r in remote] == list(range(5))
+    for a, b in zip(remote, want):
+        assert a.depth.tobytes() == b.depth.tobytes() and a.c2w.tobytes() == b.c2w.tobytes()
+
+    moved = tmp_path / "model.pt"
+    moved.write_bytes((TINY / "model.pt").read_bytes())
+    state = pickle.dumps(lm.Model.load(moved))
+    moved.unlink()
+    with pytest.raises(lm.Error, match="unpickling a Model loads its checkpoint again: model file not found: "):
+        pickle.loads(state)
