@@ -367,7 +367,9 @@ void add_bench_command(CLI::App& app) {
       "model", "End-to-end frames through a random-weight model built in memory (no checkpoint): per-phase CPU time (device time with --device cuda), "
                "peak RSS, same-run GEMM calibration; --weights-dtype / --kv-dtype sweeps");
   auto margs = std::make_shared<BenchModelArgs>();
-  model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")->capture_default_str();
+  model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")
+      ->check(one_of({"full", "demo"}, "full or demo"))
+      ->capture_default_str();
   model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")->capture_default_str();
   model->add_option("--frames", margs->frames, "frames pushed per configuration (> scale frames)")->capture_default_str();
   model->add_option("--scale-frames", margs->scale_frames, "scale frames")->capture_default_str();

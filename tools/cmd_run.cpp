@@ -346,6 +346,11 @@ json cache_json(const SessionStats& s) {
           {"camera_cache_bytes", s.camera_cache_bytes}};
 }
 
+// A window's KV cache after its last step (windowed summary: the top-level "cache" is the last window's).
+json window_cache_json(const CacheStats& c) {
+  return {{"frames_stored", c.frames_stored}, {"bytes_used", c.bytes_used}, {"bytes_reserved", c.bytes_reserved}};
+}
+
 // A frame pushed into the session whose result has not come back yet (scale phase).
 struct PendingFrame {
   int64_t index = 0;
@@ -963,7 +968,8 @@ int run_command(const RunArgs& a) {
                          {"start", w.start},
                          {"end", w.end},
                          {"scale", w.scale},
-                         {"transform", t}});
+                         {"transform", t},
+                         {"cache", window_cache_json(w.cache)}});
     }
     summary["windows"] = windows;
     summary["windows_note"] = "frames [start, end) of each window; window w is mapped into window 0's frame by "

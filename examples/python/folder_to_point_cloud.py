@@ -54,20 +54,30 @@ def main(argv=None) -> int:
           f"keyframes {frames.options['keyframe_policy']}")
     t0 = time.monotonic()
     points = 0
+
+    def write(r) -> None:
+        nonlocal points
+        exporter.write(r)
+        xyz, _ = lm.select_points(r.world_points, r.image, r.conf, r.depth,
+                                  conf_threshold=args.conf_threshold, downsample=args.downsample)
+        points += len(xyz)
+        centre = r.c2w[:, 3]
+        print(f"frame {r.frame_index:4d} {r.source:>16s}  camera at ({centre[0]:+.3f}, {centre[1]:+.3f}, "
+              f"{centre[2]:+.3f})  depth {np.median(r.depth):.3f} (median)  {len(xyz)} points"
+              f"{'  keyframe' if r.is_keyframe else ''}"
+              f"{f'  window {r.window}' if args.mode == 'windowed' else ''}", flush=True)
+
     try:
         with lm.Exporter(args.out, exports=args.export,
                          conf_threshold=args.conf_threshold, downsample=args.downsample,
                          meta={"model": str(args.model)}) as exporter:
-            for r in frames:
-                exporter.write(r)
-                xyz, _ = lm.select_points(r.world_points, r.image, r.conf, r.depth,
-                                          conf_threshold=args.conf_threshold, downsample=args.downsample)
-                points += len(xyz)
-                centre = r.c2w[:, 3]
-                print(f"frame {r.frame_index:4d} {r.source:>16s}  camera at ({centre[0]:+.3f}, {centre[1]:+.3f}, "
-                      f"{centre[2]:+.3f})  depth {np.median(r.depth):.3f} (median)  {len(xyz)} points"
-                      f"{'  keyframe' if r.is_keyframe else ''}"
-                      f"{f'  window {r.window}' if args.mode == 'windowed' else ''}", flush=True)
+            try:
+                for r in frames:
+                    write(r)
+            except KeyboardInterrupt:
+                for r in frames.finish_early():  # windowed: the rows computed and held back for the overlap
+                    write(r)
+                raise  # the exports end with status "interrupted"
     except KeyboardInterrupt:
         print("interrupted: the files hold every frame completed so far", file=sys.stderr)
     print(f"{points} points, {time.monotonic() - t0:.1f} s; wrote {args.out / 'points.ply'}")

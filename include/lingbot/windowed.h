@@ -51,6 +51,7 @@ struct WindowInfo {
   bool aligned = false;        // scale / transform known
   float scale = 1.0f;          // s
   std::array<float, 16> transform{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};  // [[R, t], [0, 1]] row-major (s not in it)
+  CacheStats cache;            // the window session's KV cache after the window's last step so far
 };
 
 // Observation hooks (verification, tracing); called synchronously. Rows are in processing order.
@@ -94,6 +95,9 @@ class WindowedSession {
   // threw. Afterwards push_frame throws.
   std::vector<FrameResult> finish_early();
 
+  // True after finish() / finish_early(), or after a step that failed or was stopped (a frame refused
+  // before its step, e.g. of another size, leaves the session open).
+  bool closed() const;
   const std::vector<WindowInfo>& windows() const;  // every window begun so far
   int64_t overlap() const;                          // ov
   int64_t frames_pushed() const;

@@ -86,8 +86,8 @@ class Session:
         overlap_keyframes: Optional[int] = None,
         features: bool = False,
         patch_tokens: bool = False,
-        flow_threshold: float = 5.0,
-        max_non_keyframe_gap: int = 30,
+        flow_threshold: Optional[float] = None,  # keyframe_interval="flow" only; None = 5.0
+        max_non_keyframe_gap: Optional[int] = None,  # keyframe_interval="flow" only; None = 30
         backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
         keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
         device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
@@ -95,6 +95,7 @@ class Session:
     ) -> None: ...
     def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
     def finish(self) -> list[Result]: ...
+    def finish_early(self) -> list[Result]: ...
     def reset(self) -> None: ...
     def close(self) -> None: ...
     def stats(self) -> dict[str, Optional[int]]: ...  # device_* entries are None on the CPU
@@ -121,6 +122,7 @@ class Session:
 class Reconstruction(Iterator[Result]):
     def __iter__(self) -> Reconstruction: ...
     def __next__(self) -> Result: ...
+    def finish_early(self) -> list[Result]: ...
     def stats(self) -> dict[str, Optional[int]]: ...  # device_* entries are None on the CPU
     @property
     def options(self) -> dict[str, Any]: ...
@@ -159,8 +161,8 @@ def reconstruct(
     threads: int = 0,
     features: bool = False,
     patch_tokens: bool = False,
-    flow_threshold: float = 5.0,
-    max_non_keyframe_gap: int = 30,
+    flow_threshold: Optional[float] = None,  # keyframe_interval="flow" only; None = 5.0
+    max_non_keyframe_gap: Optional[int] = None,  # keyframe_interval="flow" only; None = 30
     backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
     keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
     device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available

@@ -313,8 +313,10 @@ int parse_keyframe_interval(const py::handle& k) {
   throw py::type_error("keyframe_interval must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
 }
 
+// stacklevel 1 from a native function is the Python line that called it (so the warning shows by
+// default when that line is in __main__).
 void warn_deprecated(const std::string& message) {
-  if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 2) != 0) throw py::error_already_set();
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 1) != 0) throw py::error_already_set();
 }
 
 // keyframe_interval= and its old spelling keyframes= (docs/naming.md), as kv_backend_arg.
@@ -357,8 +359,7 @@ ModeArgs mode_args(const std::string& mode, const std::optional<std::string>& pr
 std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const std::optional<std::string>& backend) {
   if (!backend) return kv_backend.value_or("paged");
   if (kv_backend) throw py::value_error("give kv_backend or its old spelling backend, not both");
-  if (PyErr_WarnEx(PyExc_DeprecationWarning, "backend= is deprecated, use kv_backend=", 2) != 0)
-    throw py::error_already_set();
+  warn_deprecated("backend= is deprecated, use kv_backend=");
   return *backend;
 }
 
@@ -372,8 +373,8 @@ struct SessionArgs {
   int threads = 0;
   bool features = false;
   bool patch_tokens = false;
-  double flow_threshold = kDefaultFlowThreshold;
-  int max_non_keyframe_gap = kDefaultMaxNonKeyframeGap;
+  std::optional<double> flow_threshold;    // keyframe_interval="flow" only (None: run's default)
+  std::optional<int> max_non_keyframe_gap;
   std::string device = "cpu";
   int64_t max_special_frames = 0;  // run's --max-special-frames: 0 keeps every stored frame's specials
 };
@@ -387,8 +388,13 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   so.scale_frames = a.scale_frames;
   so.kv_window = a.kv_window;
   if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
-    so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold, a.max_non_keyframe_gap);
+    so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
+                                                         a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
   } else {
+    // As run: a flow option without flow keyframes would be silently ignored.
+    for (const auto& [given, name] : {std::pair{a.flow_threshold.has_value(), "flow_threshold"},
+                                      std::pair{a.max_non_keyframe_gap.has_value(), "max_non_keyframe_gap"}})
+      if (given) throw py::value_error(std::string(name) + " only applies to keyframe_interval='flow'");
     so.keyframe_interval = keyframe_interval;
   }
   so.camera_iterations = a.camera_iterations;
@@ -411,6 +417,12 @@ io::ResizeMode parse_preprocess(const std::string& preprocess) {
   if (preprocess == "crop") return io::ResizeMode::Crop;
   if (preprocess == "pad") return io::ResizeMode::Pad;
   throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
+}
+
+// options["preprocess"] / ["image_size"]: run's preprocessing, or None when frames go in as they are.
+void add_preprocess(py::dict& d, const std::optional<io::PreprocessOptions>& pre) {
+  d["preprocess"] = pre ? py::object(py::str(pre->mode == io::ResizeMode::Crop ? "crop" : "pad")) : py::none();
+  d["image_size"] = pre ? py::object(py::int_(pre->image_size)) : py::none();
 }
 
 io::PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
@@ -480,23 +492,23 @@ class Stream {
 
   std::vector<FrameResult> push_frame(const Tensor& image) {
     if (session_) return session_->push_frame(image);
-    LINGBOT_CHECK(!windowed_closed_, windowed_finished_ ? "push after finish(): call reset() to start a new sequence"
-                                                        : "push after a step that failed or was stopped: call reset()");
-    try {
-      return windowed_->push_frame(image);
-    } catch (...) {
-      windowed_closed_ = true;  // the WindowedSession closed itself
-      throw;
-    }
+    check_windowed_open("push");
+    return windowed_->push_frame(image);
   }
   std::vector<FrameResult> finish() {
     if (session_) return session_->finish();
-    LINGBOT_CHECK(!windowed_closed_, windowed_finished_ ? "finish() called twice: call reset() to start a new sequence"
-                                                        : "finish after a step that failed or was stopped: call reset()");
-    windowed_closed_ = true;
+    check_windowed_open("finish()");
     std::vector<FrameResult> r = windowed_->finish();
     windowed_finished_ = true;
     return r;
+  }
+  // Ends the sequence without running the model: the results computed and not yet returned (windowed:
+  // the tail held back for the overlap, WindowedSession::finish_early); none in streaming mode.
+  std::vector<FrameResult> finish_early() {
+    if (session_) return {};
+    if (windowed_finished_) return {};
+    windowed_finished_ = true;
+    return windowed_->finish_early();
   }
   void reset() {
     if (session_) session_->reset();
@@ -505,7 +517,7 @@ class Stream {
   SessionStats stats() const { return session_ ? session_->stats() : windowed_->stats(); }
   const SessionOptions& options() const { return session_ ? session_->options() : windowed_->options(); }
   int64_t frames_pushed() const { return session_ ? session_->frames_pushed() : windowed_->frames_pushed(); }
-  bool closed() const { return session_ ? session_->closed() : windowed_closed_; }
+  bool closed() const { return session_ ? session_->closed() : windowed_->closed(); }
   int scale_frames() const { return options().scale_frames; }
 
   // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once).
@@ -521,6 +533,7 @@ class Stream {
                "max_special_frames"_a = o.max_special_frames, "device"_a = std::string(device_name(o.device)),
                "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
                "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
+    d["keyframes"] = d["keyframe_policy"];  // the old key (docs/naming.md): removed in the next release
     if (windowed_) {  // as summary.json's options
       const WindowedOptions& w = *windowed_options_;
       d["window_size"] = w.window_size;
@@ -537,8 +550,10 @@ class Stream {
     for (const WindowInfo& w : windowed_->windows()) {
       py::array_t<float> t({4, 4});
       std::copy(w.transform.begin(), w.transform.end(), t.mutable_data());
+      py::dict cache("frames_stored"_a = w.cache.frames_stored, "bytes_used"_a = w.cache.bytes_used,
+                     "bytes_reserved"_a = w.cache.bytes_reserved);
       out.append(py::dict("index"_a = w.index, "start"_a = w.start, "end"_a = w.end < 0 ? py::object(py::none()) : py::int_(w.end),
-                          "aligned"_a = w.aligned, "scale"_a = w.scale, "transform"_a = t));
+                          "aligned"_a = w.aligned, "scale"_a = w.scale, "transform"_a = t, "cache"_a = cache));
     }
     return out;
   }
@@ -547,7 +562,7 @@ class Stream {
   void make() {
     session_.reset();
     windowed_.reset();
-    windowed_closed_ = windowed_finished_ = false;
+    windowed_finished_ = false;
     if (!windowed_options_) {
       session_ = std::make_unique<Session>(model_, options_);
       return;
@@ -561,7 +576,14 @@ class Stream {
   std::optional<WindowedOptions> windowed_options_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<WindowedSession> windowed_;
-  bool windowed_closed_ = false, windowed_finished_ = false;
+  bool windowed_finished_ = false;  // finish() / finish_early() returned
+
+  void check_windowed_open(const char* call) const {
+    if (!windowed_->closed()) return;
+    throw Error(std::string(call) + (windowed_finished_ ? " after the end of the sequence (finish() or finish_early())"
+                                                        : " after a step that failed or was stopped") +
+                ": call reset() to start a new sequence");
+  }
 };
 
 // ---- results ----------------------------------------------------------------------------------
@@ -715,6 +737,13 @@ class PySession {
     return to_python(std::move(results), &pending_, s.scale_frames());
   }
 
+  std::vector<PyResult> finish_early() {
+    BusyGuard busy(busy_, "this Session");
+    Stream& s = open();
+    std::vector<FrameResult> results = s.finish_early();
+    return to_python(std::move(results), &pending_, s.scale_frames());
+  }
+
   void reset() {
     BusyGuard busy(busy_, "this Session");
     Stream& s = open();
@@ -737,7 +766,9 @@ class PySession {
   }
   py::dict options() {
     BusyGuard busy(busy_, "this Session");
-    return open().options_dict();
+    py::dict d = open().options_dict();
+    add_preprocess(d, pre_);
+    return d;
   }
   py::object windows() {
     BusyGuard busy(busy_, "this Session");
@@ -884,6 +915,7 @@ class PyReconstruction {
     int interval = parse_keyframe_interval(args.keyframe_interval);
     const std::optional<WindowedOptions> windowed = windowed_options(mode, args.scale_frames);
     const io::PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
+    pre_ = pre;
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
       if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytes>(images) || py::isinstance<py::bytearray>(images))
@@ -958,8 +990,8 @@ class PyReconstruction {
         // A frame that failed to decode or run ends the iteration, as an exception ends a generator
         // (the frames after it would no longer line up with the session's frame indices); a step
         // Ctrl-C stopped ends it with KeyboardInterrupt.
+        // pending_ stays: finish_early() pairs the rows already computed with their inputs.
         done_ = true;
-        pending_.clear();
         try {
           throw;
         } catch (const Stopped&) {
@@ -980,11 +1012,26 @@ class PyReconstruction {
   }
   py::dict options() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
-    return stream_->options_dict();
+    py::dict d = stream_->options_dict();
+    add_preprocess(d, pre_);
+    return d;
   }
   py::object windows() {
     BusyGuard busy(busy_, "this reconstruct() iterator");
     return stream_->windows();
+  }
+  // Ends the iteration early: the results computed and not yet returned (queued ones, and in windowed
+  // mode the tail held back for the overlap), without running the model.
+  std::vector<PyResult> finish_early() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    std::vector<PyResult> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
+    ready_.clear();
+    done_ = true;
+    if (!early_done_)
+      for (PyResult& r : to_python(stream_->finish_early(), &pending_, stream_->scale_frames())) out.push_back(std::move(r));
+    early_done_ = true;
+    pending_.clear();
+    return out;
   }
   py::object frame_count() const {
     if (feed_->count) return py::int_(*feed_->count);
@@ -1006,11 +1053,13 @@ class PyReconstruction {
   PyModel model_;
   std::unique_ptr<FrameFeed> feed_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
+  std::optional<io::PreprocessOptions> pre_;
   std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;
   std::string kind_;
   bool done_ = false;
+  bool early_done_ = false;  // finish_early() ran
   bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
 
   // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
@@ -1244,7 +1293,8 @@ void bind_module(py::module_& m) {
       .def_readonly("window", &PyResult::window,
                     "mode='windowed': the window the result comes from (its pose is aligned to window 0); else 0.")
       .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
-                             "One of the session's first scale_frames frames (processed together).")
+                             "One of the first scale_frames frames (processed together) of the session, or in\n"
+                             "mode='windowed' of its window.")
       .def_property_readonly("frame_type", [](const PyResult& r) { return frame_type_name(r.frame_type); },
                              "'scale', 'keyframe' or 'non-keyframe'.")
       .def_readonly("flow", &PyResult::flow,
@@ -1296,7 +1346,7 @@ void bind_module(py::module_& m) {
                        int threads, std::optional<int> image_size, const std::string& mode,
                        const std::optional<std::string>& preprocess, std::optional<int> window_size,
                        std::optional<int> overlap_size, std::optional<int> overlap_keyframes, bool features,
-                       bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
+                       bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
                        const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
                        int64_t max_special_frames) {
              SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes),
@@ -1313,21 +1363,26 @@ void bind_module(py::module_& m) {
            "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
            "image_size"_a = py::none(), "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(),
            "overlap_size"_a = py::none(), "overlap_keyframes"_a = py::none(), "features"_a = false,
-           "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
-           "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "keyframes"_a = py::none(),
+           "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
+           "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
            "device"_a = "cpu", "max_special_frames"_a = 0)
       .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
            "and the frame index).")
       .def("finish", &PySession::finish, "Ends the sequence; returns the results still pending (short streams).")
+      .def("finish_early", &PySession::finish_early,
+           "Ends the sequence without running the model (after KeyboardInterrupt or an error): returns the\n"
+           "results already computed and not yet returned (mode='windowed': the tail held back for the\n"
+           "overlap, aligned as far as known; [] in streaming mode). Then reset() starts a new sequence.")
       .def("reset", &PySession::reset, "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
       .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
       .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
       .def_property_readonly("windows", &PySession::windows,
                              "mode='windowed': every window begun so far, dicts index, start, end (None while open),\n"
-                             "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t); else None.")
+                             "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t), cache\n"
+                             "(frames_stored, bytes_used, bytes_reserved after the window's last step); else None.")
       .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a push / finish that raised (the session then holds part of a step), until reset().")
       .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
       .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
@@ -1339,6 +1394,10 @@ void bind_module(py::module_& m) {
                                "The iterator reconstruct() returns: one Result per frame, in order.")
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &PyReconstruction::next)
+      .def("finish_early", &PyReconstruction::finish_early,
+           "Ends the iteration without running the model (after KeyboardInterrupt or an error): returns\n"
+           "the results already computed and not yet returned (mode='windowed': the tail held back for\n"
+           "the overlap), as run writes them when it stops early.")
       .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
       .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
       .def_property_readonly("windows", &PyReconstruction::windows, "mode='windowed': the windows so far (as Session.windows); else None.")
@@ -1356,7 +1415,7 @@ void bind_module(py::module_& m) {
          std::optional<int> overlap_size, std::optional<int> overlap_keyframes, double fps, int64_t first_k,
          int64_t stride, bool rotate_cw90, int scale_frames, int kv_window, const py::object& keyframe_interval,
          int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
-         bool features, bool patch_tokens, double flow_threshold, int max_non_keyframe_gap,
+         bool features, bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
          const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
          int64_t max_special_frames) {
         LINGBOT_CHECK(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
@@ -1376,8 +1435,8 @@ void bind_module(py::module_& m) {
       "overlap_keyframes"_a = py::none(), "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
       "scale_frames"_a = 8, "kv_window"_a = 64, "keyframe_interval"_a = py::none(), "camera_iterations"_a = 4,
       "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,
-      "patch_tokens"_a = false, "flow_threshold"_a = kDefaultFlowThreshold,
-      "max_non_keyframe_gap"_a = kDefaultMaxNonKeyframeGap, "backend"_a = py::none(), "keyframes"_a = py::none(),
+      "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
+      "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
       "device"_a = "cpu", "max_special_frames"_a = 0,
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"

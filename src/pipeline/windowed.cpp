@@ -151,7 +151,7 @@ void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
     LINGBOT_CHECK(ov < L, "the overlap (", ov, " frames) must be smaller than a window (", L, " frames: ", K,
                   " scale frames + ", std::max<int64_t>(w.window_size - K, 0), " keyframes x interval ", n, ")");
   } else {
-    LINGBOT_CHECK(w.window_size >= ov + K, "WindowedOptions.window_size (", w.window_size,
+    LINGBOT_CHECK(w.window_size >= ov + K, "window_size (", w.window_size,
                   ") must be at least the overlap (", ov, " frames) + the ", K,
                   " scale frames with keyframes chosen while running, or consecutive windows would not overlap");
   }
@@ -221,9 +221,11 @@ struct WindowedSession::Impl {
   void absorb(std::vector<FrameResult>&& results) {
     if (results.empty()) return;
     const int64_t w = current().index, start = current().start;
+    const SessionStats stats = session.stats();
+    current().cache = stats.cache;
     if (obs.on_step)
       obs.on_step(w, start + results.front().frame_index, static_cast<int64_t>(results.size()),
-                  results.front().rope_time_index, session.stats());
+                  results.front().rope_time_index, stats);
     for (FrameResult& r : results) {
       r.frame_index += start;
       if (r.flow_reference_frame >= 0) r.flow_reference_frame += start;
@@ -360,6 +362,7 @@ std::vector<FrameResult> WindowedSession::finish_early() {
   return out;
 }
 
+bool WindowedSession::closed() const { return impl_->failed || impl_->finished; }
 const std::vector<WindowInfo>& WindowedSession::windows() const { return impl_->windows; }
 int64_t WindowedSession::overlap() const { return impl_->ov; }
 int64_t WindowedSession::frames_pushed() const { return impl_->pushed; }

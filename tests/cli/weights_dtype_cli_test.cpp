@@ -167,8 +167,8 @@ TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {
   EXPECT_EQ(r.err,
             "error: --frames must exceed --scale-frames (2) so that single-frame steps are measured, got 2\n");
   r = run_cli("bench model --model-size huge");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --model-size must be full or demo, got 'huge'\n");
+  EXPECT_EQ(r.exit_code, 2);  // not one of the option's words: a usage error
+  EXPECT_EQ(r.err, "error: --model-size: must be full or demo, got 'huge'\nRun 'lingbot-map bench model --help' for usage.\n");
 }
 
 }  // namespace

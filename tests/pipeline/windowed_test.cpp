@@ -188,7 +188,7 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
   SessionOptions flow = options();
   flow.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
   expect_error(flow, w,
-               "WindowedOptions.window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
+               "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
                "keyframes chosen while running, or consecutive windows would not overlap");
   w.window_size = 0;
   expect_error(options(), w, "WindowedOptions.window_size must be >= 1, got 0");

@@ -187,6 +187,7 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
         assert w["aligned"] and w["transform"].shape == (4, 4) and w["transform"].dtype == np.float32
         np.testing.assert_array_equal(w["transform"].astype(np.float64), np.array(ref["transform"]))
         assert float(w["scale"]) == ref["scale"]
+        assert w["cache"] == ref["cache"] and w["cache"]["frames_stored"] == w["end"] - w["start"]
     np.testing.assert_array_equal(windows[0]["transform"], np.eye(4, dtype=np.float32))
     # Each frame comes from the window that owns it: the first window's frames from window 0, and
     # every later window contributes frames after the overlap.
@@ -204,21 +205,60 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
             assert s.finished
             assert_results_equal_cli(pushed, cli_out)
             assert len(s.windows) == len(windows)
-            with pytest.raises(lm.Error, match=r"push after finish\(\): call reset\(\)"):
+            with pytest.raises(lm.Error, match=r"push after the end of the sequence \(finish\(\) or finish_early\(\)\): call reset\(\)"):
                 s.push(lm.load_image(sorted(FRAMES.iterdir())[0]))
             s.reset()
             assert s.frames_pushed == 0 and s.windows == [] and not s.finished
 
 
+def test_windowed_early_end_and_refused_frames(tiny_model):
+    """finish_early() returns the rows a windowed run computed and held back for the overlap (what run
+    writes when it stops early); a frame refused before its step (another size) leaves the Session open."""
+    frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())]
+    kw = dict(image_size=112, scale_frames=2, kv_window=3, keyframe_interval=1, **WINDOWED)
+    full = list(lm.reconstruct(images=frames, model=tiny_model, **kw))
+    it = lm.reconstruct(images=frames, model=tiny_model, **kw)
+    first = [next(it) for _ in range(4)]  # frames 3-5 come together once window 0 is aligned
+    tail = it.finish_early()
+    assert [r.frame_index for r in tail] == [4, 5], "the queued rows of frames already computed"
+    got = first + tail
+    assert [r.frame_index for r in got] == list(range(len(got))) and len(got) < N
+    assert it.finish_early() == [] and list(it) == []
+    for a, b in zip(got, full):  # rows of aligned windows are final: the same as in the full run
+        if b.window < got[-1].window:
+            assert a.depth.tobytes() == b.depth.tobytes() and a.c2w.tobytes() == b.c2w.tobytes()
+
+    with lm.Session(tiny_model, **kw) as s:
+        out = []
+        for i, f in enumerate(frames[:7]):
+            out += s.push(f)
+            if i == 3:
+                with pytest.raises(lm.Error, match="has size"):
+                    s.push(f[:56])
+                assert not s.finished and s.frames_pushed == 4
+        assert [r.frame_index for r in out] == list(range(6))
+        out += s.finish_early()  # frame 6: computed by window 1, held back for the overlap
+        assert s.finished and [r.frame_index for r in out] == list(range(7))
+        assert all(a.depth.tobytes() == b.depth.tobytes() for a, b in zip(out, full) if b.window < out[-1].window)
+        with pytest.raises(lm.Error, match=r"push after the end of the sequence"):
+            s.push(frames[0])
+        assert s.finish_early() == []
+    with lm.Session(tiny_model, image_size=112, scale_frames=2) as s:  # streaming: nothing is held back
+        assert s.push(frames[0]) == [] and s.finish_early() == []
+
+
 def test_old_spellings_warn_and_still_work(tiny_model):
     """keyframes= and mode='crop'|'pad' (the names before docs/naming.md) give a DeprecationWarning."""
     frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())[:3]]
-    with pytest.warns(DeprecationWarning, match=r"keyframes= is deprecated, use keyframe_interval="):
+    with pytest.warns(DeprecationWarning, match=r"keyframes= is deprecated, use keyframe_interval=") as caught:
         s = lm.Session(tiny_model, scale_frames=2, keyframes=2)
-    assert s.options["keyframe_interval"] == 2
+    # Attributed to this line (shown by default when it is in __main__), not to the interpreter.
+    assert [w.filename for w in caught] == [__file__]
+    assert s.options["keyframe_interval"] == 2 and s.options["keyframes"] == s.options["keyframe_policy"] == "interval 2"
+    assert (s.options["preprocess"], s.options["image_size"]) == (None, None)
     with pytest.warns(DeprecationWarning, match=r"mode='pad' is deprecated, use preprocess='pad'"):
         it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, mode="pad")
-    assert it.options["mode"] == "streaming"
+    assert (it.options["mode"], it.options["preprocess"], it.options["image_size"]) == ("streaming", "pad", 112)
     new = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, preprocess="pad")
     assert it.image_size == new.image_size == (112, 112)  # padded to a square, unlike crop (112x70)
     for a, b in zip(it, new):

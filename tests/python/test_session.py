@@ -193,6 +193,12 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(mode="pad", preprocess="crop"), ValueError,
      "mode='pad' (the old spelling of preprocess=) contradicts preprocess='crop'"),
     (dict(window_size=8), ValueError, "window_size only applies to mode='windowed'"),
+    (dict(flow_threshold=3.0), ValueError, "flow_threshold only applies to keyframe_interval='flow'"),
+    (dict(keyframe_interval=2, max_non_keyframe_gap=3), ValueError,
+     "max_non_keyframe_gap only applies to keyframe_interval='flow'"),
+    (dict(mode="windowed", scale_frames=2, window_size=4, overlap_size=3, keyframe_interval="flow"), lm.Error,
+     "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with keyframes chosen while "
+     "running, or consecutive windows would not overlap"),
     (dict(overlap_size=2), ValueError, "overlap_size only applies to mode='windowed'"),
     (dict(mode="windowed", overlap_size=2, overlap_keyframes=1), ValueError, "give overlap_size or overlap_keyframes, not both"),
     (dict(mode="windowed", overlap_size=-1), lm.Error, "overlap_size must be >= 0, got -1"),
