@@ -95,6 +95,12 @@ class WindowedSession {
   // threw. Afterwards push_frame throws.
   std::vector<FrameResult> finish_early();
 
+  // Whether the next push_frame() / finish() runs a scale phase: a window's first scale_frames frames
+  // attended together, the long step (a caller may then let Ctrl-C stop it at once through
+  // SessionOptions::stop). A new window's scale phase runs in the push that begins it when the overlap
+  // re-feeds at least scale_frames - 1 frames.
+  bool next_push_runs_scale_phase() const;
+  bool finish_runs_scale_phase() const;
   // True after finish() / finish_early(), or after a step that failed or was stopped (a frame refused
   // before its step, e.g. of another size, leaves the session open).
   bool closed() const;

@@ -520,10 +520,15 @@ class Stream {
   bool closed() const { return session_ ? session_->closed() : windowed_->closed(); }
   int scale_frames() const { return options().scale_frames; }
 
-  // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once).
-  // Windowed: the first window's only (later windows begin inside the engine).
-  bool push_runs_scale_phase() const { return frames_pushed() + 1 == scale_frames(); }
-  bool finish_runs_scale_phase() const { return frames_pushed() > 0 && frames_pushed() < scale_frames(); }
+  // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once):
+  // the first scale_frames frames, and in windowed mode every window's.
+  bool push_runs_scale_phase() const {
+    return session_ ? session_->frames_pushed() + 1 == scale_frames() : windowed_->next_push_runs_scale_phase();
+  }
+  bool finish_runs_scale_phase() const {
+    return session_ ? session_->frames_pushed() > 0 && session_->frames_pushed() < scale_frames()
+                    : windowed_->finish_runs_scale_phase();
+  }
 
   py::dict options_dict() const {
     const SessionOptions& o = options();

@@ -255,6 +255,12 @@ struct WindowedSession::Impl {
       out.push_back(warp(std::move(rows[static_cast<size_t>(delivered)]), *xf, size, session.options().threads));
   }
 
+  // First frame of the window after the current (full) one.
+  int64_t next_start() const {
+    const int64_t end = windows.back().start + static_cast<int64_t>(rows.size());
+    return fixed ? windows.back().start + L - ov : std::max(end - ov, windows.back().start + K);
+  }
+
   // The current window is full and a further frame arrived: it is not the last one.
   void next_window() {
     check_windowed_options(wo, session.options());
@@ -269,7 +275,7 @@ struct WindowedSession::Impl {
       prev_tail.push_back(warp(std::move(rows[static_cast<size_t>(r)]), *xf, size, session.options().threads));
     prev_rows = n;
     rows_before += n;
-    const int64_t start = fixed ? current().start + L - ov : std::max(end - ov, current().start + K);
+    const int64_t start = next_start();
     session.reset();
     begin_window(start);
     for (const auto& [idx, img] : recent)
@@ -360,6 +366,26 @@ std::vector<FrameResult> WindowedSession::finish_early() {
   s.prev_tail.clear();
   s.recent.clear();
   return out;
+}
+
+bool WindowedSession::next_push_runs_scale_phase() const {
+  const Impl& s = *impl_;
+  if (s.failed || s.finished) return false;
+  const int64_t K = s.K;
+  if (s.windows.empty()) return K == 1;
+  if (!s.full) return s.session.frames_pushed() + 1 == K;
+  // A new window begins: the recent frames from its start are fed again, then this one.
+  const int64_t start = s.next_start();
+  int64_t refed = 0;
+  for (const auto& entry : s.recent) refed += entry.first >= start ? 1 : 0;
+  return refed + 1 >= K;
+}
+
+bool WindowedSession::finish_runs_scale_phase() const {
+  const Impl& s = *impl_;
+  if (s.failed || s.finished || s.windows.empty()) return false;
+  const int64_t n = s.session.frames_pushed();
+  return n > 0 && n < s.K;
 }
 
 bool WindowedSession::closed() const { return impl_->failed || impl_->finished; }

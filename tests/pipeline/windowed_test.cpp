@@ -130,6 +130,53 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
   EXPECT_THROW(win.finish(), Error);
 }
 
+// next_push_runs_scale_phase() / finish_runs_scale_phase() say which call runs a window's scale phase
+// (its session's first step, RoPE time 0), whether the overlap re-feed or the new frame completes it,
+// and finish() for a last window shorter than the scale frames.
+TEST_F(WindowedTest, ScalePhasePredictionsMatchTheStepsRun) {
+  int scale_phases_seen = 0, finish_scale_phases = 0;
+  for (int K : {2, 3})
+    for (int ov : {1, 2, 3})
+      for (bool flow : {false, true})
+        for (int64_t n : {frames() - 1, frames()}) {
+          SCOPED_TRACE("K " + std::to_string(K) + " overlap " + std::to_string(ov) + (flow ? " flow" : " interval") +
+                       " frames " + std::to_string(n));
+          SessionOptions o = options();
+          o.scale_frames = K;
+          if (flow) o.keyframe_policy = std::make_shared<FlowKeyframes>(1e9, 2);
+          WindowedOptions w;
+          w.window_size = 5;
+          w.overlap_size = ov;
+          bool scale_phase = false;
+          WindowObserver obs;
+          obs.on_step = [&](int64_t, int64_t, int64_t, int64_t rope_time_start, const SessionStats&) {
+            scale_phase = scale_phase || rope_time_start == 0;
+          };
+          WindowedSession win(model_, o, w, obs);
+          try {
+            check_windowed_options(w, win.options());
+          } catch (const Error&) {
+            continue;  // these windows cannot overlap by ov
+          }
+          for (int64_t i = 0; i < n; ++i) {
+            const bool predicted = win.next_push_runs_scale_phase();
+            scale_phase = false;
+            win.push_frame(frame(i));
+            EXPECT_EQ(predicted, scale_phase) << "push " << i;
+            scale_phases_seen += scale_phase ? 1 : 0;
+          }
+          const bool predicted = win.finish_runs_scale_phase();
+          scale_phase = false;
+          win.finish();
+          EXPECT_EQ(predicted, scale_phase) << "finish";
+          finish_scale_phases += scale_phase ? 1 : 0;
+          EXPECT_FALSE(win.next_push_runs_scale_phase());
+          EXPECT_FALSE(win.finish_runs_scale_phase());
+        }
+  EXPECT_GT(scale_phases_seen, 20);
+  EXPECT_GT(finish_scale_phases, 0) << "no case ended with a window shorter than its scale frames";
+}
+
 // A last window shorter than the scale frames runs its scale phase in finish(); stopped there,
 // finish_early() still returns the previous window's tail held back for the overlap.
 TEST_F(WindowedTest, FinishEarlyAfterAStoppedFinishReturnsTheHeldBackTail) {

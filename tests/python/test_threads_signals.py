@@ -192,3 +192,52 @@ def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
     assert ("closed: push_frame: the session is closed after a step that failed or was stopped (call reset() to "
             "start a new sequence)") in lines, text
     assert "reset 0" in lines, text
+
+
+CHILD_WINDOWED_SCALE_PHASE = r"""
+import signal
+import sys
+import time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+frames = [lm.demo_frame(i, width=448, height=336) for i in range(18)]
+s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, mode="windowed", window_size=17, overlap_size=16)
+got = []
+for f in frames[:17]:
+    got += s.push(f)  # window 0: its scale phase, then frame 16
+print("window 1 begins", s.frames_pushed, flush=True)
+t0 = time.monotonic()
+try:
+    got += s.push(frames[17])  # re-feeds 16 frames: window 1's scale phase, about 7 s here
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", round(time.monotonic() - t0, 2), s.finished, flush=True)
+    got += s.finish_early()
+    print("frames", [r.frame_index for r in got], flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_later_windows_scale_phase_at_once(tmp_path):
+    """mode='windowed': the push that begins a window runs its scale phase; Ctrl-C stops it at once,
+    and finish_early() returns what window 0 held back for the overlap."""
+    proc = start_child(tmp_path, "child_windowed.py", CHILD_WINDOWED_SCALE_PHASE)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("window 1 begins"):
+                time.sleep(2.0)
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    lines += out.split("\n")
+    text = "\n".join(lines) + err
+    assert proc.returncode == 0, text
+    assert "window 1 begins 17" in lines, text
+    stopped = [ln for ln in lines if ln.startswith("interrupted")]
+    assert stopped and stopped[0].endswith(" True"), text  # the windowed session closed (reset() reopens it)
+    assert float(stopped[0].split()[1]) < 5.0, text  # well before the ~7 s the phase takes
+    assert "frames " + str(list(range(17))) in lines, text  # window 0's rows, its overlap tail included
