@@ -71,10 +71,10 @@ class Session:
         self,
         model: Model,
         *,
-        scale_frames: int = 8,
-        kv_window: int = 64,
+        scale_frames: Optional[int] = None,  # None = the model's config (8 as released)
+        kv_window: Optional[int] = None,  # None = the model's config (64 as released)
         keyframe_interval: Optional[KeyframeInterval] = None,  # None = "auto"
-        camera_iterations: int = 4,
+        camera_iterations: Optional[int] = None,  # None = the model's config (4 as released)
         kv_backend: Optional[Backend] = None,  # None = "paged"
         kv_dtype: KVDType = "bf16",
         threads: int = 0,
@@ -152,10 +152,10 @@ def reconstruct(
     first_k: int = 0,
     stride: int = 1,
     rotate_cw90: bool = False,
-    scale_frames: int = 8,
-    kv_window: int = 64,
+    scale_frames: Optional[int] = None,  # None = the model's config (8 as released)
+    kv_window: Optional[int] = None,  # None = the model's config (64 as released)
     keyframe_interval: Optional[KeyframeInterval] = None,  # None = "auto"
-    camera_iterations: int = 4,
+    camera_iterations: Optional[int] = None,  # None = the model's config (4 as released)
     kv_backend: Optional[Backend] = None,  # None = "paged"
     kv_dtype: KVDType = "bf16",
     threads: int = 0,

@@ -364,10 +364,12 @@ std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const s
 }
 
 struct SessionArgs {
-  int scale_frames = 8;
-  int kv_window = 64;
+  // None: the model's configuration (kv_cache.scale_frames, kv_cache.sliding_window,
+  // camera.num_iterations: 8, 64 and 4 as released, run's defaults), so Model.load(config=...) holds.
+  std::optional<int> scale_frames;
+  std::optional<int> kv_window;
   py::object keyframe_interval;  // "auto" | "flow" | int (keyframe_interval_arg)
-  int camera_iterations = 4;
+  std::optional<int> camera_iterations;
   std::string kv_backend = "paged";
   std::string kv_dtype = "bf16";
   int threads = 0;
@@ -379,14 +381,23 @@ struct SessionArgs {
   int64_t max_special_frames = 0;  // run's --max-special-frames: 0 keeps every stored frame's specials
 };
 
+// Fills the options left None from the model's configuration.
+SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
+  if (!a.scale_frames) a.scale_frames = static_cast<int>(c.kv_cache.scale_frames);
+  if (!a.kv_window) a.kv_window = static_cast<int>(c.kv_cache.sliding_window);
+  if (!a.camera_iterations) a.camera_iterations = static_cast<int>(c.camera.num_iterations);
+  return a;
+}
+
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
 SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   SessionOptions so;
   so.device = parse_device(a.device);
   so.kv_backend = parse_kv_backend(a.kv_backend);
   so.kv_dtype = parse_dtype(a.kv_dtype);
-  so.scale_frames = a.scale_frames;
-  so.kv_window = a.kv_window;
+  LINGBOT_CHECK(a.scale_frames && a.kv_window && a.camera_iterations, "internal: model defaults not resolved");
+  so.scale_frames = *a.scale_frames;
+  so.kv_window = *a.kv_window;
   if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
     so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
                                                          a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
@@ -397,7 +408,7 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
       if (given) throw py::value_error(std::string(name) + " only applies to keyframe_interval='flow'");
     so.keyframe_interval = keyframe_interval;
   }
-  so.camera_iterations = a.camera_iterations;
+  so.camera_iterations = *a.camera_iterations;
   so.max_special_frames = a.max_special_frames;
   so.threads = a.threads;
   so.keep_features = a.features;
@@ -405,9 +416,9 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   so.camera_head = true;
   so.depth_head = true;
   // 0 means "model default" to the engine; Python callers must say what they mean.
-  LINGBOT_CHECK(a.scale_frames >= 1, "scale_frames must be >= 1, got ", a.scale_frames);
-  LINGBOT_CHECK(a.kv_window >= 1, "kv_window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", a.camera_iterations);
+  LINGBOT_CHECK(*a.scale_frames >= 1, "scale_frames must be >= 1, got ", *a.scale_frames);
+  LINGBOT_CHECK(*a.kv_window >= 1, "kv_window must be >= 1, got ", *a.kv_window);
+  LINGBOT_CHECK(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
   LINGBOT_CHECK(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   return so;
@@ -695,13 +706,14 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
 
 class PySession {
  public:
-  PySession(const PyModel& model, const SessionArgs& args, std::optional<int> image_size, const ModeArgs& mode)
+  PySession(const PyModel& model, const SessionArgs& args_in, std::optional<int> image_size, const ModeArgs& mode)
       : model_(model) {
+    const SessionArgs args = with_model_defaults(args_in, model.model->config());
     int interval = parse_keyframe_interval(args.keyframe_interval);
     if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
     SessionOptions so = session_options(args, interval);
     so.stop = stop_.get();
-    const std::optional<WindowedOptions> windowed = windowed_options(mode, args.scale_frames);
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
     if (image_size) pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
     else parse_preprocess(mode.preprocess);
     py::gil_scoped_release nogil;
@@ -910,15 +922,16 @@ class ArrayFeed : public FrameFeed {
 class PyReconstruction {
  public:
   PyReconstruction(const py::object& images, const py::object& video, const py::object& model, const SourceArgs& src,
-                   const SessionArgs& args, const ModeArgs& mode)
+                   const SessionArgs& args_in, const ModeArgs& mode)
       : model_(model_from_python(model)) {
+    const SessionArgs args = with_model_defaults(args_in, model_.model->config());
     const bool has_images = !images.is_none(), has_video = !video.is_none();
     if (has_images == has_video)
       throw py::value_error(has_images ? "give either images= or video=, not both"
                                        : "no input: give images= (a folder or a list of arrays) or video= (a file)");
     // Before any decoding: bad options fail first.
     int interval = parse_keyframe_interval(args.keyframe_interval);
-    const std::optional<WindowedOptions> windowed = windowed_options(mode, args.scale_frames);
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
     const io::PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
     pre_ = pre;
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
@@ -1337,8 +1350,9 @@ void bind_module(py::module_& m) {
       "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
       "max_special_frames=N keeps the special tokens of only the newest N frames that left the window\n"
       "(run's --max-special-frames): memory and time per frame stop growing on endless streams; 0 keeps\n"
-      "all (upstream). camera_iterations sets the camera head's refinement steps (it takes precedence\n"
-      "over a config's camera.num_iterations).\n"
+      "all (upstream). scale_frames, kv_window and camera_iterations default to the model's\n"
+      "configuration (kv_cache.scale_frames, kv_cache.sliding_window, camera.num_iterations: 8, 64 and 4\n"
+      "as released, run's defaults); a value given here takes precedence over Model.load(config=...).\n"
       "mode='windowed' (run's --mode windowed): overlapping windows of window_size stored frames, each\n"
       "a fresh cache whose first frames are the previous window's last overlap_size frames (or\n"
       "overlap_keyframes keyframes), aligned to window 0 by Sim(3); push() returns frames once their\n"
@@ -1346,8 +1360,8 @@ void bind_module(py::module_& m) {
       "run: window_size=64, overlap_size=16. mode='crop' | 'pad' is the old spelling of preprocess=.\n"
       "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
-      .def(py::init([](const PyModel& model, int scale_frames, int kv_window, const py::object& keyframe_interval,
-                       int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
+      .def(py::init([](const PyModel& model, std::optional<int> scale_frames, std::optional<int> kv_window,
+                       const py::object& keyframe_interval, std::optional<int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
                        int threads, std::optional<int> image_size, const std::string& mode,
                        const std::optional<std::string>& preprocess, std::optional<int> window_size,
                        std::optional<int> overlap_size, std::optional<int> overlap_keyframes, bool features,
@@ -1364,8 +1378,8 @@ void bind_module(py::module_& m) {
              m.overlap_keyframes = overlap_keyframes;
              return std::make_unique<PySession>(model, a, image_size, m);
            }),
-           "model"_a, py::kw_only(), "scale_frames"_a = 8, "kv_window"_a = 64, "keyframe_interval"_a = py::none(),
-           "camera_iterations"_a = 4, "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
+           "model"_a, py::kw_only(), "scale_frames"_a = py::none(), "kv_window"_a = py::none(),
+           "keyframe_interval"_a = py::none(), "camera_iterations"_a = py::none(), "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
            "image_size"_a = py::none(), "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(),
            "overlap_size"_a = py::none(), "overlap_keyframes"_a = py::none(), "features"_a = false,
            "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
@@ -1418,8 +1432,8 @@ void bind_module(py::module_& m) {
       [](const py::object& images, const py::object& video, const py::object& model, int image_size,
          const std::string& mode, const std::optional<std::string>& preprocess, std::optional<int> window_size,
          std::optional<int> overlap_size, std::optional<int> overlap_keyframes, double fps, int64_t first_k,
-         int64_t stride, bool rotate_cw90, int scale_frames, int kv_window, const py::object& keyframe_interval,
-         int camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
+         int64_t stride, bool rotate_cw90, std::optional<int> scale_frames, std::optional<int> kv_window,
+         const py::object& keyframe_interval, std::optional<int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
          bool features, bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
          const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
          int64_t max_special_frames) {
@@ -1438,7 +1452,8 @@ void bind_module(py::module_& m) {
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518,
       "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(), "overlap_size"_a = py::none(),
       "overlap_keyframes"_a = py::none(), "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
-      "scale_frames"_a = 8, "kv_window"_a = 64, "keyframe_interval"_a = py::none(), "camera_iterations"_a = 4,
+      "scale_frames"_a = py::none(), "kv_window"_a = py::none(), "keyframe_interval"_a = py::none(),
+      "camera_iterations"_a = py::none(),
       "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,
       "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
       "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),

@@ -326,6 +326,26 @@ def test_frames_that_went_through_pickle_are_accepted(demo_model):
     assert pts.shape[1] == 3 and rgb.dtype == np.uint8
 
 
+def test_model_config_gives_the_defaults():
+    """scale_frames, kv_window and camera_iterations left None come from the model's configuration
+    (Model.load(config=...) is not silently overridden); a value given to the Session wins."""
+    from conftest import TINY
+    model = lm.Model.load(TINY / "model.pt", config={"kv_cache": {"scale_frames": 3, "sliding_window": 5},
+                                                     "camera": {"num_iterations": 2}})
+    with lm.Session(model) as s:
+        o = s.options
+        assert (o["scale_frames"], o["kv_window"], o["camera_iterations"]) == (3, 5, 2)
+        rs = []
+        for i in range(3):
+            rs += s.push(lm.demo_frame(i))
+        assert [r.frame_index for r in rs] == [0, 1, 2] and rs[0].pose_enc_iters.shape == (2, 9)
+    with lm.Session(model, scale_frames=2, kv_window=3, camera_iterations=4) as s:
+        assert (s.options["scale_frames"], s.options["kv_window"], s.options["camera_iterations"]) == (2, 3, 4)
+    plain = lm.Model.load(TINY / "model.pt")
+    it = lm.reconstruct(images=[lm.demo_frame(0)], model=plain, image_size=112)
+    assert (it.options["scale_frames"], it.options["kv_window"], it.options["camera_iterations"]) == (8, 64, 4)
+
+
 def test_numpy_integer_keyframe_interval(demo_model):
     with lm.Session(demo_model, keyframe_interval=np.int64(3)) as s:
         assert s.options["keyframe_policy"] == "interval 3"
