@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -678,4 +679,29 @@ TEST(Image, DamagedPngIsRefusedWithLibpngsReason) {
     }
   }
   EXPECT_GT(refused, 150);
+}
+
+// A palette index past the PLTE entries (a file a careless writer makes) decodes to black, as
+// current Pillow gives it (its palette is zero-filled past PLTE; Debian 12's Pillow 9.4 filled a grey
+// ramp instead: (i, i, i)); libpng would otherwise refuse the file or leave the pixel undefined.
+TEST(Image, PaletteIndexPastPlteIsBlackAsPillow) {
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  append_chunk(&png, "IHDR", {0, 0, 0, 4, 0, 0, 0, 2, 8, 3, 0, 0, 0});  // 4x2, 8-bit palette
+  append_chunk(&png, "PLTE", {255, 0, 0, 0, 255, 0});                 // two entries: red, green
+  const std::vector<uint8_t> raw = {0, 0, 1, 2, 5, 0, 1, 0, 255, 7};   // filter byte + 4 indices per row
+  uLongf n = ::compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> z(n);
+  ASSERT_EQ(::compress2(z.data(), &n, raw.data(), static_cast<uLong>(raw.size()), 6), Z_OK);
+  z.resize(n);
+  append_chunk(&png, "IDAT", z);
+  append_chunk(&png, "IEND", {});
+  const ImageU8 img = decode_image(png, "palette.png");
+  ASSERT_EQ(img.width, 4);
+  ASSERT_EQ(img.height, 2);
+  const std::vector<std::array<uint8_t, 3>> want = {{255, 0, 0}, {0, 255, 0}, {0, 0, 0}, {0, 0, 0},
+                                                     {0, 255, 0}, {255, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t* px = img.pixel(i % 4, i / 4);
+    EXPECT_EQ((std::array<uint8_t, 3>{px[0], px[1], px[2]}), want[static_cast<size_t>(i)]) << "pixel " << i;
+  }
 }
