@@ -82,13 +82,14 @@ struct Session::Impl {
   std::vector<compute::Array> selected;
 
   int64_t scale_frames() const { return opt.scale_frames; }
-  // The error for a call on a closed session (`call` names it).
+  // The error for a push on a closed session (`call` names it).
   void check_open(const char* call) const {
+    check_not_failed(call);
+    LINGBOT_CHECK(!closed, call, " after finish(): the session is closed (call reset() to start a new sequence)");
+  }
+  void check_not_failed(const char* call) const {
     LINGBOT_CHECK(!failed, call, ": the session is closed after a step that failed or was stopped (call reset() to "
                            "start a new sequence)");
-    if (std::string_view(call) == "finish")
-      LINGBOT_CHECK(!closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
-    LINGBOT_CHECK(!closed, call, " after finish(): the session is closed (call reset() to start a new sequence)");
   }
   // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
   template <class F>
@@ -434,7 +435,8 @@ std::vector<unsigned char> Session::camera_cache_live_bytes() const {
 
 std::vector<FrameResult> Session::finish() {
   Impl& s = *impl_;
-  s.check_open("finish");
+  s.check_not_failed("finish");
+  LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   s.closed = true;
