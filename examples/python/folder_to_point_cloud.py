@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", required=True, help="checkpoint (.pt / .safetensors)")
     ap.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
     ap.add_argument("--image-size", type=int, default=518)
-    ap.add_argument("--fps", type=float, default=10.0, help="video sampling rate (<= 0: every frame)")
+    ap.add_argument("--fps", type=float, help="--video: sampling rate (default 10; <= 0: every frame)")
     ap.add_argument("--scale-frames", type=int, default=8)
     ap.add_argument("--kv-window", type=int, default=64)
     ap.add_argument("--keyframe-interval", default="auto", help="'auto', 'flow' or an interval (run's option)")
@@ -45,10 +45,14 @@ def main(argv=None) -> int:
 
     model = lm.Model.load(args.model)
     interval = int(args.keyframe_interval) if args.keyframe_interval.isdigit() else args.keyframe_interval
-    windowed = dict(window_size=args.window_size, overlap_size=args.overlap_size) if args.mode == "windowed" else {}
+    extra = dict(window_size=args.window_size, overlap_size=args.overlap_size) if args.mode == "windowed" else {}
+    if args.fps is not None:
+        if args.video is None:
+            ap.error("--fps applies to --video only")
+        extra["fps"] = args.fps
     frames = lm.reconstruct(images=args.images, video=args.video, model=model, image_size=args.image_size,
-                            fps=args.fps, scale_frames=args.scale_frames, kv_window=args.kv_window,
-                            keyframe_interval=interval, mode=args.mode, **windowed)
+                            scale_frames=args.scale_frames, kv_window=args.kv_window,
+                            keyframe_interval=interval, mode=args.mode, **extra)
     w, h = frames.image_size
     print(f"{frames.kind}: {frames.frame_count or 'unknown number of'} frames at {w}x{h}, {args.mode}, "
           f"keyframes {frames.options['keyframe_policy']}")

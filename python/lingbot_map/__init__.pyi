@@ -30,7 +30,7 @@ class Model:
         weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto",
     ) -> Model: ...
     @staticmethod
-    def demo(seed: int = ...) -> Model: ...
+    def demo(seed: int = ..., *, weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto") -> Model: ...
     @property
     def config(self) -> dict[str, dict[str, Any]]: ...
     @property
@@ -148,7 +148,7 @@ def reconstruct(
     window_size: Optional[int] = None,  # mode="windowed": None = 64
     overlap_size: Optional[int] = None,  # mode="windowed": None = 16 (unless overlap_keyframes)
     overlap_keyframes: Optional[int] = None,
-    fps: float = 10.0,
+    fps: Optional[float] = None,  # video= only; None = 10
     first_k: int = 0,
     stride: int = 1,
     rotate_cw90: bool = False,

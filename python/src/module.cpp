@@ -239,11 +239,15 @@ struct PyModel {
     m.overrides = std::move(overrides);
     return m;
   }
-  static PyModel demo(uint64_t seed) {
+  static PyModel demo(uint64_t seed, const std::string& weights_dtype) {
+    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(weights_dtype);
+    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
+    ModelLoadOptions lo;
+    lo.weights_dtype = wd.dtype;
     PyModel m;
     {
       py::gil_scoped_release nogil;
-      m.model = make_demo_model(seed);
+      m.model = make_demo_model(seed, lo);
     }
     m.source = "demo";
     m.seed = seed;
@@ -261,7 +265,7 @@ struct PyModel {
   }
   static PyModel setstate(const py::tuple& t) {
     if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
-    if (t[1].is_none()) return demo(t[3].cast<uint64_t>());
+    if (t[1].is_none()) return demo(t[3].cast<uint64_t>(), t[4].cast<std::string>());
     const fs::path path = t[1].cast<std::string>();
     LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
     ConfigOverrides overrides;
@@ -306,8 +310,8 @@ int parse_keyframe_interval(const py::handle& k) {
     if (!v) throw py::error_already_set();
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-    if (overflow != 0 || n < 1 || n > 1000000)  // run's --keyframe-interval range
-      throw py::value_error("keyframe_interval must be in 1..1000000, got " + std::string(py::str(v)));
+    if (overflow != 0 || n < 0 || n > 1000000)  // run's --keyframe-interval range (0 = auto, as there)
+      throw py::value_error("keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got " + std::string(py::str(v)));
     return static_cast<int>(n);
   }
   throw py::type_error("keyframe_interval must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
@@ -333,6 +337,7 @@ py::object keyframe_interval_arg(const py::object& keyframe_interval, const py::
 struct ModeArgs {
   std::string mode = "streaming";
   std::string preprocess = "crop";
+  bool preprocess_given = false;  // preprocess= (or the old mode="crop" | "pad") was passed
   std::optional<int> window_size, overlap_size, overlap_keyframes;  // windowed mode (run's defaults when None)
 };
 
@@ -345,12 +350,14 @@ ModeArgs mode_args(const std::string& mode, const std::optional<std::string>& pr
     warn_deprecated("mode='" + mode + "' is deprecated, use preprocess='" + mode +
                     "' (mode= is now 'streaming' or 'windowed', as run's --mode)");
     m.preprocess = mode;
+    m.preprocess_given = true;
     return m;
   }
   if (mode != "streaming" && mode != "windowed")
     throw py::value_error("mode must be 'streaming' or 'windowed', got '" + mode + "'");
   m.mode = mode;
   m.preprocess = preprocess.value_or("crop");
+  m.preprocess_given = preprocess.has_value();
   return m;
 }
 
@@ -439,6 +446,7 @@ void add_preprocess(py::dict& d, const std::optional<io::PreprocessOptions>& pre
 io::PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
   io::PreprocessOptions pre;
   LINGBOT_CHECK(image_size > 0, "image_size must be positive, got ", image_size);
+  LINGBOT_CHECK(image_size <= 4096, "image_size must be in 1..4096 (as run --image-size), got ", image_size);
   LINGBOT_CHECK(patch > 0 && patch <= 4096, "patch_size must be in 1..4096, got ", patch);
   LINGBOT_CHECK(image_size % patch == 0, "image_size must be a multiple of the model's patch size ", patch, ", got ",
                 image_size);
@@ -488,6 +496,12 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
                 scale_frames, ": a window stores its scale frames plus at least one keyframe");
   if (m.overlap_keyframes) w.overlap_keyframes = m.overlap_keyframes;
   else w.overlap_size = m.overlap_size.value_or(kOverlapSize);
+  if (w.overlap_size == 0 &&  // as run's notice
+      PyErr_WarnEx(PyExc_UserWarning,
+                   "overlap_size=0: consecutive windows share no frame, so they are not aligned (each keeps its own "
+                   "world frame; .windows says aligned=False)",
+                   1) != 0)
+    throw py::error_already_set();
   return w;
 }
 
@@ -502,11 +516,13 @@ class Stream {
   }
 
   std::vector<FrameResult> push_frame(const Tensor& image) {
+    check_not_ended("push");
     if (session_) return session_->push_frame(image);
     check_windowed_open("push");
     return windowed_->push_frame(image);
   }
   std::vector<FrameResult> finish() {
+    check_not_ended("finish()");
     if (session_) return session_->finish();
     check_windowed_open("finish()");
     std::vector<FrameResult> r = windowed_->finish();
@@ -516,19 +532,23 @@ class Stream {
   // Ends the sequence without running the model: the results computed and not yet returned (windowed:
   // the tail held back for the overlap, WindowedSession::finish_early); none in streaming mode.
   std::vector<FrameResult> finish_early() {
-    if (session_) return {};
+    if (session_) {
+      ended_early_ = true;  // the frames waiting for a scale phase give no result; reset() starts anew
+      return {};
+    }
     if (windowed_finished_) return {};
     windowed_finished_ = true;
     return windowed_->finish_early();
   }
   void reset() {
+    ended_early_ = false;
     if (session_) session_->reset();
     else make();
   }
   SessionStats stats() const { return session_ ? session_->stats() : windowed_->stats(); }
   const SessionOptions& options() const { return session_ ? session_->options() : windowed_->options(); }
   int64_t frames_pushed() const { return session_ ? session_->frames_pushed() : windowed_->frames_pushed(); }
-  bool closed() const { return session_ ? session_->closed() : windowed_->closed(); }
+  bool closed() const { return ended_early_ || (session_ ? session_->closed() : windowed_->closed()); }
   int scale_frames() const { return options().scale_frames; }
 
   // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once):
@@ -593,6 +613,11 @@ class Stream {
   std::unique_ptr<Session> session_;
   std::unique_ptr<WindowedSession> windowed_;
   bool windowed_finished_ = false;  // finish() / finish_early() returned
+  bool ended_early_ = false;        // streaming: finish_early() ended the sequence
+
+  void check_not_ended(const char* call) const {
+    if (ended_early_) throw Error(std::string(call) + " after the end of the sequence (finish_early()): call reset() to start a new sequence");
+  }
 
   void check_windowed_open(const char* call) const {
     if (!windowed_->closed()) return;
@@ -714,8 +739,14 @@ class PySession {
     SessionOptions so = session_options(args, interval);
     so.stop = stop_.get();
     const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
-    if (image_size) pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
-    else parse_preprocess(mode.preprocess);
+    if (image_size) {
+      pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
+    } else {
+      parse_preprocess(mode.preprocess);
+      if (mode.preprocess_given)  // an option that would do nothing
+        throw py::value_error("preprocess= applies to run's preprocessing, which image_size= asks for: give image_size "
+                              "too (frames without it go in as they are)");
+    }
     py::gil_scoped_release nogil;
     stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }
@@ -724,6 +755,9 @@ class PySession {
     BusyGuard busy(busy_, "this Session");
     Stream& s = open();
     InputFrame in = frame_from_python(frame, "frame");
+    if (!in.rgb8 && pre_)
+      throw py::value_error("image_size= preprocesses uint8 frames; a float32 frame is a model input already "
+                            "(push uint8 [H, W, 3] frames, or make the Session without image_size)");
     const int64_t index = s.frames_pushed();
     std::vector<FrameResult> results;
     Tensor image;
@@ -1218,6 +1252,11 @@ class PyExporter {
       run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
       run_.meta["image_width"] = W;
       run_.meta["image_height"] = H;
+      // summary.json is run's report of its own run: one left by an earlier run would describe files
+      // this Exporter is about to replace.
+      std::error_code ec;
+      fs::remove(run_.out_dir / "summary.json", ec);
+      LINGBOT_CHECK(!ec, "cannot remove the earlier run's ", (run_.out_dir / "summary.json").string(), ": ", ec.message());
       set_->begin(run_);
       begun_ = true;
     }
@@ -1281,9 +1320,10 @@ void bind_module(py::module_& m) {
                   "`run --weights-dtype`): storage of the blocks' linear layers and the DPT convolutions; 'auto' = bf16 where the CPU\n"
                   "has a native bf16 GEMM, else f32; 'f32' reproduces the reference. A dtype without a native\n"
                   "GEMM here works with a UserWarning. Raises lingbot_map.Error naming the file and the problem.")
-      .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed,
+      .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed, py::kw_only(), "weights_dtype"_a = "auto",
                   "The built-in demo network (the `run --demo` model): seeded RANDOM weights, so the geometry it\n"
-                  "produces is meaningless; for trying the API without a checkpoint.")
+                  "produces is meaningless; for trying the API without a checkpoint. weights_dtype as Model.load\n"
+                  "('auto' as run --demo).")
       .def_property_readonly("config", [](const PyModel& self) { return config_dict(self.model->config()); },
                              "The configuration as a dict of groups: {'encoder': {'img_size': 518, ...}, ...}.")
       .def_property_readonly("weights_dtype", [](const PyModel& self) { return std::string(dtype_name(self.model->weights_dtype())); },
@@ -1431,12 +1471,15 @@ void bind_module(py::module_& m) {
       "reconstruct",
       [](const py::object& images, const py::object& video, const py::object& model, int image_size,
          const std::string& mode, const std::optional<std::string>& preprocess, std::optional<int> window_size,
-         std::optional<int> overlap_size, std::optional<int> overlap_keyframes, double fps, int64_t first_k,
+         std::optional<int> overlap_size, std::optional<int> overlap_keyframes, std::optional<double> fps_arg, int64_t first_k,
          int64_t stride, bool rotate_cw90, std::optional<int> scale_frames, std::optional<int> kv_window,
          const py::object& keyframe_interval, std::optional<int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
          bool features, bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
          const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
          int64_t max_special_frames) {
+        // As run's --fps (which needs --video): a sampling rate for frames that are not a video would do nothing.
+        if (fps_arg && video.is_none()) throw py::value_error("fps= applies to video= only (a folder or list gives every frame)");
+        const double fps = fps_arg.value_or(10.0);
         LINGBOT_CHECK(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
         SourceArgs s{image_size, fps, first_k, stride, rotate_cw90};
         SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes), camera_iterations,
@@ -1451,7 +1494,7 @@ void bind_module(py::module_& m) {
       },
       "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518,
       "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(), "overlap_size"_a = py::none(),
-      "overlap_keyframes"_a = py::none(), "fps"_a = 10.0, "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
+      "overlap_keyframes"_a = py::none(), "fps"_a = py::none(), "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
       "scale_frames"_a = py::none(), "kv_window"_a = py::none(), "keyframe_interval"_a = py::none(),
       "camera_iterations"_a = py::none(),
       "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,

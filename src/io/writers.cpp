@@ -113,7 +113,8 @@ PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohma
   nlohmann::json head = {{"format", "lingbot-map poses"}, {"version", 1}};
   if (meta.is_object()) {
     for (const auto& [k, v] : meta.items()) {
-      LINGBOT_CHECK(k != "frames", "poses.json metadata must not contain the key 'frames'");
+      LINGBOT_CHECK(k != "frames" && k != "format" && k != "version", "poses.json metadata must not contain the key '", k,
+                    "' (the file's own)");
       head[k] = v;
     }
   }

@@ -211,7 +211,7 @@ struct WindowedSession::Impl {
   void set_transform(const Sim3& x) {
     xf = x;
     WindowInfo& w = current();
-    w.aligned = true;
+    w.aligned = w.index == 0 || ov > 0;  // overlap 0: no shared frame, the identity aligns nothing
     w.scale = x.s;
     w.transform = {x.R[0], x.R[1], x.R[2], x.t[0], x.R[3], x.R[4], x.R[5], x.t[1],
                    x.R[6], x.R[7], x.R[8], x.t[2], 0,      0,      0,      1};

@@ -266,3 +266,56 @@ def test_old_spellings_warn_and_still_work(tiny_model):
     with pytest.warns(DeprecationWarning, match=r"mode= is deprecated, use preprocess="):
         old = lm.preprocess(frames[0], image_size=112, mode="pad")
     np.testing.assert_array_equal(old, lm.preprocess(frames[0], image_size=112, preprocess="pad"))
+
+
+def test_demo_model_equals_run_demo(cli, tmp_path):
+    """Model.demo() is run --demo's model (weights dtype 'auto' as there): the same files."""
+    run_cli(cli, "run", "--demo", "--demo-frames", "6", "--scale-frames", "2", "--out", tmp_path / "cli")
+    results = []
+    with lm.Session(lm.Model.demo(), scale_frames=2) as s:
+        for i in range(6):
+            results += s.push(lm.demo_frame(i), source=f"demo_{i}", timestamp=float(i))
+        results += s.finish()
+    with lm.Exporter(tmp_path / "py", meta={"demo": True, "model": "built-in demo (random weights)"}) as ex:
+        for r in results:
+            ex.write(r)
+    assert_same_files(tmp_path / "py", tmp_path / "cli")
+
+
+def test_exporter_owns_its_folder_and_keys(tiny_model, tmp_path, cli):
+    """An earlier run's summary.json goes with the files it described; poses.json's own keys are refused in meta."""
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--out", tmp_path)
+    assert (tmp_path / "summary.json").exists()
+    first = next(iter(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)))
+    with lm.Exporter(tmp_path, exports="poses") as ex:
+        ex.write(first)
+    assert not (tmp_path / "summary.json").exists() and (tmp_path / "poses.json").exists()
+    for key in ("format", "version", "frames"):
+        with pytest.raises(lm.Error, match=f"poses.json metadata must not contain the key '{key}'"):
+            with lm.Exporter(tmp_path / key, exports="poses", meta={key: 1}) as ex:
+                ex.write(first)
+
+
+def test_finish_early_ends_a_streaming_sequence_too(tiny_model):
+    frames = [lm.load_image(p) for p in sorted(FRAMES.iterdir())[:3]]
+    with lm.Session(tiny_model, image_size=112, scale_frames=4) as s:
+        s.push(frames[0])
+        s.push(frames[1])
+        assert s.finish_early() == [] and s.finished  # the scale phase never ran: those frames give no result
+        for call in (lambda: s.push(frames[2]), s.finish):
+            with pytest.raises(lm.Error, match=r"after the end of the sequence \(finish_early\(\)\): call reset\(\)"):
+                call()
+        s.reset()
+        assert not s.finished and s.push(frames[0]) == []
+        with pytest.raises(ValueError, match="a float32 frame is a model input already"):
+            s.push(lm.preprocess(frames[0], image_size=112))
+
+
+def test_windows_without_overlap_are_not_aligned(tiny_model):
+    with pytest.warns(UserWarning, match="overlap_size=0: consecutive windows share no frame"):
+        it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS, mode="windowed", window_size=4,
+                            overlap_size=0)
+    results = list(it)
+    assert len(results) == N
+    assert [w["aligned"] for w in it.windows] == [True] + [False] * (len(it.windows) - 1)
+    assert all(float(w["scale"]) == 1.0 for w in it.windows)
