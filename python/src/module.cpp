@@ -156,8 +156,14 @@ void flatten_config(const py::dict& d, const std::string& prefix, ConfigOverride
   for (const auto& [k, v] : d) {
     if (!py::isinstance<py::str>(k)) throw py::type_error("config keys must be str, got " + py::repr(k).cast<std::string>());
     const std::string key = prefix.empty() ? k.cast<std::string>() : prefix + "." + k.cast<std::string>();
-    if (py::isinstance<py::dict>(v)) flatten_config(v.cast<py::dict>(), key, out);
-    else out->emplace_back(key, config_value_text(v));
+    if (py::isinstance<py::dict>(v)) {
+      flatten_config(v.cast<py::dict>(), key, out);
+      continue;
+    }
+    // {"camera.num_iterations": 2, "camera": {"num_iterations": 3}}: which one was meant?
+    for (const auto& [seen, value] : *out)
+      if (seen == key) throw py::value_error("config gives " + key + " twice (as a dotted key and nested)");
+    out->emplace_back(key, config_value_text(v));
   }
 }
 

@@ -331,6 +331,12 @@ def test_frames_that_went_through_pickle_are_accepted(demo_model):
     assert pts.shape[1] == 3 and rgb.dtype == np.uint8
 
 
+def test_config_key_given_twice_is_refused():
+    from conftest import TINY
+    with pytest.raises(ValueError, match=re.escape("config gives camera.num_iterations twice (as a dotted key and nested)")):
+        lm.Model.load(TINY / "model.pt", config={"camera.num_iterations": 2, "camera": {"num_iterations": 3}})
+
+
 def test_model_config_gives_the_defaults():
     """scale_frames, kv_window and camera_iterations left None come from the model's configuration
     (Model.load(config=...) is not silently overridden); a value given to the Session wins."""
