@@ -169,22 +169,29 @@ except KeyboardInterrupt:
 """
 
 
-def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
-    proc = start_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
+def interrupt_on_cue(proc, cues, last) -> tuple[list, str]:
+    """Sends SIGINT 2 s after each line starting with one of `cues` (the child's long step is running
+    by then), reads until a line starting with one of `last`; returns the lines and all the output."""
     lines = []
     try:
         for line in proc.stdout:
             lines.append(line.strip())
-            if line.startswith("started") or line.startswith("session"):
-                time.sleep(2.0)  # the 16 frames are encoded (a fraction of that), the scale phase runs
+            if line.startswith(cues):
+                time.sleep(2.0)
                 proc.send_signal(signal.SIGINT)
-            if line.startswith("reset") or line.startswith("NOT"):
+            if line.startswith(last):
                 break
         out, err = proc.communicate(timeout=600)
     finally:
         proc.kill()
     lines += out.split("\n")
-    text = "\n".join(lines) + err
+    return lines, "\n".join(lines) + err
+
+
+def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
+    proc = start_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
+    # 2 s after "started" / "session" the 16 frames are encoded (a fraction of that) and the scale phase runs.
+    lines, text = interrupt_on_cue(proc, ("started", "session"), ("reset", "NOT"))
     assert proc.returncode == 0, text
     assert any(ln.startswith("interrupted") for ln in lines), text
     assert "after []" in lines, text  # no result: the scale phase was stopped, the iteration ended
@@ -222,19 +229,7 @@ def test_ctrl_c_stops_a_later_windows_scale_phase_at_once(tmp_path):
     """mode='windowed': the push that begins a window runs its scale phase; Ctrl-C stops it at once,
     and finish_early() returns what window 0 held back for the overlap."""
     proc = start_child(tmp_path, "child_windowed.py", CHILD_WINDOWED_SCALE_PHASE)
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if line.startswith("window 1 begins"):
-                time.sleep(2.0)
-                proc.send_signal(signal.SIGINT)
-                break
-        out, err = proc.communicate(timeout=600)
-    finally:
-        proc.kill()
-    lines += out.split("\n")
-    text = "\n".join(lines) + err
+    lines, text = interrupt_on_cue(proc, ("window 1 begins",), ("window 1 begins",))
     assert proc.returncode == 0, text
     assert "window 1 begins 17" in lines, text
     stopped = [ln for ln in lines if ln.startswith("interrupted")]
