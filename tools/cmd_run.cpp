@@ -256,7 +256,10 @@ class Progress {
       drawn_ = true;
     } else {
       std::printf("frame %lld%s%s  %.2f fps%s  KV %s\n", static_cast<long long>(done), of.c_str(),
-                  r.is_keyframe ? " (keyframe)" : "", fps, eta.c_str(), fmt_bytes(kv_bytes).c_str());
+                  r.frame_type == FrameType::Scale      ? " (scale frame)"
+                  : r.frame_type == FrameType::Keyframe ? " (keyframe)"
+                                                        : "",
+                  fps, eta.c_str(), fmt_bytes(kv_bytes).c_str());
       std::fflush(stdout);
     }
   }
@@ -629,17 +632,19 @@ int run_command(const RunArgs& a) {
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
   const std::string window = backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
-                                                              : "window " + std::to_string(a.kv_window);
+                                                              : "KV window " + std::to_string(a.kv_window);
   std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, %s, keyframes: %s, %d camera iterations\n",
               a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, window.c_str(),
               mode.policy->describe().c_str(), a.camera_iterations);
+  int64_t overlap_frames = 0;  // windowed: --overlap-size or --overlap-keyframes resolved
   if (mode.windowed) {
     SessionOptions with_policy = so;
     with_policy.keyframe_policy = mode.policy;
-    const int64_t overlap = windowed_overlap(mode.window, with_policy);
+    overlap_frames = windowed_overlap(mode.window, with_policy);
     std::printf("windows: %d stored frames each, overlap %lld frames%s\n", mode.window.window_size,
-                static_cast<long long>(overlap),
-                overlap == 0 ? " (no shared frames: the windows are not aligned, each keeps its own world frame)" : "");
+                static_cast<long long>(overlap_frames),
+                overlap_frames == 0 ? " (no shared frames: the windows are not aligned, each keeps its own world frame)"
+                                    : "");
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("device: %s\n", session.device_description().c_str());
@@ -664,12 +669,14 @@ int run_command(const RunArgs& a) {
                   {"rotate_cw90", a.rotate_cw90},
                   {"scale_frames", a.scale_frames},
                   {"kv_window", a.kv_window},
-                  {"keyframe_interval", keyframe_interval},
+                  // null for flow keyframes (no interval: keyframe_policy says how frames are chosen)
+                  {"keyframe_interval", mode.policy->decides_before() ? json(keyframe_interval) : json()},
                   {"keyframe_interval_rule", keyframe_rule},
                   {"keyframe_policy", mode.policy->describe()},
                   {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
                   {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
+                  {"overlap_frames", mode.windowed ? json(overlap_frames) : json()},  // either option resolved
                   {"max_special_frames", a.max_special_frames},
                   {"camera_iterations", a.camera_iterations},
                   {"device", std::string(device_name(device))},
@@ -968,6 +975,7 @@ int run_command(const RunArgs& a) {
                          {"start", w.start},
                          {"end", w.end},
                          {"scale", w.scale},
+                         {"aligned", w.aligned},
                          {"transform", t},
                          {"cache", window_cache_json(w.cache)}});
     }

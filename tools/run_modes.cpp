@@ -86,7 +86,8 @@ void check_mode_args(const ModeArgs& m, int K) {
   }
   LINGBOT_CHECK(!(m.overlap_size && m.overlap_keyframes), "give --overlap-size or --overlap-keyframes, not both");
   LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "--overlap-size must be >= 0, got ", m.overlap_size.value_or(0));
-  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 0, "--overlap-keyframes must be >= 0, got ",
+  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
+                "--overlap-keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: --overlap-size 0), got ",
                 m.overlap_keyframes.value_or(0));
   const int window = m.window_size.value_or(kDefaultWindowSize);
   LINGBOT_CHECK(window > K, "--window-size ", window, " must be larger than --scale-frames ", K,

@@ -494,7 +494,8 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
   }
   if (m.overlap_size && m.overlap_keyframes) throw py::value_error("give overlap_size or overlap_keyframes, not both");
   LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "overlap_size must be >= 0, got ", m.overlap_size.value_or(0));
-  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 0, "overlap_keyframes must be >= 0, got ",
+  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
+                "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got ",
                 m.overlap_keyframes.value_or(0));
   WindowedOptions w;
   w.window_size = m.window_size.value_or(kWindowSize);
@@ -570,7 +571,10 @@ class Stream {
   py::dict options_dict() const {
     const SessionOptions& o = options();
     py::dict d("mode"_a = windowed_ ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
-               "kv_window"_a = o.kv_window, "keyframe_interval"_a = o.keyframe_interval,
+               "kv_window"_a = o.kv_window,
+               // None for flow keyframes (as summary.json): keyframe_policy says how frames are chosen
+               "keyframe_interval"_a = o.keyframe_policy->decides_before() ? py::object(py::int_(o.keyframe_interval))
+                                                                           : py::object(py::none()),
                "keyframe_policy"_a = o.keyframe_policy->describe(), "camera_iterations"_a = o.camera_iterations,
                "max_special_frames"_a = o.max_special_frames, "device"_a = std::string(device_name(o.device)),
                "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
@@ -581,6 +585,7 @@ class Stream {
       d["window_size"] = w.window_size;
       d["overlap_size"] = w.overlap_size ? py::object(py::int_(*w.overlap_size)) : py::none();
       d["overlap_keyframes"] = w.overlap_keyframes ? py::object(py::int_(*w.overlap_keyframes)) : py::none();
+      d["overlap_frames"] = windowed_->overlap();  // either option resolved
     }
     return d;
   }

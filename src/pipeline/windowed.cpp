@@ -354,6 +354,7 @@ std::vector<FrameResult> WindowedSession::finish_early() {
   s.finished = true;
   std::vector<FrameResult> out;
   if (s.windows.empty()) return out;
+  if (s.rows.empty() && s.current().end < 0) s.current().end = s.current().start;  // begun, no row: empty
   if (!s.rows.empty()) {
     s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
     s.try_align(true);

@@ -152,6 +152,7 @@ def test_flow_keyframes_equal_cli(cli, tiny_model, tmp_path):
             "2", "--kv-window", "3", *flow_cli, "--out", tmp_path / "cli")
     it = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, kv_window=3, keyframe_interval="flow",
                         flow_threshold=5.0, max_non_keyframe_gap=3)
+    assert it.options["keyframe_interval"] is None  # no interval: the policy decides
     assert it.options["keyframe_policy"].startswith("flow")
     results = export(it, tmp_path / "py", str(TINY / "model.pt"))
     types = [r.frame_type for r in results]
@@ -174,8 +175,8 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
     assert len(summary["windows"]) >= 3  # 10 frames in windows of 5 overlapping by 2
 
     it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS, **WINDOWED)
-    assert {k: it.options[k] for k in ("mode", "window_size", "overlap_size", "overlap_keyframes")} == \
-        {k: summary["options"][k] for k in ("mode", "window_size", "overlap_size", "overlap_keyframes")}
+    keys = ("mode", "window_size", "overlap_size", "overlap_keyframes", "overlap_frames", "keyframe_interval")
+    assert {k: it.options[k] for k in keys} == {k: summary["options"][k] for k in keys}
     assert (it.options["mode"], it.options["window_size"], it.options["overlap_size"]) == ("windowed", 5, 2)
     results = export(it, tmp_path / "py", str(TINY / "model.pt"))
     assert_results_equal_cli(results, cli_out)
@@ -188,6 +189,7 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
         np.testing.assert_array_equal(w["transform"].astype(np.float64), np.array(ref["transform"]))
         assert float(w["scale"]) == ref["scale"]
         assert w["cache"] == ref["cache"] and w["cache"]["frames_stored"] == w["end"] - w["start"]
+        assert w["aligned"] is ref["aligned"] is True
     np.testing.assert_array_equal(windows[0]["transform"], np.eye(4, dtype=np.float32))
     # Each frame comes from the window that owns it: the first window's frames from window 0, and
     # every later window contributes frames after the overlap.
@@ -311,11 +313,16 @@ def test_finish_early_ends_a_streaming_sequence_too(tiny_model):
             s.push(lm.preprocess(frames[0], image_size=112))
 
 
-def test_windows_without_overlap_are_not_aligned(tiny_model):
+def test_windows_without_overlap_are_not_aligned(tiny_model, cli, tmp_path):
+    run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--mode", "windowed",
+            "--window-size", "4", "--overlap-size", "0", "--out", tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
     with pytest.warns(UserWarning, match="overlap_size=0: consecutive windows share no frame"):
         it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS, mode="windowed", window_size=4,
                             overlap_size=0)
     results = list(it)
     assert len(results) == N
-    assert [w["aligned"] for w in it.windows] == [True] + [False] * (len(it.windows) - 1)
+    assert [w["aligned"] for w in it.windows] == [True] + [False] * (len(it.windows) - 1) == \
+        [w["aligned"] for w in summary["windows"]]
+    assert summary["options"]["overlap_frames"] == it.options["overlap_frames"] == 0
     assert all(float(w["scale"]) == 1.0 for w in it.windows)

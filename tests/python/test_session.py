@@ -207,6 +207,8 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(overlap_size=2), ValueError, "overlap_size only applies to mode='windowed'"),
     (dict(mode="windowed", overlap_size=2, overlap_keyframes=1), ValueError, "give overlap_size or overlap_keyframes, not both"),
     (dict(mode="windowed", overlap_size=-1), lm.Error, "overlap_size must be >= 0, got -1"),
+    (dict(mode="windowed", overlap_keyframes=0), lm.Error,
+     "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got 0"),
     (dict(mode="windowed", scale_frames=8, window_size=8), lm.Error,
      "window_size 8 must be larger than scale_frames 8: a window stores its scale frames plus at least one keyframe"),
     (dict(mode="windowed", scale_frames=2, window_size=6, overlap_size=6), lm.Error,
