@@ -128,6 +128,12 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
     }
   }
   EXPECT_THROW(win.finish(), Error);
+  // Window 1 was begun, but the stop came before its first row: it ends where it starts.
+  const std::vector<FrameResult> tail = win.finish_early();
+  ASSERT_EQ(win.windows().size(), 2u);
+  EXPECT_EQ(win.windows()[1].end, win.windows()[1].start);
+  EXPECT_FALSE(tail.empty());  // window 0's rows held back for the overlap
+  EXPECT_TRUE(win.closed());
 }
 
 // next_push_runs_scale_phase() / finish_runs_scale_phase() say which call runs a window's scale phase
