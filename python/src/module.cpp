@@ -523,39 +523,32 @@ class Stream {
   }
 
   std::vector<FrameResult> push_frame(const Tensor& image) {
-    check_not_ended("push");
-    if (session_) return session_->push_frame(image);
-    check_windowed_open("push");
-    return windowed_->push_frame(image);
+    check_open("push");
+    return session_ ? session_->push_frame(image) : windowed_->push_frame(image);
   }
   std::vector<FrameResult> finish() {
-    check_not_ended("finish()");
-    if (session_) return session_->finish();
-    check_windowed_open("finish()");
+    check_open("finish()");
+    if (session_) return session_->finish();  // the Session closes itself (its own messages afterwards)
     std::vector<FrameResult> r = windowed_->finish();
-    windowed_finished_ = true;
+    ended_ = true;
     return r;
   }
   // Ends the sequence without running the model: the results computed and not yet returned (windowed:
   // the tail held back for the overlap, WindowedSession::finish_early); none in streaming mode.
   std::vector<FrameResult> finish_early() {
-    if (session_) {
-      ended_early_ = true;  // the frames waiting for a scale phase give no result; reset() starts anew
-      return {};
-    }
-    if (windowed_finished_) return {};
-    windowed_finished_ = true;
-    return windowed_->finish_early();
+    if (ended_) return {};
+    ended_ = true;  // streaming: the frames waiting for a scale phase give no result
+    return session_ ? std::vector<FrameResult>{} : windowed_->finish_early();
   }
   void reset() {
-    ended_early_ = false;
+    ended_ = false;
     if (session_) session_->reset();
     else make();
   }
   SessionStats stats() const { return session_ ? session_->stats() : windowed_->stats(); }
   const SessionOptions& options() const { return session_ ? session_->options() : windowed_->options(); }
   int64_t frames_pushed() const { return session_ ? session_->frames_pushed() : windowed_->frames_pushed(); }
-  bool closed() const { return ended_early_ || (session_ ? session_->closed() : windowed_->closed()); }
+  bool closed() const { return ended_ || (session_ ? session_->closed() : windowed_->closed()); }
   int scale_frames() const { return options().scale_frames; }
 
   // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once):
@@ -609,7 +602,7 @@ class Stream {
   void make() {
     session_.reset();
     windowed_.reset();
-    windowed_finished_ = false;
+    ended_ = false;
     if (!windowed_options_) {
       session_ = std::make_unique<Session>(model_, options_);
       return;
@@ -623,18 +616,14 @@ class Stream {
   std::optional<WindowedOptions> windowed_options_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<WindowedSession> windowed_;
-  bool windowed_finished_ = false;  // finish() / finish_early() returned
-  bool ended_early_ = false;        // streaming: finish_early() ended the sequence
+  bool ended_ = false;  // the caller ended the sequence: finish_early(), or finish() in windowed mode
 
-  void check_not_ended(const char* call) const {
-    if (ended_early_) throw Error(std::string(call) + " after the end of the sequence (finish_early()): call reset() to start a new sequence");
-  }
-
-  void check_windowed_open(const char* call) const {
-    if (!windowed_->closed()) return;
-    throw Error(std::string(call) + (windowed_finished_ ? " after the end of the sequence (finish() or finish_early())"
-                                                        : " after a step that failed or was stopped") +
-                ": call reset() to start a new sequence");
+  void check_open(const char* call) const {
+    if (ended_)
+      throw Error(std::string(call) + " after the end of the sequence (finish() or finish_early()): call reset() to "
+                                      "start a new sequence");
+    if (windowed_ && windowed_->closed())  // a WindowedSession has no reset of its own
+      throw Error(std::string(call) + " after a step that failed or was stopped: call reset() to start a new sequence");
   }
 };
 

@@ -305,7 +305,7 @@ def test_finish_early_ends_a_streaming_sequence_too(tiny_model):
         s.push(frames[1])
         assert s.finish_early() == [] and s.finished  # the scale phase never ran: those frames give no result
         for call in (lambda: s.push(frames[2]), s.finish):
-            with pytest.raises(lm.Error, match=r"after the end of the sequence \(finish_early\(\)\): call reset\(\)"):
+            with pytest.raises(lm.Error, match=r"after the end of the sequence \(finish\(\) or finish_early\(\)\): call reset\(\)"):
                 call()
         s.reset()
         assert not s.finished and s.push(frames[0]) == []
