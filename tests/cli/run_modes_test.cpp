@@ -79,6 +79,7 @@ TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
   EXPECT_TRUE(contains(r.out, "windows: 4 stored frames each, overlap 2 frames")) << r.out;
   const json s = read_json(out / "summary.json");
   EXPECT_EQ(s.at("status"), "completed");
+  EXPECT_EQ(s.at("warnings"), json::array());  // aligned windows: no windows_not_aligned warning
   EXPECT_EQ(s.at("frames"), 10);
   EXPECT_EQ(s.at("frame_type"), json({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
   const json& w = s.at("windows");
@@ -105,6 +106,29 @@ TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(poses.at("frames")[i].at("index"), i);
   EXPECT_EQ(s.at("options").at("mode"), "windowed");
   EXPECT_EQ(s.at("options").at("window_size"), 4);
+}
+
+// Overlap 0: windows share no frame, so nothing aligns them. The banner says so, every window past
+// the first is "aligned": false with the identity, and one warning lists them (stderr + summary).
+TEST(RunModes, WindowedRunWithoutOverlapWarnsThatWindowsAreNotAligned) {
+  const fs::path out = fresh_dir("modes_windowed_no_overlap") / "out";
+  const Result r = run_cli("run " + kBase + " --mode windowed --window-size 4 --overlap-size 0 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "windows: 4 stored frames each, overlap 0 frames (no shared frames: the windows are not "
+                              "aligned, each keeps its own world frame)"))
+      << r.out;
+  EXPECT_EQ(r.err, "warning: windows 1, 2 not aligned to window 0 (--overlap-size 0: no shared frames); each keeps "
+                   "its own world frame, so poses and points of different windows are not in one frame\n");
+  const json s = read_json(out / "summary.json");
+  EXPECT_EQ(s.at("status"), "completed");
+  ASSERT_EQ(s.at("windows").size(), 3u);  // [0,4) [4,8) [8,10)
+  EXPECT_EQ(s.at("windows")[0].at("aligned"), true);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(s.at("windows")[i].at("aligned"), false);
+    EXPECT_EQ(s.at("windows")[i].at("start"), 4 * i);
+    EXPECT_EQ(s.at("windows")[i].at("transform"), json({{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}));
+  }
+  EXPECT_EQ(s.at("warnings"), json::parse(R"([{"kind": "windows_not_aligned", "windows": [1, 2]}])"));
 }
 
 // A windowed run that fails on its input keeps every frame the model finished: the current window's
