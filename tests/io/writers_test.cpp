@@ -19,17 +19,8 @@
 #include "io/png.h"
 #include "io/writers.h"
 
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#endif
-#include <stb/stb_image.h>  // implementation lives in lingbot_io (image.cpp)
+#include "io/stb_image_quiet.h"  // implementation lives in lingbot_io (image.cpp)
 #include "test_files.h"
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
 
 using namespace lingbot;
 using namespace lingbot::io;
