@@ -21,19 +21,20 @@ namespace lingbot {
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);     // "[2, 3, 4]"
-int64_t shape_numel(const Shape& s);       // throws on negative dims
+int64_t shape_numel(const Shape& s);       // throws on negative dims and on a count past int64
 
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, DType dtype = DType::F32);   // zero-initialised
+  explicit Tensor(Shape shape, DType dtype = DType::F32);   // zero-initialised; throws on an unknown dtype
   static Tensor from_f32(Shape shape, std::span<const float> values);
   // A tensor over `data` (numel · dtype_size bytes, aligned to the element size), kept alive by
   // `data`'s owner for as long as the tensor lives. Writing through it writes that memory.
   static Tensor borrow(Shape shape, DType dtype, std::shared_ptr<void> data);
 
-  Tensor(Tensor&&) noexcept = default;
-  Tensor& operator=(Tensor&&) noexcept = default;
+  // A moved-from tensor is empty (shape [], no data), never a shape without data.
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
   Tensor clone() const;

@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -20,13 +22,41 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
     LINGBOT_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
+    LINGBOT_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / d, "shape ", shape_str(s),
+                  " has more elements than an int64 counts");
     n *= d;
   }
   return n;
 }
 
+namespace {
+void check_dtype(DType t) {
+  LINGBOT_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, "unknown dtype ", static_cast<int>(t));
+}
+}  // namespace
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : shape_(std::exchange(other.shape_, {})),
+      numel_(std::exchange(other.numel_, 0)),
+      dtype_(other.dtype_),
+      borrowed_(std::exchange(other.borrowed_, false)),
+      data_(std::move(other.data_)) {}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    shape_ = std::exchange(other.shape_, {});
+    numel_ = std::exchange(other.numel_, 0);
+    dtype_ = other.dtype_;
+    borrowed_ = std::exchange(other.borrowed_, false);
+    data_ = std::move(other.data_);
+  }
+  return *this;
+}
+
 
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), numel_(shape_numel(shape_)), dtype_(dtype) {
+  check_dtype(dtype);
+  LINGBOT_CHECK(numel_ <= (int64_t{1} << 60), "tensor ", shape_str(shape_), " is too large to allocate");
   const size_t bytes = (nbytes() + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes ? bytes : 64);
   if (!p) throw Error(detail::concat("allocation of tensor ", shape_str(shape_), " failed"));
@@ -36,6 +66,7 @@ Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), numel_(shap
 
 Tensor Tensor::borrow(Shape shape, DType dtype, std::shared_ptr<void> data) {
   LINGBOT_CHECK(data != nullptr, "Tensor::borrow: null data");
+  check_dtype(dtype);
   LINGBOT_CHECK(reinterpret_cast<uintptr_t>(data.get()) % dtype_size(dtype) == 0, "Tensor::borrow: data of ",
                 dtype_name(dtype), " tensor ", shape_str(shape), " is not aligned to its element size");
   Tensor t;
@@ -56,6 +87,11 @@ Tensor Tensor::from_f32(Shape shape, std::span<const float> values) {
 }
 
 Tensor Tensor::clone() const {
+  if (!data_) {  // default-constructed or moved-from: shape [] here has no element (not a scalar)
+    Tensor t;
+    t.dtype_ = dtype_;
+    return t;
+  }
   Tensor t(shape_, dtype_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "lingbot/dtype.h"
@@ -74,4 +76,45 @@ TEST(Tensor, ReshapeAndShapeChecks) {
   }
   Tensor h = t.to(DType::F16);
   EXPECT_THROW(h.f32(), Error);
+}
+
+// A moved-from tensor is empty, never a shape without data (clone() of one copied from null).
+TEST(Tensor, MovedFromTensorIsEmpty) {
+  Tensor a = Tensor::from_f32({3, 4}, std::vector<float>(12, 1.5f));
+  Tensor b(std::move(a));
+  EXPECT_EQ(b.numel(), 12);
+  EXPECT_EQ(b.f32()[11], 1.5f);
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is what is tested
+  EXPECT_EQ(a.numel(), 0);
+  EXPECT_EQ(a.nbytes(), 0u);
+  EXPECT_EQ(a.shape(), Shape{});
+  EXPECT_TRUE(a.clone().empty());
+  Tensor c({2});
+  c = std::move(b);
+  EXPECT_EQ(c.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(b.nbytes(), 0u);
+}
+
+TEST(Tensor, ImpossibleShapesAndDtypesAreRefused) {
+  try {
+    Tensor t({(int64_t{1} << 62) + 1, 4});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "shape [4611686018427387905, 4] has more elements than an int64 counts");
+  }
+  try {
+    Tensor t({int64_t{1} << 61});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "tensor [2305843009213693952] is too large to allocate");
+  }
+  try {
+    Tensor t({2}, static_cast<DType>(9));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown dtype 9");
+  }
+  Tensor f({2});
+  EXPECT_THROW(f.to(static_cast<DType>(9)), Error);
 }
