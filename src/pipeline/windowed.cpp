@@ -25,9 +25,12 @@ const IntervalKeyframes* interval_policy(const SessionOptions& o) {
   return dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get());
 }
 
+// Frames per stored frame: the interval policy's interval; 1 with keyframes chosen while running
+// (flow, a custom policy), whatever keyframe_interval says; keyframe_interval for options not yet
+// resolved (no policy).
 int keyframe_interval_of(const SessionOptions& o) {
-  const IntervalKeyframes* p = interval_policy(o);
-  return std::max(p ? p->interval() : o.keyframe_interval, 1);
+  if (const IntervalKeyframes* p = interval_policy(o)) return std::max(p->interval(), 1);
+  return o.keyframe_policy ? 1 : std::max(o.keyframe_interval, 1);
 }
 
 model::Mat3x3 matmul(const model::Mat3x3& a, const model::Mat3x3& b) {
@@ -136,8 +139,12 @@ void check_window_fields(const WindowedOptions& w) {
   LINGBOT_CHECK(w.window_size >= 1, "WindowedOptions.window_size must be >= 1, got ", w.window_size);
   LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "WindowedOptions.overlap_size must be >= 0, got ",
                 *w.overlap_size);
-  LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 0,
-                "WindowedOptions.overlap_keyframes must be >= 0, got ", *w.overlap_keyframes);
+  LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 1,
+                "WindowedOptions.overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
+                "overlap: overlap_size = 0), got ",
+                *w.overlap_keyframes);
+  LINGBOT_CHECK(!(w.overlap_size && w.overlap_keyframes),
+                "WindowedOptions: set overlap_size or overlap_keyframes, not both");
 }
 }  // namespace
 
@@ -251,8 +258,21 @@ struct WindowedSession::Impl {
     if (!xf) return;
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t upto = final_window ? n : std::min(n, std::max(min_rows, n) - ov);
-    for (; delivered < upto; ++delivered)
-      out.push_back(warp(std::move(rows[static_cast<size_t>(delivered)]), *xf, size, session.options().threads));
+    try {
+      for (; delivered < upto; ++delivered)
+        out.push_back(warp(std::move(rows[static_cast<size_t>(delivered)]), *xf, size, session.options().threads));
+    } catch (...) {
+      failed = true;  // the row being warped was moved out: closed for good
+      throw;
+    }
+  }
+
+  // Frame `index` of the sequence must have the first frame's size: the window's own session
+  // checks it only against its window's first frame, and a new window starts with a fresh one.
+  void check_size(const Tensor& image, int64_t index) const {
+    const int h = static_cast<int>(image.dim(1)), w = static_cast<int>(image.dim(2));
+    LINGBOT_CHECK(h == size.height && w == size.width, "frame ", index, " has size ", h, "x", w,
+                  " (HxW), but this sequence's frames are ", size.height, "x", size.width);
   }
 
   // First frame of the window after the current (full) one.
@@ -271,8 +291,13 @@ struct WindowedSession::Impl {
     LINGBOT_CHECK(delivered == tail && xf, "internal: window ", current().index, " delivered ", delivered,
                   " rows before its tail of ", n - tail);
     prev_tail.clear();
-    for (int64_t r = tail; r < n; ++r)
-      prev_tail.push_back(warp(std::move(rows[static_cast<size_t>(r)]), *xf, size, session.options().threads));
+    try {
+      for (int64_t r = tail; r < n; ++r)
+        prev_tail.push_back(warp(std::move(rows[static_cast<size_t>(r)]), *xf, size, session.options().threads));
+    } catch (...) {
+      failed = true;  // as in deliver()
+      throw;
+    }
     prev_rows = n;
     rows_before += n;
     const int64_t start = next_start();
@@ -309,12 +334,21 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   if (s.windows.empty()) {
     s.size = {static_cast<int>(image.dim(1)), static_cast<int>(image.dim(2))};
     s.begin_window(0);
-  } else if (s.full) {
-    s.next_window();
-    s.try_align(false);
-    s.deliver(false, out);
+    try {
+      s.feed(image);
+    } catch (...) {
+      if (!s.session.closed()) s.windows.clear();  // refused before its step: as if never pushed
+      throw;
+    }
+  } else {
+    s.check_size(image, s.pushed);
+    if (s.full) {
+      s.next_window();
+      s.try_align(false);
+      s.deliver(false, out);
+    }
+    s.feed(image);
   }
-  s.feed(image);
   if (s.ov > 0) {
     s.recent.emplace_back(s.pushed, image.clone());
     while (static_cast<int64_t>(s.recent.size()) > s.ov) s.recent.pop_front();

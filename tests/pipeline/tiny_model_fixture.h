@@ -16,11 +16,11 @@ class TinyModelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string dir = std::string(LINGBOT_TESTDATA_DIR) + "/tiny/";
     model_ = Model::load(dir + "weights.safetensors");
-    images_ = new Tensor(io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
+    images_ = std::make_unique<Tensor>(
+        io::SafetensorsReader::open(dir + "reference.safetensors").read("images", DType::F32));
   }
   static void TearDownTestSuite() {
-    delete images_;
-    images_ = nullptr;
+    images_.reset();
     model_.reset();
   }
   // Frame i as f32 [3, H, W].
@@ -32,7 +32,7 @@ class TinyModelTest : public ::testing::Test {
   }
   static int64_t frames() { return images_->dim(0); }
   static inline std::shared_ptr<const Model> model_;
-  static inline Tensor* images_ = nullptr;
+  static inline std::unique_ptr<Tensor> images_;
 };
 
 }  // namespace lingbot::test

@@ -217,9 +217,19 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
+    // A field error: the session refuses the options at construction, with the same message.
+    if (w.window_size < 1 || w.overlap_size.value_or(0) < 0 || w.overlap_keyframes.value_or(1) < 1 ||
+        (w.overlap_size && w.overlap_keyframes)) {
+      try {
+        WindowedSession s(model_, o, w);
+        ADD_FAILURE() << "the session took options its check refuses: " << msg;
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), msg);
+      }
+      return;
+    }
     // A session with these options runs a sequence that fits in one window (4 frames), and stops with
     // the same error when a second window would begin.
-    if (w.window_size < 1 || w.overlap_size.value_or(0) < 0) return;
     WindowedSession s(model_, o, w);
     for (int64_t i = 0; i < 4; ++i) s.push_frame(frame(i));
     try {
@@ -243,8 +253,99 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
   expect_error(flow, w,
                "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
                "keyframes chosen while running, or consecutive windows would not overlap");
+  w.overlap_keyframes = 1;
+  expect_error(options(), w, "WindowedOptions: set overlap_size or overlap_keyframes, not both");
+  w.overlap_size.reset();
+  w.overlap_keyframes = 0;
+  expect_error(options(), w,
+               "WindowedOptions.overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
+               "overlap: overlap_size = 0), got 0");
+  w.overlap_keyframes.reset();
   w.window_size = 0;
   expect_error(options(), w, "WindowedOptions.window_size must be >= 1, got 0");
+}
+
+// With keyframes chosen while running, a keyframe of the overlap is one frame, whatever
+// keyframe_interval says (the policy overrides it): max(scale frames, N x 1), as run.
+TEST_F(WindowedTest, OverlapKeyframesCountOneFrameEachWithFlowKeyframes) {
+  SessionOptions o = options();
+  o.keyframe_interval = 4;
+  o.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
+  WindowedOptions w;
+  w.window_size = 8;
+  w.overlap_keyframes = 3;
+  EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 3);
+  w.overlap_keyframes = 1;
+  EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 2);  // at least the scale frames
+  o.keyframe_policy = std::make_shared<IntervalKeyframes>(2);
+  w.overlap_keyframes = 3;
+  EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 6);
+}
+
+// Frame i cut to its first `width` columns.
+Tensor narrowed(const Tensor& f, int64_t width) {
+  const int64_t H = f.dim(1), W = f.dim(2);
+  Tensor t({3, H, width});
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      std::memcpy(t.f32() + (c * H + y) * width, f.f32() + (c * H + y) * W, static_cast<size_t>(width) * sizeof(float));
+  return t;
+}
+
+// A first frame the window's session refuses before its step (not a multiple of the patch size)
+// leaves the windowed session as if it had not been pushed: the sequence then runs as in a fresh one.
+TEST_F(WindowedTest, ARefusedFirstFrameLeavesItOpenAndUnchanged) {
+  WindowedOptions w;
+  w.window_size = 4;
+  w.overlap_size = 2;
+  WindowedSession fresh(model_, options(), w), win(model_, options(), w);
+  const int64_t W = frame(0).dim(2);
+  EXPECT_THROW(win.push_frame(narrowed(frame(0), W - 1)), Error);
+  EXPECT_FALSE(win.closed());
+  EXPECT_TRUE(win.windows().empty());
+  EXPECT_EQ(win.frames_pushed(), 0);
+  std::vector<FrameResult> a, b;
+  for (int64_t i = 0; i < frames(); ++i) {
+    for (auto& r : fresh.push_frame(frame(i))) a.push_back(std::move(r));
+    for (auto& r : win.push_frame(frame(i))) b.push_back(std::move(r));
+  }
+  for (auto& r : fresh.finish()) a.push_back(std::move(r));
+  for (auto& r : win.finish()) b.push_back(std::move(r));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].frame_index, b[i].frame_index);
+    EXPECT_EQ(std::memcmp(a[i].world_points.f32(), b[i].world_points.f32(), a[i].world_points.nbytes()), 0);
+  }
+}
+
+// Every frame must have the first frame's size, also the first frame of a new window (whose session
+// is fresh): refused with the sequence's size, and the session goes on with frames of that size.
+TEST_F(WindowedTest, AFrameOfAnotherSizeIsRefusedAlsoWhereAWindowBegins) {
+  for (int overlap : {0, 2}) {
+    SCOPED_TRACE("overlap " + std::to_string(overlap));
+    WindowedOptions w;
+    w.window_size = 4;
+    w.overlap_size = overlap;
+    WindowedSession win(model_, options(), w);
+    int64_t next = 0;
+    for (int64_t i = 0; i < 4; ++i)
+      for (const FrameResult& r : win.push_frame(frame(i))) EXPECT_EQ(r.frame_index, next++);
+    const int64_t H = frame(0).dim(1), W = frame(0).dim(2);
+    try {
+      win.push_frame(narrowed(frame(4), W - 14));
+      ADD_FAILURE() << "a narrower frame was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "frame 4 has size " + std::to_string(H) + "x" + std::to_string(W - 14) +
+                                           " (HxW), but this sequence's frames are " + std::to_string(H) + "x" +
+                                           std::to_string(W));
+    }
+    EXPECT_FALSE(win.closed());
+    EXPECT_EQ(win.windows().size(), 1u);  // the next window was not begun
+    for (int64_t i = 4; i < frames(); ++i)
+      for (const FrameResult& r : win.push_frame(frame(i))) EXPECT_EQ(r.frame_index, next++);
+    for (const FrameResult& r : win.finish()) EXPECT_EQ(r.frame_index, next++);
+    EXPECT_EQ(next, frames());
+  }
 }
 
 }  // namespace
