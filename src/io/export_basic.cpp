@@ -106,24 +106,40 @@ class DepthExporter final : public Exporter {
     LINGBOT_CHECK(f.index > newest_, "depth frames must be written in increasing order: got frame ", f.index,
                   " after frame ", newest_);
     last_.index = f.index;
-    write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
+    last_clipped_ = write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
+    clipped_.depth += last_clipped_.depth;
+    clipped_.confidence += last_clipped_.confidence;
+    clipped_frames_ += last_clipped_.depth + last_clipped_.confidence > 0 ? 1 : 0;
     ++frames_;
     newest_ = f.index;
   }
   void discard_frame() override {
-    if (last_.index >= 0)
+    if (last_.index >= 0) {
       for (const std::string& name : depth_frame_file_names(last_.index)) remove_output_file(dir_ / name);
+      clipped_.depth -= last_clipped_.depth;
+      clipped_.confidence -= last_clipped_.confidence;
+      clipped_frames_ -= last_clipped_.depth + last_clipped_.confidence > 0 ? 1 : 0;
+      last_clipped_ = {};
+    }
     frames_ = last_.frames_before;
     newest_ = last_.newest_before;
   }
   void finish(ExportStatus) override {}
   nlohmann::json report() const override {
-    return {{"files",
-             {{"depth/NNNNNN.png", "uint16, depth = value * 0.001; 0 = invalid"},
-              {"depth/NNNNNN.npy", "float32 [H, W] depth as computed"},
-              {"depth/NNNNNN_conf.png", "uint16, confidence = value * 0.01; 0 = invalid"},
-              {"depth/NNNNNN_conf.npy", "float32 [H, W] confidence as computed"}}},
-            {"frames", frames_}};
+    nlohmann::json r = {
+        {"files",
+         {{"depth/NNNNNN.png", "uint16, depth = value * 0.001; 0 = invalid; 65535 = 65.535 or more"},
+          {"depth/NNNNNN.npy", "float32 [H, W] depth as computed"},
+          {"depth/NNNNNN_conf.png", "uint16, confidence = value * 0.01; 0 = invalid; 65535 = 655.35 or more"},
+          {"depth/NNNNNN_conf.npy", "float32 [H, W] confidence as computed"}}},
+        {"frames", frames_},
+        {"clipped", {{"depth_samples", clipped_.depth}, {"confidence_samples", clipped_.confidence},
+                     {"frames", clipped_frames_}}}};
+    if (clipped_frames_ > 0)
+      r["note"] = detail::concat(clipped_.depth, " depth samples (> 65.535) and ", clipped_.confidence,
+                                 " confidence samples (> 655.35) in ", clipped_frames_,
+                                 " frames were written as 65535 in the 16-bit PNGs; the .npy files keep the values");
+    return r;
   }
 
  private:
@@ -132,6 +148,8 @@ class DepthExporter final : public Exporter {
   int64_t frames_ = 0;
   int64_t newest_ = -1;  // index of the newest frame written
   LastFrame last_;
+  ClippedSamples clipped_, last_clipped_;  // PNG samples clipped to 65535: the run's, the last frame's
+  int64_t clipped_frames_ = 0;
 };
 
 class PlyExporter final : public Exporter {

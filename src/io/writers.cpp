@@ -307,17 +307,23 @@ uint16_t quantize_u16(float value, double unit) {
   return static_cast<uint16_t>(q);
 }
 
-void write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
-                     double unit, const std::string& quantity) {
+int64_t write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
+                        double unit, const std::string& quantity) {
   LINGBOT_CHECK(unit > 0, "PNG map unit must be positive, got ", unit);
   LINGBOT_CHECK(width > 0 && height > 0 && values.size() == static_cast<size_t>(width) * height, "cannot write ",
                 path.string(), ": ", values.size(), " values do not fill ", width, "x", height);
   std::vector<uint16_t> q(values.size());
-  for (size_t i = 0; i < values.size(); ++i) q[i] = quantize_u16(values[i], unit);
+  int64_t clipped = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    q[i] = quantize_u16(values[i], unit);
+    // 65535 itself is clipped only when the value lies past 65535 units' rounding interval.
+    clipped += q[i] == 65535 && static_cast<double>(values[i]) / unit >= 65535.5 ? 1 : 0;
+  }
   char unit_text[64];
   std::snprintf(unit_text, sizeof(unit_text), "%.17g", unit);
   const PngText text[] = {{"lingbot:quantity", quantity}, {"lingbot:unit", unit_text}};
   write_png_gray16(path, width, height, q, text);
+  return clipped;
 }
 
 std::array<std::string, 4> depth_frame_file_names(int64_t index) {
@@ -327,16 +333,18 @@ std::array<std::string, 4> depth_frame_file_names(int64_t index) {
   return {s + ".png", s + ".npy", s + "_conf.png", s + "_conf.npy"};
 }
 
-void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
-                       std::span<const float> depth, std::span<const float> conf) {
+ClippedSamples write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
+                                 std::span<const float> depth, std::span<const float> conf) {
   const std::array<std::string, 4> names = depth_frame_file_names(index);
   const std::vector<int64_t> shape = {height, width};
-  write_map_png16(dir / names[0], width, height, depth, kDepthPngUnit, "depth");
+  ClippedSamples clipped;
+  clipped.depth = write_map_png16(dir / names[0], width, height, depth, kDepthPngUnit, "depth");
   write_npy_f32(dir / names[1], shape, depth);
   if (!conf.empty()) {
-    write_map_png16(dir / names[2], width, height, conf, kConfidencePngUnit, "confidence");
+    clipped.confidence = write_map_png16(dir / names[2], width, height, conf, kConfidencePngUnit, "confidence");
     write_npy_f32(dir / names[3], shape, conf);
   }
+  return clipped;
 }
 
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,

@@ -132,16 +132,22 @@ inline constexpr int kPlyCountWidth = 12;
 // (key "lingbot:unit"), next to "lingbot:quantity" ("depth" / "confidence").
 inline constexpr double kDepthPngUnit = 1e-3;       // depth: 1/1000 scene unit, max 65.535
 inline constexpr double kConfidencePngUnit = 1e-2;  // confidence: 1/100, max 655.35
-void write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
-                     double unit, const std::string& quantity);
+// Returns the samples clipped to 65535 (values of 65535 units or more: the PNG cannot say how far).
+int64_t write_map_png16(const std::filesystem::path& path, int width, int height, std::span<const float> values,
+                        double unit, const std::string& quantity);
 // Quantisation used by write_map_png16 (exposed for tests and readers).
 uint16_t quantize_u16(float value, double unit);
 
 // One frame's depth outputs in `dir`: NNNNNN.png (16-bit, kDepthPngUnit), NNNNNN.npy (float32
 // [H, W]), and, when `conf` is not empty, NNNNNN_conf.png (kConfidencePngUnit) and
 // NNNNNN_conf.npy. NNNNNN is the zero-padded frame index. Each file is written atomically.
-void write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
-                       std::span<const float> depth, std::span<const float> conf);
+// Returns the samples each PNG clipped (write_map_png16); the .npy files keep every value.
+struct ClippedSamples {
+  int64_t depth = 0;
+  int64_t confidence = 0;
+};
+ClippedSamples write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,
+                                 std::span<const float> depth, std::span<const float> conf);
 // The four file names write_depth_frame may write for `index` (NNNNNN.png, .npy, _conf.png, _conf.npy).
 std::array<std::string, 4> depth_frame_file_names(int64_t index);
 

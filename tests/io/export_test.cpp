@@ -155,6 +155,31 @@ TEST(Export, InvalidSamplesAndNonFiniteFramesGiveNoPoints) {
   EXPECT_FALSE(geometry_finite(s.f));
 }
 
+// ---- depth PNGs: samples past 65535 units are counted, a frame taken back uncounted ---------------
+TEST(Export, DepthPngClippingIsCountedAndNoted) {
+  TempDir dir;
+  auto depth = make_exporter("depth");
+  const ExportRun run = run_info(dir.path, 4, 3);
+  depth->prepare(run);
+  depth->begin(run);
+  Synth a(0, 4, 3, 0.0, {0, 0, 0}), b(1, 4, 3, 0.0, {0, 0, 0}), c(2, 4, 3, 0.0, {0, 0, 0});
+  depth->frame(a.f);
+  EXPECT_EQ(depth->report().at("clipped"), nlohmann::json::parse(R"({"depth_samples": 0, "confidence_samples": 0, "frames": 0})"));
+  EXPECT_FALSE(depth->report().contains("note"));
+  b.depth[0] = b.depth[5] = 100.0f;  // 100 scene units: past 65.535
+  b.conf[2] = 1000.0f;                // past 655.35
+  depth->frame(b.f);
+  c.depth[1] = 70.0f;
+  depth->frame(c.f);
+  depth->discard_frame();  // frame 2 taken back: its clipped sample no longer counts
+  const nlohmann::json r = depth->report();
+  EXPECT_EQ(r.at("clipped"), nlohmann::json::parse(R"({"depth_samples": 2, "confidence_samples": 1, "frames": 1})"));
+  EXPECT_EQ(r.at("note"), "2 depth samples (> 65.535) and 1 confidence samples (> 655.35) in 1 frames were written as "
+                          "65535 in the 16-bit PNGs; the .npy files keep the values");
+  EXPECT_EQ(read_npy_f32(dir.path / "depth" / "000001.npy").data[5], 100.0f);
+  depth->finish(ExportStatus::Completed);
+}
+
 // ---- depth preview ------------------------------------------------------------------------------
 TEST(DepthPreview, RobustRangeTurboAndBlackInvalid) {
   // 100 valid depths 1..100 (shuffled) plus invalid ones: the range is numpy.percentile's 2/98.

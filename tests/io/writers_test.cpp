@@ -224,7 +224,7 @@ TEST(Writers, DepthPng16RoundTripWithUnit) {
   TempDir dir;
   const auto path = dir.path / "000000.png";
   const std::vector<float> depth = {0.001f, 1.0f, 2.5f, 70.0f, -1.0f, NAN, 0.0f, 1e-6f};
-  write_map_png16(path, 4, 2, depth, kDepthPngUnit, "depth");
+  EXPECT_EQ(write_map_png16(path, 4, 2, depth, kDepthPngUnit, "depth"), 1);  // 70 does not fit: clipped
   const std::string bytes = slurp(path);
   int w = 0, h = 0, comp = 0;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
@@ -273,7 +273,14 @@ TEST(Writers, JsonFileAtomicAndErrorsNameThePath) {
 TEST(Writers, DepthFrameFilesAreNamedByIndex) {
   TempDir dir;
   const std::vector<float> depth = {1, 2, 3, 4, 5, 6}, conf = {1.5f, 2, 3, 4, 5, 600};
-  write_depth_frame(dir.path, 7, 3, 2, depth, conf);
+  const ClippedSamples none = write_depth_frame(dir.path, 7, 3, 2, depth, conf);
+  EXPECT_EQ(none.depth, 0);
+  EXPECT_EQ(none.confidence, 0);
+  // 65.535 is the largest depth a sample holds (65535); 65.5356 rounds past it; conf 655.35 likewise.
+  const std::vector<float> far = {65.535f, 65.5356f, 1e9f, INFINITY, 3, 4}, high = {655.35f, 655.36f, 2, 2, 2, 2};
+  const ClippedSamples some = write_depth_frame(dir.path, 9, 3, 2, far, high);
+  EXPECT_EQ(some.depth, 2);  // inf is invalid (0), not clipped
+  EXPECT_EQ(some.confidence, 1);
   for (const char* f : {"000007.png", "000007.npy", "000007_conf.png", "000007_conf.npy"}) {
     EXPECT_TRUE(std::filesystem::exists(dir.path / f)) << f;
   }
