@@ -957,11 +957,11 @@ int run_command(const RunArgs& a) {
   summary["interrupted"] = status == "interrupted";
   if (stop_signal != 0) summary["signal"] = stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
   if (!error.empty()) summary["error"] = error;
-  if (session.windowed() && overlap_frames == 0) {  // windows that share no frame: nothing aligns them
-    std::vector<int64_t> unaligned;
+  if (session.windowed()) {
+    std::vector<int64_t> unaligned;  // a window begun but stopped before its first row has nothing to align
     for (const WindowInfo& w : session.windows())
       if (w.index > 0 && !w.aligned && w.end != w.start) unaligned.push_back(w.index);
-    warnings.add_unaligned_windows(unaligned);
+    warnings.add_unaligned_windows(unaligned, overlap_frames);
   }
   summary["warnings"] = warnings.list();
   summary["frames_without_geometry"] = frames_without_geometry;

@@ -117,14 +117,17 @@ void RunWarnings::add_damage(const io::StreamDamage& d) {
   add(std::move(entry), "input damaged: " + d.describe());
 }
 
-void RunWarnings::add_unaligned_windows(const std::vector<int64_t>& windows) {
+void RunWarnings::add_unaligned_windows(const std::vector<int64_t>& windows, int64_t overlap_frames) {
   if (windows.empty()) return;
   std::string names;
   for (const int64_t w : windows) names += (names.empty() ? "" : ", ") + std::to_string(w);
-  add({{"kind", "windows_not_aligned"}, {"windows", windows}},
-      "window" + std::string(windows.size() > 1 ? "s " : " ") + names +
-          " not aligned to window 0 (--overlap-size 0: no shared frames); each keeps its own world frame, so "
-          "poses and points of different windows are not in one frame");
+  const bool no_overlap = overlap_frames == 0;
+  add({{"kind", "windows_not_aligned"},
+       {"windows", windows},
+       {"reason", no_overlap ? "no overlap" : "no finite pose in the overlap"}},
+      "window" + std::string(windows.size() > 1 ? "s " : " ") + names + " not aligned to window 0 (" +
+          (no_overlap ? "--overlap-size 0: no shared frames" : "no overlap frame has a finite pose in both windows") +
+          "); each keeps its own world frame, so poses and points of different windows are not in one frame");
 }
 
 }  // namespace lingbot::cli

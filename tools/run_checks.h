@@ -68,9 +68,9 @@ class RunWarnings {
   void add_frame(int64_t frame, const FrameCheck& c);
   // The video's damage: {"kind": "input_damaged", "decode_errors", "lost_frames", "lost_positions", ...}.
   void add_damage(const io::StreamDamage& d);
-  // Windowed windows past window 0 that no overlap aligned (--overlap-size 0): {"kind":
-  // "windows_not_aligned", "windows": [index, ...]}; nothing when the list is empty.
-  void add_unaligned_windows(const std::vector<int64_t>& windows);
+  // Windowed windows past window 0 that no overlap aligned: {"kind": "windows_not_aligned", "windows":
+  // [index, ...], "reason": "no overlap" | "no finite pose in the overlap"}; nothing for an empty list.
+  void add_unaligned_windows(const std::vector<int64_t>& windows, int64_t overlap_frames);
   const nlohmann::json& list() const { return list_; }
   int64_t count() const { return count_; }
 

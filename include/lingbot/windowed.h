@@ -49,7 +49,8 @@ struct WindowInfo {
   int64_t start = 0;           // first frame (inclusive)
   int64_t end = -1;            // last frame + 1; -1 while the window is still open
   bool aligned = false;        // scale / transform found from the overlap (window 0: the identity); stays
-                               // false with overlap 0 (no shared frame: identity, its own world frame)
+                               // false, with the identity (the window keeps its own world frame), with
+                               // overlap 0 or when no overlap frame has a finite pose in both windows
   float scale = 1.0f;          // s
   std::array<float, 16> transform{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};  // [[R, t], [0, 1]] row-major (s not in it)
   CacheStats cache;            // the window session's KV cache after the window's last step so far

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "model/geometry.h"
@@ -77,12 +78,26 @@ FrameResult warp(FrameResult r, const Sim3& x, model::ImageSize size, int thread
   return r;
 }
 
+bool finite_pose(const FrameResult& r) {
+  if (r.pose_enc.empty()) return false;
+  const float* p = r.pose_enc.f32();
+  return std::all_of(p, p + 7, [](float v) { return std::isfinite(v); });
+}
+
+bool finite(const Sim3& x) {
+  return std::isfinite(x.s) && std::all_of(x.R.begin(), x.R.end(), [](float v) { return std::isfinite(v); }) &&
+         std::all_of(x.t, x.t + 3, [](float v) { return std::isfinite(v); });
+}
+
 // Rule 8: the similarity of `curr` (raw rows of the window) to `prev_tail` (warped rows
-// [max(Lp - ov, 0), Lp) of the previous window, Lp = prev_rows).
-Sim3 align(const std::vector<FrameResult>& prev_tail, int64_t prev_rows, const std::vector<FrameResult>& curr,
-           int64_t ov) {
+// [max(Lp - ov, 0), Lp) of the previous window, Lp = prev_rows). The anchor is the latest paired
+// frame whose pose is finite in both windows (upstream: the latest paired frame; they differ only
+// where upstream's similarity, and every later window with it, would be NaN). nullopt when no
+// similarity can be found (no overlap, no camera head, no finite anchor): the window keeps its frame.
+std::optional<Sim3> align(const std::vector<FrameResult>& prev_tail, int64_t prev_rows,
+                          const std::vector<FrameResult>& curr, int64_t ov) {
   Sim3 x;
-  if (ov <= 0 || prev_tail.empty() || curr.empty()) return x;
+  if (ov <= 0 || prev_tail.empty() || curr.empty()) return std::nullopt;
   const int64_t start = std::max<int64_t>(prev_rows - ov, 0);
   const int64_t n = std::min({ov, prev_rows - start, static_cast<int64_t>(curr.size())});
   std::vector<int64_t> paired;
@@ -90,11 +105,13 @@ Sim3 align(const std::vector<FrameResult>& prev_tail, int64_t prev_rows, const s
     if (prev_tail[static_cast<size_t>(o)].frame_type != FrameType::NonKeyframe &&
         curr[static_cast<size_t>(o)].frame_type != FrameType::NonKeyframe)
       paired.push_back(o);
-  const int64_t anchor = paired.empty() ? 0 : paired.back();
   if (paired.empty()) paired.push_back(0);
+  int64_t anchor = -1;
+  for (const int64_t o : paired)
+    if (finite_pose(prev_tail[static_cast<size_t>(o)]) && finite_pose(curr[static_cast<size_t>(o)])) anchor = o;
+  if (anchor < 0) return std::nullopt;
   const FrameResult& a = prev_tail[static_cast<size_t>(anchor)];
   const FrameResult& b = curr[static_cast<size_t>(anchor)];
-  if (a.pose_enc.empty() || b.pose_enc.empty()) return x;  // no camera head: nothing to align
   const model::Mat3x3 Ra = rotation_of(a.pose_enc.f32()), Rb = rotation_of(b.pose_enc.f32());
   model::Mat3x3 RbT{};
   for (int i = 0; i < 3; ++i)
@@ -122,6 +139,7 @@ Sim3 align(const std::vector<FrameResult>& prev_tail, int64_t prev_rows, const s
   const float* cb = b.pose_enc.f32();
   for (int r = 0; r < 3; ++r)
     x.t[r] = ca[r] - x.s * (x.R[r * 3] * cb[0] + x.R[r * 3 + 1] * cb[1] + x.R[r * 3 + 2] * cb[2]);
+  if (!finite(x)) return std::nullopt;
   return x;
 }
 
@@ -212,13 +230,15 @@ struct WindowedSession::Impl {
     delivered = keyframes = 0;
     full = false;
     xf.reset();
-    if (info.index == 0) set_transform(Sim3{});
+    if (info.index == 0) set_transform(Sim3{}, true);
   }
 
-  void set_transform(const Sim3& x) {
+  // `aligned`: x came from the overlap (or is window 0's identity); else x is the identity and the
+  // window keeps its own world frame (overlap 0, no finite pose to align by).
+  void set_transform(const Sim3& x, bool aligned) {
     xf = x;
     WindowInfo& w = current();
-    w.aligned = w.index == 0 || ov > 0;  // overlap 0: no shared frame, the identity aligns nothing
+    w.aligned = aligned;
     w.scale = x.s;
     w.transform = {x.R[0], x.R[1], x.R[2], x.t[0], x.R[3], x.R[4], x.R[5], x.t[1],
                    x.R[6], x.R[7], x.R[8], x.t[2], 0,      0,      0,      1};
@@ -249,8 +269,9 @@ struct WindowedSession::Impl {
   void try_align(bool final_window) {
     if (xf) return;
     const int64_t need = std::min(ov, prev_rows);
-    if (static_cast<int64_t>(rows.size()) >= need || (final_window && !rows.empty()))
-      set_transform(align(prev_tail, prev_rows, rows, ov));
+    if (static_cast<int64_t>(rows.size()) < need && !(final_window && !rows.empty())) return;
+    const std::optional<Sim3> x = align(prev_tail, prev_rows, rows, ov);
+    set_transform(x.value_or(Sim3{}), x.has_value());
   }
 
   // Moves the rows that are final now (all of them when `final_window`) into `out`, warped.

@@ -128,7 +128,29 @@ TEST(RunModes, WindowedRunWithoutOverlapWarnsThatWindowsAreNotAligned) {
     EXPECT_EQ(s.at("windows")[i].at("start"), 4 * i);
     EXPECT_EQ(s.at("windows")[i].at("transform"), json({{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}));
   }
-  EXPECT_EQ(s.at("warnings"), json::parse(R"([{"kind": "windows_not_aligned", "windows": [1, 2]}])"));
+  EXPECT_EQ(s.at("warnings"),
+            json::parse(R"([{"kind": "windows_not_aligned", "windows": [1, 2], "reason": "no overlap"}])"));
+}
+
+// No overlap frame with a finite pose (here: a zero normalisation std makes every output non-finite):
+// no similarity, so each window keeps its frame (identity, "aligned": false, never a NaN transform),
+// and the warning says why.
+TEST(RunModes, WindowedRunWithoutAFinitePoseInTheOverlapWarnsThatWindowsAreNotAligned) {
+  const fs::path out = fresh_dir("modes_windowed_nan") / "out";
+  const Result r = run_cli("run " + kBase + " --mode windowed --window-size 4 --overlap-size 2 --set image_norm.std=0,0,0 "
+                           "--out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: windows 1, 2, 3 not aligned to window 0 (no overlap frame has a finite pose in "
+                              "both windows); each keeps its own world frame"))
+      << r.err;
+  const json s = read_json(out / "summary.json");
+  ASSERT_EQ(s.at("windows").size(), 4u);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(s.at("windows")[i].at("aligned"), false);
+    EXPECT_EQ(s.at("windows")[i].at("transform"), json({{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}));
+  }
+  EXPECT_EQ(s.at("warnings").back(),
+            json::parse(R"({"kind": "windows_not_aligned", "windows": [1, 2, 3], "reason": "no finite pose in the overlap"})"));
 }
 
 // A windowed run that fails on its input keeps every frame the model finished: the current window's
