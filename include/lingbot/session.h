@@ -60,7 +60,8 @@ struct SessionOptions {
   int threads = 0;                         // OpenMP threads; 0 = all available. Results do not depend on it.
   bool camera_head = true;                 // run the camera head (pose, extrinsic, intrinsic)
   bool depth_head = true;                  // run the DPT head (depth, confidence; world points need both)
-  bool keep_features = true;               // fill FrameResult::features
+  bool keep_features = false;              // fill FrameResult::features (4 x [P, 2C] f32 a frame: ~33 MB at
+                                           // 518x378 on the released model; Python: features=)
   bool keep_patch_tokens = false;          // fill FrameResult::patch_tokens
   bool round_pages_pow2 = false;           // paged cache: round patch pages up (padding is masked)
   int64_t max_special_tokens = 0;          // cap on the cache's special stream per block; 0 = unlimited
@@ -174,6 +175,7 @@ class Session {
 
  private:
   struct Impl;
+  Impl& impl() const;  // throws Error on a moved-from object
   std::unique_ptr<Impl> impl_;
 };
 

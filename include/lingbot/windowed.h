@@ -115,6 +115,7 @@ class WindowedSession {
 
  private:
   struct Impl;
+  Impl& impl() const;  // throws Error on a moved-from object
   std::unique_ptr<Impl> impl_;
 };
 

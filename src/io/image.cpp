@@ -15,6 +15,9 @@
 #include "io/file_util.h"
 
 #define STB_IMAGE_IMPLEMENTATION
+// Internal linkage: an application that links our archives and compiles stb_image itself must not
+// meet a second definition of every stbi_* symbol.
+#define STB_IMAGE_STATIC
 // stb decodes BMP only. JPEG goes to libjpeg-turbo (decode_jpeg): stb's own JPEG decoder also
 // accepts streams that open with fill bytes (FF FF D8) and reads out of bounds on a bad Huffman
 // table (found by fuzz_image). PNG goes to libpng (decode_png): stb checks neither the chunk CRCs

@@ -212,6 +212,8 @@ int64_t DenseKVCache::keys_in_step() const {
 }
 
 std::vector<unsigned char> DenseKVCache::live_bytes(int block) const {
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "live_bytes: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
   auto& bb = const_cast<BlockBuffers&>(blocks_[block]);
   const int64_t ft = ledger_.resident(opt_) * opt_.tokens_per_frame;
   const int64_t st = ledger_.kept(opt_) * kept_specials_per_evicted_frame(opt_);

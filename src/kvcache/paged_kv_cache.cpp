@@ -434,6 +434,8 @@ int64_t PagedKVCache::keys_in_step() const {
 }
 
 std::vector<unsigned char> PagedKVCache::live_bytes(int block) const {
+  LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "live_bytes: block ", block, " out of range [0, ",
+                opt_.num_blocks, ")");
   const size_t es = dtype_size(opt_.dtype);
   const size_t tb = static_cast<size_t>(row_) * es;
   std::vector<unsigned char> out;

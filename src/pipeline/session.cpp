@@ -304,6 +304,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   impl_->model = std::move(model);
 }
 
+Session::Impl& Session::impl() const {
+  LINGBOT_CHECK(impl_ != nullptr, "this Session was moved from: it can only be assigned to or destroyed");
+  return *impl_;
+}
+
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
@@ -316,7 +321,7 @@ std::vector<FrameResult> Session::push_frame(const Tensor& image) {
 }
 
 std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
-  Impl& s = *impl_;
+  Impl& s = impl();
   s.check_open("push_frame");
   LINGBOT_CHECK(!s.pending, "push_frame: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
@@ -375,7 +380,7 @@ std::vector<FrameResult> Session::Impl::push(const float* image) {
 }
 
 FrameResult Session::push_frame_deferred(const Tensor& image) {
-  Impl& s = *impl_;
+  Impl& s = impl();
   s.check_open("push_frame_deferred");
   LINGBOT_CHECK(!s.pending, "push_frame_deferred: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
@@ -402,7 +407,7 @@ FrameResult Session::push_frame_deferred(const Tensor& image) {
 }
 
 void Session::commit_frame() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   LINGBOT_CHECK(s.pending, "commit_frame: no frame awaits a decision (push one with push_frame_deferred)");
   s.commit();
   s.last_stored_index = s.pushed - 1;
@@ -410,31 +415,31 @@ void Session::commit_frame() {
 }
 
 void Session::rollback_frame() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   LINGBOT_CHECK(s.pending, "rollback_frame: no frame awaits a decision (push one with push_frame_deferred)");
   s.rollback();
   s.deferred_result_pose = Tensor();
 }
 
-std::string Session::device_description() const { return impl_->backend->description(); }
+std::string Session::device_description() const { return impl().backend->description(); }
 
-const KeyframePolicy& Session::keyframe_policy() const { return *impl_->opt.keyframe_policy; }
+const KeyframePolicy& Session::keyframe_policy() const { return *impl().opt.keyframe_policy; }
 
 std::vector<unsigned char> Session::cache_live_bytes(int block) const {
-  const KVCache* c = impl_->cache.get();
+  const KVCache* c = impl().cache.get();
   if (const auto* p = dynamic_cast<const PagedKVCache*>(c)) return p->live_bytes(block);
   if (const auto* d = dynamic_cast<const DenseKVCache*>(c)) return d->live_bytes(block);
-  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl_->opt.kv_backend),
+  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl().opt.kv_backend),
                 " backend has no host byte view");
   return {};
 }
 
 std::vector<unsigned char> Session::camera_cache_live_bytes() const {
-  return impl_->camera_cache ? impl_->camera_cache->live_bytes() : std::vector<unsigned char>{};
+  return impl().camera_cache ? impl().camera_cache->live_bytes() : std::vector<unsigned char>{};
 }
 
 std::vector<FrameResult> Session::finish() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   s.check_not_failed("finish");
   LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
@@ -449,7 +454,7 @@ std::vector<FrameResult> Session::finish() {
 }
 
 void Session::reset() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   if (s.cache) s.cache->reset();
   if (s.camera_cache) s.camera_cache->reset();
   s.height = s.width = 0;
@@ -462,31 +467,31 @@ void Session::reset() {
   s.pending = false;
 }
 
-bool Session::closed() const { return impl_->closed; }
-int64_t Session::frames_pushed() const { return impl_->pushed; }
+bool Session::closed() const { return impl().closed; }
+int64_t Session::frames_pushed() const { return impl().pushed; }
 
 SessionStats Session::stats() const {
   SessionStats st;
-  st.steps = impl_->steps;
-  st.frames_completed = impl_->completed;
-  st.phases = impl_->phases;
-  st.phases.frame_blocks = impl_->agg_scratch.frame_blocks;
-  st.phases.global_blocks = impl_->agg_scratch.global_blocks;
-  if (impl_->cache) st.cache = impl_->cache->stats();
-  if (impl_->camera_cache) {
-    st.camera_cache_frames = impl_->camera_cache->frames();
-    st.camera_cache_bytes = impl_->camera_cache->bytes();
+  st.steps = impl().steps;
+  st.frames_completed = impl().completed;
+  st.phases = impl().phases;
+  st.phases.frame_blocks = impl().agg_scratch.frame_blocks;
+  st.phases.global_blocks = impl().agg_scratch.global_blocks;
+  if (impl().cache) st.cache = impl().cache->stats();
+  if (impl().camera_cache) {
+    st.camera_cache_frames = impl().camera_cache->frames();
+    st.camera_cache_bytes = impl().camera_cache->bytes();
   }
-  st.rope_time_next = impl_->stored;
-  st.decision_pending = impl_->pending;
-  if (const std::optional<size_t> peak = impl_->backend->device_peak_bytes()) {
+  st.rope_time_next = impl().stored;
+  st.decision_pending = impl().pending;
+  if (const std::optional<size_t> peak = impl().backend->device_peak_bytes()) {
     st.device_peak_bytes = static_cast<int64_t>(*peak);
     st.device_kv_cache_bytes = st.cache.bytes_reserved;
   }
   return st;
 }
 
-const SessionOptions& Session::options() const { return impl_->opt; }
-const Model& Session::model() const { return *impl_->model; }
+const SessionOptions& Session::options() const { return impl().opt; }
+const Model& Session::model() const { return *impl().model; }
 
 }  // namespace lingbot

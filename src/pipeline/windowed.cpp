@@ -336,8 +336,13 @@ WindowedSession::~WindowedSession() = default;
 WindowedSession::WindowedSession(WindowedSession&&) noexcept = default;
 WindowedSession& WindowedSession::operator=(WindowedSession&&) noexcept = default;
 
+WindowedSession::Impl& WindowedSession::impl() const {
+  LINGBOT_CHECK(impl_ != nullptr, "this WindowedSession was moved from: it can only be assigned to or destroyed");
+  return *impl_;
+}
+
 std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
-  Impl& s = *impl_;
+  Impl& s = impl();
   LINGBOT_CHECK(!s.failed, "push_frame: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "push_frame after finish(): the windowed session is closed");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
@@ -381,7 +386,7 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
 }
 
 std::vector<FrameResult> WindowedSession::finish() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   LINGBOT_CHECK(!s.failed, "finish: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
   std::vector<FrameResult> out;
@@ -404,7 +409,7 @@ std::vector<FrameResult> WindowedSession::finish() {
 }
 
 std::vector<FrameResult> WindowedSession::finish_early() {
-  Impl& s = *impl_;
+  Impl& s = impl();
   LINGBOT_CHECK(!s.finished, "finish_early() after finish(): the windowed session is already closed");
   s.finished = true;
   std::vector<FrameResult> out;
@@ -425,7 +430,7 @@ std::vector<FrameResult> WindowedSession::finish_early() {
 }
 
 bool WindowedSession::next_push_runs_scale_phase() const {
-  const Impl& s = *impl_;
+  const Impl& s = impl();
   if (s.failed || s.finished) return false;
   const int64_t K = s.K;
   if (s.windows.empty()) return K == 1;
@@ -438,18 +443,18 @@ bool WindowedSession::next_push_runs_scale_phase() const {
 }
 
 bool WindowedSession::finish_runs_scale_phase() const {
-  const Impl& s = *impl_;
+  const Impl& s = impl();
   if (s.failed || s.finished || s.windows.empty()) return false;
   const int64_t n = s.session.frames_pushed();
   return n > 0 && n < s.K;
 }
 
-bool WindowedSession::closed() const { return impl_->failed || impl_->finished; }
-const std::vector<WindowInfo>& WindowedSession::windows() const { return impl_->windows; }
-int64_t WindowedSession::overlap() const { return impl_->ov; }
-int64_t WindowedSession::frames_pushed() const { return impl_->pushed; }
-const SessionOptions& WindowedSession::options() const { return impl_->session.options(); }
-std::string WindowedSession::device_description() const { return impl_->session.device_description(); }
-SessionStats WindowedSession::stats() const { return impl_->session.stats(); }
+bool WindowedSession::closed() const { return impl().failed || impl().finished; }
+const std::vector<WindowInfo>& WindowedSession::windows() const { return impl().windows; }
+int64_t WindowedSession::overlap() const { return impl().ov; }
+int64_t WindowedSession::frames_pushed() const { return impl().pushed; }
+const SessionOptions& WindowedSession::options() const { return impl().session.options(); }
+std::string WindowedSession::device_description() const { return impl().session.device_description(); }
+SessionStats WindowedSession::stats() const { return impl().session.stats(); }
 
 }  // namespace lingbot

@@ -30,7 +30,7 @@
 #include "io/zip_writer.h"
 #include "test_temp_dir.h"
 
-#include "io/stb_image_quiet.h"  // implementation lives in lingbot_io (image.cpp)
+#include "io/stb_image_quiet.h"  // implementation: stb_image_reader.cpp
 #include "test_files.h"
 
 using namespace lingbot;

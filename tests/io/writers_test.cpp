@@ -19,7 +19,7 @@
 #include "io/png.h"
 #include "io/writers.h"
 
-#include "io/stb_image_quiet.h"  // implementation lives in lingbot_io (image.cpp)
+#include "io/stb_image_quiet.h"  // implementation: stb_image_reader.cpp
 #include "test_files.h"
 
 using namespace lingbot;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "lingbot/session.h"
+#include "lingbot/windowed.h"
 
 namespace {
 
@@ -36,6 +37,7 @@ class SessionTest : public ::testing::Test {
     o.scale_frames = 2;
     o.kv_window = 3;
     o.threads = 1;
+    o.keep_features = true;  // same_bits() compares them
     return o;
   }
   // Pushes frames [0, n) and returns every result in arrival order.
@@ -174,6 +176,32 @@ TEST_F(SessionTest, ErrorMessages) {
   bad = tiny_options();
   bad.threads = -1;
   expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
+}
+
+// A moved-from Session (and WindowedSession) throws instead of dereferencing null; a block index
+// out of range of the fingerprint view is refused.
+TEST_F(SessionTest, MovedFromSessionsAndBadBlockIndicesAreErrors) {
+  Session a(model_, tiny_options());
+  a.push_frame(frame(0), H(), W());
+  Session b(std::move(a));
+  const std::string moved = "this Session was moved from: it can only be assigned to or destroyed";
+  expect_error([&] { (void)a.closed(); }, moved);  // NOLINT(bugprone-use-after-move): what is tested
+  expect_error([&] { a.push_frame(frame(1), H(), W()); }, moved);
+  expect_error([&] { (void)a.stats(); }, moved);
+  expect_error([&] { a.finish(); }, moved);
+  EXPECT_EQ(b.frames_pushed(), 1);
+  a = Session(model_, tiny_options());  // assigning gives it a state again
+  EXPECT_EQ(a.frames_pushed(), 0);
+  const int blocks = model_->config().aggregator.depth;
+  expect_error([&] { (void)b.cache_live_bytes(-1); }, "live_bytes: block -1 out of range [0, " + std::to_string(blocks) + ")");
+  expect_error([&] { (void)b.cache_live_bytes(blocks); },
+               "live_bytes: block " + std::to_string(blocks) + " out of range [0, " + std::to_string(blocks) + ")");
+
+  WindowedSession w(model_, tiny_options(), WindowedOptions{});
+  WindowedSession w2(std::move(w));
+  expect_error([&] { (void)w.closed(); },  // NOLINT(bugprone-use-after-move)
+               "this WindowedSession was moved from: it can only be assigned to or destroyed");
+  EXPECT_FALSE(w2.closed());
 }
 
 // SessionOptions::stop ends the step in progress with lingbot::Stopped (no result for its frames) and
