@@ -79,6 +79,7 @@ SessionOptions tiny_options() {
   o.scale_frames = 2;
   o.kv_window = 2;
   o.threads = 2;
+  o.keep_features = true;  // compared too
   return o;
 }
 

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     options.scale_frames = 2;
     options.kv_window = 3;
     options.threads = 2;
+    options.keep_features = true;
     lingbot::Session session(model, options);
 
     const std::vector<lingbot::FrameResult> results = stream(session);
