@@ -7,10 +7,13 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "io/export_viewer.h"
@@ -50,17 +53,25 @@ json folder_run_status(const fs::path& out_dir) {
       status = summary["status"].get<std::string>();
       if (summary.contains("error") && summary["error"].is_string()) error = summary["error"].get<std::string>();
     }
-  } else if (io::output_writer(out_dir) == io::OutputWriter::Gone) {
+  } else if (const io::OutputWriter writer = io::output_writer(out_dir); writer == io::OutputWriter::Gone) {
     // No summary and nobody holds the run's lock: its process is gone (killed, or a second Ctrl-C).
     status = "ended";
     error = "the run ended without writing summary.json (killed, or a second Ctrl-C); its files hold the frames "
             "written before";
+  } else if (writer == io::OutputWriter::Unknown && !fs::exists(out_dir / "summary.json", ec)) {
+    // No lock file either (looked at after the summary: a run that just ended wrote its summary
+    // before removing the lock): no run writes here, and none will write a summary.
+    status = "ended";
+    error = "no run is writing this folder and it has no summary.json (copied while its run went on, or the "
+            "summary was removed); its files hold the frames written";
   }
   return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}};
 }
 
 bool is_loopback_host(const std::string& host) {
-  if (host == "localhost") return true;
+  std::string name = host;  // host names are case-insensitive, and "localhost." is the same name
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name == "localhost" || name == "localhost.") return true;
   in_addr v4{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6{};
@@ -97,6 +108,30 @@ const char* content_type(const fs::path& p) {
 void not_found(httplib::Response& res) {
   res.status = 404;
   res.set_content("not found\n", "text/plain");
+}
+
+// A run file, read in chunks as the client takes them (a long run's points.ply or predictions.npz
+// is never held in memory). One range (206) is served; several are refused (416): a few bytes of
+// request would otherwise make the server send the file once per range.
+void serve_file(const httplib::Request& req, httplib::Response& res, const fs::path& file) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(file, ec);
+  auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
+  if (ec || !*in) return not_found(res);
+  if (req.ranges.size() > 1) {
+    res.status = 416;
+    res.set_header("Content-Range", "bytes */" + std::to_string(size));
+    return;
+  }
+  res.set_content_provider(static_cast<size_t>(size), content_type(file),
+                           [in](size_t offset, size_t length, httplib::DataSink& sink) {
+                             std::vector<char> buf(std::min<size_t>(length, 256 * 1024));
+                             in->clear();
+                             in->seekg(static_cast<std::streamoff>(offset));
+                             in->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+                             const std::streamsize got = in->gcount();
+                             return got > 0 && sink.write(buf.data(), static_cast<size_t>(got));
+                           });
 }
 
 // A request path below /run/ (already percent-decoded by the server) -> a regular file inside
@@ -144,32 +179,43 @@ void ViewerServer::start(const std::string& host, int port) {
   httplib::Server& svr = *server_;
   const bool loopback = is_loopback_host(host);
 
-  if (loopback) {
-    svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (is_loopback_host(host_header_name(req.get_header_value("Host")))) return httplib::Server::HandlerResponse::Unhandled;
-      res.status = 403;
-      res.set_content("forbidden: this server answers only requests addressed to a loopback host\n", "text/plain");
+  // Read-only: GET and HEAD, nothing else (405 before any body is read), and no request body is
+  // kept beyond a few bytes (the library would otherwise buffer one of any size).
+  svr.set_payload_max_length(4096);
+  svr.set_pre_routing_handler([loopback](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.set_header("Allow", "GET, HEAD");
+      res.set_header("Connection", "close");
+      res.set_content("method not allowed: this server only reads\n", "text/plain");
       return httplib::Server::HandlerResponse::Handled;
-    });
-  }
+    }
+    if (!loopback || is_loopback_host(host_header_name(req.get_header_value("Host"))))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 403;
+    res.set_content("forbidden: this server answers only requests addressed to a loopback host\n", "text/plain");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // The page polls every 0.5 s: idle keep-alive connections go after 2 s, and 32 workers leave room
+  // for slow clients (the library's default is 8).
+  svr.set_keep_alive_timeout(2);
+  svr.new_task_queue = [] { return new httplib::ThreadPool(32); };
   svr.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
     const std::string& path = req.path;
     if (path == "/api/status") {
-      res.set_content(status_().dump(), "application/json");
+      nlohmann::json status = status_();
+      std::error_code ec;
+      status["depth_preview"] = fs::is_directory(root_ / "depth_preview", ec);  // the page asks for its PNGs
+      res.set_content(status.dump(), "application/json");
       return;
     }
     constexpr std::string_view kRun = "/run/";
     if (path.starts_with(kRun)) {
       const auto file = resolve_in_root(root_, path.substr(kRun.size()));
       if (!file) return not_found(res);
-      std::ifstream in(*file, std::ios::binary);
-      if (!in) return not_found(res);
-      std::stringstream data;
-      data << in.rdbuf();
-      res.set_content(data.str(), content_type(*file));
-      return;
+      return serve_file(req, res, *file);
     }
     for (const WebAsset& a : web_assets()) {
       if (path == a.url) {

@@ -2,11 +2,14 @@
 // The HTTP server behind `lingbot-map view` and `run --serve` (cpp-httplib, Debian
 // libcpp-httplib-dev). It serves
 //   /, /viewer.js, /three/...   the viewer page and three.js, embedded in the binary (viewer_assets.h)
-//   /api/status                 {"frames": N, "status": "running"|"completed"|"interrupted"|"failed",
-//                                "error": "...", "live": bool} (the page polls it)
+//   /api/status                 {"frames": N, "status": "running"|"completed"|"interrupted"|"failed"|
+//                                "ended", "error": "...", "live": bool, "depth_preview": bool}
+//                               (the page polls it)
 //   /run/<path>                 regular files inside the run's output folder, nothing else: any
 //                               ".." segment, a path that resolves (symlinks included) outside the
-//                               folder, a folder or a missing file is 404
+//                               folder, a folder or a missing file is 404; streamed in chunks, one
+//                               byte range at most (several: 416)
+// Only GET and HEAD (405 otherwise, with no body read); request bodies over 4 KiB are refused.
 // When bound to a loopback address it also answers only requests whose Host header names a loopback
 // host (403 otherwise), so a web page elsewhere cannot read the folder through DNS rebinding.
 #include <signal.h>

@@ -92,11 +92,14 @@ class ServerProcess {
 
 struct HttpReply {
   int status = 0;  // 0: could not connect
+  std::string head;  // status line and headers
   std::string body;
 };
 
-// One raw HTTP/1.1 GET of `target` exactly as given, with a Host header.
-HttpReply http_get(const std::string& ip, int port, const std::string& target, const std::string& host_header = "") {
+// One raw HTTP/1.1 request of `target` exactly as given, with a Host header and `extra` header lines
+// (each ending in \r\n); `body` is sent after the headers.
+HttpReply http_request(const std::string& ip, int port, const std::string& method, const std::string& target,
+                       const std::string& host_header = "", const std::string& extra = "", const std::string& body = "") {
   HttpReply reply;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -108,16 +111,24 @@ HttpReply http_get(const std::string& ip, int port, const std::string& target, c
     return reply;
   }
   const std::string host = host_header.empty() ? ip + ":" + std::to_string(port) : host_header;
-  const std::string req = "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+  const std::string req =
+      method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
   EXPECT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
   std::string raw;
   char buf[65536];
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) raw.append(buf, static_cast<size_t>(n));
   ::close(fd);
   if (raw.rfind("HTTP/1.1 ", 0) == 0) reply.status = std::stoi(raw.substr(9, 3));
-  const size_t body = raw.find("\r\n\r\n");
-  if (body != std::string::npos) reply.body = raw.substr(body + 4);
+  const size_t head_end = raw.find("\r\n\r\n");
+  if (head_end != std::string::npos) {
+    reply.head = raw.substr(0, head_end);
+    reply.body = raw.substr(head_end + 4);
+  }
   return reply;
+}
+
+HttpReply http_get(const std::string& ip, int port, const std::string& target, const std::string& host_header = "") {
+  return http_request(ip, port, "GET", target, host_header);
 }
 
 // An IPv4 address of this machine that is not loopback, if it has one.
@@ -243,6 +254,51 @@ TEST(View, ServesOnlyFilesInsideTheFolder) {
   fs::remove(out / "link_dir");
   fs::remove(out / "link_in.json");
   fs::remove(secret);
+}
+
+// The server only reads: other methods get 405 before any body is read (a declared 300 MB body is
+// never sent, so a server that waited for it would not answer), one byte range is
+// served and several are refused, Host names compare case-insensitively, /api/status says whether
+// the run has depth previews, and a folder nobody writes that has no summary.json has "ended".
+TEST(View, ReadOnlyRequestsRangesAndStatus) {
+  const fs::path out = demo_out();
+  ServerProcess server({"view", out.string(), "--port", "0"});
+  const int port = server.wait_for_port();
+  ASSERT_GT(port, 0) << server.output();
+  const std::string ip = "127.0.0.1";
+  for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS", "PATCH"}) {
+    const HttpReply r = http_request(ip, port, method, "/api/status", "", "Content-Length: 300000000\r\n");
+    EXPECT_EQ(r.status, 405) << method;
+    EXPECT_TRUE(contains(r.head, "Allow: GET, HEAD")) << r.head;
+  }
+  // A GET's declared body is not read either: the answer comes without it.
+  EXPECT_EQ(http_request(ip, port, "GET", "/api/status", "", "Content-Length: 300000000\r\n").status, 200);
+  const std::string ply = slurp(out / "points.ply");
+  const HttpReply part = http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=3-12\r\n");
+  EXPECT_EQ(part.status, 206);
+  EXPECT_EQ(part.body, ply.substr(3, 10));
+  EXPECT_EQ(http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=0-0,0-,0-\r\n").status, 416);
+  EXPECT_EQ(http_get(ip, port, "/run/points.ply").body, ply);  // streamed in chunks, whole
+  const HttpReply head = http_request(ip, port, "HEAD", "/run/poses.json");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_TRUE(contains(head.head, "Content-Length: " + std::to_string(fs::file_size(out / "poses.json")))) << head.head;
+  EXPECT_EQ(http_get(ip, port, "/api/status", "LOCALHOST:" + std::to_string(port)).status, 200);
+  EXPECT_EQ(nlohmann::json::parse(http_get(ip, port, "/api/status").body)["depth_preview"], true);
+  EXPECT_EQ(server.stop(), 0);
+
+  // A copy of the viewer files alone: no run writes it, no summary will come, no depth previews.
+  const fs::path copy = fresh_dir("view_copy");
+  fs::copy(out / "viewer", copy / "viewer");
+  ServerProcess second({"view", copy.string(), "--port", "0"});
+  const int port2 = second.wait_for_port();
+  ASSERT_GT(port2, 0) << second.output();
+  const nlohmann::json st = nlohmann::json::parse(http_get(ip, port2, "/api/status").body);
+  EXPECT_EQ(st["status"], "ended");
+  EXPECT_EQ(st["depth_preview"], false);
+  EXPECT_EQ(st["frames"], read_json(out / "poses.json")["frames"].size());
+  EXPECT_TRUE(contains(st["error"].get<std::string>(), "no run is writing this folder and it has no summary.json"));
+  EXPECT_EQ(second.stop(), 0);
 }
 
 TEST(View, LoopbackUnlessHostSaysOtherwise) {

@@ -129,6 +129,8 @@ async function staticTest() {
     check((await body(page, 'status')) === 'completed', 'page reports the run completed');
     await page.click('#fit');
     await sleep(300);
+    const cameras = Number(await body(page, 'cameras')), inView = Number(await body(page, 'camerasInView'));
+    check(cameras === posesFrames && inView === cameras, `"fit view" shows every camera (${inView} of ${cameras} in view)`);
     const canvas = page.locator('#view canvas');
     const shotAll = await canvas.screenshot();
     const statsAll = await pngStats(page, shotAll);
@@ -157,6 +159,18 @@ async function staticTest() {
     await sleep(300);
     const statsNan = await pngStats(page, await canvas.screenshot());
     check(statsNan.variance > 50, `3D view not blank with a NaN-pose frame: luminance variance ${statsNan.variance.toFixed(1)} > 50`);
+    // A run without depth previews: the page asks for none (a 404 would be a console error). A
+    // damaged frame file: the frames before it are shown, loading stops there and the status says why.
+    fs.rmSync(path.join(out, 'depth_preview'), { recursive: true, force: true });
+    const damaged = path.join(out, 'viewer', '000002.bin');
+    fs.truncateSync(damaged, 100);
+    await page.reload({ waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    check(Number(await body(page, 'frames')) === 2, `loading stops before the damaged frame 2 (${await body(page, 'frames')} frames)`);
+    const frameError = (await body(page, 'frameError')) || '';
+    check(frameError.startsWith('frame 2 (/run/viewer/000002.bin) cannot be read'), `the page names the damaged frame: "${frameError}"`);
+    const statusText = await page.textContent('#status');
+    check(statusText.includes(frameError), `the status line shows it: "${statusText}"`);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
   } finally {
     await browser.close();

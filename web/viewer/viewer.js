@@ -8,7 +8,9 @@
 //
 // For tests and scripts the page reports its state on <body>: data-frames (frames loaded, in
 // order), data-points (points loaded = the points.ply count), data-points-shown, data-status
-// (running | completed | interrupted | failed | disconnected).
+// (running | completed | interrupted | failed | ended | disconnected), data-ready (1: nothing more
+// to load, or the server is not answering), data-frame-error (a frame file that could not be read),
+// data-cameras / data-cameras-in-view (posed frames, and those the last "fit view" shows).
 import * as THREE from 'three';
 import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
 import { parseViewerFrame } from '/viewer_format.js';
@@ -105,7 +107,9 @@ function rgbaTexture(f) {
 // placed by the frame's camera -> world matrix; the frame image textures its far rectangle.
 function makeFrustum(f) {
   const group = new THREE.Group();
-  const corners = [[0, 0], [f.width, 0], [f.width, f.height], [0, f.height]].map(
+  // Pixel centres sit at integer coordinates (README, camera convention): the image edges at -0.5, W - 0.5.
+  const l = -0.5, r = f.width - 0.5, t = -0.5, b = f.height - 0.5;
+  const corners = [[l, t], [r, t], [r, b], [l, b]].map(
     ([u, v]) => new THREE.Vector3((u - f.cx) / f.fx, (v - f.cy) / f.fy, 1));
   const o = new THREE.Vector3(0, 0, 0), seg = [];
   for (let i = 0; i < 4; ++i) seg.push(o, corners[i], corners[i], corners[(i + 1) % 4]);
@@ -134,8 +138,9 @@ function addFrame(f) {
   scene.add(frustum);
   const m = c2wMatrix(f.c2w);
   const center = new THREE.Vector3().setFromMatrixPosition(m);
-  // A frame without a finite pose (poses.json "valid": false) has no camera to draw or to fit.
-  const posed = Array.prototype.every.call(f.c2w, Number.isFinite);
+  // A frame without a finite camera (poses.json "valid": false: a non-finite pose or intrinsics) has
+  // no camera to draw or to fit.
+  const posed = Array.prototype.every.call(f.c2w, Number.isFinite) && [f.fx, f.fy, f.cx, f.cy].every(Number.isFinite);
   frames.push({ f, points, frustum, m, center, posed });
   totalPoints += f.count;
   if (runThreshold === null) runThreshold = f.confThreshold;
@@ -193,9 +198,15 @@ function updateSelection() {
   $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
   document.body.dataset.selected = String(f.index);
   drawPreview(ui.previewImage, f.previewWidth, f.previewHeight, (i) => [f.previewRgb[3 * i], f.previewRgb[3 * i + 1], f.previewRgb[3 * i + 2]]);
-  // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run wrote it.
-  const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
-  if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
+  // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run writes it
+  // (/api/status says so: no request, and no 404, for a run without it).
+  if (runStatus.depth_preview) {
+    const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
+    if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
+  } else if (ui.previewDepth.dataset.src) {
+    delete ui.previewDepth.dataset.src;
+    ui.previewDepth.removeAttribute('src');
+  }
 }
 
 // Scene centre and size from the points shown (per-axis median, 5-95 % spread), up from the cameras'
@@ -220,7 +231,10 @@ function fitView() {
   [xs, ys, zs].forEach((a) => a.sort((u, v) => u - v));
   const center = new THREE.Vector3(q(xs, 0.5), q(ys, 0.5), q(zs, 0.5));
   const spread = new THREE.Vector3(q(xs, 0.95) - q(xs, 0.05), q(ys, 0.95) - q(ys, 0.05), q(zs, 0.95) - q(zs, 0.05));
-  const radius = Math.max(1e-3, 0.5 * spread.length());
+  // The sphere holds the bulk of the points (5-95 %) and every camera centre: fitting the points alone
+  // left cameras far from them off screen.
+  let radius = Math.max(1e-3, 0.5 * spread.length());
+  for (const fr of posed) radius = Math.max(radius, fr.center.distanceTo(center));
   const up = new THREE.Vector3();
   for (const fr of posed) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
   if (up.lengthSq() < 1e-12) up.set(0, -1, 0);
@@ -234,6 +248,14 @@ function fitView() {
   camera.updateProjectionMatrix();
   makeControls(center);
   if (frustumScale === null) { frustumScale = 0.08 * radius; updateScene(); }
+  // For tests: how many camera centres the fitted view shows.
+  camera.updateMatrixWorld();
+  const inView = posed.filter((fr) => {
+    const p = fr.center.clone().project(camera);
+    return Math.abs(p.x) <= 1 && Math.abs(p.y) <= 1 && p.z >= -1 && p.z <= 1;
+  }).length;
+  document.body.dataset.camerasInView = String(inView);
+  document.body.dataset.cameras = String(posed.length);
   requestRender();
 }
 
@@ -291,28 +313,39 @@ function reportCounts() {
   const s = runStatus.status;
   const what = s === 'running' ? (runStatus.live ? 'run in progress' : 'run in progress (no summary.json yet)')
     : s === 'failed' ? `run failed: ${runStatus.error}` : s === 'ended' ? `run ended: ${runStatus.error}`
-    : s === 'disconnected' ? 'server gone (the run or viewer stopped)' : `run ${s}`;
-  const loading = frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
-  showStatus(`${what} · ${frames.length} frames · ${totalPoints.toLocaleString('en-US')} points${loading}`, s === 'failed');
+    : s === 'disconnected' ? 'server not answering (the run or viewer stopped?); retrying' : `run ${s}`;
+  const loading = frameError ? ` · ${frameError}` : frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
+  showStatus(`${what} · ${frames.length} frames · ${totalPoints.toLocaleString('en-US')} points${loading}`,
+    s === 'failed' || !!frameError);
 }
 
 const CONCURRENCY = 6;
 let loading = false;
+// A frame file that cannot be read (damaged, truncated): frames load in order, so loading stops
+// before it, and the status line says which and why (reloading the page tries again).
+let frameError = '';
 async function loadNewFrames() {
-  if (loading) return;
+  if (loading || frameError) return;
   loading = true;
   try {
-    while (frames.length < runStatus.frames) {
+    while (frames.length < runStatus.frames && !frameError) {
       const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
       const names = [];
       for (let i = start; i < end; ++i) names.push(`/run/viewer/${String(i).padStart(6, '0')}.bin`);
-      const buffers = await Promise.all(names.map(async (u) => {
-        const r = await fetch(u, { cache: 'no-store' });
-        if (!r.ok) throw new Error(`${u}: HTTP ${r.status}`);
-        return r.arrayBuffer();
-      }));
+      // A failed fetch (the server gone) throws to poll(), which retries; a bad file is this frame's error.
+      const replies = await Promise.all(names.map((u) => fetch(u, { cache: 'no-store' })));
+      const buffers = await Promise.all(replies.map((r) => (r.ok ? r.arrayBuffer() : null)));
       const first = frames.length === 0;
-      for (const b of buffers) addFrame(parseViewerFrame(b));
+      for (let k = 0; k < buffers.length && !frameError; ++k) {
+        const name = `frame ${start + k} (${names[k]})`;
+        if (!buffers[k]) { frameError = `${name}: HTTP ${replies[k].status}`; break; }
+        try {
+          addFrame(parseViewerFrame(buffers[k]));
+        } catch (e) {
+          frameError = `${name} cannot be read: ${e.message}`;
+        }
+      }
+      if (!frames.length) break;
       if (first) {
         setThreshold(runThreshold);
         ui.conf.min = String(runThreshold);
@@ -330,21 +363,30 @@ async function loadNewFrames() {
   }
 }
 
+// Polls /api/status every 0.5 s while the run goes on. When the server does not answer (a restarted
+// viewer, a run --serve that stopped), it keeps trying with a growing pause (up to 5 s) and carries on
+// where it was once the server is back.
+let retryMs = 500;
 async function poll() {
   try {
     const r = await fetch('/api/status', { cache: 'no-store' });
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     runStatus = await r.json();
+    retryMs = 500;
     reportCounts();
     await loadNewFrames();
-  } catch (e) {
-    if (runStatus.status === 'running') runStatus = { ...runStatus, status: 'disconnected' };
-    console.error(e);
     reportCounts();
+  } catch (e) {
+    if (runStatus.status === 'running' || runStatus.status === 'disconnected' || frames.length < runStatus.frames)
+      runStatus = { ...runStatus, status: 'disconnected' };
+    reportCounts();
+    retryMs = Math.min(5000, retryMs * 2);
   }
+  if (frameError) document.body.dataset.frameError = frameError;
   // A finished run's files no longer change; a running one (or a viewer of a running folder) is polled.
-  const done = runStatus.status !== 'running' && frames.length >= runStatus.frames;
-  if (!done && runStatus.status !== 'disconnected') setTimeout(poll, 500);
-  else document.body.dataset.ready = '1';
+  const done = runStatus.status !== 'running' && runStatus.status !== 'disconnected' &&
+    (frames.length >= runStatus.frames || !!frameError);
+  if (done || runStatus.status === 'disconnected') document.body.dataset.ready = '1';
+  if (!done) setTimeout(poll, runStatus.status === 'disconnected' ? retryMs : 500);
 }
 poll();
