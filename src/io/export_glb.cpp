@@ -45,8 +45,10 @@ void GlbSceneBuilder::add_camera(const Mat34& c2w, const Mat33& K, int width, in
   centres_.insert(centres_.end(), apex, apex + 3);
   if (!keyframe) return;
   const double s = frustum_depth, fx = K[0], fy = K[4], cx = K[2], cy = K[5];
-  const double us[4] = {0, static_cast<double>(width), static_cast<double>(width), 0};
-  const double vs[4] = {0, 0, static_cast<double>(height), static_cast<double>(height)};
+  // The image's edges: pixel centres sit at integer coordinates (README, camera convention).
+  const double l = -0.5, r = width - 0.5, t = -0.5, b = height - 0.5;
+  const double us[4] = {l, r, r, l};
+  const double vs[4] = {t, t, b, b};
   float corner[4][3];
   for (int k = 0; k < 4; ++k) to_world((us[k] - cx) / fx * s, (vs[k] - cy) / fy * s, s, corner[k]);
   for (int k = 0; k < 4; ++k) {
