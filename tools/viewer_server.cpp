@@ -165,8 +165,11 @@ ViewerServer::~ViewerServer() {
 }
 
 std::string ViewerServer::url() const {
-  const bool v6 = host_.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_) + "/";
+  // A wildcard address is where the server listens, not one a browser can open: this machine's
+  // loopback reaches it.
+  const std::string host = host_ == "0.0.0.0" ? "127.0.0.1" : host_ == "::" ? "::1" : host_;
+  const bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port_) + "/";
 }
 
 void ViewerServer::start(const std::string& host, int port) {

@@ -67,7 +67,7 @@ class ViewerServer {
   // Throws Error when the page is not in this build or the address cannot be bound.
   void start(const std::string& host, int port);
   int port() const { return port_; }
-  std::string url() const;  // http://host:port/
+  std::string url() const;  // http://host:port/ (a wildcard host: this machine's loopback address)
 
  private:
   std::filesystem::path root_;

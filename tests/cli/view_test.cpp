@@ -318,6 +318,8 @@ TEST(View, LoopbackUnlessHostSaysOtherwise) {
     const int port = server.wait_for_port();
     ASSERT_GT(port, 0) << server.output();
     EXPECT_TRUE(contains(server.output(), "warning: listening on 0.0.0.0, not a loopback address")) << server.output();
+    // The printed URL is one a browser opens (0.0.0.0 is where it listens, not an address to open).
+    EXPECT_TRUE(contains(server.output(), "viewer: http://127.0.0.1:" + std::to_string(port) + "/")) << server.output();
     EXPECT_EQ(http_get(*lan, port, "/api/status").status, 200) << "not reachable on " << *lan << " with --host 0.0.0.0";
     EXPECT_EQ(server.stop(), 0);
   }
