@@ -58,6 +58,10 @@ struct SessionOptions {
   std::shared_ptr<const KeyframePolicy> keyframe_policy;
   int camera_iterations = 0;               // camera-head refinement iterations; 0 = model default
   int threads = 0;                         // OpenMP threads; 0 = all available. Results do not depend on it.
+                                           // The engine tiles every GEMM over these threads and so sets
+                                           // OpenBLAS to one thread for the whole process on its first
+                                           // GEMM (openblas_set_num_threads(1); OpenBLAS 0.3.21 has no
+                                           // per-call setting): a host's own BLAS calls then run on one.
   bool camera_head = true;                 // run the camera head (pose, extrinsic, intrinsic)
   bool depth_head = true;                  // run the DPT head (depth, confidence; world points need both)
   bool keep_features = false;              // fill FrameResult::features (4 x [P, 2C] f32 a frame: ~33 MB at
