@@ -18,14 +18,10 @@
 
 namespace lingbot::cli {
 
-// Upper bounds of run's size options. Beyond them a run cannot be useful on any machine this
-// engine targets (4096 px: 85k tokens per frame; the other bounds are far above the release
-// model's defaults); they also keep every derived count inside 32-bit ranges.
+// Upper bounds of run's size options besides SessionOptions' (lingbot/session.h: kMaxScaleFrames,
+// kMaxKvWindow, kMaxCameraIterations, kMaxThreads). Beyond them a run cannot be useful on any
+// machine this engine targets (4096 px: 85k tokens per frame).
 inline constexpr int kMaxImageSize = 4096;
-inline constexpr int kMaxScaleFrames = 1024;
-inline constexpr int kMaxKvWindow = 1 << 20;
-inline constexpr int kMaxCameraIterations = 64;
-inline constexpr int kMaxThreads = 4096;
 inline constexpr int kMaxDownsample = 1 << 20;
 
 // A lower bound of the memory a run needs, in bytes, from the model configuration and options.

@@ -40,6 +40,14 @@
 
 namespace lingbot {
 
+// Upper bounds of SessionOptions' counts (the constructor refuses more). Beyond them no run can be
+// useful on any machine this engine targets (the release model stores 8 scale frames + 64); they
+// also keep every derived count inside 32-bit ranges. `run` checks its options against the same.
+inline constexpr int kMaxScaleFrames = 1024;
+inline constexpr int kMaxKvWindow = 1 << 20;
+inline constexpr int kMaxCameraIterations = 64;
+inline constexpr int kMaxThreads = 4096;
+
 struct SessionOptions {
   // Where the model runs. cpu (default) | cuda (a -DLINGBOT_CUDA=ON build and a visible GPU; else the
   // Session constructor throws naming what is missing) | auto (cuda when available, else cpu).

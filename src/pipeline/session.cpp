@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "compute/phase_scope.h"
 #include "core/allocator.h"
@@ -41,6 +42,24 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
                 o.max_special_tokens);
   LINGBOT_CHECK(o.max_special_frames >= 0, "SessionOptions.max_special_frames must be >= 0 (0 = keep all), got ",
                 o.max_special_frames);
+  for (const auto& [name, value, bound] : {std::tuple{"scale_frames", o.scale_frames, kMaxScaleFrames},
+                                           std::tuple{"kv_window", o.kv_window, kMaxKvWindow},
+                                           std::tuple{"camera_iterations", o.camera_iterations, kMaxCameraIterations},
+                                           std::tuple{"threads", o.threads, kMaxThreads}})
+    LINGBOT_CHECK(value <= bound, "SessionOptions.", name, " must be at most ", bound, ", got ", value);
+  LINGBOT_CHECK(o.kv_backend == KVBackend::Paged || o.kv_backend == KVBackend::Dense ||
+                    o.kv_backend == KVBackend::DenseFull,
+                "SessionOptions.kv_backend: unknown value ", static_cast<int>(o.kv_backend));
+  LINGBOT_CHECK(o.kv_dtype == DType::F32 || o.kv_dtype == DType::F16 || o.kv_dtype == DType::BF16,
+                "SessionOptions.kv_dtype: unknown value ", static_cast<int>(o.kv_dtype));
+  LINGBOT_CHECK(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
+                "SessionOptions.max_special_frames does not apply to KVBackend::DenseFull (it keeps every frame)");
+  if (const auto* p = dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get())) {
+    LINGBOT_CHECK(o.keyframe_interval == 1 || o.keyframe_interval == p->interval(), "SessionOptions.keyframe_interval ",
+                  o.keyframe_interval, " contradicts keyframe_policy IntervalKeyframes(", p->interval(),
+                  "): set one of them");
+    o.keyframe_interval = p->interval();  // options() reports the interval in effect
+  }
   if (!o.keyframe_policy) o.keyframe_policy = std::make_shared<IntervalKeyframes>(o.keyframe_interval);
   o.keyframe_policy->check(o);
   return o;

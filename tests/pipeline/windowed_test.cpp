@@ -278,6 +278,7 @@ TEST_F(WindowedTest, OverlapKeyframesCountOneFrameEachWithFlowKeyframes) {
   w.overlap_keyframes = 1;
   EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 2);  // at least the scale frames
   o.keyframe_policy = std::make_shared<IntervalKeyframes>(2);
+  o.keyframe_interval = 1;  // 4 would contradict the policy's 2
   w.overlap_keyframes = 3;
   EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 6);
 }
