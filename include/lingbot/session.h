@@ -156,10 +156,14 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
-  // image: f32 [3, H, W] RGB in [0, 1]; H and W multiples of the patch size, equal for all frames of
-  // the sequence. Returns the results completed by this push (see the protocol above).
+  // image: f32 [3, H, W] RGB in [0, 1] (channel-major: all R rows, then G, then B); H and W multiples
+  // of the patch size, equal for all frames of the sequence. Read during the call only (copied into
+  // the session's buffers). Throws Error, and leaves the session as it was, for a frame of another
+  // size, a non-finite value or one outside [0, 1] (1 % margin). Returns the results completed by
+  // this push (see the protocol above).
   std::vector<FrameResult> push_frame(const Tensor& image);
-  std::vector<FrameResult> push_frame(const float* image, int64_t height, int64_t width);
+  std::vector<FrameResult> push_frame(const float* image, int64_t height, int64_t width);  // as above, `image`
+                                                                                           // holds 3 * H * W
   std::vector<FrameResult> finish();
   void reset();
 

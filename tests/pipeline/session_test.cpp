@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -157,6 +158,21 @@ TEST_F(SessionTest, ErrorMessages) {
   expect_error([&] { s.push_frame(img.data(), 70, 100); },
                "image size 70x100 (HxW) is not a multiple of the patch size 14");
   expect_error([&] { s.push_frame(Tensor({1, 70, 112})); }, "image must have shape [3, H, W], got [1, 70, 112]");
+  // Values: RGB in [0, 1]. A refused frame leaves the session as it was (frame 0 is still to come).
+  std::vector<float> bad_values = img;
+  bad_values[5] = NAN;
+  bad_values[9] = INFINITY;
+  expect_error([&] { s.push_frame(bad_values.data(), 70, 112); },
+               "frame 0: 2 of its 23520 values are not finite (NaN or inf); frames are RGB in [0, 1]");
+  std::vector<float> bytes(img.size(), 128.0f);
+  bytes[0] = 0;
+  bytes[1] = 255;
+  expect_error([&] { s.push_frame(bytes.data(), 70, 112); },
+               "frame 0: values from 0 to 255 are outside [0, 1], the range of RGB frames (8-bit values? divide by 255)");
+  std::vector<float> normalised(img.size(), -1.8f);
+  expect_error([&] { s.push_frame(normalised.data(), 70, 112); },
+               "frame 0: values from -1.8 to 0 are outside [0, 1], the range of RGB frames");
+  EXPECT_EQ(s.frames_pushed(), 0);
   s.push_frame(img.data(), 70, 112);
   expect_error([&] { s.push_frame(img.data(), 56, 112); },
                "frame 1 has size 56x112 (HxW), but this sequence's frames are 70x112 (call reset() to start a new "
