@@ -17,28 +17,12 @@
 #include "model/dpt_head.h"
 #include "model/encoder.h"
 #include "model/geometry.h"
+#include "pipeline/frame_values.h"
 #include "pipeline/session_backend.h"
 
 namespace lingbot {
 
 namespace {
-
-// Frame `index`'s values must be RGB in [0, 1] (a 1 % margin): NaN or inf would make every output
-// NaN, and 0..255 or mean/std-normalised values give a confidently wrong reconstruction.
-void check_image_values(const float* image, int64_t n, int64_t index) {
-  int64_t non_finite = 0;
-  float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = image[i];
-    if (!std::isfinite(v)) ++non_finite;
-    else if (v < lo) lo = v;
-    else if (v > hi) hi = v;
-  }
-  LINGBOT_CHECK(non_finite == 0, "frame ", index, ": ", non_finite, " of its ", n,
-                " values are not finite (NaN or inf); frames are RGB in [0, 1]");
-  LINGBOT_CHECK(lo >= -0.01f && hi <= 1.01f, "frame ", index, ": values from ", lo, " to ", hi,
-                " are outside [0, 1], the range of RGB frames", hi > 2.0f ? " (8-bit values? divide by 255)" : "");
-}
 
 SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   SessionOptions o = in;
@@ -366,7 +350,7 @@ std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int6
   const int64_t p = s.model->patch_size();
   LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0, "image size ", H, "x", W,
                 " (HxW) is not a multiple of the patch size ", p);
-  check_image_values(image, 3 * H * W, s.pushed);
+  pipeline::check_frame_values(image, 3 * H * W, s.pushed);
   if (s.pushed == 0) {
     s.begin_sequence(H, W);
   } else {
@@ -430,7 +414,7 @@ FrameResult Session::push_frame_deferred(const Tensor& image) {
   LINGBOT_CHECK(H == s.height && W == s.width, "frame ", s.pushed, " has size ", H, "x", W,
                 " (HxW), but this sequence's frames are ", s.height, "x", s.width,
                 " (call reset() to start a new sequence)");
-  check_image_values(image.f32(), image.numel(), s.pushed);
+  pipeline::check_frame_values(image.f32(), image.numel(), s.pushed);
   const int64_t C = s.model->config().encoder.embed_dim, Pp = s.grid.patches();
   const int64_t idx = s.pushed;
   std::vector<FrameResult> results = s.step_work([&] {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/geometry.h"
+#include "pipeline/frame_values.h"
 
 namespace lingbot {
 
@@ -346,6 +347,8 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   LINGBOT_CHECK(!s.failed, "push_frame: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "push_frame after finish(): the windowed session is closed");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
+  LINGBOT_CHECK(image.dtype() == DType::F32, "image must be f32, got ", dtype_name(image.dtype()));
+  pipeline::check_frame_values(image.f32(), image.numel(), s.pushed);  // the window's session would say its own index
   // A step that throws leaves the window's session closed with part of it in its caches; the next
   // window's reset() would reopen it with this window's rows out of step: closed for good instead.
   // (A frame the session refuses before its step, e.g. of another size, leaves it open.)

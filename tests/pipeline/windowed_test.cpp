@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -339,6 +340,15 @@ TEST_F(WindowedTest, AFrameOfAnotherSizeIsRefusedAlsoWhereAWindowBegins) {
       EXPECT_EQ(std::string(e.what()), "frame 4 has size " + std::to_string(H) + "x" + std::to_string(W - 14) +
                                            " (HxW), but this sequence's frames are " + std::to_string(H) + "x" +
                                            std::to_string(W));
+    }
+    Tensor nan_frame = frame(4);
+    nan_frame.f32()[7] = NAN;
+    try {
+      win.push_frame(nan_frame);
+      ADD_FAILURE() << "a frame with a NaN was taken";
+    } catch (const Error& e) {  // the sequence's index, not the window's
+      EXPECT_EQ(std::string(e.what()), "frame 4: 1 of its " + std::to_string(nan_frame.numel()) +
+                                           " values are not finite (NaN or inf); frames are RGB in [0, 1]");
     }
     EXPECT_FALSE(win.closed());
     EXPECT_EQ(win.windows().size(), 1u);  // the next window was not begun
