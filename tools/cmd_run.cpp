@@ -1019,13 +1019,19 @@ int run_command(const RunArgs& a) {
     summary_error = e.what();
   }
   live.finish(status, error);
-  if (viewer_server) {
+  // The report comes first; --serve then keeps serving until Ctrl-C, and the exit code (or the
+  // error, which main prints) follows.
+  const auto serve_until_stopped = [&] {
+    if (!viewer_server) return;
     std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
     std::fflush(stdout);
     wait_for_stop_signal();
+  };
+  if (status == "failed" || !summary_error.empty()) {
+    serve_until_stopped();
+    if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
+    throw Error(summary_error);
   }
-  if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
-  if (!summary_error.empty()) throw Error(summary_error);
   std::printf("%s: %lld frames (%lld keyframes), %s, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
               static_cast<long long>(frames_done), static_cast<long long>(keyframes),
               points ? (std::to_string(*points) + " points").c_str() : "no point export",
@@ -1036,11 +1042,11 @@ int run_command(const RunArgs& a) {
   if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
-  if (status == "damaged") {
+  if (status == "damaged")
     std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
                          "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
-    return kExitDamagedInput;
-  }
+  serve_until_stopped();
+  if (status == "damaged") return kExitDamagedInput;
   if (status == "interrupted") return stop_signal == SIGTERM ? kExitTerminated : kExitInterrupted;
   return 0;
 }
