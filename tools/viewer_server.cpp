@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -161,7 +163,17 @@ ViewerServer::ViewerServer(const fs::path& root, StatusFn status) : root_(root),
 
 ViewerServer::~ViewerServer() {
   if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // stop() ends the listening loop, but a worker reading a request a client trickles in (a header
+  // line every few seconds) keeps the server thread in its pool's join for as long as the client
+  // likes. The server goes with the command, so after 3 s it is left to the process's exit: the
+  // thread detached and the server object kept (never freed) for the workers still using it.
+  if (stopped_.wait_for(std::chrono::seconds(3)) == std::future_status::ready) {
+    thread_.join();
+    return;
+  }
+  thread_.detach();
+  (void)server_.release();
 }
 
 std::string ViewerServer::url() const {
@@ -248,7 +260,12 @@ void ViewerServer::start(const std::string& host, int port) {
   sigaddset(&block, SIGINT);
   sigaddset(&block, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &block, &previous);
-  thread_ = std::thread([&svr] { svr.listen_after_bind(); });
+  std::promise<void> stopped;
+  stopped_ = stopped.get_future();
+  thread_ = std::thread([&svr, stopped = std::move(stopped)]() mutable {
+    svr.listen_after_bind();  // returns once stop() was called and every worker has finished
+    stopped.set_value();
+  });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -58,7 +59,8 @@ class ViewerServer {
   using StatusFn = std::function<nlohmann::json()>;
   // `root`: the run's output folder (must exist). `status` is called on the server thread.
   ViewerServer(const std::filesystem::path& root, StatusFn status);
-  ~ViewerServer();  // stops and joins the server thread
+  ~ViewerServer();  // stops and joins the server thread (within 3 s: a client that holds a connection
+                    // open longer is left to the process's exit)
   ViewerServer(const ViewerServer&) = delete;
   ViewerServer& operator=(const ViewerServer&) = delete;
 
@@ -74,6 +76,7 @@ class ViewerServer {
   StatusFn status_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::future<void> stopped_;  // ready when the server thread is done
   std::string host_;
   int port_ = 0;
 };
