@@ -5,17 +5,19 @@
 //
 // The sequence is cut into overlapping windows. Each window runs with a fresh cache (aggregator and
 // camera head, RoPE time 0): its first scale_frames frames are its scale phase, later frames stream
-// with the session's keyframe policy. Windows are formed (golden README "Windowed mode and flow
-// keyframes", rules 1-4):
-//   * overlap ov: overlap_keyframes ? max(K, overlap_keyframes · max(keyframe_interval, 1))
-//                 : overlap_size ? overlap_size : K          (K = scale frames)
+// with the session's keyframe policy. Windows are formed as upstream forms them:
+//   * overlap ov: overlap_keyframes ? max(K, overlap_keyframes · n) : overlap_size ? overlap_size : K
+//                 (K = scale frames; n = the IntervalKeyframes interval; with any other policy
+//                 SessionOptions::keyframe_interval, as upstream converts it in flow mode too)
 //   * IntervalKeyframes policy: fixed windows of L = K + max(window_size - K, 0) · interval frames, window k
 //     starting at k · (L - ov); the last one ends with the sequence.
 //   * any other policy (FlowKeyframes): a window streams until it has stored window_size - K
 //     keyframes (it ends on a keyframe) or the sequence ends; the next starts ov frames before its end.
 // Window w >= 1 is aligned to window w-1 (after that one's alignment) by a similarity (s, R, t) from
-// their overlap: R from the latest frame that is stored in both (anchor), s = the lower median of the
-// depth ratios over all such frames (clamped to [1e-3, 1e3]), t from the anchor's camera centres.
+// their overlap: R from the latest frame that is stored in both and has a finite pose in both
+// (anchor), s = the lower median of the depth ratios over all such frames (clamped to [1e-3, 1e3]),
+// t from the anchor's camera centres. Without an anchor (overlap 0, no finite pose) the window keeps
+// its own frame: identity, WindowInfo::aligned false.
 // Every row is warped (centre -> s·R·c + t, rotation -> R·R_c re-encoded as a unit quaternion with
 // w >= 0, depth -> s·depth; cameras and world points recomputed from them), and the output takes
 // rows [0, L_w - ov) of every non-final window and all rows of the final one.
@@ -26,6 +28,7 @@
 // at most the overlap (plus the first window's scale phase). Only the current window's rows and the
 // last `ov` input frames are held.
 // Frame indices in results are positions in the whole sequence; rope_time_index is window-local.
+// Not thread-safe, as Session: one thread at a time per WindowedSession.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -39,8 +42,9 @@ namespace lingbot {
 
 struct WindowedOptions {
   int window_size = 64;                  // stored frames per window (its scale frames + keyframes); demo.py's default
-  std::optional<int> overlap_size;       // overlap in frames (default: the scale frames)
-  std::optional<int> overlap_keyframes;  // overlap in keyframes (wins over overlap_size)
+  std::optional<int> overlap_size;       // overlap in frames, >= 0 (default: the scale frames; run and
+                                         // the Python module default to 16)
+  std::optional<int> overlap_keyframes;  // overlap in keyframes, >= 1 (not with overlap_size)
 };
 
 // One window: bounds and its similarity to window 0's frame.
@@ -68,12 +72,14 @@ struct WindowObserver {
 };
 
 // Throws lingbot::Error naming the field when the options cannot form windows that overlap by exactly
-// ov frames (golden README N5): window_size < 1, overlap < 0, overlap >= the window length L (fixed
+// ov frames: window_size < 1, overlap < 0, overlap >= the window length L (fixed
 // windows), or window_size < ov + K (windows formed by keyframes). WindowedSession checks the first two
 // at construction and the rest when a second window would begin (a sequence that fits in one window
-// needs no overlap); call this up front to reject such options before any work.
+// needs no overlap); call this up front to reject such options before any work. `resolved`: options
+// with every default filled in, as Session::options() returns them (scale_frames 0 there would be
+// taken as 0 frames, not as the model's default).
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
-int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov (rule 1, before clamping)
+int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov, before clamping
 
 class WindowedSession {
  public:
@@ -106,7 +112,8 @@ class WindowedSession {
   // True after finish() / finish_early(), or after a step that failed or was stopped (a frame refused
   // before its step, e.g. of another size, leaves the session open).
   bool closed() const;
-  const std::vector<WindowInfo>& windows() const;  // every window begun so far
+  const std::vector<WindowInfo>& windows() const;  // every window begun so far; valid until the next
+                                                    // push_frame / finish / finish_early
   int64_t overlap() const;                          // ov
   int64_t frames_pushed() const;
   const SessionOptions& options() const;            // resolved

@@ -27,12 +27,12 @@ const IntervalKeyframes* interval_policy(const SessionOptions& o) {
   return dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get());
 }
 
-// Frames per stored frame: the interval policy's interval; 1 with keyframes chosen while running
-// (flow, a custom policy), whatever keyframe_interval says; keyframe_interval for options not yet
-// resolved (no policy).
+// The interval that converts overlap_keyframes to frames: the interval policy's; with any other
+// policy keyframe_interval, as upstream converts it in flow mode too (although flow mode otherwise
+// ignores it; run and Python pass 1 there).
 int keyframe_interval_of(const SessionOptions& o) {
-  if (const IntervalKeyframes* p = interval_policy(o)) return std::max(p->interval(), 1);
-  return o.keyframe_policy ? 1 : std::max(o.keyframe_interval, 1);
+  const IntervalKeyframes* p = interval_policy(o);
+  return std::max(p ? p->interval() : o.keyframe_interval, 1);
 }
 
 model::Mat3x3 matmul(const model::Mat3x3& a, const model::Mat3x3& b) {
@@ -54,29 +54,36 @@ void warp_pose(float* pe, const Sim3& x) {
   std::copy(q.begin(), q.end(), pe + 3);
 }
 
-// Rule 9 + 11: the warped row, with cameras and world points recomputed from the warped outputs.
-FrameResult warp(FrameResult r, const Sim3& x, model::ImageSize size, int threads) {
+// Rule 9 + 11: warps row `r` in place, cameras and world points recomputed from the warped outputs.
+// Strongly exception-safe: every new tensor is made first, and the row changes only by moves after
+// that, so a throw (out of memory) leaves it unwarped and whole.
+void warp_in_place(FrameResult& r, const Sim3& x, model::ImageSize size, int threads) {
   const int64_t D = model::kPoseEncodingDim;
-  if (!r.pose_enc.empty()) {
-    warp_pose(r.pose_enc.f32(), x);
-    for (int64_t it = 0; !r.pose_enc_iters.empty() && it < r.pose_enc_iters.dim(0); ++it)
-      warp_pose(r.pose_enc_iters.f32() + it * D, x);
-    model::PoseEncoding e;
-    std::memcpy(e.data(), r.pose_enc.f32(), sizeof(e));
-    const model::Camera cam = model::camera_from_pose_encoding(e, size);
-    r.extrinsic = Tensor::from_f32({3, 4}, cam.w2c);
-    r.intrinsic = Tensor::from_f32({3, 3}, cam.intrinsic);
-    r.extrinsic_c2w = Tensor::from_f32({3, 4}, cam.c2w);
-    if (!r.depth.empty()) {
-      float* d = r.depth.f32();
-      for (int64_t i = 0; i < r.depth.numel(); ++i) d[i] *= x.s;
-      r.world_points = model::world_points_from_depth(r.depth, cam, size, threads);
-    }
-  } else if (!r.depth.empty()) {
-    float* d = r.depth.f32();
-    for (int64_t i = 0; i < r.depth.numel(); ++i) d[i] *= x.s;
+  Tensor depth = r.depth.clone();
+  if (!depth.empty()) {
+    float* d = depth.f32();
+    for (int64_t i = 0; i < depth.numel(); ++i) d[i] *= x.s;
   }
-  return r;
+  if (r.pose_enc.empty()) {
+    r.depth = std::move(depth);
+    return;
+  }
+  Tensor pose_enc = r.pose_enc.clone(), iters = r.pose_enc_iters.clone();
+  warp_pose(pose_enc.f32(), x);
+  for (int64_t it = 0; !iters.empty() && it < iters.dim(0); ++it) warp_pose(iters.f32() + it * D, x);
+  model::PoseEncoding e;
+  std::memcpy(e.data(), pose_enc.f32(), sizeof(e));
+  const model::Camera cam = model::camera_from_pose_encoding(e, size);
+  Tensor extrinsic = Tensor::from_f32({3, 4}, cam.w2c), intrinsic = Tensor::from_f32({3, 3}, cam.intrinsic),
+         c2w = Tensor::from_f32({3, 4}, cam.c2w);
+  Tensor points = depth.empty() ? std::move(r.world_points) : model::world_points_from_depth(depth, cam, size, threads);
+  r.pose_enc = std::move(pose_enc);
+  r.pose_enc_iters = std::move(iters);
+  r.extrinsic = std::move(extrinsic);
+  r.intrinsic = std::move(intrinsic);
+  r.extrinsic_c2w = std::move(c2w);
+  r.depth = std::move(depth);
+  r.world_points = std::move(points);
 }
 
 bool finite_pose(const FrameResult& r) {
@@ -195,8 +202,9 @@ struct WindowedSession::Impl {
   model::ImageSize size;
 
   std::vector<WindowInfo> windows;
-  std::vector<FrameResult> rows;  // the current window's raw rows (moved out once delivered)
+  std::vector<FrameResult> rows;  // the current window's rows (moved out once delivered)
   int64_t delivered = 0;          // rows of the current window returned so far
+  int64_t warped = 0;             // rows [0, warped) are warped in place already (never twice)
   int64_t keyframes = 0;          // streamed keyframes of the current window
   bool full = false;              // the current window has all its rows (it ends unless the sequence does)
   std::optional<Sim3> xf;         // the current window's similarity, once known
@@ -228,7 +236,7 @@ struct WindowedSession::Impl {
     info.start = start;
     windows.push_back(info);
     rows.clear();
-    delivered = keyframes = 0;
+    delivered = warped = keyframes = 0;
     full = false;
     xf.reset();
     if (info.index == 0) set_transform(Sim3{}, true);
@@ -280,19 +288,29 @@ struct WindowedSession::Impl {
     if (!xf) return;
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t upto = final_window ? n : std::min(n, std::max(min_rows, n) - ov);
-    try {
-      for (; delivered < upto; ++delivered)
-        out.push_back(warp(std::move(rows[static_cast<size_t>(delivered)]), *xf, size, session.options().threads));
-    } catch (...) {
-      failed = true;  // the row being warped was moved out: closed for good
-      throw;
+    out.reserve(out.size() + static_cast<size_t>(std::max<int64_t>(upto - delivered, 0)));  // no throw below but warp's
+    for (; delivered < upto; ++delivered) {
+      warp_upto(delivered + 1);
+      out.push_back(std::move(rows[static_cast<size_t>(delivered)]));
     }
+  }
+
+  // Warps rows [warped, n) in place. A throw (out of memory) leaves the row it was warping unwarped
+  // and every row whole, so finish_early() still returns them, each warped once.
+  void warp_upto(int64_t n) {
+    for (; warped < n; ++warped) warp_in_place(rows[static_cast<size_t>(warped)], *xf, size, session.options().threads);
+  }
+
+  // After a push threw: true when it changed nothing (the frame was refused before its step).
+  bool push_changed_nothing(int64_t frames_before, int64_t windows_before) const {
+    return !session.closed() && session.frames_pushed() == frames_before &&
+           static_cast<int64_t>(windows.size()) == windows_before;
   }
 
   // Frame `index` of the sequence must have the first frame's size: the window's own session
   // checks it only against its window's first frame, and a new window starts with a fresh one.
   void check_size(const Tensor& image, int64_t index) const {
-    const int h = static_cast<int>(image.dim(1)), w = static_cast<int>(image.dim(2));
+    const int64_t h = image.dim(1), w = image.dim(2);
     LINGBOT_CHECK(h == size.height && w == size.width, "frame ", index, " has size ", h, "x", w,
                   " (HxW), but this sequence's frames are ", size.height, "x", size.width);
   }
@@ -312,14 +330,10 @@ struct WindowedSession::Impl {
     const int64_t tail = std::max<int64_t>(n - ov, 0);
     LINGBOT_CHECK(delivered == tail && xf, "internal: window ", current().index, " delivered ", delivered,
                   " rows before its tail of ", n - tail);
+    warp_upto(n);  // may throw (out of memory) with every row still in place
     prev_tail.clear();
-    try {
-      for (int64_t r = tail; r < n; ++r)
-        prev_tail.push_back(warp(std::move(rows[static_cast<size_t>(r)]), *xf, size, session.options().threads));
-    } catch (...) {
-      failed = true;  // as in deliver()
-      throw;
-    }
+    prev_tail.reserve(static_cast<size_t>(n - tail));
+    for (int64_t r = tail; r < n; ++r) prev_tail.push_back(std::move(rows[static_cast<size_t>(r)]));
     prev_rows = n;
     rows_before += n;
     const int64_t start = next_start();
@@ -349,16 +363,21 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
   LINGBOT_CHECK(image.dtype() == DType::F32, "image must be f32, got ", dtype_name(image.dtype()));
   pipeline::check_frame_values(image.f32(), image.numel(), s.pushed);  // the window's session would say its own index
-  // A step that throws leaves the window's session closed with part of it in its caches; the next
-  // window's reset() would reopen it with this window's rows out of step: closed for good instead.
-  // (A frame the session refuses before its step, e.g. of another size, leaves it open.)
+  if (!s.windows.empty()) s.check_size(image, s.pushed);
+  // A throw once the push changed anything (a step stopped or failed, the window's session took the
+  // frame, a window begun, out of memory) closes the windowed session for good: the next window's
+  // reset() would otherwise reopen its session with the rows out of step. A frame refused before
+  // its step leaves everything as it was, and the session open.
   struct CloseOnThrow {
     Impl& s;
+    int64_t frames_before, windows_before;
     int uncaught = std::uncaught_exceptions();
     ~CloseOnThrow() {
-      if (std::uncaught_exceptions() > uncaught && s.session.closed()) s.failed = true;
+      if (std::uncaught_exceptions() <= uncaught) return;
+      if (s.push_changed_nothing(frames_before, windows_before)) return;
+      s.failed = true;
     }
-  } guard{s};
+  } guard{s, s.session.frames_pushed(), static_cast<int64_t>(s.windows.size())};
   std::vector<FrameResult> out;
   if (s.windows.empty()) {
     s.size = {static_cast<int>(image.dim(1)), static_cast<int>(image.dim(2))};
@@ -366,16 +385,11 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
     try {
       s.feed(image);
     } catch (...) {
-      if (!s.session.closed()) s.windows.clear();  // refused before its step: as if never pushed
+      if (s.session.frames_pushed() == 0 && !s.session.closed()) s.windows.clear();  // refused: as if never pushed
       throw;
     }
   } else {
-    s.check_size(image, s.pushed);
-    if (s.full) {
-      s.next_window();
-      s.try_align(false);
-      s.deliver(false, out);
-    }
+    if (s.full) s.next_window();  // its rows are delivered below, after this frame's step
     s.feed(image);
   }
   if (s.ov > 0) {

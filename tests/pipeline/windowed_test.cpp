@@ -137,6 +137,32 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
   EXPECT_TRUE(win.closed());
 }
 
+// A stop in the push that begins a window, after the overlap's re-fed frames already ran (and could
+// be aligned), loses no frame: finish_early() returns every frame computed and not yet returned,
+// each once (the rows aligned before the stopped step were returned from a push that threw: lost).
+TEST_F(WindowedTest, AStopWhileAWindowBeginsLosesNoFrame) {
+  std::atomic<bool> stop{false};
+  SessionOptions o = options();
+  o.stop = &stop;
+  WindowedOptions w;
+  w.window_size = 4;
+  w.overlap_size = 2;  // = the scale frames: the re-feed runs window 1's scale phase by itself
+  WindowObserver obs;
+  obs.on_step = [&](int64_t window, int64_t, int64_t, int64_t, const SessionStats&) {
+    if (window == 1) stop = true;  // after the re-feed: the new frame's step is the one stopped
+  };
+  WindowedSession win(model_, o, w, obs);
+  std::vector<int64_t> seen;
+  for (int64_t i = 0; i < 4; ++i)
+    for (const FrameResult& r : win.push_frame(frame(i))) seen.push_back(r.frame_index);
+  EXPECT_THROW(win.push_frame(frame(4)), Stopped);
+  for (const FrameResult& r : win.finish_early()) {
+    seen.push_back(r.frame_index);
+    EXPECT_FALSE(r.depth.empty());
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
 // next_push_runs_scale_phase() / finish_runs_scale_phase() say which call runs a window's scale phase
 // (its session's first step, RoPE time 0), whether the overlap re-feed or the new frame completes it,
 // and finish() for a last window shorter than the scale frames.
@@ -266,11 +292,10 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
   expect_error(options(), w, "WindowedOptions.window_size must be >= 1, got 0");
 }
 
-// With keyframes chosen while running, a keyframe of the overlap is one frame, whatever
-// keyframe_interval says (the policy overrides it): max(scale frames, N x 1), as run.
-TEST_F(WindowedTest, OverlapKeyframesCountOneFrameEachWithFlowKeyframes) {
+// overlap_keyframes in frames: max(scale frames, N x interval), the interval policy's interval, and
+// with flow keyframes keyframe_interval as upstream converts it there too (run passes 1 with flow).
+TEST_F(WindowedTest, OverlapKeyframesConvertWithTheIntervalAsUpstream) {
   SessionOptions o = options();
-  o.keyframe_interval = 4;
   o.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
   WindowedOptions w;
   w.window_size = 8;
@@ -278,6 +303,8 @@ TEST_F(WindowedTest, OverlapKeyframesCountOneFrameEachWithFlowKeyframes) {
   EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 3);
   w.overlap_keyframes = 1;
   EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 2);  // at least the scale frames
+  o.keyframe_interval = 4;
+  EXPECT_EQ(WindowedSession(model_, o, w).overlap(), 4);
   o.keyframe_policy = std::make_shared<IntervalKeyframes>(2);
   o.keyframe_interval = 1;  // 4 would contradict the policy's 2
   w.overlap_keyframes = 3;
