@@ -112,19 +112,31 @@ void not_found(httplib::Response& res) {
   res.set_content("not found\n", "text/plain");
 }
 
+// Whether the request's byte ranges can be served from a file of `size` bytes: none, or one that
+// lies inside the file (the library computes the reply's length from the range as given, without
+// clamping it to the file). Several ranges are refused: a few bytes of request would otherwise make
+// the server send the file once per range.
+bool ranges_servable(const httplib::Request& req, int64_t size) {
+  if (req.ranges.empty()) return true;
+  if (req.ranges.size() > 1 || size == 0) return false;
+  const auto [first, last] = req.ranges.front();
+  if (first < 0) return last > 0 && last <= size;                      // bytes=-N: the last N bytes
+  return first < size && (last < 0 || (last >= first && last < size));  // bytes=A- or bytes=A-B
+}
+
 // A run file, read in chunks as the client takes them (a long run's points.ply or predictions.npz
-// is never held in memory). One range (206) is served; several are refused (416): a few bytes of
-// request would otherwise make the server send the file once per range.
+// is never held in memory); one byte range (206) at most.
 void serve_file(const httplib::Request& req, httplib::Response& res, const fs::path& file) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(file, ec);
-  auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
-  if (ec || !*in) return not_found(res);
-  if (req.ranges.size() > 1) {
+  auto in = std::make_shared<std::ifstream>(file, std::ios::binary | std::ios::ate);  // the size of what was opened
+  if (!*in) return not_found(res);
+  const int64_t size = static_cast<int64_t>(in->tellg());
+  if (size < 0) return not_found(res);
+  if (!ranges_servable(req, size)) {
     res.status = 416;
     res.set_header("Content-Range", "bytes */" + std::to_string(size));
     return;
   }
+  if (size == 0) return res.set_content("", content_type(file));  // the library's provider needs a byte
   res.set_content_provider(static_cast<size_t>(size), content_type(file),
                            [in](size_t offset, size_t length, httplib::DataSink& sink) {
                              std::vector<char> buf(std::min<size_t>(length, 256 * 1024));
@@ -159,9 +171,16 @@ std::optional<fs::path> resolve_in_root(const fs::path& root, const std::string&
 
 }  // namespace
 
-ViewerServer::ViewerServer(const fs::path& root, StatusFn status) : root_(root), status_(std::move(status)) {}
+ViewerServer::ViewerServer(const fs::path& root, StatusFn status) : shared_(std::make_shared<Shared>()) {
+  shared_->root = root;
+  shared_->status = std::move(status);
+}
 
 ViewerServer::~ViewerServer() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->closed = true;
+  }
   if (server_) server_->stop();
   if (!thread_.joinable()) return;
   // stop() ends the listening loop, but a worker reading a request a client trickles in (a header
@@ -194,17 +213,20 @@ void ViewerServer::start(const std::string& host, int port) {
   httplib::Server& svr = *server_;
   const bool loopback = is_loopback_host(host);
 
-  // Read-only: GET and HEAD, nothing else (405 before any body is read), and no request body is
-  // kept beyond a few bytes (the library would otherwise buffer one of any size).
+  // Read-only: GET and HEAD. Other methods get 405 once their body is read (so the connection stays
+  // in step); a body over 4 KiB is refused (413) unread (the library would otherwise buffer any size).
   svr.set_payload_max_length(4096);
+  const auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    res.status = 405;
+    res.set_header("Allow", "GET, HEAD");
+    res.set_content("method not allowed: this server only reads\n", "text/plain");
+  };
+  svr.Post(".*", not_allowed);
+  svr.Put(".*", not_allowed);
+  svr.Patch(".*", not_allowed);
+  svr.Delete(".*", not_allowed);
+  svr.Options(".*", not_allowed);
   svr.set_pre_routing_handler([loopback](const httplib::Request& req, httplib::Response& res) {
-    if (req.method != "GET" && req.method != "HEAD") {
-      res.status = 405;
-      res.set_header("Allow", "GET, HEAD");
-      res.set_header("Connection", "close");
-      res.set_content("method not allowed: this server only reads\n", "text/plain");
-      return httplib::Server::HandlerResponse::Handled;
-    }
     if (!loopback || is_loopback_host(host_header_name(req.get_header_value("Host"))))
       return httplib::Server::HandlerResponse::Unhandled;
     res.status = 403;
@@ -215,22 +237,28 @@ void ViewerServer::start(const std::string& host, int port) {
   // for slow clients (the library's default is 8).
   svr.set_keep_alive_timeout(2);
   svr.new_task_queue = [] { return new httplib::ThreadPool(32); };
-  svr.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+  svr.Get(".*", [shared = shared_](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
     const std::string& path = req.path;
-    if (path == "/api/status") {
-      nlohmann::json status = status_();
+    constexpr std::string_view kRun = "/run/";
+    if (path == "/api/status" || path.starts_with(kRun)) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      if (shared->closed) {
+        res.status = 503;
+        res.set_content("the viewer is stopping\n", "text/plain");
+        return;
+      }
+      if (path.starts_with(kRun)) {
+        const auto file = resolve_in_root(shared->root, path.substr(kRun.size()));
+        if (!file) return not_found(res);
+        return serve_file(req, res, *file);
+      }
+      nlohmann::json status = shared->status();
       std::error_code ec;
-      status["depth_preview"] = fs::is_directory(root_ / "depth_preview", ec);  // the page asks for its PNGs
+      status["depth_preview"] = fs::is_directory(shared->root / "depth_preview", ec);  // the page asks for its PNGs
       res.set_content(status.dump(), "application/json");
       return;
-    }
-    constexpr std::string_view kRun = "/run/";
-    if (path.starts_with(kRun)) {
-      const auto file = resolve_in_root(root_, path.substr(kRun.size()));
-      if (!file) return not_found(res);
-      return serve_file(req, res, *file);
     }
     for (const WebAsset& a : web_assets()) {
       if (path == a.url) {
@@ -267,6 +295,11 @@ void ViewerServer::start(const std::string& host, int port) {
     stopped.set_value();
   });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  // stop() does nothing before the server runs: wait for that (or for the thread's end), so a
+  // destructor right after start() (the run failing up front) stops it.
+  for (int i = 0; i < 1000 && !svr.is_running(); ++i) {
+    if (stopped_.wait_for(std::chrono::milliseconds(5)) == std::future_status::ready) break;
+  }
 }
 
 namespace {

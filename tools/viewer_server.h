@@ -72,8 +72,16 @@ class ViewerServer {
   std::string url() const;  // http://host:port/ (a wildcard host: this machine's loopback address)
 
  private:
-  std::filesystem::path root_;
-  StatusFn status_;
+  // What the request handlers read, shared with them. The destructor closes it first: a handler
+  // still running on a worker the destructor did not wait for then answers 503 and never calls
+  // `status` (whose captures the caller may destroy next).
+  struct Shared {
+    std::filesystem::path root;
+    StatusFn status;
+    std::mutex mutex;
+    bool closed = false;
+  };
+  std::shared_ptr<Shared> shared_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::future<void> stopped_;  // ready when the server thread is done

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -256,8 +257,9 @@ TEST(View, ServesOnlyFilesInsideTheFolder) {
   fs::remove(secret);
 }
 
-// The server only reads: other methods get 405 before any body is read (a declared 300 MB body is
-// never sent, so a server that waited for it would not answer), one byte range is
+// The server only reads: other methods get 405 (their small body read, so the connection stays in
+// step) and a body over 4 KiB 413 unread (a declared 300 MB body is never sent, so a server that
+// waited for it would not answer), one byte range inside the file is
 // served and several are refused, Host names compare case-insensitively, /api/status says whether
 // the run has depth previews, and a folder nobody writes that has no summary.json has "ended".
 TEST(View, ReadOnlyRequestsRangesAndStatus) {
@@ -267,10 +269,11 @@ TEST(View, ReadOnlyRequestsRangesAndStatus) {
   ASSERT_GT(port, 0) << server.output();
   const std::string ip = "127.0.0.1";
   for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS", "PATCH"}) {
-    const HttpReply r = http_request(ip, port, method, "/api/status", "", "Content-Length: 300000000\r\n");
+    const HttpReply r = http_request(ip, port, method, "/api/status", "", "Content-Length: 3\r\n", "abc");
     EXPECT_EQ(r.status, 405) << method;
     EXPECT_TRUE(contains(r.head, "Allow: GET, HEAD")) << r.head;
   }
+  EXPECT_EQ(http_request(ip, port, "POST", "/api/status", "", "Content-Length: 300000000\r\n").status, 413);
   // A GET's declared body is not read either: the answer comes without it.
   EXPECT_EQ(http_request(ip, port, "GET", "/api/status", "", "Content-Length: 300000000\r\n").status, 200);
   const std::string ply = slurp(out / "points.ply");
@@ -278,6 +281,15 @@ TEST(View, ReadOnlyRequestsRangesAndStatus) {
   EXPECT_EQ(part.status, 206);
   EXPECT_EQ(part.body, ply.substr(3, 10));
   EXPECT_EQ(http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=0-0,0-,0-\r\n").status, 416);
+  const std::string size = std::to_string(ply.size());
+  EXPECT_EQ(http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=-5\r\n").body, ply.substr(ply.size() - 5));
+  EXPECT_EQ(http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=10-\r\n").body, ply.substr(10));
+  // Ranges outside the file: 416 with the size (they gave a 206 with a length past the file's end).
+  for (const std::string& range : {size + "-", "0-" + size, "-" + std::to_string(ply.size() + 1)}) {
+    const HttpReply r = http_request(ip, port, "GET", "/run/points.ply", "", "Range: bytes=" + range + "\r\n");
+    EXPECT_EQ(r.status, 416) << range;
+    EXPECT_TRUE(contains(r.head, "Content-Range: bytes */" + size)) << range << "\n" << r.head;
+  }
   EXPECT_EQ(http_get(ip, port, "/run/points.ply").body, ply);  // streamed in chunks, whole
   const HttpReply head = http_request(ip, port, "HEAD", "/run/poses.json");
   EXPECT_EQ(head.status, 200);
@@ -299,6 +311,40 @@ TEST(View, ReadOnlyRequestsRangesAndStatus) {
   EXPECT_EQ(st["frames"], read_json(out / "poses.json")["frames"].size());
   EXPECT_TRUE(contains(st["error"].get<std::string>(), "no run is writing this folder and it has no summary.json"));
   EXPECT_EQ(second.stop(), 0);
+}
+
+// A client that trickles a request in (a header line every 200 ms, never ending it) does not keep
+// the viewer from exiting on Ctrl-C: it waits 3 s for the server's workers, then exits 0 (it waited
+// for the client: 39 s with a client that gave up after 40 lines).
+TEST(View, CtrlCEndsTheViewerWhileAClientTricklesARequest) {
+  ServerProcess server({"view", demo_out().string(), "--port", "0"});
+  const int port = server.wait_for_port();
+  ASSERT_GT(port, 0) << server.output();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    const std::string start = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+    for (int i = 0; i < 300 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const std::string line = "X-Slow: " + std::to_string(i) + "\r\n";
+      if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) < 0) break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the request is being read
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.stop(), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  done = true;
+  trickle.join();
+  ::close(fd);
+  EXPECT_LT(seconds, 20.0) << "the viewer waited for the trickling client";  // 3 s wait + exit; 60 s trickle
+  EXPECT_TRUE(contains(server.output(), "viewer: stopped")) << server.output();
 }
 
 TEST(View, LoopbackUnlessHostSaysOtherwise) {

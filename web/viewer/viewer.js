@@ -231,10 +231,12 @@ function fitView() {
   [xs, ys, zs].forEach((a) => a.sort((u, v) => u - v));
   const center = new THREE.Vector3(q(xs, 0.5), q(ys, 0.5), q(zs, 0.5));
   const spread = new THREE.Vector3(q(xs, 0.95) - q(xs, 0.05), q(ys, 0.95) - q(ys, 0.05), q(zs, 0.95) - q(zs, 0.05));
-  // The sphere holds the bulk of the points (5-95 %) and every camera centre: fitting the points alone
-  // left cameras far from them off screen.
-  let radius = Math.max(1e-3, 0.5 * spread.length());
-  for (const fr of posed) radius = Math.max(radius, fr.center.distanceTo(center));
+  // The sphere holds the bulk of the points (5-95 %) and the camera centres (fitting the points alone
+  // left cameras far from them off screen), up to 10x the points' radius: one diverged pose must not
+  // shrink the scene to a dot.
+  const pointsRadius = Math.max(1e-3, 0.5 * spread.length());
+  let radius = pointsRadius;
+  for (const fr of posed) radius = Math.max(radius, Math.min(fr.center.distanceTo(center), 10 * pointsRadius));
   const up = new THREE.Vector3();
   for (const fr of posed) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
   if (up.lengthSq() < 1e-12) up.set(0, -1, 0);
@@ -332,13 +334,15 @@ async function loadNewFrames() {
       const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
       const names = [];
       for (let i = start; i < end; ++i) names.push(`/run/viewer/${String(i).padStart(6, '0')}.bin`);
-      // A failed fetch (the server gone) throws to poll(), which retries; a bad file is this frame's error.
-      const replies = await Promise.all(names.map((u) => fetch(u, { cache: 'no-store' })));
+      // A failed fetch (the server gone) throws to poll(), which retries; an HTTP error ends this
+      // round (the next poll asks again); a file that does not parse is this frame's error, for good.
+      const replies = await Promise.all(names.map((u) => get(u)));
       const buffers = await Promise.all(replies.map((r) => (r.ok ? r.arrayBuffer() : null)));
       const first = frames.length === 0;
+      let httpError = false;
       for (let k = 0; k < buffers.length && !frameError; ++k) {
         const name = `frame ${start + k} (${names[k]})`;
-        if (!buffers[k]) { frameError = `${name}: HTTP ${replies[k].status}`; break; }
+        if (!buffers[k]) { httpError = true; break; }
         try {
           addFrame(parseViewerFrame(buffers[k]));
         } catch (e) {
@@ -357,6 +361,7 @@ async function loadNewFrames() {
       if (first || frames.length <= 2 * CONCURRENCY) fitView();
       updateScene();
       reportCounts();
+      if (httpError) break;
     }
   } finally {
     loading = false;
@@ -366,27 +371,40 @@ async function loadNewFrames() {
 // Polls /api/status every 0.5 s while the run goes on. When the server does not answer (a restarted
 // viewer, a run --serve that stopped), it keeps trying with a growing pause (up to 5 s) and carries on
 // where it was once the server is back.
+// fetch(), with a failure to reach the server marked as such (a page bug is not a disconnection).
+async function get(url) {
+  try {
+    return await fetch(url, { cache: 'no-store' });
+  } catch (e) {
+    throw Object.assign(new Error(`${url}: ${e.message}`), { unreachable: true });
+  }
+}
 let retryMs = 500;
 async function poll() {
   try {
-    const r = await fetch('/api/status', { cache: 'no-store' });
-    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    const r = await get('/api/status');
+    if (!r.ok) throw Object.assign(new Error(`/api/status: HTTP ${r.status}`), { unreachable: true });
     runStatus = await r.json();
     retryMs = 500;
     reportCounts();
     await loadNewFrames();
     reportCounts();
   } catch (e) {
-    if (runStatus.status === 'running' || runStatus.status === 'disconnected' || frames.length < runStatus.frames)
+    if (!e.unreachable) console.error(e);  // a bug of this page: shown to the console (and the tests)
+    else if (runStatus.status === 'running' || runStatus.status === 'disconnected' || frames.length < runStatus.frames)
       runStatus = { ...runStatus, status: 'disconnected' };
     reportCounts();
-    retryMs = Math.min(5000, retryMs * 2);
   }
   if (frameError) document.body.dataset.frameError = frameError;
   // A finished run's files no longer change; a running one (or a viewer of a running folder) is polled.
   const done = runStatus.status !== 'running' && runStatus.status !== 'disconnected' &&
     (frames.length >= runStatus.frames || !!frameError);
   if (done || runStatus.status === 'disconnected') document.body.dataset.ready = '1';
-  if (!done) setTimeout(poll, runStatus.status === 'disconnected' ? retryMs : 500);
+  if (!done && runStatus.status === 'disconnected') {
+    setTimeout(poll, retryMs);  // 0.5 s, 1 s, 2 s, 4 s, then every 5 s
+    retryMs = Math.min(5000, retryMs * 2);
+  } else if (!done) {
+    setTimeout(poll, 500);
+  }
 }
 poll();
