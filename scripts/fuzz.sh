@@ -2,7 +2,8 @@
 # Coverage-guided fuzzing of every parser with libFuzzer (clang 14, ASan + UBSan).
 #
 #   scripts/fuzz.sh SECONDS [TARGET...]   fuzz each target for SECONDS (default: all targets)
-#   scripts/fuzz.sh --runs N [TARGET...]  run each target for N inputs, seed 1 (CI: scripts/test.sh)
+#   scripts/fuzz.sh --runs N [--runs-of TARGET M]... [TARGET...]
+#                                         run each target for N inputs (TARGET: M), seed 1 (CI: scripts/test.sh)
 #
 # Builds build-fuzz/ (-DLINGBOT_FUZZ=ON) first. Each target starts from its committed seeds
 # (fuzz/corpus/<target>/, never modified) plus the corpus it grew before (build-fuzz/corpus/<target>/).
@@ -14,9 +15,14 @@ cd "$(dirname "$0")/.."
 
 RUNS=""
 SECONDS_PER_TARGET=""
+declare -A RUNS_OF=()
 if [ "${1:-}" = "--runs" ]; then
   RUNS="${2:?--runs needs a number}"
   shift 2
+  while [ "${1:-}" = "--runs-of" ]; do
+    RUNS_OF["${2:?--runs-of needs a target}"]="${3:?--runs-of needs a number}"
+    shift 3
+  done
 else
   SECONDS_PER_TARGET="${1:?usage: scripts/fuzz.sh SECONDS|--runs N [TARGET...]}"
   shift
@@ -46,9 +52,10 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work" "$crashes"
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   # --runs (CI) uses a fixed seed, so a CI run is reproducible; timed campaigns explore with fresh ones.
-  [ -n "$RUNS" ] && limit=(-runs="$RUNS" -seed=1)
+  runs="${RUNS_OF[$t]:-$RUNS}"
+  [ -n "$RUNS" ] && limit=(-runs="$runs" -seed=1)
   log="$BUILD/$t.log"
-  echo "== $t (${RUNS:+$RUNS runs}${SECONDS_PER_TARGET:+$SECONDS_PER_TARGET s})"
+  echo "== $t (${RUNS:+$runs runs}${SECONDS_PER_TARGET:+$SECONDS_PER_TARGET s})"
   start=$(date +%s.%N)
   TIMEFORMAT='%U %S'  # CPU seconds of the target (user, system), for the report
   if ! { time "$BUILD/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \

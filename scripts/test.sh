@@ -41,8 +41,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== fuzz targets (fixed number of runs) ($(date +%T)) =="
 # fuzz_video decodes a whole video per input (~15 ms under the sanitizers, 150 s for 10,000 on
 # the 2-core CI machine): it gets 3,000 inputs so the suite stays well inside CI's 30 minutes.
-scripts/fuzz.sh --runs 10000 fuzz_pickle fuzz_zip fuzz_torch fuzz_safetensors fuzz_image fuzz_golden_case
-scripts/fuzz.sh --runs 3000 fuzz_video
+scripts/fuzz.sh --runs 10000 --runs-of fuzz_video 3000
 
 # CUDA configuration, only where nvcc exists: compiles and links the CLI and the CUDA tests with
 # -DLINGBOT_CUDA=ON (every library layer is built for them; the CPU test executables were already

@@ -1,6 +1,6 @@
 #pragma once
 // The aggregator's streaming KV cache as the public API sees it: which backend holds it
-// (SessionOptions::backend) and what it holds (SessionStats::cache). The cache itself is internal.
+// (SessionOptions::kv_backend) and what it holds (SessionStats::cache). The cache itself is internal.
 #include <cstdint>
 #include <string>
 

@@ -4,13 +4,13 @@
 //
 // Two kinds of decision:
 //   * before the frame runs (decides_before() == true): is_keyframe(query) says Keyframe or
-//     NonKeyframe, and the frame runs in that mode (golden README "Semantics worth checking" item 6).
+//     NonKeyframe, and the frame runs in that mode.
 //     IntervalKeyframes is of this kind.
 //   * after the frame ran (decides_before() == false): the frame runs once with eviction deferred
 //     (it attends to the cache as it stands plus its own tokens), then decide_after(query, result)
 //     says whether to keep it; the session then commits (runs the deferred eviction) or rolls the
 //     frame back out of the aggregator cache, the camera-head caches and the 3D-RoPE time index.
-//     FlowKeyframes is of this kind (golden README "Windowed mode and flow keyframes" F1-F3).
+//     FlowKeyframes is of this kind (README "Long sequences: flow keyframes and windowed mode").
 // Policies are immutable and may be shared by any number of sessions: every piece of per-stream state
 // they need (the reference keyframe, positions) comes in the query. Derive from KeyframePolicy for a
 // custom rule; to decide each frame by hand instead, use Session::push_frame_deferred.

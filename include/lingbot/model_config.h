@@ -71,7 +71,9 @@ struct AggregatorConfig {
   bool enable_3d_rope = true;       // global blocks use 3D RoPE instead of 2D
   double rope3d_theta = 10000.0;
   std::array<int64_t, 3> rope3d_fhw{20, 22, 22};  // (time, height, width) split of head_dim
-  int64_t rope3d_max_frames = 1024; // upstream max_frame_num (time-index table length)
+  int64_t rope3d_max_frames = 1024; // upstream max_frame_num (its time-index table length); kept for
+                                    // the configuration's fidelity, unused here (the 3D RoPE is
+                                    // computed for any time index)
 
   int64_t head_dim() const { return embed_dim / num_heads; }
 };

@@ -81,7 +81,7 @@ struct SessionOptions {
   // max_special_frames keep their special tokens (CacheOptions::max_special_frames), and the camera
   // head's causal cache keeps only the pinned scale frames and the newest kv_window +
   // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
-  // (README "Long streams"). 0 = keep every frame's (upstream).
+  // (README "Long and live streams"). 0 = keep every frame's (upstream).
   int64_t max_special_frames = 0;
   // A flag the caller may set at any time, from another thread or a signal handler, to end the
   // push_frame() / finish() in progress early (Ctrl-C during a long scale phase): checked before
@@ -109,6 +109,7 @@ struct FrameResult {
   Tensor patch_tokens;
   // Camera head (when SessionOptions::camera_head):
   Tensor pose_enc;        // f32 [9]: [t_x, t_y, t_z, q_x, q_y, q_z, q_w (scalar last), fov_h, fov_w]
+                          // (fields of view in radians: fov_h = 2·atan(H / (2·fy)), fov_w likewise)
   Tensor pose_enc_iters;  // f32 [camera_iterations, 9]: activated encoding after each refinement
   // Camera convention: the decoded pose [R(q) | t] is CAMERA -> WORLD (X_world = R·X_cam + t), so
   // pose_enc[0:3] is the camera centre. This is how every upstream consumer of the released
@@ -125,7 +126,6 @@ struct FrameResult {
                           // at integer coordinates (no +0.5)
 };
 
-// Cache occupancy after the last completed step (aggregator cache; per block unless noted).
 // Time spent per phase since the session was made (all steps; reset() does not clear it).
 struct SessionPhaseTimes {
   PhaseTime encoder, frame_blocks, global_blocks, camera_head, dpt_head;

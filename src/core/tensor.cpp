@@ -134,6 +134,12 @@ Tensor& Tensor::reshape(Shape shape) {
 }
 
 Tensor Tensor::to(DType dtype) const {
+  check_dtype(dtype);
+  if (!data_) {  // default-constructed or moved-from: as clone()
+    Tensor t;
+    t.dtype_ = dtype;
+    return t;
+  }
   Tensor t(shape_, dtype);
   if (dtype == dtype_) {
     std::memcpy(t.raw(), raw(), nbytes());

@@ -106,6 +106,7 @@ class DepthExporter final : public Exporter {
     LINGBOT_CHECK(f.index > newest_, "depth frames must be written in increasing order: got frame ", f.index,
                   " after frame ", newest_);
     last_.index = f.index;
+    last_clipped_ = {};  // a write that throws has counted nothing (discard_frame subtracts this)
     last_clipped_ = write_depth_frame(dir_, f.index, width_, height_, f.depth, f.depth_conf);
     clipped_.depth += last_clipped_.depth;
     clipped_.confidence += last_clipped_.confidence;

@@ -19,12 +19,17 @@ const char* frame_type_name(FrameType t) {
   return "unknown";
 }
 
+// The base versions run only when a policy lacks the override its decides_before() calls for.
 bool KeyframePolicy::is_keyframe(const KeyframeQuery&) const {
-  throw Error("KeyframePolicy '" + describe() + "' decides after the frame ran; is_keyframe() is not for it");
+  throw Error("KeyframePolicy '" + describe() + "': " +
+              (decides_before() ? "decides_before() is true but is_keyframe() is not overridden"
+                                : "decides after the frame ran; is_keyframe() is not for it"));
 }
 
 KeyframeDecision KeyframePolicy::decide_after(const KeyframeQuery&, const FrameResult&) const {
-  throw Error("KeyframePolicy '" + describe() + "' decides before the frame runs; decide_after() is not for it");
+  throw Error("KeyframePolicy '" + describe() + "': " +
+              (decides_before() ? "decides before the frame runs; decide_after() is not for it"
+                                : "decides_before() is false but decide_after() is not overridden"));
 }
 
 void KeyframePolicy::check(const SessionOptions&) const {}

@@ -48,7 +48,8 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
                                            std::tuple{"kv_window", o.kv_window, kMaxKvWindow},
                                            std::tuple{"camera_iterations", o.camera_iterations, kMaxCameraIterations},
                                            std::tuple{"threads", o.threads, kMaxThreads}})
-    LINGBOT_CHECK(value <= bound, "SessionOptions.", name, " must be at most ", bound, ", got ", value);
+    LINGBOT_CHECK(value <= bound, "SessionOptions.", name, " must be at most ", bound, ", got ", value,
+                  std::string_view(name) == "threads" && in.threads == 0 ? " (0 = all: OpenMP's thread count)" : "");
   LINGBOT_CHECK(o.kv_backend == KVBackend::Paged || o.kv_backend == KVBackend::Dense ||
                     o.kv_backend == KVBackend::DenseFull,
                 "SessionOptions.kv_backend: unknown value ", static_cast<int>(o.kv_backend));

@@ -89,6 +89,7 @@ TEST(Tensor, MovedFromTensorIsEmpty) {
   EXPECT_EQ(a.nbytes(), 0u);
   EXPECT_EQ(a.shape(), Shape{});
   EXPECT_TRUE(a.clone().empty());
+  EXPECT_TRUE(a.to(DType::BF16).empty());
   Tensor c({2});
   c = std::move(b);
   EXPECT_EQ(c.shape(), (Shape{3, 4}));

@@ -184,4 +184,31 @@ TEST_F(KeyframePolicyTest, ErrorMessages) {
   EXPECT_EQ(s.push_frame(frame(3)).size(), 1u);
 }
 
+// A custom policy that lacks the override its decides_before() calls for is named with what is missing.
+TEST_F(KeyframePolicyTest, ACustomPolicyMissingItsDecisionSaysWhich) {
+  struct Before : KeyframePolicy {
+    bool decides_before() const override { return true; }
+    std::string describe() const override { return "mine"; }
+  };
+  struct After : KeyframePolicy {
+    bool decides_before() const override { return false; }
+    std::string describe() const override { return "mine"; }
+  };
+  for (const bool before : {true, false}) {
+    SessionOptions o = tiny_options();
+    o.keyframe_policy = before ? std::shared_ptr<const KeyframePolicy>(std::make_shared<Before>())
+                               : std::make_shared<After>();
+    Session s(model_, o);
+    s.push_frame(frame(0));
+    s.push_frame(frame(1));  // the scale frames are never asked about
+    try {
+      s.push_frame(frame(2));
+      ADD_FAILURE() << "a policy without its decision ran";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), before ? "KeyframePolicy 'mine': decides_before() is true but is_keyframe() is not overridden"
+                                              : "KeyframePolicy 'mine': decides_before() is false but decide_after() is not overridden");
+    }
+  }
+}
+
 }  // namespace
