@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ALL_TARGETS=(fuzz_pickle fuzz_zip fuzz_torch fuzz_safetensors fuzz_image fuzz_video fuzz_golden_case)
 RUNS=""
 SECONDS_PER_TARGET=""
 declare -A RUNS_OF=()
@@ -20,14 +21,16 @@ if [ "${1:-}" = "--runs" ]; then
   RUNS="${2:?--runs needs a number}"
   shift 2
   while [ "${1:-}" = "--runs-of" ]; do
-    RUNS_OF["${2:?--runs-of needs a target}"]="${3:?--runs-of needs a number}"
+    target="${2:?--runs-of needs a target}" count="${3:?--runs-of needs a number}"
+    [[ " ${ALL_TARGETS[*]} " == *" $target "* ]] || { echo "fuzz.sh: --runs-of: unknown target '$target'" >&2; exit 2; }
+    [[ "$count" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --runs-of $target: '$count' is not a number" >&2; exit 2; }
+    RUNS_OF["$target"]="$count"
     shift 3
   done
 else
   SECONDS_PER_TARGET="${1:?usage: scripts/fuzz.sh SECONDS|--runs N [TARGET...]}"
   shift
 fi
-ALL_TARGETS=(fuzz_pickle fuzz_zip fuzz_torch fuzz_safetensors fuzz_image fuzz_video fuzz_golden_case)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 

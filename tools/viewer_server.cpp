@@ -116,17 +116,21 @@ void not_found(httplib::Response& res) {
 // lies inside the file (the library computes the reply's length from the range as given, without
 // clamping it to the file). Several ranges are refused: a few bytes of request would otherwise make
 // the server send the file once per range.
-bool ranges_servable(const httplib::Request& req, int64_t size) {
+// A range's end past the file is clamped to it (RFC 9110: "to the end"), in the request itself,
+// which is the library's own object: it computes the reply's length from the range as given.
+bool ranges_servable(httplib::Request& req, int64_t size) {
   if (req.ranges.empty()) return true;
   if (req.ranges.size() > 1 || size == 0) return false;
-  const auto [first, last] = req.ranges.front();
-  if (first < 0) return last > 0 && last <= size;                      // bytes=-N: the last N bytes
-  return first < size && (last < 0 || (last >= first && last < size));  // bytes=A- or bytes=A-B
+  auto& [first, last] = req.ranges.front();
+  if (first < 0) return last > 0;  // bytes=-N: the last N bytes (the library clamps N to the size)
+  if (first >= size || (last >= 0 && last < first)) return false;
+  if (last >= size) last = static_cast<ssize_t>(size - 1);
+  return true;  // bytes=A- or bytes=A-B
 }
 
 // A run file, read in chunks as the client takes them (a long run's points.ply or predictions.npz
 // is never held in memory); one byte range (206) at most.
-void serve_file(const httplib::Request& req, httplib::Response& res, const fs::path& file) {
+void serve_file(httplib::Request& req, httplib::Response& res, const fs::path& file) {
   auto in = std::make_shared<std::ifstream>(file, std::ios::binary | std::ios::ate);  // the size of what was opened
   if (!*in) return not_found(res);
   const int64_t size = static_cast<int64_t>(in->tellg());
@@ -177,10 +181,9 @@ ViewerServer::ViewerServer(const fs::path& root, StatusFn status) : shared_(std:
 }
 
 ViewerServer::~ViewerServer() {
-  {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    shared_->closed = true;
-  }
+  shared_->closed = true;
+  // A status() call in flight ends before the caller's objects go (it is quick; 3 s at most here).
+  if (shared_->status_mutex.try_lock_for(std::chrono::seconds(3))) shared_->status_mutex.unlock();
   if (server_) server_->stop();
   if (!thread_.joinable()) return;
   // stop() ends the listening loop, but a worker reading a request a client trickles in (a header
@@ -213,20 +216,23 @@ void ViewerServer::start(const std::string& host, int port) {
   httplib::Server& svr = *server_;
   const bool loopback = is_loopback_host(host);
 
-  // Read-only: GET and HEAD. Other methods get 405 once their body is read (so the connection stays
-  // in step); a body over 4 KiB is refused (413) unread (the library would otherwise buffer any size).
+  // Read-only: GET and HEAD. Any other method is answered 405 before the library reads its body
+  // (it would buffer a chunked one of any size, or wait for one without a length), also before it
+  // sends "100 Continue"; the unread body then ends the connection. GET bodies are never read.
   svr.set_payload_max_length(4096);
-  const auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+  const auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" || req.method == "HEAD") return false;
     res.status = 405;
     res.set_header("Allow", "GET, HEAD");
+    res.set_header("Connection", "close");
     res.set_content("method not allowed: this server only reads\n", "text/plain");
+    return true;
   };
-  svr.Post(".*", not_allowed);
-  svr.Put(".*", not_allowed);
-  svr.Patch(".*", not_allowed);
-  svr.Delete(".*", not_allowed);
-  svr.Options(".*", not_allowed);
-  svr.set_pre_routing_handler([loopback](const httplib::Request& req, httplib::Response& res) {
+  svr.set_expect_100_continue_handler([not_allowed](const httplib::Request& req, httplib::Response& res) {
+    return not_allowed(req, res) ? 405 : 100;
+  });
+  svr.set_pre_routing_handler([loopback, not_allowed](const httplib::Request& req, httplib::Response& res) {
+    if (not_allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
     if (!loopback || is_loopback_host(host_header_name(req.get_header_value("Host"))))
       return httplib::Server::HandlerResponse::Unhandled;
     res.status = 403;
@@ -242,19 +248,23 @@ void ViewerServer::start(const std::string& host, int port) {
     res.set_header("X-Content-Type-Options", "nosniff");
     const std::string& path = req.path;
     constexpr std::string_view kRun = "/run/";
-    if (path == "/api/status" || path.starts_with(kRun)) {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      if (shared->closed) {
-        res.status = 503;
-        res.set_content("the viewer is stopping\n", "text/plain");
-        return;
+    const auto stopping = [&res] {
+      res.status = 503;
+      res.set_content("the viewer is stopping\n", "text/plain");
+    };
+    if (path.starts_with(kRun)) {  // root is the server's own copy: no lock
+      if (shared->closed) return stopping();
+      const auto file = resolve_in_root(shared->root, path.substr(kRun.size()));
+      if (!file) return not_found(res);
+      return serve_file(const_cast<httplib::Request&>(req), res, *file);
+    }
+    if (path == "/api/status") {
+      nlohmann::json status;
+      {
+        std::lock_guard<std::timed_mutex> lock(shared->status_mutex);  // the destructor waits for it
+        if (shared->closed) return stopping();
+        status = shared->status();
       }
-      if (path.starts_with(kRun)) {
-        const auto file = resolve_in_root(shared->root, path.substr(kRun.size()));
-        if (!file) return not_found(res);
-        return serve_file(req, res, *file);
-      }
-      nlohmann::json status = shared->status();
       std::error_code ec;
       status["depth_preview"] = fs::is_directory(shared->root / "depth_preview", ec);  // the page asks for its PNGs
       res.set_content(status.dump(), "application/json");

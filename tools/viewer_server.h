@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -78,8 +79,8 @@ class ViewerServer {
   struct Shared {
     std::filesystem::path root;
     StatusFn status;
-    std::mutex mutex;
-    bool closed = false;
+    std::timed_mutex status_mutex;  // held while status() runs
+    std::atomic<bool> closed{false};
   };
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<httplib::Server> server_;

@@ -288,11 +288,10 @@ struct WindowedSession::Impl {
     if (!xf) return;
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t upto = final_window ? n : std::min(n, std::max(min_rows, n) - ov);
-    out.reserve(out.size() + static_cast<size_t>(std::max<int64_t>(upto - delivered, 0)));  // no throw below but warp's
-    for (; delivered < upto; ++delivered) {
-      warp_upto(delivered + 1);
-      out.push_back(std::move(rows[static_cast<size_t>(delivered)]));
-    }
+    if (upto <= delivered) return;
+    warp_upto(upto);  // may throw (out of memory) before any row left `rows`
+    out.reserve(out.size() + static_cast<size_t>(upto - delivered));
+    for (; delivered < upto; ++delivered) out.push_back(std::move(rows[static_cast<size_t>(delivered)]));
   }
 
   // Warps rows [warped, n) in place. A throw (out of memory) leaves the row it was warping unwarped
@@ -324,6 +323,7 @@ struct WindowedSession::Impl {
   // The current window is full and a further frame arrived: it is not the last one.
   void next_window() {
     check_windowed_options(wo, session.options());
+    windows.reserve(windows.size() + 1);  // begin_window's push_back cannot throw once rows have moved
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t end = current().start + n;
     current().end = end;
@@ -417,10 +417,15 @@ std::vector<FrameResult> WindowedSession::finish() {
     s.failed = true;  // closed; finish_early() still returns what was computed
     throw;
   }
-  s.finished = true;
   s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
-  s.try_align(true);
-  s.deliver(true, out);
+  try {
+    s.try_align(true);
+    s.deliver(true, out);
+  } catch (...) {
+    s.failed = true;  // out of memory: finish_early() still returns the rows, none lost
+    throw;
+  }
+  s.finished = true;
   s.recent.clear();
   return out;
 }

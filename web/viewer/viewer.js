@@ -326,6 +326,7 @@ let loading = false;
 // A frame file that cannot be read (damaged, truncated): frames load in order, so loading stops
 // before it, and the status line says which and why (reloading the page tries again).
 let frameError = '';
+let httpFailures = 0, httpFailedFrame = -1;  // HTTP errors in a row for the frame loading stopped at
 async function loadNewFrames() {
   if (loading || frameError) return;
   loading = true;
@@ -335,14 +336,21 @@ async function loadNewFrames() {
       const names = [];
       for (let i = start; i < end; ++i) names.push(`/run/viewer/${String(i).padStart(6, '0')}.bin`);
       // A failed fetch (the server gone) throws to poll(), which retries; an HTTP error ends this
-      // round (the next poll asks again); a file that does not parse is this frame's error, for good.
-      const replies = await Promise.all(names.map((u) => get(u)));
-      const buffers = await Promise.all(replies.map((r) => (r.ok ? r.arrayBuffer() : null)));
+      // round (the next poll asks again; the third in a row for a frame, or one after the run ended,
+      // is that frame's error); a file that does not parse is this frame's error, for good.
+      const replies = await Promise.all(names.map((u) => get(u, 'bytes')));
+      const buffers = replies.map((r) => r.body);
       const first = frames.length === 0;
       let httpError = false;
       for (let k = 0; k < buffers.length && !frameError; ++k) {
         const name = `frame ${start + k} (${names[k]})`;
-        if (!buffers[k]) { httpError = true; break; }
+        if (!buffers[k]) {
+          httpError = true;
+          httpFailures = httpFailedFrame === start + k ? httpFailures + 1 : 1;
+          httpFailedFrame = start + k;
+          if (httpFailures >= 3 || runStatus.status !== 'running') frameError = `${name}: HTTP ${replies[k].status}`;
+          break;
+        }
         try {
           addFrame(parseViewerFrame(buffers[k]));
         } catch (e) {
@@ -371,10 +379,13 @@ async function loadNewFrames() {
 // Polls /api/status every 0.5 s while the run goes on. When the server does not answer (a restarted
 // viewer, a run --serve that stopped), it keeps trying with a growing pause (up to 5 s) and carries on
 // where it was once the server is back.
-// fetch(), with a failure to reach the server marked as such (a page bug is not a disconnection).
-async function get(url) {
+// fetch() and its body ('json' or 'bytes'; null for an HTTP error), with a failure to reach the
+// server or a connection dropped mid-body marked as such (a page bug is not a disconnection).
+async function get(url, as) {
   try {
-    return await fetch(url, { cache: 'no-store' });
+    const r = await fetch(url, { cache: 'no-store' });
+    const body = !r.ok ? null : as === 'json' ? await r.json() : await r.arrayBuffer();
+    return { ok: r.ok, status: r.status, body };
   } catch (e) {
     throw Object.assign(new Error(`${url}: ${e.message}`), { unreachable: true });
   }
@@ -382,9 +393,9 @@ async function get(url) {
 let retryMs = 500;
 async function poll() {
   try {
-    const r = await get('/api/status');
+    const r = await get('/api/status', 'json');
     if (!r.ok) throw Object.assign(new Error(`/api/status: HTTP ${r.status}`), { unreachable: true });
-    runStatus = await r.json();
+    runStatus = r.body;
     retryMs = 500;
     reportCounts();
     await loadNewFrames();
