@@ -113,11 +113,10 @@ void not_found(httplib::Response& res) {
 }
 
 // Whether the request's byte ranges can be served from a file of `size` bytes: none, or one that
-// lies inside the file (the library computes the reply's length from the range as given, without
-// clamping it to the file). Several ranges are refused: a few bytes of request would otherwise make
-// the server send the file once per range.
-// A range's end past the file is clamped to it (RFC 9110: "to the end"), in the request itself,
-// which is the library's own object: it computes the reply's length from the range as given.
+// starts inside the file. Its end past the file is clamped to it (RFC 9110: "to the end") in the
+// request itself, the library's own object, which computes the reply's length from the range as
+// given. Several ranges are refused: a few bytes of request would otherwise make the server send
+// the file once per range.
 bool ranges_servable(httplib::Request& req, int64_t size) {
   if (req.ranges.empty()) return true;
   if (req.ranges.size() > 1 || size == 0) return false;
