@@ -11,6 +11,7 @@ enum class DType : uint8_t { F32, F16, BF16 };
 
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 std::string_view dtype_name(DType t);            // "f32", "f16", "bf16"
+inline bool dtype_known(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 DType parse_dtype(std::string_view name);        // throws Error naming the bad value
 
 // IEEE half <-> float, round-to-nearest-even; handles subnormals, inf, nan.

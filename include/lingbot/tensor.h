@@ -63,6 +63,7 @@ class Tensor {
   void check_shape(const Shape& expected, const std::string& what) const;
 
  private:
+  static Tensor empty_of(DType dtype);  // no data, shape []
   Shape shape_;
   int64_t numel_ = 0;
   DType dtype_ = DType::F32;

@@ -30,10 +30,16 @@ int64_t shape_numel(const Shape& s) {
 }
 
 namespace {
-void check_dtype(DType t) {
-  LINGBOT_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, "unknown dtype ", static_cast<int>(t));
-}
+void check_dtype(DType t) { LINGBOT_CHECK(dtype_known(t), "unknown dtype ", static_cast<int>(t)); }
 }  // namespace
+
+// Default-constructed or moved-from tensors copy and convert to empty ones: their shape [] has no
+// element (it is not a scalar's).
+Tensor Tensor::empty_of(DType dtype) {
+  Tensor t;
+  t.dtype_ = dtype;
+  return t;
+}
 
 Tensor::Tensor(Tensor&& other) noexcept
     : shape_(std::exchange(other.shape_, {})),
@@ -87,11 +93,7 @@ Tensor Tensor::from_f32(Shape shape, std::span<const float> values) {
 }
 
 Tensor Tensor::clone() const {
-  if (!data_) {  // default-constructed or moved-from: shape [] here has no element (not a scalar)
-    Tensor t;
-    t.dtype_ = dtype_;
-    return t;
-  }
+  if (!data_) return empty_of(dtype_);
   Tensor t(shape_, dtype_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
@@ -135,11 +137,7 @@ Tensor& Tensor::reshape(Shape shape) {
 
 Tensor Tensor::to(DType dtype) const {
   check_dtype(dtype);
-  if (!data_) {  // default-constructed or moved-from: as clone()
-    Tensor t;
-    t.dtype_ = dtype;
-    return t;
-  }
+  if (!data_) return empty_of(dtype);
   Tensor t(shape_, dtype);
   if (dtype == dtype_) {
     std::memcpy(t.raw(), raw(), nbytes());

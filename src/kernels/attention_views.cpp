@@ -3,10 +3,6 @@
 #include "core/error.h"
 
 namespace lingbot::kernels {
-namespace {
-bool known_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-}  // namespace
-
 void check_query(std::string_view fn, const QueryView& q, const float* out) {
   LINGBOT_CHECK(q.n_tokens >= 0, fn, ": query n_tokens must be >= 0, got ", q.n_tokens);
   LINGBOT_CHECK(q.heads > 0, fn, ": query heads must be > 0, got ", q.heads);
@@ -24,7 +20,7 @@ void check_query(std::string_view fn, const QueryView& q, const float* out) {
 bool check_kv_span(std::string_view fn, size_t i, const KVSpan& s, int64_t row) {
   LINGBOT_CHECK(s.n_tokens >= 0, fn, ": kv span ", i, ": negative n_tokens ", s.n_tokens);
   if (s.n_tokens == 0) return false;
-  LINGBOT_CHECK(known_dtype(s.dtype), fn, ": kv span ", i, ": dtype ", static_cast<int>(s.dtype),
+  LINGBOT_CHECK(dtype_known(s.dtype), fn, ": kv span ", i, ": dtype ", static_cast<int>(s.dtype),
                 " is not f32, f16 or bf16");
   LINGBOT_CHECK(s.k != nullptr && s.v != nullptr, fn, ": kv span ", i, ": k/v data is null with n_tokens = ",
                 s.n_tokens);
@@ -43,7 +39,7 @@ void check_pool_matches_query(std::string_view fn, const PagePoolView& pool, con
   LINGBOT_CHECK(pool.heads == q.heads, fn, ": page pool heads ", pool.heads, " != query heads ", q.heads);
   LINGBOT_CHECK(pool.head_dim == q.head_dim, fn, ": page pool head_dim ", pool.head_dim, " != query head_dim ",
                 q.head_dim);
-  LINGBOT_CHECK(known_dtype(pool.dtype), fn, ": page pool dtype ", static_cast<int>(pool.dtype),
+  LINGBOT_CHECK(dtype_known(pool.dtype), fn, ": page pool dtype ", static_cast<int>(pool.dtype),
                 " is not f32, f16 or bf16");
 }
 

@@ -53,8 +53,7 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   LINGBOT_CHECK(o.kv_backend == KVBackend::Paged || o.kv_backend == KVBackend::Dense ||
                     o.kv_backend == KVBackend::DenseFull,
                 "SessionOptions.kv_backend: unknown value ", static_cast<int>(o.kv_backend));
-  LINGBOT_CHECK(o.kv_dtype == DType::F32 || o.kv_dtype == DType::F16 || o.kv_dtype == DType::BF16,
-                "SessionOptions.kv_dtype: unknown value ", static_cast<int>(o.kv_dtype));
+  LINGBOT_CHECK(dtype_known(o.kv_dtype), "SessionOptions.kv_dtype: unknown value ", static_cast<int>(o.kv_dtype));
   LINGBOT_CHECK(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
                 "SessionOptions.max_special_frames does not apply to KVBackend::DenseFull (it keeps every frame)");
   if (const auto* p = dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get())) {
@@ -450,16 +449,18 @@ std::string Session::device_description() const { return impl().backend->descrip
 const KeyframePolicy& Session::keyframe_policy() const { return *impl().opt.keyframe_policy; }
 
 std::vector<unsigned char> Session::cache_live_bytes(int block) const {
-  const KVCache* c = impl().cache.get();
+  const Impl& s = impl();
+  const KVCache* c = s.cache.get();
   if (const auto* p = dynamic_cast<const PagedKVCache*>(c)) return p->live_bytes(block);
   if (const auto* d = dynamic_cast<const DenseKVCache*>(c)) return d->live_bytes(block);
-  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(impl().opt.kv_backend),
+  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(s.opt.kv_backend),
                 " backend has no host byte view");
   return {};
 }
 
 std::vector<unsigned char> Session::camera_cache_live_bytes() const {
-  return impl().camera_cache ? impl().camera_cache->live_bytes() : std::vector<unsigned char>{};
+  const Impl& s = impl();
+  return s.camera_cache ? s.camera_cache->live_bytes() : std::vector<unsigned char>{};
 }
 
 std::vector<FrameResult> Session::finish() {
@@ -495,20 +496,21 @@ bool Session::closed() const { return impl().closed; }
 int64_t Session::frames_pushed() const { return impl().pushed; }
 
 SessionStats Session::stats() const {
+  const Impl& s = impl();
   SessionStats st;
-  st.steps = impl().steps;
-  st.frames_completed = impl().completed;
-  st.phases = impl().phases;
-  st.phases.frame_blocks = impl().agg_scratch.frame_blocks;
-  st.phases.global_blocks = impl().agg_scratch.global_blocks;
-  if (impl().cache) st.cache = impl().cache->stats();
-  if (impl().camera_cache) {
-    st.camera_cache_frames = impl().camera_cache->frames();
-    st.camera_cache_bytes = impl().camera_cache->bytes();
+  st.steps = s.steps;
+  st.frames_completed = s.completed;
+  st.phases = s.phases;
+  st.phases.frame_blocks = s.agg_scratch.frame_blocks;
+  st.phases.global_blocks = s.agg_scratch.global_blocks;
+  if (s.cache) st.cache = s.cache->stats();
+  if (s.camera_cache) {
+    st.camera_cache_frames = s.camera_cache->frames();
+    st.camera_cache_bytes = s.camera_cache->bytes();
   }
-  st.rope_time_next = impl().stored;
-  st.decision_pending = impl().pending;
-  if (const std::optional<size_t> peak = impl().backend->device_peak_bytes()) {
+  st.rope_time_next = s.stored;
+  st.decision_pending = s.pending;
+  if (const std::optional<size_t> peak = s.backend->device_peak_bytes()) {
     st.device_peak_bytes = static_cast<int64_t>(*peak);
     st.device_kv_cache_bytes = st.cache.bytes_reserved;
   }
