@@ -23,7 +23,10 @@
 //   * reset() forgets the sequence (cache emptied without reallocating) and reopens the session;
 //     the next frame may have a different size.
 // Frames of one sequence must all have the same size. A Session is not thread-safe; use one per
-// stream (they may share a Model).
+// stream (they may share a Model). A call that changes it (push, commit/rollback, finish, reset)
+// while another such call runs, from another thread or from its own keyframe policy, throws Error
+// ("... is already running a call ...") and changes nothing; the const readers (stats(), ...) are
+// not checked and must not overlap those calls either.
 #include <atomic>
 #include <cstdint>
 #include <memory>

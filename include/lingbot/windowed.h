@@ -28,7 +28,8 @@
 // at most the overlap (plus the first window's scale phase). Only the current window's rows and the
 // last `ov` input frames are held.
 // Frame indices in results are positions in the whole sequence; rope_time_index is window-local.
-// Not thread-safe, as Session: one thread at a time per WindowedSession.
+// Not thread-safe, as Session: one thread at a time per WindowedSession (an overlapping push or
+// finish, also one from the window observer, throws Error and changes nothing).
 #include <array>
 #include <cstdint>
 #include <functional>

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "core/busy_guard.h"
 #include "core/error.h"
 #include "io/export.h"
 #include "io/frame_source.h"
@@ -59,20 +60,6 @@ namespace fs = std::filesystem;
 
 // ---- small helpers ----------------------------------------------------------------------------
 
-// Marks an object busy for the duration of one call (see the header comment on threads).
-class BusyGuard {
- public:
-  BusyGuard(std::atomic<bool>& flag, const char* what) : flag_(flag) {
-    if (flag_.exchange(true))
-      throw Error(std::string(what) + " is already running a call in another thread (use one object per thread)");
-  }
-  ~BusyGuard() { flag_ = false; }
-  BusyGuard(const BusyGuard&) = delete;
-  BusyGuard& operator=(const BusyGuard&) = delete;
-
- private:
-  std::atomic<bool>& flag_;
-};
 
 void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();

@@ -9,6 +9,7 @@
 
 #include "compute/phase_scope.h"
 #include "core/allocator.h"
+#include "core/busy_guard.h"
 #include "core/error.h"
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
@@ -96,6 +97,7 @@ struct Session::Impl {
   int64_t last_stored_index = -1;
   bool pending = false;  // a push_frame_deferred frame awaits commit_frame / rollback_frame
   Tensor deferred_result_pose;  // push_frame_deferred: the pending frame's pose, for commit_frame
+  std::atomic<bool> busy{false};  // a call that changes the session is running (BusyGuard)
 
   model::EncoderScratch enc_scratch;
   model::AggregatorScratch agg_scratch;
@@ -343,6 +345,7 @@ std::vector<FrameResult> Session::push_frame(const Tensor& image) {
 
 std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::push_frame: this Session", kOneCallAtATime);
   s.check_open("push_frame");
   LINGBOT_CHECK(!s.pending, "push_frame: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
@@ -403,6 +406,7 @@ std::vector<FrameResult> Session::Impl::push(const float* image) {
 
 FrameResult Session::push_frame_deferred(const Tensor& image) {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::push_frame_deferred: this Session", kOneCallAtATime);
   s.check_open("push_frame_deferred");
   LINGBOT_CHECK(!s.pending, "push_frame_deferred: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
@@ -431,6 +435,7 @@ FrameResult Session::push_frame_deferred(const Tensor& image) {
 
 void Session::commit_frame() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::commit_frame: this Session", kOneCallAtATime);
   LINGBOT_CHECK(s.pending, "commit_frame: no frame awaits a decision (push one with push_frame_deferred)");
   s.commit();
   s.last_stored_index = s.pushed - 1;
@@ -439,6 +444,7 @@ void Session::commit_frame() {
 
 void Session::rollback_frame() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::rollback_frame: this Session", kOneCallAtATime);
   LINGBOT_CHECK(s.pending, "rollback_frame: no frame awaits a decision (push one with push_frame_deferred)");
   s.rollback();
   s.deferred_result_pose = Tensor();
@@ -465,6 +471,7 @@ std::vector<unsigned char> Session::camera_cache_live_bytes() const {
 
 std::vector<FrameResult> Session::finish() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::finish: this Session", kOneCallAtATime);
   s.check_not_failed("finish");
   LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
@@ -480,6 +487,7 @@ std::vector<FrameResult> Session::finish() {
 
 void Session::reset() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "Session::reset: this Session", kOneCallAtATime);
   if (s.cache) s.cache->reset();
   if (s.camera_cache) s.camera_cache->reset();
   s.height = s.width = 0;

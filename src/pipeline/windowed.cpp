@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/busy_guard.h"
 #include "core/error.h"
 #include "model/geometry.h"
 #include "pipeline/frame_values.h"
@@ -199,6 +200,7 @@ struct WindowedSession::Impl {
   int64_t pushed = 0;
   bool finished = false;
   bool failed = false;  // a step threw (stopped, out of memory): closed for good
+  std::atomic<bool> busy{false};  // a call that changes the session is running (BusyGuard)
   model::ImageSize size;
 
   std::vector<WindowInfo> windows;
@@ -358,6 +360,7 @@ WindowedSession::Impl& WindowedSession::impl() const {
 
 std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "WindowedSession::push_frame: this WindowedSession", kOneCallAtATime);
   LINGBOT_CHECK(!s.failed, "push_frame: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "push_frame after finish(): the windowed session is closed");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
@@ -404,6 +407,7 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
 
 std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "WindowedSession::finish: this WindowedSession", kOneCallAtATime);
   LINGBOT_CHECK(!s.failed, "finish: the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
   std::vector<FrameResult> out;
@@ -432,6 +436,7 @@ std::vector<FrameResult> WindowedSession::finish() {
 
 std::vector<FrameResult> WindowedSession::finish_early() {
   Impl& s = impl();
+  const BusyGuard busy(s.busy, "WindowedSession::finish_early: this WindowedSession", kOneCallAtATime);
   LINGBOT_CHECK(!s.finished, "finish_early() after finish(): the windowed session is already closed");
   s.finished = true;
   std::vector<FrameResult> out;

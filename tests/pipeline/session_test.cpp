@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -247,6 +249,100 @@ TEST_F(SessionTest, MovedFromSessionsAndBadBlockIndicesAreErrors) {
 
 // SessionOptions::stop ends the step in progress with lingbot::Stopped (no result for its frames) and
 // closes the session until reset(), which gives a fresh sequence with the same results as ever.
+// A policy that keeps every frame and runs the test's hook while the push that asks it is running.
+class HookPolicy final : public KeyframePolicy {
+ public:
+  explicit HookPolicy(std::function<void()> hook) : hook_(std::move(hook)) {}
+  bool decides_before() const override { return false; }
+  KeyframeDecision decide_after(const KeyframeQuery&, const FrameResult&) const override {
+    hook_();
+    return {};
+  }
+  std::string describe() const override { return "test hook"; }
+
+ private:
+  std::function<void()> hook_;
+};
+
+// One call at a time: a call that changes the session while a push runs, from the keyframe policy
+// on the same thread or from a second thread, is refused with the exact message and changes nothing;
+// the running push and the rest of the stream give the results of an undisturbed session.
+TEST_F(SessionTest, ACallWhileAPushRunsIsRefusedAndChangesNothing) {
+  const std::string busy = " is already running a call (one thread at a time; a keyframe policy or window "
+                           "observer must not call back into its session)";
+  SessionOptions o = tiny_options();
+  o.keyframe_policy = std::make_shared<HookPolicy>([] {});
+  Session undisturbed(model_, o);
+  const auto expected = run(undisturbed, 6);
+
+  Session* target = nullptr;
+  std::vector<std::string> refused;
+  auto try_call = [&](const std::function<void()>& call) {
+    try {
+      call();
+      refused.push_back("(not refused)");
+    } catch (const Error& e) {
+      refused.push_back(e.what());
+    }
+  };
+  std::function<void()> in_policy = [] {};
+  o.keyframe_policy = std::make_shared<HookPolicy>([&] { in_policy(); });
+  Session s(model_, o);
+  target = &s;
+  in_policy = [&] {  // re-entered from its own policy, on the pushing thread
+    try_call([&] { target->push_frame(frame(5), H(), W()); });
+    try_call([&] { target->finish(); });
+    try_call([&] { target->reset(); });
+    try_call([&] { target->commit_frame(); });
+  };
+  std::vector<FrameResult> all;
+  for (int64_t i = 0; i < 3; ++i)
+    for (auto& r : s.push_frame(frame(i), H(), W())) all.push_back(std::move(r));
+  EXPECT_EQ(refused, (std::vector<std::string>{"Session::push_frame: this Session" + busy,
+                                               "Session::finish: this Session" + busy,
+                                               "Session::reset: this Session" + busy,
+                                               "Session::commit_frame: this Session" + busy}));
+
+  // From a second thread while frame 3's push waits inside its policy.
+  std::promise<void> inside, release;
+  std::shared_future<void> released = release.get_future().share();
+  in_policy = [&] {
+    inside.set_value();
+    released.wait();
+  };
+  auto pushing = std::async(std::launch::async, [&] { return s.push_frame(frame(3), H(), W()); });
+  inside.get_future().wait();
+  refused.clear();
+  try_call([&] { s.push_frame(frame(4), H(), W()); });
+  try_call([&] { s.rollback_frame(); });
+  release.set_value();
+  for (auto& r : pushing.get()) all.push_back(std::move(r));
+  EXPECT_EQ(refused, (std::vector<std::string>{"Session::push_frame: this Session" + busy,
+                                               "Session::rollback_frame: this Session" + busy}));
+  in_policy = [] {};
+  for (int64_t i = 4; i < 6; ++i)
+    for (auto& r : s.push_frame(frame(i), H(), W())) all.push_back(std::move(r));
+  for (auto& r : s.finish()) all.push_back(std::move(r));
+  EXPECT_TRUE(same_bits(all, expected));
+
+  // WindowedSession: its observer calling back is refused the same way.
+  WindowedSession* wtarget = nullptr;
+  refused.clear();
+  WindowObserver obs;
+  obs.on_step = [&](int64_t, int64_t, int64_t, int64_t, const SessionStats&) {
+    if (refused.empty()) try_call([&] { wtarget->finish(); });
+  };
+  WindowedSession w(model_, tiny_options(), WindowedOptions{}, obs);
+  wtarget = &w;
+  Tensor image({3, H(), W()});
+  for (int64_t i = 0; i < 3; ++i) {
+    std::memcpy(image.f32(), frame(i), image.nbytes());
+    w.push_frame(image);
+  }
+  EXPECT_EQ(refused, (std::vector<std::string>{"WindowedSession::finish: this WindowedSession" + busy}));
+  EXPECT_FALSE(w.closed());
+}
+
 TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
   std::atomic<bool> stop{false};
   SessionOptions o = tiny_options();
