@@ -72,10 +72,10 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
   const ModelConfig& cfg = model->config();
   const int64_t p = cfg.encoder.patch_size;
   // Demo frames are 112 x 70 (8 x 5 patches of 14); other patch sizes crop them to a multiple.
-  io::PreprocessOptions pre;
+  PreprocessOptions pre;
   pre.image_size = static_cast<int>(kDemoFrameWidth / p * p);
   pre.patch_size = static_cast<int>(p);
-  pre.mode = io::ResizeMode::Crop;
+  pre.preprocess = Preprocess::Crop;
   std::vector<Tensor> frames;
   for (int i = 0; i < o.loop_frames; ++i) frames.push_back(io::preprocess_image(render_demo_frame(i), pre));
   r.image_height = static_cast<int>(frames[0].dim(1));

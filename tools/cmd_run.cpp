@@ -165,7 +165,7 @@ struct Input {
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
 };
 
-Input open_input(const RunArgs& a, const io::PreprocessOptions& pre) {
+Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
   Input in;
   if (a.demo) {
     in.kind = "demo";
@@ -521,10 +521,10 @@ int run_command(const RunArgs& a) {
   patch = static_cast<int>(model_cfg.encoder.patch_size);
   LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
 
-  io::PreprocessOptions pre;
+  PreprocessOptions pre;
   pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
   pre.patch_size = patch;
-  pre.mode = a.preprocess == "pad" ? io::ResizeMode::Pad : io::ResizeMode::Crop;
+  pre.preprocess = a.preprocess == "pad" ? Preprocess::Pad : Preprocess::Crop;
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
 

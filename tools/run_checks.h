@@ -14,14 +14,13 @@
 #include "kvcache/kv_cache.h"
 #include "lingbot/dtype.h"
 #include "lingbot/model_config.h"
+#include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 
 namespace lingbot::cli {
 
 // Upper bounds of run's size options besides SessionOptions' (lingbot/session.h: kMaxScaleFrames,
-// kMaxKvWindow, kMaxCameraIterations, kMaxThreads). Beyond them a run cannot be useful on any
-// machine this engine targets (4096 px: 85k tokens per frame).
-inline constexpr int kMaxImageSize = 4096;
+// kMaxKvWindow, kMaxCameraIterations, kMaxThreads) and kMaxImageSize (lingbot/preprocess.h).
 inline constexpr int kMaxDownsample = 1 << 20;
 
 // A lower bound of the memory a run needs, in bytes, from the model configuration and options.

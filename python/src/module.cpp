@@ -43,6 +43,7 @@
 #include "bench/harness/calibration.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
+#include "lingbot/preprocess.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
 #include "lingbot/windowed.h"
@@ -424,28 +425,25 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   return so;
 }
 
-io::ResizeMode parse_preprocess(const std::string& preprocess) {
-  if (preprocess == "crop") return io::ResizeMode::Crop;
-  if (preprocess == "pad") return io::ResizeMode::Pad;
+Preprocess parse_preprocess(const std::string& preprocess) {
+  if (preprocess == "crop") return Preprocess::Crop;
+  if (preprocess == "pad") return Preprocess::Pad;
   throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
 }
 
 // options["preprocess"] / ["image_size"]: run's preprocessing, or None when frames go in as they are.
-void add_preprocess(py::dict& d, const std::optional<io::PreprocessOptions>& pre) {
-  d["preprocess"] = pre ? py::object(py::str(pre->mode == io::ResizeMode::Crop ? "crop" : "pad")) : py::none();
+void add_preprocess(py::dict& d, const std::optional<PreprocessOptions>& pre) {
+  d["preprocess"] = pre ? py::object(py::str(pre->preprocess == Preprocess::Crop ? "crop" : "pad")) : py::none();
   d["image_size"] = pre ? py::object(py::int_(pre->image_size)) : py::none();
 }
 
-io::PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
-  io::PreprocessOptions pre;
-  LINGBOT_CHECK(image_size > 0, "image_size must be positive, got ", image_size);
-  LINGBOT_CHECK(image_size <= 4096, "image_size must be in 1..4096 (as run --image-size), got ", image_size);
-  LINGBOT_CHECK(patch > 0 && patch <= 4096, "patch_size must be in 1..4096, got ", patch);
-  LINGBOT_CHECK(image_size % patch == 0, "image_size must be a multiple of the model's patch size ", patch, ", got ",
-                image_size);
+PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
+  LINGBOT_CHECK(patch > 0 && patch <= kMaxImageSize, "patch_size must be in 1..", kMaxImageSize, ", got ", patch);
+  PreprocessOptions pre;
   pre.image_size = image_size;
   pre.patch_size = static_cast<int>(patch);
-  pre.mode = parse_preprocess(preprocess);
+  pre.preprocess = parse_preprocess(preprocess);
+  check_preprocess_options(pre);
   return pre;
 }
 
@@ -833,7 +831,7 @@ class PySession {
   }
 
   PyModel model_;
-  std::optional<io::PreprocessOptions> pre_;
+  std::optional<PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
@@ -864,7 +862,7 @@ class FrameFeed {
 
 class SourceFeed : public FrameFeed {
  public:
-  SourceFeed(io::FrameSource src, const io::PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
+  SourceFeed(io::FrameSource src, const PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
     count = src_.count();
     estimated = src_.estimated_count();
     canvas = src_.canvas(pre_);
@@ -883,12 +881,12 @@ class SourceFeed : public FrameFeed {
 
  private:
   io::FrameSource src_;
-  io::PreprocessOptions pre_;
+  PreprocessOptions pre_;
 };
 
 class ArrayFeed : public FrameFeed {
  public:
-  ArrayFeed(py::sequence frames, const io::PreprocessOptions& pre) : frames_(std::move(frames)), pre_(pre) {
+  ArrayFeed(py::sequence frames, const PreprocessOptions& pre) : frames_(std::move(frames)), pre_(pre) {
     const int64_t n = static_cast<int64_t>(py::len(frames_));
     LINGBOT_CHECK(n > 0, "images is an empty list: give at least one frame");
     count = estimated = n;
@@ -936,7 +934,7 @@ class ArrayFeed : public FrameFeed {
 
  private:
   py::sequence frames_;
-  io::PreprocessOptions pre_;
+  PreprocessOptions pre_;
   int64_t next_ = 0;
 };
 
@@ -953,7 +951,7 @@ class PyReconstruction {
     // Before any decoding: bad options fail first.
     int interval = parse_keyframe_interval(args.keyframe_interval);
     const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
-    const io::PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
+    const PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
     pre_ = pre;
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
@@ -1092,7 +1090,7 @@ class PyReconstruction {
   PyModel model_;
   std::unique_ptr<FrameFeed> feed_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
-  std::optional<io::PreprocessOptions> pre_;
+  std::optional<PreprocessOptions> pre_;
   std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;
@@ -1554,7 +1552,7 @@ void bind_module(py::module_& m) {
         if (mode) warn_deprecated("mode= is deprecated, use preprocess=");
         InputFrame in = frame_from_python(image, "image");
         if (!in.rgb8) throw py::type_error("image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)");
-        const io::PreprocessOptions pre =
+        const PreprocessOptions pre =
             preprocess_options(image_size, preprocess.value_or(mode.value_or("crop")), patch_size);
         Tensor t;
         {

@@ -152,8 +152,7 @@ ImageU8 resize_bicubic(const ImageU8& img, int out_width, int out_height) {
 }
 
 ImageSize resized_size(ImageSize in, const PreprocessOptions& opt) {
-  LINGBOT_CHECK(opt.image_size > 0, "image_size must be positive, got ", opt.image_size);
-  LINGBOT_CHECK(opt.patch_size > 0, "patch_size must be positive, got ", opt.patch_size);
+  check_preprocess_options(opt);
   LINGBOT_CHECK(in.width > 0 && in.height > 0, "image size must be positive, got ", in.width, "x",
                 in.height);
   const int ts = opt.image_size;
@@ -164,7 +163,7 @@ ImageSize resized_size(ImageSize in, const PreprocessOptions& opt) {
                             opt.patch_size);
   };
   ImageSize out;
-  if (opt.mode == ResizeMode::Pad && in.width < in.height) {
+  if (opt.preprocess == Preprocess::Pad && in.width < in.height) {
     out = {scaled(in.width, in.height), ts};
   } else {
     out = {ts, scaled(in.height, in.width)};
@@ -176,7 +175,7 @@ ImageSize resized_size(ImageSize in, const PreprocessOptions& opt) {
 
 ImageSize preprocessed_size(ImageSize in, const PreprocessOptions& opt) {
   const ImageSize r = resized_size(in, opt);
-  if (opt.mode == ResizeMode::Pad) {
+  if (opt.preprocess == Preprocess::Pad) {
     // Upstream pads (a negative amount crops) only when a side is short of image_size.
     if (r.width < opt.image_size || r.height < opt.image_size) return {opt.image_size, opt.image_size};
     return r;
@@ -232,7 +231,7 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
 
   // Crop mode keeps the centre image_size rows when the resized image is taller.
   int row0 = 0, rows = rs.height;
-  if (opt.mode == ResizeMode::Crop && rs.height > opt.image_size) {
+  if (opt.preprocess == Preprocess::Crop && rs.height > opt.image_size) {
     row0 = (rs.height - opt.image_size) / 2;
     rows = opt.image_size;
   }
@@ -245,7 +244,7 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
       }
     }
   }
-  if (opt.mode == ResizeMode::Pad && (p.width < opt.image_size || p.height < opt.image_size)) {
+  if (opt.preprocess == Preprocess::Pad && (p.width < opt.image_size || p.height < opt.image_size)) {
     p = place_centred(p, opt.image_size, opt.image_size);
   }
   if (canvas.width > 0 && canvas.height > 0 &&
@@ -276,3 +275,36 @@ Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOption
 }
 
 }  // namespace lingbot::io
+
+namespace lingbot {
+
+void check_preprocess_options(const PreprocessOptions& o) {
+  LINGBOT_CHECK(o.image_size > 0, "image_size must be positive, got ", o.image_size);
+  LINGBOT_CHECK(o.image_size <= kMaxImageSize, "image_size must be in 1..", kMaxImageSize, ", got ", o.image_size);
+  LINGBOT_CHECK(o.patch_size > 0 && o.patch_size <= kMaxImageSize, "patch_size must be in 1..", kMaxImageSize, ", got ",
+                o.patch_size);
+  LINGBOT_CHECK(o.image_size % o.patch_size == 0, "image_size must be a multiple of the model's patch size ",
+                o.patch_size, ", got ", o.image_size);
+  LINGBOT_CHECK(o.preprocess == Preprocess::Crop || o.preprocess == Preprocess::Pad, "preprocess must be Crop or Pad, got ",
+                static_cast<int>(o.preprocess));
+}
+
+Tensor preprocess_image(const uint8_t* rgb, int width, int height, const PreprocessOptions& options) {
+  check_preprocess_options(options);
+  LINGBOT_CHECK(rgb != nullptr, "preprocess_image: rgb is null");
+  LINGBOT_CHECK(width > 0 && height > 0, "preprocess_image: image size must be positive, got ", width, "x", height);
+  LINGBOT_CHECK(static_cast<int64_t>(width) * height <= io::kMaxImagePixels, "preprocess_image: ", width, "x", height,
+                " is more than ", io::kMaxImagePixels, " pixels");
+  io::ImageU8 img;
+  img.width = width;
+  img.height = height;
+  img.rgb.assign(rgb, rgb + static_cast<size_t>(width) * height * 3);
+  return io::preprocess_image(img, options);
+}
+
+Tensor load_frame(const std::filesystem::path& image_file, const PreprocessOptions& options) {
+  check_preprocess_options(options);  // before reading a file the options would refuse
+  return io::preprocess_image(io::load_image(image_file), options);
+}
+
+}  // namespace lingbot

@@ -1,7 +1,8 @@
 #pragma once
 // Image preprocessing identical to upstream's load_and_preprocess_images (utils/load_fn.py), the
 // loader demo.py uses: resize with PIL's 8-bit BICUBIC resampler (bit-exact port), centre crop
-// (crop mode) or white padding (pad mode), then float32 CHW = uint8 / 255.
+// (crop mode) or white padding (pad mode), then float32 CHW = uint8 / 255. The options and the
+// one-picture entry points are public (lingbot/preprocess.h); these are the pieces and the batch form.
 //
 // Mixed image sizes: upstream pads every image of a batch with 1.0 (white), centred, to the largest
 // height and width in the batch. A streaming caller does the same by probing all sizes first
@@ -10,22 +11,10 @@
 #include <span>
 
 #include "io/image.h"
+#include "lingbot/preprocess.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::io {
-
-enum class ResizeMode {
-  Crop,  // width := image_size, height keeps the aspect ratio (multiple of patch), centre-cropped
-         // to at most image_size rows (the demo default)
-  Pad,   // longer side := image_size, shorter keeps the aspect ratio (multiple of patch), then
-         // padded with white to image_size x image_size
-};
-
-struct PreprocessOptions {
-  int image_size = 518;
-  int patch_size = 14;
-  ResizeMode mode = ResizeMode::Crop;
-};
 
 // Python's round() for doubles: ties go to the even integer.
 long long round_half_even(double v);

@@ -78,17 +78,17 @@ TEST(Preprocess, RoundHalfEvenMatchesPython) {
 }
 
 TEST(Preprocess, SizesFollowUpstreamRule) {
-  PreprocessOptions crop{518, 14, ResizeMode::Crop};
+  PreprocessOptions crop{518, 14, Preprocess::Crop};
   EXPECT_EQ(resized_size({518, 294}, crop), (ImageSize{518, 294}));
   EXPECT_EQ(resized_size({1920, 1080}, crop), (ImageSize{518, 294}));  // 291.375/14=20.8 -> 21*14
   EXPECT_EQ(resized_size({1080, 1920}, crop), (ImageSize{518, 924}));
   EXPECT_EQ(preprocessed_size({1080, 1920}, crop), (ImageSize{518, 518}));
-  PreprocessOptions pad{224, 14, ResizeMode::Pad};
+  PreprocessOptions pad{224, 14, Preprocess::Pad};
   EXPECT_EQ(resized_size({294, 518}, pad), (ImageSize{126, 224}));
   EXPECT_EQ(preprocessed_size({294, 518}, pad), (ImageSize{224, 224}));
   // 7 * 224 / 224 / 14 = 0.5 -> rounds to 0 (half to even): a clear error, not an empty image.
   try {
-    resized_size({448, 14}, PreprocessOptions{224, 14, ResizeMode::Crop});
+    resized_size({448, 14}, PreprocessOptions{224, 14, Preprocess::Crop});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
@@ -115,7 +115,7 @@ TEST(Preprocess, MixedSizesArePaddedWhiteLikeUpstream) {
   std::fill(a.rgb.begin(), a.rgb.end(), 0);
   std::fill(b.rgb.begin(), b.rgb.end(), 0);
   const std::vector<ImageU8> imgs = {std::move(a), std::move(b)};
-  const Tensor t = preprocess_images(imgs, PreprocessOptions{28, 14, ResizeMode::Crop});
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{28, 14, Preprocess::Crop});
   ASSERT_EQ(t.shape(), (Shape{2, 3, 28, 28}));
   const float* second = t.f32() + 3 * 28 * 28;
   // 14 rows of image centred in 28: rows 0..6 and 21..27 are white, 7..20 black.
@@ -129,7 +129,7 @@ TEST(Preprocess, GoldenCrop518IsBitExact) {
   if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
   const auto golden = read_golden(kGolden / "preprocess.safetensors");
   const auto imgs = golden_images();
-  const Tensor t = preprocess_images(imgs, PreprocessOptions{518, 14, ResizeMode::Crop});
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{518, 14, Preprocess::Crop});
   EXPECT_EQ(max_abs_diff(t, golden.at("crop518")), 0.0f);
 }
 
@@ -137,7 +137,7 @@ TEST(Preprocess, GoldenCrop224IsBitExact) {
   if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
   const auto golden = read_golden(kGolden / "preprocess.safetensors");
   const auto imgs = golden_images();
-  const Tensor t = preprocess_images(imgs, PreprocessOptions{224, 14, ResizeMode::Crop});
+  const Tensor t = preprocess_images(imgs, PreprocessOptions{224, 14, Preprocess::Crop});
   EXPECT_EQ(max_abs_diff(t, golden.at("crop224")), 0.0f);
 }
 
@@ -148,10 +148,62 @@ TEST(Preprocess, GoldenRotatedCrop350AndPad224AreBitExact) {
   ASSERT_EQ(rot.width, 294);
   ASSERT_EQ(rot.height, 518);
   const std::vector<ImageU8> one = {rot};
-  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{350, 14, ResizeMode::Crop}),
+  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{350, 14, Preprocess::Crop}),
                          golden.at("crop350_rot90cw_frame0")),
             0.0f);
-  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{224, 14, ResizeMode::Pad}),
+  EXPECT_EQ(max_abs_diff(preprocess_images(one, PreprocessOptions{224, 14, Preprocess::Pad}),
                          golden.at("pad224_rot90cw_frame0")),
             0.0f);
+}
+
+// The public entry points (lingbot/preprocess.h) give upstream's frames: each golden picture through
+// load_frame and through preprocess_image on its decoded bytes equals its slice of the golden batch.
+TEST(Preprocess, PublicLoadFrameAndPreprocessImageAreBitExact) {
+  if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
+  const auto golden = read_golden(kGolden / "preprocess.safetensors");
+  const GoldenTensor& batch = golden.at("crop224");
+  ASSERT_EQ(batch.shape.size(), 4u);
+  const int64_t per = batch.shape[1] * batch.shape[2] * batch.shape[3];
+  const PreprocessOptions opt{224, 14, Preprocess::Crop};
+  int i = 0;
+  for (const char* f : {"000000.png", "000001.png", "000002.png"}) {
+    const ImageU8 img = load_image(kGolden / f);
+    for (const Tensor& t : {lingbot::load_frame(kGolden / f, opt),
+                            lingbot::preprocess_image(img.rgb.data(), img.width, img.height, opt)}) {
+      ASSERT_EQ(t.shape(), Shape(batch.shape.begin() + 1, batch.shape.end())) << f;
+      EXPECT_EQ(std::memcmp(t.f32(), batch.data.data() + i * per, per * sizeof(float)), 0) << f;
+    }
+    ++i;
+  }
+}
+
+TEST(Preprocess, PublicEntryPointsRefuseBadInputWithExactMessages) {
+  const auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::vector<uint8_t> rgb(30 * 20 * 3, 128);
+  const auto with = [&](PreprocessOptions o) {
+    return message([&] { lingbot::preprocess_image(rgb.data(), 30, 20, o); });
+  };
+  EXPECT_EQ(with({0, 14, Preprocess::Crop}), "image_size must be positive, got 0");
+  EXPECT_EQ(with({4102, 14, Preprocess::Crop}), "image_size must be in 1..4096, got 4102");
+  EXPECT_EQ(with({28, 0, Preprocess::Crop}), "patch_size must be in 1..4096, got 0");
+  EXPECT_EQ(with({30, 14, Preprocess::Crop}), "image_size must be a multiple of the model's patch size 14, got 30");
+  EXPECT_EQ(with({28, 14, static_cast<Preprocess>(7)}), "preprocess must be Crop or Pad, got 7");
+  EXPECT_EQ(message([&] { lingbot::preprocess_image(nullptr, 30, 20, {}); }), "preprocess_image: rgb is null");
+  EXPECT_EQ(message([&] { lingbot::preprocess_image(rgb.data(), 0, 20, {}); }),
+            "preprocess_image: image size must be positive, got 0x20");
+  EXPECT_EQ(message([&] { lingbot::preprocess_image(rgb.data(), 60000, 60000, {}); }),
+            "preprocess_image: 60000x60000 is more than 357913940 pixels");
+  EXPECT_EQ(message([&] { lingbot::load_frame("/nonexistent/x.png", {}); }), "image file not found: /nonexistent/x.png");
+  EXPECT_EQ(message([&] { lingbot::load_frame("/nonexistent/x.png", {5, 14, Preprocess::Crop}); }),
+            "image_size must be a multiple of the model's patch size 14, got 5");
+  // 30x20 at 28, crop: 28 wide, 20 * 28 / 30 / 14 = 1.33 -> 1 patch -> 28x14; pad: 28x28.
+  EXPECT_EQ(lingbot::preprocess_image(rgb.data(), 30, 20, {28, 14, Preprocess::Crop}).shape(), (Shape{3, 14, 28}));
+  EXPECT_EQ(lingbot::preprocess_image(rgb.data(), 30, 20, {28, 14, Preprocess::Pad}).shape(), (Shape{3, 28, 28}));
 }

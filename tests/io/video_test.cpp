@@ -210,7 +210,7 @@ TEST(FrameSource, VideoSelectionFollowsDemoOrder) {
   FrameSource src = FrameSource::from_video(path, FrameSelection{4, 2, 5, true});
   EXPECT_FALSE(src.count().has_value());
   EXPECT_EQ(src.estimated_count(), 2);  // 1 s at 10 fps in the container: 10 -> 5 -> 4 -> 2
-  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));  // 8x16 -> 28x56 -> crop
+  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, Preprocess::Crop}), (ImageSize{28, 28}));  // 8x16 -> 28x56 -> crop
   SourceFrame f;
   std::vector<std::string> names;
   while (src.next(&f)) {
@@ -237,7 +237,7 @@ TEST(FrameSource, FolderSelectionAndMixedSizeCanvas) {
   FrameSource src = FrameSource::from_folder(dir.path, FrameSelection{4, 2, 10, false});
   ASSERT_EQ(src.count(), 2);  // f0, f2
   EXPECT_EQ(src.estimated_count(), 2);
-  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, ResizeMode::Crop}), (ImageSize{28, 28}));
+  EXPECT_EQ(src.canvas(PreprocessOptions{28, 14, Preprocess::Crop}), (ImageSize{28, 28}));
   SourceFrame f;
   ASSERT_TRUE(src.next(&f));
   EXPECT_EQ(f.name, "f0.png");

@@ -132,7 +132,7 @@ TEST(AccuracySpecialBound, WindowedTinyFramesStreamed) {
     GTEST_SKIP() << "shared golden frames not present at " << dir;
   }
   auto model = Model::load(std::string(LINGBOT_TESTDATA_DIR) + "/tiny/weights.safetensors");
-  io::PreprocessOptions pre;
+  PreprocessOptions pre;
   pre.image_size = 112;
   pre.patch_size = 14;
   std::vector<Tensor> frames;

@@ -182,7 +182,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
      "keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got 18446744073709551616"),
     (dict(preprocess="pad"), ValueError, "preprocess= applies to run's preprocessing, which image_size= asks for: "
      "give image_size too (frames without it go in as they are)"),
-    (dict(image_size=5012), lm.Error, "image_size must be in 1..4096 (as run --image-size), got 5012"),
+    (dict(image_size=5012), lm.Error, "image_size must be in 1..4096, got 5012"),
     (dict(max_special_frames=-1), lm.Error, "max_special_frames must be >= 0 (0 = keep all), got -1"),
     (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),

@@ -2,9 +2,10 @@
 // checks what the API promises about the results: one result per frame in order, the documented
 // shapes, positive depth, confidence > 1, extrinsic = inverse of extrinsic_c2w, world points =
 // extrinsic_c2w · (K⁻¹ [x, y, 1]ᵀ · depth), identical results after reset(), and a lingbot::Error for a
-// frame of the wrong size. Prints one summary line; exits 1 with "consumer: FAIL ..." otherwise.
+// frame of the wrong size; and a frame made from an 8-bit picture with lingbot::preprocess_image. Prints one summary line; exits 1 with "consumer: FAIL ..." otherwise.
 // Usage: consumer CHECKPOINT
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "lingbot/error.h"
 #include "lingbot/model.h"
+#include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 
 namespace {
@@ -141,6 +143,25 @@ int main(int argc, char** argv) {
     }
     expect(error.find("has size 70x126 (HxW), but this sequence's frames are 70x112") != std::string::npos,
            "a frame of another size must throw lingbot::Error, got \"" + error + "\"");
+
+    // A frame from an 8-bit picture: 150x100 RGB, width to 112 (crop mode) -> 112x74.7 -> 70 rows.
+    std::vector<uint8_t> rgb(150 * 100 * 3);
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7 % 256);
+    lingbot::PreprocessOptions pre;
+    pre.image_size = static_cast<int>(kWidth);
+    pre.patch_size = static_cast<int>(model->patch_size());
+    const lingbot::Tensor picture = lingbot::preprocess_image(rgb.data(), 150, 100, pre);
+    picture.check_shape({3, kHeight, kWidth}, "preprocessed picture");
+    session.reset();
+    session.push_frame(picture);
+    expect(session.frames_pushed() == 1, "a preprocessed picture must be accepted as a frame");
+    error.clear();
+    try {
+      lingbot::load_frame("no-such-picture.png", pre);
+    } catch (const lingbot::Error& e) {
+      error = e.what();
+    }
+    expect(error == "image file not found: no-such-picture.png", "load_frame of a missing file, got \"" + error + "\"");
 
     const float* t = results[kFrames - 1].extrinsic_c2w.f32();
     std::printf("consumer: %d frames through %s (%s weights), depth [%lld, %lld], world_points [%lld, %lld, 3], "
