@@ -358,6 +358,7 @@ json window_cache_json(const CacheStats& c) {
 struct PendingFrame {
   int64_t index = 0;
   double timestamp = 0;
+  io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   std::string name;
   Tensor image;  // preprocessed [3, H, W], for the point colours
 };
@@ -747,6 +748,7 @@ int run_command(const RunArgs& a) {
       io::ExportFrame x;
       x.index = r.frame_index;
       x.timestamp = f.timestamp;
+      x.timestamp_unit = f.timestamp_unit;
       x.source = f.name;
       x.keyframe = r.is_keyframe;
       x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
@@ -782,7 +784,7 @@ int run_command(const RunArgs& a) {
     auto prepare = [&](io::SourceFrame& frame, int64_t index) {
       Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      return PendingFrame{index, frame.timestamp, frame.name, std::move(image)};
+      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image)};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
     auto deliver = [&](std::vector<FrameResult>&& results) {

@@ -624,20 +624,21 @@ struct PyResult {
   int64_t window = 0;  // windowed mode: the window the result comes from (FrameResult::window)
   std::string source;
   double timestamp = 0;
+  io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;  // for the exports (viewer: seconds or not)
   int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
 
   // Pickled by value (multiprocessing queues, joblib): every field, the arrays as NumPy pickles them.
   py::tuple getstate() const {
-    return py::make_tuple(1, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+    return py::make_tuple(2, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
                           source, timestamp, scale_frames,
                           py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
                                          patch_tokens),
-                          features);
+                          features, timestamp_unit == io::TimestampUnit::Seconds);
   }
   static PyResult setstate(const py::tuple& t) {
-    if (t.size() != 12 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Result of this version");
+    if (t.size() != 13 || t[0].cast<int>() != 2) throw py::value_error("not a pickled lingbot_map.Result of this version");
     PyResult r;
     r.frame_index = t[1].cast<int64_t>();
     r.is_keyframe = t[2].cast<bool>();
@@ -664,6 +665,7 @@ struct PyResult {
     r.image = a[8];
     r.patch_tokens = a[9];
     r.features = t[11].cast<py::list>();
+    r.timestamp_unit = t[12].cast<bool>() ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
     return r;
   }
 };
@@ -673,6 +675,7 @@ struct Pending {
   int64_t index = 0;
   std::string source;
   double timestamp = 0;
+  io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   Tensor image;  // the model input [3, H, W]
 };
 
@@ -695,6 +698,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.scale_frames = scale_frames;
     o.source = std::move(p.source);
     o.timestamp = p.timestamp;
+    o.timestamp_unit = p.timestamp_unit;
     o.pose_enc = tensor_to_array(std::move(r.pose_enc));
     // Engine layout [iterations, 9]; also the reference's per-frame slice of pose_enc_iters.
     o.pose_enc_iters = tensor_to_array(std::move(r.pose_enc_iters));
@@ -755,7 +759,8 @@ class PySession {
     } catch (const Stopped&) {
       rethrow_stopped();
     }
-    pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)), std::move(image)});
+    pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)),
+                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
     return to_python(std::move(results), &pending_, s.scale_frames());
   }
 
@@ -874,6 +879,7 @@ class SourceFeed : public FrameFeed {
     out->index = f.index;
     out->source = std::move(f.name);
     out->timestamp = f.timestamp;
+    out->timestamp_unit = f.timestamp_unit;
     out->image = io::preprocess_image(f.image, pre_, canvas);
     return true;
   }
@@ -1217,6 +1223,7 @@ class PyExporter {
     io::ExportFrame x;
     x.index = r.frame_index;
     x.timestamp = r.timestamp;
+    x.timestamp_unit = r.timestamp_unit;
     x.source = r.source;
     x.keyframe = r.is_keyframe;
     x.scale_frame = r.frame_type == FrameType::Scale;
@@ -1343,7 +1350,8 @@ void bind_module(py::module_& m) {
       .def_readonly("flow", &PyResult::flow,
                     "keyframe_interval='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
       .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
-      .def_readonly("timestamp", &PyResult::timestamp, "Seconds for video; the frame index otherwise.")
+      .def_readonly("timestamp", &PyResult::timestamp,
+                    "Seconds for video and live streams and where push(timestamp=) gave one; the frame index otherwise.")
       .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
       .def_readonly("pose_enc_iters", &PyResult::pose_enc_iters, "[camera_iterations, 9]: pose_enc after each refinement.")
       .def_readonly("c2w", &PyResult::c2w, "[3, 4] camera -> world [R | t] (t = camera centre).")

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "io/output_validity.h"
+#include "io/timestamp_unit.h"
 #include "io/writers.h"
 
 namespace lingbot::io {
@@ -65,7 +66,8 @@ struct ExportRun {
 // One completed frame. Views into the engine's result, valid only during Exporter::frame().
 struct ExportFrame {
   int64_t index = 0;             // frame number in the run, from 0
-  double timestamp = 0;          // seconds (video) or the frame index (image folders)
+  double timestamp = 0;          // seconds (video) or the frame index (image folders): timestamp_unit
+  TimestampUnit timestamp_unit = TimestampUnit::FrameIndex;
   std::string_view source;       // input file name, or "frame_<n>" for video
   bool keyframe = false;         // stored in the KV cache (scale frames count as keyframes)
   bool scale_frame = false;      // one of the first ExportRun::scale_frames frames

@@ -136,7 +136,8 @@ std::vector<uint8_t> encode_viewer_frame(const ExportFrame& f, int width, int he
   w.put_span(std::span<const char>(kViewerMagic, 4));
   w.put(kViewerFormatVersion);
   w.put(kViewerHeaderBytes);
-  w.put(static_cast<uint32_t>(f.keyframe ? kViewerFlagKeyframe : 0));
+  w.put(static_cast<uint32_t>((f.keyframe ? kViewerFlagKeyframe : 0) |
+                              (f.timestamp_unit == TimestampUnit::Seconds ? kViewerFlagTimestampSeconds : 0)));
   w.put(static_cast<int64_t>(f.index));
   w.put(f.timestamp);
   w.put(static_cast<uint32_t>(W));

@@ -54,6 +54,7 @@ bool FrameSource::next(SourceFrame* out) {
     out->image = load_image(p);
     out->name = p.filename().string();
     out->timestamp = static_cast<double>(s.produced);
+    out->timestamp_unit = TimestampUnit::FrameIndex;
   } else {
     VideoFrame f;
     while (true) {
@@ -65,6 +66,7 @@ bool FrameSource::next(SourceFrame* out) {
     out->image = std::move(f.image);
     out->name = "frame_" + std::to_string(f.source_index);
     out->timestamp = f.timestamp_s;
+    out->timestamp_unit = TimestampUnit::Seconds;
   }
   if (s.sel.rotate_clockwise_90) out->image = transpose(out->image, Transpose::Rotate270);
   out->index = s.produced++;

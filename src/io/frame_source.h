@@ -12,6 +12,7 @@
 
 #include "io/image.h"
 #include "io/preprocess.h"
+#include "io/timestamp_unit.h"
 #include "io/video.h"
 
 namespace lingbot::io {
@@ -28,6 +29,7 @@ struct SourceFrame {
   int64_t index = 0;       // position in the selected sequence (0, 1, 2, ...)
   std::string name;        // file name, or "frame_<n>" for video (n = stream position, lost frames counted)
   double timestamp = 0;    // seconds for video; the index for image folders
+  TimestampUnit timestamp_unit = TimestampUnit::FrameIndex;
 };
 
 class FrameSource {

@@ -128,6 +128,7 @@ bool LiveFrameSource::next(SourceFrame* out) {
   if (s.sel.rotate_clockwise_90) out->image = transpose(out->image, Transpose::Rotate270);
   out->name = "frame_" + std::to_string(f.source_index);
   out->timestamp = f.timestamp_s;
+  out->timestamp_unit = TimestampUnit::Seconds;
   out->index = s.produced++;
   return true;
 }

@@ -2,7 +2,9 @@
 // give the same reconstruction as the image folder, within the golden tolerances; frame selection
 // (--fps, --first-k, --stride) applies in upstream's order.
 #include <cmath>
+#include <cstring>
 
+#include "io/export_viewer.h"
 #include "io/image.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
@@ -53,6 +55,15 @@ TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
   const json summary = read_json(dir / "out" / "summary.json");
   EXPECT_EQ(summary.at("status"), "completed");
   EXPECT_EQ(summary.at("input").at("kind"), "video");
+  // The viewer's frames say their timestamp is seconds (flags bit 1): the page labels it so.
+  const std::vector<uint8_t> viewer = lingbot_test::slurp_bytes(dir / "out" / "viewer" / "000003.bin");
+  ASSERT_GE(viewer.size(), 32u);
+  uint32_t flags = 0;
+  double stamp = 0;
+  std::memcpy(&flags, viewer.data() + 12, 4);
+  std::memcpy(&stamp, viewer.data() + 24, 8);
+  EXPECT_EQ(flags & lingbot::io::kViewerFlagTimestampSeconds, lingbot::io::kViewerFlagTimestampSeconds);
+  EXPECT_NEAR(stamp, 0.3, 1e-9);
 }
 
 // demo.py's order: sample at --fps, then the first --first-k, then every --stride-th.

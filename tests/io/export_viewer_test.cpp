@@ -71,11 +71,12 @@ TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
   const PointBatch pts = frame_points(d.frame, filter);
   ASSERT_GT(pts.size(), 2u);
   ASSERT_EQ(pts.conf.size(), pts.size());
+  d.frame.timestamp_unit = TimestampUnit::Seconds;
   const std::vector<uint8_t> b = encode_viewer_frame(d.frame, d.W, d.H, pts, filter.conf_threshold, /*preview_max_side=*/3);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LBVF");
   EXPECT_EQ(at<uint32_t>(b, 4), 1u);
   EXPECT_EQ(at<uint32_t>(b, 8), 128u);
-  EXPECT_EQ(at<uint32_t>(b, 12), 0u);  // frame 3: not a keyframe
+  EXPECT_EQ(at<uint32_t>(b, 12), kViewerFlagTimestampSeconds);  // frame 3: not a keyframe, a clock
   EXPECT_EQ(at<int64_t>(b, 16), 3);
   EXPECT_EQ(at<double>(b, 24), 0.75);
   EXPECT_EQ(at<uint32_t>(b, 32), 7u);
@@ -125,7 +126,7 @@ TEST(ExportViewer, WithoutConfidenceEveryPointIsShown) {
   const PointBatch pts = frame_points(d.frame, {1.5f, 1});
   ASSERT_TRUE(pts.conf.empty());
   const std::vector<uint8_t> b = encode_viewer_frame(d.frame, d.W, d.H, pts, 1.5f);
-  EXPECT_EQ(at<uint32_t>(b, 12), kViewerFlagKeyframe);
+  EXPECT_EQ(at<uint32_t>(b, 12), kViewerFlagKeyframe);  // a keyframe; its timestamp is its index
   const uint32_t n = at<uint32_t>(b, 104);
   ASSERT_EQ(n, pts.size());
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(at<float>(b, 128 + 12 * n + 4 * i), std::numeric_limits<float>::infinity());

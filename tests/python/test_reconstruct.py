@@ -246,3 +246,28 @@ def test_load_safetensors_keeps_empty_tensors(tmp_path):
     t = lm.load_safetensors(path)
     assert t["empty"].shape == (0, 3) and t["empty"].dtype == np.float32
     assert t["one"].tolist() == [2.5]
+
+
+def test_viewer_frames_say_whether_the_timestamp_is_seconds(demo_model, tmp_path):
+    """A timestamp given to push() (or a video's) is seconds: the viewer file's flags bit 1 is set and
+    survives pickling; frames without one carry their index, and the bit is clear."""
+    import pickle
+    import struct
+
+    def flags_and_timestamps(folder):
+        out = []
+        for f in sorted((folder / "viewer").glob("*.bin")):
+            flags, = struct.unpack_from("<I", f.read_bytes(), 12)
+            stamp, = struct.unpack_from("<d", f.read_bytes(), 24)
+            out.append((flags & 2, stamp))
+        return out
+
+    with lm.Session(demo_model, scale_frames=2) as s:
+        timed = [r for i in range(3) for r in s.push(lm.demo_frame(i), timestamp=0.5 * i)] + s.finish()
+    untimed = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2))
+    for name, results in (("timed", [pickle.loads(pickle.dumps(r)) for r in timed]), ("untimed", untimed)):
+        with lm.Exporter(tmp_path / name, exports="viewer") as ex:
+            for r in results:
+                ex.write(r)
+    assert flags_and_timestamps(tmp_path / "timed") == [(2, 0.0), (2, 0.5), (2, 1.0)]
+    assert flags_and_timestamps(tmp_path / "untimed") == [(0, 0.0), (0, 1.0), (0, 2.0)]

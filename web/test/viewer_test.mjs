@@ -139,6 +139,8 @@ async function staticTest() {
     await page.fill('#frame', '0');
     await page.waitForSelector('body[data-selected="0"]');
     await sleep(300);
+    const noClock = await page.textContent('#st-timestamp');
+    check(noClock === 'none (the input has no clock)', `a demo frame's timestamp is not shown as seconds: "${noClock}"`);
     const shotFirst = await canvas.screenshot();
     const diff = await pngStats(page, shotFirst, shotAll);
     check(diff.differing > 0.005, `view changes when the frame slider moves: ${(100 * diff.differing).toFixed(2)}% pixels differ > 0.5%`);
@@ -152,6 +154,9 @@ async function staticTest() {
     const last = path.join(out, 'viewer', fs.readdirSync(path.join(out, 'viewer')).filter((n) => n.endsWith('.bin')).sort().pop());
     const bytes = fs.readFileSync(last);
     new Float32Array(bytes.buffer, bytes.byteOffset + 40, 12).fill(NaN);  // c2w (viewer_format.js)
+    const header = new DataView(bytes.buffer, bytes.byteOffset, 128);  // and a clock: flags bit 1, 2.5 s
+    header.setUint32(12, header.getUint32(12, true) | 2, true);
+    header.setFloat64(24, 2.5, true);
     fs.writeFileSync(last, bytes);
     await page.reload({ waitUntil: 'domcontentloaded' });
     await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
@@ -159,6 +164,10 @@ async function staticTest() {
     await sleep(300);
     const statsNan = await pngStats(page, await canvas.screenshot());
     check(statsNan.variance > 50, `3D view not blank with a NaN-pose frame: luminance variance ${statsNan.variance.toFixed(1)} > 50`);
+    await page.fill('#frame', String(frames - 1));
+    await page.waitForSelector(`body[data-selected="${frames - 1}"]`);
+    const seconds = await page.textContent('#st-timestamp');
+    check(seconds === '2.500 s', `a frame with a clock shows its timestamp in seconds: "${seconds}"`);
     // A run without depth previews: the page asks for none (a 404 would be a console error). A
     // damaged frame file: the frames before it are shown, loading stops there and the status says why.
     fs.rmSync(path.join(out, 'depth_preview'), { recursive: true, force: true });

@@ -1,5 +1,5 @@
 // Reader of viewer/NNNNNN.bin, the per-frame file `lingbot-map run` writes for this page
-// (src/io/viewer_frames.h; README "Viewer frame format"). Little-endian; the arrays returned are
+// (src/io/export_viewer.h; README "Viewer frame format"). Little-endian; the arrays returned are
 // views into the fetched buffer (every part starts on a 4-byte boundary), not copies.
 export const HEADER_BYTES = 128;
 
@@ -12,6 +12,7 @@ export function parseViewerFrame(buffer) {
   const headerBytes = dv.getUint32(8, true);
   const f = {
     keyframe: (dv.getUint32(12, true) & 1) !== 0,
+    timestampSeconds: (dv.getUint32(12, true) & 2) !== 0,  // else timestamp is the frame index (no clock)
     index: Number(dv.getBigInt64(16, true)),
     timestamp: dv.getFloat64(24, true),
     width: dv.getUint32(32, true),
