@@ -12,6 +12,7 @@
 #include "bench_report.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "io/file_util.h"
 #include "io/safetensors.h"
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
@@ -321,8 +322,7 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
 }
 
 void write_csv(const std::string& path, const ModelBenchResult& r) {
-  std::ofstream f(path);
-  LINGBOT_CHECK(f.good(), "cannot write --csv file '", path, "'");
+  std::ostringstream f;
   f << "config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,global_blocks_ms,"
        "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes,device_peak_bytes\n";
   for (const auto& row : r.rows) {
@@ -334,7 +334,7 @@ void write_csv(const std::string& path, const ModelBenchResult& r) {
     if (row.device_peak_bytes) f << *row.device_peak_bytes;  // empty on the CPU
     f << '\n';
   }
-  LINGBOT_CHECK(f.good(), "writing --csv file '", path, "' failed");
+  io::write_file_atomic(path, f.str());
 }
 
 void write_plot(const std::string& path, const ModelBenchResult& r) {
@@ -349,7 +349,7 @@ void write_plot(const std::string& path, const ModelBenchResult& r) {
     gp << "EOD\n";
   }
   const ModelBenchOptions& o = r.options;
-  gp << "set terminal pngcairo size 1100,900 font 'sans,10' noenhanced\nset output " << gnuplot_quote(path) << "\n"
+  gp << "set terminal pngcairo size 1100,900 font 'sans,10' noenhanced\nset output " << gnuplot_output(path) << "\n"
      << "set multiplot layout 2,1 title " << gnuplot_quote("lingbot-map bench model: " + o.model + " model, " +
                                                         std::to_string(o.width) + "x" + std::to_string(o.height) + ", " +
                                                         std::to_string(o.threads) + " thread(s), load " +

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::bench {
 namespace {
@@ -152,8 +153,7 @@ std::string summary_line(const KvBenchResult& r) {
 }
 
 void write_csv(const std::string& path, const KvBenchResult& r) {
-  std::ofstream os(path);
-  LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': ", std::strerror(errno));
+  std::ostringstream os;
   os << "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
         "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
         "free_pages,special_pages,rss_bytes,peak_rss_bytes,attn_cpu_ms,maint_cpu_ms\n";
@@ -170,8 +170,7 @@ void write_csv(const std::string& path, const KvBenchResult& r) {
     std::snprintf(buf, sizeof buf, ",%.4f,%.4f\n", row.attn_cpu_ms, row.maint_cpu_ms);
     os << buf;
   }
-  os.flush();
-  LINGBOT_CHECK(os.good(), "cannot write --csv file '", path, "': write failed");
+  io::write_file_atomic(path, os.str());
 }
 
 void require_gnuplot() {
@@ -196,13 +195,8 @@ void write_plot(const std::string& path, const KvBenchResult& r) {
         gp << row.frame << ' ' << row.attn_ms + row.maint_ms << ' ' << row.attn_cpu_ms + row.maint_cpu_ms << '\n';
     gp << "EOD\n";
   }
-  std::string out_esc;
-  for (char c : path) {
-    if (c == '"' || c == '\\') out_esc += '\\';
-    out_esc += c;
-  }
   gp << "set terminal pngcairo size 1100,900 font 'sans,10'\n"
-     << "set output \"" << out_esc << "\"\n"
+     << "set output " << gnuplot_output(path) << "\n"
      << "set multiplot layout 2,1 title \"lingbot-map bench kv: " << o.resolution << " px ("
      << r.tokens_per_frame << " tokens/frame), " << dtype_name(o.dtype) << ", " << o.blocks << " blocks x "
      << o.heads << " heads x " << o.head_dim << ", window " << o.window << ", scale frames " << o.scale_frames
@@ -240,6 +234,23 @@ std::string gnuplot_quote(const std::string& s) {
   return "\"" + out + "\"";
 }
 
+std::string gnuplot_output(const std::string& path) {
+  return gnuplot_quote(io::temp_path(io::output_file_target(path)).string());
+}
+
+void check_bench_outputs(const std::string& csv, const std::string& plot) {
+  if (!csv.empty()) io::check_output_file(csv);
+  if (plot.empty()) return;
+  require_gnuplot();
+  io::check_output_file(plot);
+  if (!csv.empty()) {
+    std::error_code ec1, ec2;
+    const auto a = std::filesystem::weakly_canonical(std::filesystem::absolute(csv), ec1);
+    const auto b = std::filesystem::weakly_canonical(std::filesystem::absolute(plot), ec2);
+    LINGBOT_CHECK(ec1 || ec2 || a != b, "--csv and --plot name the same file '", csv, "'");
+  }
+}
+
 void run_gnuplot(const std::string& script_text, const std::string& path) {
   require_gnuplot();
   // Script beside the PNG's temp dir; gnuplot's own errors go to our stderr.
@@ -253,8 +264,18 @@ void run_gnuplot(const std::string& script_text, const std::string& path) {
   const std::string cmd = "gnuplot '" + script.string() + "'";
   const int rc = std::system(cmd.c_str());
   std::filesystem::remove(script);
-  LINGBOT_CHECK(rc == 0 && std::filesystem::exists(path), "gnuplot failed to write --plot file '", path,
-                "' (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, ")");
+  const std::filesystem::path target = io::output_file_target(path), tmp = io::temp_path(target);
+  std::error_code ec;
+  if (rc != 0 || !std::filesystem::exists(tmp, ec)) {
+    std::filesystem::remove(tmp, ec);
+    LINGBOT_CHECK(false, "gnuplot failed to write --plot file '", path, "' (exit status ",
+                  WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, ")");
+  }
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    LINGBOT_CHECK(false, "cannot write --plot file '", path, "': ", ec.message());
+  }
 }
 
 }  // namespace lingbot::bench

@@ -39,7 +39,14 @@ void write_csv(const std::string& path, const KvBenchResult& r);
 
 // Throws Error unless gnuplot can be run (names the Debian package gnuplot-nox).
 void require_gnuplot();
-// Runs a gnuplot script that writes the PNG `path`; throws Error when gnuplot is missing or fails.
+// Before a bench runs: the --csv and --plot files can be written (io::check_output_file; an existing
+// file is left as it is until the bench has its rows), gnuplot is there for a plot, and the two are
+// not one file.
+void check_bench_outputs(const std::string& csv, const std::string& plot);
+// The quoted name a plot script's `set output` gives for the PNG `path`: a temporary beside it.
+std::string gnuplot_output(const std::string& path);
+// Runs a gnuplot script that writes gnuplot_output(path), then renames that over `path` (a failed or
+// interrupted plot leaves the old file); throws Error when gnuplot is missing or fails.
 void run_gnuplot(const std::string& script_text, const std::string& path);
 // `s` as a double-quoted gnuplot string.
 std::string gnuplot_quote(const std::string& s);

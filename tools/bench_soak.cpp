@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <fstream>
 
 #include "core/error.h"
+#include "io/file_util.h"
 #include "core/memory_stats.h"
 #include "io/preprocess.h"
 #include "lingbot/keyframe_policy.h"
@@ -194,8 +196,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, So
 }
 
 void write_soak_csv(const std::string& path, const SoakResult& r) {
-  std::ofstream f(path);
-  LINGBOT_CHECK(f.good(), "cannot write --csv file '", path, "'");
+  std::ostringstream f;
   f << "frame,keyframe,push_ms,cpu_ms,rss_bytes,peak_rss_bytes,frames_stored,frames_resident,special_tokens,"
        "special_frames_dropped,special_pages,special_free_pages,visible_tokens,kv_bytes_used,kv_bytes_reserved,"
        "camera_cache_frames,camera_cache_bytes\n";
@@ -207,7 +208,7 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
       << ',' << c.bytes_used << ',' << c.bytes_reserved << ',' << row.camera_cache_frames << ','
       << row.camera_cache_bytes << '\n';
   }
-  LINGBOT_CHECK(f.good(), "error writing --csv file '", path, "'");
+  io::write_file_atomic(path, f.str());
 }
 
 std::string soak_summary_line(const SoakResult& r) {

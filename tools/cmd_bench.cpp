@@ -131,15 +131,7 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::unique_ptr<bench::BenchDevice> device;
   const bench::KvBenchOptions o = to_options(args, device);
   // Fail on unusable outputs before a long run, not after it.
-  if (!args.csv.empty()) {
-    std::ofstream probe(args.csv);
-    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", args.csv, "'");
-  }
-  if (!args.plot.empty()) {
-    bench::require_gnuplot();
-    std::ofstream probe(args.plot);
-    LINGBOT_CHECK(probe.good(), "cannot write --plot file '", args.plot, "'");
-  }
+  bench::check_bench_outputs(args.csv, args.plot);
   std::string names;
   for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
   std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
@@ -213,10 +205,7 @@ void run_bench_soak(BenchSoakArgs a) {
   a.o.keyframe_interval = keyframes.keyframe_interval;
   a.o.keyframe_policy = keyframes.policy;
   bench::validate(a.o);
-  if (!a.csv.empty()) {
-    std::ofstream probe(a.csv);
-    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", a.csv, "'");
-  }
+  bench::check_bench_outputs(a.csv, "");
   const std::shared_ptr<const Model> model = a.demo ? make_demo_model() : Model::load(a.model);
   std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframes %s, %d scale frames, "
               "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
@@ -284,15 +273,7 @@ void run_bench_model(const BenchModelArgs& a) {
     o.kv_dtypes.push_back(parse_choice("--kv-dtype", [&] { return parse_dtype(item); }));
   });
   bench::validate(o);
-  if (!a.csv.empty()) {
-    std::ofstream probe(a.csv);
-    LINGBOT_CHECK(probe.good(), "cannot write --csv file '", a.csv, "'");
-  }
-  if (!a.plot.empty()) {
-    bench::require_gnuplot();
-    std::ofstream probe(a.plot);
-    LINGBOT_CHECK(probe.good(), "cannot write --plot file '", a.plot, "'");
-  }
+  bench::check_bench_outputs(a.csv, a.plot);
   for (const auto& n : notices) std::printf("%s\n", n.c_str());
   std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), window %d, %d threads, seed %llu\n",
               o.model.c_str(), o.width, o.height, o.frames, o.scale_frames, o.window, o.threads,

@@ -3,6 +3,7 @@
 // converted while reading; the writer streams tensor by tensor.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/file_util.h"
 #include "io/safetensors.h"
 
 namespace lingbot::cli {
@@ -32,6 +34,14 @@ void run_convert(const ConvertOptions& o) {
   std::optional<DType> as;
   if (!o.dtype.empty()) as = parse_dtype(o.dtype);
   LINGBOT_CHECK(o.in != o.out, "convert: output path is the input path '", o.in, "'");
+  // The same file by another name (./x, a link), or the temporary the output is written through.
+  const std::filesystem::path target = io::output_file_target(o.out);
+  std::error_code ec;
+  LINGBOT_CHECK(!std::filesystem::equivalent(o.in, target, ec), "convert: output path '", o.out,
+                "' is the input file '", o.in, "'");
+  LINGBOT_CHECK(!std::filesystem::equivalent(o.in, io::temp_path(target), ec), "convert: the input '", o.in,
+                "' is the temporary file the output is written through: choose another output name");
+  io::check_output_file(o.out);
   io::Checkpoint ck = io::load_checkpoint(o.in, as);
   std::vector<io::SafetensorsEntry> entries;
   for (const auto& [name, t] : ck.tensors) entries.push_back({name, io::storage_dtype_of(t.dtype()), t.shape(), t.raw()});

@@ -1,7 +1,7 @@
 #include "io/file_util.h"
 
 #include <stdio_ext.h>  // __fpurge (glibc, musl)
-#include <unistd.h>     // ftruncate, fileno
+#include <unistd.h>     // ftruncate, fileno, access
 
 #include <cerrno>
 #include <cstdio>
@@ -58,8 +58,35 @@ void commit_temp_file(const std::filesystem::path& path) {
   }
 }
 
+std::filesystem::path output_file_target(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  if (fs::is_symlink(fs::symlink_status(path, ec))) {
+    target = fs::weakly_canonical(path, ec);  // the file it names, which may not exist yet
+    if (ec) throw Error(detail::concat("cannot write ", path.string(), ": ", ec.message()));
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (!ec && fs::exists(st)) {
+    LINGBOT_CHECK(!fs::is_directory(st), "cannot write ", path.string(), ": it is a directory");
+    LINGBOT_CHECK(fs::is_regular_file(st), "cannot write ", path.string(),
+                  ": it is not a regular file (a device, pipe or socket)");
+  }
+  return target;
+}
+
+void check_output_file(const std::filesystem::path& path) {
+  const std::filesystem::path target = output_file_target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::error_code ec;
+  LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "cannot write ", path.string(), ": folder ", dir.string(),
+                " does not exist");
+  LINGBOT_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
-  const std::filesystem::path tmp = temp_path(path);
+  const std::filesystem::path target = output_file_target(path);
+  const std::filesystem::path tmp = temp_path(target);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
@@ -73,7 +100,12 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
     std::remove(tmp.c_str());
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
   }
-  commit_temp_file(path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", ec.message());
+  }
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {

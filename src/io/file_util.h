@@ -18,8 +18,17 @@ void check_path_exists(const std::filesystem::path& path, const std::string& wha
 // "<what> not found: <path>", "cannot read <what> <path>: <reason>".
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what);
 
-// Writes `bytes` to `<path>.tmp` and renames it over `path`, so a reader (or an interrupted run)
-// never sees a half-written file. Throws Error("cannot write <path>: <reason>").
+// The file a whole-file write to `path` replaces: `path`, or the file a symbolic link there names
+// (the link is kept). Throws Error("cannot write <path>: it is a directory" / "...: it is not a
+// regular file (a device, pipe or socket)"): a rename over it would replace it.
+std::filesystem::path output_file_target(const std::filesystem::path& path);
+// Before long work whose result goes to `path`: output_file_target's checks, and its folder must
+// exist and be writable. Reads nothing and leaves an existing file as it is. Error: "cannot write
+// <path>: <reason>".
+void check_output_file(const std::filesystem::path& path);
+
+// Writes `bytes` to `<target>.tmp` and renames it over output_file_target(path), so a reader (or an
+// interrupted run) never sees a half-written file. Throws Error("cannot write <path>: <reason>").
 void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -183,7 +184,8 @@ template <typename DataOf>
 void write_streaming(const std::string& path, std::span<const SafetensorsEntry> entries,
                      const std::map<std::string, std::string>& metadata, DataOf&& data_of) {
   const std::string header = safetensors_header(entries, metadata);
-  const std::string tmp = path + ".tmp";
+  const std::string target = output_file_target(path).string();  // a link's file; never a device
+  const std::string tmp = temp_path(target).string();
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot create '", tmp, "': ", std::strerror(errno));
   bool ok = true;
@@ -202,7 +204,7 @@ void write_streaming(const std::string& path, std::span<const SafetensorsEntry> 
   }
   const int write_err = errno;
   ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = ok ? errno : write_err;
     std::remove(tmp.c_str());
     throw Error(detail::concat("cannot write '", path, "': ", std::strerror(err)));

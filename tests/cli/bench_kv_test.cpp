@@ -2,6 +2,7 @@
 // They check the output contract (CSV columns, summary keys, stop line, exit codes, error lines), not
 // timings.
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -136,6 +137,23 @@ TEST(BenchKv, PlotWritesPng) {
   const std::string bytes = slurp(png);
   ASSERT_GE(bytes.size(), 8u);
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
+}
+
+// Unusable output files are refused before the run, and an existing file is left as it was.
+TEST(BenchKv, BadOutputFilesAreRefusedBeforeTheRunAndLeaveExistingFiles) {
+  const fs::path dir = fresh_dir("bench_kv_outputs");
+  const std::string csv = (dir / "keep.csv").string();
+  std::ofstream(csv) << "keep\n";
+  const std::string args = "bench kv --resolution 224 --frames 2 --blocks 1 --calibrate off --csv " + csv;
+  const Result folder = run_cli(args + " --plot " + dir.string());
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_EQ(folder.err, "error: cannot write " + dir.string() + ": it is a directory\n");
+  const Result same = run_cli(args + " --plot " + (dir / "." / "keep.csv").string());
+  EXPECT_EQ(same.err, "error: --csv and --plot name the same file '" + csv + "'\n");
+  const Result missing = run_cli("bench kv --csv " + (dir / "no" / "x.csv").string());
+  EXPECT_EQ(missing.err, "error: cannot write " + (dir / "no" / "x.csv").string() + ": folder " + (dir / "no").string() +
+                             " does not exist\n");
+  EXPECT_EQ(slurp(csv), "keep\n");
 }
 
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {

@@ -1,5 +1,7 @@
 // `lingbot-map inspect` and `lingbot-map convert` on the golden tiny checkpoint and the torch fixtures:
 // output contract, exit codes and error lines; converted files compared byte for byte.
+#include <sys/stat.h>
+
 #include <cstring>
 #include <string>
 
@@ -132,6 +134,40 @@ TEST(ConvertCli, Errors) {
   EXPECT_FALSE(fs::exists(inspect_convert_dir() / "x.safetensors"));
   const Result same = run_cli("convert " + kTestdata + "/tiny/model.pt " + kTestdata + "/tiny/model.pt");
   EXPECT_EQ(same.err, "error: convert: output path is the input path '" + kTestdata + "/tiny/model.pt'\n");
+}
+
+// The output path never replaces what is not a checkpoint file: a folder, a pipe (a device such as
+// /dev/full alike) and the input under another name or as the output's temporary are refused before
+// anything is read; a symbolic link is written through (the link stays).
+TEST(ConvertCli, OutputPathsThatWouldDestroySomethingAreRefused) {
+  const fs::path dir = fresh_dir("convert_outputs");
+  const std::string in = kTestdata + "/tiny/model.pt";
+  fs::create_directories(dir / "folder");
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const Result folder = run_cli("convert " + in + " " + (dir / "folder").string());
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_EQ(folder.err, "error: cannot write " + (dir / "folder").string() + ": it is a directory\n");
+  const Result pipe = run_cli("convert " + in + " " + (dir / "pipe").string());
+  EXPECT_EQ(pipe.exit_code, 1);
+  EXPECT_EQ(pipe.err, "error: cannot write " + (dir / "pipe").string() + ": it is not a regular file (a device, pipe or socket)\n");
+  EXPECT_TRUE(fs::is_fifo(dir / "pipe"));
+
+  fs::copy_file(kTestdata + "/tiny/weights.safetensors", dir / "x.safetensors");
+  const std::string x = (dir / "x.safetensors").string(), dotted = (dir / "." / "x.safetensors").string();
+  const Result same = run_cli("convert " + x + " " + dotted);
+  EXPECT_EQ(same.err, "error: convert: output path '" + dotted + "' is the input file '" + x + "'\n");
+  fs::copy_file(x, dir / "y.safetensors.tmp");
+  const Result temp = run_cli("convert " + (dir / "y.safetensors.tmp").string() + " " + (dir / "y.safetensors").string());
+  EXPECT_EQ(temp.err, "error: convert: the input '" + (dir / "y.safetensors.tmp").string() +
+                          "' is the temporary file the output is written through: choose another output name\n");
+  EXPECT_TRUE(fs::exists(dir / "y.safetensors.tmp"));
+
+  fs::create_symlink("x.safetensors", dir / "link.safetensors");
+  const Result link = run_cli("convert " + in + " " + (dir / "link.safetensors").string() + " --dtype f16");
+  EXPECT_EQ(link.exit_code, 0) << link.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "link.safetensors"));
+  EXPECT_NE(slurp(dir / "x.safetensors"), slurp(kTestdata + "/tiny/weights.safetensors"));  // written through
+  EXPECT_FALSE(fs::exists(dir / "x.safetensors.tmp"));
 }
 
 }  // namespace
