@@ -678,7 +678,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
           if (first_failure < 0) first_failure = i;
           const std::string what = e.what();
           EXPECT_TRUE(what.starts_with("injected failure on frame " + std::to_string(i)) ||
-                      what.starts_with("cannot write " + (out / blocked).string() + ": Is a directory"))
+                      what.starts_with("cannot write " + (out / blocked).string() + ": it is a directory"))
               << what;
           EXPECT_EQ(what.find("could not be taken back"), std::string::npos) << what;
           if (!go_on) break;
