@@ -37,7 +37,10 @@ BINS=("$OUT/test_cuda" "$OUT/lingbot-gpu-check")
 # toolkit and driver provide those, matched to its driver); the C++ runtime goes to lib/compat.
 ldd "${BINS[@]}" | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
   case "$name" in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda*|libcublas*) ;;
+    # glibc's own libraries (libmvec, libresolv, ... read glibc-private data: only the machine's
+    # glibc's copies work) and CUDA's.
+    libc.so*|libm.so*|libmvec.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libutil.so*|libanl.so*|\
+    libnsl.so*|libnss_*|libBrokenLocale*|libthread_db*|ld-linux*|libcuda*|libcublas*) ;;
     libstdc++.so*|libgcc_s.so*) cp -L "$path" "$OUT/lib/compat/$name" ;;
     *) cp -L "$path" "$OUT/lib/$name" ;;
   esac

@@ -45,6 +45,15 @@
 # On a device machine of the development sessions (carry gpu-bundle.tar.xz; $OUT brings back at most
 # 8 files, so pack the logs):
 #   bash scripts/gpu_check.sh --bundle gpu-bundle.tar.xz; tar -czf $OUT/gpu-check-logs.tgz -C build-gpu-check logs
+# What travels to that machine is at most 64 MiB: the checkout (~26 MB) and the bundle (~27 MB) leave
+# no room for ../shared/golden (70 MB), so that run verifies testdata/'s 3 cases (golden_cases FAIL
+# says so). The other cases go in a second call at once (the machine is still warm): copy
+# tiny-keyframes/ and windowed-tiny/ (their weights are tiny/'s: copy tiny/weights.safetensors,
+# case.json, frames/ and reference.safetensors too) into an ignored folder golden-rest/, carry it with the
+# bundle, and run LINGBOT_GPU_CHECK_ONLY=verify LINGBOT_GOLDEN_DIR=golden-rest bash scripts/gpu_check.sh
+# --bundle gpu-bundle.tar.xz (small-d24, 14 MB, needs a third).
+# LINGBOT_GPU_CHECK_ONLY: a comma list of the sections to run (suite, verify, attention, bench_model,
+# memory, bench_kv); the device and binaries checks always run.
 # Env: JOBS (build jobs, default nproc), CUDA_ARCH (default: this GPU's compute capability, else
 # "80;90"), BUILD (build folder of the full mode, default build-gpu-check), LINGBOT_GOLDEN_DIR
 # (default ../shared/golden, else shared/golden), LINGBOT_GPU_CHECK_LOGS (full outputs: bench CSVs
@@ -102,9 +111,14 @@ step() {
     rc=125
     return
   fi
-  timeout "$limit" "$@" >"$log" 2>&1
+  timeout "$limit" env LD_LIBRARY_PATH="$RUN_LD_PATH" "$@" >"$log" 2>&1
   rc=$?
 }
+# want SECTION: LINGBOT_GPU_CHECK_ONLY unset, or its comma list names SECTION.
+want() { [ -z "${LINGBOT_GPU_CHECK_ONLY:-}" ] || [[ ",$LINGBOT_GPU_CHECK_ONLY," == *",$1,"* ]]; }
+# ldd of our binaries with the library path they run with.
+lddb() { LD_LIBRARY_PATH="$RUN_LD_PATH" ldd "$@"; }
+RUN_LD_PATH=${LD_LIBRARY_PATH:-}  # --bundle: the bundle's libraries first (set below)
 # why LOG: the reason a step failed, for its check line (the last error: line, else the last line).
 why() {
   local msg
@@ -141,21 +155,22 @@ if [ -n "$BUNDLE" ]; then
   TEST_CUDA="$BUNDLE/test_cuda"
   CLI="$BUNDLE/lingbot-gpu-check"
   # The bundle's own libraries, then the CUDA toolkit's (cudart, cuBLAS) wherever this machine has them.
+  # Only our two binaries see this path (step and lddb): the machine's own tools keep their libraries.
   cuda_libs=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
-  export LD_LIBRARY_PATH="$BUNDLE/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
+  RUN_LD_PATH="$BUNDLE/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
   # No toolkit libraries in the usual places: fall back to the CUDA wheels' copies (e.g. PyTorch's venv).
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
-    if ldd "$TEST_CUDA" "$CLI" 2>&1 | grep -q "$lib => not found"; then
+    if lddb "$TEST_CUDA" "$CLI" 2>&1 | grep -q "$lib => not found"; then
       dir=$(find / -xdev -name "$lib" -not -path "/proc/*" 2>/dev/null | head -1 | xargs -r dirname)
-      [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir:$LD_LIBRARY_PATH" && echo "using $lib from $dir"
+      [ -n "$dir" ] && RUN_LD_PATH="$dir:$RUN_LD_PATH" && echo "using $lib from $dir"
     fi
   done
   # This machine's C++ runtime older than the one the bundle was built with: use the bundle's copy.
-  if ldd "$TEST_CUDA" "$CLI" 2>&1 | grep -qE "(libstdc\+\+|libgcc_s).*not found|version .GLIBCXX|version .GCC_"; then
-    export LD_LIBRARY_PATH="$BUNDLE/lib/compat:$LD_LIBRARY_PATH"
+  if lddb "$TEST_CUDA" "$CLI" 2>&1 | grep -qE "(libstdc\+\+|libgcc_s).*not found|version .GLIBCXX|version .GCC_"; then
+    RUN_LD_PATH="$BUNDLE/lib/compat:$RUN_LD_PATH"
     echo "using the bundle's libstdc++ / libgcc_s (lib/compat)"
   fi
-  missing=$(ldd "$TEST_CUDA" "$CLI" 2>&1 | grep "not found" | sort -u | tr '\n' ';')
+  missing=$(lddb "$TEST_CUDA" "$CLI" 2>&1 | grep "not found" | sort -u | tr '\n' ';')
   if [ -n "$missing" ]; then
     check binaries FAIL "why=\"unresolved libraries: $missing\""
     finish
@@ -190,6 +205,7 @@ fi
 # test_cuda's CudaVerify.SharedGoldenCases* reads the same folder (a bundle runs away from its build tree).
 export LINGBOT_SHARED_GOLDEN_DIR="$(cd "$GOLDEN" && pwd)"
 
+if want suite; then
 # ---- CUDA equivalence suite
 echo "== CUDA equivalence suite"
 step 150 "$LOGS/test_cuda.log" "$TEST_CUDA"
@@ -203,7 +219,9 @@ elif [ "$rc" -eq 0 ]; then
 else
   check cuda_equivalence_suite FAIL "passed=${passed:-0} $(why "$LOGS/test_cuda.log")"
 fi
+fi
 
+if want verify; then
 # ---- verify --device cuda on every golden case (the folder was found before the suite)
 echo "== verify --device cuda (golden: $GOLDEN)"
 cases=()
@@ -223,7 +241,9 @@ for c in "${cases[@]}"; do
     fi
   done
 done
+fi
 
+if want attention; then
 # ---- paged vs contiguous attention
 echo "== paged vs contiguous attention (streaming shape)"
 log="$LOGS/bench-gpu-attention.log"
@@ -246,7 +266,9 @@ if [ -n "$splits" ] && [ -n "$rpw" ]; then
 else
   check attention_tensor_core_tuning FAIL "$(why "$log")"
 fi
+fi
 
+if want bench_model; then
 # ---- bench model --device cuda
 bench_model() {  # WxH FRAMES LIMIT_S
   local size=$1 frames=$2 limit=$3 log="$LOGS/bench-model-$1.log"
@@ -282,7 +304,9 @@ else
   check device_peak_memory_518x378 FAIL "device_peak_bytes=${device_peak:-na} limit=$PEAK_LIMIT"
 fi
 bench_model 504x378 "$FRAMES_504" 150
+fi
 
+if want memory; then
 # ---- device memory over a long stream
 echo "== $MEMORY_FRAMES-frame device memory run"
 log="$LOGS/bench-gpu-memory.log"
@@ -293,12 +317,16 @@ if [ "$rc" -eq 0 ] && grep -q "patch_bytes_flat=yes" "$log"; then
 else
   check device_memory_flat FAIL "frames=$MEMORY_FRAMES $(why "$log")"
 fi
+fi
 
+if want bench_kv; then
 # ---- bench kv --device cuda (informational table)
 echo "== bench kv --device cuda (518x378, bf16, 24 blocks, 400 frames, attention sampled every 20 frames)"
 log="$LOGS/bench-kv-cuda.log"
 step 90 "$log" "$CLI" bench kv --device cuda --resolution 518 --frames 400 --attend-every 20 --csv "$LOGS/bench-kv-cuda.csv"
 grep -v "^progress" "$log" | tail -15
 if [ "$rc" -eq 0 ]; then check bench_kv_cuda PASS "csv=$LOGS/bench-kv-cuda.csv"; else check bench_kv_cuda FAIL "$(why "$log")"; fi
+fi
+
 
 finish

@@ -3,8 +3,8 @@
 // Each test needs a device and skips visibly without one; the constructor's error messages are
 // checked everywhere. The CPU build also runs this file as Emulated.CudaComputeBackend.* against a
 // host emulation of the CUDA runtime (tests/cuda_emulated/): there the backend's host code and the
-// kernel bodies of kernels/cuda/model_ops.cu run for real, layer_norm / gelu / attention are the CPU
-// kernels (see device_standins.cpp), and every result is bit-identical to the CPU backend's.
+// kernel bodies run for real on an emulated grid (tests/cuda_emulated/shim/), cuBLAS is the CPU's
+// BLAS, and every result is bit-identical to the CPU backend's.
 //
 // Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) unless said otherwise.
 //   * Ops that repeat the CPU's arithmetic in its order (add, relu, layer_scale_add, add_transposed,
@@ -12,8 +12,9 @@
 //     only covers a host compiler contracting differently).
 //   * gelu / silu: 1e-6 (device erff / expf are within 2 ulp of libm).
 //   * layer_norm, head_norm: 1e-5 (both accumulate statistics in double; 1/sqrt rounds differently).
-//   * f32 GEMM ops (linear, conv2d, conv_transpose2d, patch_embed): 1e-5 (full f32 on both sides,
-//     different summation order).
+//   * f32 GEMM ops (linear, conv2d, conv_transpose2d): 1e-5 (full f32 on both sides, different
+//     summation order; K <= 128 here); patch_embed 3e-5 (K = 588: cuBLAS's split sums differ from
+//     OpenBLAS's by more than 1e-5 on about 1 output in 10^4).
 //   * attention, Simt kernel: 5e-5 (f32 math, different summation order and exp2); Auto on bf16
 //     K/V with head_dim 64 (tensor cores, queries and probabilities rounded to bf16): 3e-2.
 //   * linear with f16 / bf16 weights: |cuda − cpu| ≤ u · Σ_k |x_k·W_k| + 1e-5 with u = 2^-10 (f16)
@@ -761,5 +762,5 @@ TEST(CudaComputeBackend, PatchEmbed) {
   Pair out = d.filled((H / k) * (W / k) * out_ch, 0.f);
   d.cpu.patch_embed(map(img.c(), channels, H, W), k, weight, bias, out.c());
   d.gpu.patch_embed(map(img.g(), channels, H, W), k, weight, bias, out.g());
-  d.compare(out, 1e-5, "patch_embed");
+  d.compare(out, 3e-5, "patch_embed");  // K = 3 x 14 x 14 = 588: see the tolerances above
 }

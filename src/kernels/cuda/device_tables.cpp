@@ -27,7 +27,8 @@ void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int
     std::memcpy(s, t.page_ids, n * sizeof(int32_t));
     std::memcpy(s + capacity_, t.start, n * sizeof(int32_t));
     std::memcpy(s + 2 * capacity_, t.len, n * sizeof(int32_t));
-    // Pageable source: the call returns once the data has left staging_, so it may be reused at once.
+    // Pageable source: CUDA first waits for the stream's earlier work, then returns once the data
+    // has left staging_ (pinned_staging.h), so staging_ may be reused at once.
     LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), s, staging_.size() * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, stream));
   }
