@@ -159,6 +159,12 @@ class Backend {
   virtual void layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) = 0;
   // y[c, r] += x[r, c]: x [rows, cols] row-major into y [cols, rows] (token rows to channel planes).
   virtual void add_transposed(float* y, const float* x, int64_t rows, int64_t cols) = 0;
+  // A separable [channels, h, w] map added to y [channels, h, w] without forming it: the first
+  // channels/2 planes vary along x only, the others along y only (the DPT position embedding):
+  // y[c, r, x] += columns[c, x] for c < channels/2, += rows[c − channels/2, r] otherwise.
+  // columns [channels/2, w], rows [channels/2, h] are backend memory; channels is even.
+  virtual void add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns,
+                               const float* rows) = 0;
   // Per channel c of [channels, plane]: y = (x − mean[c]) / stdev[c] (x == y allowed); mean and stdev
   // are host values, one per channel.
   virtual void normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,

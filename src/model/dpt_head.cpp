@@ -62,7 +62,7 @@ Array resize(compute::Backend& be, const Array& x, int64_t out_h, int64_t out_w)
 
 }  // namespace
 
-Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double aspect) {
+DptPositionTables dpt_position_tables(int64_t channels, int64_t h, int64_t w, double aspect) {
   LINGBOT_CHECK(channels > 0 && channels % 4 == 0, "DPT position embedding: channels must be a positive multiple of 4, got ",
                 channels);
   // UV grid (heads/utils.py create_uv_grid), spans normalised by the diagonal.
@@ -75,29 +75,44 @@ Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double asp
   std::vector<double> omega(static_cast<size_t>(quarter));
   for (int64_t i = 0; i < quarter; ++i)
     omega[i] = 1.0 / std::pow(100.0, static_cast<double>(i) / static_cast<double>(quarter));
-  // The x half depends on the column only, the y half on the row only: evaluate sin/cos once per
-  // column / row (D/2·(w+h) evaluations), then broadcast.
-  auto table = [&](const std::vector<float>& p) {  // [2·quarter][n]: sin rows then cos rows
-    std::vector<float> t(static_cast<size_t>(2 * quarter) * p.size());
+  auto table = [&](const std::vector<float>& p) {  // [2·quarter, n]: sin rows then cos rows
+    Tensor t({2 * quarter, static_cast<int64_t>(p.size())});
+    float* d = t.f32();
     for (int64_t i = 0; i < quarter; ++i)
       for (size_t j = 0; j < p.size(); ++j) {
         const double arg = static_cast<double>(p[j]) * omega[i];
-        t[i * p.size() + j] = static_cast<float>(std::sin(arg)) * 0.1f;
-        t[(quarter + i) * p.size() + j] = static_cast<float>(std::cos(arg)) * 0.1f;
+        d[i * p.size() + j] = static_cast<float>(std::sin(arg)) * 0.1f;
+        d[(quarter + i) * p.size() + j] = static_cast<float>(std::cos(arg)) * 0.1f;
       }
     return t;
   };
-  const std::vector<float> tx = table(xs), ty = table(ys);
+  return {table(xs), table(ys)};
+}
+
+Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double aspect) {
+  const DptPositionTables t = dpt_position_tables(channels, h, w, aspect);
   Tensor pe({channels, h, w});
   float* d = pe.f32();
-  const int64_t half = 2 * quarter;
+  const float *tx = t.columns.f32(), *ty = t.rows.f32();
+  const int64_t half = channels / 2;
   for (int64_t c = 0; c < half; ++c)
     for (int64_t r = 0; r < h; ++r) {
-      std::copy(tx.begin() + c * w, tx.begin() + (c + 1) * w, d + (c * h + r) * w);
+      std::copy(tx + c * w, tx + (c + 1) * w, d + (c * h + r) * w);
       std::fill(d + ((half + c) * h + r) * w, d + ((half + c) * h + r + 1) * w, ty[c * h + r]);
     }
   return pe;
 }
+
+namespace {
+
+// x [C, h, w] += the position embedding (dpt_position_tables), on the backend.
+void add_position_embedding(compute::Backend& be, Array& x, double aspect) {
+  const DptPositionTables t = dpt_position_tables(x.dim(0), x.dim(1), x.dim(2), aspect);
+  const Array columns = be.upload_array(t.columns), rows = be.upload_array(t.rows);
+  be.add_axis_tables(x.data(), x.dim(0), x.dim(1), x.dim(2), columns.data(), rows.data());
+}
+
+}  // namespace
 
 bool DptHead::keeps_weights_dtype(std::string_view name) {
   if (!name.ends_with(".weight") || name.starts_with("norm.") || name.starts_with("resize_layers.0.") ||
@@ -188,8 +203,9 @@ DepthOutput DptHead::forward(compute::Backend& be, const std::array<RowsView, 4>
     // 1x1 projection on the token rows ([np, oc]), then to channel-major [oc, ph, pw] plus the embedding.
     Array proj(be, {np, oc});
     be.linear(normed.data(), np, projects_[l].w, &projects_[l].b, proj.data());
-    Array x = be.upload_array(dpt_position_embedding(oc, ph, pw, aspect));
+    Array x(be, {oc, ph, pw});  // zeros
     be.add_transposed(x.data(), proj.data(), np, oc);
+    add_position_embedding(be, x, aspect);
     switch (l) {
       case 0: x = conv_t(be, x, resize0_.w, resize0_.bias(), {4, 0}); break;
       case 1: x = conv_t(be, x, resize1_.w, resize1_.bias(), {2, 0}); break;
@@ -205,7 +221,7 @@ DepthOutput DptHead::forward(compute::Backend& be, const std::array<RowsView, 4>
   out = fusion(be, refine_[0], out, &rn[0], rn[0].dim(1) * 2, rn[0].dim(2) * 2);
   out = conv(be, out, out_conv1_.w, out_conv1_.bias(), {1, 1});
   out = resize(be, out, ph * ps, pw * ps);
-  add_into(be, out, be.upload_array(dpt_position_embedding(out.dim(0), out.dim(1), out.dim(2), aspect)));
+  add_position_embedding(be, out, aspect);
   out = conv(be, out, out_conv2a_.w, out_conv2a_.bias(), {1, 1});
   relu_inplace(be, out);
   out = conv(be, out, out_conv2b_.w, out_conv2b_.bias(), {1, 0});

@@ -81,8 +81,16 @@ class DptHead {
   Conv out_conv1_, out_conv2a_, out_conv2b_;
 };
 
-// The DPT position embedding: f32 [channels, h, w] = 0.1 · sincos(UV grid of w×h, aspect W/H).
-// Exposed for tests. channels must be a multiple of 4.
+// The DPT position embedding, f32 [channels, h, w] = 0.1 · sincos(UV grid of w×h, aspect W/H), is
+// separable: its first channels/2 planes vary along x only, the others along y only. The head adds
+// it from these two tables (Backend::add_axis_tables) and never forms the map, which at 518x378 is
+// 100 MB for the last stage. channels must be a multiple of 4.
+struct DptPositionTables {
+  Tensor columns;  // f32 [channels/2, w]: sin rows then cos rows of the x coordinate
+  Tensor rows;     // f32 [channels/2, h]: the same of the y coordinate
+};
+DptPositionTables dpt_position_tables(int64_t channels, int64_t h, int64_t w, double aspect_w_over_h);
+// The whole map from those tables (tests: the reference add_axis_tables must equal).
 Tensor dpt_position_embedding(int64_t channels, int64_t h, int64_t w, double aspect_w_over_h);
 
 }  // namespace lingbot::model

@@ -7,7 +7,7 @@
 // BLAS, and every result is bit-identical to the CPU backend's.
 //
 // Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) unless said otherwise.
-//   * Ops that repeat the CPU's arithmetic in its order (add, relu, layer_scale_add, add_transposed,
+//   * Ops that repeat the CPU's arithmetic in its order (add, relu, layer_scale_add, add_transposed, add_axis_tables,
 //     normalize_channels, modulate, RoPE, resizes, copies): 1e-6 (designed bit-identical; the slack
 //     only covers a host compiler contracting differently).
 //   * gelu / silu: 1e-6 (device erff / expf are within 2 ulp of libm).
@@ -383,6 +383,14 @@ TEST(CudaComputeBackend, ActivationsAndResiduals) {
     d.cpu.add_transposed(y.c(), x.c(), rows, dim);
     d.gpu.add_transposed(y.g(), x.g(), rows, dim);
     d.compare(y, 1e-6, "add_transposed");
+  }
+  {
+    const int64_t channels = 6, h = 5, w = 7;  // 3 column planes, 3 row planes
+    Pair y = d.put(random_vec(rng, channels * h * w));
+    Pair columns = d.put(random_vec(rng, channels / 2 * w)), rows_t = d.put(random_vec(rng, channels / 2 * h));
+    d.cpu.add_axis_tables(y.c(), channels, h, w, columns.c(), rows_t.c());
+    d.gpu.add_axis_tables(y.g(), channels, h, w, columns.g(), rows_t.g());
+    d.compare(y, 1e-6, "add_axis_tables");
   }
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
@@ -120,6 +122,40 @@ TEST(DptHead, PositionEmbeddingLayout) {
   EXPECT_NEAR(pe.f32()[1 * 6 + 1 * 3 + 0], 0.1 * std::cos(-sx), 1e-7);  // cos(x) at column 0
   EXPECT_NEAR(pe.f32()[2 * 6 + 0 * 3 + 1], 0.1 * std::sin(-sy), 1e-7);  // sin(y) at row 0
   EXPECT_NEAR(pe.f32()[3 * 6 + 1 * 3 + 1], 0.1 * std::cos(sy), 1e-7);   // cos(y) at row 1
+}
+
+namespace {
+std::vector<float> random_map(int64_t n) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+}  // namespace
+
+// The DPT position embedding added from its two tables equals adding the whole map, bit for bit, on
+// 1 and 3 threads (the head relies on it: the map is never formed).
+TEST(DptHead, PositionTablesAddedByTheBackendEqualTheWholeMap) {
+  const int64_t channels = 16, h = 9, w = 13;
+  const DptPositionTables t = dpt_position_tables(channels, h, w, 13.0 / 9.0);
+  const Tensor map = dpt_position_embedding(channels, h, w, 13.0 / 9.0);
+  const std::vector<float> x = random_map(channels * h * w);
+  for (const int threads : {1, 3}) {
+    compute::CpuBackend be(threads);
+    std::vector<float> want = x, got = x;
+    be.add(want.data(), map.f32(), map.numel());
+    be.add_axis_tables(got.data(), channels, h, w, t.columns.f32(), t.rows.f32());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << threads << " threads";
+  }
+  compute::CpuBackend be(1);
+  std::vector<float> y(3 * 2 * 2);
+  try {
+    be.add_axis_tables(y.data(), 3, 2, 2, t.columns.f32(), t.rows.f32());
+    ADD_FAILURE() << "odd channels accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "add_axis_tables: channels must be even, got 3");
+  }
 }
 
 TEST(DptHeadErrors, BadInputsNameTheProblem) {

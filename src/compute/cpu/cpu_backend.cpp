@@ -86,6 +86,24 @@ void CpuBackend::add_transposed(float* y, const float* x, int64_t rows, int64_t 
     for (int64_t r = 0; r < rows; ++r) y[c * rows + r] = x[r * cols + c] + y[c * rows + r];
 }
 
+void CpuBackend::add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns,
+                                 const float* rows) {
+  LINGBOT_CHECK(channels % 2 == 0, "add_axis_tables: channels must be even, got ", channels);
+  const int64_t half = channels / 2;
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t r = 0; r < h; ++r) {
+      float* row = y + (c * h + r) * w;
+      if (c < half) {
+        const float* t = columns + c * w;
+        for (int64_t x = 0; x < w; ++x) row[x] = row[x] + t[x];
+      } else {
+        const float t = rows[(c - half) * h + r];
+        for (int64_t x = 0; x < w; ++x) row[x] = row[x] + t;
+      }
+    }
+}
+
 void CpuBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
                                     std::span<const float> stdev, float* y) {
   LINGBOT_CHECK(static_cast<int64_t>(mean.size()) == channels && static_cast<int64_t>(stdev.size()) == channels,

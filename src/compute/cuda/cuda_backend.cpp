@@ -293,6 +293,12 @@ void CudaBackend::add_transposed(float* y, const float* x, int64_t rows, int64_t
   cuda::add_transposed(y, x, rows, cols, stream());
 }
 
+void CudaBackend::add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns,
+                                  const float* rows) {
+  LINGBOT_CHECK(channels % 2 == 0, "add_axis_tables: channels must be even, got ", channels);
+  cuda::add_axis_tables(y, channels, h, w, columns, rows, stream());
+}
+
 void CudaBackend::normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
                                      std::span<const float> stdev, float* y) {
   LINGBOT_CHECK(static_cast<int64_t>(mean.size()) == channels && static_cast<int64_t>(stdev.size()) == channels,

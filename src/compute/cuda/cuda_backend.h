@@ -108,6 +108,8 @@ class CudaBackend final : public Backend {
   void add(float* y, const float* x, int64_t n) override;
   void layer_scale_add(float* y, const float* x, const Tensor* gamma, int64_t rows, int64_t dim) override;
   void add_transposed(float* y, const float* x, int64_t rows, int64_t cols) override;
+  void add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns,
+                       const float* rows) override;
   // mean / stdev (host values) are copied to the device in stream order with the op.
   void normalize_channels(const float* x, int64_t channels, int64_t plane, std::span<const float> mean,
                           std::span<const float> stdev, float* y) override;

@@ -48,6 +48,16 @@ __global__ void add_transposed_kernel(float* y, const float* x, int64_t rows, in
   }
 }
 
+// One thread per y element; the tables are small and stay in cache.
+__global__ void add_axis_tables_kernel(float* y, int64_t channels, int64_t h, int64_t w, const float* columns,
+                                       const float* rows) {
+  const int64_t half = channels / 2, plane = h * w;
+  LINGBOT_GRID_LOOP(i, channels * plane) {
+    const int64_t c = i / plane, r = (i % plane) / w, x = i % w;
+    y[i] = __fadd_rn(y[i], c < half ? columns[c * w + x] : rows[(c - half) * h + r]);
+  }
+}
+
 __global__ void normalize_channels_kernel(const float* x, int64_t channels, int64_t plane, const float* mean,
                                           const float* stdev, float* y) {
   LINGBOT_GRID_LOOP(i, channels * plane) {
@@ -232,6 +242,13 @@ void layer_scale_add(float* y, const float* x, const float* gamma, int64_t rows,
 void add_transposed(float* y, const float* x, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   add_transposed_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, x, rows, cols);
+  check_launch();
+}
+
+void add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns, const float* rows,
+                     cudaStream_t stream) {
+  if (channels <= 0 || h <= 0 || w <= 0) return;
+  add_axis_tables_kernel<<<blocks_for(channels * h * w), kThreads, 0, stream>>>(y, channels, h, w, columns, rows);
   check_launch();
 }
 

@@ -21,6 +21,9 @@ void add(float* y, const float* x, int64_t n, cudaStream_t stream);  // y += x
 void layer_scale_add(float* y, const float* x, const float* gamma, int64_t rows, int64_t dim, cudaStream_t stream);
 // y[c, r] += x[r, c] for x [rows, cols].
 void add_transposed(float* y, const float* x, int64_t rows, int64_t cols, cudaStream_t stream);
+// y [channels, h, w] += columns[c, x] (c < channels/2) or rows[c − channels/2, r] (the rest).
+void add_axis_tables(float* y, int64_t channels, int64_t h, int64_t w, const float* columns, const float* rows,
+                     cudaStream_t stream);
 // y[c, i] = (x[c, i] − mean[c]) / stdev[c] over [channels, plane] (x == y allowed).
 void normalize_channels(const float* x, int64_t channels, int64_t plane, const float* mean, const float* stdev,
                         float* y, cudaStream_t stream);
