@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -80,8 +81,10 @@ extern "C" void ctrl_c_stops_the_step(int sig, siginfo_t* info, void* context) {
 
 // For the lifetime of one engine call made with the GIL released, when `armed` (the call runs a scale
 // phase): SIGINT sets `flag`, then runs the handler that was installed (CPython's, which records it
-// for PyErr_CheckSignals). Nothing happens off the main thread or when SIGINT is not handled by a
-// function (ignored, or default: the process ends). Construct with the GIL held.
+// for PyErr_CheckSignals). Only where Python's handler is signal.default_int_handler (Ctrl-C raises
+// KeyboardInterrupt, so the step's work would be lost anyway): a program's own handler decides what
+// Ctrl-C does, and the step runs to its end. Nothing happens off the main thread or when SIGINT is
+// not handled by a function (ignored, or default: the process ends). Construct with the GIL held.
 class CtrlCStopsTheStep {
  public:
   CtrlCStopsTheStep(std::atomic<bool>* flag, bool armed) {
@@ -90,6 +93,8 @@ class CtrlCStopsTheStep {
     static const unsigned long main_ident =
         py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
     if (PyThread_get_thread_ident() != main_ident) return;
+    const py::module_ signal_module = py::module_::import("signal");
+    if (!signal_module.attr("getsignal")(SIGINT).is(signal_module.attr("default_int_handler"))) return;
     struct sigaction current {};
     if (::sigaction(SIGINT, nullptr, &current) != 0) return;
     const bool function = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != nullptr
@@ -115,6 +120,26 @@ class CtrlCStopsTheStep {
  private:
   bool installed_ = false;
 };
+
+// ---- fork ----
+// GNU OpenMP's thread pool does not survive fork(): a child forked after this process ran a step on
+// several threads hangs in its first parallel region (multiprocessing's default start method on
+// Linux is fork). Process state, as the signal dispositions above: the parent notes that it ran
+// threads, the child (pthread_atfork) that it was forked after that, and the child's steps on more
+// than one thread are refused with an Error instead of hanging.
+std::atomic<bool> g_ran_threads{false};
+std::atomic<bool> g_forked_after_threads{false};
+void note_fork_child() {
+  if (g_ran_threads.load()) g_forked_after_threads.store(true);
+}
+void check_threads_after_fork(int threads) {
+  if (threads == 1) return;
+  LINGBOT_CHECK(!g_forked_after_threads.load(),
+                "this process was forked from one that had run lingbot_map on several threads, and OpenMP's "
+                "threads would hang here: start worker processes with multiprocessing's 'spawn' or 'forkserver' "
+                "method (multiprocessing.get_context('spawn')), or use threads=1 in this process");
+  g_ran_threads.store(true);
+}
 
 // A step that Ctrl-C stopped: KeyboardInterrupt (CPython has the signal recorded), else the error.
 [[noreturn]] void rethrow_stopped() {
@@ -509,10 +534,12 @@ class Stream {
 
   std::vector<FrameResult> push_frame(const Tensor& image) {
     check_open("push");
+    check_threads_after_fork(options().threads);
     return session_ ? session_->push_frame(image) : windowed_->push_frame(image);
   }
   std::vector<FrameResult> finish() {
     check_open("finish()");
+    check_threads_after_fork(options().threads);
     if (session_) return session_->finish();  // the Session closes itself (its own messages afterwards)
     std::vector<FrameResult> r = windowed_->finish();
     ended_ = true;
@@ -654,17 +681,31 @@ struct PyResult {
     r.scale_frames = t[9].cast<int64_t>();
     const auto a = t[10].cast<py::tuple>();
     if (a.size() != 10) throw py::value_error("not a pickled lingbot_map.Result of this version");
-    r.pose_enc = a[0];
-    r.pose_enc_iters = a[1];
-    r.c2w = a[2];
-    r.w2c = a[3];
-    r.K = a[4];
-    r.depth = a[5];
-    r.conf = a[6];
-    r.world_points = a[7];
-    r.image = a[8];
-    r.patch_tokens = a[9];
+    // A pickle can hold anything: every array field must be None or a float32 array of its rank.
+    auto array = [&](int i, int ndim, const char* name) {
+      const py::object v = a[static_cast<size_t>(i)];
+      if (v.is_none()) return v;
+      if (!py::isinstance<py::array>(v) || py::reinterpret_borrow<py::array>(v).ndim() != ndim ||
+          py::reinterpret_borrow<py::array>(v).dtype().kind() != 'f' ||
+          py::reinterpret_borrow<py::array>(v).dtype().itemsize() != 4)
+        throw py::value_error(std::string("not a pickled lingbot_map.Result: ") + name + " is not a " +
+                              std::to_string(ndim) + "-d float32 array");
+      return v;
+    };
+    r.pose_enc = array(0, 1, "pose_enc");
+    r.pose_enc_iters = array(1, 2, "pose_enc_iters");
+    r.c2w = array(2, 2, "c2w");
+    r.w2c = array(3, 2, "w2c");
+    r.K = array(4, 2, "K");
+    r.depth = array(5, 2, "depth");
+    r.conf = array(6, 2, "conf");
+    r.world_points = array(7, 3, "world_points");
+    r.image = array(8, 3, "image");
+    r.patch_tokens = array(9, 2, "patch_tokens");
     r.features = t[11].cast<py::list>();
+    for (const auto& f : r.features)
+      if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
+        throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
     r.timestamp_unit = t[12].cast<bool>() ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
     return r;
   }
@@ -761,7 +802,7 @@ class PySession {
     }
     pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)),
                         timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
-    return to_python(std::move(results), &pending_, s.scale_frames());
+    return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }
 
   std::vector<PyResult> finish() {
@@ -775,29 +816,37 @@ class PySession {
     } catch (const Stopped&) {
       rethrow_stopped();
     }
-    return to_python(std::move(results), &pending_, s.scale_frames());
+    return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }
 
   std::vector<PyResult> finish_early() {
     BusyGuard busy(busy_, "this Session");
     Stream& s = open();
-    std::vector<FrameResult> results = s.finish_early();
-    return to_python(std::move(results), &pending_, s.scale_frames());
+    std::vector<PyResult> out = std::move(undelivered_);
+    undelivered_.clear();
+    for (PyResult& r : to_python(s.finish_early(), &pending_, s.scale_frames())) out.push_back(std::move(r));
+    return out;
   }
 
   void reset() {
     BusyGuard busy(busy_, "this Session");
     Stream& s = open();
-    py::gil_scoped_release nogil;
-    s.reset();
+    {
+      py::gil_scoped_release nogil;
+      s.reset();
+    }
     pending_.clear();
+    undelivered_.clear();
   }
 
   void close() {
     BusyGuard busy(busy_, "this Session");
-    py::gil_scoped_release nogil;
-    stream_.reset();
+    {
+      py::gil_scoped_release nogil;
+      stream_.reset();
+    }
     pending_.clear();
+    undelivered_.clear();
   }
 
   // Readers take the guard too: the engine state they read changes while a push runs.
@@ -834,8 +883,22 @@ class PySession {
     if (!stream_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
     return *stream_;
   }
+  // Results computed by a call go back with it unless a Ctrl-C is pending: CPython would raise
+  // KeyboardInterrupt as the call returns and the list would be lost. Then KeyboardInterrupt is
+  // raised here and they wait, in order, for the next push / finish / finish_early().
+  std::vector<PyResult> deliver(std::vector<PyResult>&& results) {
+    std::vector<PyResult> out = std::move(undelivered_);
+    undelivered_.clear();
+    for (PyResult& r : results) out.push_back(std::move(r));
+    if (PyErr_CheckSignals() != 0) {
+      undelivered_ = std::move(out);
+      throw py::error_already_set();
+    }
+    return out;
+  }
 
   PyModel model_;
+  std::vector<PyResult> undelivered_;  // computed, not returned: a Ctrl-C came with them (deliver)
   std::optional<PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Stream> stream_;
@@ -892,7 +955,8 @@ class SourceFeed : public FrameFeed {
 
 class ArrayFeed : public FrameFeed {
  public:
-  ArrayFeed(py::sequence frames, const PreprocessOptions& pre) : frames_(std::move(frames)), pre_(pre) {
+  // The list is taken as it is now (a tuple of its items): frames appended or replaced later are not read.
+  ArrayFeed(py::sequence frames, const PreprocessOptions& pre) : frames_(py::tuple(frames)), pre_(pre) {
     const int64_t n = static_cast<int64_t>(py::len(frames_));
     LINGBOT_CHECK(n > 0, "images is an empty list: give at least one frame");
     count = estimated = n;
@@ -939,7 +1003,7 @@ class ArrayFeed : public FrameFeed {
   }
 
  private:
-  py::sequence frames_;
+  py::tuple frames_;
   PreprocessOptions pre_;
   int64_t next_ = 0;
 };
@@ -1181,6 +1245,10 @@ class PyExporter {
     LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
     LINGBOT_CHECK(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
     LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
+    io::check_poses_metadata(meta_);  // refused now, not at the first write after the computation
+    for (const char* own : {"image_width", "image_height"})
+      LINGBOT_CHECK(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
+                    "' (the Exporter sets it from the frames)");
     std::vector<std::unique_ptr<io::Exporter>> exporters;
     for (const std::string& name : export_names(exports)) {
       consecutive_ = consecutive_ || name == "viewer";  // viewer/NNNNNN.bin: frames 0, 1, 2, ... (the page loads them so)
@@ -1266,6 +1334,27 @@ class PyExporter {
     py::gil_scoped_release nogil;
     if (begun_) set_->finish(status);
   }
+  // Garbage-collected without close(): the files are finished (as "interrupted": nothing said the
+  // stream was complete) rather than left without their ends, with a ResourceWarning as an open file
+  // gives. The GIL is held here (pybind11 deallocation).
+  ~PyExporter() {
+    if (closed_ || !begun_) return;
+    closed_ = true;
+    try {
+      set_->finish(io::ExportStatus::Interrupted);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "lingbot_map.Exporter: finishing %s at garbage collection failed: %s\n",
+                   run_.out_dir.c_str(), e.what());
+    }
+    if (Py_IsInitialized() && !_Py_IsFinalizing() &&
+        PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+                         "lingbot_map.Exporter for %s was not closed: its files were finished with status "
+                         "'interrupted' (call close(), or use a with-block)",
+                         run_.out_dir.c_str()) != 0)
+      PyErr_WriteUnraisable(nullptr);
+  }
+  PyExporter(const PyExporter&) = delete;
+  PyExporter& operator=(const PyExporter&) = delete;
   py::object report() const { return py::module_::import("json").attr("loads")(set_->report().dump()); }
   int64_t frames() const { return frames_; }
 
@@ -1282,7 +1371,7 @@ class PyExporter {
 
 std::string result_repr(const PyResult& r) {
   std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + (r.is_keyframe ? " keyframe" : "");
-  if (!r.depth.is_none()) {
+  if (py::isinstance<py::array>(r.depth) && py::reinterpret_borrow<py::array>(r.depth).ndim() == 2) {
     const auto d = py::reinterpret_borrow<py::array>(r.depth);
     s += " " + std::to_string(d.shape(1)) + "x" + std::to_string(d.shape(0));
   }
@@ -1297,6 +1386,7 @@ void bind_module(py::module_& m);
 void bind_module(py::module_& m) {
   m.doc() = "lingbot_map: streaming 3D reconstruction (LingBot-Map) from NumPy, without PyTorch.";
   m.attr("__version__") = LINGBOT_VERSION;
+  ::pthread_atfork(nullptr, nullptr, note_fork_child);  // once per process: the module is imported once
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   m.attr("Error").attr("__doc__") =
       "An engine error: bad input, an unreadable file, an invalid option. The message is the engine's "

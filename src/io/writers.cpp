@@ -108,16 +108,19 @@ std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohmann::json& meta) : path_(path) {
+void check_poses_metadata(const nlohmann::json& meta) {
   LINGBOT_CHECK(meta.is_null() || meta.is_object(), "poses.json metadata must be a JSON object");
-  nlohmann::json head = {{"format", "lingbot-map poses"}, {"version", 1}};
-  if (meta.is_object()) {
-    for (const auto& [k, v] : meta.items()) {
+  if (meta.is_object())
+    for (const auto& [k, v] : meta.items())
       LINGBOT_CHECK(k != "frames" && k != "format" && k != "version", "poses.json metadata must not contain the key '", k,
                     "' (the file's own)");
-      head[k] = v;
-    }
-  }
+}
+
+PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohmann::json& meta) : path_(path) {
+  check_poses_metadata(meta);
+  nlohmann::json head = {{"format", "lingbot-map poses"}, {"version", 1}};
+  if (meta.is_object())
+    for (const auto& [k, v] : meta.items()) head[k] = v;
   std::string text = head.dump();
   text.pop_back();  // drop the closing brace; "frames" follows
   text += ",\"frames\":[";

@@ -44,6 +44,10 @@ struct FramePose {
   bool valid = true;
 };
 
+// Throws Error unless `meta` is null or a JSON object without the keys poses.json writes itself
+// ("frames", "format", "version"): "poses.json metadata must not contain the key '<k>' (the file's own)".
+void check_poses_metadata(const nlohmann::json& meta);
+
 // poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
 //   {"index", "timestamp", "keyframe", "source", "valid": true, "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3},
 //   ...]}; a frame without valid geometry has "valid": false and no matrices.

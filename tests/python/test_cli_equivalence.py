@@ -112,7 +112,7 @@ def test_session_push_equals_cli(cli_folder_run, tiny_model, tmp_path, preproces
     results = []
     with lm.Session(tiny_model, **kwargs) as s:
         for i, p in enumerate(sorted(FRAMES.iterdir())):
-            results += s.push(lm.load_image(p), source=p.name, timestamp=float(i))
+            results += s.push(lm.load_image(p), source=p.name)  # timestamp: the index, as a folder run
         results += s.finish()
     assert_results_equal_cli(results, cli_folder_run)
     export(iter(results), tmp_path, str(TINY / "model.pt"))
@@ -276,7 +276,7 @@ def test_demo_model_equals_run_demo(cli, tmp_path):
     results = []
     with lm.Session(lm.Model.demo(), scale_frames=2) as s:
         for i in range(6):
-            results += s.push(lm.demo_frame(i), source=f"demo_{i}", timestamp=float(i))
+            results += s.push(lm.demo_frame(i), source=f"demo_{i}")  # timestamp: the index, as run --demo
         results += s.finish()
     with lm.Exporter(tmp_path / "py", meta={"demo": True, "model": "built-in demo (random weights)"}) as ex:
         for r in results:

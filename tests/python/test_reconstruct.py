@@ -271,3 +271,32 @@ def test_viewer_frames_say_whether_the_timestamp_is_seconds(demo_model, tmp_path
                 ex.write(r)
     assert flags_and_timestamps(tmp_path / "timed") == [(2, 0.0), (2, 0.5), (2, 1.0)]
     assert flags_and_timestamps(tmp_path / "untimed") == [(0, 0.0), (0, 1.0), (0, 2.0)]
+
+
+def test_an_exporter_dropped_without_close_finishes_its_files_with_a_warning(demo_model, tmp_path):
+    import gc
+    results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2))
+    ex = lm.Exporter(tmp_path / "dropped", exports="poses,glb")
+    for r in results:
+        ex.write(r)
+    with pytest.warns(ResourceWarning, match="was not closed: its files were finished with status 'interrupted'"):
+        del ex
+        gc.collect()
+    assert len(json.loads((tmp_path / "dropped" / "poses.json").read_text())["frames"]) == 3
+    assert (tmp_path / "dropped" / "scene.glb").stat().st_size > 0
+
+
+def test_exporter_meta_is_checked_at_construction(tmp_path):
+    for key, why in (("frames", "poses.json metadata must not contain the key 'frames' (the file's own)"),
+                     ("image_width", "meta must not contain the key 'image_width' (the Exporter sets it from the frames)")):
+        with pytest.raises(lm.Error) as e:
+            lm.Exporter(tmp_path / key, exports="poses", meta={key: 1})
+        assert str(e.value) == why
+
+
+def test_reconstruct_takes_the_list_as_it_was_given(demo_model):
+    frames = [lm.demo_frame(i) for i in range(3)]
+    it = lm.reconstruct(images=frames, model=demo_model, scale_frames=2)
+    frames.append(lm.demo_frame(3))
+    frames[0] = lm.demo_frame(7, width=70, height=112)  # another size: read later, it would fail
+    assert [r.frame_index for r in it] == [0, 1, 2]

@@ -441,3 +441,23 @@ def test_results_and_models_pickle(tmp_path):
     moved.unlink()
     with pytest.raises(lm.Error, match="unpickling a Model loads its checkpoint again: model file not found: "):
         pickle.loads(state)
+
+
+def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
+    """Result.__setstate__ takes a tuple from the pickle: a field that is not a float32 array of its
+    rank is a ValueError (repr and Exporter.write read the arrays' memory)."""
+    import pickle
+    with lm.Session(demo_model, scale_frames=1) as s:
+        r = s.push(lm.demo_frame(0))[0]
+    state = list(r.__getstate__())
+    arrays = list(state[10])
+    for i, name, bad in ((5, "depth", 2), (5, "depth", [1.0, 2.0]), (7, "world_points", np.zeros((2, 2), np.float32)),
+                         (0, "pose_enc", np.zeros(9, np.int32))):
+        broken = list(arrays)
+        broken[i] = bad
+        crafted = state[:10] + [tuple(broken)] + state[11:]
+        with pytest.raises(ValueError) as e:
+            lm.Result.__new__(lm.Result).__setstate__(tuple(crafted))
+        assert str(e.value).startswith(f"not a pickled lingbot_map.Result: {name} is not a "), str(e.value)
+    back = pickle.loads(pickle.dumps(r))
+    assert repr(back) == repr(r)

@@ -236,3 +236,79 @@ def test_ctrl_c_stops_a_later_windows_scale_phase_at_once(tmp_path):
     assert stopped and stopped[0].endswith(" True"), text  # the windowed session closed (reset() reopens it)
     assert float(stopped[0].split()[1]) < 5.0, text  # well before the ~7 s the phase takes
     assert "frames " + str(list(range(17))) in lines, text  # window 0's rows, its overlap tail included
+
+
+# A program with its own SIGINT handler decides what Ctrl-C does: a scale phase runs to its end and
+# returns its results. With Python's default handler, Ctrl-C during a streamed push raises
+# KeyboardInterrupt as that push returns, and its result is not lost: finish_early() returns it.
+CHILD_RESULTS_KEPT = r"""
+import signal
+import sys
+import time
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+frames = [lm.demo_frame(i, width=448, height=336) for i in range(18)]
+asked = []
+signal.signal(signal.SIGINT, lambda *a: asked.append(1))
+s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1)
+got = []
+for f in frames[:15]:
+    got += s.push(f)
+print("scale phase", flush=True)
+got += s.push(frames[15])  # about 7 s here; the Ctrl-C comes after 2
+print("custom handler", len(asked), [r.frame_index for r in got] == list(range(16)), flush=True)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print("streaming", flush=True)
+try:
+    for i in range(200):
+        got += s.push(frames[16 + i % 2])
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    got += s.finish_early()
+    print("kept", s.frames_pushed > 16, [r.frame_index for r in got] == list(range(s.frames_pushed)), flush=True)
+"""
+
+
+def test_ctrl_c_with_a_programs_own_handler_or_during_a_push_loses_no_result(tmp_path):
+    proc = start_child(tmp_path, "child_kept.py", CHILD_RESULTS_KEPT)
+    lines, text = interrupt_on_cue(proc, ("scale phase", "streaming"), ("kept", "NOT"))
+    assert proc.returncode == 0, text
+    assert "custom handler 1 True" in lines, text
+    assert "kept True True" in lines, text
+
+
+CHILD_FORKED = r"""
+import multiprocessing as mp
+import sys
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+
+def work(threads, q):
+    try:
+        with lm.Session(lm.Model.demo(), scale_frames=1, threads=threads) as s:
+            q.put(("ok", len(s.push(lm.demo_frame(0)))))
+    except lm.Error as e:
+        q.put(("error", str(e)))
+
+with lm.Session(lm.Model.demo(), scale_frames=1, threads=2) as s:
+    s.push(lm.demo_frame(0))  # this process has run OpenMP threads
+ctx = mp.get_context("fork")
+for threads in (2, 1):
+    q = ctx.Queue()
+    p = ctx.Process(target=work, args=(threads, q))
+    p.start()
+    p.join(120)
+    print("child", threads, p.exitcode, q.get(timeout=5) if p.exitcode == 0 else "hung", flush=True)
+"""
+
+
+def test_a_forked_child_refuses_threads_instead_of_hanging(tmp_path):
+    proc = start_child(tmp_path, "child_fork.py", CHILD_FORKED)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0] == ("child 2 0 ('error', \"this process was forked from one that had run lingbot_map on several "
+                        "threads, and OpenMP's threads would hang here: start worker processes with multiprocessing's "
+                        "'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or use threads=1 in "
+                        "this process\")"), out + err
+    assert lines[1] == "child 1 0 ('ok', 1)", out + err
