@@ -4,7 +4,9 @@
 // line); 2 usage error (unknown subcommand or option, a value that does not parse, a missing
 // required option: one "error: ..." line and a hint to --help); 3 `run` finished on a damaged video
 // (see --allow-damaged); 130 / 143 `run` stopped by Ctrl-C / SIGTERM.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -21,9 +23,14 @@ std::string first_line(const std::string& s) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
-}  // namespace
+// Output to a full disk or a closed descriptor fails silently in stdio: the last flush tells.
+int checked_stdout(int code) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  std::fprintf(stderr, "error: cannot write the standard output: %s\n", std::strerror(errno));
+  return code == 0 ? 1 : code;
+}
 
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   CLI::App app{"lingbot-map: streaming 3D reconstruction with LingBot-Map (C++ engine)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(LINGBOT_VERSION) + " (" + LINGBOT_GIT_REV + ")");
@@ -81,3 +88,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return checked_stdout(run_cli(argc, argv)); }

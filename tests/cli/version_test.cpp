@@ -62,3 +62,19 @@ TEST(Version, NamesTheCommitBackendsAndBlas) {
 }
 
 }  // namespace
+
+namespace {
+
+// A standard output that cannot be written (a full disk) is an error, not a silent success.
+TEST(CliOutput, AFailedWriteToStandardOutputExits1) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  for (const std::string& args : {std::string("version"), "inspect " + kTinyModel, std::string("--help")}) {
+    const fs::path d = fresh_dir("full");
+    const std::string cmd = std::string(LINGBOT_CLI_PATH) + " " + args + " >/dev/full 2>" + (d / "err").string();
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << args;
+    EXPECT_EQ(lingbot_test::slurp(d / "err"), "error: cannot write the standard output: No space left on device\n") << args;
+  }
+}
+
+}  // namespace
