@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
+#include "lingbot/device.h"
 #include "bench/harness/calibration.h"
 
 namespace lingbot::bench {
@@ -77,9 +78,9 @@ void BenchDevice::attention_with_compute(const kernels::QueryView&, const kernel
 const char* bench_device_name(BenchDeviceKind kind) { return kind == BenchDeviceKind::Cuda ? "cuda" : "cpu"; }
 
 BenchDeviceKind parse_bench_device(const std::string& name) {
-  if (name == "cpu") return BenchDeviceKind::Cpu;
-  if (name == "cuda") return BenchDeviceKind::Cuda;
-  throw Error(detail::concat("--device must be cpu or cuda, got '", name, "'"));
+  Device d = parse_device(name);
+  if (d == Device::Auto) d = resolve_device(d);  // an explicit cuda is checked where the device opens
+  return d == Device::Cuda ? BenchDeviceKind::Cuda : BenchDeviceKind::Cpu;
 }
 
 std::unique_ptr<BenchDevice> make_cpu_bench_device(int threads) { return std::make_unique<CpuBenchDevice>(threads); }

@@ -14,7 +14,8 @@ namespace lingbot::bench {
 
 enum class BenchDeviceKind : uint8_t { Cpu, Cuda };
 const char* bench_device_name(BenchDeviceKind kind);    // "cpu" | "cuda"
-BenchDeviceKind parse_bench_device(const std::string& name);  // throws Error naming the bad value
+// "cpu", "cuda" or "auto" (cuda where a device exists: lingbot::resolve_device); throws Error otherwise.
+BenchDeviceKind parse_bench_device(const std::string& name);
 
 // Machine yardsticks measured in the same run. CPU: per-thread sgemm (GFLOP/s summed) and STREAM
 // triad. CUDA: cuBLAS bf16 GEMM with f32 accumulation and device-to-device copy (read + write bytes),

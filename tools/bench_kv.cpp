@@ -147,7 +147,7 @@ void validate(const KvBenchOptions& o) {
   LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
   LINGBOT_CHECK(o.frames >= 1, "--frames must be >= 1, got ", o.frames);
-  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
+  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
   LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
   LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
   LINGBOT_CHECK(!o.backends.empty(), "--kv-backends must name at least one backend");
@@ -224,7 +224,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     try {
       live.back().cache = device.make_cache(o.backends[i], co, *live.back().alloc);
     } catch (const MemCapExceeded& e) {
-      stop(live.size() - 1, 0, e.what());
+      stop(live.size() - 1, 1, e.what());  // the cache frame 1 needs could not be made
     }
   }
 
@@ -502,7 +502,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
   }
   int64_t peak = 0;
   for (const auto& row : r.rows) peak = std::max(peak, row.peak_rss_bytes);
-  s.emplace_back("peak_rss_bytes", std::to_string(peak));
+  s.emplace_back("peak_rss_bytes", r.rows.empty() ? "na" : std::to_string(peak));
   s.emplace_back("wall_s", fmt(r.wall_seconds, 4));
   return s;
 }

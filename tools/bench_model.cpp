@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
+#include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "pipeline/session_backend.h"
 #include "bench/harness/demo_model.h"
@@ -62,8 +63,14 @@ void validate(const ModelBenchOptions& o) {
   LINGBOT_CHECK(o.frames > o.scale_frames, "--frames must exceed --scale-frames (", o.scale_frames,
                 ") so that single-frame steps are measured, got ", o.frames);
   LINGBOT_CHECK(o.window >= 1, "--kv-window must be >= 1, got ", o.window);
-  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
+  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
   LINGBOT_CHECK(!o.weights_dtypes.empty() && !o.kv_dtypes.empty(), "--weights-dtype and --kv-dtype need a value");
+  LINGBOT_CHECK(o.width <= kMaxImageSize && o.height <= kMaxImageSize, "--resolution ", o.width, "x", o.height,
+                " must be at most ", kMaxImageSize, " a side");
+  for (const auto& [flag, list] : {std::pair{"--weights-dtype", &o.weights_dtypes}, std::pair{"--kv-dtype", &o.kv_dtypes}})
+    for (size_t i = 0; i < list->size(); ++i)
+      for (size_t j = i + 1; j < list->size(); ++j)
+        LINGBOT_CHECK((*list)[i] != (*list)[j], flag, " lists '", dtype_name((*list)[i]), "' twice");
 }
 
 ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress) {
@@ -208,14 +215,14 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
           row.rss_bytes = static_cast<int64_t>(current_rss_bytes());
           row.peak_rss_bytes = static_cast<int64_t>(peak_rss_bytes());
           row.device_peak_bytes = session.stats().device_peak_bytes;
-          if (row.results == 1 && i >= o.scale_frames) {
+          if (i == o.scale_frames - 1) {  // the push that runs the scale phase (1 result when it is 1 frame)
+            c.scale_phase_cpu_ms = row.cpu_ms;
+          } else if (row.results == 1 && i >= o.scale_frames) {
             frame_wall += row.wall_ms;
             frame_cpu += row.cpu_ms;
             const double phase[5] = {row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms, row.camera_ms, row.dpt_ms};
             for (int k = 0; k < 5; ++k) c.frame_phase_ms[k] += phase[k];
             ++frame_n;
-          } else if (row.results > 1) {
-            c.scale_phase_cpu_ms = row.cpu_ms;
           }
           if (progress)
             std::fprintf(progress, "  push %d/%d: %d result(s), %.0f ms wall, %.0f ms CPU, peak RSS %.2f GiB\n", i + 1,
@@ -281,7 +288,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
   }
   if (base && base->frame_cpu_ms > 0)
     for (const auto& c : r.configs)
-      if (&c != base && c.kv == base->kv)
+      if (&c != base)  // every config against the first with f32 weights (the README's ratios)
         s.emplace_back(key(c) + "_vs_" + key(*base) + "_frame_cpu", fixed_str(c.frame_cpu_ms / base->frame_cpu_ms, 2));
   return s;
 }

@@ -154,7 +154,7 @@ std::string summary_line(const KvBenchResult& r) {
 
 void write_csv(const std::string& path, const KvBenchResult& r) {
   std::ostringstream os;
-  os << "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
+  os << "frame,kv_backend,mode,attended,queries,keys,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
         "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
         "free_pages,special_pages,rss_bytes,peak_rss_bytes,attn_cpu_ms,maint_cpu_ms\n";
   char buf[96];

@@ -45,6 +45,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string keyframe_rule(const SoakOptions& o) {
   if (!o.keyframe_policy) return "interval-" + std::to_string(o.keyframe_interval);
+  if (const auto* interval = dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get()))
+    return "interval-" + std::to_string(interval->interval());
   const auto* flow = dynamic_cast<const FlowKeyframes*>(o.keyframe_policy.get());
   if (!flow) return "custom";
   char buf[64];
@@ -61,10 +63,17 @@ void validate(const SoakOptions& o) {
   LINGBOT_CHECK(o.max_special_frames >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ",
                 o.max_special_frames);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
-  LINGBOT_CHECK(o.scale_frames >= 1, "--num-scale-frames must be >= 1, got ", o.scale_frames);
+  LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.kv_window >= 1, "--kv-window must be >= 1, got ", o.kv_window);
-  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 1, got ", o.threads);
+  LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
   LINGBOT_CHECK(o.loop_frames >= 1, "loop_frames must be >= 1, got ", o.loop_frames);
+  // The session's own bounds, with the flags' names and before the model loads.
+  LINGBOT_CHECK(o.scale_frames <= kMaxScaleFrames, "--scale-frames must be at most ", kMaxScaleFrames, ", got ",
+                o.scale_frames);
+  LINGBOT_CHECK(o.kv_window <= kMaxKvWindow, "--kv-window must be at most ", kMaxKvWindow, ", got ", o.kv_window);
+  LINGBOT_CHECK(o.threads <= kMaxThreads, "--threads must be at most ", kMaxThreads, ", got ", o.threads);
+  LINGBOT_CHECK(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
+                "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
 }
 
 SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, SoakObserver* observer) {
@@ -214,7 +223,7 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
 std::string soak_summary_line(const SoakResult& r) {
   char buf[768];
   std::snprintf(buf, sizeof buf,
-                "summary: frames=%lld max_special_frames=%lld keyframes=%s stored_keyframes=%lld backend=%s reference_frame=%lld "
+                "summary: frames=%lld max_special_frames=%lld keyframe_policy=%s stored_keyframes=%lld kv_backend=%s reference_frame=%lld "
                 "peak_rss_growth_pct=%.3f time_ratio=%.4f ref_cpu_ms=%.3f last_cpu_ms=%.3f kv_reserved_growth=%lld "
                 "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",

@@ -1,9 +1,11 @@
 #pragma once
 // CLI11 helpers shared by the subcommands.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -52,6 +54,12 @@ auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
 
 // Validator for `--set key=value` (a missing '=' or key is a usage error; the key itself is checked
 // against the configuration later).
+// --threads 0 is every core, in every command (run, verify, bench); a negative value stays for the
+// command's check ("--threads must be >= 0 (0 = all cores), got ...").
+inline int all_cores_if_zero(int threads) {
+  return threads == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : threads;
+}
+
 inline CLI::Validator key_value() {
   return CLI::Validator(
       [](std::string& s) -> std::string {

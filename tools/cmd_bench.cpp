@@ -29,6 +29,23 @@
 namespace lingbot::cli {
 namespace {
 
+// A GiB amount as the header prints it.
+std::string fixed_gib(double gib) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", gib);
+  return buf;
+}
+
+// --seed of bench kv and bench model: a non-negative integer (a usage error otherwise).
+uint64_t parse_seed_option(const std::string& text) {
+  uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, seed);
+  if (ec != std::errc() || p != end || text.empty())
+    throw CLI::ValidationError("--seed must be a non-negative integer, got '" + text + "'");
+  return seed;
+}
+
 // Integer option parsed strictly, so any bad value becomes one "error: --name ..." line. A value
 // that does not parse is a usage error (exit 2, as CLI11's own checks), hence CLI::ValidationError.
 int parse_int_option(const std::string& name, const std::string& text) {
@@ -98,7 +115,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   if (a.threads.empty()) {
     o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else {
-    o.threads = parse_int_option("--threads", a.threads);
+    o.threads = all_cores_if_zero(parse_int_option("--threads", a.threads));
   }
   const bool auto_cap = a.mem_cap_gb == "auto";
   o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
@@ -107,12 +124,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   o.attention_ab = parse_on_off("--attention-ab", a.attention_ab);
   o.attend_every = parse_int_option("--attend-every", a.attend_every);
   {
-    uint64_t seed = 0;
-    const char* end = a.seed.data() + a.seed.size();
-    const auto [p, ec] = std::from_chars(a.seed.data(), end, seed);
-    if (ec != std::errc() || p != end || a.seed.empty())
-      throw CLI::ValidationError("--seed must be a non-negative integer, got '" + a.seed + "'");
-    o.seed = seed;
+    o.seed = parse_seed_option(a.seed);
   }
   bench::validate(o);
   // The device is opened last, so bad options are reported first and a missing GPU is one error line
@@ -137,13 +149,13 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
-      "dtype %s, window %d, scale frames %d, keyframe interval %d, %d frames, backends %s, %d threads, "
-      "attention %s%s, mem cap %g GiB per backend, seed %llu\n",
+      "K/V %s, KV window %d, scale frames %d, keyframe interval %d, %d frames, KV backends %s, %d threads, "
+      "attention %s%s, memory cap %s per backend, seed %llu\n",
       o.resolution, bench::patches_per_frame(o.resolution) + bench::kSpecialTokens, bench::patches_per_frame(o.resolution),
       bench::kSpecialTokens, o.blocks, o.heads, o.head_dim, std::string(dtype_name(o.dtype)).c_str(), o.window,
       o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
       o.attention && o.attend_every > 1 ? (" (sampled every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
-      o.mem_cap_gb, static_cast<unsigned long long>(o.seed));
+      o.mem_cap_gb > 0 ? (fixed_gib(o.mem_cap_gb) + " GiB").c_str() : "none", static_cast<unsigned long long>(o.seed));
   if (o.device == bench::BenchDeviceKind::Cpu)
     std::printf("cpu attention compute for %s K/V: %s%s\n", std::string(dtype_name(o.dtype)).c_str(),
                 kernels::attention_compute_name(kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, o.dtype)),
@@ -165,6 +177,8 @@ void run_bench_kv(const BenchKvArgs& args) {
   }
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);
+  LINGBOT_CHECK(r.stops.size() < o.backends.size(), "bench kv: every backend stopped (",
+                r.stops.empty() ? "" : r.stops.front().reason, "): nothing was measured");
 }
 
 struct BenchSoakArgs {
@@ -181,16 +195,16 @@ struct BenchSoakArgs {
   }();
 };
 
-// Progress: one line every 10% of the frames (the soak is long; stdout may be a log).
+// Progress: one line every 10% of the frames, on stderr as the other benches' (stdout keeps the
+// report and the summary line).
 class SoakProgress final : public bench::SoakObserver {
  public:
   void on_frame(const bench::SoakRow& row, int64_t total) override {
     if (row.frame % std::max<int64_t>(1, total / 10) != 0 && row.frame != total) return;
-    std::printf("frame %lld/%lld  push %.3f ms  RSS %.1f MiB  KV %.2f MiB  specials dropped %lld\n",
-                static_cast<long long>(row.frame), static_cast<long long>(total), row.push_ms,
-                static_cast<double>(row.rss_bytes) / 1048576.0, static_cast<double>(row.cache.bytes_reserved) / 1048576.0,
-                static_cast<long long>(row.cache.special_frames_dropped));
-    std::fflush(stdout);
+    std::fprintf(stderr, "frame %lld/%lld  push %.3f ms  RSS %.1f MiB  KV %.2f MiB  specials dropped %lld\n",
+                 static_cast<long long>(row.frame), static_cast<long long>(total), row.push_ms,
+                 static_cast<double>(row.rss_bytes) / 1048576.0, static_cast<double>(row.cache.bytes_reserved) / 1048576.0,
+                 static_cast<long long>(row.cache.special_frames_dropped));
   }
 };
 
@@ -204,11 +218,12 @@ void run_bench_soak(BenchSoakArgs a) {
   const ModeChoice keyframes = choose_mode(a.modes, a.o.frames);
   a.o.keyframe_interval = keyframes.keyframe_interval;
   a.o.keyframe_policy = keyframes.policy;
+  a.o.threads = all_cores_if_zero(a.o.threads);
   bench::validate(a.o);
   bench::check_bench_outputs(a.csv, "");
   const std::shared_ptr<const Model> model = a.demo ? make_demo_model() : Model::load(a.model);
-  std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframes %s, %d scale frames, "
-              "window %d, %s %s, %d threads, reference frame %lld, timing window %lld\n",
+  std::printf("bench soak: %s, %lld frames, max special frames %lld%s, keyframe policy %s, %d scale frames, "
+              "KV window %d, KV backend %s, K/V %s, %d threads, reference frame %lld, timing window %lld\n",
               a.demo ? "built-in demo model" : a.model.c_str(), static_cast<long long>(a.o.frames),
               static_cast<long long>(a.o.max_special_frames), a.o.max_special_frames == 0 ? " (unbounded)" : "",
               bench::keyframe_rule(a.o).c_str(), a.o.scale_frames, a.o.kv_window, a.kv_backend.c_str(), a.kv_dtype.c_str(),
@@ -223,6 +238,7 @@ void run_bench_soak(BenchSoakArgs a) {
   }
   std::printf("%s\n", bench::soak_summary_line(r).c_str());
   std::fflush(stdout);
+  LINGBOT_CHECK(r.pass, "bench soak did not pass: ", r.verdict);
 }
 
 struct BenchModelArgs {
@@ -253,8 +269,8 @@ void run_bench_model(const BenchModelArgs& a) {
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
   o.window = parse_int_option("--kv-window", a.window);
   o.threads = a.threads.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-                                : parse_int_option("--threads", a.threads);
-  o.seed = static_cast<uint64_t>(parse_int_option("--seed", a.seed));
+                                : all_cores_if_zero(parse_int_option("--threads", a.threads));
+  o.seed = parse_seed_option(a.seed);
   o.calibrate = parse_on_off("--calibrate", a.calibrate);
   o.writers = parse_on_off("--writers", a.writers);
   o.load_test_file = a.load_test;
@@ -275,7 +291,7 @@ void run_bench_model(const BenchModelArgs& a) {
   bench::validate(o);
   bench::check_bench_outputs(a.csv, a.plot);
   for (const auto& n : notices) std::printf("%s\n", n.c_str());
-  std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), window %d, %d threads, seed %llu\n",
+  std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), KV window %d, %d threads, seed %llu\n",
               o.model.c_str(), o.width, o.height, o.frames, o.scale_frames, o.window, o.threads,
               static_cast<unsigned long long>(o.seed));
   std::printf("blas: %s\n", bench::blas_description().c_str());
@@ -304,7 +320,9 @@ void add_bench_command(CLI::App& app) {
       "kv", "Streaming attention simulation at the model's shapes with random Q/K/V: KV memory, latency, "
             "machine calibration; prints a table and a final 'summary:' line");
   auto args = std::make_shared<BenchKvArgs>();
-  kv->add_option("--resolution", args->resolution, "224 (256+6 tokens/frame) or 518 (999+6)")->capture_default_str();
+  kv->add_option("--resolution", args->resolution, "224 (256+6 tokens/frame) or 518 (999+6)")
+      ->capture_default_str()
+      ->check(one_of({"224", "518"}, "224 or 518"));
   kv->add_option("--blocks", args->blocks, "global attention blocks")->capture_default_str();
   kv->add_option("--heads", args->heads, "attention heads")->capture_default_str();
   kv->add_option("--head-dim", args->head_dim, "head dimension")->capture_default_str();
@@ -320,10 +338,11 @@ void add_bench_command(CLI::App& app) {
                                        "comma-separated KV backends: paged, dense, dense-full (default: all three; "
                                        "cuda: paged, the only CUDA cache)"),
                     "--kv-backends", "--backends", args->backends);
-  kv->add_option("--device", args->device, "cpu or cuda (needs a -DLINGBOT_CUDA=ON build and a GPU)")
-      ->check(one_of({"cpu", "cuda"}, "cpu or cuda"))
+  kv->add_option("--device", args->device,
+                 "cpu | cuda | auto (as run --device; cuda needs a -DLINGBOT_CUDA=ON build and a GPU)")
+      ->check(one_of({"cpu", "cuda", "auto"}, "cpu, cuda or auto"))
       ->capture_default_str();
-  kv->add_option("--threads", args->threads, "threads (default: all cores)");
+  kv->add_option("--threads", args->threads, "threads (default or 0: all cores)");
   kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM, or of GPU memory "
                  "with --device cuda, / backends)")
       ->capture_default_str();
@@ -359,9 +378,9 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--weights-dtype", margs->weights_dtype, "comma-separated sweep of auto | f32 | f16 | bf16")
       ->capture_default_str();
   model->add_option("--kv-dtype", margs->kv_dtype, "comma-separated sweep of f32 | f16 | bf16")->capture_default_str();
-  model->add_option("--threads", margs->threads, "threads (default: all cores)");
+  model->add_option("--threads", margs->threads, "threads (default or 0: all cores)");
   model->add_option("--device", margs->device, "where the model runs: cpu | cuda | auto (as run --device)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->check(one_of({"cpu", "cuda", "auto"}, "cpu, cuda or auto"))
       ->capture_default_str();
   model->add_option("--seed", margs->seed, "random weights / frames seed")->capture_default_str();
   model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")->capture_default_str();
@@ -399,7 +418,7 @@ void add_bench_command(CLI::App& app) {
   sa->renamed.add(soak, soak->add_option("--kv-backend", sa->kv_backend, "paged | dense | dense-full")->capture_default_str(),
                   "--kv-backend", "--attention", sa->kv_backend);
   soak->add_option("--kv-dtype", sa->kv_dtype, "f32 | f16 | bf16")->capture_default_str();
-  soak->add_option("--threads", sa->o.threads, "OpenMP threads")->capture_default_str();
+  soak->add_option("--threads", sa->o.threads, "OpenMP threads (0 = all cores)")->capture_default_str();
   soak->add_option("--reference-frame", sa->o.reference_frame, "frame compared with the last one")
       ->capture_default_str();
   soak->add_option("--timing-window", sa->o.timing_window, "frames per per-frame-time median")->capture_default_str();
@@ -411,7 +430,9 @@ void add_bench_command(CLI::App& app) {
              "contiguous attention at the streaming shape, device memory over a long stream; tables + RESULT lines");
   auto ga = std::make_shared<std::string>("all");
   auto gargs = std::make_shared<bench::BenchGpuArgs>();
-  gpu->add_option("measurement", *ga, "attention | memory | all")->capture_default_str();
+  gpu->add_option("measurement", *ga, "attention | memory | all")
+      ->capture_default_str()
+      ->check(one_of({"attention", "memory", "all"}, "attention, memory or all"));
   gpu->add_option("--frames", gargs->frames, "memory: keyframes streamed (> 8)")->capture_default_str();
   gpu->callback([ga, gargs] {
     gargs->what = bench::parse_gpu_bench(*ga);

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "lingbot/session.h"
 #include "bench/harness/verify.h"
 #include "pipeline/session_backend.h"
 
@@ -42,7 +43,8 @@ void add_verify_command(CLI::App& app) {
     o.case_dir = args->case_dir;
     o.kv_backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(args->kv_backend); });
     o.kv_dtype = parse_dtype(args->kv_dtype);
-    LINGBOT_CHECK(args->threads >= 0, "--threads must be >= 0, got ", args->threads);
+    LINGBOT_CHECK(args->threads >= 0 && args->threads <= kMaxThreads, "--threads must be in 0..", kMaxThreads,
+                  " (0 = all cores), got ", args->threads);
     o.threads = args->threads;
     o.device = resolve_device(parse_device(args->device));
     const WeightsDtypeForDevice wd = parse_weights_dtype(args->weights_dtype, o.device);

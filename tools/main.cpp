@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "lingbot_git_rev.h"
@@ -48,17 +49,31 @@ int run_cli(int argc, char** argv) {
   lingbot::cli::add_run_command(app);
   lingbot::cli::add_view_command(app);
 #endif
-  // A first word that is not an option must be a subcommand (CLI11 would say "A subcommand is required").
-  std::string names;
-  bool known = false;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-    known = known || (argc > 1 && sub->check_name(argv[1]));
-  }
-  if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::fprintf(stderr, "error: unknown subcommand '%s' (subcommands: %s)\nRun 'lingbot-map --help' for usage.\n",
-                 argv[1], names.c_str());
-    return kExitUsage;
+  // The leading words that are not options must name subcommands, level by level (CLI11 would say
+  // "A subcommand is required" for `bench foo` or `--bogus`).
+  const auto all = [](const CLI::App*) { return true; };
+  const CLI::App* level = &app;
+  std::string path = "lingbot-map";
+  for (int k = 1; k < argc; ++k) {
+    const std::vector<const CLI::App*> subs = level->get_subcommands(all);
+    if (subs.empty()) break;
+    std::string names;
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : subs) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (sub->check_name(argv[k])) next = sub;
+    }
+    const std::string word = argv[k];
+    const bool help_or_version = word == "--help" || word == "-h" || (level == &app && word == "--version");
+    if (next == nullptr && !help_or_version) {
+      const std::string what = word[0] == '-' ? "a subcommand before options, got '" : "unknown subcommand '";
+      std::fprintf(stderr, "error: %s%s' (%s: %s)\nRun '%s --help' for usage.\n", what.c_str(), word.c_str(),
+                   level == &app ? "subcommands" : (path.substr(12) + " subcommands").c_str(), names.c_str(), path.c_str());
+      return kExitUsage;
+    }
+    if (next == nullptr) break;
+    level = next;
+    path += " " + next->get_name();
   }
   try {
     app.parse(argc, argv);

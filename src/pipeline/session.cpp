@@ -35,30 +35,30 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
   if (o.threads == 0) o.threads = omp_get_max_threads();
   o.device = resolve_device(in.device);
-  LINGBOT_CHECK(o.scale_frames >= 1, "SessionOptions.scale_frames must be >= 1, got ", o.scale_frames);
-  LINGBOT_CHECK(o.kv_window >= 1, "SessionOptions.kv_window must be >= 1, got ", o.kv_window);
-  LINGBOT_CHECK(o.keyframe_interval >= 1, "SessionOptions.keyframe_interval must be >= 1, got ", o.keyframe_interval);
-  LINGBOT_CHECK(o.camera_iterations >= 1, "SessionOptions.camera_iterations must be >= 1, got ",
+  LINGBOT_CHECK(o.scale_frames >= 1, "scale_frames must be >= 1, got ", o.scale_frames);
+  LINGBOT_CHECK(o.kv_window >= 1, "kv_window must be >= 1, got ", o.kv_window);
+  LINGBOT_CHECK(o.keyframe_interval >= 1, "keyframe_interval must be >= 1, got ", o.keyframe_interval);
+  LINGBOT_CHECK(o.camera_iterations >= 1, "camera_iterations must be >= 1, got ",
                 o.camera_iterations);
-  LINGBOT_CHECK(o.threads >= 1, "SessionOptions.threads must be >= 0, got ", in.threads);
-  LINGBOT_CHECK(o.max_special_tokens >= 0, "SessionOptions.max_special_tokens must be >= 0, got ",
+  LINGBOT_CHECK(o.threads >= 1, "threads must be >= 0, got ", in.threads);
+  LINGBOT_CHECK(o.max_special_tokens >= 0, "max_special_tokens must be >= 0, got ",
                 o.max_special_tokens);
-  LINGBOT_CHECK(o.max_special_frames >= 0, "SessionOptions.max_special_frames must be >= 0 (0 = keep all), got ",
+  LINGBOT_CHECK(o.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ",
                 o.max_special_frames);
   for (const auto& [name, value, bound] : {std::tuple{"scale_frames", o.scale_frames, kMaxScaleFrames},
                                            std::tuple{"kv_window", o.kv_window, kMaxKvWindow},
                                            std::tuple{"camera_iterations", o.camera_iterations, kMaxCameraIterations},
                                            std::tuple{"threads", o.threads, kMaxThreads}})
-    LINGBOT_CHECK(value <= bound, "SessionOptions.", name, " must be at most ", bound, ", got ", value,
+    LINGBOT_CHECK(value <= bound, name, " must be at most ", bound, ", got ", value,
                   std::string_view(name) == "threads" && in.threads == 0 ? " (0 = all: OpenMP's thread count)" : "");
   LINGBOT_CHECK(o.kv_backend == KVBackend::Paged || o.kv_backend == KVBackend::Dense ||
                     o.kv_backend == KVBackend::DenseFull,
-                "SessionOptions.kv_backend: unknown value ", static_cast<int>(o.kv_backend));
-  LINGBOT_CHECK(dtype_known(o.kv_dtype), "SessionOptions.kv_dtype: unknown value ", static_cast<int>(o.kv_dtype));
+                "kv_backend: unknown value ", static_cast<int>(o.kv_backend));
+  LINGBOT_CHECK(dtype_known(o.kv_dtype), "kv_dtype: unknown value ", static_cast<int>(o.kv_dtype));
   LINGBOT_CHECK(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
-                "SessionOptions.max_special_frames does not apply to KVBackend::DenseFull (it keeps every frame)");
+                "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)");
   if (const auto* p = dynamic_cast<const IntervalKeyframes*>(o.keyframe_policy.get())) {
-    LINGBOT_CHECK(o.keyframe_interval == 1 || o.keyframe_interval == p->interval(), "SessionOptions.keyframe_interval ",
+    LINGBOT_CHECK(o.keyframe_interval == 1 || o.keyframe_interval == p->interval(), "keyframe_interval ",
                   o.keyframe_interval, " contradicts keyframe_policy IntervalKeyframes(", p->interval(),
                   "): set one of them");
     o.keyframe_interval = p->interval();  // options() reports the interval in effect

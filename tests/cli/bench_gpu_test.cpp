@@ -28,9 +28,12 @@ TEST(BenchGpu, WithoutAGpuSaysWhy) {
 
 TEST(BenchGpu, BadArgumentsGiveOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"bench gpu speed", "error: bench gpu: the measurement must be attention, memory or all, got 'speed'\n"},
       {"bench gpu memory --frames 8", "error: bench gpu: --frames must be > 8, got 8\n"},
   };
+  const Result usage = run_cli("bench gpu speed");  // not one of the words: a usage error
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_EQ(usage.err, "error: measurement: must be attention, memory or all, got 'speed'\n"
+                       "Run 'lingbot-map bench gpu --help' for usage.\n");
   for (const auto& [args, expected] : cases) {
     const Result r = run_cli(args);
     EXPECT_EQ(r.exit_code, 1) << args;

@@ -39,7 +39,7 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   const auto rows = lines_of(slurp(csv));
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows[0],
-            "frame,backend,mode,attended,n_q,n_k,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
+            "frame,kv_backend,mode,attended,queries,keys,attn_ms,maint_ms,gflops,kv_bytes_used,kv_bytes_reserved,"
             "patch_bytes_reserved,special_bytes_reserved,frames_stored,frames_resident,special_tokens,pool_pages,"
             "free_pages,special_pages,rss_bytes,peak_rss_bytes,attn_cpu_ms,maint_cpu_ms");
   // One scale-phase step (frames 1-2) + 12 single-frame steps, three backends each.
@@ -156,11 +156,22 @@ TEST(BenchKv, BadOutputFilesAreRefusedBeforeTheRunAndLeaveExistingFiles) {
   EXPECT_EQ(slurp(csv), "keep\n");
 }
 
+// A cap no backend fits in measures nothing: exit 1, and the summary says where each stopped.
+TEST(BenchKv, EveryBackendStoppedExits1) {
+  const Result r = run_cli("bench kv --resolution 224 --frames 10 --blocks 1 --calibrate off --mem-cap-gb 0.001");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["stopped_paged_at_frame"], "1");
+  EXPECT_EQ(s["peak_rss_bytes"], "na");
+  EXPECT_NE(r.err.find("\nerror: bench kv: every backend stopped ("), std::string::npos) << r.err;  // after progress
+}
+
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (README: Exit codes).
   const std::string help = "Run 'lingbot-map bench kv --help' for usage.\n";
   const std::vector<std::pair<std::string, std::string>> usage = {
-      {"--resolution abc", "error: --resolution must be an integer, got 'abc'\n" + help},
+      {"--resolution abc", "error: --resolution: must be 224 or 518, got 'abc'\n" + help},
+      {"--resolution 300", "error: --resolution: must be 224 or 518, got '300'\n" + help},
       {"--threads abc", "error: --threads must be an integer, got 'abc'\n" + help},
       {"--mem-cap-gb lots", "error: --mem-cap-gb must be a number, got 'lots'\n" + help},
       {"--seed -3", "error: --seed must be a non-negative integer, got '-3'\n" + help},
@@ -172,7 +183,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
        "bf16)\n" + help},
       {"--kv-backends paged,flat",
        "error: --kv-backends: unknown KV backend 'flat' (expected paged, dense or dense-full)\n" + help},
-      {"--device tpu", "error: --device: must be cpu or cuda, got 'tpu'\n" + help},
+      {"--device tpu", "error: --device: must be cpu, cuda or auto, got 'tpu'\n" + help},
       {"--bogus", "error: The following argument was not expected: --bogus\n" + help},
   };
   for (const auto& [args, expected] : usage) {
@@ -183,14 +194,13 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   }
   // Values out of range: bad input, exit 1.
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--resolution 300", "error: --resolution must be 224 or 518, got 300\n"},
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
       {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
       {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
       {"--attention-ab on --device cuda --kv-backends paged", "error: --attention-ab needs --device cpu\n"},
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
       {"--kv-backends paged,paged", "error: --kv-backends lists 'paged' twice\n"},
-      {"--threads 0", "error: --threads must be >= 1, got 0\n"},
+      {"--threads -1", "error: --threads must be >= 0 (0 = all cores), got -1\n"},
       {"--device cuda --kv-backends paged,dense",
        "error: --kv-backends: 'dense' is not available with --device cuda (CUDA has only the 'paged' cache)\n"},
   };

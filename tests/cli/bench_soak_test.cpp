@@ -69,9 +69,9 @@ TEST(BenchSoak, FlowKeyframesWithTheBoundKeepEveryCacheFlat) {
   const fs::path dir = fresh_dir("soak_flow_bounded");
   const Result r = run_cli(soak_args(8, dir / "soak.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(contains(r.out, "keyframes flow-1e+09-gap-3")) << r.out;
+  EXPECT_TRUE(contains(r.out, "keyframe policy flow-1e+09-gap-3")) << r.out;
   auto s = summary_of(r.out);
-  EXPECT_EQ(s["keyframes"], "flow-1e+09-gap-3");
+  EXPECT_EQ(s["keyframe_policy"], "flow-1e+09-gap-3");
   // Streamed frames 0, 3, 6, ... of the 146 after the scale frames.
   EXPECT_EQ(s["stored_keyframes"], std::to_string((kFrames - kScale + kGap - 1) / kGap));
   EXPECT_EQ(s["kv_reserved_growth"], "0");
@@ -113,6 +113,17 @@ TEST(BenchSoak, FlowOptionsNeedFlowKeyframes) {
     EXPECT_EQ(r2.exit_code, 2) << args;
     EXPECT_EQ(r2.err, error + "\nRun 'lingbot-map bench soak --help' for usage.\n") << args;
   }
+}
+
+// A soak that does not pass is a failed command: the FAIL line, the summary, then exit 1 with the
+// verdict (scripts and CI rely on the status).
+TEST(BenchSoak, AFailingCheckExits1) {
+  const Result r = run_cli("bench soak --demo --frames 30 --reference-frame 10 --timing-window 5 --max-special-frames 8 "
+                           "--scale-frames 2 --kv-window 3 --threads 1");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(summary_of(r.out)["pass"], "no");
+  EXPECT_NE(r.err.find("\nerror: bench soak did not pass: --reference-frame 10 is before the bounded caches fill"), std::string::npos)  // after progress
+      << r.err;
 }
 
 }  // namespace

@@ -187,36 +187,36 @@ TEST_F(SessionTest, ErrorMessages) {
 
   SessionOptions bad = tiny_options();
   bad.keyframe_interval = 0;
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.keyframe_interval must be >= 1, got 0");
+  expect_error([&] { Session x(model_, bad); }, "keyframe_interval must be >= 1, got 0");
   bad = tiny_options();
   bad.scale_frames = -2;
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.scale_frames must be >= 1, got -2");
+  expect_error([&] { Session x(model_, bad); }, "scale_frames must be >= 1, got -2");
   bad = tiny_options();
   bad.threads = -1;
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be >= 0, got -1");
+  expect_error([&] { Session x(model_, bad); }, "threads must be >= 0, got -1");
   // Refused at construction, as run refuses them (they failed at the first push, naming internals).
   bad = tiny_options();
   bad.kv_window = 1 << 30;
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.kv_window must be at most 1048576, got 1073741824");
+  expect_error([&] { Session x(model_, bad); }, "kv_window must be at most 1048576, got 1073741824");
   bad = tiny_options();
   bad.threads = 100000;
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.threads must be at most 4096, got 100000");
+  expect_error([&] { Session x(model_, bad); }, "threads must be at most 4096, got 100000");
   bad = tiny_options();
   bad.kv_dtype = static_cast<DType>(7);
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.kv_dtype: unknown value 7");
+  expect_error([&] { Session x(model_, bad); }, "kv_dtype: unknown value 7");
   bad = tiny_options();
   bad.kv_backend = static_cast<KVBackend>(7);
-  expect_error([&] { Session x(model_, bad); }, "SessionOptions.kv_backend: unknown value 7");
+  expect_error([&] { Session x(model_, bad); }, "kv_backend: unknown value 7");
   bad = tiny_options();
   bad.kv_backend = KVBackend::DenseFull;
   bad.max_special_frames = 4;
   expect_error([&] { Session x(model_, bad); },
-               "SessionOptions.max_special_frames does not apply to KVBackend::DenseFull (it keeps every frame)");
+               "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)");
   bad = tiny_options();
   bad.keyframe_interval = 4;
   bad.keyframe_policy = std::make_shared<IntervalKeyframes>(2);
   expect_error([&] { Session x(model_, bad); },
-               "SessionOptions.keyframe_interval 4 contradicts keyframe_policy IntervalKeyframes(2): set one of them");
+               "keyframe_interval 4 contradicts keyframe_policy IntervalKeyframes(2): set one of them");
   bad.keyframe_interval = 1;  // the default: the policy's interval is reported
   EXPECT_EQ(Session(model_, bad).options().keyframe_interval, 2);
 }
