@@ -19,7 +19,9 @@ CheckpointFormat sniff_checkpoint_format(const ByteSource& s) {
     s.read_at(0, b, 9);
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
-    if (b[8] == '{' && n <= s.size() - 8) return CheckpointFormat::Safetensors;
+    // A header that starts as JSON with a plausible length: safetensors (its reader says what is
+    // wrong when the file is cut inside the header or its data).
+    if (b[8] == '{' && n >= 2 && n <= kSafetensorsMaxHeaderBytes) return CheckpointFormat::Safetensors;
   }
   uint8_t b0 = 0;
   s.read_at(0, &b0, 1);

@@ -15,7 +15,6 @@ namespace lingbot::io {
 namespace {
 
 // The reference implementation refuses headers above 100 MB; a state dict header is a few hundred KB.
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 using nlohmann::json;
 
@@ -33,7 +32,7 @@ SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source) : sourc
   LINGBOT_CHECK(size >= 8, file, ": not a safetensors file (", size, " bytes, shorter than the 8-byte header length)");
   uint64_t n = 0;
   source_->read_at(0, &n, 8);
-  LINGBOT_CHECK(n <= kMaxHeaderBytes, file, ": safetensors header length ", n, " exceeds the limit of ", kMaxHeaderBytes,
+  LINGBOT_CHECK(n <= kSafetensorsMaxHeaderBytes, file, ": safetensors header length ", n, " exceeds the limit of ", kSafetensorsMaxHeaderBytes,
                 " bytes (not a safetensors file, or corrupt)");
   LINGBOT_CHECK(n <= size - 8, file, ": safetensors header length ", n, " exceeds the file size ", size,
                 " (truncated or not a safetensors file)");

@@ -6,6 +6,7 @@
 // header length, JSON syntax, duplicate names, dtype names, shapes, offsets in range, byte size ==
 // numel x element size, and no two tensors overlapping. Tensor data is read straight into the
 // result tensor's buffer (no second copy of the file is held).
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,9 @@
 #include "io/tensor_map.h"
 
 namespace lingbot::io {
+
+// The largest JSON header a safetensors file may declare (the format's own reader limit).
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100ull << 20;
 
 class SafetensorsReader {
  public:

@@ -68,7 +68,13 @@ void expect_gap_keyframes_and_rollbacks(const std::vector<std::map<std::string, 
 TEST(BenchSoak, FlowKeyframesWithTheBoundKeepEveryCacheFlat) {
   const fs::path dir = fresh_dir("soak_flow_bounded");
   const Result r = run_cli(soak_args(8, dir / "soak.csv"));
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The bounded soak's time criterion (ratio <= 1.05) depends on the machine's load: a run that fails
+  // only that one exits 1 saying so; what this test checks (flat caches, keyframes) holds either way.
+  if (r.exit_code != 0) {
+    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+    ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << r.err;
+    ASSERT_FALSE(contains(r.err, "grew")) << r.err;
+  }
   EXPECT_TRUE(contains(r.out, "keyframe policy flow-1e+09-gap-3")) << r.out;
   auto s = summary_of(r.out);
   EXPECT_EQ(s["keyframe_policy"], "flow-1e+09-gap-3");

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "io/checkpoint.h"
@@ -89,6 +90,16 @@ TEST(InspectCli, OverridesAndProblems) {
   const Result not_ckpt = run_cli("inspect " + kTestdata + "/full-size-manifest.json");
   EXPECT_EQ(not_ckpt.err, "error: " + kTestdata + "/full-size-manifest.json: unrecognised checkpoint format (neither a PyTorch zip "
                           "checkpoint nor safetensors)\n");
+  // A safetensors file cut inside its JSON header is named as one, not as an unknown format.
+  const fs::path cut = fresh_dir("inspect_cut") / "cut.safetensors";
+  const std::string whole = slurp(kTestdata + "/tiny/weights.safetensors");
+  std::ofstream(cut, std::ios::binary) << whole.substr(0, 1000);
+  uint64_t header = 0;
+  std::memcpy(&header, whole.data(), 8);
+  const Result truncated = run_cli("inspect " + cut.string());
+  EXPECT_EQ(truncated.exit_code, 1);
+  EXPECT_EQ(truncated.err, "error: " + cut.string() + ": safetensors header length " + std::to_string(header) +
+                               " exceeds the file size 1000 (truncated or not a safetensors file)\n");
 }
 
 TEST(ConvertCli, PtToSafetensorsIsBitIdentical) {
