@@ -789,6 +789,20 @@ class PySession {
       throw py::value_error("image_size= preprocesses uint8 frames; a float32 frame is a model input already "
                             "(push uint8 [H, W, 3] frames, or make the Session without image_size)");
     const int64_t index = s.frames_pushed();
+    if (pre_) {  // the engine would compare preprocessed sizes, which the caller never saw
+      const io::ImageSize p = io::preprocessed_size({in.rgb8->width, in.rgb8->height}, *pre_);
+      if (index == 0) {
+        sequence_size_ = p;
+      } else if (!(p == sequence_size_)) {
+        throw py::value_error(
+            "frame " + std::to_string(index) + " (" + std::to_string(in.rgb8->width) + "x" + std::to_string(in.rgb8->height) +
+            ", WxH) preprocesses to " + std::to_string(p.width) + "x" + std::to_string(p.height) + " at image_size=" +
+            std::to_string(pre_->image_size) + ", but this sequence's frames preprocess to " +
+            std::to_string(sequence_size_.width) + "x" + std::to_string(sequence_size_.height) +
+            ": a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
+            "reconstruct() pads mixed sizes as upstream does)");
+      }
+    }
     std::vector<FrameResult> results;
     Tensor image;
     try {
@@ -899,6 +913,7 @@ class PySession {
 
   PyModel model_;
   std::vector<PyResult> undelivered_;  // computed, not returned: a Ctrl-C came with them (deliver)
+  io::ImageSize sequence_size_;        // with image_size=: the preprocessed size of this sequence's frames
   std::optional<PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Stream> stream_;

@@ -461,3 +461,17 @@ def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
         assert str(e.value).startswith(f"not a pickled lingbot_map.Result: {name} is not a "), str(e.value)
     back = pickle.loads(pickle.dumps(r))
     assert repr(back) == repr(r)
+
+
+def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_model):
+    with lm.Session(demo_model, scale_frames=1, image_size=112) as s:
+        s.push(np.zeros((200, 300, 3), np.uint8))
+        with pytest.raises(ValueError) as e:
+            s.push(np.zeros((300, 200, 3), np.uint8))
+        assert str(e.value) == (
+            "frame 1 (200x300, WxH) preprocesses to 112x112 at image_size=112, but this sequence's frames preprocess "
+            "to 112x70: a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
+            "reconstruct() pads mixed sizes as upstream does)")
+        assert s.frames_pushed == 1
+        s.reset()
+        assert len(s.push(np.zeros((300, 200, 3), np.uint8))) == 1
