@@ -78,10 +78,14 @@ std::string list_str(const C& c) {
   return os.str();
 }
 
+// A real field's value, always written as a real ("0.0", "10000.0", "1e-06"), so a reader of
+// describe() (inspect, the Python module's Model.config) tells it from an integer field.
 std::string num_str(double x) {
   std::ostringstream os;
   os << x;
-  return os.str();
+  std::string t = os.str();
+  if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // not "1e-06", "inf" or "nan" already
+  return t;
 }
 
 struct Field {
