@@ -68,6 +68,12 @@ if [ "${1:-}" = "--bundle" ] && [ $# -eq 2 ]; then
 elif [ $# -gt 0 ]; then
   echo "usage: $0 [--bundle gpu-bundle.tar.xz|DIR]"; exit 2
 fi
+for s in ${LINGBOT_GPU_CHECK_ONLY:+${LINGBOT_GPU_CHECK_ONLY//,/ }}; do
+  case "$s" in
+    suite|verify|attention|bench_model|memory|bench_kv) ;;
+    *) echo "LINGBOT_GPU_CHECK_ONLY: unknown section '$s' (suite, verify, attention, bench_model, memory, bench_kv)"; exit 2 ;;
+  esac
+done
 BUDGET=${LINGBOT_GPU_CHECK_BUDGET_S:-540}
 FRAMES_518=${LINGBOT_BENCH_FRAMES:-200}
 FRAMES_504=${LINGBOT_BENCH_FRAMES_504:-100}
@@ -200,7 +206,7 @@ if [ -z "$GOLDEN" ]; then
   # testdata/ holds copies of 3 of the public cases (tiny, streaming-flow-tiny, windowed-flow-tiny):
   # verify those, and fail the completeness check so the missing ones are not mistaken for passes.
   GOLDEN=testdata
-  check golden_cases FAIL "why=\"no ../shared/golden or shared/golden (set LINGBOT_GOLDEN_DIR): only testdata/'s copies of 3 public cases are verified\""
+  { want suite || want verify; } && check golden_cases FAIL "why=\"no ../shared/golden or shared/golden (set LINGBOT_GOLDEN_DIR): only testdata/'s copies of 3 public cases are verified\""
 fi
 # test_cuda's CudaVerify.SharedGoldenCases* reads the same folder (a bundle runs away from its build tree).
 export LINGBOT_SHARED_GOLDEN_DIR="$(cd "$GOLDEN" && pwd)"

@@ -341,7 +341,7 @@ void write_csv(const std::string& path, const ModelBenchResult& r) {
     if (row.device_peak_bytes) f << *row.device_peak_bytes;  // empty on the CPU
     f << '\n';
   }
-  io::write_file_atomic(path, f.str());
+  io::write_file_atomic(path, f.str(), io::OnLink::WriteThrough);
 }
 
 void write_plot(const std::string& path, const ModelBenchResult& r) {

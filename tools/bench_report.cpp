@@ -170,7 +170,7 @@ void write_csv(const std::string& path, const KvBenchResult& r) {
     std::snprintf(buf, sizeof buf, ",%.4f,%.4f\n", row.attn_cpu_ms, row.maint_cpu_ms);
     os << buf;
   }
-  io::write_file_atomic(path, os.str());
+  io::write_file_atomic(path, os.str(), io::OnLink::WriteThrough);
 }
 
 void require_gnuplot() {
@@ -248,6 +248,8 @@ void check_bench_outputs(const std::string& csv, const std::string& plot) {
     const auto a = std::filesystem::weakly_canonical(std::filesystem::absolute(csv), ec1);
     const auto b = std::filesystem::weakly_canonical(std::filesystem::absolute(plot), ec2);
     LINGBOT_CHECK(ec1 || ec2 || a != b, "--csv and --plot name the same file '", csv, "'");
+    LINGBOT_CHECK(ec1 || ec2 || a != io::temp_path(b), "--csv '", csv, "' is the temporary file the --plot PNG is "
+                  "written through: choose another name");
   }
 }
 

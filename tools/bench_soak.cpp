@@ -217,7 +217,7 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
       << ',' << c.bytes_used << ',' << c.bytes_reserved << ',' << row.camera_cache_frames << ','
       << row.camera_cache_bytes << '\n';
   }
-  io::write_file_atomic(path, f.str());
+  io::write_file_atomic(path, f.str(), io::OnLink::WriteThrough);
 }
 
 std::string soak_summary_line(const SoakResult& r) {

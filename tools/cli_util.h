@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <omp.h>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -57,7 +57,7 @@ auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
 // --threads 0 is every core, in every command (run, verify, bench); a negative value stays for the
 // command's check ("--threads must be >= 0 (0 = all cores), got ...").
 inline int all_cores_if_zero(int threads) {
-  return threads == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : threads;
+  return threads == 0 ? std::max(1, omp_get_max_threads()) : threads;  // the library's rule (OMP_NUM_THREADS)
 }
 
 inline CLI::Validator key_value() {

@@ -113,7 +113,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
     o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
   });
   if (a.threads.empty()) {
-    o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    o.threads = all_cores_if_zero(0);
   } else {
     o.threads = all_cores_if_zero(parse_int_option("--threads", a.threads));
   }
@@ -268,8 +268,7 @@ void run_bench_model(const BenchModelArgs& a) {
   o.frames = parse_int_option("--frames", a.frames);
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
   o.window = parse_int_option("--kv-window", a.window);
-  o.threads = a.threads.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-                                : all_cores_if_zero(parse_int_option("--threads", a.threads));
+  o.threads = all_cores_if_zero(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
   o.seed = parse_seed_option(a.seed);
   o.calibrate = parse_on_off("--calibrate", a.calibrate);
   o.writers = parse_on_off("--writers", a.writers);

@@ -26,8 +26,12 @@ std::string first_line(const std::string& s) {
 
 // Output to a full disk or a closed descriptor fails silently in stdio: the last flush tells.
 int checked_stdout(int code) {
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
-  std::fprintf(stderr, "error: cannot write the standard output: %s\n", std::strerror(errno));
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && !std::ferror(stdout)) return code;
+  // errno names the flush's failure; an earlier failed write left only the stream's error flag.
+  std::fprintf(stderr, "error: cannot write the standard output%s%s\n", flushed ? "" : ": ",
+               flushed ? " (a write failed)" : std::strerror(errno));
   return code == 0 ? 1 : code;
 }
 

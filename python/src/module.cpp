@@ -10,14 +10,18 @@
 // minutes on a CPU, so during one, on the main thread, SIGINT also sets the session's stop flag
 // (SessionOptions::stop: the step ends at its next block) before CPython's handler runs
 // (CtrlCStopsTheStep); KeyboardInterrupt then comes at once, and the session needs reset() (the
-// iteration of reconstruct() ends).
+// iteration of reconstruct() ends). Only with Python's default SIGINT handler: a program's own
+// handler decides what Ctrl-C does, and the step runs to its end. Session.push / finish check for
+// a pending Ctrl-C before returning, and keep their results for the next call if there is one.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
@@ -665,7 +669,15 @@ struct PyResult {
                           features, timestamp_unit == io::TimestampUnit::Seconds);
   }
   static PyResult setstate(const py::tuple& t) {
-    if (t.size() != 13 || t[0].cast<int>() != 2) throw py::value_error("not a pickled lingbot_map.Result of this version");
+    try {
+      return setstate_checked(t);
+    } catch (const py::cast_error& e) {  // a field of the wrong type (a pickle can hold anything)
+      throw py::value_error(std::string("not a pickled lingbot_map.Result: ") + e.what());
+    }
+  }
+  static PyResult setstate_checked(const py::tuple& t) {
+    if (t.size() != 13 || !py::isinstance<py::int_>(t[0]) || t[0].cast<int>() != 2)
+      throw py::value_error("not a pickled lingbot_map.Result of this version");
     PyResult r;
     r.frame_index = t[1].cast<int64_t>();
     r.is_keyframe = t[2].cast<bool>();
@@ -794,7 +806,7 @@ class PySession {
       if (index == 0) {
         sequence_size_ = p;
       } else if (!(p == sequence_size_)) {
-        throw py::value_error(
+        throw Error(
             "frame " + std::to_string(index) + " (" + std::to_string(in.rgb8->width) + "x" + std::to_string(in.rgb8->height) +
             ", WxH) preprocesses to " + std::to_string(p.width) + "x" + std::to_string(p.height) + " at image_size=" +
             std::to_string(pre_->image_size) + ", but this sequence's frames preprocess to " +
@@ -1260,12 +1272,15 @@ class PyExporter {
     LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
     LINGBOT_CHECK(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
     LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
-    io::check_poses_metadata(meta_);  // refused now, not at the first write after the computation
-    for (const char* own : {"image_width", "image_height"})
-      LINGBOT_CHECK(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
-                    "' (the Exporter sets it from the frames)");
     std::vector<std::unique_ptr<io::Exporter>> exporters;
-    for (const std::string& name : export_names(exports)) {
+    const std::vector<std::string> names = export_names(exports);
+    if (std::find(names.begin(), names.end(), "poses") != names.end()) {  // meta goes into poses.json only
+      io::check_poses_metadata(meta_);  // refused now, not at the first write after the computation
+      for (const char* own : {"image_width", "image_height"})
+        LINGBOT_CHECK(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
+                      "' (the Exporter sets it from the frames)");
+    }
+    for (const std::string& name : names) {
       consecutive_ = consecutive_ || name == "viewer";  // viewer/NNNNNN.bin: frames 0, 1, 2, ... (the page loads them so)
       exporters.push_back(io::make_exporter(name));
     }
@@ -1353,7 +1368,7 @@ class PyExporter {
   // stream was complete) rather than left without their ends, with a ResourceWarning as an open file
   // gives. The GIL is held here (pybind11 deallocation).
   ~PyExporter() {
-    if (closed_ || !begun_) return;
+    if (closed_ || !begun_ || ::getpid() != owner_pid_) return;  // a forked child leaves the parent's files
     closed_ = true;
     try {
       set_->finish(io::ExportStatus::Interrupted);
@@ -1361,7 +1376,12 @@ class PyExporter {
       std::fprintf(stderr, "lingbot_map.Exporter: finishing %s at garbage collection failed: %s\n",
                    run_.out_dir.c_str(), e.what());
     }
-    if (Py_IsInitialized() && !_Py_IsFinalizing() &&
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (Py_IsInitialized() && !finalizing &&
         PyErr_WarnFormat(PyExc_ResourceWarning, 1,
                          "lingbot_map.Exporter for %s was not closed: its files were finished with status "
                          "'interrupted' (call close(), or use a with-block)",
@@ -1378,6 +1398,7 @@ class PyExporter {
   io::ExportRun run_;
   nlohmann::json meta_;
   bool begun_ = false, closed_ = false;
+  pid_t owner_pid_ = ::getpid();  // the process that writes the files
   bool consecutive_ = false;  // the viewer export is on: frame indices 0, 1, 2, ...
   int64_t frames_ = 0;
   int64_t last_index_ = -1;   // frame index of the last frame written
@@ -1530,8 +1551,9 @@ void bind_module(py::module_& m) {
       .def("finish", &PySession::finish, "Ends the sequence; returns the results still pending (short streams).")
       .def("finish_early", &PySession::finish_early,
            "Ends the sequence without running the model (after KeyboardInterrupt or an error): returns the\n"
-           "results already computed and not yet returned (mode='windowed': the tail held back for the\n"
-           "overlap, aligned as far as known; [] in streaming mode). Then reset() starts a new sequence.")
+           "results already computed and not yet returned: those of a push / finish that a Ctrl-C\n"
+           "interrupted as it returned, and (mode='windowed') the tail held back for the overlap, aligned as\n"
+           "far as known. Then reset() starts a new sequence.")
       .def("reset", &PySession::reset, "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
       .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
       .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")

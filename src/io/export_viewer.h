@@ -8,7 +8,7 @@
 // page reads it with typed arrays, no copies; documented in README.md ("Viewer frame format").
 //
 // Header (kViewerHeaderBytes = 128 bytes):
-//   0 char[4] "LBVF"          4 u32 version (1)      8 u32 header bytes (128)   12 u32 flags (bit 0: keyframe,
+//   0 char[4] "LBVF"          4 u32 version (2)      8 u32 header bytes (128)   12 u32 flags (bit 0: keyframe,
 //     bit 1: timestamp in seconds; clear: it is the frame index, the input had no clock)
 //  16 i64 frame index        24 f64 timestamp       32 u32 image width W       36 u32 image height H
 //  40 f32[12] c2w, row-major 3x4 camera->world (OpenCV camera axes: x right, y down, z forward)
@@ -31,7 +31,8 @@
 namespace lingbot::io {
 
 inline constexpr char kViewerMagic[4] = {'L', 'B', 'V', 'F'};
-inline constexpr uint32_t kViewerFormatVersion = 1;
+// Version 2 added flags bit 1 (timestamp in seconds); in version 1 files the unit is unknown.
+inline constexpr uint32_t kViewerFormatVersion = 2;
 inline constexpr uint32_t kViewerHeaderBytes = 128;
 inline constexpr uint32_t kViewerFlagKeyframe = 1;
 inline constexpr uint32_t kViewerFlagTimestampSeconds = 2;

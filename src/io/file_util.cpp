@@ -79,13 +79,19 @@ void check_output_file(const std::filesystem::path& path) {
   const std::filesystem::path target = output_file_target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
   std::error_code ec;
-  LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "cannot write ", path.string(), ": folder ", dir.string(),
+  LINGBOT_CHECK(std::filesystem::exists(dir, ec), "cannot write ", path.string(), ": folder ", dir.string(),
                 " does not exist");
+  LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "cannot write ", path.string(), ": ", dir.string(),
+                " is not a folder");
   LINGBOT_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
-  const std::filesystem::path target = output_file_target(path);
+void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes, OnLink on_link) {
+  std::error_code ignored;
+  const std::filesystem::path target =
+      on_link == OnLink::WriteThrough || !std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored))
+          ? output_file_target(path)  // a link replaced needs no check of what it names
+          : path;
   const std::filesystem::path tmp = temp_path(target);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
@@ -108,8 +114,8 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
   }
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
-  write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+void write_file_atomic(const std::filesystem::path& path, std::string_view text, OnLink on_link) {
+  write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()), on_link);
 }
 
 bool roll_back_failed_append(std::FILE* f, long valid_bytes) {

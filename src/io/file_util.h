@@ -27,10 +27,17 @@ std::filesystem::path output_file_target(const std::filesystem::path& path);
 // <path>: <reason>".
 void check_output_file(const std::filesystem::path& path);
 
-// Writes `bytes` to `<target>.tmp` and renames it over output_file_target(path), so a reader (or an
-// interrupted run) never sees a half-written file. Throws Error("cannot write <path>: <reason>").
-void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes);
-void write_file_atomic(const std::filesystem::path& path, std::string_view text);
+// What a whole-file write does with a symbolic link at its path: replace the link (a run's own
+// files in its output folder, as every exporter does) or write the file it names (a file the user
+// named: convert's output, bench --csv / --plot).
+enum class OnLink { Replace, WriteThrough };
+
+// Writes `bytes` to a temporary beside the file and renames it over the file, so a reader (or an
+// interrupted run) never sees a half-written file. Refuses a folder, device, pipe or socket at the
+// path (a link to one with WriteThrough). Throws Error("cannot write <path>: <reason>").
+void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes,
+                       OnLink on_link = OnLink::Replace);
+void write_file_atomic(const std::filesystem::path& path, std::string_view text, OnLink on_link = OnLink::Replace);
 
 // For writers that stream into the temporary file themselves: "<path>.tmp", and the rename of that
 // finished file over `path` (the temporary is removed when the rename fails; error "cannot write

@@ -14,8 +14,6 @@ namespace lingbot::io {
 
 namespace {
 
-// The reference implementation refuses headers above 100 MB; a state dict header is a few hundred KB.
-
 using nlohmann::json;
 
 uint64_t get_u64(const json& v, const std::string& what) {

@@ -20,7 +20,8 @@
 
 namespace lingbot::io {
 
-// The largest JSON header a safetensors file may declare (the format's own reader limit).
+// The largest JSON header a safetensors file may declare: the reference implementation refuses more
+// (a state dict's header is a few hundred KB).
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100ull << 20;
 
 class SafetensorsReader {

@@ -73,7 +73,11 @@ TEST(CliOutput, AFailedWriteToStandardOutputExits1) {
     const std::string cmd = std::string(LINGBOT_CLI_PATH) + " " + args + " >/dev/full 2>" + (d / "err").string();
     const int status = std::system(cmd.c_str());
     EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << args;
-    EXPECT_EQ(lingbot_test::slurp(d / "err"), "error: cannot write the standard output: No space left on device\n") << args;
+    // The reason when the last flush failed; a failure of an earlier write leaves only the stream's flag.
+    const std::string err = lingbot_test::slurp(d / "err");
+    EXPECT_TRUE(err == "error: cannot write the standard output: No space left on device\n" ||
+                err == "error: cannot write the standard output (a write failed)\n")
+        << args << ": " << err;
   }
 }
 

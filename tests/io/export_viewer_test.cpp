@@ -74,7 +74,7 @@ TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
   d.frame.timestamp_unit = TimestampUnit::Seconds;
   const std::vector<uint8_t> b = encode_viewer_frame(d.frame, d.W, d.H, pts, filter.conf_threshold, /*preview_max_side=*/3);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LBVF");
-  EXPECT_EQ(at<uint32_t>(b, 4), 1u);
+  EXPECT_EQ(at<uint32_t>(b, 4), 2u);
   EXPECT_EQ(at<uint32_t>(b, 8), 128u);
   EXPECT_EQ(at<uint32_t>(b, 12), kViewerFlagTimestampSeconds);  // frame 3: not a keyframe, a clock
   EXPECT_EQ(at<int64_t>(b, 16), 3);

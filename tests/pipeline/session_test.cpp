@@ -247,8 +247,6 @@ TEST_F(SessionTest, MovedFromSessionsAndBadBlockIndicesAreErrors) {
   EXPECT_FALSE(w2.closed());
 }
 
-// SessionOptions::stop ends the step in progress with lingbot::Stopped (no result for its frames) and
-// closes the session until reset(), which gives a fresh sequence with the same results as ever.
 // A policy that keeps every frame and runs the test's hook while the push that asks it is running.
 class HookPolicy final : public KeyframePolicy {
  public:
@@ -343,6 +341,8 @@ TEST_F(SessionTest, ACallWhileAPushRunsIsRefusedAndChangesNothing) {
   EXPECT_FALSE(w.closed());
 }
 
+// SessionOptions::stop ends the step in progress with lingbot::Stopped (no result for its frames) and
+// closes the session until reset(), which gives a fresh sequence with the same results as ever.
 TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
   std::atomic<bool> stop{false};
   SessionOptions o = tiny_options();

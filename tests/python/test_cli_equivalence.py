@@ -235,7 +235,7 @@ def test_windowed_early_end_and_refused_frames(tiny_model):
         for i, f in enumerate(frames[:7]):
             out += s.push(f)
             if i == 3:
-                with pytest.raises(lm.Error, match="has size"):
+                with pytest.raises(lm.Error, match="preprocesses to 112x56 at image_size=112"):
                     s.push(f[:56])
                 assert not s.finished and s.frames_pushed == 4
         assert [r.frame_index for r in out] == list(range(6))

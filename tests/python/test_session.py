@@ -466,7 +466,7 @@ def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
 def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_model):
     with lm.Session(demo_model, scale_frames=1, image_size=112) as s:
         s.push(np.zeros((200, 300, 3), np.uint8))
-        with pytest.raises(ValueError) as e:
+        with pytest.raises(lm.Error) as e:  # as the engine's own size error
             s.push(np.zeros((300, 200, 3), np.uint8))
         assert str(e.value) == (
             "frame 1 (200x300, WxH) preprocesses to 112x112 at image_size=112, but this sequence's frames preprocess "

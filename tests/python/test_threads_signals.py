@@ -298,6 +298,8 @@ for threads in (2, 1):
     p = ctx.Process(target=work, args=(threads, q))
     p.start()
     p.join(120)
+    if p.exitcode is None:
+        p.kill()  # hung: do not leave it behind
     print("child", threads, p.exitcode, q.get(timeout=5) if p.exitcode == 0 else "hung", flush=True)
 """
 

@@ -158,6 +158,10 @@ async function staticTest() {
     header.setUint32(12, header.getUint32(12, true) | 2, true);
     header.setFloat64(24, 2.5, true);
     fs.writeFileSync(last, bytes);
+    const first = path.join(out, 'viewer', '000000.bin');  // a version-1 file: its timestamp's unit is unknown
+    const firstBytes = fs.readFileSync(first);
+    new DataView(firstBytes.buffer, firstBytes.byteOffset, 128).setUint32(4, 1, true);
+    fs.writeFileSync(first, firstBytes);
     await page.reload({ waitUntil: 'domcontentloaded' });
     await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
     await page.click('#fit');
@@ -168,6 +172,10 @@ async function staticTest() {
     await page.waitForSelector(`body[data-selected="${frames - 1}"]`);
     const seconds = await page.textContent('#st-timestamp');
     check(seconds === '2.500 s', `a frame with a clock shows its timestamp in seconds: "${seconds}"`);
+    await page.fill('#frame', '0');
+    await page.waitForSelector('body[data-selected="0"]');
+    const unknown = await page.textContent('#st-timestamp');
+    check(unknown === '0.000', `a version-1 frame's timestamp has no unit: "${unknown}"`);
     // A run without depth previews: the page asks for none (a 404 would be a console error). A
     // damaged frame file: the frames before it are shown, loading stops there and the status says why.
     fs.rmSync(path.join(out, 'depth_preview'), { recursive: true, force: true });

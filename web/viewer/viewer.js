@@ -193,7 +193,8 @@ function updateSelection() {
   ui.frameNum.textContent = String(f.index);
   $('st-index').textContent = String(f.index);
   $('st-keyframe').textContent = f.keyframe ? 'yes' : 'no';
-  $('st-timestamp').textContent = f.timestampSeconds ? `${f.timestamp.toFixed(3)} s` : 'none (the input has no clock)';
+  $('st-timestamp').textContent = f.timestampSeconds === null ? f.timestamp.toFixed(3)  // version 1: unit unknown
+    : f.timestampSeconds ? `${f.timestamp.toFixed(3)} s` : 'none (the input has no clock)';
   $('st-points').textContent = f.count.toLocaleString('en-US');
   $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
   document.body.dataset.selected = String(f.index);

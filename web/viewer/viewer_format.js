@@ -8,11 +8,13 @@ export function parseViewerFrame(buffer) {
   const magic = String.fromCharCode(dv.getUint8(0), dv.getUint8(1), dv.getUint8(2), dv.getUint8(3));
   if (magic !== 'LBVF') throw new Error(`not a viewer frame (magic ${JSON.stringify(magic)})`);
   const version = dv.getUint32(4, true);
-  if (version !== 1) throw new Error(`viewer frame version ${version}, this page reads version 1`);
+  if (version !== 1 && version !== 2) throw new Error(`viewer frame version ${version}, this page reads versions 1 and 2`);
   const headerBytes = dv.getUint32(8, true);
   const f = {
     keyframe: (dv.getUint32(12, true) & 1) !== 0,
-    timestampSeconds: (dv.getUint32(12, true) & 2) !== 0,  // else timestamp is the frame index (no clock)
+    // Version 2: bit 1 says the timestamp is seconds, else it is the frame index (no clock); version 1
+    // files (written before the bit) leave the unit unknown (null).
+    timestampSeconds: version === 1 ? null : (dv.getUint32(12, true) & 2) !== 0,
     index: Number(dv.getBigInt64(16, true)),
     timestamp: dv.getFloat64(24, true),
     width: dv.getUint32(32, true),
