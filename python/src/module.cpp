@@ -1559,7 +1559,7 @@ void bind_module(py::module_& m) {
       .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
       .def_property_readonly("windows", &PySession::windows,
-                             "mode='windowed': every window begun so far, dicts index, start, end (None while open),\n"
+                             "mode='windowed': every window begun so far, dicts index, start, end (exclusive; None while open),\n"
                              "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t), cache\n"
                              "(frames_stored, bytes_used, bytes_reserved after the window's last step); else None.")
       .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a push / finish that raised (the session then holds part of a step), until reset().")
