@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -112,6 +113,7 @@ std::string fmt(double v, int prec = 4) {
   if (!std::isfinite(v)) return "na";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  if (std::strstr(buf, "e+") != nullptr) std::snprintf(buf, sizeof buf, "%.1f", v);  // 1509949.4, not 1.50995e+06
   return buf;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -83,7 +84,8 @@ bool parse_on_off(const std::string& name, const std::string& v) {
 
 struct BenchKvArgs {
   std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
-  std::string dtype = "bf16", keyframe_interval = "1", frames = "400", backends;
+  std::string dtype = "bf16", keyframe_interval = "1", frames = "400";
+  std::optional<std::string> backends;  // not given: the device's default list
   std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
   std::string device = "cpu", csv, plot, attention_ab = "off";
   RenamedOptions renamed;  // --window, --dtype, --backends (old spellings)
@@ -108,7 +110,8 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
   o.frames = parse_int_option("--frames", a.frames);
   o.backends.clear();
-  const std::string backends = a.backends.empty() ? default_backends(o.device) : a.backends;
+  const std::string backends = a.backends.value_or(default_backends(o.device));
+  if (backends.empty()) throw CLI::ValidationError("--kv-backends needs at least one of paged, dense, dense-full");
   for_each_item(backends, [&](const std::string& item) {
     o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
   });

@@ -84,6 +84,9 @@ std::vector<std::string> manifest_problems(const io::TensorInfoMap& index, const
 
 void run_inspect(const InspectOptions& o) {
   const io::CheckpointIndex idx = io::index_checkpoint(o.model);
+  // A manifest that cannot be read fails here, before the listing.
+  const std::vector<std::string> manifest = o.manifest.empty() ? std::vector<std::string>{}
+                                                                : manifest_problems(idx.tensors, o.manifest);
   std::printf("file: %s\n", o.model.c_str());
   std::printf("format: %s%s, %s bytes\n", std::string(io::checkpoint_format_name(idx.format)).c_str(),
               idx.format == io::CheckpointFormat::Torch
@@ -127,10 +130,9 @@ void run_inspect(const InspectOptions& o) {
   for (const auto& p : problems) std::printf("  %s\n", p.c_str());
   failures += problems.size();
   if (!o.manifest.empty()) {
-    const std::vector<std::string> mp = manifest_problems(idx.tensors, o.manifest);
-    std::printf("manifest check (%s): %s\n", o.manifest.c_str(), mp.empty() ? "OK" : "FAILED");
-    for (const auto& p : mp) std::printf("  %s\n", p.c_str());
-    failures += mp.size();
+    std::printf("manifest check (%s): %s\n", o.manifest.c_str(), manifest.empty() ? "OK" : "FAILED");
+    for (const auto& p : manifest) std::printf("  %s\n", p.c_str());
+    failures += manifest.size();
   }
   if (o.load) {
     // Reads every tensor as the engine would; peak RSS shows the file is never held twice.
@@ -148,7 +150,8 @@ void run_inspect(const InspectOptions& o) {
                 static_cast<double>(added) / static_cast<double>(idx.file_bytes));
   }
   std::fflush(stdout);
-  LINGBOT_CHECK(failures == 0, o.model, ": ", failures, " key problem(s) found (listed above)");
+  LINGBOT_CHECK(failures == 0, o.model, ": ", failures, " problem(s) found by the ", o.manifest.empty() ? "config" : "config and manifest",
+                " checks (listed above)");
 }
 
 }  // namespace

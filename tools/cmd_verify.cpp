@@ -60,6 +60,9 @@ void add_verify_command(CLI::App& app) {
     }
     const VerifyReport report = run_verify(o);
     std::fputs(format_verify_report(report).c_str(), stdout);
+    if (!report.passed() && o.kv_backend == KVBackend::DenseFull)
+      std::printf("note: dense-full never evicts, so it matches only cases whose stored frames all fit their KV "
+                  "window; the reference evicts past it (use paged or dense)\n");
     if (!report.passed()) throw CLI::RuntimeError(1);
   });
 }

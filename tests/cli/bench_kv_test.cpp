@@ -185,6 +185,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
        "error: --kv-backends: unknown KV backend 'flat' (expected paged, dense or dense-full)\n" + help},
       {"--device tpu", "error: --device: must be cpu, cuda or auto, got 'tpu'\n" + help},
       {"--bogus", "error: The following argument was not expected: --bogus\n" + help},
+      {"--kv-backends ''", "error: --kv-backends needs at least one of paged, dense, dense-full\n" + help},
   };
   for (const auto& [args, expected] : usage) {
     const Result r = run_cli("bench kv " + args);

@@ -66,7 +66,7 @@ TEST(InspectCli, ManifestCheck) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(contains(bad.out, "  wrong shape aggregator.camera_token: manifest [1, 2, 1, 1024], checkpoint [1, 2, 1, 128]\n"));
   EXPECT_TRUE(contains(bad.out, "  missing aggregator.frame_blocks.23.ls2.gamma [1024]\n"));
-  EXPECT_EQ(bad.err, "error: " + kTestdata + "/tiny/model.pt: 1337 key problem(s) found (listed above)\n");
+  EXPECT_EQ(bad.err, "error: " + kTestdata + "/tiny/model.pt: 1337 problem(s) found by the config and manifest checks (listed above)\n");
 }
 
 TEST(InspectCli, OverridesAndProblems) {

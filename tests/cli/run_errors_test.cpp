@@ -238,4 +238,27 @@ TEST(RunErrors, VerifyAndBenchModelTakeTheSameDevice) {
   EXPECT_EQ(summary_of(ok.out).at("device"), "cpu");
 }
 
+// dense-full never evicts: on a case whose stored frames outgrow the window it cannot match the
+// reference, and verify says why under its FAIL line.
+TEST(RunErrors, VerifyExplainsWhyDenseFullDiffers) {
+  const Result r = run_cli("verify --golden " + kTestdata + "/tiny --kv-backend dense-full --threads 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.ends_with("\nnote: dense-full never evicts, so it matches only cases whose stored frames all fit "
+                              "their KV window; the reference evicts past it (use paged or dense)\n"))
+      << r.out;
+  const Result paged = run_cli("verify --golden " + kTestdata + "/tiny --threads 1");
+  EXPECT_EQ(paged.exit_code, 0) << paged.out;
+  EXPECT_EQ(paged.out.find("note: dense-full"), std::string::npos);
+}
+
+// A manifest that cannot be read is reported before the listing, not after it.
+TEST(RunErrors, InspectRefusesABadManifestBeforeTheListing) {
+  const fs::path bad = fresh_dir("inspect_manifest") / "bad.json";
+  std::ofstream(bad) << "{not json";
+  const Result r = run_cli("inspect " + kTinyModel + " --manifest " + bad.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+}
+
 }  // namespace
