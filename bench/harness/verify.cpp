@@ -534,19 +534,22 @@ double verify_tolerance_scale(DType kv_dtype, DType weights_dtype) {
 
 std::string format_verify_report(const VerifyReport& r) {
   std::ostringstream os;
-  os << "case " << r.case_name << ": backend " << r.backend << ", kv dtype " << r.kv_dtype << ", weights dtype "
+  os << "case " << r.case_name << ": KV backend " << r.backend << ", KV dtype " << r.kv_dtype << ", weights dtype "
      << r.weights_dtype << ", " << r.threads
      << " thread(s), " << r.frames << " frames\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-34s %s\n", "tensor", "frames", "max abs err",
-                "max rel err", "tolerance", "ok");
+  // The tolerance column is as wide as its widest entry (reduced precision adds "x2399 (bf16 K/V, ...)").
+  int tol_width = 34;
+  for (const VerifyRow& row : r.rows) tol_width = std::max(tol_width, static_cast<int>(row.tolerance.size()));
+  char line[768];
+  std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-*s %s\n", "tensor", "frames", "max abs err",
+                "max rel err", tol_width, "tolerance", "ok");
   os << line;
   int failed = 0, ok = 0;
   for (const VerifyRow& row : r.rows) {
     const bool numeric = row.status == "ok" || (row.status == "FAIL" && row.note.empty());
-    std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-34s %s", row.tensor.c_str(),
+    std::snprintf(line, sizeof line, "%-36s %-14s %-12s %-12s %-*s %s", row.tensor.c_str(),
                   row.frames.empty() ? "-" : row.frames.c_str(), numeric ? sci(row.max_abs).c_str() : "-",
-                  numeric ? sci(row.max_rel).c_str() : "-", row.tolerance.empty() ? "-" : row.tolerance.c_str(),
+                  numeric ? sci(row.max_rel).c_str() : "-", tol_width, row.tolerance.empty() ? "-" : row.tolerance.c_str(),
                   row.status.c_str());
     os << line;
     if (!row.note.empty()) os << " (" << row.note << ")";
@@ -554,7 +557,7 @@ std::string format_verify_report(const VerifyReport& r) {
     failed += row.counts_as_failure();
     ok += row.status == "ok";
   }
-  std::snprintf(line, sizeof line, "%s: %d ok, %d failed; streaming run %.2f s; peak RSS %.1f MiB\n",
+  std::snprintf(line, sizeof line, "%s: %d ok, %d failed; engine run %.2f s; peak RSS %.1f MiB\n",
                 r.passed() ? "PASS" : "FAIL", ok, failed, r.seconds,
                 static_cast<double>(r.peak_rss_bytes) / (1024.0 * 1024.0));
   os << line;

@@ -57,7 +57,7 @@ struct VerifyReport {
   int threads = 0;
   std::vector<VerifyRow> rows;
   int64_t frames = 0;
-  double seconds = 0.0;          // wall time of the streaming run (model load excluded)
+  double seconds = 0.0;          // wall time of the engine run, streaming or windowed (model load excluded)
   size_t peak_rss_bytes = 0;     // process peak RSS after the run
   // With VerifyOptions::keep_outputs: engine head outputs by reference tensor name, one f32 tensor per
   // frame (same names as the per-frame rows); empty otherwise.
