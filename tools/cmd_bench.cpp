@@ -30,13 +30,6 @@
 namespace lingbot::cli {
 namespace {
 
-// A GiB amount as the header prints it.
-std::string fixed_gib(double gib) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", gib);
-  return buf;
-}
-
 // --seed of bench kv and bench model: a non-negative integer (a usage error otherwise).
 uint64_t parse_seed_option(const std::string& text) {
   uint64_t seed = 0;
@@ -115,11 +108,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   for_each_item(backends, [&](const std::string& item) {
     o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
   });
-  if (a.threads.empty()) {
-    o.threads = all_cores_if_zero(0);
-  } else {
-    o.threads = all_cores_if_zero(parse_int_option("--threads", a.threads));
-  }
+  o.threads = all_cores_if_zero(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
   const bool auto_cap = a.mem_cap_gb == "auto";
   o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
   o.attention = parse_on_off("--attention", a.attention);
@@ -150,6 +139,8 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::string names;
   for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
   std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
+  char cap[48] = "none";  // --mem-cap-gb 0: no cap
+  if (o.mem_cap_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB", o.mem_cap_gb);
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
       "K/V %s, KV window %d, scale frames %d, keyframe interval %d, %d frames, KV backends %s, %d threads, "
@@ -158,7 +149,7 @@ void run_bench_kv(const BenchKvArgs& args) {
       bench::kSpecialTokens, o.blocks, o.heads, o.head_dim, std::string(dtype_name(o.dtype)).c_str(), o.window,
       o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
       o.attention && o.attend_every > 1 ? (" (sampled every " + std::to_string(o.attend_every) + " frames)").c_str() : "",
-      o.mem_cap_gb > 0 ? (fixed_gib(o.mem_cap_gb) + " GiB").c_str() : "none", static_cast<unsigned long long>(o.seed));
+      cap, static_cast<unsigned long long>(o.seed));
   if (o.device == bench::BenchDeviceKind::Cpu)
     std::printf("cpu attention compute for %s K/V: %s%s\n", std::string(dtype_name(o.dtype)).c_str(),
                 kernels::attention_compute_name(kernels::resolved_attention_compute(kernels::AttentionCompute::Auto, o.dtype)),

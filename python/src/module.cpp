@@ -697,9 +697,11 @@ struct PyResult {
     auto array = [&](int i, int ndim, const char* name) {
       const py::object v = a[static_cast<size_t>(i)];
       if (v.is_none()) return v;
-      if (!py::isinstance<py::array>(v) || py::reinterpret_borrow<py::array>(v).ndim() != ndim ||
-          py::reinterpret_borrow<py::array>(v).dtype().kind() != 'f' ||
-          py::reinterpret_borrow<py::array>(v).dtype().itemsize() != 4)
+      const auto f32_of_rank = [&] {
+        const auto arr = py::reinterpret_borrow<py::array>(v);
+        return arr.ndim() == ndim && arr.dtype().kind() == 'f' && arr.dtype().itemsize() == 4;
+      };
+      if (!py::isinstance<py::array>(v) || !f32_of_rank())
         throw py::value_error(std::string("not a pickled lingbot_map.Result: ") + name + " is not a " +
                               std::to_string(ndim) + "-d float32 array");
       return v;
@@ -848,10 +850,7 @@ class PySession {
   std::vector<PyResult> finish_early() {
     BusyGuard busy(busy_, "this Session");
     Stream& s = open();
-    std::vector<PyResult> out = std::move(undelivered_);
-    undelivered_.clear();
-    for (PyResult& r : to_python(s.finish_early(), &pending_, s.scale_frames())) out.push_back(std::move(r));
-    return out;
+    return after_undelivered(to_python(s.finish_early(), &pending_, s.scale_frames()));
   }
 
   void reset() {
@@ -913,13 +912,18 @@ class PySession {
   // KeyboardInterrupt as the call returns and the list would be lost. Then KeyboardInterrupt is
   // raised here and they wait, in order, for the next push / finish / finish_early().
   std::vector<PyResult> deliver(std::vector<PyResult>&& results) {
-    std::vector<PyResult> out = std::move(undelivered_);
-    undelivered_.clear();
-    for (PyResult& r : results) out.push_back(std::move(r));
+    std::vector<PyResult> out = after_undelivered(std::move(results));
     if (PyErr_CheckSignals() != 0) {
       undelivered_ = std::move(out);
       throw py::error_already_set();
     }
+    return out;
+  }
+  // The results held back by an interrupted call, then `results`, in frame order.
+  std::vector<PyResult> after_undelivered(std::vector<PyResult>&& results) {
+    std::vector<PyResult> out = std::move(undelivered_);
+    undelivered_.clear();
+    for (PyResult& r : results) out.push_back(std::move(r));
     return out;
   }
 
