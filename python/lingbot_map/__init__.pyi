@@ -28,9 +28,15 @@ class Model:
         config: Optional[Mapping[str, Any]] = None,
         *,
         weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto",
+        device: Device = "cpu",  # the Sessions' device: what weights_dtype="auto" picks for
     ) -> Model: ...
     @staticmethod
-    def demo(seed: int = ..., *, weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto") -> Model: ...
+    def demo(
+        seed: int = ...,
+        *,
+        weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto",
+        device: Device = "cpu",
+    ) -> Model: ...
     @property
     def config(self) -> dict[str, dict[str, Any]]: ...
     @property

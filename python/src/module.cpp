@@ -46,7 +46,7 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "bench/harness/calibration.h"
-#include "kernels/cpu/ops.h"
+#include "pipeline/session_backend.h"
 #include "lingbot/model.h"
 #include "lingbot/preprocess.h"
 #include "lingbot/keyframe_policy.h"
@@ -241,17 +241,24 @@ struct PyModel {
   ConfigOverrides overrides;      // config= as flattened key=value text
   uint64_t seed = 0;              // demo model
 
-  static PyModel load(const fs::path& path, const py::object& config, const std::string& weights_dtype) {
+  // weights_dtype as run's --weights-dtype for `device` (run picks 'auto' for the device it runs on).
+  static ModelLoadOptions load_options(const std::string& weights_dtype, const std::string& device) {
+    const WeightsDtypeForDevice wd = parse_weights_dtype(weights_dtype, resolve_device(parse_device(device)));
+    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
+    ModelLoadOptions lo;
+    lo.weights_dtype = wd.dtype;
+    return lo;
+  }
+
+  static PyModel load(const fs::path& path, const py::object& config, const std::string& weights_dtype,
+                      const std::string& device) {
     ConfigOverrides overrides;
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::type_error("config must be a dict, got " + describe_array(config));
       flatten_config(config.cast<py::dict>(), "", &overrides);
     }
     LINGBOT_CHECK(fs::exists(path), "model file not found: ", path.string());
-    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(weights_dtype);
-    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
-    ModelLoadOptions lo;
-    lo.weights_dtype = wd.dtype;
+    const ModelLoadOptions lo = load_options(weights_dtype, device);
     PyModel m;
     {
       py::gil_scoped_release nogil;
@@ -262,11 +269,8 @@ struct PyModel {
     m.overrides = std::move(overrides);
     return m;
   }
-  static PyModel demo(uint64_t seed, const std::string& weights_dtype) {
-    const kernels::WeightsDtypeChoice wd = kernels::parse_weights_dtype(weights_dtype);
-    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
-    ModelLoadOptions lo;
-    lo.weights_dtype = wd.dtype;
+  static PyModel demo(uint64_t seed, const std::string& weights_dtype, const std::string& device) {
+    const ModelLoadOptions lo = load_options(weights_dtype, device);
     PyModel m;
     {
       py::gil_scoped_release nogil;
@@ -288,7 +292,7 @@ struct PyModel {
   }
   static PyModel setstate(const py::tuple& t) {
     if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
-    if (t[1].is_none()) return demo(t[3].cast<uint64_t>(), t[4].cast<std::string>());
+    if (t[1].is_none()) return demo(t[3].cast<uint64_t>(), t[4].cast<std::string>(), "cpu");
     const fs::path path = t[1].cast<std::string>();
     LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
     ConfigOverrides overrides;
@@ -310,10 +314,11 @@ struct PyModel {
   }
 };
 
-PyModel model_from_python(const py::handle& obj) {
+// A checkpoint path is loaded as run loads it: weights dtype 'auto' for the session's device.
+PyModel model_from_python(const py::handle& obj, const std::string& device) {
   if (py::isinstance<PyModel>(obj)) return obj.cast<PyModel>();
   if (py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"))
-    return PyModel::load(obj.cast<fs::path>(), py::none(), "auto");  // lingbot-map run's default
+    return PyModel::load(obj.cast<fs::path>(), py::none(), "auto", device);
   throw py::type_error("model must be a lingbot_map.Model or a checkpoint path, got " + describe_array(obj));
 }
 
@@ -1043,7 +1048,7 @@ class PyReconstruction {
  public:
   PyReconstruction(const py::object& images, const py::object& video, const py::object& model, const SourceArgs& src,
                    const SessionArgs& args_in, const ModeArgs& mode)
-      : model_(model_from_python(model)) {
+      : model_(model_from_python(model, args_in.device)) {
     const SessionArgs args = with_model_defaults(args_in, model_.model->config());
     const bool has_images = !images.is_none(), has_video = !video.is_none();
     if (has_images == has_video)
@@ -1435,16 +1440,20 @@ void bind_module(py::module_& m) {
   py::class_<PyModel>(m, "Model",
                       "A loaded LingBot-Map network (immutable; share one between any number of Sessions).")
       .def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(), py::kw_only(), "weights_dtype"_a = "auto",
+                  "device"_a = "cpu",
                   "Loads a checkpoint (upstream .pt / .pth, or .safetensors; the format is detected from the\n"
                   "content), infers the configuration from the tensor shapes and applies `config` overrides:\n"
                   "{'camera': {'num_iterations': 4}} or {'camera.num_iterations': 4} (the keys of `config`\n"
                   "and of `lingbot-map run --set`). `weights_dtype` ('auto' | 'f32' | 'f16' | 'bf16', as\n"
                   "`run --weights-dtype`): storage of the blocks' linear layers and the DPT convolutions; 'auto' = bf16 where the CPU\n"
-                  "has a native bf16 GEMM, else f32; 'f32' reproduces the reference. A dtype without a native\n"
-                  "GEMM here works with a UserWarning. Raises lingbot_map.Error naming the file and the problem.")
+                  "has a native bf16 GEMM, else f32 (device='cuda': bf16 on compute capability 8.0 and later,\n"
+                  "else f32; give the device the Sessions will use, as run picks it for its --device); 'f32'\n"
+                  "reproduces the reference. A dtype without a native GEMM here works with a UserWarning.\n"
+                  "Raises lingbot_map.Error naming the file and the problem.")
       .def_static("demo", &PyModel::demo, "seed"_a = kDemoWeightSeed, py::kw_only(), "weights_dtype"_a = "auto",
+                  "device"_a = "cpu",
                   "The built-in demo network (the `run --demo` model): seeded RANDOM weights, so the geometry it\n"
-                  "produces is meaningless; for trying the API without a checkpoint. weights_dtype as Model.load\n"
+                  "produces is meaningless; for trying the API without a checkpoint. weights_dtype, device as Model.load\n"
                   "('auto' as run --demo).")
       .def_property_readonly("config", [](const PyModel& self) { return config_dict(self.model->config()); },
                              "The configuration as a dict of groups: {'encoder': {'img_size': 518, ...}, ...}.")

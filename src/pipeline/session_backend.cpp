@@ -42,11 +42,20 @@ DType cuda_auto_weights_dtype(int major, int /*minor*/) { return major >= 8 ? DT
 
 WeightsDtypeForDevice parse_weights_dtype(std::string_view name, Device device) {
   LINGBOT_CHECK(device != Device::Auto, "parse_weights_dtype: resolve the device first");
-  const kernels::WeightsDtypeChoice cpu = kernels::parse_weights_dtype(name);  // validates the name
   WeightsDtypeForDevice w;
-  w.dtype = cpu.dtype;
+  if (name == "auto") {
+    w.dtype = kernels::auto_weights_dtype();
+  } else {
+    try {
+      w.dtype = parse_dtype(name);
+    } catch (const Error&) {
+      throw Error(detail::concat("unknown weights dtype '", name, "' (expected auto, f32, f16 or bf16)"));
+    }
+  }
   if (device == Device::Cpu) {
-    w.notice = cpu.notice;
+    if (kernels::gemm_path(w.dtype) == kernels::GemmPath::PanelSgemm)
+      w.notice = detail::concat("notice: no native ", dtype_name(w.dtype), " GEMM on this CPU: ", dtype_name(w.dtype),
+                                " weights halve their memory but each GEMM widens them to f32 (slower than f32)");
     if (name == "auto")
       w.rule = detail::concat("auto: ", dtype_name(w.dtype), w.dtype == DType::F32 ? " (no native bf16 GEMM on this CPU)"
                                                                                      : " (native bf16 GEMM on this CPU)");

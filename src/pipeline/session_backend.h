@@ -30,7 +30,7 @@ DType cuda_auto_weights_dtype(int major, int minor);
 struct WeightsDtypeForDevice {
   DType dtype = DType::F32;
   std::string rule;    // auto only: what it chose and why, e.g. "auto: bf16 on sm_90 (bf16 tensor cores from sm_80)"
-  std::string notice;  // CPU only: kernels::parse_weights_dtype's "slower than f32" line, else ""
+  std::string notice;  // CPU only: one line when the dtype has no native GEMM here (slower than f32), else ""
 };
 // Throws Error("unknown weights dtype 'x' (expected auto, f32, f16 or bf16)"), or as resolve_device
 // for cuda without support or device.

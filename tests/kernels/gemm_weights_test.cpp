@@ -118,28 +118,9 @@ TEST(GemmWeights, IdenticalForAnyThreadCount) {
   }
 }
 
-TEST(GemmWeights, WeightsDtypeChoices) {
-  EXPECT_EQ(parse_weights_dtype("f32").dtype, DType::F32);
-  EXPECT_EQ(parse_weights_dtype("bfloat16").dtype, DType::BF16);
-  EXPECT_EQ(parse_weights_dtype("auto").dtype, auto_weights_dtype());
-  EXPECT_TRUE(parse_weights_dtype("f32").notice.empty());
-  EXPECT_TRUE(parse_weights_dtype("auto").notice.empty());  // auto never picks a slow dtype
-  for (DType dt : {DType::F16, DType::BF16}) {
-    const WeightsDtypeChoice c = parse_weights_dtype(dtype_name(dt));
-    if (gemm_path(dt) == GemmPath::PanelSgemm) {
-      EXPECT_EQ(c.notice, std::string("notice: no native ") + std::string(dtype_name(dt)) + " GEMM on this CPU: " +
-                              std::string(dtype_name(dt)) +
-                              " weights halve their memory but each GEMM widens them to f32 (slower than f32)");
-    } else {
-      EXPECT_TRUE(c.notice.empty());
-    }
-  }
-  try {
-    parse_weights_dtype("int8");
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)");
-  }
+TEST(GemmWeights, AutoPicksANativeGemm) {
+  EXPECT_NE(gemm_path(auto_weights_dtype()), GemmPath::PanelSgemm);  // auto never picks a slow dtype
+  EXPECT_EQ(gemm_path(DType::F32), GemmPath::Sgemm);
   EXPECT_EQ(gemm_path_description(DType::F32), "OpenBLAS sgemm");
 }
 

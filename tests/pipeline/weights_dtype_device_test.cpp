@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
@@ -28,11 +29,19 @@ TEST(WeightsDtypeForDevice, CpuAutoFollowsTheCpuGemm) {
   EXPECT_EQ(a.rule, a.dtype == DType::BF16 ? "auto: bf16 (native bf16 GEMM on this CPU)"
                                            : "auto: f32 (no native bf16 GEMM on this CPU)");
   EXPECT_EQ(a.notice, "");  // auto never picks a dtype that needs a notice
-  for (const char* name : {"f32", "f16", "bf16", "bfloat16"}) {
+  const std::pair<const char*, DType> names[] = {
+      {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"bfloat16", DType::BF16}};
+  for (const auto& [name, dt] : names) {
     const WeightsDtypeForDevice w = parse_weights_dtype(name, Device::Cpu);
-    EXPECT_EQ(w.dtype, kernels::parse_weights_dtype(name).dtype) << name;
-    EXPECT_EQ(w.notice, kernels::parse_weights_dtype(name).notice) << name;
+    EXPECT_EQ(w.dtype, dt) << name;
     EXPECT_EQ(w.rule, "") << name;  // an explicit dtype needs no explanation
+    // A dtype without a native GEMM on this CPU works, with one line saying it is slower than f32.
+    const std::string dn(dtype_name(dt));
+    EXPECT_EQ(w.notice, kernels::gemm_path(dt) == kernels::GemmPath::PanelSgemm
+                            ? "notice: no native " + dn + " GEMM on this CPU: " + dn +
+                                  " weights halve their memory but each GEMM widens them to f32 (slower than f32)"
+                            : "")
+        << name;
   }
   EXPECT_NE(gemm_path_description(Device::Cpu, DType::BF16).find(kernels::gemm_path_description(DType::BF16)),
             std::string::npos);

@@ -311,6 +311,16 @@ def test_device_option_names_what_is_missing():
         with pytest.raises(lm.Error, match=r"^device cuda: "):
             lm.verify(TINY, device="cuda")
     assert lm.verify(TINY, device="auto" if not cuda_visible else "cpu")["passed"]
+    # Model.load / demo take the Sessions' device for weights_dtype="auto" (run picks it for its
+    # --device); checked the same way, before anything is loaded.
+    assert lm.Model.load(TINY / "model.pt", device="cpu").weights_dtype == lm.Model.load(TINY / "model.pt").weights_dtype
+    if not cuda_visible:
+        for load in (lambda: lm.Model.load(TINY / "model.pt", device="cuda"), lambda: lm.Model.demo(device="cuda"),
+                     lambda: lm.reconstruct([lm.demo_frame(0)], model=TINY / "model.pt", device="cuda")):
+            with pytest.raises(lm.Error, match=r"^device cuda: (this build has no CUDA support|no CUDA device is visible)"):
+                load()
+    with pytest.raises(lm.Error, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
+        lm.Model.demo(device="gpu")
 
 
 def test_frames_that_went_through_pickle_are_accepted(demo_model):

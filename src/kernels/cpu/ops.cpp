@@ -106,23 +106,6 @@ std::string gemm_path_description(DType weights) {
 
 DType auto_weights_dtype() { return gemm_path(DType::BF16) == GemmPath::DnnlNative ? DType::BF16 : DType::F32; }
 
-WeightsDtypeChoice parse_weights_dtype(std::string_view name) {
-  WeightsDtypeChoice c;
-  if (name == "auto") {
-    c.dtype = auto_weights_dtype();
-    return c;
-  }
-  try {
-    c.dtype = parse_dtype(name);
-  } catch (const Error&) {
-    throw Error(detail::concat("unknown weights dtype '", name, "' (expected auto, f32, f16 or bf16)"));
-  }
-  if (gemm_path(c.dtype) == GemmPath::PanelSgemm)
-    c.notice = detail::concat("notice: no native ", dtype_name(c.dtype), " GEMM on this CPU: ", dtype_name(c.dtype),
-                              " weights halve their memory but each GEMM widens them to f32 (slower than f32)");
-  return c;
-}
-
 namespace {
 
 // Reduced-precision weights without a native kernel: tiles are walked column-block-major so a thread

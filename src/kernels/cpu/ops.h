@@ -5,7 +5,6 @@
 // so results are bit-identical for any thread count (for a given weights dtype).
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "lingbot/dtype.h"
 
@@ -36,14 +35,6 @@ std::string gemm_path_description(DType weights);
 
 // The weights dtype `auto` stands for on this CPU: bf16 where gemm_path(bf16) is DnnlNative, else f32.
 DType auto_weights_dtype();
-
-// A weights dtype as the CLI takes it: "auto" | "f32" | "f16" | "bf16" (aliases as parse_dtype).
-struct WeightsDtypeChoice {
-  DType dtype = DType::F32;
-  std::string notice;  // one line when the dtype runs slower than f32 on this CPU, else ""
-};
-// Throws Error("unknown weights dtype 'x' (expected auto, f32, f16 or bf16)").
-WeightsDtypeChoice parse_weights_dtype(std::string_view name);
 
 // linear() with weights in any WeightView dtype. f32 is exactly the overload above. DnnlNative rounds x
 // to the weights dtype (y = round(x)·W^T in f32, + b); PanelSgemm keeps x in f32 (y = x·f32(W)^T + b).
