@@ -575,6 +575,7 @@ int run_command(const RunArgs& a) {
     mi.keyframe_interval = keyframe_interval;
     mi.backend = backend;
     mi.kv_dtype = kv_dtype;
+    mi.weights_dtype = weights.dtype;
     check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()));
   }
 

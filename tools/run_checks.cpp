@@ -11,8 +11,6 @@ namespace lingbot::cli {
 
 namespace {
 
-int64_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
-
 std::string gib(int64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
@@ -31,7 +29,8 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   const int64_t patches = (in.height / p) * (in.width / p);
   const int64_t tokens = cfg.aggregator.num_special_tokens + patches;  // per frame
   const int64_t C = cfg.aggregator.embed_dim;
-  e.weights = cfg.parameter_count() * 4;
+  // Every weight is stored in at least the weights dtype's bytes (the block linears in it, the rest f32).
+  e.weights = cfg.parameter_count() * static_cast<int64_t>(dtype_size(in.weights_dtype));
   // Frames the aggregator cache holds: the paged cache reserves its whole pool (scale frames +
   // window) up front; dense grows to at most that (fewer in a shorter run); dense-full keeps all.
   std::optional<int64_t> all_stored;
@@ -42,7 +41,7 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
   if (in.backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
   if (in.backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
-  e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * dtype_bytes(in.kv_dtype);
+  e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
   e.kv_f32 = in.kv_dtype == DType::F32;
   const int64_t camera_frames = all_stored.value_or(stored);
   e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;

@@ -25,7 +25,7 @@ inline constexpr int kMaxDownsample = 1 << 20;
 
 // A lower bound of the memory a run needs, in bytes, from the model configuration and options.
 struct MemoryEstimate {
-  int64_t weights = 0;       // float32 parameters
+  int64_t weights = 0;       // the parameters, each at least the weights dtype's size
   int64_t kv_cache = 0;      // aggregator K/V: the paged pool (scale frames + window) or the frames kept
   int64_t camera_cache = 0;  // camera head K/V: every stored frame, never evicted
   int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
@@ -38,6 +38,7 @@ struct MemoryInputs {
   int scale_frames = 8, kv_window = 64, keyframe_interval = 1;
   KVBackend backend = KVBackend::Paged;
   DType kv_dtype = DType::F32;
+  DType weights_dtype = DType::F32;
 };
 MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in);
 // Throws Error("the run needs at least X GiB ... but Y GiB are available: lower <option>") when the

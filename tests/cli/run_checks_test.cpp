@@ -1,0 +1,97 @@
+// run's memory feasibility estimate (tools/run_checks.h) is a lower bound: checked against what a
+// session on the demo model really holds, per KV backend, KV dtype and weights dtype.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bench/harness/demo_model.h"
+#include "lingbot/preprocess.h"
+#include "lingbot/session.h"
+#include "run_checks.h"
+
+using namespace lingbot;
+
+namespace {
+
+constexpr int kRunFrames = 6, kRunScaleFrames = 2, kRunKvWindow = 2;  // frames 5 and 6 evict
+
+struct HeldBytes {
+  int64_t weights, kv_cache, camera_cache;
+};
+
+HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBackend backend, DType kv_dtype) {
+  SessionOptions o;
+  o.scale_frames = kRunScaleFrames;
+  o.kv_window = kRunKvWindow;
+  o.kv_backend = backend;
+  o.kv_dtype = kv_dtype;
+  o.threads = 2;
+  Session s(model, o);
+  PreprocessOptions pre;
+  pre.image_size = kDemoImageSize;
+  for (int i = 0; i < kRunFrames; ++i) {
+    const io::ImageU8 rgb = render_demo_frame(i);
+    s.push_frame(preprocess_image(rgb.rgb.data(), rgb.width, rgb.height, pre));
+  }
+  s.finish();
+  const SessionStats st = s.stats();
+  return {static_cast<int64_t>(model->load_stats().owned_bytes + model->load_stats().borrowed_bytes),
+          st.cache.bytes_reserved, st.camera_cache_bytes};
+}
+
+}  // namespace
+
+TEST(RunChecks, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
+  for (const DType weights : {DType::F32, DType::BF16}) {
+    ModelLoadOptions lo;
+    lo.weights_dtype = weights;
+    const std::shared_ptr<const Model> model = make_demo_model(kDemoWeightSeed, lo);
+    for (const KVBackend backend : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull}) {
+      for (const DType kv : {DType::F32, DType::BF16}) {
+        const std::string what = std::string(dtype_name(weights)) + " weights, " + kv_backend_name(backend) + ", " +
+                                 std::string(dtype_name(kv)) + " K/V";
+        cli::MemoryInputs in;
+        in.width = kDemoFrameWidth;
+        in.height = kDemoFrameHeight;
+        in.frames = kRunFrames;
+        in.scale_frames = kRunScaleFrames;
+        in.kv_window = kRunKvWindow;
+        in.keyframe_interval = 1;
+        in.backend = backend;
+        in.kv_dtype = kv;
+        in.weights_dtype = weights;
+        const cli::MemoryEstimate e = cli::estimate_run_memory(model->config(), in);
+        const HeldBytes held = run_demo_for_estimate(model, backend, kv);
+        EXPECT_GT(e.weights, 0) << what;
+        EXPECT_LE(e.weights, held.weights) << what;
+        // A useful bound, not just any small number: at least a third of what is held (the dense
+        // cache grows its capacity by doubling, so it may hold up to twice the frames it keeps).
+        EXPECT_GE(3 * e.weights, held.weights) << what;
+        EXPECT_GT(e.kv_cache, 0) << what;
+        EXPECT_LE(e.kv_cache, held.kv_cache) << what;
+        EXPECT_GE(3 * e.kv_cache, held.kv_cache) << what;
+        EXPECT_LE(e.camera_cache, held.camera_cache) << what;
+        EXPECT_GE(3 * e.camera_cache, held.camera_cache) << what;
+      }
+    }
+  }
+}
+
+TEST(RunChecks, InfeasibleRunNamesTheOptionForItsLargestPart) {
+  cli::MemoryEstimate e;
+  e.weights = int64_t{1} << 30;
+  e.kv_cache = int64_t{3} << 30;
+  e.kv_f32 = true;
+  try {
+    cli::check_memory_feasible(e, int64_t{2} << 30);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_STREQ(err.what(),
+                 "the run needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera cache "
+                 "0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: lower --kv-window (frames kept in the "
+                 "KV cache), use --kv-dtype bf16 (half the bytes), or lower --image-size");
+  }
+  EXPECT_NO_THROW(cli::check_memory_feasible(e, int64_t{4} << 30));
+  EXPECT_NO_THROW(cli::check_memory_feasible(e, 0));  // unknown: no check
+}
