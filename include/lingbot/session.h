@@ -179,8 +179,9 @@ class Session {
   void rollback_frame();
   // The policy in use (never null).
   const KeyframePolicy& keyframe_policy() const;
-  // Fingerprints of the per-stream state, for tests: equal bytes = equal state. The aggregator cache's
-  // live K/V bytes of `block` (paged and dense backends), the camera-head caches' stored rows.
+  // Fingerprints of the per-stream state (equal bytes = equal state: determinism and rollback checks).
+  // The aggregator cache's live K/V bytes of `block` (device cpu, every KV backend; device cuda throws
+  // Error: the K/V are in device memory), the camera-head caches' stored rows. Empty before the first step.
   std::vector<unsigned char> cache_live_bytes(int block) const;
   std::vector<unsigned char> camera_cache_live_bytes() const;
 

@@ -41,8 +41,8 @@ class DenseKVCache final : public KVCache {
 
   bool never_evict() const { return never_evict_; }
   const kvdetail::FrameLedger& ledger() const { return ledger_; }
-  // Live bytes of a block (K then V regions, only the used tokens), for tests.
-  std::vector<unsigned char> live_bytes(int block) const;
+  // Live bytes of a block (K then V regions, only the used tokens).
+  std::vector<unsigned char> live_bytes(int block) const override;
 
  private:
   struct BlockBuffers {

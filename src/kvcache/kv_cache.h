@@ -128,6 +128,9 @@ class KVCache {
   virtual void reset() = 0;  // back to empty, without reallocating (capacity is kept)
   virtual CacheStats stats() const = 0;
   virtual const CacheOptions& options() const = 0;
+  // A fingerprint of `block`'s state: the bytes of its live tokens, K then V, in a layout of the
+  // backend's (equal bytes = equal contents). Host caches only: a device cache throws Error.
+  virtual std::vector<unsigned char> live_bytes(int block) const = 0;
 };
 
 // Validates the options; the allocator must outlive the cache.

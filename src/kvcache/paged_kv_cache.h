@@ -117,7 +117,7 @@ class PagedKVCache final : public KVCache {
   int64_t special_pages_allocated() const { return static_cast<int64_t>(special_[0].size()); }
   // Bytes of the live tokens of a block: resident frames' patch slots (storage order) then the
   // special stream [0, stored * num_special_tokens), K then V of each.
-  std::vector<unsigned char> live_bytes(int block) const;
+  std::vector<unsigned char> live_bytes(int block) const override;
   // Throws lingbot::Error describing the first broken invariant (ids unique, used + free = pool,
   // patch pages in use <= scale_frames + sliding_window (+1 while a deferred eviction is pending)).
   void check_invariants() const;

@@ -11,8 +11,6 @@
 #include "core/allocator.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
-#include "kvcache/dense_kv_cache.h"
-#include "kvcache/paged_kv_cache.h"
 #include "model/aggregator.h"
 #include "model/camera_head.h"
 #include "model/dpt_head.h"
@@ -456,12 +454,7 @@ const KeyframePolicy& Session::keyframe_policy() const { return *impl().opt.keyf
 
 std::vector<unsigned char> Session::cache_live_bytes(int block) const {
   const Impl& s = impl();
-  const KVCache* c = s.cache.get();
-  if (const auto* p = dynamic_cast<const PagedKVCache*>(c)) return p->live_bytes(block);
-  if (const auto* d = dynamic_cast<const DenseKVCache*>(c)) return d->live_bytes(block);
-  LINGBOT_CHECK(c == nullptr, "cache_live_bytes: the ", kv_backend_name(s.opt.kv_backend),
-                " backend has no host byte view");
-  return {};
+  return s.cache ? s.cache->live_bytes(block) : std::vector<unsigned char>{};
 }
 
 std::vector<unsigned char> Session::camera_cache_live_bytes() const {

@@ -152,6 +152,10 @@ void CudaPagedKVCache::mark_block_written(int block) {
   written_[static_cast<size_t>(block)] = 1;
 }
 
+std::vector<unsigned char> CudaPagedKVCache::live_bytes(int /*block*/) const {
+  throw Error("live_bytes: the CUDA KV cache keeps its K/V in device memory (no host byte view)");
+}
+
 int64_t CudaPagedKVCache::keys_in_step() const {
   LINGBOT_CHECK(step_.open, "keys_in_step: no step in progress");
   return step_.keys;

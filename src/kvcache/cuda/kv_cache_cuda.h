@@ -42,6 +42,7 @@ class CudaPagedKVCache final : public KVCache {
   void reset() override;
   CacheStats stats() const override { return book_.stats(); }
   const CacheOptions& options() const override { return book_.options(); }
+  std::vector<unsigned char> live_bytes(int block) const override;  // throws: the K/V are in device memory
 
   // The host bookkeeping (state(), plan, check_invariants(), pool_view() with device pointers).
   // Read-only: mutating it directly would bypass the device writes.
