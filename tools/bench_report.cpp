@@ -266,18 +266,14 @@ void run_gnuplot(const std::string& script_text, const std::string& path) {
   const std::string cmd = "gnuplot '" + script.string() + "'";
   const int rc = std::system(cmd.c_str());
   std::filesystem::remove(script);
-  const std::filesystem::path target = io::output_file_target(path), tmp = io::temp_path(target);
+  const std::filesystem::path target = io::output_file_target(path);
   std::error_code ec;
-  if (rc != 0 || !std::filesystem::exists(tmp, ec)) {
-    std::filesystem::remove(tmp, ec);
+  if (rc != 0 || !std::filesystem::exists(io::temp_path(target), ec)) {
+    io::discard_temp_file(target);
     LINGBOT_CHECK(false, "gnuplot failed to write --plot file '", path, "' (exit status ",
                   WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, ")");
   }
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    LINGBOT_CHECK(false, "cannot write --plot file '", path, "': ", ec.message());
-  }
+  io::commit_temp_file(target);
 }
 
 }  // namespace lingbot::bench

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <omp.h>
 #include <string>
 #include <vector>
 
@@ -54,12 +53,6 @@ auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
 
 // Validator for `--set key=value` (a missing '=' or key is a usage error; the key itself is checked
 // against the configuration later).
-// --threads 0 is every core, in every command (run, verify, bench); a negative value stays for the
-// command's check ("--threads must be >= 0 (0 = all cores), got ...").
-inline int all_cores_if_zero(int threads) {
-  return threads == 0 ? std::max(1, omp_get_max_threads()) : threads;  // the library's rule (OMP_NUM_THREADS)
-}
-
 inline CLI::Validator key_value() {
   return CLI::Validator(
       [](std::string& s) -> std::string {

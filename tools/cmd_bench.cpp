@@ -23,6 +23,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
+#include "lingbot/session.h"
 #include "bench/harness/demo_model.h"
 #include "pipeline/session_backend.h"
 #include "run_modes.h"
@@ -108,7 +109,7 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   for_each_item(backends, [&](const std::string& item) {
     o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
   });
-  o.threads = all_cores_if_zero(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
+  o.threads = resolve_threads(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
   const bool auto_cap = a.mem_cap_gb == "auto";
   o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
   o.attention = parse_on_off("--attention", a.attention);
@@ -212,7 +213,7 @@ void run_bench_soak(BenchSoakArgs a) {
   const ModeChoice keyframes = choose_mode(a.modes, a.o.frames);
   a.o.keyframe_interval = keyframes.keyframe_interval;
   a.o.keyframe_policy = keyframes.policy;
-  a.o.threads = all_cores_if_zero(a.o.threads);
+  a.o.threads = resolve_threads(a.o.threads);  // --threads 0 is every core, as in run
   bench::validate(a.o);
   bench::check_bench_outputs(a.csv, "");
   const std::shared_ptr<const Model> model = a.demo ? make_demo_model() : Model::load(a.model);
@@ -262,7 +263,7 @@ void run_bench_model(const BenchModelArgs& a) {
   o.frames = parse_int_option("--frames", a.frames);
   o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
   o.window = parse_int_option("--kv-window", a.window);
-  o.threads = all_cores_if_zero(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
+  o.threads = resolve_threads(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
   o.seed = parse_seed_option(a.seed);
   o.calibrate = parse_on_off("--calibrate", a.calibrate);
   o.writers = parse_on_off("--writers", a.writers);

@@ -295,20 +295,6 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-// Creates --out and removes the summary of an earlier run there; the exporters clean their own
-// files (io::ExportSet::begin), so the folder never mixes two runs.
-void prepare_output_dir(const fs::path& out) {
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  LINGBOT_CHECK(!ec, "cannot create output folder ", out.string(), ": ", ec.message());
-  // A folder can exist and still refuse files (permissions, read-only mount): try one.
-  const fs::path probe = out / ".lingbot-write-test";
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  LINGBOT_CHECK(f != nullptr, "output folder ", out.string(), " is not writable");
-  std::fclose(f);
-  fs::remove(probe, ec);
-}
-
 // Once the folder is this run's (its lock held): the summary of an earlier run goes first, so a
 // reader never takes it for this run's.
 void remove_old_summary(const fs::path& out) {
@@ -617,14 +603,11 @@ int run_command(const RunArgs& a) {
     viewer_server->start(kDefaultViewerHost, a.serve_port);
     std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   }
-  prepare_output_dir(out);
+  // The exporters clean their own files (io::ExportSet::begin), so the folder never mixes two runs.
+  io::ensure_writable_dir(out, "output folder");
   const io::OutputLock out_lock(out);  // held to the end: no second run mixes its files in (io/output_lock.h)
   remove_old_summary(out);
-  if (!a.export_preprocessed.empty()) {
-    std::error_code ec;
-    fs::create_directories(a.export_preprocessed, ec);
-    LINGBOT_CHECK(!ec, "cannot create folder ", a.export_preprocessed, ": ", ec.message());
-  }
+  if (!a.export_preprocessed.empty()) io::ensure_writable_dir(a.export_preprocessed, "--export-preprocessed folder");
   const int H = input.canvas.height, W = input.canvas.width;
   std::printf("input: %s%s%s, %s frames, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
               input.path.c_str(),

@@ -94,6 +94,10 @@ struct SessionOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// SessionOptions::threads as the engine resolves it: 0 = all available (omp_get_max_threads(), which
+// OMP_NUM_THREADS sets); any other value is returned as given (the options check refuses < 0).
+int resolve_threads(int threads);
+
 struct FrameResult {
   int64_t frame_index = 0;      // position in the sequence, from 0
   bool is_keyframe = false;     // stored in the caches (every scale frame and every keyframe)

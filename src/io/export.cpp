@@ -115,15 +115,15 @@ std::unique_ptr<Exporter> make_exporter(std::string_view name) {
   throw Error("unknown export '" + std::string(name) + "' (choose from " + choices() + ")");
 }
 
-void ensure_writable_dir(const fs::path& dir) {
+void ensure_writable_dir(const fs::path& dir, std::string_view what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  LINGBOT_CHECK(!ec, "cannot create folder ", dir.string(), ": ", ec.message());
-  LINGBOT_CHECK(fs::is_directory(dir), "cannot create folder ", dir.string(), ": a file of that name exists");
+  LINGBOT_CHECK(!ec, "cannot create ", what, " ", dir.string(), ": ", ec.message());
+  LINGBOT_CHECK(fs::is_directory(dir), "cannot create ", what, " ", dir.string(), ": a file of that name exists");
   // A folder can exist and still refuse files (permissions, read-only mount): try one.
   const fs::path probe = dir / ".lingbot-write-test";
   std::FILE* f = std::fopen(probe.c_str(), "wb");
-  LINGBOT_CHECK(f != nullptr, "folder ", dir.string(), " is not writable: ", std::strerror(errno));
+  LINGBOT_CHECK(f != nullptr, what, " ", dir.string(), " is not writable: ", std::strerror(errno));
   std::fclose(f);
   fs::remove(probe, ec);
 }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -181,31 +182,32 @@ template <typename DataOf>
 void write_streaming(const std::string& path, std::span<const SafetensorsEntry> entries,
                      const std::map<std::string, std::string>& metadata, DataOf&& data_of) {
   const std::string header = safetensors_header(entries, metadata);
-  const std::string target = output_file_target(path).string();  // a link's file; never a device
+  const std::filesystem::path target = output_file_target(path);  // a link's file; never a device
   const std::string tmp = temp_path(target).string();
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
   LINGBOT_CHECK(f != nullptr, "cannot create '", tmp, "': ", std::strerror(errno));
   bool ok = true;
   try {
     const uint64_t n = header.size();
-    ok = ok && std::fwrite(&n, 8, 1, f) == 1;
-    ok = ok && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    ok = ok && std::fwrite(&n, 8, 1, f.get()) == 1;
+    ok = ok && std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
     for (size_t i = 0; i < entries.size() && ok; ++i) {
       const size_t bytes = static_cast<size_t>(shape_numel(entries[i].shape)) * storage_dtype_size(entries[i].dtype);
-      if (bytes) ok = std::fwrite(data_of(i), 1, bytes, f) == bytes;
+      if (bytes) ok = std::fwrite(data_of(i), 1, bytes, f.get()) == bytes;
     }
   } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
+    f.reset();
+    discard_temp_file(target);
     throw;
   }
-  const int write_err = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+  const int write_err = errno;  // a failed fwrite's reason
+  const bool closed = std::fclose(f.release()) == 0;
+  if (!ok || !closed) {
     const int err = ok ? errno : write_err;
-    std::remove(tmp.c_str());
+    discard_temp_file(target);
     throw Error(detail::concat("cannot write '", path, "': ", std::strerror(err)));
   }
+  commit_temp_file(target);
 }
 
 }  // namespace

@@ -21,6 +21,8 @@
 
 namespace lingbot {
 
+int resolve_threads(int threads) { return threads == 0 ? std::max(1, omp_get_max_threads()) : threads; }
+
 namespace {
 
 SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
@@ -31,7 +33,7 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   if (!o.include_scale_frames) o.include_scale_frames = cfg.kv_cache.include_scale_frames;
   if (!o.camera_only) o.camera_only = cfg.kv_cache.camera_only;
   if (o.camera_iterations == 0) o.camera_iterations = static_cast<int>(cfg.camera.num_iterations);
-  if (o.threads == 0) o.threads = omp_get_max_threads();
+  o.threads = resolve_threads(o.threads);
   o.device = resolve_device(in.device);
   LINGBOT_CHECK(o.scale_frames >= 1, "scale_frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.kv_window >= 1, "kv_window must be >= 1, got ", o.kv_window);
