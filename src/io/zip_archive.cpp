@@ -1,8 +1,8 @@
 #include "io/zip_archive.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
+#include <zlib.h>
 
 #include "core/error.h"
 
@@ -24,19 +24,16 @@ uint64_t u64(const uint8_t* p) { return u32(p) | (static_cast<uint64_t>(u32(p + 
 }  // namespace
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
+  // zlib's (the same CRC-32 as ZIP's); its length is a 32-bit uInt, so large buffers go in pieces.
+  const auto* p = static_cast<const Bytef*>(data);
+  uLong c = crc;
+  while (n > 0) {
+    const uInt piece = static_cast<uInt>(std::min<size_t>(n, size_t{1} << 30));
+    c = ::crc32(c, p, piece);
+    p += piece;
+    n -= piece;
+  }
+  return static_cast<uint32_t>(c);
 }
 
 bool looks_like_zip(const ByteSource& source) {
