@@ -17,19 +17,32 @@ namespace lingbot::cuda {
 namespace {
 
 // cudaEvent pair timing `iterations` calls of f on the default stream; returns ms per call.
+// Two events, destroyed however time_ms leaves (f or a check may throw).
+struct EventPair {
+  cudaEvent_t a = nullptr, b = nullptr;
+  EventPair() {
+    LINGBOT_CUDA_CHECK(cudaEventCreate(&a));
+    const cudaError_t e = cudaEventCreate(&b);
+    if (e != cudaSuccess) (void)cudaEventDestroy(a);
+    LINGBOT_CUDA_CHECK(e);
+  }
+  ~EventPair() {
+    (void)cudaEventDestroy(a);
+    (void)cudaEventDestroy(b);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
 template <typename F>
 double time_ms(int iterations, F&& f) {
-  cudaEvent_t a, b;
-  LINGBOT_CUDA_CHECK(cudaEventCreate(&a));
-  LINGBOT_CUDA_CHECK(cudaEventCreate(&b));
-  LINGBOT_CUDA_CHECK(cudaEventRecord(a));
+  const EventPair ev;
+  LINGBOT_CUDA_CHECK(cudaEventRecord(ev.a));
   for (int i = 0; i < iterations; ++i) f();
-  LINGBOT_CUDA_CHECK(cudaEventRecord(b));
-  LINGBOT_CUDA_CHECK(cudaEventSynchronize(b));
+  LINGBOT_CUDA_CHECK(cudaEventRecord(ev.b));
+  LINGBOT_CUDA_CHECK(cudaEventSynchronize(ev.b));
   float ms = 0;
-  LINGBOT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
+  LINGBOT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.a, ev.b));
   return ms / iterations;
 }
 

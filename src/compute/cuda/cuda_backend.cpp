@@ -109,6 +109,7 @@ CudaBackend::TimingEvents::~TimingEvents() {
 
 size_t CudaBackend::record_timing_event() {
   if (timing_used_ == timing_.events.size()) {
+    timing_.events.reserve(timing_.events.size() + 1);  // before the create: the push_back cannot throw
     cudaEvent_t e = nullptr;
     LINGBOT_CUDA_CHECK(cudaEventCreate(&e));
     timing_.events.push_back(e);

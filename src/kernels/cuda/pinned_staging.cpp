@@ -46,6 +46,7 @@ void PinnedStaging::copy_to_device(void* dst, const void* host, size_t bytes, cu
     chunk = busy;
   }
   if (!chunk) {
+    chunks_.reserve(chunks_.size() + 1);  // before the allocations: the push_back below cannot throw
     Chunk c;
     c.bytes = std::bit_ceil(std::max(bytes, kMinChunkBytes));
     LINGBOT_CUDA_CHECK(cudaHostAlloc(&c.host, c.bytes, cudaHostAllocDefault));
