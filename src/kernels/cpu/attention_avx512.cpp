@@ -137,10 +137,13 @@ bool cpu_has_avx512() {
 const AttnKernels* avx512_kernels() {
   static const AttnKernels* k = [] () -> const AttnKernels* {
     if (!avx2_kernels() || !cpu_has_avx512()) return nullptr;
-    static AttnKernels set = *avx2_kernels();
-    set.qk = qk_avx512;
-    set.pv = pv_avx512;
-    set.softmax = softmax_avx512;
+    static const AttnKernels set = [] {
+      AttnKernels k512 = *avx2_kernels();
+      k512.qk = qk_avx512;
+      k512.pv = pv_avx512;
+      k512.softmax = softmax_avx512;
+      return k512;
+    }();
     return &set;
   }();
   return k;
