@@ -511,7 +511,7 @@ int run_command(const RunArgs& a) {
   PreprocessOptions pre;
   pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
   pre.patch_size = patch;
-  pre.preprocess = a.preprocess == "pad" ? Preprocess::Pad : Preprocess::Crop;
+  pre.preprocess = parse_preprocess(a.preprocess);  // checked by resolve_preprocess
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
 

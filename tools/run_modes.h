@@ -17,9 +17,6 @@
 
 namespace lingbot::cli {
 
-inline constexpr int kDefaultWindowSize = 64;         // demo.py --window_size
-inline constexpr int kDefaultOverlapSize = 16;        // demo.py --overlap_size
-
 struct ModeArgs {
   std::string mode = "streaming";         // streaming | windowed
   std::string keyframe_interval = "auto";  // N >= 1 | auto (0 is accepted as auto) | flow

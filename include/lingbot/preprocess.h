@@ -8,6 +8,7 @@
 // shapes (upstream pads a whole batch to its largest; `run` does the same for an image folder).
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 #include "lingbot/tensor.h"
 
@@ -20,6 +21,11 @@ enum class Preprocess : int8_t {
   Pad,   // the longer side := image_size, the shorter keeps the aspect ratio (rounded to a multiple
          // of patch_size), then centred on a white (1.0) image_size x image_size canvas
 };
+
+// "crop" | "pad" (the CLI's and Python's spelling), and back: parse_preprocess throws
+// Error("unknown preprocess 'x' (expected crop or pad)").
+std::string_view preprocess_name(Preprocess p);
+Preprocess parse_preprocess(std::string_view name);
 
 // The largest image_size accepted (4096 px: 85k tokens a frame at patch 14).
 inline constexpr int kMaxImageSize = 4096;

@@ -42,8 +42,13 @@
 
 namespace lingbot {
 
+// The front ends' windowed-mode defaults (run --window-size / --overlap-size, Python window_size= /
+// overlap_size=), upstream demo.py's.
+inline constexpr int kDefaultWindowSize = 64;
+inline constexpr int kDefaultOverlapSize = 16;
+
 struct WindowedOptions {
-  int window_size = 64;                  // stored frames per window (its scale frames + keyframes); demo.py's default
+  int window_size = kDefaultWindowSize;  // stored frames per window (its scale frames + keyframes)
   std::optional<int> overlap_size;       // overlap in frames, >= 0 (default: the scale frames; run and
                                          // the Python module default to 16)
   std::optional<int> overlap_keyframes;  // overlap in keyframes, >= 1 (not with overlap_size)

@@ -459,15 +459,17 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   return so;
 }
 
-Preprocess parse_preprocess(const std::string& preprocess) {
-  if (preprocess == "crop") return Preprocess::Crop;
-  if (preprocess == "pad") return Preprocess::Pad;
-  throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
+Preprocess preprocess_arg(const std::string& preprocess) {
+  try {
+    return parse_preprocess(preprocess);
+  } catch (const Error&) {
+    throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
+  }
 }
 
 // options["preprocess"] / ["image_size"]: run's preprocessing, or None when frames go in as they are.
 void add_preprocess(py::dict& d, const std::optional<PreprocessOptions>& pre) {
-  d["preprocess"] = pre ? py::object(py::str(pre->preprocess == Preprocess::Crop ? "crop" : "pad")) : py::none();
+  d["preprocess"] = pre ? py::object(py::str(std::string(preprocess_name(pre->preprocess)))) : py::none();
   d["image_size"] = pre ? py::object(py::int_(pre->image_size)) : py::none();
 }
 
@@ -476,7 +478,7 @@ PreprocessOptions preprocess_options(int image_size, const std::string& preproce
   PreprocessOptions pre;
   pre.image_size = image_size;
   pre.patch_size = static_cast<int>(patch);
-  pre.preprocess = parse_preprocess(preprocess);
+  pre.preprocess = preprocess_arg(preprocess);
   check_preprocess_options(pre);
   return pre;
 }
@@ -497,10 +499,6 @@ py::dict stats_dict(const SessionStats& s) {
 
 // ---- one sequence: streaming (Session) or windowed (WindowedSession) ---------------------------
 
-// run's --mode windowed defaults (tools/run_modes.h: demo.py's --window_size / --overlap_size).
-constexpr int kWindowSize = 64;
-constexpr int kOverlapSize = 16;
-
 // The WindowedOptions `run --mode windowed` builds, with the option checks it makes up front (names as
 // the Python keywords); None when m.mode is streaming, where the window keywords are refused.
 std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_frames) {
@@ -517,11 +515,11 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
                 "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got ",
                 m.overlap_keyframes.value_or(0));
   WindowedOptions w;
-  w.window_size = m.window_size.value_or(kWindowSize);
+  w.window_size = m.window_size.value_or(kDefaultWindowSize);
   LINGBOT_CHECK(w.window_size > scale_frames, "window_size ", w.window_size, " must be larger than scale_frames ",
                 scale_frames, ": a window stores its scale frames plus at least one keyframe");
   if (m.overlap_keyframes) w.overlap_keyframes = m.overlap_keyframes;
-  else w.overlap_size = m.overlap_size.value_or(kOverlapSize);
+  else w.overlap_size = m.overlap_size.value_or(kDefaultOverlapSize);
   if (w.overlap_size == 0 &&  // as run's notice
       PyErr_WarnEx(PyExc_UserWarning,
                    "overlap_size=0: consecutive windows share no frame, so they are not aligned (each keeps its own "
@@ -791,7 +789,7 @@ class PySession {
     if (image_size) {
       pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
     } else {
-      parse_preprocess(mode.preprocess);
+      preprocess_arg(mode.preprocess);
       if (mode.preprocess_given)  // an option that would do nothing
         throw py::value_error("preprocess= applies to run's preprocessing, which image_size= asks for: give image_size "
                               "too (frames without it go in as they are)");

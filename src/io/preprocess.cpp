@@ -278,6 +278,14 @@ Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOption
 
 namespace lingbot {
 
+std::string_view preprocess_name(Preprocess p) { return p == Preprocess::Pad ? "pad" : "crop"; }
+
+Preprocess parse_preprocess(std::string_view name) {
+  if (name == "crop") return Preprocess::Crop;
+  if (name == "pad") return Preprocess::Pad;
+  throw Error(detail::concat("unknown preprocess '", name, "' (expected crop or pad)"));
+}
+
 void check_preprocess_options(const PreprocessOptions& o) {
   LINGBOT_CHECK(o.image_size > 0, "image_size must be positive, got ", o.image_size);
   LINGBOT_CHECK(o.image_size <= kMaxImageSize, "image_size must be in 1..", kMaxImageSize, ", got ", o.image_size);

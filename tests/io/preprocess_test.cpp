@@ -207,3 +207,15 @@ TEST(Preprocess, PublicEntryPointsRefuseBadInputWithExactMessages) {
   EXPECT_EQ(lingbot::preprocess_image(rgb.data(), 30, 20, {28, 14, Preprocess::Crop}).shape(), (Shape{3, 14, 28}));
   EXPECT_EQ(lingbot::preprocess_image(rgb.data(), 30, 20, {28, 14, Preprocess::Pad}).shape(), (Shape{3, 28, 28}));
 }
+
+TEST(Preprocess, NamesParseBackAndUnknownNamesAreRefused) {
+  for (const Preprocess p : {Preprocess::Crop, Preprocess::Pad}) EXPECT_EQ(parse_preprocess(preprocess_name(p)), p);
+  EXPECT_EQ(preprocess_name(Preprocess::Crop), "crop");
+  EXPECT_EQ(preprocess_name(Preprocess::Pad), "pad");
+  try {
+    parse_preprocess("stretch");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown preprocess 'stretch' (expected crop or pad)");
+  }
+}
