@@ -34,7 +34,8 @@ void DenseKVCache::reset() {
   std::fill(written_.begin(), written_.end(), 0);
 }
 
-void DenseKVCache::grow(bool side, int64_t need_tokens, int64_t live_tokens) {
+void DenseKVCache::grow(Region region, int64_t need_tokens, int64_t live_tokens) {
+  const bool side = region == Region::Side;
   int64_t& cap = side ? side_cap_ : frames_cap_;
   if (need_tokens <= cap) return;
   const int64_t new_cap = std::max(need_tokens, 2 * cap);
@@ -101,9 +102,9 @@ void DenseKVCache::begin_step(FrameMode mode, int n_frames) {
     kvdetail::FrameLedger final_ledger = after;
     final_ledger.evicted += e;
     kvdetail::check_special_cap(opt_, final_ledger.kept(opt_) * kept);
-    grow(false, after.resident(opt_) * opt_.tokens_per_frame, ledger_.resident(opt_) * opt_.tokens_per_frame);
+    grow(Region::Frames, after.resident(opt_) * opt_.tokens_per_frame, ledger_.resident(opt_) * opt_.tokens_per_frame);
     // The newly evicted frames' specials are appended before the oldest are dropped.
-    grow(true, (ledger_.kept(opt_) + e) * kept, ledger_.kept(opt_) * kept);
+    grow(Region::Side, (ledger_.kept(opt_) + e) * kept, ledger_.kept(opt_) * kept);
   }
   before_ = ledger_;
   after.evicted += pre;

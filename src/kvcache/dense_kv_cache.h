@@ -50,7 +50,8 @@ class DenseKVCache final : public KVCache {
     Buffer side;    // [2, side_cap_, row]
   };
   int64_t evictions_for(const kvdetail::FrameLedger& l) const { return never_evict_ ? 0 : l.excess(opt_); }
-  void grow(bool side, int64_t need_tokens, int64_t live_tokens);
+  enum class Region : uint8_t { Frames, Side };  // the resident frames' tokens, or the kept specials
+  void grow(Region region, int64_t need_tokens, int64_t live_tokens);
   // Evicts n_evict frames after the pinned ones (their kept specials appended to the side buffer's
   // side_tokens), then drops the kept specials of the n_drop oldest evicted frames (max_special_frames).
   void evict_block(int block, int64_t pinned, int64_t n_evict, int64_t resident_frames, int64_t side_tokens,

@@ -7,13 +7,13 @@
 
 namespace lingbot::model {
 
-Linear Linear::take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias,
+Linear Linear::take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out,
                     DType weights_dtype) {
   Linear l;
   l.in = in;
   l.out = out;
   l.weight = take_weight(weights, prefix + "weight", {out, in}, weights_dtype);
-  if (bias) l.bias = take_weight(weights, prefix + "bias", {out});
+  l.bias = take_weight(weights, prefix + "bias", {out});
   return l;
 }
 
@@ -47,16 +47,16 @@ BlockWeights BlockWeights::take(io::TensorMap& weights, const std::string& prefi
   b.head_dim = dim / heads;
   b.mlp_hidden = mlp_hidden;
   b.norm1 = LayerNormW::take(weights, prefix + "norm1.", dim, ln_eps);
-  b.qkv = Linear::take(weights, prefix + "attn.qkv.", dim, 3 * dim, true, weights_dtype);
+  b.qkv = Linear::take(weights, prefix + "attn.qkv.", dim, 3 * dim, weights_dtype);
   b.qk_norm = qk_norm;
   if (qk_norm) {
     b.q_norm = LayerNormW::take(weights, prefix + "attn.q_norm.", b.head_dim, ln_eps);
     b.k_norm = LayerNormW::take(weights, prefix + "attn.k_norm.", b.head_dim, ln_eps);
   }
-  b.proj = Linear::take(weights, prefix + "attn.proj.", dim, dim, true, weights_dtype);
+  b.proj = Linear::take(weights, prefix + "attn.proj.", dim, dim, weights_dtype);
   b.norm2 = LayerNormW::take(weights, prefix + "norm2.", dim, ln_eps);
-  b.fc1 = Linear::take(weights, prefix + "mlp.fc1.", dim, mlp_hidden, true, weights_dtype);
-  b.fc2 = Linear::take(weights, prefix + "mlp.fc2.", mlp_hidden, dim, true, weights_dtype);
+  b.fc1 = Linear::take(weights, prefix + "mlp.fc1.", dim, mlp_hidden, weights_dtype);
+  b.fc2 = Linear::take(weights, prefix + "mlp.fc2.", mlp_hidden, dim, weights_dtype);
   if (layer_scale) {
     b.ls1 = take_weight(weights, prefix + "ls1.gamma", {dim});
     b.ls2 = take_weight(weights, prefix + "ls2.gamma", {dim});

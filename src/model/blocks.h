@@ -21,7 +21,8 @@ struct Linear {
   Tensor bias;    // [out] f32, or empty
   int64_t in = 0, out = 0;
 
-  static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
+  // "<prefix>weight" [out, in] (stored in weights_dtype) and "<prefix>bias" [out].
+  static Linear take(io::TensorMap& weights, const std::string& prefix, int64_t in, int64_t out,
                      DType weights_dtype = DType::F32);
   // y[n, out] = x[n, in] W^T + b (backend memory); row strides default to in / out.
   void forward(compute::Backend& be, const float* x, int64_t n, float* y, int64_t x_stride = 0,

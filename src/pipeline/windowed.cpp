@@ -163,15 +163,15 @@ int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& o) {
 
 namespace {
 void check_window_fields(const WindowedOptions& w) {
-  LINGBOT_CHECK(w.window_size >= 1, "WindowedOptions.window_size must be >= 1, got ", w.window_size);
-  LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "WindowedOptions.overlap_size must be >= 0, got ",
+  LINGBOT_CHECK(w.window_size >= 1, "window_size must be >= 1, got ", w.window_size);
+  LINGBOT_CHECK(!w.overlap_size || *w.overlap_size >= 0, "overlap_size must be >= 0, got ",
                 *w.overlap_size);
   LINGBOT_CHECK(!w.overlap_keyframes || *w.overlap_keyframes >= 1,
-                "WindowedOptions.overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
+                "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
                 "overlap: overlap_size = 0), got ",
                 *w.overlap_keyframes);
   LINGBOT_CHECK(!(w.overlap_size && w.overlap_keyframes),
-                "WindowedOptions: set overlap_size or overlap_keyframes, not both");
+                "set overlap_size or overlap_keyframes, not both");
 }
 }  // namespace
 
@@ -190,6 +190,10 @@ void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
                   " scale frames with keyframes chosen while running, or consecutive windows would not overlap");
   }
 }
+
+// Whether the window being filled may still grow (rows past its tail stay held for the overlap) or
+// is the last one (every row can go).
+enum class WindowEnd : uint8_t { Open, Final };
 
 struct WindowedSession::Impl {
   Session session;
@@ -277,19 +281,19 @@ struct WindowedSession::Impl {
 
   void feed(const Tensor& image) { absorb(session.push_frame(image)); }
 
-  void try_align(bool final_window) {
+  void try_align(WindowEnd end) {
     if (xf) return;
     const int64_t need = std::min(ov, prev_rows);
-    if (static_cast<int64_t>(rows.size()) < need && !(final_window && !rows.empty())) return;
+    if (static_cast<int64_t>(rows.size()) < need && !(end == WindowEnd::Final && !rows.empty())) return;
     const std::optional<Sim3> x = align(prev_tail, prev_rows, rows, ov);
     set_transform(x.value_or(Sim3{}), x.has_value());
   }
 
-  // Moves the rows that are final now (all of them when `final_window`) into `out`, warped.
-  void deliver(bool final_window, std::vector<FrameResult>& out) {
+  // Moves the rows that are final now (all of them when the window is final) into `out`, warped.
+  void deliver(WindowEnd end, std::vector<FrameResult>& out) {
     if (!xf) return;
     const int64_t n = static_cast<int64_t>(rows.size());
-    const int64_t upto = final_window ? n : std::min(n, std::max(min_rows, n) - ov);
+    const int64_t upto = end == WindowEnd::Final ? n : std::min(n, std::max(min_rows, n) - ov);
     if (upto <= delivered) return;
     warp_upto(upto);  // may throw (out of memory) before any row left `rows`
     out.reserve(out.size() + static_cast<size_t>(upto - delivered));
@@ -400,8 +404,8 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
     while (static_cast<int64_t>(s.recent.size()) > s.ov) s.recent.pop_front();
   }
   ++s.pushed;
-  s.try_align(false);
-  s.deliver(false, out);
+  s.try_align(WindowEnd::Open);
+  s.deliver(WindowEnd::Open, out);
   return out;
 }
 
@@ -423,8 +427,8 @@ std::vector<FrameResult> WindowedSession::finish() {
   }
   s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
   try {
-    s.try_align(true);
-    s.deliver(true, out);
+    s.try_align(WindowEnd::Final);
+    s.deliver(WindowEnd::Final, out);
   } catch (...) {
     s.failed = true;  // out of memory: finish_early() still returns the rows, none lost
     throw;
@@ -444,8 +448,8 @@ std::vector<FrameResult> WindowedSession::finish_early() {
   if (s.rows.empty() && s.current().end < 0) s.current().end = s.current().start;  // begun, no row: empty
   if (!s.rows.empty()) {
     s.current().end = s.current().start + static_cast<int64_t>(s.rows.size());
-    s.try_align(true);
-    s.deliver(true, out);
+    s.try_align(WindowEnd::Final);
+    s.deliver(WindowEnd::Final, out);
   }
   // The previous window's tail (warped already) for the frames the new window has no row of yet.
   const int64_t last = out.empty() ? s.current().start - 1 + s.delivered : out.back().frame_index;

@@ -273,7 +273,7 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
                "the overlap (4 frames) must be smaller than a window (4 frames: 2 scale frames + 2 keyframes x "
                "interval 1)");
   w.overlap_size = -1;
-  expect_error(options(), w, "WindowedOptions.overlap_size must be >= 0, got -1");
+  expect_error(options(), w, "overlap_size must be >= 0, got -1");
   w.overlap_size = 3;
   SessionOptions flow = options();
   flow.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
@@ -281,15 +281,15 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
                "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
                "keyframes chosen while running, or consecutive windows would not overlap");
   w.overlap_keyframes = 1;
-  expect_error(options(), w, "WindowedOptions: set overlap_size or overlap_keyframes, not both");
+  expect_error(options(), w, "set overlap_size or overlap_keyframes, not both");
   w.overlap_size.reset();
   w.overlap_keyframes = 0;
   expect_error(options(), w,
-               "WindowedOptions.overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
+               "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no "
                "overlap: overlap_size = 0), got 0");
   w.overlap_keyframes.reset();
   w.window_size = 0;
-  expect_error(options(), w, "WindowedOptions.window_size must be >= 1, got 0");
+  expect_error(options(), w, "window_size must be >= 1, got 0");
 }
 
 // overlap_keyframes in frames: max(scale frames, N x interval), the interval policy's interval, and

@@ -67,7 +67,6 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::Cuda; }
   // "cuda:0 (NVIDIA H200, sm_90, 139.8 GiB)".
   std::string description() const override { return description_; }
-  int device_index() const { return options_.device; }
   // The stream every op runs on: a device KV cache writing K/V for attention_cached should use it.
   cudaStream_t stream() const { return stream_.handle; }
   // Most device bytes the backend held at once (activations, parameters, scratch, tables).
