@@ -87,6 +87,11 @@ struct WindowObserver {
 // taken as 0 frames, not as the model's default).
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
 int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov, before clamping
+// The KV window a window's session runs with: a window stores at most window_size frames (its scale
+// frames + keyframes), so a KV window beyond window_size - scale_frames would only reserve cache pages
+// no window fills (the results are the same): min(kv_window, max(1, window_size - scale_frames)).
+// kv_window < 1 is returned as given (for the options check to report).
+int windowed_kv_window(int kv_window, int scale_frames, const WindowedOptions& w);
 
 class WindowedSession {
  public:

@@ -154,6 +154,22 @@ std::optional<Sim3> align(const std::vector<FrameResult>& prev_tail, int64_t pre
 
 }  // namespace
 
+int windowed_kv_window(int kv_window, int scale_frames, const WindowedOptions& w) {
+  if (kv_window < 1) return kv_window;
+  return std::min(kv_window, std::max(1, w.window_size - scale_frames));
+}
+
+namespace {
+// The options of the session every window runs in (windowed_kv_window; defaults resolved first).
+SessionOptions window_session_options(const Model* model, SessionOptions so, const WindowedOptions& w) {
+  if (!model) return so;  // Session reports it
+  const ModelConfig& c = model->config();
+  const int K = so.scale_frames ? so.scale_frames : static_cast<int>(c.kv_cache.scale_frames);
+  so.kv_window = windowed_kv_window(so.kv_window ? so.kv_window : static_cast<int>(c.kv_cache.sliding_window), K, w);
+  return so;
+}
+}  // namespace
+
 int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& o) {
   const int64_t K = o.scale_frames;
   if (w.overlap_keyframes) return std::max<int64_t>(K, int64_t{*w.overlap_keyframes} * keyframe_interval_of(o));
@@ -220,7 +236,7 @@ struct WindowedSession::Impl {
   int64_t prev_rows = 0;
 
   Impl(std::shared_ptr<const Model> model, const SessionOptions& so, const WindowedOptions& w, WindowObserver o)
-      : session(std::move(model), so), wo(w), obs(std::move(o)) {
+      : session(model, window_session_options(model.get(), so, w)), wo(w), obs(std::move(o)) {
     const SessionOptions& r = session.options();
     // The overlap rules (check_windowed_options) matter only once a second window begins: a sequence
     // that fits in one window runs with any overlap, as upstream (which clamps it to the length).

@@ -64,6 +64,45 @@ TEST_F(WindowedTest, OneWindowEqualsTheStreamingSession) {
   }
 }
 
+// A window stores at most window_size frames: a KV window beyond window_size - scale_frames reserves
+// nothing more (windowed_kv_window) and changes no result, for interval and flow keyframes.
+TEST_F(WindowedTest, AKvWindowBeyondTheWindowReservesNoMoreAndChangesNothing) {
+  for (bool flow : {false, true}) {
+    SCOPED_TRACE(flow ? "flow" : "interval");
+    WindowedOptions w;
+    w.window_size = 4;
+    w.overlap_size = 2;
+    std::vector<std::vector<FrameResult>> out;
+    std::vector<int64_t> reserved;
+    for (int kv_window : {2, 64}) {
+      SessionOptions o = options();
+      o.kv_window = kv_window;
+      if (flow) o.keyframe_policy = std::make_shared<FlowKeyframes>(1e9, 2);
+      EXPECT_EQ(windowed_kv_window(kv_window, o.scale_frames, w), 2);
+      WindowedSession win(model_, o, w);
+      std::vector<FrameResult> rows;
+      for (int64_t i = 0; i < frames(); ++i)
+        for (auto& r : win.push_frame(frame(i))) rows.push_back(std::move(r));
+      for (auto& r : win.finish()) rows.push_back(std::move(r));
+      ASSERT_GE(win.windows().size(), 2u);
+      reserved.push_back(win.windows()[0].cache.bytes_reserved);
+      out.push_back(std::move(rows));
+    }
+    EXPECT_EQ(reserved[0], reserved[1]);
+    ASSERT_EQ(out[0].size(), out[1].size());
+    for (size_t i = 0; i < out[0].size(); ++i) {
+      EXPECT_EQ(out[0][i].frame_type, out[1][i].frame_type) << i;
+      EXPECT_EQ(std::memcmp(out[0][i].depth.f32(), out[1][i].depth.f32(), out[0][i].depth.nbytes()), 0) << i;
+      EXPECT_EQ(std::memcmp(out[0][i].pose_enc.f32(), out[1][i].pose_enc.f32(), out[0][i].pose_enc.nbytes()), 0) << i;
+    }
+  }
+  EXPECT_EQ(windowed_kv_window(0, 2, WindowedOptions{}), 0);  // invalid values stay for the options check
+  EXPECT_EQ(windowed_kv_window(100, 8, WindowedOptions{}), 56);
+  WindowedOptions tiny;
+  tiny.window_size = 3;
+  EXPECT_EQ(windowed_kv_window(100, 8, tiny), 1);
+}
+
 // Fixed windows of 4 stored frames, overlap 2 -> [0,4) [2,6) [4,8) [6,10); flow windows end on keyframes.
 TEST_F(WindowedTest, FramesAreStreamedOnceInOrderAtMostOverlapBehind) {
   for (bool flow : {false, true}) {
