@@ -1,6 +1,7 @@
 #include "io/stream_damage.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace lingbot::io {
 
@@ -59,8 +60,32 @@ void StreamDamageTracker::lose(int64_t pts, int64_t position) {
   if (pts != kNoTimestamp) lost_position_[pts] = position;
 }
 
+void StreamDamageTracker::add_grid_gaps(int64_t pts) {
+  if (frame_ticks_ <= 0 || !on_grid_ || pts == kNoTimestamp) return;
+  if (last_pts_ != kNoTimestamp && pts <= last_pts_) return;  // a late frame revived below: no step
+  if (last_pts_ != kNoTimestamp) {
+    const double steps = static_cast<double>(pts - last_pts_) / frame_ticks_;
+    const double k = std::round(steps);
+    if (k < 1 || std::abs(steps - k) > 0.25) {
+      on_grid_ = false;  // a variable frame rate: its steps say nothing about lost frames
+    } else {
+      // Each empty slot on the grid is a frame that was never sent: pending, so that the loop in
+      // on_frame loses it in presentation order with its timestamp. A slot a sent packet fills
+      // (within half a frame) is left to that packet.
+      const auto half = static_cast<int64_t>(frame_ticks_ / 2);
+      for (int64_t j = 1; j < static_cast<int64_t>(k); ++j) {
+        const int64_t slot = last_pts_ + std::llround(static_cast<double>(j) * frame_ticks_);
+        const auto it = pending_.lower_bound(slot - half);
+        if (it == pending_.end() || *it > slot + half) pending_.insert(slot);
+      }
+    }
+  }
+  last_pts_ = pts;
+}
+
 int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {
   int64_t position = -1;
+  add_grid_gaps(pts);
   if (pts != kNoTimestamp) {
     // Every earlier-presented packet still pending can no longer come out: lost.
     while (!pending_.empty() && *pending_.begin() < pts) {

@@ -9,6 +9,13 @@
 // timestamp p, every packet sent earlier with a timestamp < p that has not come out is lost (it can
 // no longer be output). This needs no constant frame rate. Packets without timestamps get the next
 // position in output order (no per-frame loss positions; the final count still shows losses).
+//
+// Frames whose packets never arrived (a demuxer resyncing past damage, a gap in a stream) leave no
+// trace in the packets. For a container that states no frame count (Matroska, NUT, raw streams:
+// their expected length comes from the duration at a constant rate anyway), infer_gaps() also
+// counts a step between consecutive output frames of k > 1 frame durations as k - 1 lost frames,
+// for as long as every step so far is a whole number of frame durations (a variable-rate stream
+// turns the inference off at its first off-grid step, before any false loss).
 #include <cstdint>
 #include <map>
 #include <set>
@@ -45,6 +52,8 @@ class StreamDamageTracker {
   StreamDamageTracker(double (*seconds)(int64_t pts, const void* ctx), const void* ctx, double fps)
       : seconds_(seconds), ctx_(ctx), fps_(fps) {}
 
+  // Turns on the gap inference above; frame_ticks = one frame duration in time-base units.
+  void infer_gaps(double frame_ticks) { frame_ticks_ = frame_ticks; }
   void on_packet(int64_t pts);     // a packet of the video stream was sent to the decoder
   void on_decode_error() { ++damage_.decode_errors; }  // the decoder rejected a packet / frame
   // A decoded frame with timestamp `pts` (its best-effort timestamp); returns its stream position.
@@ -63,6 +72,7 @@ class StreamDamageTracker {
 
  private:
   void lose(int64_t pts, int64_t position);
+  void add_grid_gaps(int64_t pts);
   double (*seconds_)(int64_t, const void*);
   const void* ctx_;
   double fps_;
@@ -71,6 +81,9 @@ class StreamDamageTracker {
   std::map<int64_t, size_t> lost_index_;  // lost timestamp -> its position (late output revives it)
   std::map<int64_t, int64_t> lost_position_;
   int64_t next_position_ = 0;
+  double frame_ticks_ = 0;           // infer_gaps: one frame duration (0: off)
+  bool on_grid_ = true;              // every step between output frames so far is whole frame durations
+  int64_t last_pts_ = kNoTimestamp;  // the latest output frame's timestamp
 };
 
 }  // namespace lingbot::io

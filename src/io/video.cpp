@@ -269,7 +269,8 @@ void VideoReader::open(double target_fps) {
   s.info.width = swap ? st->codecpar->height : st->codecpar->width;
   s.info.height = swap ? st->codecpar->width : st->codecpar->height;
   s.info.fps = av_q2d(av_guess_frame_rate(raw, st, nullptr));
-  if (!(s.info.fps > 0)) s.info.fps = 30;
+  const bool rate_known = s.info.fps > 0;
+  if (!rate_known) s.info.fps = 30;
   s.info.frame_count = st->nb_frames;
   if (raw->duration != AV_NOPTS_VALUE && raw->duration > 0) {
     s.info.duration_s = static_cast<double>(raw->duration) / AV_TIME_BASE;
@@ -282,6 +283,10 @@ void VideoReader::open(double target_fps) {
   if (s.declared_frames == 0 && s.info.duration_s > 0)
     s.declared_frames = std::llround(s.info.duration_s * s.info.fps);
   s.tracker.emplace(&Impl::pts_seconds, &s, s.info.fps);
+  // Without a stated frame count the expected length is duration x rate: frames missing from the
+  // middle show as steps of several frame durations (stream_damage.h), given a time base fine enough.
+  const double frame_ticks = rate_known ? 1.0 / (s.info.fps * av_q2d(s.time_base)) : 0.0;
+  if (st->nb_frames <= 0 && frame_ticks >= 2) s.tracker->infer_gaps(frame_ticks);
 }
 
 VideoReader::~VideoReader() = default;

@@ -277,3 +277,44 @@ TEST(StreamDamageTracker, HugeDeclaredFrameCountIsCountedNotIterated) {
   EXPECT_NE(d.describe().find("(stream positions 1-100, ...)"), std::string::npos) << d.describe();
   EXPECT_NE(d.describe().find("file ends at frame 1 of 1099511627776 declared by the container"), std::string::npos);
 }
+
+namespace {
+double ms_seconds(int64_t pts, const void*) { return 0.001 * static_cast<double>(pts); }
+}  // namespace
+
+// Frames whose packets never arrived (a demuxer resyncing past damage): with infer_gaps, a step of
+// k frame durations between output frames is k - 1 lost frames, and the frames after keep the
+// stream's own positions; a packet sent for one of those slots is lost once, not twice.
+TEST(StreamDamageTracker, GapsOnAConstantRateGridAreLostFrames) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  t.infer_gaps(40);  // time base 1/1000 s at 25 fps
+  for (int64_t pts : {0, 40, 80, 240, 280}) t.on_packet(pts);  // 120..200 never arrived
+  t.on_packet(160);                                           // ... but 160's packet did, undecodable
+  EXPECT_EQ(t.on_frame(0, false), 0);
+  EXPECT_EQ(t.on_frame(40, false), 1);
+  EXPECT_EQ(t.on_frame(80, false), 2);
+  EXPECT_EQ(t.on_frame(240, false), 6);  // slots 120, 160, 200 lost: positions 3-5
+  EXPECT_EQ(t.on_frame(280, false), 7);
+  t.on_end(8);                           // duration x rate: nothing missing at the end
+  const StreamDamage& d = t.damage();
+  EXPECT_EQ(d.lost_frames, 3);
+  EXPECT_FALSE(d.truncated);
+  ASSERT_EQ(d.lost.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.lost[0].timestamp_s, 0.12);
+  EXPECT_DOUBLE_EQ(d.lost[2].timestamp_s, 0.2);
+  EXPECT_EQ(d.describe(), "3 frames lost (stream positions 3-5)");
+}
+
+// A variable-rate stream (steps not whole frame durations) turns the inference off before any false
+// loss, also for a later step that happens to be two durations.
+TEST(StreamDamageTracker, AVariableRateStreamInfersNoLosses) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  t.infer_gaps(40);
+  int64_t position = 0;
+  for (int64_t pts : {0, 40, 67, 107, 187, 227}) {
+    t.on_packet(pts);
+    EXPECT_EQ(t.on_frame(pts, false), position++) << pts;
+  }
+  t.on_end(0);
+  EXPECT_FALSE(t.damage().any()) << t.damage().describe();
+}
