@@ -343,7 +343,9 @@ bool VideoReader::next(VideoFrame* out) {
       // End of file, or the demuxer gave up on a damaged file: keep what was read, drain the decoder.
       if (r != AVERROR_EOF) track.on_read_error(av_error(r));
       if (r == AVERROR_EOF && s.last_packet_end >= 0 && std::strcmp(s.fmt->iformat->name, "yuv4mpegpipe") == 0) {
-        const int64_t size = s.fmt->pb ? avio_size(s.fmt->pb) : -1;
+        // A pipe has no size: at its end, the bytes read so far are the whole stream.
+        int64_t size = s.fmt->pb ? avio_size(s.fmt->pb) : -1;
+        if (size < 0 && s.fmt->pb) size = avio_tell(s.fmt->pb);
         constexpr int64_t kFrameHeader = 6;  // "FRAME\n" (parameters after FRAME are not written by encoders)
         if (size > s.last_packet_end) s.cut_frame_bytes = std::max<int64_t>(0, size - s.last_packet_end - kFrameHeader);
       }

@@ -8,7 +8,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/frame_source.h"
@@ -146,6 +149,25 @@ TEST(VideoDamage, Y4mCutInsideAFrameReportsIt) {
     for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(frames[i].source_index, static_cast<int64_t>(i));
     const StreamDamage& d = reader.damage();
     EXPECT_EQ(d.truncation, c.truncation);
+    {
+      // The same bytes through a pipe (no file size: the bytes read tell the cut).
+      int fds[2];
+      ASSERT_EQ(::pipe(fds), 0);
+      std::thread writer([&] {
+        const std::string bytes = y4m.substr(0, c.size);
+        for (size_t at = 0; at < bytes.size();) {
+          const ssize_t n = ::write(fds[1], bytes.data() + at, bytes.size() - at);
+          if (n <= 0) break;
+          at += static_cast<size_t>(n);
+        }
+        ::close(fds[1]);
+      });
+      VideoReader piped("pipe:" + std::to_string(fds[0]), 0, VideoOpenOptions{});
+      EXPECT_EQ(read_all(piped).size(), c.frames);
+      EXPECT_EQ(piped.damage().truncation, c.truncation);
+      writer.join();
+      ::close(fds[0]);
+    }
     EXPECT_EQ(d.any(), !c.truncation.empty());
     if (c.truncation.empty()) continue;
     EXPECT_EQ(d.lost_frames, 1);
