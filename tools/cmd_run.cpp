@@ -200,10 +200,18 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
     in.path = a.video;
     in.canvas = in.live->canvas(pre);
     in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
+    auto found = std::make_shared<io::StreamDamage>();  // a copy: the decoder thread owns the reader's
+    in.damage = [src = in.live, found]() -> const io::StreamDamage* {
+      const std::optional<io::StreamDamage> d = src->damage();
+      if (!d) return nullptr;
+      *found = *d;
+      return found.get();
+    };
     return in;
   }
-  auto src = std::make_shared<io::FrameSource>(a.images.empty() ? io::FrameSource::from_video(a.video, sel)
-                                                                 : io::FrameSource::from_folder(a.images, sel));
+  auto src = std::make_shared<io::FrameSource>(
+      a.images.empty() ? io::FrameSource::from_video(a.video, sel, [] { return g_interrupt_requested != 0; })
+                       : io::FrameSource::from_folder(a.images, sel));
   in.kind = a.images.empty() ? "video" : "images";
   in.path = a.images.empty() ? a.video : a.images;
   in.count = src->count();

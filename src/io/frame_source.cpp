@@ -38,11 +38,14 @@ FrameSource FrameSource::from_folder(const std::filesystem::path& dir, const Fra
   return s;
 }
 
-FrameSource FrameSource::from_video(const std::filesystem::path& file, const FrameSelection& sel) {
+FrameSource FrameSource::from_video(const std::filesystem::path& file, const FrameSelection& sel,
+                                    std::function<bool()> interrupt) {
   check_selection(sel);
   FrameSource s;
   s.impl_->sel = sel;
-  s.impl_->video.emplace(file, sel.video_fps);
+  VideoOpenOptions open;
+  open.interrupt = std::move(interrupt);
+  s.impl_->video.emplace(file.string(), sel.video_fps, open);
   return s;
 }
 

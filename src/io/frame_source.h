@@ -5,6 +5,7 @@
 // Frames are decoded lazily: a folder reads one file per next(), a video decodes as it goes.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +38,10 @@ class FrameSource {
   // Errors as list_image_files / VideoReader, and "stride must be >= 1, got <n>",
   // "first_k must be >= 0, got <n>".
   static FrameSource from_folder(const std::filesystem::path& dir, const FrameSelection& sel);
-  static FrameSource from_video(const std::filesystem::path& file, const FrameSelection& sel);
+  // `interrupt` (optional): as VideoOpenOptions::interrupt, polled while opening and reading (Ctrl-C
+  // on a stalled pipe or URL); once it returns true the video ends (next() returns false).
+  static FrameSource from_video(const std::filesystem::path& file, const FrameSelection& sel,
+                                std::function<bool()> interrupt = {});
 
   FrameSource(FrameSource&&) noexcept;
   FrameSource& operator=(FrameSource&&) noexcept;

@@ -1,7 +1,5 @@
 #include "io/live_source.h"
 
-#include <fcntl.h>
-
 extern "C" {
 #include <libavdevice/avdevice.h>
 }
@@ -33,7 +31,7 @@ struct LiveFrameSource::Impl {
   LiveStats stats;
   int64_t produced = 0;
   std::thread thread;
-  int pipe_fd = -1, pipe_fd_flags = 0;  // "pipe:N": the descriptor made non-blocking (restored at the end)
+  StreamDamage damage;  // the reader's, copied when the decoder thread ends (read under `mutex`)
 
   bool interrupted() const { return stopping.load() || (user_interrupt && user_interrupt()); }
 
@@ -59,6 +57,7 @@ struct LiveFrameSource::Impl {
       }
     }
     std::lock_guard lock(mutex);
+    damage = reader->damage();
     ended = true;
     cv.notify_all();
   }
@@ -74,36 +73,17 @@ LiveFrameSource::LiveFrameSource(const std::string& source, const FrameSelection
   VideoOpenOptions open;
   open.low_latency = true;
   open.interrupt = [impl = impl_.get()] { return impl->interrupted(); };
-  if (source.rfind("pipe:", 0) == 0) {
-    // FFmpeg's pipe protocol blocks in read() where its interrupt callback cannot run; on a
-    // non-blocking descriptor it retries EAGAIN itself and checks the callback between tries, so a
-    // stop or Ctrl-C ends a silent pipe too.
-    const std::string n = source.substr(5);
-    const int fd = n.empty() ? 0 : std::atoi(n.c_str());
-    const int flags = fcntl(fd, F_GETFL);
-    LINGBOT_CHECK(flags >= 0, "cannot open video ", source, ": file descriptor ", fd, " is not open");
-    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
-      s.pipe_fd = fd;
-      s.pipe_fd_flags = flags;
-    }
-  }
   if (source.rfind("/dev/video", 0) == 0) {
     avdevice_register_all();  // FFmpeg's device inputs (idempotent)
     open.format = "video4linux2";
   }
-  try {
-    s.reader.emplace(source, sel.video_fps, open);
-  } catch (...) {
-    if (s.pipe_fd >= 0) fcntl(s.pipe_fd, F_SETFL, s.pipe_fd_flags);
-    throw;
-  }
+  s.reader.emplace(source, sel.video_fps, open);
   s.thread = std::thread([impl = impl_.get()] { impl->decode_loop(); });
 }
 
 LiveFrameSource::~LiveFrameSource() {
   stop();
   if (impl_->thread.joinable()) impl_->thread.join();
-  if (impl_->pipe_fd >= 0) fcntl(impl_->pipe_fd, F_SETFL, impl_->pipe_fd_flags);
 }
 
 void LiveFrameSource::stop() {
@@ -131,6 +111,12 @@ bool LiveFrameSource::next(SourceFrame* out) {
   out->timestamp_unit = TimestampUnit::Seconds;
   out->index = s.produced++;
   return true;
+}
+
+std::optional<StreamDamage> LiveFrameSource::damage() const {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->ended) return std::nullopt;
+  return impl_->damage;
 }
 
 LiveStats LiveFrameSource::stats() const {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/frame_source.h"
@@ -50,6 +51,10 @@ class LiveFrameSource {
   bool next(SourceFrame* out);
   void stop();
   LiveStats stats() const;
+  // What the decoder found damaged (as VideoReader::damage(): decode errors, lost frames, a cut), once
+  // the decoder thread has ended (the end of the stream, a stop); nullopt while it runs. Frames
+  // dropped for being late are not damage (stats()).
+  std::optional<StreamDamage> damage() const;
   const VideoInfo& info() const;  // the source's stream (frame_count 0 for a live source)
   // Preprocessed size of every frame (the stream's frame size, oriented by the selection).
   ImageSize canvas(const PreprocessOptions& opt) const;

@@ -8,8 +8,11 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -94,8 +97,35 @@ int video_sample_interval(double source_fps, double target_fps) {
   return static_cast<int>(std::max<long long>(1, round_half_even(source_fps / target_fps)));
 }
 
+// "pipe:N" read with an interrupt callback: FFmpeg's pipe protocol blocks in read() where the callback
+// cannot run; on a non-blocking descriptor it retries EAGAIN itself and checks the callback between
+// tries, so a stop or Ctrl-C ends a silent pipe too. The descriptor's flags are restored at the end.
+class NonBlockingPipe {
+ public:
+  NonBlockingPipe() = default;
+  explicit NonBlockingPipe(const std::string& source) {
+    const std::string n = source.substr(5);
+    const int fd = n.empty() ? 0 : std::atoi(n.c_str());
+    const int flags = fcntl(fd, F_GETFL);
+    LINGBOT_CHECK(flags >= 0, "cannot open video ", source, ": file descriptor ", fd, " is not open");
+    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
+      fd_ = fd;
+      flags_ = flags;
+    }
+  }
+  ~NonBlockingPipe() {
+    if (fd_ >= 0) fcntl(fd_, F_SETFL, flags_);
+  }
+  NonBlockingPipe(const NonBlockingPipe&) = delete;
+  NonBlockingPipe& operator=(const NonBlockingPipe&) = delete;
+
+ private:
+  int fd_ = -1, flags_ = 0;
+};
+
 struct VideoReader::Impl {
   std::string path;
+  std::optional<NonBlockingPipe> pipe;  // declared first: restored after FFmpeg let go of the descriptor
   std::function<bool()> interrupt;  // VideoOpenOptions::interrupt (FFmpeg calls it through `fmt`)
   VideoInfo info;
   int interval = 1;
@@ -177,6 +207,7 @@ VideoReader::VideoReader(const std::string& source, double target_fps, const Vid
   AVFormatContext* raw = avformat_alloc_context();
   LINGBOT_CHECK(raw != nullptr, "cannot open video ", s.path, ": out of memory");
   if (opts.interrupt) {
+    if (source.rfind("pipe:", 0) == 0) s.pipe.emplace(source);
     s.interrupt = opts.interrupt;
     raw->interrupt_callback.callback = [](void* opaque) -> int { return (*static_cast<std::function<bool()>*>(opaque))() ? 1 : 0; };
     raw->interrupt_callback.opaque = &s.interrupt;  // Impl is heap-allocated: the address is stable
@@ -339,6 +370,10 @@ bool VideoReader::next(VideoFrame* out) {
     LINGBOT_CHECK(!s.flushing, "error decoding video ", s.path, ": decoder stalled while flushing");
 
     r = av_read_frame(s.fmt.get(), s.packet.get());
+    if (r == AVERROR_EXIT && s.interrupt && s.interrupt()) {
+      s.finished = true;  // a read the interrupt callback aborted: the end it asked for, not damage
+      return false;
+    }
     if (r < 0) {
       // End of file, or the demuxer gave up on a damaged file: keep what was read, drain the decoder.
       if (r != AVERROR_EOF) track.on_read_error(av_error(r));

@@ -41,7 +41,9 @@ struct VideoFrame {
 struct VideoOpenOptions {
   std::string format;               // FFmpeg input format, e.g. "video4linux2"; "" = probe
   bool low_latency = false;         // probe only the first packets (a live source has no end to probe)
-  std::function<bool()> interrupt;  // polled during blocking I/O; returning true aborts it (stop, Ctrl-C)
+  // Polled during blocking I/O (also of a silent "pipe:N", made non-blocking for the reader's life);
+  // returning true aborts it (stop, Ctrl-C): opening throws, next() returns false with no damage.
+  std::function<bool()> interrupt;
 };
 
 // True for inputs FFmpeg opens itself rather than a local file: "<scheme>://..." (rtsp, http, ...)

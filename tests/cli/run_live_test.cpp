@@ -219,16 +219,38 @@ TEST(RunLive, LoopingHttpSourceStopsCleanly) {
 }
 
 // A source silent from the start: SIGTERM (or Ctrl-C) before any frame ends the run with its exit
-// code and one line, not with the default action of the signal; nothing is written.
+// code and one line, not with the default action of the signal; nothing is written. Also without
+// --live: a pipe is read like a file there, but a silent one must not hold a stop back.
 TEST(RunLive, SignalBeforeTheFirstFrameEndsCleanly) {
-  const fs::path dir = fresh_dir("live_sigterm_first");
-  Child child(split_args("run --video pipe:0 --live --out " + (dir / "out").string() + kModelArgs + "1"), dir);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the stream stays open and silent
+  for (const std::string live : {"--live ", ""}) {
+    SCOPED_TRACE(live);
+    const fs::path dir = fresh_dir("live_sigterm_first");
+    Child child(split_args("run --video pipe:0 " + live + "--out " + (dir / "out").string() + kModelArgs + "1"), dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the stream stays open and silent
+    ASSERT_TRUE(child.running()) << slurp(dir / "stderr.txt");
+    ::kill(child.pid, SIGTERM);
+    EXPECT_EQ(child.wait(), 143) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+    EXPECT_EQ(slurp(dir / "stderr.txt"), "interrupted before the first frame (SIGTERM): nothing was written\n");
+    EXPECT_FALSE(fs::exists(dir / "out"));
+  }
+}
+
+// Without --live a pipe is read like a file: the stream's first frames are probed before any is
+// processed, so a pipe that stalls there holds the run in the probe, where Ctrl-C must still end it.
+TEST(RunLive, CtrlCEndsAPipeStalledInItsProbe) {
+  const fs::path dir = fresh_dir("pipe_sigint_probe");
+  ::signal(SIGPIPE, SIG_IGN);
+  Child child(split_args("run --video pipe:0 --out " + (dir / "out").string() + kModelArgs + "1"), dir);
+  lingbot_test::StreamVideoWriter w("pipe:" + std::to_string(child.stdin_w), 112, 70, 10);
+  const auto frames = tiny_frames();
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(w.write(frames[i]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ASSERT_TRUE(child.running()) << slurp(dir / "stderr.txt");
-  ::kill(child.pid, SIGTERM);
-  EXPECT_EQ(child.wait(), 143) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
-  EXPECT_EQ(slurp(dir / "stderr.txt"), "interrupted before the first frame (SIGTERM): nothing was written\n");
-  EXPECT_FALSE(fs::exists(dir / "out"));
+  const auto t0 = Clock::now();
+  ::kill(child.pid, SIGINT);
+  EXPECT_EQ(child.wait(), 130) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(slurp(dir / "stderr.txt"), "interrupted before the first frame (Ctrl-C): nothing was written\n");
 }
 
 TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
@@ -252,6 +274,7 @@ TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
   const auto summary = read_json(dir / "out" / "summary.json");
   EXPECT_EQ(summary["status"], "interrupted");
   EXPECT_EQ(summary["frames"], 3);
+  EXPECT_EQ(summary["warnings"].size(), 0u) << summary["warnings"];  // an aborted read is no damage
   EXPECT_EQ(summary["live"]["frames_processed"], 3);
   EXPECT_EQ(summary["live"]["frames_dropped"], 0);
 }
