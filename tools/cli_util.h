@@ -62,6 +62,14 @@ inline CLI::Validator key_value() {
       "");
 }
 
+// A usage error found after parsing (options that need or exclude each other, a missing input or
+// model, both spellings of a renamed option): thrown as CLI11's own, so it exits 2 with "Run '...
+// --help' for usage." like a value that does not parse (README "Exit codes and errors").
+template <typename... Parts>
+void usage_check(bool ok, const Parts&... parts) {
+  if (!ok) throw CLI::ValidationError(detail::concat(parts...));
+}
+
 // Old spellings of renamed options (the naming rule: docs/naming.md). An old name keeps working for
 // a release: hidden from --help, one `notice:` line on stderr when used, and an error when it is
 // given together with its new name.
@@ -75,7 +83,7 @@ class RenamedOptions {
   void resolve() const {
     for (const Entry& e : entries_) {
       if (e.old->count() == 0) continue;
-      LINGBOT_CHECK(e.current->count() == 0, "give ", e.new_name, " or its old spelling ", e.old_name, ", not both");
+      usage_check(e.current->count() == 0, "give ", e.new_name, " or its old spelling ", e.old_name, ", not both");
       std::fprintf(stderr, "notice: %s is deprecated, use %s\n", e.old_name.c_str(), e.new_name.c_str());
     }
   }

@@ -446,13 +446,13 @@ void check_upper_bounds(const RunArgs& a) {
 void check_args(const RunArgs& a) {
   const int sources = (a.images.empty() ? 0 : 1) + (a.video.empty() ? 0 : 1);
   if (a.demo) {
-    LINGBOT_CHECK(sources == 0 && a.model.empty(),
-                  "--demo uses generated frames and a built-in model; do not combine it with --images, --video or --model");
+    usage_check(sources == 0 && a.model.empty(),
+                "--demo uses generated frames and a built-in model; do not combine it with --images, --video or --model");
     LINGBOT_CHECK(a.demo_frames >= 1, "--demo-frames must be >= 1, got ", a.demo_frames);
   } else {
-    LINGBOT_CHECK(sources == 1, sources == 0 ? "no input: give --images DIR or --video FILE (or --demo to try the built-in example)"
-                                             : "give either --images or --video, not both");
-    LINGBOT_CHECK(!a.model.empty(),
+    usage_check(sources == 1, sources == 0 ? "no input: give --images DIR or --video FILE (or --demo to try the built-in example)"
+                                           : "give either --images or --video, not both");
+    usage_check(!a.model.empty(),
                   "no --model given: download the LingBot-Map checkpoint lingbot-map-long.pt from the "
                   "Robbyant/lingbot-map project release and pass it with --model PATH "
                   "(or run with --demo to try the pipeline with a built-in random-weight model)");
@@ -462,7 +462,7 @@ void check_args(const RunArgs& a) {
                   ", got ", *a.image_size);
   LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
   check_mode_args(a.modes, a.scale_frames);
-  LINGBOT_CHECK(!a.live || !a.video.empty(),
+  usage_check(!a.live || !a.video.empty(),
                 "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
   LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
@@ -480,7 +480,7 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
   check_output_paths(a);
   LINGBOT_CHECK(a.demo_pace >= 0 && a.demo_pace <= 60, "--demo-pace must be 0..60 seconds, got ", a.demo_pace);
-  LINGBOT_CHECK(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
+  usage_check(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
 }
 
 int run_command(const RunArgs& a) {
@@ -1204,6 +1204,7 @@ void add_run_command(CLI::App& app) {
       ->default_str(std::to_string(kDefaultViewerPort));
   cmd->add_option("--demo-pace", a->demo_pace,
                   "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
+      ->check(finite_number())
       ->capture_default_str();
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")
       ->check(one_of({"auto", "bar", "lines"}, "auto, bar or lines"))

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "cli_util.h"
 #include "core/error.h"
 
 namespace lingbot::cli {
@@ -84,7 +85,7 @@ void check_mode_args(const ModeArgs& m, int K) {
       LINGBOT_CHECK(!given, name, " only applies to --mode windowed");
     return;
   }
-  LINGBOT_CHECK(!(m.overlap_size && m.overlap_keyframes), "give --overlap-size or --overlap-keyframes, not both");
+  usage_check(!(m.overlap_size && m.overlap_keyframes), "give --overlap-size or --overlap-keyframes, not both");
   LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "--overlap-size must be >= 0, got ", m.overlap_size.value_or(0));
   LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
                 "--overlap-keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: --overlap-size 0), got ",

@@ -23,19 +23,31 @@ std::string expect_failure(const std::string& args, const std::string& name) {
   return r.err;
 }
 
+// A usage error (README "Exit codes and errors": options that need or exclude each other, a missing
+// input or model): exit 2, the error line and where the usage is; nothing created.
+std::string expect_usage_error(const std::string& args, const std::string& name) {
+  const fs::path out = fresh_dir(name) / "out";
+  const Result r = run_cli("run " + args + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(out)) << name;
+  const std::string usage = "Run 'lingbot-map run --help' for usage.\n";
+  EXPECT_TRUE(r.err.size() > usage.size() && r.err.substr(r.err.size() - usage.size()) == usage) << r.err;
+  return r.err.substr(0, r.err.size() > usage.size() ? r.err.size() - usage.size() : 0);
+}
+
 TEST(RunErrors, NoModelSaysHowToGetTheCheckpoint) {
-  EXPECT_EQ(expect_failure("--images " + kTinyFrames, "no_model"),
+  EXPECT_EQ(expect_usage_error("--images " + kTinyFrames, "no_model"),
             "error: no --model given: download the LingBot-Map checkpoint lingbot-map-long.pt from the "
             "Robbyant/lingbot-map project release and pass it with --model PATH (or run with --demo to try "
             "the pipeline with a built-in random-weight model)\n");
 }
 
 TEST(RunErrors, InputChoice) {
-  EXPECT_EQ(expect_failure("--model " + kTinyModel, "no_input"),
+  EXPECT_EQ(expect_usage_error("--model " + kTinyModel, "no_input"),
             "error: no input: give --images DIR or --video FILE (or --demo to try the built-in example)\n");
-  EXPECT_EQ(expect_failure("--images " + kTinyFrames + " --video x.mp4 --model " + kTinyModel, "two_inputs"),
+  EXPECT_EQ(expect_usage_error("--images " + kTinyFrames + " --video x.mp4 --model " + kTinyModel, "two_inputs"),
             "error: give either --images or --video, not both\n");
-  EXPECT_EQ(expect_failure("--demo --model " + kTinyModel, "demo_and_model"),
+  EXPECT_EQ(expect_usage_error("--demo --model " + kTinyModel, "demo_and_model"),
             "error: --demo uses generated frames and a built-in model; do not combine it with --images, --video "
             "or --model\n");
 }
@@ -90,7 +102,7 @@ TEST(RunErrors, OldFlagSpellingsWorkWithANotice) {
   EXPECT_EQ(options_of(dir / "old")["kv_backend"], "dense");
   EXPECT_EQ(options_of(dir / "old"), options_of(dir / "new"));
   EXPECT_EQ(slurp(dir / "old" / "poses.json"), slurp(dir / "new" / "poses.json"));
-  EXPECT_EQ(expect_failure("--demo --num-scale-frames 2 --scale-frames 3", "both_spellings"),
+  EXPECT_EQ(expect_usage_error("--demo --num-scale-frames 2 --scale-frames 3", "both_spellings"),
             "error: give --scale-frames or its old spelling --num-scale-frames, not both\n");
 }
 

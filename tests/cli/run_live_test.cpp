@@ -282,9 +282,10 @@ TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
 TEST(RunLive, BadLiveOptionsNameTheProblem) {
   const fs::path dir = fresh_dir("live_errors");
   Result r = run_cli("run --live --images " + kTestdata + "/tiny/frames --out " + (dir / "out").string() + kFolderArgs + "1");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_EQ(r.err,
-            "error: --live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)\n");
+            "error: --live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)\n"
+            "Run 'lingbot-map run --help' for usage.\n");
   r = run_cli("run --live --video http://127.0.0.1:1/none.nut --out " + (dir / "out").string() + kModelArgs + "1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "error: cannot open video http://127.0.0.1:1/none.nut: ")) << r.err;

@@ -53,8 +53,11 @@ TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(error_of("--mode windowed --keyframe-interval flow --window-size 4 --overlap-size 3", "flow_window"),
             "error: --window-size 4 must be at least the overlap + --scale-frames (3 + 2) with --keyframe-interval "
             "flow: --overlap-size 3 would not fit in a window, and consecutive windows would not overlap by it\n");
-  EXPECT_EQ(error_of("--mode windowed --window-size 6 --overlap-size 2 --overlap-keyframes 1", "two_overlaps"),
-            "error: give --overlap-size or --overlap-keyframes, not both\n");
+  const Result both = run_cli("run " + kBase + " --mode windowed --window-size 6 --overlap-size 2 --overlap-keyframes 1 "
+                              "--out " + (fresh_dir("modes_two_overlaps") / "out").string());
+  EXPECT_EQ(both.exit_code, 2);  // a usage error
+  EXPECT_EQ(both.err, "error: give --overlap-size or --overlap-keyframes, not both\n"
+                      "Run 'lingbot-map run --help' for usage.\n");
 }
 
 TEST(RunModes, DeprecatedModeAliasStillSelectsThePreprocessing) {

@@ -419,8 +419,10 @@ TEST(View, Errors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --serve shows the viewer export: add viewer to --export\n");
   r = run_cli("run --images x --model y --demo-pace 1 --out " + out.string());
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --demo-pace paces the generated frames of --demo only\n");
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
+  EXPECT_EQ(r.err, "error: --demo-pace paces the generated frames of --demo only\nRun 'lingbot-map run --help' for usage.\n");
+  r = run_cli("run --demo --demo-pace nan --out " + out.string());
+  EXPECT_EQ(r.exit_code, 2);  // as --fps nan
   EXPECT_EQ(busy.stop(), 0);
 }
 
