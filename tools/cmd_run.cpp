@@ -613,13 +613,14 @@ int run_command(const RunArgs& a) {
   std::optional<ViewerServer> viewer_server;
   if (a.serve_port >= 0) {
     viewer_server.emplace(out, [&live] { return live.json(); });
-    viewer_server->start(kDefaultViewerHost, a.serve_port);
-    std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
+    viewer_server->start(kDefaultViewerHost, a.serve_port, "--serve PORT");
   }
   // The exporters clean their own files (io::ExportSet::begin), so the folder never mixes two runs.
   io::ensure_writable_dir(out, "output folder");
   const io::OutputLock out_lock(out);  // held to the end: no second run mixes its files in (io/output_lock.h)
   remove_old_summary(out);
+  if (viewer_server)  // announced once the folder is this run's (a locked folder ends the run before)
+    std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   if (!a.export_preprocessed.empty()) io::ensure_writable_dir(a.export_preprocessed, "--export-preprocessed folder");
   const int H = input.canvas.height, W = input.canvas.width;
   std::printf("input: %s%s%s, %s frames, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
@@ -658,6 +659,7 @@ int run_command(const RunArgs& a) {
   std::printf("output: %s\n", out.c_str());
   std::fflush(stdout);
 
+  const auto* flow = dynamic_cast<const FlowKeyframes*>(mode.policy.get());
   json options = {{"image_size", pre.image_size},
                   {"mode", a.modes.mode},
                   {"preprocess", a.preprocess},
@@ -671,6 +673,9 @@ int run_command(const RunArgs& a) {
                   {"keyframe_interval", mode.policy->decides_before() ? json(keyframe_interval) : json()},
                   {"keyframe_interval_rule", keyframe_rule},
                   {"keyframe_policy", mode.policy->describe()},
+                  // flow keyframes' parameters in effect (defaults resolved); null for interval keyframes
+                  {"flow_threshold", flow ? json(flow->threshold()) : json()},
+                  {"max_non_keyframe_gap", flow ? json(flow->max_non_keyframe_gap()) : json()},
                   {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
                   {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},

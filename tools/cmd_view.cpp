@@ -29,7 +29,7 @@ void view_command(const ViewArgs& a) {
   const fs::path root(a.out);
   StopSignals stop;  // from here on a Ctrl-C waits for stop.wait(), however early it comes
   ViewerServer server(root, [root] { return folder_run_status(root); });
-  server.start(a.host, a.port);
+  server.start(a.host, a.port, "--port");
   if (!is_loopback_host(a.host))
     std::printf("warning: listening on %s, not a loopback address: anyone who can reach it can read %s\n",
                 a.host.c_str(), a.out.c_str());

@@ -11,21 +11,31 @@ namespace lingbot::cli {
 namespace {
 
 constexpr const char* kKeyframeIntervalChoices = "a number >= 1, auto (or 0) or flow";
+constexpr long long kMaxKeyframeInterval = 1000000;
 
-// N >= 1 (up to 1000000), or 0 when `s` is not such a number.
+// N >= 1 (up to kMaxKeyframeInterval), or 0 when `s` is not such a number.
 long interval_number(const std::string& s) {
   char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  return !s.empty() && end && *end == '\0' && v >= 1 && v <= 1000000 ? v : 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  return !s.empty() && end && *end == '\0' && v >= 1 && v <= kMaxKeyframeInterval ? static_cast<long>(v) : 0;
+}
+
+// What is wrong with a --keyframe-interval value ("" = nothing): a whole number above the bound
+// says so, anything else lists the choices.
+std::string interval_problem(const std::string& s) {
+  if (s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1) return "";
+  const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) return "must be at most " + std::to_string(kMaxKeyframeInterval) + ", got '" + s + "'";
+  return std::string("must be ") + kKeyframeIntervalChoices + ", got '" + s + "'";
 }
 
 // --keyframe-interval: 0 or "auto" -> 0, "flow" -> -1, N >= 1 -> N.
 int parse_interval(const std::string& s) {
   if (s == "auto" || s == "0") return 0;
   if (s == "flow") return -1;
-  const long v = interval_number(s);
-  LINGBOT_CHECK(v >= 1, "--keyframe-interval must be ", kKeyframeIntervalChoices, ", got '", s, "'");
-  return static_cast<int>(v);
+  const std::string problem = interval_problem(s);
+  LINGBOT_CHECK(problem.empty(), "--keyframe-interval ", problem);
+  return static_cast<int>(interval_number(s));
 }
 
 std::string shortest_str(double v) {
@@ -38,10 +48,7 @@ std::string shortest_str(double v) {
 
 CLI::Validator keyframe_interval_validator() {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
-        const bool ok = s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1;
-        return ok ? "" : std::string("must be ") + kKeyframeIntervalChoices + ", got '" + s + "'";
-      },
+      [](std::string& s) -> std::string { return interval_problem(s); },
       "");
 }
 

@@ -205,7 +205,7 @@ std::string ViewerServer::url() const {
   return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port_) + "/";
 }
 
-void ViewerServer::start(const std::string& host, int port) {
+void ViewerServer::start(const std::string& host, int port, std::string_view port_option) {
   LINGBOT_CHECK(!server_, "internal: viewer server started twice");
   LINGBOT_CHECK(web_assets_missing().empty(), web_assets_missing());
   LINGBOT_CHECK(is_ip_or_localhost(host), "--host must be an IP address or localhost, got '", host, "'");
@@ -288,7 +288,8 @@ void ViewerServer::start(const std::string& host, int port) {
     port_ = svr.bind_to_any_port(host);
     LINGBOT_CHECK(port_ > 0, "cannot listen on ", host, " (any port)");
   } else {
-    LINGBOT_CHECK(svr.bind_to_port(host, port), "cannot listen on ", host, ":", port, " (in use? try another --port, or 0 for any free one)");
+    LINGBOT_CHECK(svr.bind_to_port(host, port), "cannot listen on ", host, ":", port, " (in use? try another ",
+                  port_option, ", or 0 for any free one)");
     port_ = port;
   }
   // The server thread (and the worker threads it starts) must not take Ctrl-C from the main thread.

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace httplib {
@@ -67,8 +68,9 @@ class ViewerServer {
 
   // Binds host:port (port 0: any free port) and serves on a background thread, which never takes
   // SIGINT/SIGTERM (they stay with the caller). `host` must be an IP address or "localhost".
-  // Throws Error when the page is not in this build or the address cannot be bound.
-  void start(const std::string& host, int port);
+  // Throws Error when the page is not in this build or the address cannot be bound (the message
+  // names `port_option`, the caller's option for the port: view's "--port", run's "--serve PORT").
+  void start(const std::string& host, int port, std::string_view port_option);
   int port() const { return port_; }
   std::string url() const;  // http://host:port/ (a wildcard host: this machine's loopback address)
 

@@ -155,7 +155,8 @@ struct VideoReader::Impl {
 
   static double pts_seconds(int64_t pts, const void* ctx) {
     const auto* s = static_cast<const Impl*>(ctx);
-    return static_cast<double>(pts - s->start_pts) * av_q2d(s->time_base);
+    // ticks x num / den, one rounding: 3 ticks of 1/10 s are 0.3 (x av_q2d's 0.1 gave 0.30000000000000004).
+    return static_cast<double>(pts - s->start_pts) * s->time_base.num / s->time_base.den;
   }
 
   ImageU8 to_rgb(const AVFrame* f) {

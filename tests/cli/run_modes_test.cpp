@@ -184,3 +184,22 @@ TEST(RunModes, WindowedRunThatFailsKeepsTheTailItComputed) {
 }
 
 }  // namespace
+
+// summary.json options: the flow parameters in effect (defaults resolved) with flow keyframes, null
+// with interval keyframes (as keyframe_interval is null with flow).
+TEST(RunModes, SummaryHasTheFlowParametersInEffect) {
+  const fs::path dir = fresh_dir("modes_flow_summary");
+  Result r = run_cli("run --demo --demo-frames 5 --scale-frames 2 --threads 1 --keyframe-interval flow "
+                     "--max-non-keyframe-gap 2 --export poses --out " + (dir / "flow").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto flow = read_json(dir / "flow" / "summary.json")["options"];
+  EXPECT_EQ(flow["flow_threshold"], 5.0);  // the default
+  EXPECT_EQ(flow["max_non_keyframe_gap"], 2);
+  EXPECT_TRUE(flow["keyframe_interval"].is_null());
+  r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --threads 1 --export poses --out " + (dir / "interval").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto interval = read_json(dir / "interval" / "summary.json")["options"];
+  EXPECT_TRUE(interval["flow_threshold"].is_null());
+  EXPECT_TRUE(interval["max_non_keyframe_gap"].is_null());
+  EXPECT_EQ(interval["keyframe_interval"], 1);
+}

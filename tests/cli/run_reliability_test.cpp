@@ -86,6 +86,8 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
       {"run --demo --preprocess stretch" + o, "error: --preprocess: must be crop or pad, got 'stretch'", "lingbot-map run"},
       {"run --demo --keyframe-interval sometimes" + o,
        "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'sometimes'", "lingbot-map run"},
+      {"run --demo --keyframe-interval 10000000" + o, "error: --keyframe-interval: must be at most 1000000, got '10000000'",
+       "lingbot-map run"},
       {"run --demo --kv-backend flash" + o, "error: --kv-backend: must be paged, dense or dense-full, got 'flash'",
        "lingbot-map run"},
       {"run --demo --attention flash" + o,  // the old spelling (no validator of its own)

@@ -414,6 +414,7 @@ TEST(View, Errors) {
   r = run_cli("run --demo --serve " + std::to_string(port) + " --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "error: cannot listen on 127.0.0.1:" + std::to_string(port))) << r.err;
+  EXPECT_TRUE(contains(r.err, "(in use? try another --serve PORT, or 0 for any free one)")) << r.err;  // run's option
   EXPECT_FALSE(fs::exists(out));
   r = run_cli("run --demo --serve 0 --export poses --out " + out.string());
   EXPECT_EQ(r.exit_code, 1);
