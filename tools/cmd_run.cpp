@@ -1036,8 +1036,9 @@ int run_command(const RunArgs& a) {
     if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
     throw Error(summary_error);
   }
-  std::printf("%s: %lld frames (%lld keyframes), %s, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
-              static_cast<long long>(frames_done), static_cast<long long>(keyframes),
+  const auto count_of = [](int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  std::printf("%s: %s (%s), %s, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
+              count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
               points ? (std::to_string(*points) + " points").c_str() : "no point export",
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
               fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
@@ -1166,7 +1167,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--max-special-frames", a->max_special_frames,
                   "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
                   "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
-                  "(outputs move with a bound: README 'Long streams')")
+                  "(outputs move with a bound: README 'Long and live streams')")
       ->capture_default_str();
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--device", a->device,

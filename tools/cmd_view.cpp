@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/file_util.h"
 #include "viewer_server.h"
 
 namespace lingbot::cli {
@@ -22,7 +23,7 @@ struct ViewArgs {
 };
 
 void view_command(const ViewArgs& a) {
-  LINGBOT_CHECK(fs::exists(a.out), "output folder not found: ", a.out);
+  io::check_path_exists(a.out, "output folder");  // "output folder not found: X", a link loop named as one
   LINGBOT_CHECK(fs::is_directory(a.out), a.out, " is not a folder (give run's --out folder)");
   LINGBOT_CHECK(fs::is_directory(fs::path(a.out) / "viewer"), a.out,
                 " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the viewer export)");

@@ -127,7 +127,12 @@ double unit_roundoff(DType t) { return t == DType::BF16 ? 0x1p-8 : t == DType::F
 
 VerifyReport run_verify(const VerifyOptions& vo) {
   const fs::path dir(vo.case_dir);
-  LINGBOT_CHECK(fs::exists(dir), "verify: case directory '", vo.case_dir, "' does not exist");
+  // A symbolic link loop or an unreadable path is named as such (fs::exists would throw its own text).
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  LINGBOT_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "verify: cannot access case directory '",
+                vo.case_dir, "': ", ec == std::errc::too_many_symbolic_link_levels ? "a symbolic link loop" : ec.message());
+  LINGBOT_CHECK(fs::exists(st), "verify: case directory '", vo.case_dir, "' does not exist");
   LINGBOT_CHECK(fs::is_directory(dir), "verify: '", vo.case_dir, "' is not a folder (give the case folder, the one holding case.json)");
   const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
   const int K = gc.scale_frames;

@@ -131,19 +131,25 @@ void ensure_writable_dir(const fs::path& dir, std::string_view what) {
 void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
+  bool removed = false;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (!entry.is_regular_file() || !match(entry.path().filename().string())) continue;
     fs::remove(entry.path(), ec);
     LINGBOT_CHECK(!ec, "cannot remove old ", entry.path().string(), ": ", ec.message());
+    removed = true;
   }
+  // A folder that held only our old files goes with them (a later run without that export leaves no
+  // empty bss/, colmap/, ...); one holding anything else stays.
+  if (removed && fs::is_empty(dir, ec)) fs::remove(dir, ec);
 }
 
 // ---------------------------------------------------------------------------------------------
 ExportSet::ExportSet(std::vector<std::unique_ptr<Exporter>> exporters) : exporters_(std::move(exporters)) {}
 
 void ExportSet::begin(const ExportRun& run) {
-  for (auto& e : exporters_) e->prepare(run);
+  for (auto& e : exporters_) e->prepare(run);  // every check before anything is removed
   for (const ExportKind& k : kKinds) k.remove_outputs(run.out_dir);
+  for (auto& e : exporters_) e->prepare(run);  // the folders the removal emptied and took
   for (auto& e : exporters_) e->begin(run);
 }
 

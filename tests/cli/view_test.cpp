@@ -393,6 +393,12 @@ TEST(View, Errors) {
   Result r = run_cli("view " + (empty / "missing").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: output folder not found: " + (empty / "missing").string() + "\n");
+  fs::create_symlink(empty / "loop_b", empty / "loop_a");
+  fs::create_symlink(empty / "loop_a", empty / "loop_b");
+  r = run_cli("view " + (empty / "loop_a").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: output folder " + (empty / "loop_a").string() +
+                       " is a symbolic link loop (Too many levels of symbolic links)\n");
   write_file(empty / "notes.txt", "x");
   r = run_cli("view " + (empty / "notes.txt").string());
   EXPECT_EQ(r.exit_code, 1);

@@ -141,6 +141,14 @@ TEST(Verify, OnlyThatSelectsNothingAndNonFolderCasesAreErrors) {
   EXPECT_EQ(error_of(o), "verify: '" + o.case_dir + "' is not a folder (give the case folder, the one holding case.json)");
   o.case_dir = (tiny / "missing").string();
   EXPECT_EQ(error_of(o), "verify: case directory '" + o.case_dir + "' does not exist");
+  const fs::path loop = fs::temp_directory_path() / ("lingbot_verify_loop_" + std::to_string(::getpid()));
+  fs::remove_all(loop);
+  fs::create_directories(loop);
+  fs::create_symlink(loop / "b", loop / "a");
+  fs::create_symlink(loop / "a", loop / "b");
+  o.case_dir = (loop / "a").string();
+  EXPECT_EQ(error_of(o), "verify: cannot access case directory '" + o.case_dir + "': a symbolic link loop");
+  fs::remove_all(loop);
 }
 
 TEST(Verify, UnsupportedScenarioFailsLoudly) {
