@@ -1674,7 +1674,7 @@ void bind_module(py::module_& m) {
         return out;
       },
       "Every export Exporter (and run --export) knows: [{'name', 'description', 'default'}], in run's order.");
-  m.def("default_exports", &io::default_export_list, "run's default --export list, e.g. 'poses,tum,depth,ply,depth-preview'.");
+  m.def("default_exports", &io::default_export_list, "run's default --export list as one comma string (poses,tum,depth,ply,depth-preview,viewer).");
 
   m.def(
       "load_image",
@@ -1808,13 +1808,16 @@ void bind_module(py::module_& m) {
   m.def(
       "verify",
       [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
-         const std::optional<std::string>& backend, const std::string& device) {
+         const std::optional<std::string>& backend, const std::string& device, const std::string& weights_dtype,
+         const std::vector<std::string>& only) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
         o.kv_backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
         o.kv_dtype = parse_dtype(kv_dtype);
         o.threads = threads;
         o.device = resolve_device(parse_device(device));
+        o.weights_dtype = PyModel::load_options(weights_dtype, device).weights_dtype;  // as verify --weights-dtype
+        o.only = only;
         VerifyReport rep;
         {
           py::gil_scoped_release nogil;
@@ -1829,9 +1832,11 @@ void bind_module(py::module_& m) {
                         "report"_a = format_verify_report(rep));
       },
       "case_dir"_a, py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
-      "backend"_a = py::none(), "device"_a = "cpu",
+      "backend"_a = py::none(), "device"_a = "cpu", "weights_dtype"_a = "f32", "only"_a = std::vector<std::string>{},
       "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
-      "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.");
+      "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.\n"
+      "weights_dtype ('f32' the reference's precision; 'bf16' ... with tolerances scaled as the CLI's) and\n"
+      "only (glob patterns of tensor names; the others are reported SKIP) as verify --weights-dtype / --only.");
 
   m.def("blas", &bench::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
 }

@@ -97,3 +97,18 @@ def test_verify_bad_case_raises(tmp_path):
     with pytest.raises(lm.Error) as e:
         lm.verify(tmp_path)
     assert str(e.value) == f"cannot open {tmp_path / 'case.json'}"
+
+
+def test_verify_takes_the_cli_weights_dtype_and_only():
+    # As `lingbot-map verify --weights-dtype bf16 --only 'depth*'`: the bf16 run passes with the
+    # scaled tolerances, and only the selected tensors are checked (the rest reported SKIP).
+    full = lm.verify(TINY)
+    bf16 = lm.verify(TINY, weights_dtype="bf16", only=["depth*"])
+    assert full["passed"] and bf16["passed"], bf16["report"]
+    status = {row["tensor"]: row["status"] for row in bf16["rows"]}
+    assert status["depth"] == "ok" and status["depth_conf"] == "ok"
+    assert status["pose_enc"] == "SKIP"
+    depth = lambda rep: next(r for r in rep["rows"] if r["tensor"] == "depth")
+    assert depth(bf16)["max_abs"] > depth(full)["max_abs"]  # it did run with bf16 weights
+    with pytest.raises(lm.Error, match=r"unknown weights dtype 'int8'"):
+        lm.verify(TINY, weights_dtype="int8")
