@@ -307,16 +307,18 @@ void print_table(std::FILE* f, const ModelBenchResult& r) {
   const bool device_phases = !r.configs.empty() && r.configs.front().phases_on_device;
   std::fprintf(f, "phase columns (encoder .. dpt): %s\n",
                device_phases ? "device ms (CUDA events around each phase's queued work)" : "process CPU ms");
-  std::fprintf(f, "%-14s %5s %4s %9s %9s %8s %8s %8s %7s %7s %7s %9s %9s\n", "config", "push", "res", "wall ms", "CPU ms",
-               "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB", "dev GiB");
+  // The device peak column only where there is a device (the CPU's memory is the peak RSS column).
+  std::fprintf(f, "%-14s %5s %4s %9s %9s %8s %8s %8s %7s %7s %7s %9s%s\n", "config", "push", "res", "wall ms", "CPU ms",
+               "encoder", "frameblk", "globblk", "camera", "dpt", "writers", "peak GiB", device_phases ? "   dev GiB" : "");
   for (const auto& row : r.rows) {
     const ModelBenchConfig& c = r.configs[static_cast<size_t>(row.config)];
     const std::string dev = row.device_peak_bytes ? fixed_str(static_cast<double>(*row.device_peak_bytes) / kGiB, 2) : "-";
     std::fprintf(f, device_phases ? "%-14s %5d %4d %9.1f %9.0f %8.2f %8.2f %8.2f %7.2f %7.2f %7.0f %9.2f %9s\n"
-                                  : "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f %9s\n",
+                                  : "%-14s %5d %4d %9.0f %9.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.0f %9.2f%s\n",
                  key(c).c_str(), row.push,
                  row.results, row.wall_ms, row.cpu_ms, row.encoder_ms, row.frame_blocks_ms, row.global_blocks_ms,
-                 row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB, dev.c_str());
+                 row.camera_ms, row.dpt_ms, row.writers_ms, static_cast<double>(row.peak_rss_bytes) / kGiB,
+                 device_phases ? dev.c_str() : "");
   }
   for (const auto& t : r.loads)
     std::fprintf(f, "load: %s weights, %s: %.2f s wall, %.2f s CPU, %.2f GiB borrowed from the mapping, %.2f GiB owned\n",
