@@ -192,6 +192,8 @@ class Session {
 
   bool closed() const;
   int64_t frames_pushed() const;
+  // After a step that failed or was stopped: the caches as the last completed step left them (the
+  // partial step's frames are not counted).
   SessionStats stats() const;
   const SessionOptions& options() const;  // with every default resolved
   // The backend the model runs on, one line: "cpu (2 threads)", or the GPU's name on cuda.

@@ -89,6 +89,12 @@ struct Session::Impl {
   int64_t steps = 0;
   bool closed = false;
   bool failed = false;  // closed by a step that threw (stopped, out of memory): its caches hold part of it
+  // failed: the caches' stats before that step (stats() reports the last completed step, not the
+  // partial one: a stop in the scale phase has stored no frame).
+  struct CacheSnapshot {
+    CacheStats cache;
+    int64_t camera_frames = 0, camera_bytes = 0;
+  } before_failed_step;
   compute::Scratch scale_tokens;  // encoder outputs of the buffered scale frames [n, patches, C]
   compute::Scratch frame_tokens;  // encoder output of a streamed frame [patches, C]
   compute::Scratch image;         // the frame being encoded [3, H, W], in the backend's memory
@@ -117,10 +123,17 @@ struct Session::Impl {
   // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
   template <class F>
   auto step_work(F&& work) {
+    CacheSnapshot before;
+    if (cache) before.cache = cache->stats();
+    if (camera_cache) {
+      before.camera_frames = camera_cache->frames();
+      before.camera_bytes = camera_cache->bytes();
+    }
     try {
       return work();
     } catch (...) {
       closed = failed = true;
+      before_failed_step = before;
       throw;
     }
   }
@@ -506,10 +519,16 @@ SessionStats Session::stats() const {
   st.phases = s.phases;
   st.phases.frame_blocks = s.agg_scratch.frame_blocks;
   st.phases.global_blocks = s.agg_scratch.global_blocks;
-  if (s.cache) st.cache = s.cache->stats();
-  if (s.camera_cache) {
-    st.camera_cache_frames = s.camera_cache->frames();
-    st.camera_cache_bytes = s.camera_cache->bytes();
+  if (s.failed) {  // the last completed step's, not the partial step's
+    st.cache = s.before_failed_step.cache;
+    st.camera_cache_frames = s.before_failed_step.camera_frames;
+    st.camera_cache_bytes = s.before_failed_step.camera_bytes;
+  } else {
+    if (s.cache) st.cache = s.cache->stats();
+    if (s.camera_cache) {
+      st.camera_cache_frames = s.camera_cache->frames();
+      st.camera_cache_bytes = s.camera_cache->bytes();
+    }
   }
   st.rope_time_next = s.stored;
   st.decision_pending = s.pending;

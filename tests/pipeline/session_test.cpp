@@ -420,6 +420,10 @@ TEST_F(SessionTest, StopInTheMiddleOfAStepThenResetGivesTheSameResults) {
   }
   ASSERT_TRUE(stopped) << "no stop landed inside a step of " << step_seconds << " s";
   EXPECT_TRUE(s.closed());
+  // The stopped scale phase stored no frame as far as stats() says (its partial cache is not counted).
+  EXPECT_EQ(s.stats().cache.frames_stored, 0);
+  EXPECT_EQ(s.stats().cache.bytes_used, 0);
+  EXPECT_EQ(s.stats().camera_cache_frames, 0);
   stop = false;
   s.reset();
   EXPECT_EQ(s.stats().cache.frames_stored, 0);
