@@ -27,6 +27,7 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"  // QueryView, KVSpan, VisibleKV (device-neutral)
+#include "kernels/feature_map.h"      // MapRef (device-neutral)
 #include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/phase_time.h"
@@ -73,11 +74,8 @@ class Scratch {
   Buffer buf_;
 };
 
-// A read-only feature map [channels, height, width] (one image) in backend memory.
-struct MapView {
-  const float* data = nullptr;
-  int64_t channels = 0, height = 0, width = 0;
-};
+// A read-only feature map [channels, height, width] (one image) in backend memory: the kernels' view.
+using MapView = kernels::MapRef;
 
 // Rotary tables in backend memory: cos and sin [n_tokens, head_dim/2] each (see the RoPE ops).
 struct RopeTable {

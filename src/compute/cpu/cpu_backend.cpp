@@ -19,7 +19,6 @@ namespace {
 
 const float* f32_or_null(const Tensor* t) { return t == nullptr || t->empty() ? nullptr : t->f32(); }
 
-kernels::MapRef map_ref(const MapView& x) { return {x.data, x.channels, x.height, x.width}; }
 
 kernels::RopeTableView rope_view(const RopeTable& t) { return {t.cos.data(), t.sin.data(), t.n_tokens, t.head_dim}; }
 
@@ -170,18 +169,18 @@ void CpuBackend::attention_cached(const kernels::QueryView& q, const kernels::Vi
 }
 
 void CpuBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, ConvParams p, float* y) {
-  kernels::conv2d(map_ref(x), weight, bias != nullptr && bias->empty() ? nullptr : bias,
+  kernels::conv2d(x, weight, bias != nullptr && bias->empty() ? nullptr : bias,
                   kernels::Conv2dParams{p.stride, p.padding, threads_}, y);
 }
 
 void CpuBackend::conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, ConvParams p,
                                   float* y) {
-  kernels::conv_transpose2d(map_ref(x), weight, bias != nullptr && bias->empty() ? nullptr : bias,
+  kernels::conv_transpose2d(x, weight, bias != nullptr && bias->empty() ? nullptr : bias,
                             kernels::Conv2dParams{p.stride, p.padding, threads_}, y);
 }
 
 void CpuBackend::resize_bilinear(const MapView& x, int64_t out_h, int64_t out_w, float* y) {
-  kernels::resize_bilinear_align_corners(map_ref(x), out_h, out_w, y, threads_);
+  kernels::resize_bilinear_align_corners(x, out_h, out_w, y, threads_);
 }
 
 void CpuBackend::resize_bicubic_aa(const MapView& x, int64_t out_h, int64_t out_w, float* y) {

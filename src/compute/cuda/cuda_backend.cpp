@@ -45,7 +45,6 @@ void check_f32_weight(const Tensor& t, int rank, const char* op, const char* wha
 
 const Tensor* non_empty(const Tensor* t) { return t == nullptr || t->empty() ? nullptr : t; }
 
-kernels::MapRef map_ref(const MapView& x) { return {x.data, x.channels, x.height, x.width}; }
 
 void check_int_range(const char* op, std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) LINGBOT_CHECK(d <= INT_MAX, op, ": dimension ", d, " exceeds cuBLAS's int range");
@@ -364,7 +363,7 @@ void CudaBackend::attention_cached(const kernels::QueryView& q, const kernels::V
 void CudaBackend::conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, ConvParams p, float* y) {
   constexpr const char* op = "conv2d";
   bias = non_empty(bias);
-  const kernels::ConvOutSize size = kernels::check_conv2d(map_ref(x), weight, bias, p.stride, p.padding, y);
+  const kernels::ConvOutSize size = kernels::check_conv2d(x, weight, bias, p.stride, p.padding, y);
   const int64_t c_in = x.channels, h = x.height, w = x.width, ho = size.height, wo = size.width;
   const int64_t c_out = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t plane = ho * wo, K = c_in * kh * kw;
@@ -412,7 +411,7 @@ void CudaBackend::conv_transpose2d(const MapView& x, const Tensor& weight, const
                                    float* y) {
   constexpr const char* op = "conv_transpose2d";
   bias = non_empty(bias);
-  const kernels::ConvOutSize size = kernels::check_conv_transpose2d(map_ref(x), weight, bias, p.stride, p.padding, y);
+  const kernels::ConvOutSize size = kernels::check_conv_transpose2d(x, weight, bias, p.stride, p.padding, y);
   const int64_t c_in = x.channels, h = x.height, w = x.width, ho = size.height, wo = size.width;
   const int64_t c_out = weight.dim(1), kh = weight.dim(2), kw = weight.dim(3);
   const int64_t M = c_out * kh * kw, HW = h * w;

@@ -14,6 +14,7 @@
 // AVX512_BF16/AMX CPUs) the input is rounded to it and multiplied with f32 accumulation
 // (y = round(x) ⊛ W + b, the contract of kernels::linear's DnnlNative path); elsewhere the weights are
 // widened to f32 per call and x stays f32. Feature maps and bias are always f32.
+#include "kernels/feature_map.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::kernels {
@@ -22,12 +23,6 @@ struct Conv2dParams {
   int stride = 1;
   int padding = 0;   // zero padding on every side
   int num_threads = 1;
-};
-
-// A read-only feature map [channels, height, width] f32 (row-major, packed), borrowed.
-struct MapRef {
-  const float* data = nullptr;
-  int64_t channels = 0, height = 0, width = 0;
 };
 
 // Output size of a convolution along one axis: (in + 2·padding − kernel) / stride + 1.
