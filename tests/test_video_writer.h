@@ -19,11 +19,12 @@ namespace lingbot_test {
 
 // Writes `frames` (all the same size) at `fps` with encoder `codec_name` into `path` (container by
 // extension); `display_rotation_cw` degrees adds a display-matrix side datum; `movflags` is the MP4
-// muxer option (e.g. "+faststart": index at the front, as streaming sites serve files). Returns false
-// when this libavcodec lacks the encoder.
+// muxer option (e.g. "+faststart": index at the front, as streaming sites serve files); `pts` (in
+// frames, one per frame) gives frames other timestamps than 0, 1, 2, ... (a gap: frames that never
+// arrived). Returns false when this libavcodec lacks the encoder.
 inline bool write_test_video(const std::filesystem::path& path, const char* codec_name,
                              const std::vector<lingbot::io::ImageU8>& frames, int fps, double display_rotation_cw = 0,
-                             const char* movflags = nullptr) {
+                             const char* movflags = nullptr, const std::vector<int64_t>& pts = {}) {
   const AVCodec* codec = avcodec_find_encoder_by_name(codec_name);
   if (!codec || frames.empty()) return false;
   const int w = frames[0].width, h = frames[0].height;
@@ -71,7 +72,7 @@ inline bool write_test_video(const std::filesystem::path& path, const char* code
     const uint8_t* src[4] = {frames[i].rgb.data(), nullptr, nullptr, nullptr};
     const int src_stride[4] = {w * 3, 0, 0, 0};
     sws_scale(sws, src, src_stride, 0, h, frame->data, frame->linesize);
-    frame->pts = static_cast<int64_t>(i);
+    frame->pts = pts.empty() ? static_cast<int64_t>(i) : pts[i];
     EXPECT_GE(avcodec_send_frame(ctx, frame), 0);
     drain();
   }

@@ -64,10 +64,13 @@ void StreamDamageTracker::add_grid_gaps(int64_t pts) {
   if (frame_ticks_ <= 0 || !on_grid_ || pts == kNoTimestamp) return;
   if (last_pts_ != kNoTimestamp && pts <= last_pts_) return;  // a late frame revived below: no step
   if (last_pts_ != kNoTimestamp) {
-    const double steps = static_cast<double>(pts - last_pts_) / frame_ticks_;
+    // In double: corrupt timestamps may be far apart (their int64 difference could overflow).
+    const double steps = (static_cast<double>(pts) - static_cast<double>(last_pts_)) / frame_ticks_;
     const double k = std::round(steps);
-    if (k < 1 || std::abs(steps - k) > 0.25) {
-      on_grid_ = false;  // a variable frame rate: its steps say nothing about lost frames
+    if (k < 1 || std::abs(steps - k) > 0.25 || k - 1 > static_cast<double>(kMaxInferredGap)) {
+      // A variable frame rate (its steps say nothing about lost frames), or a jump too long to be
+      // frames that went missing (a corrupt or reset timestamp): no inference from here on.
+      on_grid_ = false;
     } else {
       // Each empty slot on the grid is a frame that was never sent: pending, so that the loop in
       // on_frame loses it in presentation order with its timestamp. A slot a sent packet fills
@@ -95,12 +98,19 @@ int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {
     }
     pending_.erase(pts);
     // A frame declared lost that comes out late after all (a decoder that reorders more than it
-    // announced) gets its position back.
-    if (auto it = lost_position_.find(pts); it != lost_position_.end()) {
+    // announced) gets its position back; a slot the grid inference made matches within half a frame.
+    auto it = lost_position_.find(pts);
+    if (it == lost_position_.end() && frame_ticks_ > 0) {
+      const auto half = static_cast<int64_t>(frame_ticks_ / 2);
+      it = lost_position_.lower_bound(pts - half);
+      if (it != lost_position_.end() && it->first > pts + half) it = lost_position_.end();
+    }
+    if (it != lost_position_.end()) {
+      const int64_t lost_pts = it->first;
       position = it->second;
       lost_position_.erase(it);
       --damage_.lost_frames;
-      if (auto li = lost_index_.find(pts); li != lost_index_.end()) {
+      if (auto li = lost_index_.find(lost_pts); li != lost_index_.end()) {
         const size_t at = li->second;
         lost_index_.erase(li);
         damage_.lost.erase(damage_.lost.begin() + static_cast<std::ptrdiff_t>(at));

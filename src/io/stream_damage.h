@@ -14,8 +14,10 @@
 // trace in the packets. For a container that states no frame count (Matroska, NUT, raw streams:
 // their expected length comes from the duration at a constant rate anyway), infer_gaps() also
 // counts a step between consecutive output frames of k > 1 frame durations as k - 1 lost frames,
-// for as long as every step so far is a whole number of frame durations (a variable-rate stream
-// turns the inference off at its first off-grid step, before any false loss).
+// for as long as every step so far is a whole number of frame durations: a variable-rate stream
+// turns the inference off at its first off-grid step (a step of exactly 2 durations before that one
+// would be counted; such streams are rare in containers without a frame count), and a step of more
+// than kMaxInferredGap frames (a corrupt or reset timestamp, not missing frames) turns it off too.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -49,6 +51,7 @@ struct StreamDamage {
 class StreamDamageTracker {
  public:
   static constexpr int64_t kNoTimestamp = INT64_MIN;
+  static constexpr int64_t kMaxInferredGap = 3600;  // frames: 2 minutes at 30 fps
   StreamDamageTracker(double (*seconds)(int64_t pts, const void* ctx), const void* ctx, double fps)
       : seconds_(seconds), ctx_(ctx), fps_(fps) {}
 

@@ -126,6 +126,7 @@ class NonBlockingPipe {
 struct VideoReader::Impl {
   std::string path;
   std::optional<NonBlockingPipe> pipe;  // declared first: restored after FFmpeg let go of the descriptor
+  bool low_latency = false;             // VideoOpenOptions::low_latency (a live source)
   std::function<bool()> interrupt;  // VideoOpenOptions::interrupt (FFmpeg calls it through `fmt`)
   VideoInfo info;
   int interval = 1;
@@ -205,10 +206,11 @@ VideoReader::VideoReader(const std::string& source, double target_fps, const Vid
     LINGBOT_CHECK(format != nullptr, "cannot open video ", s.path, ": FFmpeg input format '", opts.format,
                   "' is not available");
   }
+  if (opts.interrupt && source.rfind("pipe:", 0) == 0) s.pipe.emplace(source);  // may throw: before raw
+  s.low_latency = opts.low_latency;
   AVFormatContext* raw = avformat_alloc_context();
   LINGBOT_CHECK(raw != nullptr, "cannot open video ", s.path, ": out of memory");
   if (opts.interrupt) {
-    if (source.rfind("pipe:", 0) == 0) s.pipe.emplace(source);
     s.interrupt = opts.interrupt;
     raw->interrupt_callback.callback = [](void* opaque) -> int { return (*static_cast<std::function<bool()>*>(opaque))() ? 1 : 0; };
     raw->interrupt_callback.opaque = &s.interrupt;  // Impl is heap-allocated: the address is stable
@@ -318,7 +320,10 @@ void VideoReader::open(double target_fps) {
   // Without a stated frame count the expected length is duration x rate: frames missing from the
   // middle show as steps of several frame durations (stream_damage.h), given a time base fine enough.
   const double frame_ticks = rate_known ? 1.0 / (s.info.fps * av_q2d(s.time_base)) : 0.0;
-  if (st->nb_frames <= 0 && frame_ticks >= 2) s.tracker->infer_gaps(frame_ticks);
+  // Files only: a live source (low latency: a camera, rtsp, a live pipe) has no duration, and a
+  // camera slowing down in low light steps by whole frame durations without losing anything.
+  if (st->nb_frames <= 0 && s.info.duration_s > 0 && !s.low_latency && frame_ticks >= 2)
+    s.tracker->infer_gaps(frame_ticks);
 }
 
 VideoReader::~VideoReader() = default;

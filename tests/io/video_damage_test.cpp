@@ -340,3 +340,41 @@ TEST(StreamDamageTracker, AVariableRateStreamInfersNoLosses) {
   t.on_end(0);
   EXPECT_FALSE(t.damage().any()) << t.damage().describe();
 }
+
+// A jump longer than kMaxInferredGap frames is a corrupt or reset timestamp, not missing frames: no
+// loss is inferred from it (nor later), and timestamps far apart do not overflow the step.
+TEST(StreamDamageTracker, ATimestampJumpIsNotCountedAsLostFrames) {
+  for (const int64_t jump : {int64_t{40} * (StreamDamageTracker::kMaxInferredGap + 2), INT64_MAX / 2}) {
+    StreamDamageTracker t(&ms_seconds, nullptr, 25);
+    t.infer_gaps(40);
+    const int64_t at[] = {-INT64_MAX / 2, -INT64_MAX / 2 + 40, -INT64_MAX / 2 + 40 + jump, -INT64_MAX / 2 + 120 + jump};
+    for (int i = 0; i < 4; ++i) {
+      t.on_packet(at[i]);
+      EXPECT_EQ(t.on_frame(at[i], false), i);
+    }
+    t.on_end(0);
+    EXPECT_FALSE(t.damage().any()) << t.damage().describe();
+  }
+}
+
+// End to end through VideoReader: a Matroska file (no stated frame count) whose frames 10-14 never
+// reached the file is reported with those positions, no false cut at the end, and the frames after
+// the gap keep their stream positions and timestamps.
+TEST(VideoDamage, FramesMissingFromAMatroskaFileAreLostWhereTheyWere) {
+  TempDir dir;
+  std::vector<int64_t> pts;
+  for (int64_t i = 0; i < 25; ++i)
+    if (i < 10 || i >= 15) pts.push_back(i);
+  const auto frames = numbered_frames(static_cast<int>(pts.size()), 32, 24);
+  const auto mkv = dir.path / "gap.mkv";
+  ASSERT_TRUE(lingbot_test::write_test_video(mkv, "ffv1", frames, 10, 0, nullptr, pts));
+  VideoReader reader(mkv);
+  const auto got = read_all(reader);
+  ASSERT_EQ(got.size(), pts.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].source_index, pts[i]) << i;
+    EXPECT_EQ(got[i].timestamp_s, static_cast<double>(pts[i]) / 10.0) << i;
+  }
+  EXPECT_EQ(reader.damage().describe(), "5 frames lost (stream positions 10-14)");
+  EXPECT_FALSE(reader.damage().truncated);
+}
