@@ -88,10 +88,13 @@ struct WindowObserver {
 void check_windowed_options(const WindowedOptions& w, const SessionOptions& resolved);
 int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolved);  // ov, before clamping
 // The KV window a window's session runs with: a window stores at most window_size frames (its scale
-// frames + keyframes), so a KV window beyond window_size - scale_frames would only reserve cache pages
-// no window fills (the results are the same): min(kv_window, max(1, window_size - scale_frames)).
-// kv_window < 1 is returned as given (for the options check to report).
-int windowed_kv_window(int kv_window, int scale_frames, const WindowedOptions& w);
+// frames + keyframes), so a KV window beyond what the window can fill besides its pinned frames would
+// only reserve cache pages no window uses (the results are the same):
+// min(kv_window, max(1, window_size - pinned_frames)), pinned_frames = the scale frames when the cache
+// pins them (kv_cache.include_scale_frames, as released), else 0 (the window then counts them).
+// A kv_window outside 1..kMaxKvWindow is returned as given (for the options check to report).
+// WindowedSession::options() reports the kv_window asked for.
+int windowed_kv_window(int kv_window, int pinned_frames, const WindowedOptions& w);
 
 class WindowedSession {
  public:

@@ -154,9 +154,9 @@ std::optional<Sim3> align(const std::vector<FrameResult>& prev_tail, int64_t pre
 
 }  // namespace
 
-int windowed_kv_window(int kv_window, int scale_frames, const WindowedOptions& w) {
-  if (kv_window < 1) return kv_window;
-  return std::min(kv_window, std::max(1, w.window_size - scale_frames));
+int windowed_kv_window(int kv_window, int pinned_frames, const WindowedOptions& w) {
+  if (kv_window < 1 || kv_window > kMaxKvWindow) return kv_window;
+  return std::min(kv_window, std::max(1, w.window_size - pinned_frames));
 }
 
 namespace {
@@ -165,7 +165,9 @@ SessionOptions window_session_options(const Model* model, SessionOptions so, con
   if (!model) return so;  // Session reports it
   const ModelConfig& c = model->config();
   const int K = so.scale_frames ? so.scale_frames : static_cast<int>(c.kv_cache.scale_frames);
-  so.kv_window = windowed_kv_window(so.kv_window ? so.kv_window : static_cast<int>(c.kv_cache.sliding_window), K, w);
+  const bool pinned = so.include_scale_frames.value_or(c.kv_cache.include_scale_frames);
+  so.kv_window = windowed_kv_window(so.kv_window ? so.kv_window : static_cast<int>(c.kv_cache.sliding_window),
+                                    pinned ? K : 0, w);
   return so;
 }
 }  // namespace
@@ -213,6 +215,7 @@ enum class WindowEnd : uint8_t { Open, Final };
 
 struct WindowedSession::Impl {
   Session session;
+  SessionOptions reported;  // session.options() with the kv_window asked for (windowed_kv_window)
   WindowedOptions wo;
   WindowObserver obs;
   bool fixed = true;
@@ -238,6 +241,9 @@ struct WindowedSession::Impl {
   Impl(std::shared_ptr<const Model> model, const SessionOptions& so, const WindowedOptions& w, WindowObserver o)
       : session(model, window_session_options(model.get(), so, w)), wo(w), obs(std::move(o)) {
     const SessionOptions& r = session.options();
+    reported = r;
+    if (so.kv_window) reported.kv_window = so.kv_window;
+    else if (model) reported.kv_window = static_cast<int>(model->config().kv_cache.sliding_window);
     // The overlap rules (check_windowed_options) matter only once a second window begins: a sequence
     // that fits in one window runs with any overlap, as upstream (which clamps it to the length).
     check_window_fields(wo);
@@ -500,7 +506,7 @@ bool WindowedSession::closed() const { return impl().failed || impl().finished; 
 const std::vector<WindowInfo>& WindowedSession::windows() const { return impl().windows; }
 int64_t WindowedSession::overlap() const { return impl().ov; }
 int64_t WindowedSession::frames_pushed() const { return impl().pushed; }
-const SessionOptions& WindowedSession::options() const { return impl().session.options(); }
+const SessionOptions& WindowedSession::options() const { return impl().reported; }
 std::string WindowedSession::device_description() const { return impl().session.device_description(); }
 SessionStats WindowedSession::stats() const { return impl().session.stats(); }
 

@@ -64,39 +64,51 @@ TEST_F(WindowedTest, OneWindowEqualsTheStreamingSession) {
   }
 }
 
-// A window stores at most window_size frames: a KV window beyond window_size - scale_frames reserves
-// nothing more (windowed_kv_window) and changes no result, for interval and flow keyframes.
+// A window stores at most window_size frames: a KV window beyond what it can fill besides its pinned
+// scale frames (windowed_kv_window) reserves nothing more and changes no result. The premise is
+// checked on plain Sessions over one window's frames (the clamped and the asked-for KV window give
+// the same bits, with the scale frames pinned or not), then the windowed sessions' memory.
 TEST_F(WindowedTest, AKvWindowBeyondTheWindowReservesNoMoreAndChangesNothing) {
-  for (bool flow : {false, true}) {
-    SCOPED_TRACE(flow ? "flow" : "interval");
-    WindowedOptions w;
-    w.window_size = 4;
-    w.overlap_size = 2;
+  WindowedOptions w;
+  w.window_size = 4;
+  w.overlap_size = 2;
+  for (const bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "scale frames pinned" : "scale frames not pinned");
+    SessionOptions o = options();  // scale_frames 2
+    o.include_scale_frames = pinned;
+    const int clamped = windowed_kv_window(64, pinned ? o.scale_frames : 0, w);
+    EXPECT_EQ(clamped, pinned ? 2 : 4);
     std::vector<std::vector<FrameResult>> out;
-    std::vector<int64_t> reserved;
-    for (int kv_window : {2, 64}) {
-      SessionOptions o = options();
+    for (const int kv_window : {clamped, 64}) {
       o.kv_window = kv_window;
-      if (flow) o.keyframe_policy = std::make_shared<FlowKeyframes>(1e9, 2);
-      EXPECT_EQ(windowed_kv_window(kv_window, o.scale_frames, w), 2);
-      WindowedSession win(model_, o, w);
+      Session s(model_, o);
       std::vector<FrameResult> rows;
-      for (int64_t i = 0; i < frames(); ++i)
-        for (auto& r : win.push_frame(frame(i))) rows.push_back(std::move(r));
-      for (auto& r : win.finish()) rows.push_back(std::move(r));
-      ASSERT_GE(win.windows().size(), 2u);
-      reserved.push_back(win.windows()[0].cache.bytes_reserved);
+      for (int64_t i = 0; i < w.window_size; ++i)  // one window: interval 1 stores every frame
+        for (auto& r : s.push_frame(frame(i))) rows.push_back(std::move(r));
+      for (auto& r : s.finish()) rows.push_back(std::move(r));
       out.push_back(std::move(rows));
     }
-    EXPECT_EQ(reserved[0], reserved[1]);
     ASSERT_EQ(out[0].size(), out[1].size());
     for (size_t i = 0; i < out[0].size(); ++i) {
-      EXPECT_EQ(out[0][i].frame_type, out[1][i].frame_type) << i;
       EXPECT_EQ(std::memcmp(out[0][i].depth.f32(), out[1][i].depth.f32(), out[0][i].depth.nbytes()), 0) << i;
       EXPECT_EQ(std::memcmp(out[0][i].pose_enc.f32(), out[1][i].pose_enc.f32(), out[0][i].pose_enc.nbytes()), 0) << i;
     }
+    // The windowed sessions: the same cache whatever KV window beyond it is asked for, which
+    // options() still reports.
+    std::vector<int64_t> reserved;
+    for (const int kv_window : {clamped, 64}) {
+      o.kv_window = kv_window;
+      WindowedSession win(model_, o, w);
+      for (int64_t i = 0; i < frames(); ++i) win.push_frame(frame(i));
+      win.finish();
+      ASSERT_GE(win.windows().size(), 2u);
+      reserved.push_back(win.windows()[0].cache.bytes_reserved);
+      EXPECT_EQ(win.options().kv_window, kv_window);
+    }
+    EXPECT_EQ(reserved[0], reserved[1]);
   }
-  EXPECT_EQ(windowed_kv_window(0, 2, WindowedOptions{}), 0);  // invalid values stay for the options check
+  EXPECT_EQ(windowed_kv_window(0, 2, WindowedOptions{}), 0);  // out of range: as given, for the options check
+  EXPECT_EQ(windowed_kv_window(kMaxKvWindow + 1, 2, WindowedOptions{}), kMaxKvWindow + 1);
   EXPECT_EQ(windowed_kv_window(100, 8, WindowedOptions{}), 56);
   WindowedOptions tiny;
   tiny.window_size = 3;
