@@ -131,25 +131,29 @@ void ensure_writable_dir(const fs::path& dir, std::string_view what) {
 void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
-  bool removed = false;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (!entry.is_regular_file() || !match(entry.path().filename().string())) continue;
     fs::remove(entry.path(), ec);
     LINGBOT_CHECK(!ec, "cannot remove old ", entry.path().string(), ": ", ec.message());
-    removed = true;
   }
-  // A folder that held only our old files goes with them (a later run without that export leaves no
-  // empty bss/, colmap/, ...); one holding anything else stays.
-  if (removed && fs::is_empty(dir, ec)) fs::remove(dir, ec);
 }
 
 // ---------------------------------------------------------------------------------------------
 ExportSet::ExportSet(std::vector<std::unique_ptr<Exporter>> exporters) : exporters_(std::move(exporters)) {}
 
 void ExportSet::begin(const ExportRun& run) {
-  for (auto& e : exporters_) e->prepare(run);  // every check before anything is removed
+  for (auto& e : exporters_) e->prepare(run);
   for (const ExportKind& k : kKinds) k.remove_outputs(run.out_dir);
-  for (auto& e : exporters_) e->prepare(run);  // the folders the removal emptied and took
+  // The sub-folder of an export this run does not write goes once its old files are gone (a re-run
+  // with fewer exports leaves no empty bss/, colmap/, ...): only when empty, and never a link.
+  for (const ExportKind& k : kKinds) {
+    if (k.folder.empty()) continue;
+    const bool selected = std::any_of(exporters_.begin(), exporters_.end(),
+                                      [&](const std::unique_ptr<Exporter>& e) { return e->name() == k.name; });
+    const fs::path dir = run.out_dir / k.folder;
+    std::error_code ec;
+    if (!selected && fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec)) fs::remove(dir, ec);
+  }
   for (auto& e : exporters_) e->begin(run);
 }
 

@@ -164,6 +164,27 @@ TEST(RunExport, RegistryFoldersAreWhereEachExportWrites) {
   }
 }
 
+// A re-run with fewer exports takes the emptied folders of the exports it no longer writes (no empty
+// bss/, colmap/, predictions/ left behind); a folder holding anything else stays, and an export
+// folder that is a link (to another disk) stays a link.
+TEST(RunExport, AReRunWithFewerExportsLeavesNoEmptyFolders) {
+  const fs::path dir = fresh_dir("export_rerun");
+  const fs::path out = dir / "out", elsewhere = dir / "depth-elsewhere";
+  ASSERT_EQ(run_cli("run --demo --demo-frames 3 --scale-frames 2 --export all --out " + out.string()).exit_code, 0);
+  write_file(out / "colmap" / "notes.txt", "mine");
+  fs::create_directories(elsewhere);
+  fs::rename(out / "depth", elsewhere / "depth");
+  fs::create_directory_symlink(elsewhere / "depth", out / "depth");
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out / "bss"));
+  EXPECT_FALSE(fs::exists(out / "predictions"));
+  EXPECT_TRUE(fs::exists(out / "colmap" / "notes.txt"));  // not ours: the folder stays, only our files went
+  EXPECT_FALSE(fs::exists(out / "colmap" / "cameras.txt"));
+  EXPECT_TRUE(fs::is_symlink(out / "depth"));
+  EXPECT_TRUE(fs::exists(elsewhere / "depth" / "000002.png"));
+}
+
 TEST(RunExport, DefaultSetIsDocumented) {
   const fs::path out = fresh_dir("export_default") / "out";
   const Result r = run_cli("run --demo --demo-frames 3 --out " + out.string());
