@@ -201,10 +201,8 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
     in.canvas = in.live->canvas(pre);
     in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
     auto found = std::make_shared<io::StreamDamage>();  // a copy: the decoder thread owns the reader's
-    in.damage = [src = in.live, found]() -> const io::StreamDamage* {
-      const std::optional<io::StreamDamage> d = src->damage();
-      if (!d) return nullptr;
-      *found = *d;
+    in.damage = [src = in.live, found]() -> const io::StreamDamage* {  // called once the run is over
+      *found = src->finish_and_damage();
       return found.get();
     };
     return in;
@@ -487,12 +485,12 @@ int run_command(const RunArgs& a) {
   const auto t_start = Clock::now();
   check_args(a);
   const std::vector<std::string> export_names = io::parse_export_list(a.exports);
-  LINGBOT_CHECK(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
-                "--serve shows the viewer export: add viewer to --export");
+  usage_check(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
+              "--serve shows the viewer export: add viewer to --export");
   // parse_choice: the old spelling --attention has no validator.
   const KVBackend backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(a.kv_backend); });
   // dense-full keeps every frame (the no-eviction reference): a bound on what is kept cannot apply.
-  LINGBOT_CHECK(backend != KVBackend::DenseFull || a.max_special_frames == 0,
+  usage_check(backend != KVBackend::DenseFull || a.max_special_frames == 0,
                 "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = resolve_device(parse_device(a.device));
@@ -500,7 +498,7 @@ int run_command(const RunArgs& a) {
   const WeightsDtypeForDevice weights = parse_weights_dtype(a.weights_dtype, device);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
   const ConfigOverrides overrides = parse_sets(a.sets);
-  LINGBOT_CHECK(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
+  usage_check(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
 
   // The patch size decides the preprocessing. For a checkpoint it comes from the file's index (names
   // and shapes only), so input problems are reported before the weights are read.

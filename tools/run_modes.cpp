@@ -1,5 +1,6 @@
 #include "run_modes.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -25,7 +26,10 @@ long interval_number(const std::string& s) {
 std::string interval_problem(const std::string& s) {
   if (s == "auto" || s == "0" || s == "flow" || interval_number(s) >= 1) return "";
   const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-  if (digits) return "must be at most " + std::to_string(kMaxKeyframeInterval) + ", got '" + s + "'";
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), nullptr, 10);  // ERANGE: beyond long long, larger still
+  if (digits && (v > kMaxKeyframeInterval || errno == ERANGE))
+    return "must be at most " + std::to_string(kMaxKeyframeInterval) + ", got '" + s + "'";
   return std::string("must be ") + kKeyframeIntervalChoices + ", got '" + s + "'";
 }
 
@@ -75,9 +79,9 @@ void check_mode_args(const ModeArgs& m, int K) {
   const int interval = parse_interval(m.keyframe_interval);
   const bool flow = interval < 0 || (interval == 0 && m.live && m.mode == "streaming");
   if (!flow) {
-    LINGBOT_CHECK(!m.flow_threshold, "--flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval ",
-                  m.keyframe_interval, ")");
-    LINGBOT_CHECK(!m.max_non_keyframe_gap,
+    usage_check(!m.flow_threshold, "--flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval ",
+                m.keyframe_interval, ")");
+    usage_check(!m.max_non_keyframe_gap,
                   "--max-non-keyframe-gap only applies to --keyframe-interval flow (got --keyframe-interval ",
                   m.keyframe_interval, ")");
   }
@@ -89,7 +93,7 @@ void check_mode_args(const ModeArgs& m, int K) {
     for (const auto& [given, name] : {std::pair{m.window_size.has_value(), "--window-size"},
                                       std::pair{m.overlap_size.has_value(), "--overlap-size"},
                                       std::pair{m.overlap_keyframes.has_value(), "--overlap-keyframes"}})
-      LINGBOT_CHECK(!given, name, " only applies to --mode windowed");
+      usage_check(!given, name, " only applies to --mode windowed");
     return;
   }
   usage_check(!(m.overlap_size && m.overlap_keyframes), "give --overlap-size or --overlap-keyframes, not both");

@@ -130,8 +130,10 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   // A symbolic link loop or an unreadable path is named as such (fs::exists would throw its own text).
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
+  LINGBOT_CHECK(ec != std::errc::too_many_symbolic_link_levels, "verify: case directory '", vo.case_dir,
+                "' is a symbolic link loop (", ec.message(), ")");
   LINGBOT_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "verify: cannot access case directory '",
-                vo.case_dir, "': ", ec == std::errc::too_many_symbolic_link_levels ? "a symbolic link loop" : ec.message());
+                vo.case_dir, "': ", ec.message());
   LINGBOT_CHECK(fs::exists(st), "verify: case directory '", vo.case_dir, "' does not exist");
   LINGBOT_CHECK(fs::is_directory(dir), "verify: '", vo.case_dir, "' is not a folder (give the case folder, the one holding case.json)");
   const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());

@@ -113,9 +113,10 @@ bool LiveFrameSource::next(SourceFrame* out) {
   return true;
 }
 
-std::optional<StreamDamage> LiveFrameSource::damage() const {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->ended) return std::nullopt;
+StreamDamage LiveFrameSource::finish_and_damage() {
+  stop();
+  std::unique_lock lock(impl_->mutex);
+  impl_->cv.wait(lock, [&] { return impl_->ended; });  // the decoder thread's last act (its stop is polled)
   return impl_->damage;
 }
 

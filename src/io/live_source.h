@@ -51,10 +51,10 @@ class LiveFrameSource {
   bool next(SourceFrame* out);
   void stop();
   LiveStats stats() const;
-  // What the decoder found damaged (as VideoReader::damage(): decode errors, lost frames, a cut), once
-  // the decoder thread has ended (the end of the stream, a stop); nullopt while it runs. Frames
-  // dropped for being late are not damage (stats()).
-  std::optional<StreamDamage> damage() const;
+  // Stops the source (as stop()), waits for the decoder thread to end and returns what it found
+  // damaged (as VideoReader::damage(): decode errors, lost frames, a cut), for the end of a run.
+  // Frames dropped for being late are not damage (stats()).
+  StreamDamage finish_and_damage();
   const VideoInfo& info() const;  // the source's stream (frame_count 0 for a live source)
   // Preprocessed size of every frame (the stream's frame size, oriented by the selection).
   ImageSize canvas(const PreprocessOptions& opt) const;

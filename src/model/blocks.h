@@ -18,7 +18,7 @@ namespace lingbot::model {
 
 struct Linear {
   Tensor weight;  // [out, in] (PyTorch layout), f32 / f16 / bf16 (the weights dtype)
-  Tensor bias;    // [out] f32, or empty
+  Tensor bias;    // [out] f32
   int64_t in = 0, out = 0;
 
   // "<prefix>weight" [out, in] (stored in weights_dtype) and "<prefix>bias" [out].

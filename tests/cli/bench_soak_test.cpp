@@ -107,8 +107,9 @@ TEST(BenchSoak, FlowKeyframesWithoutTheBoundGrowByTheFormula) {
 
 TEST(BenchSoak, FlowOptionsNeedFlowKeyframes) {
   const Result r = run_cli("bench soak --model " + kTestdata + "/tiny/model.pt --keyframe-interval 2 --flow-threshold 3");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval 2)\n");
+  EXPECT_EQ(r.exit_code, 2);  // a usage error, as in run
+  EXPECT_EQ(r.err, "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval 2)\n"
+                   "Run 'lingbot-map bench soak --help' for usage.\n");
   const Result bad = run_cli("bench soak --model " + kTestdata + "/tiny/model.pt --keyframe-interval often");
   EXPECT_EQ(bad.exit_code, 2);  // a usage error, as in run
   EXPECT_EQ(bad.err, "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'often'\nRun "

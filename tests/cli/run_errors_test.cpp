@@ -47,6 +47,8 @@ TEST(RunErrors, InputChoice) {
             "error: no input: give --images DIR or --video FILE (or --demo to try the built-in example)\n");
   EXPECT_EQ(expect_usage_error("--images " + kTinyFrames + " --video x.mp4 --model " + kTinyModel, "two_inputs"),
             "error: give either --images or --video, not both\n");
+  EXPECT_EQ(expect_usage_error("--demo --set aggregator.depth=2", "demo_and_set"),
+            "error: --set changes a loaded checkpoint's configuration; it cannot be used with --demo\n");
   EXPECT_EQ(expect_usage_error("--demo --model " + kTinyModel, "demo_and_model"),
             "error: --demo uses generated frames and a built-in model; do not combine it with --images, --video "
             "or --model\n");

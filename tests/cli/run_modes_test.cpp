@@ -22,21 +22,32 @@ std::string error_of(const std::string& args, const std::string& name) {
 }
 
 
+// An option that needs another one (README "Exit codes and errors": a usage error, exit 2).
+std::string usage_error_of(const std::string& args, const std::string& name) {
+  const fs::path out = fresh_dir("modes_" + name) / "out";
+  const Result r = run_cli("run " + kBase + " " + args + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(out)) << name;
+  const std::string usage = "Run 'lingbot-map run --help' for usage.\n";
+  EXPECT_TRUE(r.err.size() > usage.size() && r.err.substr(r.err.size() - usage.size()) == usage) << r.err;
+  return r.err.substr(0, r.err.size() > usage.size() ? r.err.size() - usage.size() : 0);
+}
+
 TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(error_of("--mode crop --preprocess pad", "alias_conflict"),
             "error: --mode crop (the deprecated spelling of --preprocess crop) contradicts --preprocess pad\n");
-  EXPECT_EQ(error_of("--flow-threshold 5", "flow_without_flow"),
+  EXPECT_EQ(usage_error_of("--flow-threshold 5", "flow_without_flow"),
             "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval auto)\n");
-  EXPECT_EQ(error_of("--keyframe-interval 2 --max-non-keyframe-gap 4", "gap_without_flow"),
+  EXPECT_EQ(usage_error_of("--keyframe-interval 2 --max-non-keyframe-gap 4", "gap_without_flow"),
             "error: --max-non-keyframe-gap only applies to --keyframe-interval flow (got --keyframe-interval 2)\n");
   EXPECT_EQ(error_of("--keyframe-interval flow --flow-threshold 0", "flow_zero"),
             "error: --flow-threshold must be a number > 0 (pixels), got 0\n");
   EXPECT_EQ(error_of("--keyframe-interval flow --max-non-keyframe-gap 0", "gap_zero"),
             "error: --max-non-keyframe-gap must be >= 1, got 0\n");
-  EXPECT_EQ(error_of("--window-size 6", "window_in_streaming"), "error: --window-size only applies to --mode windowed\n");
-  EXPECT_EQ(error_of("--kv-backend dense-full --max-special-frames 4", "dense_full_bound"),
+  EXPECT_EQ(usage_error_of("--window-size 6", "window_in_streaming"), "error: --window-size only applies to --mode windowed\n");
+  EXPECT_EQ(usage_error_of("--kv-backend dense-full --max-special-frames 4", "dense_full_bound"),
             "error: --max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)\n");
-  EXPECT_EQ(error_of("--overlap-keyframes 2", "overlap_in_streaming"),
+  EXPECT_EQ(usage_error_of("--overlap-keyframes 2", "overlap_in_streaming"),
             "error: --overlap-keyframes only applies to --mode windowed\n");
   EXPECT_EQ(error_of("--mode windowed --window-size 2", "window_vs_scale"),
             "error: --window-size 2 must be larger than --scale-frames 2: a window stores its scale frames plus at "

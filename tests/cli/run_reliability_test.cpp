@@ -88,6 +88,8 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
        "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'sometimes'", "lingbot-map run"},
       {"run --demo --keyframe-interval 10000000" + o, "error: --keyframe-interval: must be at most 1000000, got '10000000'",
        "lingbot-map run"},
+      {"run --demo --keyframe-interval 00" + o,
+       "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got '00'", "lingbot-map run"},
       {"run --demo --kv-backend flash" + o, "error: --kv-backend: must be paged, dense or dense-full, got 'flash'",
        "lingbot-map run"},
       {"run --demo --attention flash" + o,  // the old spelling (no validator of its own)

@@ -423,8 +423,8 @@ TEST(View, Errors) {
   EXPECT_TRUE(contains(r.err, "(in use? try another --serve PORT, or 0 for any free one)")) << r.err;  // run's option
   EXPECT_FALSE(fs::exists(out));
   r = run_cli("run --demo --serve 0 --export poses --out " + out.string());
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --serve shows the viewer export: add viewer to --export\n");
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
+  EXPECT_EQ(r.err, "error: --serve shows the viewer export: add viewer to --export\nRun 'lingbot-map run --help' for usage.\n");
   r = run_cli("run --images x --model y --demo-pace 1 --out " + out.string());
   EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_EQ(r.err, "error: --demo-pace paces the generated frames of --demo only\nRun 'lingbot-map run --help' for usage.\n");
