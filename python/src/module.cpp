@@ -1809,7 +1809,7 @@ void bind_module(py::module_& m) {
       "verify",
       [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
          const std::optional<std::string>& backend, const std::string& device, const std::string& weights_dtype,
-         const std::vector<std::string>& only) {
+         const std::optional<std::vector<std::string>>& only) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
         o.kv_backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
@@ -1817,7 +1817,7 @@ void bind_module(py::module_& m) {
         o.threads = threads;
         o.device = resolve_device(parse_device(device));
         o.weights_dtype = PyModel::load_options(weights_dtype, device).weights_dtype;  // as verify --weights-dtype
-        o.only = only;
+        o.only = only.value_or(std::vector<std::string>{});
         VerifyReport rep;
         {
           py::gil_scoped_release nogil;
@@ -1832,7 +1832,7 @@ void bind_module(py::module_& m) {
                         "report"_a = format_verify_report(rep));
       },
       "case_dir"_a, py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
-      "backend"_a = py::none(), "device"_a = "cpu", "weights_dtype"_a = "f32", "only"_a = std::vector<std::string>{},
+      "backend"_a = py::none(), "device"_a = "cpu", "weights_dtype"_a = "f32", "only"_a = py::none(),
       "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
       "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.\n"
       "weights_dtype ('f32' the reference's precision; 'bf16' ... with tolerances scaled as the CLI's) and\n"
