@@ -568,8 +568,7 @@ int run_command(const RunArgs& a) {
     if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
       mi.kv_window = windowed_kv_window(a.kv_window, model_cfg.kv_cache.include_scale_frames ? a.scale_frames : 0,
                                         mode.window);
-      const int64_t span = a.scale_frames + int64_t{std::max(mode.window.window_size - a.scale_frames, 0)} * keyframe_interval;
-      if (mi.frames) mi.frames = std::min(*mi.frames, span);
+      if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, keyframe_interval));
     }
     mi.backend = backend;
     mi.kv_dtype = kv_dtype;

@@ -95,6 +95,9 @@ int64_t windowed_overlap(const WindowedOptions& w, const SessionOptions& resolve
 // A kv_window outside 1..kMaxKvWindow is returned as given (for the options check to report).
 // WindowedSession::options() reports the kv_window asked for.
 int windowed_kv_window(int kv_window, int pinned_frames, const WindowedOptions& w);
+// Frames a window spans with interval keyframes: scale_frames + (window_size - scale_frames) x
+// keyframe_interval (with flow keyframes a window runs until it has stored window_size frames).
+int64_t windowed_span(int scale_frames, int window_size, int keyframe_interval);
 
 class WindowedSession {
  public:

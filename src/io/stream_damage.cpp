@@ -75,7 +75,7 @@ void StreamDamageTracker::add_grid_gaps(int64_t pts) {
       // Each empty slot on the grid is a frame that was never sent: pending, so that the loop in
       // on_frame loses it in presentation order with its timestamp. A slot a sent packet fills
       // (within half a frame) is left to that packet.
-      const auto half = static_cast<int64_t>(frame_ticks_ / 2);
+      const int64_t half = half_frame();
       for (int64_t j = 1; j < static_cast<int64_t>(k); ++j) {
         const int64_t slot = last_pts_ + std::llround(static_cast<double>(j) * frame_ticks_);
         const auto it = pending_.lower_bound(slot - half);
@@ -101,7 +101,7 @@ int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {
     // announced) gets its position back; a slot the grid inference made matches within half a frame.
     auto it = lost_position_.find(pts);
     if (it == lost_position_.end() && frame_ticks_ > 0) {
-      const auto half = static_cast<int64_t>(frame_ticks_ / 2);
+      const int64_t half = half_frame();
       it = lost_position_.lower_bound(pts - half);
       if (it != lost_position_.end() && it->first > pts + half) it = lost_position_.end();
     }

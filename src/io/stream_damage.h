@@ -76,6 +76,8 @@ class StreamDamageTracker {
  private:
   void lose(int64_t pts, int64_t position);
   void add_grid_gaps(int64_t pts);
+  // Half a frame duration in ticks: how far a timestamp may sit from its grid slot.
+  int64_t half_frame() const { return static_cast<int64_t>(frame_ticks_ / 2); }
   double (*seconds_)(int64_t, const void*);
   const void* ctx_;
   double fps_;

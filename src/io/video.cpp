@@ -102,7 +102,6 @@ int video_sample_interval(double source_fps, double target_fps) {
 // tries, so a stop or Ctrl-C ends a silent pipe too. The descriptor's flags are restored at the end.
 class NonBlockingPipe {
  public:
-  NonBlockingPipe() = default;
   explicit NonBlockingPipe(const std::string& source) {
     const std::string n = source.substr(5);
     const int fd = n.empty() ? 0 : std::atoi(n.c_str());

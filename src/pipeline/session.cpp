@@ -121,14 +121,18 @@ struct Session::Impl {
                            "start a new sequence)");
   }
   // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
+  CacheSnapshot caches_now() const {
+    CacheSnapshot c;
+    if (cache) c.cache = cache->stats();
+    if (camera_cache) {
+      c.camera_frames = camera_cache->frames();
+      c.camera_bytes = camera_cache->bytes();
+    }
+    return c;
+  }
   template <class F>
   auto step_work(F&& work) {
-    CacheSnapshot before;
-    if (cache) before.cache = cache->stats();
-    if (camera_cache) {
-      before.camera_frames = camera_cache->frames();
-      before.camera_bytes = camera_cache->bytes();
-    }
+    const CacheSnapshot before = caches_now();
     try {
       return work();
     } catch (...) {
@@ -519,17 +523,11 @@ SessionStats Session::stats() const {
   st.phases = s.phases;
   st.phases.frame_blocks = s.agg_scratch.frame_blocks;
   st.phases.global_blocks = s.agg_scratch.global_blocks;
-  if (s.failed) {  // the last completed step's, not the partial step's
-    st.cache = s.before_failed_step.cache;
-    st.camera_cache_frames = s.before_failed_step.camera_frames;
-    st.camera_cache_bytes = s.before_failed_step.camera_bytes;
-  } else {
-    if (s.cache) st.cache = s.cache->stats();
-    if (s.camera_cache) {
-      st.camera_cache_frames = s.camera_cache->frames();
-      st.camera_cache_bytes = s.camera_cache->bytes();
-    }
-  }
+  // After a failed step: the last completed step's, not the partial step's.
+  const Impl::CacheSnapshot caches = s.failed ? s.before_failed_step : s.caches_now();
+  st.cache = caches.cache;
+  st.camera_cache_frames = caches.camera_frames;
+  st.camera_cache_bytes = caches.camera_bytes;
   st.rope_time_next = s.stored;
   st.decision_pending = s.pending;
   if (const std::optional<size_t> peak = s.backend->device_peak_bytes()) {

@@ -159,15 +159,23 @@ int windowed_kv_window(int kv_window, int pinned_frames, const WindowedOptions& 
   return std::min(kv_window, std::max(1, w.window_size - pinned_frames));
 }
 
+int64_t windowed_span(int scale_frames, int window_size, int keyframe_interval) {
+  return scale_frames + int64_t{std::max(window_size - scale_frames, 0)} * keyframe_interval;
+}
+
 namespace {
+// The KV window asked for, the model's default resolved (0 = the default, as Session resolves it).
+int asked_kv_window(const Model& model, const SessionOptions& so) {
+  return so.kv_window ? so.kv_window : static_cast<int>(model.config().kv_cache.sliding_window);
+}
+
 // The options of the session every window runs in (windowed_kv_window; defaults resolved first).
 SessionOptions window_session_options(const Model* model, SessionOptions so, const WindowedOptions& w) {
   if (!model) return so;  // Session reports it
   const ModelConfig& c = model->config();
   const int K = so.scale_frames ? so.scale_frames : static_cast<int>(c.kv_cache.scale_frames);
   const bool pinned = so.include_scale_frames.value_or(c.kv_cache.include_scale_frames);
-  so.kv_window = windowed_kv_window(so.kv_window ? so.kv_window : static_cast<int>(c.kv_cache.sliding_window),
-                                    pinned ? K : 0, w);
+  so.kv_window = windowed_kv_window(asked_kv_window(*model, so), pinned ? K : 0, w);
   return so;
 }
 }  // namespace
@@ -199,7 +207,7 @@ void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
   const int64_t ov = windowed_overlap(w, o);
   if (interval_policy(o)) {
     const int64_t n = keyframe_interval_of(o);
-    const int64_t L = K + std::max<int64_t>(w.window_size - K, 0) * n;
+    const int64_t L = windowed_span(static_cast<int>(K), w.window_size, static_cast<int>(n));
     LINGBOT_CHECK(ov < L, "the overlap (", ov, " frames) must be smaller than a window (", L, " frames: ", K,
                   " scale frames + ", std::max<int64_t>(w.window_size - K, 0), " keyframes x interval ", n, ")");
   } else {
@@ -242,8 +250,7 @@ struct WindowedSession::Impl {
       : session(model, window_session_options(model.get(), so, w)), wo(w), obs(std::move(o)) {
     const SessionOptions& r = session.options();
     reported = r;
-    if (so.kv_window) reported.kv_window = so.kv_window;
-    else if (model) reported.kv_window = static_cast<int>(model->config().kv_cache.sliding_window);
+    reported.kv_window = asked_kv_window(*model, so);  // the Session above has checked model
     // The overlap rules (check_windowed_options) matter only once a second window begins: a sequence
     // that fits in one window runs with any overlap, as upstream (which clamps it to the length).
     check_window_fields(wo);
@@ -251,7 +258,7 @@ struct WindowedSession::Impl {
     ov = windowed_overlap(wo, r);
     fixed = interval_policy(r) != nullptr;
     if (fixed) LINGBOT_CHECK(r.keyframe_policy->decides_before(), "internal: interval policy decides after");
-    L = K + std::max<int64_t>(wo.window_size - K, 0) * keyframe_interval_of(r);
+    L = windowed_span(r.scale_frames, wo.window_size, keyframe_interval_of(r));
     target_keyframes = wo.window_size - K;
     min_rows = fixed ? L : wo.window_size;  // rows of any window that is not the last
   }

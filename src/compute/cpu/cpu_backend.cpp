@@ -19,7 +19,6 @@ namespace {
 
 const float* f32_or_null(const Tensor* t) { return t == nullptr || t->empty() ? nullptr : t->f32(); }
 
-
 kernels::RopeTableView rope_view(const RopeTable& t) { return {t.cos.data(), t.sin.data(), t.n_tokens, t.head_dim}; }
 
 }  // namespace

@@ -45,7 +45,6 @@ void check_f32_weight(const Tensor& t, int rank, const char* op, const char* wha
 
 const Tensor* non_empty(const Tensor* t) { return t == nullptr || t->empty() ? nullptr : t; }
 
-
 void check_int_range(const char* op, std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) LINGBOT_CHECK(d <= INT_MAX, op, ": dimension ", d, " exceeds cuBLAS's int range");
 }
