@@ -38,8 +38,9 @@ BUILD=build-fuzz
 LAUNCHER=()
 command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 # -O1, as libFuzzer's documentation builds its targets (and as the sanitizer build of scripts/test.sh):
-# it compiles faster than -O2 -g (the sanitizer build, measured: about twice as fast).
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+# it compiles faster than -O2 -g (the sanitizer build, measured: about twice as fast). A unity build
+# (as the release and sanitizer builds): 1.7 min instead of 3.0 on 2 cores.
+cmake -S . -B "$BUILD" -DCMAKE_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DLINGBOT_FUZZ=ON -DLINGBOT_BUILD_TESTS=OFF -DLINGBOT_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"
