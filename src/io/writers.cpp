@@ -54,57 +54,17 @@ nlohmann::json rows(const double* m, int r, int c) {
 }  // namespace
 
 Mat44 rigid_inverse_4x4(const Mat34& m) {
+  const Mat34 inv = rigid_inverse(m);
   Mat44 out{};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) out[i * 4 + j] = m[j * 4 + i];  // R^T
-    out[i * 4 + 3] = -(m[0 * 4 + i] * m[3] + m[1 * 4 + i] * m[7] + m[2 * 4 + i] * m[11]);
-  }
+  std::copy(inv.begin(), inv.end(), out.begin());
   out[15] = 1.0;
   return out;
 }
 
-Mat34 rigid_inverse(const Mat34& m) {
-  const Mat44 inv = rigid_inverse_4x4(m);
-  Mat34 out{};
-  std::copy(inv.begin(), inv.begin() + 12, out.begin());
-  return out;
-}
-
 std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m) {
-  const double r00 = m[0], r01 = m[1], r02 = m[2];
-  const double r10 = m[4], r11 = m[5], r12 = m[6];
-  const double r20 = m[8], r21 = m[9], r22 = m[10];
-  double x, y, z, w;
-  const double trace = r00 + r11 + r22;
-  // Branch on the largest diagonal term for numerical stability (Shepperd's method).
-  if (trace > 0) {
-    const double s = 2.0 * std::sqrt(trace + 1.0);
-    w = 0.25 * s;
-    x = (r21 - r12) / s;
-    y = (r02 - r20) / s;
-    z = (r10 - r01) / s;
-  } else if (r00 > r11 && r00 > r22) {
-    const double s = 2.0 * std::sqrt(1.0 + r00 - r11 - r22);
-    w = (r21 - r12) / s;
-    x = 0.25 * s;
-    y = (r01 + r10) / s;
-    z = (r02 + r20) / s;
-  } else if (r11 > r22) {
-    const double s = 2.0 * std::sqrt(1.0 + r11 - r00 - r22);
-    w = (r02 - r20) / s;
-    x = (r01 + r10) / s;
-    y = 0.25 * s;
-    z = (r12 + r21) / s;
-  } else {
-    const double s = 2.0 * std::sqrt(1.0 + r22 - r00 - r11);
-    w = (r10 - r01) / s;
-    x = (r02 + r20) / s;
-    y = (r12 + r21) / s;
-    z = 0.25 * s;
-  }
-  const double n = std::sqrt(x * x + y * y + z * z + w * w);
-  const double sign = w < 0 ? -1.0 : 1.0;
-  return {sign * x / n, sign * y / n, sign * z / n, sign * w / n};
+  const std::array<double, 4> q = rotation_to_quat_xyzw<double>({m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]});
+  const double n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  return {q[0] / n, q[1] / n, q[2] / n, q[3] / n};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,17 +19,19 @@
 #include <string>
 #include <vector>
 
+#include "core/rigid_transform.h"
+
 namespace lingbot::io {
 
 using Mat34 = std::array<double, 12>;  // row-major 3x4 [R | t]
 using Mat44 = std::array<double, 16>;  // row-major 4x4
 using Mat33 = std::array<double, 9>;   // row-major 3x3
 
-// Inverse of a rigid transform [R | t] -> [R^T | -R^T t], as a 4x4 with last row 0 0 0 1.
+// Inverse of a rigid transform [R | t] -> [R^T | -R^T t] (core/rigid_transform.h's rigid_inverse,
+// which the 3x4 form is), as a 4x4 with last row 0 0 0 1.
 Mat44 rigid_inverse_4x4(const Mat34& m);
-// The same inverse as a 3x4.
-Mat34 rigid_inverse(const Mat34& m);
-// Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0.
+// Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0:
+// core/rigid_transform.h's rotation_to_quat_xyzw, normalised in double.
 std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
 
 struct FramePose {

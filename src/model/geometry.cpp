@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/rigid_transform.h"
 
 namespace lingbot::model {
 
@@ -25,15 +26,7 @@ Camera camera_from_pose_encoding(const PoseEncoding& e, ImageSize size) {
     for (int c = 0; c < 3; ++c) cam.c2w[r * 4 + c] = R[r * 3 + c];
     cam.c2w[r * 4 + 3] = t[r];
   }
-  // w2c = [Rᵀ | −Rᵀ t]
-  for (int r = 0; r < 3; ++r) {
-    float acc = 0.0f;
-    for (int c = 0; c < 3; ++c) {
-      cam.w2c[r * 4 + c] = R[c * 3 + r];
-      acc += R[c * 3 + r] * t[c];
-    }
-    cam.w2c[r * 4 + 3] = -acc;
-  }
+  cam.w2c = rigid_inverse(cam.c2w);
   const float half_h = static_cast<float>(size.height) / 2.0f, half_w = static_cast<float>(size.width) / 2.0f;
   const float fy = half_h / std::tan(e[7] / 2.0f);
   const float fx = half_w / std::tan(e[8] / 2.0f);
@@ -118,29 +111,6 @@ FlowMeasure reprojection_flow(const Tensor& depth, const Camera& f, const Camera
     }
   }
   return {valid > 0 ? sum / static_cast<double>(valid) : 0.0, valid};
-}
-
-std::array<float, 4> mat_to_quat_xyzw(const Mat3x3& m) {
-  const float m00 = m[0], m01 = m[1], m02 = m[2], m10 = m[3], m11 = m[4], m12 = m[5], m20 = m[6], m21 = m[7],
-              m22 = m[8];
-  auto sqrt_pos = [](float x) { return x > 0.0f ? std::sqrt(x) : 0.0f; };
-  // |w|, |x|, |y|, |z| (times 2), PyTorch3D order (scalar first).
-  const float q_abs[4] = {sqrt_pos(1.0f + m00 + m11 + m22), sqrt_pos(1.0f + m00 - m11 - m22),
-                          sqrt_pos(1.0f - m00 + m11 - m22), sqrt_pos(1.0f - m00 - m11 + m22)};
-  const float cand[4][4] = {{q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01},
-                            {m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20},
-                            {m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21},
-                            {m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]}};
-  int best = 0;
-  for (int i = 1; i < 4; ++i)
-    if (q_abs[i] > q_abs[best]) best = i;  // first maximum, as torch.argmax
-  const float denom = 2.0f * std::max(q_abs[best], 0.1f);
-  float wxyz[4];
-  for (int i = 0; i < 4; ++i) wxyz[i] = cand[best][i] / denom;
-  std::array<float, 4> q{wxyz[1], wxyz[2], wxyz[3], wxyz[0]};
-  if (q[3] < 0.0f)
-    for (float& v : q) v = -v;
-  return q;
 }
 
 }  // namespace lingbot::model

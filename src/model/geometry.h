@@ -27,7 +27,7 @@ namespace lingbot::model {
 inline constexpr int kPoseEncodingDim = 9;
 
 using PoseEncoding = std::array<float, kPoseEncodingDim>;
-using Mat3x4 = std::array<float, 12>;  // row-major [R | t]
+using Mat3x4 = std::array<float, 12>;  // row-major [R | t] (core/rigid_transform.h: rigid_inverse)
 using Mat3x3 = std::array<float, 9>;   // row-major
 
 struct ImageSize {
@@ -41,7 +41,8 @@ struct Camera {
   Mat3x4 c2w{};        // camera -> world [R | t], the decoded pose
 };
 
-// Rotation matrix (row-major 3x3) of the xyzw quaternion q, normalised by 2/|q|².
+// Rotation matrix (row-major 3x3) of the xyzw quaternion q, normalised by 2/|q|². The inverse
+// direction is core/rigid_transform.h's rotation_to_quat_xyzw.
 Mat3x3 quat_xyzw_to_mat(float qx, float qy, float qz, float qw);
 
 // Decodes one pose encoding for an image of `size`. Throws Error if size is not positive.
@@ -73,10 +74,5 @@ struct FlowMeasure {
 };
 FlowMeasure reprojection_flow(const Tensor& depth, const Camera& frame, const Camera& reference, ImageSize size,
                               int stride = 8);
-
-// Rotation matrix (row-major 3x3) -> unit xyzw quaternion with w >= 0 (PyTorch3D's
-// matrix_to_quaternion: of the four candidates the one with the largest |component| is taken, then
-// the sign is flipped if w < 0), as upstream's windowed warp re-encodes rotations.
-std::array<float, 4> mat_to_quat_xyzw(const Mat3x3& m);
 
 }  // namespace lingbot::model

@@ -10,6 +10,7 @@
 
 #include "core/busy_guard.h"
 #include "core/error.h"
+#include "core/rigid_transform.h"
 #include "model/geometry.h"
 #include "pipeline/frame_values.h"
 
@@ -50,7 +51,7 @@ void warp_pose(float* pe, const Sim3& x) {
   const model::Mat3x3 rot = matmul(x.R, rotation_of(pe));
   float c[3];
   for (int r = 0; r < 3; ++r) c[r] = x.s * (x.R[r * 3] * pe[0] + x.R[r * 3 + 1] * pe[1] + x.R[r * 3 + 2] * pe[2]) + x.t[r];
-  const std::array<float, 4> q = model::mat_to_quat_xyzw(rot);
+  const std::array<float, 4> q = rotation_to_quat_xyzw(rot);
   std::copy(c, c + 3, pe);
   std::copy(q.begin(), q.end(), pe + 3);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/rigid_transform.h"
 #include "geometry_golden_util.h"
 #include "io/safetensors.h"
 #include "model/geometry.h"
@@ -109,7 +110,7 @@ TEST(Geometry, MatToQuatInvertsQuatToMatWithNonNegativeW) {
   for (int i = 0; i < 500; ++i) {
     const float q[4] = {nd(rng), nd(rng), nd(rng), nd(rng)};
     const float n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-    const std::array<float, 4> r = mat_to_quat_xyzw(quat_xyzw_to_mat(q[0], q[1], q[2], q[3]));
+    const std::array<float, 4> r = rotation_to_quat_xyzw(quat_xyzw_to_mat(q[0], q[1], q[2], q[3]));
     const float sign = q[3] < 0 ? -1.0f : 1.0f;  // the standardised quaternion has w >= 0
     EXPECT_GE(r[3], 0.0f);
     for (int k = 0; k < 4; ++k) EXPECT_NEAR(r[k], sign * q[k] / n, 2e-5) << "sample " << i << " component " << k;
