@@ -515,7 +515,7 @@ int run_command(const RunArgs& a) {
   LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
 
   PreprocessOptions pre;
-  pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : 518);
+  pre.image_size = a.image_size.value_or(a.demo ? kDemoImageSize : kDefaultImageSize);
   pre.patch_size = patch;
   pre.preprocess = parse_preprocess(a.preprocess);  // checked by resolve_preprocess
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
@@ -728,7 +728,7 @@ int run_command(const RunArgs& a) {
     run.scale_frames = session.options().scale_frames;
     run.points = {static_cast<float>(a.conf_threshold), a.downsample};
     run.meta = meta;
-    exports.begin(run);
+    exports.begin(run, io::StaleOutputs::EveryExport);
   }
   {
     std::deque<PendingFrame> pending;
@@ -930,9 +930,7 @@ int run_command(const RunArgs& a) {
   }
   // Every export is finalised before the summary, whatever the status.
   try {
-    exports.finish(status == "completed" ? io::ExportStatus::Completed
-                   : status == "interrupted" ? io::ExportStatus::Interrupted
-                                             : io::ExportStatus::Failed);
+    exports.finish();
   } catch (const std::exception& e) {
     if (status != "failed") error = one_line(e.what());
     status = "failed";

@@ -150,7 +150,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   // A pattern list that selects nothing would "pass" with 0 checks: a typo must not look green.
   LINGBOT_CHECK(vo.only.empty() || std::any_of(ref.entries().begin(), ref.entries().end(),
                                                [&](const auto& e) { return matches_only(vo.only, e.name); }),
-                "verify: --only selects no tensor of ", vo.case_dir, " (names as listed in its report, e.g. depth, pose_enc*)");
+                "verify: the --only list (Python: only=) selects no tensor of ", vo.case_dir, " (names as listed in its report, e.g. depth, pose_enc*)");
   const Tensor images = load_case_images(dir, ref, gc);
   const int64_t S = images.dim(0), H = images.dim(2), W = images.dim(3);
   report.frames = S;

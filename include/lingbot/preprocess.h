@@ -29,9 +29,11 @@ Preprocess parse_preprocess(std::string_view name);
 
 // The largest image_size accepted (4096 px: 85k tokens a frame at patch 14).
 inline constexpr int kMaxImageSize = 4096;
+// The released model's training width (run --image-size, Python image_size=): 518x378 for 4:3 frames.
+inline constexpr int kDefaultImageSize = 518;
 
 struct PreprocessOptions {
-  int image_size = 518;  // pixels, 1..kMaxImageSize and a multiple of patch_size (run --image-size)
+  int image_size = kDefaultImageSize;  // pixels, 1..kMaxImageSize and a multiple of patch_size (run --image-size)
   int patch_size = 14;   // the model's: Model::patch_size()
   Preprocess preprocess = Preprocess::Crop;
 };

@@ -1,7 +1,7 @@
 """Type stubs for lingbot_map (the native module _lingbot_map). Docstrings live in the module."""
 import os
 from types import TracebackType
-from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Literal, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,7 @@ class Model:
     @staticmethod
     def load(
         path: PathLike,
-        config: Optional[Mapping[str, Any]] = None,
+        config: Optional[dict[str, Any]] = None,
         *,
         weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "auto",
         device: Device = "cpu",  # the Sessions' device: what weights_dtype="auto" picks for
@@ -48,29 +48,47 @@ class Model:
     @property
     def source(self) -> str: ...
 
-class Result:
-    frame_index: int
-    is_keyframe: bool
-    rope_time_index: int
-    window: int  # mode="windowed": the window the result comes from; else 0
+class Result:  # read-only fields (a Result is a value: pickles by value)
+    @property
+    def frame_index(self) -> int: ...
+    @property
+    def is_keyframe(self) -> bool: ...
+    @property
+    def rope_time_index(self) -> int: ...
+    @property
+    def window(self) -> int: ...  # mode="windowed": the window the result comes from; else 0
     @property
     def is_scale_frame(self) -> bool: ...
     @property
     def frame_type(self) -> Literal["scale", "keyframe", "non-keyframe"]: ...
-    flow: float
-    source: str
-    timestamp: float
-    pose_enc: F32  # [9]
-    pose_enc_iters: F32  # [camera_iterations, 9]
-    c2w: F32  # [3, 4]
-    w2c: F32  # [3, 4]
-    K: F32  # [3, 3]
-    depth: F32  # [H, W]
-    conf: F32  # [H, W]
-    world_points: F32  # [H, W, 3]
-    image: F32  # [3, H, W]
-    features: list[F32]  # [P, 2C] per selected layer (Session(features=True))
-    patch_tokens: Optional[F32]  # [(H/p)(W/p), C] (Session(patch_tokens=True))
+    @property
+    def flow(self) -> float: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def pose_enc(self) -> F32: ...  # [9]
+    @property
+    def pose_enc_iters(self) -> F32: ...  # [camera_iterations, 9]
+    @property
+    def c2w(self) -> F32: ...  # [3, 4]
+    @property
+    def w2c(self) -> F32: ...  # [3, 4]
+    @property
+    def K(self) -> F32: ...  # [3, 3]
+    @property
+    def depth(self) -> F32: ...  # [H, W]
+    @property
+    def conf(self) -> F32: ...  # [H, W]
+    @property
+    def world_points(self) -> F32: ...  # [H, W, 3]
+    @property
+    def image(self) -> F32: ...  # [3, H, W]
+    @property
+    def features(self) -> list[F32]: ...  # [P, 2C] per selected layer, P = (H/p)(W/p) patches + the special tokens (6 as released) (Session(features=True))
+    @property
+    def patch_tokens(self) -> Optional[F32]: ...  # [(H/p)(W/p), C] (Session(patch_tokens=True))
 
 class Session:
     def __init__(
@@ -148,7 +166,7 @@ def reconstruct(
     video: Optional[PathLike] = None,
     *,
     model: Union[Model, PathLike],
-    image_size: int = 518,
+    image_size: Optional[int] = None,  # None = 518; float32 arrays: must stay None (model inputs)
     mode: Mode = "streaming",
     preprocess: Optional[Preprocess] = None,  # None = "crop"
     window_size: Optional[int] = None,  # mode="windowed": None = 64
@@ -183,7 +201,7 @@ class Exporter:
         exports: Union[str, Sequence[str], None] = None,
         conf_threshold: float = 1.5,
         downsample: int = 10,
-        meta: Optional[Mapping[str, Any]] = None,
+        meta: Optional[dict[str, Any]] = None,
     ) -> None: ...
     def write(self, result: Result) -> None: ...
     def close(self) -> None: ...
@@ -226,7 +244,7 @@ def verify(
     backend: Optional[Backend] = None,  # deprecated spelling of kv_backend (DeprecationWarning)
     device: Device = "cpu",  # as run's --device
     weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "f32",  # as verify --weights-dtype
-    only: Optional[Sequence[str]] = None,  # glob patterns of tensor names (verify --only); the rest SKIP
+    only: Union[list[str], tuple[str, ...], None] = None,  # glob patterns of tensor names (verify --only); the rest SKIP
 ) -> dict[str, Any]: ...
 def export_kinds() -> list[dict[str, Any]]: ...
 def default_exports() -> str: ...

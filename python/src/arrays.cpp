@@ -67,10 +67,17 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   const std::string expected = what + " must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1])";
   if (!py::isinstance<py::array>(obj)) throw py::type_error(expected + ", got " + describe_array(obj));
   const auto arr = py::reinterpret_borrow<py::array>(obj);
+  // Before any copy: no frame may be larger than a decoded image file (io::kMaxImagePixels).
+  const auto check_pixels = [&](py::ssize_t h, py::ssize_t w) {
+    if (h > io::kMaxImagePixels / w)
+      throw py::value_error(what + " has " + std::to_string(h) + "x" + std::to_string(w) + " pixels (HxW), more than the " +
+                            std::to_string(io::kMaxImagePixels) + " a frame may have");
+  };
   InputFrame f;
   if (holds<uint8_t>(arr)) {
     if (arr.ndim() != 3 || arr.shape(2) != 3 || arr.shape(0) < 1 || arr.shape(1) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
+    check_pixels(arr.shape(0), arr.shape(1));
     const auto c = c_array<uint8_t>(arr);  // copies only if strided or misaligned
     io::ImageU8 img(static_cast<int>(c.shape(1)), static_cast<int>(c.shape(0)));
     std::memcpy(img.rgb.data(), c.data(), img.rgb.size());
@@ -80,6 +87,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   if (holds<float>(arr)) {
     if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
+    check_pixels(arr.shape(1), arr.shape(2));
     const auto c = c_array<float>(arr);
     f.chw = Tensor({3, c.shape(1), c.shape(2)});
     std::memcpy(f.chw.f32(), c.data(), f.chw.nbytes());

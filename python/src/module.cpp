@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "strict_args.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
 #include "io/export.h"
@@ -63,9 +64,27 @@ namespace lingbot::python {
 namespace {
 
 namespace fs = std::filesystem;
+using Int = StrictInt<int>;
+using Int64 = StrictInt<int64_t>;
+using Bool = StrictBool;
 
 // ---- small helpers ----------------------------------------------------------------------------
 
+// An argument value out of range or not among its choices is a ValueError, as Python's own argument
+// checks raise; lingbot_map.Error is for what the engine meets (files, checkpoints, devices, streams).
+template <typename... Parts>
+void check_value(bool ok, const Parts&... parts) {
+  if (!ok) throw py::value_error(detail::concat(parts...));
+}
+// The engine's parsers and option checks (they throw lingbot::Error) for an argument: a ValueError.
+template <typename F>
+auto value_of(F&& parse) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
 
 void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -153,6 +172,9 @@ void check_threads_after_fork(int threads) {
 
 // A Python value -> the text ModelConfig::set() parses.
 std::string config_value_text(const py::handle& v) {
+  // NumPy scalars and arrays (np.int64(3), np.array([.5, .5, .5])) as the Python values they hold.
+  if (py::isinstance(v, py::module_::import("numpy").attr("generic")) || py::isinstance<py::array>(v))
+    return config_value_text(v.attr("tolist")());
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
   if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) return py::repr(v).cast<std::string>();
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
@@ -243,8 +265,13 @@ struct PyModel {
 
   // weights_dtype as run's --weights-dtype for `device` (run picks 'auto' for the device it runs on).
   static ModelLoadOptions load_options(const std::string& weights_dtype, const std::string& device) {
-    const WeightsDtypeForDevice wd = parse_weights_dtype(weights_dtype, resolve_device(parse_device(device)));
-    if (!wd.notice.empty() && PyErr_WarnEx(PyExc_UserWarning, wd.notice.c_str(), 1) != 0) throw py::error_already_set();
+    const Device asked = value_of([&] { return parse_device(device); });
+    const Device resolved = resolve_device(asked);  // a missing device is the engine's Error
+    const WeightsDtypeForDevice wd = value_of([&] { return parse_weights_dtype(weights_dtype, resolved); });
+    // The CLI's "notice: " line prefix is the warning's category here.
+    const std::string_view prefix = "notice: ";
+    const std::string warning = wd.notice.starts_with(prefix) ? wd.notice.substr(prefix.size()) : wd.notice;
+    if (!warning.empty() && PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
     ModelLoadOptions lo;
     lo.weights_dtype = wd.dtype;
     return lo;
@@ -427,15 +454,17 @@ SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
 // The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
 SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   SessionOptions so;
-  so.device = parse_device(a.device);
-  so.kv_backend = parse_kv_backend(a.kv_backend);
-  so.kv_dtype = parse_dtype(a.kv_dtype);
+  so.device = value_of([&] { return parse_device(a.device); });
+  so.kv_backend = value_of([&] { return parse_kv_backend(a.kv_backend); });
+  so.kv_dtype = value_of([&] { return parse_dtype(a.kv_dtype); });
   LINGBOT_CHECK(a.scale_frames && a.kv_window && a.camera_iterations, "internal: model defaults not resolved");
   so.scale_frames = *a.scale_frames;
   so.kv_window = *a.kv_window;
   if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
-    so.keyframe_policy = std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
-                                                         a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
+    so.keyframe_policy = value_of([&] {
+      return std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
+                                             a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
+    });
   } else {
     // As run: a flow option without flow keyframes would be silently ignored.
     for (const auto& [given, name] : {std::pair{a.flow_threshold.has_value(), "flow_threshold"},
@@ -451,11 +480,11 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   so.camera_head = true;
   so.depth_head = true;
   // 0 means "model default" to the engine; Python callers must say what they mean.
-  LINGBOT_CHECK(*a.scale_frames >= 1, "scale_frames must be >= 1, got ", *a.scale_frames);
-  LINGBOT_CHECK(*a.kv_window >= 1, "kv_window must be >= 1, got ", *a.kv_window);
-  LINGBOT_CHECK(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
-  LINGBOT_CHECK(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
-  LINGBOT_CHECK(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
+  check_value(*a.scale_frames >= 1, "scale_frames must be >= 1, got ", *a.scale_frames);
+  check_value(*a.kv_window >= 1, "kv_window must be >= 1, got ", *a.kv_window);
+  check_value(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
+  check_value(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
+  check_value(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
   return so;
 }
 
@@ -474,12 +503,12 @@ void add_preprocess(py::dict& d, const std::optional<PreprocessOptions>& pre) {
 }
 
 PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
-  LINGBOT_CHECK(patch > 0 && patch <= kMaxImageSize, "patch_size must be in 1..", kMaxImageSize, ", got ", patch);
+  check_value(patch > 0 && patch <= kMaxImageSize, "patch_size must be in 1..", kMaxImageSize, ", got ", patch);
   PreprocessOptions pre;
   pre.image_size = image_size;
   pre.patch_size = static_cast<int>(patch);
   pre.preprocess = preprocess_arg(preprocess);
-  check_preprocess_options(pre);
+  value_of([&] { check_preprocess_options(pre); });
   return pre;
 }
 
@@ -510,13 +539,13 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
     return std::nullopt;
   }
   if (m.overlap_size && m.overlap_keyframes) throw py::value_error("give overlap_size or overlap_keyframes, not both");
-  LINGBOT_CHECK(!m.overlap_size || *m.overlap_size >= 0, "overlap_size must be >= 0, got ", m.overlap_size.value_or(0));
-  LINGBOT_CHECK(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
+  check_value(!m.overlap_size || *m.overlap_size >= 0, "overlap_size must be >= 0, got ", m.overlap_size.value_or(0));
+  check_value(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
                 "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got ",
                 m.overlap_keyframes.value_or(0));
   WindowedOptions w;
   w.window_size = m.window_size.value_or(kDefaultWindowSize);
-  LINGBOT_CHECK(w.window_size > scale_frames, "window_size ", w.window_size, " must be larger than scale_frames ",
+  check_value(w.window_size > scale_frames, "window_size ", w.window_size, " must be larger than scale_frames ",
                 scale_frames, ": a window stores its scale frames plus at least one keyframe");
   if (m.overlap_keyframes) w.overlap_keyframes = m.overlap_keyframes;
   else w.overlap_size = m.overlap_size.value_or(kDefaultOverlapSize);
@@ -627,7 +656,7 @@ class Stream {
       return;
     }
     windowed_ = std::make_unique<WindowedSession>(model_, options_, *windowed_options_);
-    check_windowed_options(*windowed_options_, windowed_->options());  // up front, as run
+    value_of([&] { check_windowed_options(*windowed_options_, windowed_->options()); });  // up front, as run
   }
 
   std::shared_ptr<const Model> model_;
@@ -800,6 +829,9 @@ class PySession {
 
   std::vector<PyResult> push(const py::handle& frame, std::optional<std::string> source, std::optional<double> timestamp) {
     BusyGuard busy(busy_, "this Session");
+    // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
+    if (timestamp && !std::isfinite(*timestamp))
+      throw py::value_error("timestamp must be a finite number of seconds, got " + std::string(py::str(py::float_(*timestamp))));
     Stream& s = open();
     InputFrame in = frame_from_python(frame, "frame");
     if (!in.rgb8 && pre_)
@@ -905,6 +937,19 @@ class PySession {
     return open().frames_pushed();
   }
   const PyModel& model() const { return model_; }
+  // "<lingbot_map.Session streaming, 5 frames pushed>" (", finished" / "closed" / "busy" as they apply).
+  std::string repr() {
+    std::optional<BusyGuard> busy;
+    try {
+      busy.emplace(busy_, "this Session");
+    } catch (const Error&) {
+      return "<lingbot_map.Session busy: a call is running>";
+    }
+    if (!stream_) return "<lingbot_map.Session closed>";
+    const int64_t n = stream_->frames_pushed();
+    return "<lingbot_map.Session " + py::str(stream_->options_dict()["mode"]).cast<std::string>() + ", " +
+           std::to_string(n) + (n == 1 ? " frame" : " frames") + " pushed" + (stream_->closed() ? ", finished>" : ">");
+  }
 
  private:
   Stream& open() {
@@ -943,7 +988,7 @@ class PySession {
 // ---- reconstruct ------------------------------------------------------------------------------
 
 struct SourceArgs {
-  int image_size = 518;
+  std::optional<int> image_size;  // None: 518 (uint8 frames, folders, videos); float32 arrays go in as they are
   double fps = 10;
   int64_t first_k = 0;
   int64_t stride = 1;
@@ -990,9 +1035,11 @@ class SourceFeed : public FrameFeed {
 class ArrayFeed : public FrameFeed {
  public:
   // The list is taken as it is now (a tuple of its items): frames appended or replaced later are not read.
-  ArrayFeed(py::sequence frames, const PreprocessOptions& pre) : frames_(py::tuple(frames)), pre_(pre) {
+  // preprocessing_asked: image_size= or preprocess= was given, which float32 frames cannot take.
+  ArrayFeed(py::sequence frames, const PreprocessOptions& pre, bool preprocessing_asked)
+      : frames_(py::tuple(frames)), pre_(pre) {
     const int64_t n = static_cast<int64_t>(py::len(frames_));
-    LINGBOT_CHECK(n > 0, "images is an empty list: give at least one frame");
+    check_value(n > 0, "images is an empty list: give at least one frame");
     count = estimated = n;
     // Validate every frame now (dtype, shape, float values, sizes: a bad one fails before any work) and
     // find upstream's batch canvas. Each frame is copied once for the checks and dropped.
@@ -1004,6 +1051,10 @@ class ArrayFeed : public FrameFeed {
       kinds |= f.rgb8 ? 1 : 2;
       if (kinds == 3)
         throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
+      if (!f.rgb8 && preprocessing_asked)
+        throw py::value_error("image_size= and preprocess= preprocess uint8 frames; float32 frames are model inputs "
+                              "already (give uint8 [H, W, 3] frames, or leave both unset)");
+      model_inputs = !f.rgb8;
       if (f.rgb8) {
         sizes.push_back(io::preprocessed_size({f.rgb8->width, f.rgb8->height}, pre_));
         continue;
@@ -1022,6 +1073,8 @@ class ArrayFeed : public FrameFeed {
     }
     canvas = io::batch_canvas_size(sizes);
   }
+  bool model_inputs = false;  // the frames are float32 model inputs (no preprocessing)
+
   bool next(Pending* out) override {
     if (next_ >= static_cast<int64_t>(py::len(frames_))) return false;
     InputFrame in = frame_from_python(frames_[static_cast<size_t>(next_)], "images[" + std::to_string(next_) + "]");
@@ -1055,7 +1108,8 @@ class PyReconstruction {
     // Before any decoding: bad options fail first.
     int interval = parse_keyframe_interval(args.keyframe_interval);
     const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
-    const PreprocessOptions pre = preprocess_options(src.image_size, mode.preprocess, model_.model->patch_size());
+    const PreprocessOptions pre =
+        preprocess_options(src.image_size.value_or(kDefaultImageSize), mode.preprocess, model_.model->patch_size());
     pre_ = pre;
     const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
@@ -1064,7 +1118,10 @@ class PyReconstruction {
                              describe_array(images));
       if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
         throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");
-      feed_ = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre);
+      auto feed = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre,
+                                              src.image_size.has_value() || mode.preprocess_given);
+      if (feed->model_inputs) pre_.reset();  // options: image_size / preprocess None, as a Session without them
+      feed_ = std::move(feed);
       kind_ = "arrays";
     } else {
       io::FrameSelection sel;
@@ -1255,7 +1312,7 @@ CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& sha
 // The export list as run's --export takes it: None = the default list, a comma string, or a list.
 std::vector<std::string> export_names(const py::object& exports) {
   if (exports.is_none()) return io::parse_export_list(io::default_export_list());
-  if (py::isinstance<py::str>(exports)) return io::parse_export_list(exports.cast<std::string>());
+  if (py::isinstance<py::str>(exports)) return value_of([&] { return io::parse_export_list(exports.cast<std::string>()); });
   if (py::isinstance<py::list>(exports) || py::isinstance<py::tuple>(exports)) {
     std::string list;
     for (const auto& item : exports) {
@@ -1264,27 +1321,28 @@ std::vector<std::string> export_names(const py::object& exports) {
       if (!list.empty()) list += ',';
       list += item.cast<std::string>();
     }
-    LINGBOT_CHECK(!list.empty(), "exports is empty: give at least one export name");
-    return io::parse_export_list(list);
+    check_value(!list.empty(), "exports is empty: give at least one export name");
+    return value_of([&] { return io::parse_export_list(list); });
   }
   throw py::type_error("exports must be None, a comma-separated str or a list of names, got " + describe_array(exports));
 }
 
 // run's exporters (io::ExportSet) fed with Python results. Opened at the first write, when the frame
-// size is known; like run, that removes earlier outputs of every export in `out`.
+// size is known; that removes earlier outputs of this Exporter's exports in `out` (not of the others:
+// another Exporter may be writing them into the same folder).
 class PyExporter {
  public:
-  PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, int downsample, const py::object& meta)
+  PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, Int downsample, const py::object& meta)
       : meta_(json_from_python(meta)) {
-    LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
-    LINGBOT_CHECK(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
-    LINGBOT_CHECK(meta_.is_null() || meta_.is_object(), "meta must be a dict, got ", meta_.dump());
+    check_value(downsample >= 1, "downsample must be >= 1, got ", downsample);
+    check_value(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
+    if (!meta_.is_null() && !meta_.is_object()) throw py::type_error("meta must be a dict, got " + meta_.dump());
     std::vector<std::unique_ptr<io::Exporter>> exporters;
     const std::vector<std::string> names = export_names(exports);
     if (std::find(names.begin(), names.end(), "poses") != names.end()) {  // meta goes into poses.json only
-      io::check_poses_metadata(meta_);  // refused now, not at the first write after the computation
+      value_of([&] { io::check_poses_metadata(meta_); });  // refused now, not at the first write after the computation
       for (const char* own : {"image_width", "image_height"})
-        LINGBOT_CHECK(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
+        check_value(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
                       "' (the Exporter sets it from the frames)");
     }
     for (const std::string& name : names) {
@@ -1354,7 +1412,7 @@ class PyExporter {
       std::error_code ec;
       fs::remove(run_.out_dir / "summary.json", ec);
       LINGBOT_CHECK(!ec, "cannot remove the earlier run's ", (run_.out_dir / "summary.json").string(), ": ", ec.message());
-      set_->begin(run_);
+      set_->begin(run_, io::StaleOutputs::SelectedExports);
       begun_ = true;
     }
     set_->frame(x);
@@ -1362,23 +1420,21 @@ class PyExporter {
     last_index_ = r.frame_index;
   }
 
-  // Finalises every export (status "completed", or "interrupted" / "failed" when a with-block ends
-  // with KeyboardInterrupt / another exception).
-  void close(io::ExportStatus status) {
+  // Finalises every export, whatever ended the writing (the files are complete for the frames written).
+  void close() {
     BusyGuard busy(busy_, "this Exporter");
     if (closed_) return;
     closed_ = true;
     py::gil_scoped_release nogil;
-    if (begun_) set_->finish(status);
+    if (begun_) set_->finish();
   }
-  // Garbage-collected without close(): the files are finished (as "interrupted": nothing said the
-  // stream was complete) rather than left without their ends, with a ResourceWarning as an open file
-  // gives. The GIL is held here (pybind11 deallocation).
+  // Garbage-collected without close(): the files are finished rather than left without their ends,
+  // with a ResourceWarning as an open file gives. The GIL is held here (pybind11 deallocation).
   ~PyExporter() {
     if (closed_ || !begun_ || ::getpid() != owner_pid_) return;  // a forked child leaves the parent's files
     closed_ = true;
     try {
-      set_->finish(io::ExportStatus::Interrupted);
+      set_->finish();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "lingbot_map.Exporter: finishing %s at garbage collection failed: %s\n",
                    run_.out_dir.c_str(), e.what());
@@ -1390,8 +1446,8 @@ class PyExporter {
 #endif
     if (Py_IsInitialized() && !finalizing &&
         PyErr_WarnFormat(PyExc_ResourceWarning, 1,
-                         "lingbot_map.Exporter for %s was not closed: its files were finished with status "
-                         "'interrupted' (call close(), or use a with-block)",
+                         "lingbot_map.Exporter for %s was not closed: its files were finished at garbage "
+                         "collection (call close(), or use a with-block)",
                          run_.out_dir.c_str()) != 0)
       PyErr_WriteUnraisable(nullptr);
   }
@@ -1432,8 +1488,10 @@ void bind_module(py::module_& m) {
   ::pthread_atfork(nullptr, nullptr, note_fork_child);  // once per process: the module is imported once
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   m.attr("Error").attr("__doc__") =
-      "An engine error: bad input, an unreadable file, an invalid option. The message is the engine's "
-      "(the same text `lingbot-map` prints after 'error: ').";
+      "An engine error: an unreadable file or checkpoint, a frame the model cannot take, a missing device, "
+      "a call out of order. The message is the engine's (the same text `lingbot-map` prints after "
+      "'error: '). Argument values out of range or not among their choices raise ValueError.";
+  m.attr("Error").attr("__module__") = "lingbot_map";  // tracebacks name the public module
 
   py::class_<PyModel>(m, "Model",
                       "A loaded LingBot-Map network (immutable; share one between any number of Sessions).")
@@ -1499,7 +1557,8 @@ void bind_module(py::module_& m) {
       .def_readonly("world_points", &PyResult::world_points, "[H, W, 3] world coordinates of every pixel.")
       .def_readonly("image", &PyResult::image, "[3, H, W] the model input (RGB in [0, 1]) the outputs belong to.")
       .def_readonly("features", &PyResult::features,
-                    "Session(features=True): per selected aggregator layer, [P, 2C] tokens; else [].")
+                    "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
+                    "tokens, 6 as released); else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,
                     "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
       .def(py::pickle([](const PyResult& self) { return self.getstate(); },
@@ -1515,8 +1574,7 @@ void bind_module(py::module_& m) {
       "same size, multiples of the patch size unless image_size= asks for `run`'s preprocessing of uint8\n"
       "frames (resize + crop/pad, preprocess=). keyframe_interval='auto' stores every frame (the stream\n"
       "length is unknown; reconstruct() applies upstream's rule from the frame count); an int stores every\n"
-      "N-th streamed\n"
-      "frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
+      "N-th streamed frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
       "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
       "max_special_frames=N keeps the special tokens of only the newest N frames that left the window\n"
       "(run's --max-special-frames): memory and time per frame stop growing on endless streams; 0 keeps\n"
@@ -1530,14 +1588,14 @@ void bind_module(py::module_& m) {
       "run: window_size=64, overlap_size=16. mode='crop' | 'pad' is the old spelling of preprocess=.\n"
       "Used as a context manager, the Session frees its cache on exit.";
   py::class_<PySession>(m, "Session", session_doc)
-      .def(py::init([](const PyModel& model, std::optional<int> scale_frames, std::optional<int> kv_window,
-                       const py::object& keyframe_interval, std::optional<int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
-                       int threads, std::optional<int> image_size, const std::string& mode,
-                       const std::optional<std::string>& preprocess, std::optional<int> window_size,
-                       std::optional<int> overlap_size, std::optional<int> overlap_keyframes, bool features,
-                       bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
+      .def(py::init([](const PyModel& model, std::optional<Int> scale_frames, std::optional<Int> kv_window,
+                       const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
+                       Int threads, std::optional<Int> image_size, const std::string& mode,
+                       const std::optional<std::string>& preprocess, std::optional<Int> window_size,
+                       std::optional<Int> overlap_size, std::optional<Int> overlap_keyframes, Bool features,
+                       Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
                        const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
-                       int64_t max_special_frames) {
+                       Int64 max_special_frames) {
              SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes),
                            camera_iterations, kv_backend_arg(kv_backend, backend), kv_dtype, threads, features,
                            patch_tokens, flow_threshold, max_non_keyframe_gap, device};
@@ -1573,7 +1631,9 @@ void bind_module(py::module_& m) {
                              "mode='windowed': every window begun so far, dicts index, start, end (exclusive; None while open),\n"
                              "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t), cache\n"
                              "(frames_stored, bytes_used, bytes_reserved after the window's last step); else None.")
-      .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a push / finish that raised (the session then holds part of a step), until reset().")
+      .def("__repr__", &PySession::repr)
+      .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a step that failed or was stopped (Ctrl-C in a scale phase), until\n"
+                             "reset(). A push refused before its step (a wrong frame size or dtype) leaves it False.")
       .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
       .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
       .def_property_readonly("model", &PySession::model, "The Model this session runs.")
@@ -1591,7 +1651,7 @@ void bind_module(py::module_& m) {
       .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
       .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
       .def_property_readonly("windows", &PyReconstruction::windows, "mode='windowed': the windows so far (as Session.windows); else None.")
-      .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames to come (folders, lists); None for video.")
+      .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames in the input (folders, lists; after first_k / stride), fixed while iterating; None for video.")
       .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
       .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.")
       .def_property_readonly("damage", &PyReconstruction::damage,
@@ -1600,19 +1660,26 @@ void bind_module(py::module_& m) {
 
   m.def(
       "reconstruct",
-      [](const py::object& images, const py::object& video, const py::object& model, int image_size,
-         const std::string& mode, const std::optional<std::string>& preprocess, std::optional<int> window_size,
-         std::optional<int> overlap_size, std::optional<int> overlap_keyframes, std::optional<double> fps_arg, int64_t first_k,
-         int64_t stride, bool rotate_cw90, std::optional<int> scale_frames, std::optional<int> kv_window,
-         const py::object& keyframe_interval, std::optional<int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
-         bool features, bool patch_tokens, std::optional<double> flow_threshold, std::optional<int> max_non_keyframe_gap,
+      [](const py::object& images, const py::object& video, const py::object& model, std::optional<Int> image_size,
+         const std::string& mode, const std::optional<std::string>& preprocess, std::optional<Int> window_size,
+         std::optional<Int> overlap_size, std::optional<Int> overlap_keyframes, std::optional<double> fps_arg, Int64 first_k,
+         Int64 stride, Bool rotate_cw90, std::optional<Int> scale_frames, std::optional<Int> kv_window,
+         const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, Int threads,
+         Bool features, Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
          const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
-         int64_t max_special_frames) {
+         Int64 max_special_frames) {
         // As run's --fps (which needs --video): a sampling rate for frames that are not a video would do nothing.
         if (fps_arg && video.is_none()) throw py::value_error("fps= applies to video= only (a folder or list gives every frame)");
         const double fps = fps_arg.value_or(10.0);
-        LINGBOT_CHECK(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
-        SourceArgs s{image_size, fps, first_k, stride, rotate_cw90};
+        check_value(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
+        check_value(stride >= 1, "stride must be >= 1, got ", stride);  // as io::FrameSource, before any work
+        check_value(first_k >= 0, "first_k must be >= 0, got ", first_k);
+        SourceArgs s;
+        if (image_size) s.image_size = image_size->value;
+        s.fps = fps;
+        s.first_k = first_k;
+        s.stride = stride;
+        s.rotate_cw90 = rotate_cw90;
         SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes), camera_iterations,
                       kv_backend_arg(kv_backend, backend), kv_dtype, threads, features, patch_tokens, flow_threshold,
                       max_non_keyframe_gap, device};
@@ -1623,7 +1690,7 @@ void bind_module(py::module_& m) {
         m.overlap_keyframes = overlap_keyframes;
         return std::make_unique<PyReconstruction>(images, video, model, s, a, m);
       },
-      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = 518,
+      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = py::none(),
       "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(), "overlap_size"_a = py::none(),
       "overlap_keyframes"_a = py::none(), "fps"_a = py::none(), "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
       "scale_frames"_a = py::none(), "kv_window"_a = py::none(), "keyframe_interval"_a = py::none(),
@@ -1649,20 +1716,15 @@ void bind_module(py::module_& m) {
                          "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the first write(),\n"
                          "which, like run, first removes earlier outputs of every export in `out`; close() (or\n"
                          "the end of a with-block) finalises them. summary.json is run's own and not written.")
-      .def(py::init<const fs::path&, const py::object&, double, int, const py::object&>(),
+      .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&>(),
            "out"_a, py::kw_only(), "exports"_a = py::none(),
            "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
       .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
-      .def("close", [](PyExporter& self) { self.close(io::ExportStatus::Completed); },
-           "Finalises every export with status completed (a second close() does nothing).")
+      .def("close", &PyExporter::close, "Finalises every export (a second close() does nothing).")
       .def("report", &PyExporter::report, "Per export: the files written and counts (summary.json's 'exports').")
       .def_property_readonly("frames", &PyExporter::frames, "Frames written so far.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyExporter& self, const py::object& type, const py::args&) {
-        const bool interrupted = !type.is_none() && PyErr_GivenExceptionMatches(type.ptr(), PyExc_KeyboardInterrupt);
-        self.close(type.is_none() ? io::ExportStatus::Completed
-                                  : interrupted ? io::ExportStatus::Interrupted : io::ExportStatus::Failed);
-      });
+      .def("__exit__", [](PyExporter& self, const py::args&) { self.close(); });
 
   m.def(
       "export_kinds",
@@ -1691,7 +1753,7 @@ void bind_module(py::module_& m) {
 
   m.def(
       "preprocess",
-      [](const py::handle& image, int image_size, const std::optional<std::string>& preprocess, int patch_size,
+      [](const py::handle& image, Int image_size, const std::optional<std::string>& preprocess, Int patch_size,
          const std::optional<std::string>& mode) {
         // mode= is the old spelling of preprocess= here too.
         if (mode && preprocess) throw py::value_error("give preprocess or its old spelling mode, not both");
@@ -1707,7 +1769,7 @@ void bind_module(py::module_& m) {
         }
         return tensor_to_array(std::move(t));
       },
-      "image"_a, "image_size"_a = 518, "preprocess"_a = py::none(), "patch_size"_a = 14, py::kw_only(),
+      "image"_a, "image_size"_a = kDefaultImageSize, "preprocess"_a = py::none(), "patch_size"_a = 14, py::kw_only(),
       "mode"_a = py::none(),
       "`run`'s preprocessing (upstream's load_and_preprocess_images, bit-exact): PIL bicubic resize, then\n"
       "centre crop (preprocess='crop', the default: width := image_size) or white padding\n"
@@ -1715,9 +1777,9 @@ void bind_module(py::module_& m) {
 
   m.def(
       "demo_frame",
-      [](int64_t index, int width, int height) {
-        LINGBOT_CHECK(index >= 0, "index must be >= 0, got ", index);
-        LINGBOT_CHECK(width > 0 && height > 0, "width and height must be positive, got ", width, "x", height);
+      [](Int64 index, Int width, Int height) {
+        check_value(index >= 0, "index must be >= 0, got ", index);
+        check_value(width > 0 && height > 0, "width and height must be positive, got ", width, "x", height);
         io::ImageU8 img;
         {
           py::gil_scoped_release nogil;
@@ -1731,11 +1793,14 @@ void bind_module(py::module_& m) {
   m.def(
       "select_points",
       [](const py::handle& world_points, const py::handle& image, const py::object& conf, const py::object& depth,
-         double conf_threshold, int downsample) {
+         double conf_threshold, Int downsample) {
+        if (!py::isinstance<py::array>(world_points))
+          throw py::type_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
         const auto wp = py::reinterpret_borrow<py::array>(world_points);
-        if (!py::isinstance<py::array>(world_points) || wp.ndim() != 3 || wp.shape(2) != 3)
+        if (wp.ndim() != 3 || wp.shape(2) != 3)
           throw py::value_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
-        LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
+        check_value(downsample >= 1, "downsample must be >= 1, got ", downsample);
+        check_value(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
         const py::ssize_t H = wp.shape(0), W = wp.shape(1);
         const size_t hw = static_cast<size_t>(H * W);
         const auto pts = f32_exact(world_points, {H, W, 3}, "world_points");
@@ -1807,15 +1872,16 @@ void bind_module(py::module_& m) {
 
   m.def(
       "verify",
-      [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, int threads,
+      [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, Int threads,
          const std::optional<std::string>& backend, const std::string& device, const std::string& weights_dtype,
          const std::optional<std::vector<std::string>>& only) {
         VerifyOptions o;
         o.case_dir = case_dir.string();
-        o.kv_backend = parse_kv_backend(kv_backend_arg(kv_backend, backend));
-        o.kv_dtype = parse_dtype(kv_dtype);
+        o.kv_backend = value_of([&] { return parse_kv_backend(kv_backend_arg(kv_backend, backend)); });
+        o.kv_dtype = value_of([&] { return parse_dtype(kv_dtype); });
+        check_value(threads >= 0, "threads must be >= 0 (0 = all cores), got ", threads);
         o.threads = threads;
-        o.device = resolve_device(parse_device(device));
+        o.device = resolve_device(value_of([&] { return parse_device(device); }));
         o.weights_dtype = PyModel::load_options(weights_dtype, device).weights_dtype;  // as verify --weights-dtype
         o.only = only.value_or(std::vector<std::string>{});
         VerifyReport rep;

@@ -96,7 +96,7 @@ class DepthPreviewExporter final : public Exporter {
     frames_ = last_.frames_before;
     newest_ = last_.newest_before;
   }
-  void finish(ExportStatus) override {}
+  void finish() override {}
   nlohmann::json report() const override {
     return {{"files",
              {{"depth_preview/NNNNNN.png",

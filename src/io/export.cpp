@@ -90,7 +90,7 @@ std::vector<std::string> parse_export_list(std::string_view list) {
     std::string_view name = list.substr(start, end - start);
     while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    LINGBOT_CHECK(!name.empty(), "--export: empty name in '", std::string(list), "' (choose from ", choices(), ")");
+    LINGBOT_CHECK(!name.empty(), "empty export name in '", std::string(list), "' (choose from ", choices(), ")");
     any = true;
     if (name == "all") {
       std::fill(chosen.begin(), chosen.end(), true);
@@ -102,7 +102,7 @@ std::vector<std::string> parse_export_list(std::string_view list) {
     }
     start = end + 1;
   }
-  LINGBOT_CHECK(any, "--export: no export named (choose from ", choices(), ")");
+  LINGBOT_CHECK(any, "no export named (choose from ", choices(), ")");
   std::vector<std::string> out;
   for (size_t i = 0; i < std::size(kKinds); ++i)
     if (chosen[i]) out.emplace_back(kKinds[i].name);
@@ -141,18 +141,19 @@ void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)
 // ---------------------------------------------------------------------------------------------
 ExportSet::ExportSet(std::vector<std::unique_ptr<Exporter>> exporters) : exporters_(std::move(exporters)) {}
 
-void ExportSet::begin(const ExportRun& run) {
+void ExportSet::begin(const ExportRun& run, StaleOutputs stale) {
   for (auto& e : exporters_) e->prepare(run);
-  for (const ExportKind& k : kKinds) k.remove_outputs(run.out_dir);
-  // The sub-folder of an export this run does not write goes once its old files are gone (a re-run
-  // with fewer exports leaves no empty bss/, colmap/, ...): only when empty, and never a link.
   for (const ExportKind& k : kKinds) {
-    if (k.folder.empty()) continue;
     const bool selected = std::any_of(exporters_.begin(), exporters_.end(),
                                       [&](const std::unique_ptr<Exporter>& e) { return e->name() == k.name; });
+    if (!selected && stale == StaleOutputs::SelectedExports) continue;
+    k.remove_outputs(run.out_dir);
+    // The sub-folder of an export this run does not write goes once its old files are gone (a re-run
+    // with fewer exports leaves no empty bss/, colmap/, ...): only when empty, and never a link.
     const fs::path dir = run.out_dir / k.folder;
     std::error_code ec;
-    if (!selected && fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec)) fs::remove(dir, ec);
+    if (!selected && !k.folder.empty() && fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec))
+      fs::remove(dir, ec);
   }
   for (auto& e : exporters_) e->begin(run);
 }
@@ -179,13 +180,13 @@ void ExportSet::frame(const ExportFrame& f) {
   }
 }
 
-void ExportSet::finish(ExportStatus status) {
+void ExportSet::finish() {
   if (finished_) return;
   finished_ = true;
   std::exception_ptr first;
   for (auto& e : exporters_) {
     try {
-      e->finish(status);
+      e->finish();
     } catch (...) {
       if (!first) first = std::current_exception();
     }

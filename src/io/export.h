@@ -6,14 +6,16 @@
 //   prepare(run)   for every selected exporter: create its folders and check they accept files.
 //                  Nothing is written or removed yet, so a bad folder fails the run before any
 //                  output exists.
-//   (then every registered ExportKind::remove_outputs, selected or not, removes what an earlier
-//   run left, so the folder never mixes two runs)
+//   (then ExportKind::remove_outputs removes what an earlier run left: of every registered export,
+//   selected or not, for run, so its folder never mixes two runs (StaleOutputs::EveryExport); of
+//   the selected ones only for the Python Exporter, so two Exporters can share a folder)
 //   begin(run)     open the files;
 //   frame(record)  once per completed frame, in frame order;
 //   discard_frame() when some exporter failed on a frame (a full disk): on every exporter that was
 //                  given that frame, the failed one included, so every export ends at the same last
 //                  complete frame (the frames before it);
-//   finish(status) once at the end (also after Ctrl-C or an error), so every file is complete.
+//   finish()       once at the end (also after Ctrl-C or an error), so every file is complete
+//                  (the same files whatever ended the run: summary.json says how it ended).
 // Every exporter is incremental: memory does not grow with the number of frames beyond a small
 // per-frame record (a pose, a flag) or a documented budget, and after each frame() its files are
 // valid for the frames so far — or, for formats that cannot be appended to (GLB, the whole-run NPZ),
@@ -90,8 +92,6 @@ bool geometry_finite(const ExportFrame& f);  // pose_enc, c2w and K all finite
 // select_points with invalid depth / confidence pixels removed.
 PointBatch frame_points(const ExportFrame& f, const PointFilter& filter);
 
-enum class ExportStatus { Completed, Interrupted, Failed };
-
 class Exporter {
  public:
   virtual ~Exporter() = default;
@@ -103,7 +103,7 @@ class Exporter {
   // are those of the frames before it again. Cutting files back and removing them frees space, so it
   // works on the full disk that failed the frame; it throws only when that fails as well.
   virtual void discard_frame() = 0;
-  virtual void finish(ExportStatus status) = 0;
+  virtual void finish() = 0;
   // For summary.json: the files written ("files": name -> description), counts ("frames",
   // "points", ...), and optionally "note": one line the run prints (e.g. a file it did not write).
   virtual nlohmann::json report() const = 0;
@@ -148,13 +148,19 @@ void remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::
 // "; and frame N could not be taken back from <export>: <reason>" added when a discard failed too),
 // so the files end at the same frame. finish() is called on every exporter even when one throws;
 // the first error is rethrown after all have finished.
+// Which exports' earlier outputs ExportSet::begin removes from the output folder.
+enum class StaleOutputs {
+  EveryExport,      // every registered export's, selected or not (run: one run per folder)
+  SelectedExports,  // the selected exports' only (the Python Exporter: other writers may share the folder)
+};
+
 class ExportSet {
  public:
   explicit ExportSet(std::vector<std::unique_ptr<Exporter>> exporters);
-  // prepare() on every selected exporter, remove_outputs of every registered export, begin().
-  void begin(const ExportRun& run);
+  // prepare() on every selected exporter, remove_outputs of the exports `stale` names, begin().
+  void begin(const ExportRun& run, StaleOutputs stale);
   void frame(const ExportFrame& f);
-  void finish(ExportStatus status);
+  void finish();
   nlohmann::json report() const;  // name -> Exporter::report()
   const Exporter* find(std::string_view name) const;
 

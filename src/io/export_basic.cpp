@@ -41,7 +41,7 @@ class PosesExporter final : public Exporter {
     writer_->append(p);
   }
   void discard_frame() override { writer_->rewind(before_); }
-  void finish(ExportStatus) override {
+  void finish() override {
     frames_ = writer_->frames();
     writer_.reset();
   }
@@ -75,7 +75,7 @@ class TumExporter final : public Exporter {
     frames_ = before_.frames;
     skipped_ = before_.skipped;
   }
-  void finish(ExportStatus) override { writer_.reset(); }
+  void finish() override { writer_.reset(); }
   nlohmann::json report() const override {
     return {{"files", {{"trajectory.tum", "timestamp tx ty tz qx qy qz qw (camera -> world)"}}},
             {"frames", frames_},
@@ -125,7 +125,7 @@ class DepthExporter final : public Exporter {
     frames_ = last_.frames_before;
     newest_ = last_.newest_before;
   }
-  void finish(ExportStatus) override {}
+  void finish() override {}
   nlohmann::json report() const override {
     nlohmann::json r = {
         {"files",
@@ -168,7 +168,7 @@ class PlyExporter final : public Exporter {
     writer_->flush();
   }
   void discard_frame() override { writer_->rewind(before_); }
-  void finish(ExportStatus) override {
+  void finish() override {
     if (writer_) {
       writer_->flush();
       points_ = writer_->points();

@@ -52,7 +52,7 @@ class BssExporter final : public Exporter {
     frames_ = before_.frames;
     skipped_ = before_.skipped;
   }
-  void finish(ExportStatus) override { writer_.reset(); }
+  void finish() override { writer_.reset(); }
   nlohmann::json report() const override {
     return {{"files",
              {{"bss/traj.txt", "timestamp + 3x4 camera -> world, row-major"},

@@ -83,7 +83,7 @@ class ColmapExporter final : public Exporter {
     writer_->rewind(before_.files);
     skipped_ = before_.skipped;
   }
-  void finish(ExportStatus) override {
+  void finish() override {
     if (writer_) {
       images_ = writer_->images();
       points_ = writer_->points();

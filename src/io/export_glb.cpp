@@ -209,7 +209,7 @@ class GlbExporter final : public Exporter {
     if (staged_ && staged_->index == current_) staged_.reset();  // never the frame before (add_staged failed)
     skipped_ = skipped_before_;
   }
-  void finish(ExportStatus) override {
+  void finish() override {
     add_staged();
     builder_.write(path_);
   }

@@ -233,7 +233,7 @@ class NpzExporter final : public Exporter {
     writer_->append(f);
   }
   void discard_frame() override { writer_->truncate(frames_before_); }
-  void finish(ExportStatus) override {
+  void finish() override {
     combined_ = writer_->write_combined(out_ / "predictions.npz");
     finished_ = true;
   }

@@ -75,7 +75,7 @@ class ViewerExporter final : public Exporter {
     frames_ = last_.frames_before;
     points_ = points_before_;
   }
-  void finish(ExportStatus) override {}
+  void finish() override {}
   nlohmann::json report() const override {
     return {{"files",
              {{"viewer/NNNNNN.bin",

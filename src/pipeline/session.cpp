@@ -112,13 +112,14 @@ struct Session::Impl {
 
   int64_t scale_frames() const { return opt.scale_frames; }
   // The error for a push on a closed session (`call` names it).
-  void check_open(const char* call) const {
-    check_not_failed(call);
-    LINGBOT_CHECK(!closed, call, " after finish(): the session is closed (call reset() to start a new sequence)");
+  // The messages name no call (C++ push_frame, Python push): the caller knows which one it made.
+  void check_open() const {
+    check_not_failed();
+    LINGBOT_CHECK(!closed, "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)");
   }
-  void check_not_failed(const char* call) const {
-    LINGBOT_CHECK(!failed, call, ": the session is closed after a step that failed or was stopped (call reset() to "
-                           "start a new sequence)");
+  void check_not_failed() const {
+    LINGBOT_CHECK(!failed, "the session is closed after a step that failed or was stopped (call reset() to start a "
+                           "new sequence)");
   }
   // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
   CacheSnapshot caches_now() const {
@@ -363,7 +364,7 @@ std::vector<FrameResult> Session::push_frame(const Tensor& image) {
 std::vector<FrameResult> Session::push_frame(const float* image, int64_t H, int64_t W) {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "Session::push_frame: this Session", kOneCallAtATime);
-  s.check_open("push_frame");
+  s.check_open();
   LINGBOT_CHECK(!s.pending, "push_frame: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   LINGBOT_CHECK(image != nullptr, "push_frame: image is null");
@@ -424,7 +425,7 @@ std::vector<FrameResult> Session::Impl::push(const float* image) {
 FrameResult Session::push_frame_deferred(const Tensor& image) {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "Session::push_frame_deferred: this Session", kOneCallAtATime);
-  s.check_open("push_frame_deferred");
+  s.check_open();
   LINGBOT_CHECK(!s.pending, "push_frame_deferred: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
@@ -484,7 +485,7 @@ std::vector<unsigned char> Session::camera_cache_live_bytes() const {
 std::vector<FrameResult> Session::finish() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "Session::finish: this Session", kOneCallAtATime);
-  s.check_not_failed("finish");
+  s.check_not_failed();
   LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");

@@ -177,7 +177,7 @@ TEST(Export, DepthPngClippingIsCountedAndNoted) {
   EXPECT_EQ(r.at("note"), "2 depth samples (> 65.535) and 1 confidence samples (> 655.35) in 1 frames were written as "
                           "65535 in the 16-bit PNGs; the .npy files keep the values");
   EXPECT_EQ(read_npy_f32(dir.path / "depth" / "000001.npy").data[5], 100.0f);
-  depth->finish(ExportStatus::Completed);
+  depth->finish();
 }
 
 // ---- depth preview ------------------------------------------------------------------------------
@@ -274,7 +274,7 @@ TEST(Npz, NumpyLoadsEveryKeyWithItsValues) {
       frames.back()->depth[3] = NAN;  // raw arrays keep values as computed
       e->frame(frames.back()->f);
     }
-    e->finish(ExportStatus::Completed);
+    e->finish();
     EXPECT_EQ(e->report().at("frames"), 5);
   }
   // The values the frames held, as .npy files numpy compares against (write_npy_f32 is tested).
@@ -361,7 +361,7 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
       e->frame(frames.back()->f);
       if (i != 2) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
     }
-    e->finish(ExportStatus::Completed);
+    e->finish();
     EXPECT_EQ(e->report().at("images"), kFrames);
     EXPECT_EQ(e->report().at("points"), points);
     EXPECT_EQ(e->report().at("frames_skipped_non_finite"), 1);
@@ -458,7 +458,7 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
       e->frame(frames.back()->f);
       if (i != 1) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
     }
-    e->finish(ExportStatus::Interrupted);
+    e->finish();
     const nlohmann::json rep = e->report();
     EXPECT_EQ(rep.at("points"), points);
     EXPECT_EQ(rep.at("cameras"), 4);   // frames 0, 2, 3, 4 (1 has no finite pose)
@@ -523,7 +523,7 @@ TEST(Bss, TrajectoryAndIntrinsicsLines) {
     for (std::string l; std::getline(t, l);) ++lines;
     EXPECT_EQ(lines, i < 2 ? 1u : 2u);  // frame 1 is left out
   }
-  e->finish(ExportStatus::Completed);
+  e->finish();
   std::istringstream t(slurp(dir.path / "bss" / "traj.txt")), k(slurp(dir.path / "bss" / "intrinsics.txt"));
   for (int i : {0, 2}) {
     double v[13];
@@ -552,7 +552,7 @@ TEST(ExportSet, BadSubFolderFailsBeforeAnythingIsWritten) {
   for (const std::string& n : parse_export_list("all")) list.push_back(make_exporter(n));
   ExportSet set(std::move(list));
   try {
-    set.begin(run_info(dir.path, 4, 3));
+    set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -571,14 +571,37 @@ TEST(ExportSet, FinishReachesEveryExporterAndReportsTheFirstError) {
   list.push_back(make_exporter("glb"));
   list.push_back(make_exporter("ply"));
   ExportSet set(std::move(list));
-  set.begin(run_info(dir.path, 4, 3));
+  set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
   Synth s(0, 4, 3, 0, {0, 0, 0});
   set.frame(s.f);
   fs::create_directories(dir.path / "scene.glb");  // the GLB cannot be renamed into place
   std::ofstream(dir.path / "scene.glb" / "x") << "x";
-  EXPECT_THROW(set.finish(ExportStatus::Completed), Error);
+  EXPECT_THROW(set.finish(), Error);
   EXPECT_EQ(set.report().at("ply").at("points"), 12);
   EXPECT_TRUE(fs::exists(dir.path / "points.ply"));
+}
+
+// An earlier run's points.ply and colmap/ go when a run (EveryExport) exports depth only; a writer
+// that shares the folder (SelectedExports, the Python Exporter) removes only its own exports' files.
+TEST(ExportSet, StaleOutputsOfOtherExportsGoOnlyForEveryExport) {
+  for (const StaleOutputs stale : {StaleOutputs::EveryExport, StaleOutputs::SelectedExports}) {
+    TempDir dir;
+    std::ofstream(dir.path / "points.ply") << "earlier";
+    fs::create_directories(dir.path / "colmap");
+    std::ofstream(dir.path / "colmap" / "cameras.txt") << "earlier";
+    fs::create_directories(dir.path / "depth");
+    std::ofstream(dir.path / "depth" / "000007.npy") << "earlier";
+    std::vector<std::unique_ptr<Exporter>> list;
+    list.push_back(make_exporter("depth"));
+    ExportSet set(std::move(list));
+    set.begin(run_info(dir.path, 4, 3), stale);
+    set.finish();
+    const bool kept = stale == StaleOutputs::SelectedExports;
+    EXPECT_EQ(fs::exists(dir.path / "points.ply"), kept);
+    EXPECT_EQ(fs::exists(dir.path / "colmap" / "cameras.txt"), kept);
+    EXPECT_EQ(fs::exists(dir.path / "colmap"), kept);
+    EXPECT_FALSE(fs::exists(dir.path / "depth" / "000007.npy"));  // its own export's: always
+  }
 }
 
 // ---- frames taken back (io/export.h discard_frame) ------------------------------------------------
@@ -594,7 +617,7 @@ class FailOnFrames final : public Exporter {
     if (fail_.erase(f.index)) throw Error("injected failure on frame " + std::to_string(f.index));
   }
   void discard_frame() override {}
-  void finish(ExportStatus) override {}
+  void finish() override {}
   nlohmann::json report() const override { return nlohmann::json::object(); }
 
  private:
@@ -626,14 +649,14 @@ std::vector<std::unique_ptr<Exporter>> every_exporter() {
   return list;
 }
 
-// The files of a run that exported frames [0, frames) and finished with `status`, and its report.
+// The files of a run that exported frames [0, frames), and its report.
 std::pair<std::map<std::string, std::string>, nlohmann::json> clean_run(const fs::path& out,
                                                                        const std::vector<std::unique_ptr<Synth>>& run,
-                                                                       size_t frames, ExportStatus status, int w, int h) {
+                                                                       size_t frames, int w, int h) {
   ExportSet set(every_exporter());
-  set.begin(run_info(out, w, h));
+  set.begin(run_info(out, w, h), StaleOutputs::EveryExport);
   for (size_t i = 0; i < frames; ++i) set.frame(run[i]->f);
-  set.finish(status);
+  set.finish();
   return {tree(out), set.report()};
 }
 
@@ -647,7 +670,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
   const int w = 6, h = 4, frames = 10;
   const auto run = synth_run(frames, w, h);
   TempDir dir;
-  const auto [reference, reference_report] = clean_run(dir.path / "reference", run, frames, ExportStatus::Completed, w, h);
+  const auto [reference, reference_report] = clean_run(dir.path / "reference", run, frames, w, h);
   const std::vector<std::string> blockable = {"depth/000006.npy", "depth/000007_conf.png", "depth_preview/000002.png",
                                               "viewer/000008.bin", "depth/000000_conf.npy"};
   std::mt19937 rng(7);
@@ -662,7 +685,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
     list.insert(list.begin() + static_cast<long>(at), std::make_unique<FailOnFrames>(fail));
     const bool go_on = trial % 2 == 0;  // give a failed frame again, or end the run at the first failure
     ExportSet set(std::move(list));
-    set.begin(run_info(out, w, h));
+    set.begin(run_info(out, w, h), StaleOutputs::EveryExport);
     const std::string blocked = blockable[rng() % blockable.size()];
     fs::create_directories(out / blocked);  // removed again when its frame is taken back
     int64_t failures = 0, first_failure = -1;
@@ -687,7 +710,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
       }
     }
     EXPECT_GE(failures, 1);
-    set.finish(go_on ? ExportStatus::Completed : ExportStatus::Failed);
+    set.finish();
     nlohmann::json report = set.report();
     report.erase("fail-on-frames");
     if (go_on) {
@@ -697,7 +720,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
       std::error_code ec;
       fs::remove(out / blocked, ec);  // an obstacle the run stopped before reaching (empty: removed)
       const fs::path ref = dir.path / ("reference" + std::to_string(trial));
-      const auto [files, ref_report] = clean_run(ref, run, static_cast<size_t>(first_failure), ExportStatus::Failed, w, h);
+      const auto [files, ref_report] = clean_run(ref, run, static_cast<size_t>(first_failure), w, h);
       EXPECT_EQ(tree(out), files);
       EXPECT_EQ(report, ref_report);
     }

@@ -167,7 +167,7 @@ TEST(ExportViewer, ExporterWritesFramesInOrderAndCleansOnlyItsFiles) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "viewer frames must be written in order: got frame 5, expected 3");
   }
-  ex->finish(ExportStatus::Completed);
+  ex->finish();
   EXPECT_EQ(ex->report()["frames"], 3);
   EXPECT_EQ(ex->report()["points"], points);
   EXPECT_EQ(viewer_frame_file_name(12), "000012.bin");

@@ -181,7 +181,7 @@ TEST_F(SessionTest, ErrorMessages) {
                "sequence)");
   s.finish();
   expect_error([&] { s.push_frame(img.data(), 70, 112); },
-               "push_frame after finish(): the session is closed (call reset() to start a new sequence)");
+               "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)");
   expect_error([&] { s.finish(); },
                "finish() called twice: the session is already closed (call reset() to start a new sequence)");
 
@@ -363,11 +363,9 @@ TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
     EXPECT_TRUE(s.closed());
     stop = false;
     expect_error([&] { s.push_frame(frame(0), H(), W()); },
-                 "push_frame: the session is closed after a step that failed or was stopped (call reset() to start "
-                 "a new sequence)");
+                 "the session is closed after a step that failed or was stopped (call reset() to start a new sequence)");
     expect_error([&] { s.finish(); },
-                 "finish: the session is closed after a step that failed or was stopped (call reset() to start a new "
-                 "sequence)");
+                 "the session is closed after a step that failed or was stopped (call reset() to start a new sequence)");
     s.reset();
     EXPECT_FALSE(s.closed());
     EXPECT_TRUE(same_bits(run(s, 7), expected));

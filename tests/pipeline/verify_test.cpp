@@ -134,7 +134,7 @@ TEST(Verify, OnlyThatSelectsNothingAndNonFolderCasesAreErrors) {
   VerifyOptions o;
   o.case_dir = tiny.string();
   o.only = {"nomatch*"};
-  EXPECT_EQ(error_of(o), "verify: --only selects no tensor of " + tiny.string() +
+  EXPECT_EQ(error_of(o), "verify: the --only list (Python: only=) selects no tensor of " + tiny.string() +
                              " (names as listed in its report, e.g. depth, pose_enc*)");
   o.only = {};
   o.case_dir = (tiny / "case.json").string();

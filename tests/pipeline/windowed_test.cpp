@@ -176,7 +176,7 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
       win.push_frame(frame(4));
       ADD_FAILURE() << "the windowed session took a frame after a stopped step";
     } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), "push_frame: the windowed session is closed after a step that failed or was stopped");
+      EXPECT_EQ(std::string(e.what()), "the windowed session is closed after a step that failed or was stopped");
     }
   }
   EXPECT_THROW(win.finish(), Error);

@@ -293,7 +293,7 @@ def test_exporter_owns_its_folder_and_keys(tiny_model, tmp_path, cli):
         ex.write(first)
     assert not (tmp_path / "summary.json").exists() and (tmp_path / "poses.json").exists()
     for key in ("format", "version", "frames"):
-        with pytest.raises(lm.Error, match=f"poses.json metadata must not contain the key '{key}'"):
+        with pytest.raises(ValueError, match=f"poses.json metadata must not contain the key '{key}'"):
             with lm.Exporter(tmp_path / key, exports="poses", meta={key: 1}) as ex:
                 ex.write(first)
 

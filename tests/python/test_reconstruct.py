@@ -17,7 +17,9 @@ def test_folder_and_uint8_list_and_float_list_agree(tiny_model):
     folder = list(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS))
     u8 = [lm.load_image(p) for p in sorted(FRAMES.iterdir())]
     arrays = list(lm.reconstruct(images=u8, model=tiny_model, **TINY_OPTIONS))
-    f32 = list(lm.reconstruct(images=[r.image for r in folder], model=tiny_model, **TINY_OPTIONS))
+    model_inputs = dict(TINY_OPTIONS)
+    del model_inputs["image_size"]  # float32 frames are model inputs: no preprocessing to ask for
+    f32 = list(lm.reconstruct(images=[r.image for r in folder], model=tiny_model, **model_inputs))
     for a, b, c in zip(folder, arrays, f32):
         assert a.depth.tobytes() == b.depth.tobytes() == c.depth.tobytes()
         assert a.w2c.tobytes() == b.w2c.tobytes() == c.w2c.tobytes()
@@ -60,7 +62,7 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=tmp_path / "nope"), lm.Error, f"image folder not found: {tmp_path / 'nope'}"),
         (dict(images=tmp_path), lm.Error, f"no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}"),
         (dict(video=tmp_path / "nope.mp4"), lm.Error, f"video file not found: {tmp_path / 'nope.mp4'}"),
-        (dict(images=[]), lm.Error, "images is an empty list: give at least one frame"),
+        (dict(images=[]), ValueError, "images is an empty list: give at least one frame"),
         (dict(images=42), TypeError, "images must be a folder path (str or os.PathLike) or a list of arrays, got int"),
         (dict(images=b"/frames"), TypeError,
          "images must be a folder path (str or os.PathLike) or a list of arrays, got bytes"),
@@ -70,7 +72,7 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
          "float32 model inputs must all have one size: images[0] is 112x84, images[1] is 112x98"),
         (dict(images=[np.zeros((3, 84, 112), np.float32), np.full((3, 84, 112), 2, np.float32)]), ValueError,
          "images[1]: float32 values must be RGB in [0, 1] (uint8 / 255), got 2.0 at flat index 0"),
-        (dict(video=TINY / "model.pt", fps=float("nan")), lm.Error, "fps must be a finite number (<= 0: every frame), got nan"),
+        (dict(video=TINY / "model.pt", fps=float("nan")), ValueError, "fps must be a finite number (<= 0: every frame), got nan"),
         (dict(images=good, fps=5), ValueError, "fps= applies to video= only (a folder or list gives every frame)"),
         (dict(images=good, first_k=1), ValueError,
          "first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead"),
@@ -79,11 +81,11 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=good + [np.zeros((70, 112), np.uint8)]), ValueError,
          "images[1] must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1]), "
          "got uint8 array of shape (70, 112)"),
-        (dict(images=good, image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
+        (dict(images=good, image_size=100), ValueError, "image_size must be a multiple of the model's patch size 14, got 100"),
         (dict(images=good, mode="fit"), ValueError, "mode must be 'streaming' or 'windowed', got 'fit'"),
         (dict(images=good, preprocess="fit"), ValueError, "preprocess must be 'crop' or 'pad', got 'fit'"),
         (dict(images=good, window_size=4), ValueError, "window_size only applies to mode='windowed'"),
-        (dict(images=FRAMES, stride=0), lm.Error, "stride must be >= 1, got 0"),
+        (dict(images=FRAMES, stride=0), ValueError, "stride must be >= 1, got 0"),
     ]
     for kwargs, exc, message in cases:
         with pytest.raises(exc) as e:
@@ -135,7 +137,7 @@ def test_exporter_points_equal_select_points(tiny_model, tmp_path):
     assert len(xyz) > 0
     # Every selected point is confident: without the threshold more points are kept.
     assert sum(len(lm.select_points(r.world_points, r.image, downsample=3)[0]) for r in results) > len(xyz)
-    with pytest.raises(lm.Error) as e:
+    with pytest.raises(ValueError) as e:
         lm.Exporter(tmp_path / "c", exports="poses,obj")
     assert str(e.value).startswith("unknown export 'obj' (choose from poses, tum, depth, ply, depth-preview, ")
     with pytest.raises(TypeError) as e:
@@ -146,7 +148,7 @@ def test_exporter_points_equal_select_points(tiny_model, tmp_path):
     with pytest.raises(lm.Error) as e:
         ex2.write(results[0])
     assert str(e.value) == "the Exporter is closed: create a new one"
-    with pytest.raises(lm.Error) as e:
+    with pytest.raises(ValueError) as e:
         lm.Exporter(tmp_path / "c", downsample=0)
     assert str(e.value) == "downsample must be >= 1, got 0"
 
@@ -165,7 +167,7 @@ def test_image_helpers(tmp_path):
         lm.preprocess(pre)
     assert str(e.value) == "image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)"
     for patch in (0, -14):  # 0 was a division by zero (SIGFPE) before the range check
-        with pytest.raises(lm.Error) as e:
+        with pytest.raises(ValueError) as e:
             lm.preprocess(img, 112, "crop", patch)
         assert str(e.value) == f"patch_size must be in 1..4096, got {patch}"
 
@@ -223,7 +225,7 @@ def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_pat
 
 def test_exporter_and_select_points_check_values_and_shapes(demo_model, tmp_path):
     r = lm.reconstruct(images=[lm.demo_frame(0)], model=demo_model, scale_frames=1).__next__()
-    with pytest.raises(lm.Error) as e:
+    with pytest.raises(ValueError) as e:
         lm.Exporter(tmp_path / "a", conf_threshold=float("nan"))
     assert str(e.value) == "conf_threshold must be a finite number, got nan"
     with pytest.raises(ValueError):  # json.dumps(allow_nan=False): NaN is not JSON
@@ -279,17 +281,38 @@ def test_an_exporter_dropped_without_close_finishes_its_files_with_a_warning(dem
     ex = lm.Exporter(tmp_path / "dropped", exports="poses,glb")
     for r in results:
         ex.write(r)
-    with pytest.warns(ResourceWarning, match="was not closed: its files were finished with status 'interrupted'"):
+    with pytest.warns(ResourceWarning, match="was not closed: its files were finished at garbage collection"):
         del ex
         gc.collect()
     assert len(json.loads((tmp_path / "dropped" / "poses.json").read_text())["frames"]) == 3
     assert (tmp_path / "dropped" / "scene.glb").stat().st_size > 0
 
 
+def test_two_exporters_share_a_folder(demo_model, tmp_path):
+    """An Exporter's first write removes earlier outputs of its own exports only: another Exporter
+    writing other exports into the same folder keeps its files (an earlier run's summary.json goes)."""
+    results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2))
+    out = tmp_path / "shared"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    (out / "trajectory.tum").write_text("earlier run\n")
+    with lm.Exporter(out, exports="ply,poses") as a, lm.Exporter(out, exports="depth,tum") as b:
+        a.write(results[0])
+        b.write(results[0])
+        for r in results[1:]:
+            a.write(r)
+            b.write(r)
+    assert len(json.loads((out / "poses.json").read_text())["frames"]) == 3
+    assert a.report()["ply"]["points"] > 0 and (out / "points.ply").stat().st_size > 0
+    assert len((out / "trajectory.tum").read_text().splitlines()) == 3  # this run's 3 poses, not the earlier line
+    assert sorted(p.name for p in (out / "depth").glob("*.npy"))[:1] == ["000000.npy"]
+    assert not (out / "summary.json").exists()
+
+
 def test_exporter_meta_is_checked_at_construction(tmp_path):
     for key, why in (("frames", "poses.json metadata must not contain the key 'frames' (the file's own)"),
                      ("image_width", "meta must not contain the key 'image_width' (the Exporter sets it from the frames)")):
-        with pytest.raises(lm.Error) as e:
+        with pytest.raises(ValueError) as e:
             lm.Exporter(tmp_path / key, exports="poses", meta={key: 1})
         assert str(e.value) == why
 

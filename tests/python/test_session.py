@@ -156,7 +156,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     s.finish()
     with pytest.raises(lm.Error) as e:
         s.push(lm.demo_frame(1))
-    assert str(e.value) == "push_frame after finish(): the session is closed (call reset() to start a new sequence)"
+    assert str(e.value) == "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)"
     with pytest.raises(lm.Error) as e:
         s.finish()
     assert str(e.value) == "finish() called twice: the session is already closed (call reset() to start a new sequence)"
@@ -171,10 +171,10 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
 
 
 @pytest.mark.parametrize("kwargs, exc, message", [
-    (dict(scale_frames=0), lm.Error, "scale_frames must be >= 1, got 0"),
-    (dict(kv_window=0), lm.Error, "kv_window must be >= 1, got 0"),
-    (dict(camera_iterations=0), lm.Error, "camera_iterations must be >= 1, got 0"),
-    (dict(threads=-1), lm.Error, "threads must be >= 0 (0 = all cores), got -1"),
+    (dict(scale_frames=0), ValueError, "scale_frames must be >= 1, got 0"),
+    (dict(kv_window=0), ValueError, "kv_window must be >= 1, got 0"),
+    (dict(camera_iterations=0), ValueError, "camera_iterations must be >= 1, got 0"),
+    (dict(threads=-1), ValueError, "threads must be >= 0 (0 = all cores), got -1"),
     (dict(keyframe_interval=-1), ValueError, "keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got -1"),
     (dict(keyframe_interval=2**31), ValueError,
      "keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got 2147483648"),
@@ -182,16 +182,16 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
      "keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got 18446744073709551616"),
     (dict(preprocess="pad"), ValueError, "preprocess= applies to run's preprocessing, which image_size= asks for: "
      "give image_size too (frames without it go in as they are)"),
-    (dict(image_size=5012), lm.Error, "image_size must be in 1..4096, got 5012"),
-    (dict(max_special_frames=-1), lm.Error, "max_special_frames must be >= 0 (0 = keep all), got -1"),
+    (dict(image_size=5012), ValueError, "image_size must be in 1..4096, got 5012"),
+    (dict(max_special_frames=-1), ValueError, "max_special_frames must be >= 0 (0 = keep all), got -1"),
     (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),
-    (dict(keyframe_interval="flow", flow_threshold=0), lm.Error, "flow threshold must be a number > 0 (pixels), got 0"),
-    (dict(keyframe_interval="flow", max_non_keyframe_gap=0), lm.Error, "max non-keyframe gap must be >= 1, got 0"),
-    (dict(kv_backend="flash"), lm.Error, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
-    (dict(kv_dtype="f64"), lm.Error, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
-    (dict(image_size=100), lm.Error, "image_size must be a multiple of the model's patch size 14, got 100"),
-    (dict(image_size=0), lm.Error, "image_size must be positive, got 0"),
+    (dict(keyframe_interval="flow", flow_threshold=0), ValueError, "flow threshold must be a number > 0 (pixels), got 0"),
+    (dict(keyframe_interval="flow", max_non_keyframe_gap=0), ValueError, "max non-keyframe gap must be >= 1, got 0"),
+    (dict(kv_backend="flash"), ValueError, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
+    (dict(kv_dtype="f64"), ValueError, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
+    (dict(image_size=100), ValueError, "image_size must be a multiple of the model's patch size 14, got 100"),
+    (dict(image_size=0), ValueError, "image_size must be positive, got 0"),
     (dict(mode="zoom"), ValueError, "mode must be 'streaming' or 'windowed', got 'zoom'"),
     (dict(preprocess="zoom"), ValueError, "preprocess must be 'crop' or 'pad', got 'zoom'"),
     (dict(keyframe_interval=2, keyframes=2), ValueError, "give keyframe_interval or its old spelling keyframes, not both"),
@@ -201,17 +201,17 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(flow_threshold=3.0), ValueError, "flow_threshold only applies to keyframe_interval='flow'"),
     (dict(keyframe_interval=2, max_non_keyframe_gap=3), ValueError,
      "max_non_keyframe_gap only applies to keyframe_interval='flow'"),
-    (dict(mode="windowed", scale_frames=2, window_size=4, overlap_size=3, keyframe_interval="flow"), lm.Error,
+    (dict(mode="windowed", scale_frames=2, window_size=4, overlap_size=3, keyframe_interval="flow"), ValueError,
      "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with keyframes chosen while "
      "running, or consecutive windows would not overlap"),
     (dict(overlap_size=2), ValueError, "overlap_size only applies to mode='windowed'"),
     (dict(mode="windowed", overlap_size=2, overlap_keyframes=1), ValueError, "give overlap_size or overlap_keyframes, not both"),
-    (dict(mode="windowed", overlap_size=-1), lm.Error, "overlap_size must be >= 0, got -1"),
-    (dict(mode="windowed", overlap_keyframes=0), lm.Error,
+    (dict(mode="windowed", overlap_size=-1), ValueError, "overlap_size must be >= 0, got -1"),
+    (dict(mode="windowed", overlap_keyframes=0), ValueError,
      "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got 0"),
-    (dict(mode="windowed", scale_frames=8, window_size=8), lm.Error,
+    (dict(mode="windowed", scale_frames=8, window_size=8), ValueError,
      "window_size 8 must be larger than scale_frames 8: a window stores its scale frames plus at least one keyframe"),
-    (dict(mode="windowed", scale_frames=2, window_size=6, overlap_size=6), lm.Error,
+    (dict(mode="windowed", scale_frames=2, window_size=6, overlap_size=6), ValueError,
      "the overlap (6 frames) must be smaller than a window (6 frames: 2 scale frames + 4 keyframes x interval 1)"),
 ])
 def test_bad_options_raise_exact_messages(demo_model, kwargs, exc, message):
@@ -287,7 +287,7 @@ def test_defaults_match_lingbot_map_run():
     assert lm.Model.load(TINY / "model.pt", weights_dtype="f32").weights_dtype == "f32"
     with lm.Session(model) as s:
         assert s.options["kv_dtype"] == "bf16"
-    with pytest.raises(lm.Error, match=re.escape("unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)")):
+    with pytest.raises(ValueError, match=re.escape("unknown weights dtype 'int8' (expected auto, f32, f16 or bf16)")):
         lm.Model.load(TINY / "model.pt", weights_dtype="int8")
 
 
@@ -304,7 +304,7 @@ def test_device_option_names_what_is_missing():
     if not cuda_visible:
         with pytest.raises(lm.Error, match=r"^device cuda: (this build has no CUDA support|no CUDA device is visible)"):
             lm.Session(model, device="cuda")
-    with pytest.raises(lm.Error, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
+    with pytest.raises(ValueError, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
         lm.Session(model, device="gpu")
     # verify() takes the same option (and checks it before running the case).
     if not cuda_visible:
@@ -319,7 +319,7 @@ def test_device_option_names_what_is_missing():
                      lambda: lm.reconstruct([lm.demo_frame(0)], model=TINY / "model.pt", device="cuda")):
             with pytest.raises(lm.Error, match=r"^device cuda: (this build has no CUDA support|no CUDA device is visible)"):
                 load()
-    with pytest.raises(lm.Error, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
+    with pytest.raises(ValueError, match=re.escape("unknown device 'gpu' (expected auto, cpu or cuda)")):
         lm.Model.demo(device="gpu")
 
 
@@ -485,3 +485,65 @@ def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_mod
         assert s.frames_pushed == 1
         s.reset()
         assert len(s.push(np.zeros((300, 200, 3), np.uint8))) == 1
+
+
+def test_arguments_take_what_their_annotations_say(demo_model):
+    """A bool is no count and None or 1 no flag (pybind11 would take them as 1 / False / True);
+    NumPy integers are ints."""
+    for kwargs in (dict(scale_frames=True), dict(threads=False), dict(max_special_frames=True),
+                   dict(image_size=True), dict(patch_tokens=None), dict(features=1)):
+        with pytest.raises(TypeError, match="incompatible constructor arguments"):
+            lm.Session(demo_model, **kwargs)
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        lm.reconstruct(images=[lm.demo_frame(0)], model=demo_model, stride=True)
+    with lm.Session(demo_model, scale_frames=np.int64(2), features=np.bool_(True)) as s:
+        assert s.options["scale_frames"] == 2
+
+
+def test_timestamps_must_be_finite(demo_model):
+    with lm.Session(demo_model, scale_frames=2) as s:
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError) as e:
+                s.push(lm.demo_frame(0), timestamp=bad)
+            assert str(e.value) == f"timestamp must be a finite number of seconds, got {bad}"
+        assert s.push(lm.demo_frame(0), timestamp=0.0) == []  # the refused pushes left no frame
+
+
+def test_repr_and_error_module(demo_model):
+    s = lm.Session(demo_model, scale_frames=2)
+    assert repr(s) == "<lingbot_map.Session streaming, 0 frames pushed>"
+    s.push(lm.demo_frame(0))
+    assert repr(s) == "<lingbot_map.Session streaming, 1 frame pushed>"
+    s.finish()
+    assert repr(s) == "<lingbot_map.Session streaming, 1 frame pushed, finished>"
+    s.close()
+    assert repr(s) == "<lingbot_map.Session closed>"
+    assert lm.Error.__module__ == "lingbot_map"
+
+
+def test_config_takes_numpy_values():
+    from conftest import TINY
+    m = lm.Model.load(TINY / "model.pt", {"kv_cache": {"scale_frames": np.int64(3)},
+                                         "image_norm": {"mean": np.array([0.5, 0.5, 0.5])}})
+    assert m.config["kv_cache"]["scale_frames"] == 3
+    assert m.config["image_norm"]["mean"] == [0.5, 0.5, 0.5]
+
+
+def test_a_frame_larger_than_any_image_is_refused_before_it_is_copied(demo_model):
+    huge = np.broadcast_to(np.uint8(0), (2**31 + 14, 1, 3))  # no memory: every row is the same bytes
+    with lm.Session(demo_model) as s:
+        with pytest.raises(ValueError) as e:
+            s.push(huge)
+    assert str(e.value) == "frame has 2147483662x1 pixels (HxW), more than the 357913940 a frame may have"
+
+
+def test_float_frames_refuse_preprocessing_options(demo_model):
+    frames = [np.zeros((3, 70, 112), np.float32)] * 2
+    for kwargs in (dict(image_size=224), dict(preprocess="pad")):
+        with pytest.raises(ValueError) as e:
+            lm.reconstruct(frames, model=demo_model, scale_frames=2, **kwargs)
+        assert str(e.value) == ("image_size= and preprocess= preprocess uint8 frames; float32 frames are model inputs "
+                                "already (give uint8 [H, W, 3] frames, or leave both unset)")
+    rec = lm.reconstruct(frames, model=demo_model, scale_frames=2)
+    assert rec.options["image_size"] is None and rec.options["preprocess"] is None
+    assert [r.depth.shape for r in rec] == [(70, 112), (70, 112)]

@@ -196,7 +196,7 @@ def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
     assert any(ln.startswith("interrupted") for ln in lines), text
     assert "after []" in lines, text  # no result: the scale phase was stopped, the iteration ended
     assert "session interrupted True" in lines, text
-    assert ("closed: push_frame: the session is closed after a step that failed or was stopped (call reset() to "
+    assert ("closed: the session is closed after a step that failed or was stopped (call reset() to "
             "start a new sequence)") in lines, text
     assert "reset 0" in lines, text
 

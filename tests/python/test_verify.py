@@ -110,5 +110,5 @@ def test_verify_takes_the_cli_weights_dtype_and_only():
     assert status["pose_enc"] == "SKIP"
     depth = lambda rep: next(r for r in rep["rows"] if r["tensor"] == "depth")
     assert depth(bf16)["max_abs"] > depth(full)["max_abs"]  # it did run with bf16 weights
-    with pytest.raises(lm.Error, match=r"unknown weights dtype 'int8'"):
+    with pytest.raises(ValueError, match=r"unknown weights dtype 'int8'"):
         lm.verify(TINY, weights_dtype="int8")
