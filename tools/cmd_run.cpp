@@ -363,18 +363,6 @@ struct WriteJob {
   double cache_bytes = 0;
 };
 
-// A preprocessed frame [3, H, W] (values k/255, or 1.0 for padding) back to 8-bit RGB, exactly.
-io::ImageU8 to_rgb8(const Tensor& chw) {
-  const int h = static_cast<int>(chw.dim(1)), w = static_cast<int>(chw.dim(2));
-  io::ImageU8 img(w, h);
-  const float* v = chw.f32();
-  const size_t plane = static_cast<size_t>(w) * static_cast<size_t>(h);
-  for (size_t i = 0; i < plane; ++i)
-    for (size_t c = 0; c < 3; ++c)
-      img.rgb[i * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v[c * plane + i], 0.0f, 1.0f) * 255.0f));
-  return img;
-}
-
 ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
   ConfigOverrides o;
   for (const std::string& s : sets) {
@@ -813,7 +801,9 @@ int run_command(const RunArgs& a) {
       if (!a.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
         char name[32];
         std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
-        io::write_png_rgb8(fs::path(a.export_preprocessed) / name, to_rgb8(f.image));
+        io::write_png_rgb8(fs::path(a.export_preprocessed) / name,
+                           io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
+                                             static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
       }
       if (pushed + 1 == scale_frames) announce_scale_phase(pushed + 1);
       const auto t0 = Clock::now();

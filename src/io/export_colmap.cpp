@@ -1,10 +1,14 @@
 #include "io/export_colmap.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
 
 #include "core/error.h"
+#include "io/file_util.h"
+#include "io/image.h"
+#include "io/png.h"
 
 namespace lingbot::io {
 
@@ -61,27 +65,47 @@ void ColmapWriter::rewind(const Mark& m) {
 
 namespace {
 
+// colmap/images/NNNNNN.png: the model input of frame NNNNNN, the picture images.txt names.
+std::string image_name(int64_t index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
+  return name;
+}
+bool is_image_name(const std::string& n) {
+  return n.size() >= 10 && n.ends_with(".png") &&
+         std::all_of(n.begin(), n.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
+}
+
 class ColmapExporter final : public Exporter {
  public:
   std::string_view name() const override { return "colmap"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "colmap"); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir / "colmap");
+    ensure_writable_dir(run.out_dir / "colmap" / "images");
+  }
   void begin(const ExportRun& run) override {
     width_ = run.width;
     height_ = run.height;
     filter_ = run.points;
+    images_dir_ = run.out_dir / "colmap" / "images";
+    ensure_writable_dir(images_dir_);  // again: removing the earlier run's outputs removed it when empty
     writer_.emplace(run.out_dir / "colmap");
   }
+  // The image first: a model listed in images.txt always has its picture.
   void frame(const ExportFrame& f) override {
-    before_ = {writer_->mark(), skipped_};
+    before_ = {writer_->mark(), skipped_, -1};
     if (!geometry_finite(f)) {
       ++skipped_;
       return;
     }
+    before_.image = f.index;
+    write_png_rgb8(images_dir_ / image_name(f.index), rgb8_from_chw(f.image, width_, height_));
     writer_->append(f.index, f.w2c, f.intrinsics, width_, height_, frame_points(f, filter_));
   }
   void discard_frame() override {
     writer_->rewind(before_.files);
     skipped_ = before_.skipped;
+    if (before_.image >= 0) remove_output_file(images_dir_ / image_name(before_.image));
   }
   void finish() override {
     if (writer_) {
@@ -95,6 +119,7 @@ class ColmapExporter final : public Exporter {
     return {{"files",
              {{"colmap/cameras.txt", "PINHOLE per frame, principal point + 0.5 (COLMAP pixel centres)"},
               {"colmap/images.txt", "world -> camera QW QX QY QZ TX TY TZ, NAME NNNNNN.png"},
+              {"colmap/images/NNNNNN.png", "the model input of each listed frame (COLMAP's --image_path)"},
               {"colmap/points3D.txt", "points as points.ply, empty tracks"}}},
             {"images", images},
             {"points", points},
@@ -103,12 +128,14 @@ class ColmapExporter final : public Exporter {
 
  private:
   std::optional<ColmapWriter> writer_;
+  std::filesystem::path images_dir_;
   PointFilter filter_;
   int width_ = 0, height_ = 0;
   int64_t images_ = 0, points_ = 0, skipped_ = 0;
   struct {
     ColmapWriter::Mark files;
     int64_t skipped = 0;
+    int64_t image = -1;  // the frame whose picture the latest frame() wrote (-1: none)
   } before_;
 };
 
@@ -119,6 +146,10 @@ std::unique_ptr<Exporter> make_colmap_exporter() { return std::make_unique<Colma
 void remove_colmap_outputs(const fs::path& out_dir) {
   remove_files_in(out_dir / "colmap",
                   [](const std::string& n) { return n == "cameras.txt" || n == "images.txt" || n == "points3D.txt"; });
+  const fs::path images = out_dir / "colmap" / "images";
+  remove_files_in(images, is_image_name);
+  std::error_code ec;  // the emptied images/ goes, so an unselected colmap/ can go too (never a link)
+  if (fs::is_directory(fs::symlink_status(images, ec)) && fs::is_empty(images, ec)) fs::remove(images, ec);
 }
 
 }  // namespace lingbot::io

@@ -1,6 +1,7 @@
 #include "io/image.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
@@ -29,6 +30,17 @@
 #include "io/stb_image_quiet.h"
 
 namespace lingbot::io {
+
+ImageU8 rgb8_from_chw(std::span<const float> chw, int width, int height) {
+  ImageU8 img(width, height);
+  const size_t plane = static_cast<size_t>(width) * static_cast<size_t>(height);
+  LINGBOT_CHECK(chw.size() == 3 * plane, "rgb8_from_chw: ", chw.size(), " values for a ", width, "x", height,
+                " image (3 planes)");
+  for (size_t i = 0; i < plane; ++i)
+    for (size_t c = 0; c < 3; ++c)
+      img.rgb[i * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(chw[c * plane + i], 0.0f, 1.0f) * 255.0f));
+  return img;
+}
 
 ImageU8::ImageU8(int w, int h) : width(w), height(h), rgb(static_cast<size_t>(w) * h * 3, 0) {
   LINGBOT_CHECK(w > 0 && h > 0, "image size must be positive, got ", w, "x", h);

@@ -40,6 +40,10 @@ struct ImageU8 {
   }
 };
 
+// A model input (f32 [3, H, W] RGB in [0, 1], planes in order: preprocess's k / 255, or 1.0 for
+// padding) back to 8-bit RGB, exactly for such values (v * 255 rounded, clamped to 0..255).
+ImageU8 rgb8_from_chw(std::span<const float> chw, int width, int height);
+
 // PIL's Image.Transpose operations (same names and meaning).
 enum class Transpose {
   FlipLeftRight,   // mirror x

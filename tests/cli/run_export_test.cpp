@@ -71,6 +71,14 @@ void check_all_exports(const fs::path& out, int64_t frames) {
   EXPECT_TRUE(contains(r.out, "Cameras: " + std::to_string(frames) + "\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "Registered images: " + std::to_string(frames) + "\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "Points: " + std::to_string(points) + "\n")) << r.out;
+  // ... and finds the picture of every image in colmap/images (it skips a missing one silently).
+  const fs::path undistorted = out.parent_path() / "colmap_undistorted";
+  fs::remove_all(undistorted);
+  r = shell("QT_QPA_PLATFORM=offscreen colmap image_undistorter --image_path " + (out / "colmap" / "images").string() +
+            " --input_path " + (out / "colmap").string() + " --output_path " + undistorted.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(static_cast<int64_t>(count_files(undistorted / "images", ".png")), frames) << r.out;
+  EXPECT_EQ(static_cast<int64_t>(count_files(out / "colmap" / "images", ".png")), frames);
 
   // The Khronos validator: no errors, and the points, frustums and trajectory are there.
   r = shell("node " + (kRepo / "tests" / "tools" / "validate_gltf.cjs").string() + " " + (out / "scene.glb").string());
