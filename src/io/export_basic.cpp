@@ -12,12 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void remove_file(const fs::path& p) {
-  std::error_code ec;
-  fs::remove(p, ec);
-  LINGBOT_CHECK(!ec, "cannot remove old ", p.string(), ": ", ec.message());
-}
-
 bool all_digits(const std::string& s, size_t from, size_t n) {
   return s.size() >= from + n && std::all_of(s.begin() + static_cast<long>(from), s.begin() + static_cast<long>(from + n),
                                              [](char c) { return c >= '0' && c <= '9'; });
@@ -26,7 +20,10 @@ bool all_digits(const std::string& s, size_t from, size_t n) {
 class PosesExporter final : public Exporter {
  public:
   std::string_view name() const override { return "poses"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir);
+    check_output_file_target(run.out_dir / "poses.json");
+  }
   void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "poses.json", run.meta); }
   void frame(const ExportFrame& f) override {
     before_ = writer_->mark();
@@ -59,7 +56,10 @@ class PosesExporter final : public Exporter {
 class TumExporter final : public Exporter {
  public:
   std::string_view name() const override { return "tum"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir);
+    check_output_file_target(run.out_dir / "trajectory.tum");
+  }
   void begin(const ExportRun& run) override { writer_.emplace(run.out_dir / "trajectory.tum"); }
   void frame(const ExportFrame& f) override {
     before_ = {writer_->mark(), frames_, skipped_};
@@ -156,7 +156,10 @@ class DepthExporter final : public Exporter {
 class PlyExporter final : public Exporter {
  public:
   std::string_view name() const override { return "ply"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir);
+    check_output_file_target(run.out_dir / "points.ply");
+  }
   void begin(const ExportRun& run) override {
     filter_ = run.points;
     writer_.emplace(run.out_dir / "points.ply");
@@ -200,9 +203,9 @@ std::unique_ptr<Exporter> make_tum_exporter() { return std::make_unique<TumExpor
 std::unique_ptr<Exporter> make_depth_exporter() { return std::make_unique<DepthExporter>(); }
 std::unique_ptr<Exporter> make_ply_exporter() { return std::make_unique<PlyExporter>(); }
 
-void remove_poses_outputs(const fs::path& out_dir) { remove_file(out_dir / "poses.json"); }
-void remove_tum_outputs(const fs::path& out_dir) { remove_file(out_dir / "trajectory.tum"); }
+void remove_poses_outputs(const fs::path& out_dir) { remove_output_file(out_dir / "poses.json"); }
+void remove_tum_outputs(const fs::path& out_dir) { remove_output_file(out_dir / "trajectory.tum"); }
 void remove_depth_outputs(const fs::path& out_dir) { remove_files_in(out_dir / "depth", is_depth_file_name); }
-void remove_ply_outputs(const fs::path& out_dir) { remove_file(out_dir / "points.ply"); }
+void remove_ply_outputs(const fs::path& out_dir) { remove_output_file(out_dir / "points.ply"); }
 
 }  // namespace lingbot::io

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -32,7 +33,10 @@ namespace {
 class BssExporter final : public Exporter {
  public:
   std::string_view name() const override { return "bss"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "bss"); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir / "bss");
+    for (const char* file : {"traj.txt", "intrinsics.txt"}) check_output_file_target(run.out_dir / "bss" / file);
+  }
   void begin(const ExportRun& run) override {
     width_ = run.width;
     height_ = run.height;

@@ -82,6 +82,8 @@ class ColmapExporter final : public Exporter {
   void prepare(const ExportRun& run) override {
     ensure_writable_dir(run.out_dir / "colmap");
     ensure_writable_dir(run.out_dir / "colmap" / "images");
+    for (const char* file : {"cameras.txt", "images.txt", "points3D.txt"})
+      check_output_file_target(run.out_dir / "colmap" / file);
   }
   void begin(const ExportRun& run) override {
     width_ = run.width;

@@ -186,7 +186,10 @@ float frustum_depth(std::span<const float> depth) {
 class GlbExporter final : public Exporter {
  public:
   std::string_view name() const override { return "glb"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir);
+    check_output_file_target(run.out_dir / "scene.glb");
+  }
   void begin(const ExportRun& run) override {
     path_ = run.out_dir / "scene.glb";
     width_ = run.width;
@@ -252,12 +255,6 @@ class GlbExporter final : public Exporter {
 
 std::unique_ptr<Exporter> make_glb_exporter() { return std::make_unique<GlbExporter>(); }
 
-void remove_glb_outputs(const fs::path& out_dir) {
-  for (const char* n : {"scene.glb", "scene.glb.tmp"}) {
-    std::error_code ec;
-    fs::remove(out_dir / n, ec);
-    LINGBOT_CHECK(!ec, "cannot remove old ", (out_dir / n).string(), ": ", ec.message());
-  }
-}
+void remove_glb_outputs(const fs::path& out_dir) { remove_output_file(out_dir / "scene.glb"); }
 
 }  // namespace lingbot::io

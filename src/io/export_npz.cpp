@@ -223,7 +223,10 @@ bool is_predictions_name(const std::string& n) {
 class NpzExporter final : public Exporter {
  public:
   std::string_view name() const override { return "npz"; }
-  void prepare(const ExportRun& run) override { ensure_writable_dir(run.out_dir / "predictions"); }
+  void prepare(const ExportRun& run) override {
+    ensure_writable_dir(run.out_dir / "predictions");
+    check_output_file_target(run.out_dir / "predictions.npz");
+  }
   void begin(const ExportRun& run) override {
     out_ = run.out_dir;
     writer_.emplace(run.out_dir / "predictions", run.width, run.height);
@@ -264,11 +267,7 @@ std::unique_ptr<Exporter> make_npz_exporter() { return std::make_unique<NpzExpor
 
 void remove_npz_outputs(const fs::path& out_dir) {
   remove_files_in(out_dir / "predictions", is_predictions_name);
-  for (const char* n : {"predictions.npz", "predictions.npz.tmp"}) {
-    std::error_code ec;
-    fs::remove(out_dir / n, ec);
-    LINGBOT_CHECK(!ec, "cannot remove old ", (out_dir / n).string(), ": ", ec.message());
-  }
+  remove_output_file(out_dir / "predictions.npz");
 }
 
 }  // namespace lingbot::io

@@ -133,9 +133,16 @@ void cut_file_back(std::FILE* f, const std::filesystem::path& path, long bytes) 
 void remove_output_file(const std::filesystem::path& path) {
   for (const std::filesystem::path& p : {path, temp_path(path)}) {
     std::error_code ec;
+    if (std::filesystem::is_directory(std::filesystem::symlink_status(p, ec))) continue;
     std::filesystem::remove(p, ec);
     LINGBOT_CHECK(!ec, "cannot remove ", p.string(), ": ", ec.message());
   }
+}
+
+void check_output_file_target(const std::filesystem::path& path) {
+  std::error_code ec;
+  LINGBOT_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(path, ec)), "cannot write ",
+                path.string(), ": a folder of that name exists (move or remove it)");
 }
 
 }  // namespace lingbot::io

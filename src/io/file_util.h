@@ -53,8 +53,12 @@ bool roll_back_failed_append(std::FILE* f, long valid_bytes);
 // The same cut to take back appends that succeeded (an exporter's rewind), with an error when it
 // fails: "cannot cut <path> back to <n> bytes: <reason>".
 void cut_file_back(std::FILE* f, const std::filesystem::path& path, long bytes);
-// Removes `path` and its temporary `<path>.tmp` when they exist (a frame's file taken back).
-// Error: "cannot remove <path>: <reason>".
+// Removes `path` and its temporary `<path>.tmp` when they exist (a frame's file taken back, an
+// earlier run's output). A folder of that name is not an output and stays, even an empty one
+// (check_output_file_target refuses it before a run). Error: "cannot remove <path>: <reason>".
 void remove_output_file(const std::filesystem::path& path);
+// For an exporter's prepare(), before anything is removed or written: throws unless `path` is
+// absent or not a folder: "cannot write <path>: a folder of that name exists (move or remove it)".
+void check_output_file_target(const std::filesystem::path& path);
 
 }  // namespace lingbot::io

@@ -581,6 +581,37 @@ TEST(ExportSet, FinishReachesEveryExporterAndReportsTheFirstError) {
   EXPECT_TRUE(fs::exists(dir.path / "points.ply"));
 }
 
+// A folder where a selected export writes its file fails the run before any earlier output is
+// removed; a folder of an output's name is never removed (it is not an output), even empty.
+TEST(ExportSet, AFolderWhereAnExportWritesItsFileFailsBeforeAnythingIsRemoved) {
+  TempDir dir;
+  std::ofstream(dir.path / "poses.json") << "earlier";
+  fs::create_directories(dir.path / "scene.glb");
+  std::ofstream(dir.path / "scene.glb" / "keep") << "the user's";
+  fs::create_directories(dir.path / "trajectory.tum");  // empty
+  {
+    std::vector<std::unique_ptr<Exporter>> list;
+    for (const std::string& n : parse_export_list("poses,glb")) list.push_back(make_exporter(n));
+    ExportSet set(std::move(list));
+    try {
+      set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "cannot write " + (dir.path / "scene.glb").string() + ": a folder of that name exists (move or remove it)");
+    }
+    EXPECT_EQ(slurp(dir.path / "poses.json"), "earlier");
+  }
+  std::vector<std::unique_ptr<Exporter>> list;
+  list.push_back(make_exporter("poses"));
+  ExportSet set(std::move(list));
+  set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);  // glb and tum unselected: their names are not files
+  set.finish();
+  EXPECT_TRUE(fs::exists(dir.path / "scene.glb" / "keep"));
+  EXPECT_TRUE(fs::is_directory(dir.path / "trajectory.tum"));
+  EXPECT_NE(slurp(dir.path / "poses.json"), "earlier");
+}
+
 // An earlier run's points.ply and colmap/ go when a run (EveryExport) exports depth only; a writer
 // that shares the folder (SelectedExports, the Python Exporter) removes only its own exports' files.
 TEST(ExportSet, StaleOutputsOfOtherExportsGoOnlyForEveryExport) {
@@ -687,10 +718,11 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
     ExportSet set(std::move(list));
     set.begin(run_info(out, w, h), StaleOutputs::EveryExport);
     const std::string blocked = blockable[rng() % blockable.size()];
-    fs::create_directories(out / blocked);  // removed again when its frame is taken back
+    fs::create_directories(out / blocked);  // the caller removes it after the failure it causes (not ours to remove)
+    bool obstacle = true;
     int64_t failures = 0, first_failure = -1;
     for (int i = 0; i < frames && (go_on || first_failure < 0); ++i) {
-      // An injection fails once; an obstacle goes with the frame taken back from its exporter (an
+      // An injection fails once; the obstacle fails its exporter until the caller removes it (an
       // injected failure before that exporter leaves it for the next attempt).
       for (int attempt = 0; attempt < 3; ++attempt) {
         try {
@@ -704,6 +736,8 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
                       what.starts_with("cannot write " + (out / blocked).string() + ": it is a directory"))
               << what;
           EXPECT_EQ(what.find("could not be taken back"), std::string::npos) << what;
+          EXPECT_EQ(fs::is_directory(out / blocked), obstacle) << "taking a frame back removed a folder that is not an output";
+          if (what.starts_with("cannot write ")) obstacle = !fs::remove(out / blocked);
           if (!go_on) break;
           ASSERT_LT(attempt, 2) << "frame " << i << " kept failing: " << what;
         }
