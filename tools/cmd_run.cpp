@@ -933,6 +933,10 @@ int run_command(const RunArgs& a) {
     if (!points && export_report.contains(name)) points = export_report[name].at(key).get<int64_t>();
   for (const auto& [name, rep] : export_report.items())
     if (rep.contains("note")) std::printf("%s: %s\n", name.c_str(), rep["note"].get<std::string>().c_str());
+  // Empty point clouds are valid files that some tools refuse to open ("number of vertex <= 0"): say why.
+  if (points && *points == 0 && frames_done > frames_without_geometry)
+    std::printf("notice: no point passed --conf-threshold %g: the point clouds are empty (a lower threshold keeps "
+                "points)\n", a.conf_threshold);
 
   // Damage found in the video (complete when the stream was read to its end).
   const io::StreamDamage* damage = input.damage();
@@ -1176,7 +1180,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
   cmd->add_option("--conf-threshold", a->conf_threshold,
-                  "point clouds (points.ply, scene.glb, colmap) keep points with depth confidence above this")
+                  "point clouds (points.ply, scene.glb, colmap, viewer) keep points with depth confidence above this")
       ->check(finite_number())
       ->capture_default_str();
   cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();

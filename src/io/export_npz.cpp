@@ -241,12 +241,14 @@ class NpzExporter final : public Exporter {
     finished_ = true;
   }
   nlohmann::json report() const override {
+    const int64_t frames = writer_ ? writer_->frames() : 0;
     nlohmann::json files = {
         {"predictions/frame_NNNNNN.npz",
          "images [3,H,W], pose_enc [9], depth [H,W,1], depth_conf [H,W], extrinsic [3,4] world->camera, "
-         "intrinsic [3,3]; float32"},
-        {"predictions/meta.npz", "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 other)"}};
-    nlohmann::json r = {{"frames", writer_ ? writer_->frames() : 0}};
+         "intrinsic [3,3]; float32"}};
+    if (frames > 0)  // written with the first frame
+      files["predictions/meta.npz"] = "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 other)";
+    nlohmann::json r = {{"frames", frames}};
     if (finished_ && combined_.empty()) files["predictions.npz"] = "the arrays above stacked over the S frames";
     if (finished_ && !combined_.empty()) r["note"] = "predictions.npz not written: " + combined_;
     r["files"] = files;

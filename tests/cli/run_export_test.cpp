@@ -117,7 +117,7 @@ TEST(RunExport, TinyCaseEveryExportOpensInItsTool) {
   ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
   for (const char* gone : {"trajectory.tum", "points.ply", "scene.glb", "predictions.npz", "colmap/images.txt",
                            "bss/traj.txt", "predictions/meta.npz", "depth/000000.npy", "depth_preview/000000.png",
-                           "viewer/000000.bin"})
+                           "viewer/000000.bin", "colmap/images/000000.png"})
     EXPECT_FALSE(fs::exists(out / gone)) << gone;
   EXPECT_EQ(read_json(out / "poses.json").at("frames").size(), 10u);
 }
@@ -230,6 +230,20 @@ TEST(RunExport, PointCountComesFromAnyPointExport) {
     EXPECT_EQ(points, ply_points) << list;
     EXPECT_TRUE(contains(r.out, "completed: 3 frames (3 keyframes), " + std::to_string(points) + " points, ")) << r.out;
   }
+}
+
+// Empty point clouds are valid files, but some tools refuse them: the run says why they are empty.
+TEST(RunExport, NoPointKeptIsNoticed) {
+  const fs::path out = fresh_dir("export_no_points") / "out";
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export ply --conf-threshold 1e9 --out " +
+                           out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "notice: no point passed --conf-threshold 1e+09: the point clouds are empty (a lower "
+                              "threshold keeps points)\n")) << r.out;
+  EXPECT_EQ(read_json(out / "summary.json").at("points"), 0);
+  const Result kept = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export ply --out " + out.string());
+  ASSERT_EQ(kept.exit_code, 0) << kept.out << kept.err;
+  EXPECT_FALSE(contains(kept.out, "notice: no point")) << kept.out;
 }
 
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {

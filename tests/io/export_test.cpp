@@ -612,6 +612,19 @@ TEST(ExportSet, AFolderWhereAnExportWritesItsFileFailsBeforeAnythingIsRemoved) {
   EXPECT_NE(slurp(dir.path / "poses.json"), "earlier");
 }
 
+// summary.json lists the files an export wrote: a run stopped before its first frame has no meta.npz.
+TEST(ExportSet, ReportListsOnlyFilesWritten) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Exporter>> list;
+  list.push_back(make_exporter("npz"));
+  ExportSet set(std::move(list));
+  set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
+  set.finish();
+  const nlohmann::json files = set.report().at("npz").at("files");
+  EXPECT_FALSE(files.contains("predictions/meta.npz")) << files.dump();
+  EXPECT_FALSE(fs::exists(dir.path / "predictions" / "meta.npz"));
+}
+
 // An earlier run's points.ply and colmap/ go when a run (EveryExport) exports depth only; a writer
 // that shares the folder (SelectedExports, the Python Exporter) removes only its own exports' files.
 TEST(ExportSet, StaleOutputsOfOtherExportsGoOnlyForEveryExport) {
