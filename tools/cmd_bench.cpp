@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "bench_gpu.h"
 #include "bench_kv.h"
@@ -31,33 +32,39 @@
 namespace lingbot::cli {
 namespace {
 
-// --seed of bench kv and bench model: a non-negative integer (a usage error otherwise).
-uint64_t parse_seed_option(const std::string& text) {
-  uint64_t seed = 0;
-  const char* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, seed);
-  if (ec != std::errc() || p != end || text.empty())
-    throw CLI::ValidationError("--seed must be a non-negative integer, got '" + text + "'");
-  return seed;
+// --mem-cap-gb: "auto" or a finite number of GiB (its range is checked with the other options).
+CLI::Validator auto_or_gib() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::string number = v;
+        return v == "auto" || finite_number()(number).empty() ? "" : "must be auto or a number of GiB, got '" + v + "'";
+      },
+      "");
 }
 
-// Integer option parsed strictly, so any bad value becomes one "error: --name ..." line. A value
-// that does not parse is a usage error (exit 2, as CLI11's own checks), hence CLI::ValidationError.
-int parse_int_option(const std::string& name, const std::string& text) {
-  int v = 0;
-  const char* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || p != end || text.empty())
-    throw CLI::ValidationError(name + " must be an integer, got '" + text + "'");
-  return v;
+// --seed: CLI11 converts "-3" to an unsigned 2^64 - 3; a seed is written as a non-negative integer.
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        uint64_t n = 0;
+        const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        return ec == std::errc() && p == v.data() + v.size() && !v.empty() ? ""
+                                                                            : "must be a non-negative integer, got '" + v + "'";
+      },
+      "");
 }
 
-double parse_double_option(const std::string& name, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
-    throw CLI::ValidationError(name + " must be a number, got '" + text + "'");
-  return v;
+// bench model --resolution: 224 (224x224), 518 (518x378) or WxH with positive integers.
+std::optional<std::pair<int, int>> parse_resolution(const std::string& text) {
+  if (text == "224") return std::pair{224, 224};
+  if (text == "518") return std::pair{518, 378};
+  int w = 0, h = 0;
+  const char* end = text.data() + text.size();
+  const auto [x, ec] = std::from_chars(text.data(), end, w);
+  if (ec != std::errc() || x == end || *x != 'x') return std::nullopt;
+  const auto [p, ec2] = std::from_chars(x + 1, end, h);
+  if (ec2 != std::errc() || p != end || w <= 0 || h <= 0) return std::nullopt;
+  return std::pair{w, h};
 }
 
 template <typename F>
@@ -71,17 +78,17 @@ void for_each_item(const std::string& list, F f) {
   }
 }
 
-bool parse_on_off(const std::string& name, const std::string& v) {
-  if (v != "on" && v != "off") throw CLI::ValidationError(name + " must be on or off, got '" + v + "'");
-  return v == "on";
-}
-
+// Typed as CLI11 parses them (a value that does not convert is its usage error); ranges are checked
+// with the options (bench::validate). Words (on | off, ...) are checked by their validators.
 struct BenchKvArgs {
-  std::string resolution = "518", blocks = "24", heads = "16", head_dim = "64", window = "64", scale_frames = "8";
-  std::string dtype = "bf16", keyframe_interval = "1", frames = "400";
+  std::string resolution = "518";  // 224 | 518
+  int blocks = 24, heads = 16, head_dim = 64, window = 64, scale_frames = 8, keyframe_interval = 1, frames = 400;
+  std::string dtype = "bf16";
   std::optional<std::string> backends;  // not given: the device's default list
-  std::string threads, mem_cap_gb = "auto", attention = "on", attend_every = "1", seed = "1", calibrate = "on";
-  std::string device = "cpu", csv, plot, attention_ab = "off";
+  int threads = 0, attend_every = 1;
+  std::string mem_cap_gb = "auto", attention = "on", calibrate = "on", attention_ab = "off";
+  uint64_t seed = 1;
+  std::string device = "cpu", csv, plot;
   RenamedOptions renamed;  // --window, --dtype, --backends (old spellings)
 };
 
@@ -94,31 +101,29 @@ std::string default_backends(bench::BenchDeviceKind device) {
 bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::BenchDevice>& device) {
   bench::KvBenchOptions o;
   o.device = bench::parse_bench_device(a.device);
-  o.resolution = parse_int_option("--resolution", a.resolution);
-  o.blocks = parse_int_option("--blocks", a.blocks);
-  o.heads = parse_int_option("--heads", a.heads);
-  o.head_dim = parse_int_option("--head-dim", a.head_dim);
-  o.window = parse_int_option("--kv-window", a.window);
-  o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
-  o.dtype = parse_choice("--kv-dtype", [&] { return parse_dtype(a.dtype); });
-  o.keyframe_interval = parse_int_option("--keyframe-interval", a.keyframe_interval);
-  o.frames = parse_int_option("--frames", a.frames);
+  o.resolution = std::stoi(a.resolution);  // 224 | 518 (validator)
+  o.blocks = a.blocks;
+  o.heads = a.heads;
+  o.head_dim = a.head_dim;
+  o.window = a.window;
+  o.scale_frames = a.scale_frames;
+  o.dtype = parse_choice("--kv-dtype", [&] { return parse_dtype(a.dtype); });  // the old spelling has no validator
+  o.keyframe_interval = a.keyframe_interval;
+  o.frames = a.frames;
   o.backends.clear();
   const std::string backends = a.backends.value_or(default_backends(o.device));
   if (backends.empty()) throw CLI::ValidationError("--kv-backends needs at least one of paged, dense, dense-full");
   for_each_item(backends, [&](const std::string& item) {
     o.backends.push_back(parse_choice("--kv-backends", [&] { return parse_kv_backend(item); }));
   });
-  o.threads = resolve_threads(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
+  o.threads = resolve_threads(a.threads);
   const bool auto_cap = a.mem_cap_gb == "auto";
-  o.mem_cap_gb = auto_cap ? 0.0 : parse_double_option("--mem-cap-gb", a.mem_cap_gb);
-  o.attention = parse_on_off("--attention", a.attention);
-  o.calibrate = parse_on_off("--calibrate", a.calibrate);
-  o.attention_ab = parse_on_off("--attention-ab", a.attention_ab);
-  o.attend_every = parse_int_option("--attend-every", a.attend_every);
-  {
-    o.seed = parse_seed_option(a.seed);
-  }
+  o.mem_cap_gb = auto_cap ? 0.0 : std::stod(a.mem_cap_gb);  // a finite number (validator)
+  o.attention = a.attention == "on";
+  o.calibrate = a.calibrate == "on";
+  o.attention_ab = a.attention_ab == "on";
+  o.attend_every = a.attend_every;
+  o.seed = a.seed;
   bench::validate(o);
   // The device is opened last, so bad options are reported first and a missing GPU is one error line
   // before any work.
@@ -236,9 +241,11 @@ void run_bench_soak(BenchSoakArgs a) {
   LINGBOT_CHECK(r.pass, "bench soak did not pass: ", r.verdict);
 }
 
-struct BenchModelArgs {
-  std::string model = "full", resolution = "518", frames = "10", scale_frames = "8", window = "64";
-  std::string weights_dtype = "f32,bf16", kv_dtype = "f32", threads, seed = "1", calibrate = "on", writers = "on";
+struct BenchModelArgs {  // typed as BenchKvArgs
+  std::string model = "full", resolution = "518";  // 224 | 518 | WxH (validator)
+  int frames = 10, scale_frames = 8, window = 64, threads = 0;
+  std::string weights_dtype = "f32,bf16", kv_dtype = "f32", calibrate = "on", writers = "on";
+  uint64_t seed = 1;
   std::string csv, plot, load_test, device = "cpu";
   RenamedOptions renamed;  // --window (old spelling)
 };
@@ -247,26 +254,14 @@ void run_bench_model(const BenchModelArgs& a) {
   a.renamed.resolve();
   bench::ModelBenchOptions o;
   o.model = a.model;
-  // 224 / 518 as bench kv (224x224, 518x378), or WxH.
-  if (a.resolution == "224") {
-    o.width = o.height = 224;
-  } else if (a.resolution == "518") {
-    o.width = 518;
-    o.height = 378;
-  } else {
-    const size_t x = a.resolution.find('x');
-    if (x == std::string::npos)
-      throw CLI::ValidationError("--resolution must be 224, 518 or WxH, got '" + a.resolution + "'");
-    o.width = parse_int_option("--resolution width", a.resolution.substr(0, x));
-    o.height = parse_int_option("--resolution height", a.resolution.substr(x + 1));
-  }
-  o.frames = parse_int_option("--frames", a.frames);
-  o.scale_frames = parse_int_option("--scale-frames", a.scale_frames);
-  o.window = parse_int_option("--kv-window", a.window);
-  o.threads = resolve_threads(a.threads.empty() ? 0 : parse_int_option("--threads", a.threads));
-  o.seed = parse_seed_option(a.seed);
-  o.calibrate = parse_on_off("--calibrate", a.calibrate);
-  o.writers = parse_on_off("--writers", a.writers);
+  std::tie(o.width, o.height) = *parse_resolution(a.resolution);  // checked by the validator
+  o.frames = a.frames;
+  o.scale_frames = a.scale_frames;
+  o.window = a.window;
+  o.threads = resolve_threads(a.threads);
+  o.seed = a.seed;
+  o.calibrate = a.calibrate == "on";
+  o.writers = a.writers == "on";
   o.load_test_file = a.load_test;
   o.device = resolve_device(parse_device(a.device));
   std::vector<std::string> notices;
@@ -336,22 +331,26 @@ void add_bench_command(CLI::App& app) {
                  "cpu | cuda | auto (as run --device; cuda needs a -DLINGBOT_CUDA=ON build and a GPU)")
       ->check(one_of({"cpu", "cuda", "auto"}, "cpu, cuda or auto"))
       ->capture_default_str();
-  kv->add_option("--threads", args->threads, "threads (default or 0: all cores)");
+  kv->add_option("--threads", args->threads, "threads (0: all cores)")->capture_default_str();
   kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM, or of GPU memory "
                  "with --device cuda, / backends)")
+      ->check(auto_or_gib())
       ->capture_default_str();
   kv->add_option("--attention", args->attention, "on: attend every block; off: cache bookkeeping + memory only")
+      ->check(one_of({"on", "off"}, "on or off"))
       ->capture_default_str();
   kv->add_option("--attend-every", args->attend_every,
                  "with attention on, attend only the 3 frames up to each multiple of N, 100, 320 and the last "
                  "(others bookkeeping only)")
       ->capture_default_str();
-  kv->add_option("--seed", args->seed, "random Q/K/V seed")->capture_default_str();
+  kv->add_option("--seed", args->seed, "random Q/K/V seed")->check(unsigned_integer())->capture_default_str();
   kv->add_option("--attention-ab", args->attention_ab,
                  "on|off: also time the CPU attention kernel alone with the default compute path (native bf16 "
                  "for bf16 K/V on AVX512_BF16) and with the f32 path, side by side (summary ab_* keys)")
+      ->check(one_of({"on", "off"}, "on or off"))
       ->capture_default_str();
   kv->add_option("--calibrate", args->calibrate, "on|off: sgemm and memory-bandwidth calibration (cuda: cuBLAS GEMM and device copy)")
+      ->check(one_of({"on", "off"}, "on or off"))
       ->capture_default_str();
   kv->add_option("--csv", args->csv, "write every row to this CSV file");
   kv->add_option("--plot", args->plot, "write a two-panel PNG (needs gnuplot)");
@@ -364,7 +363,13 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")
       ->check(one_of({"full", "demo"}, "full or demo"))
       ->capture_default_str();
-  model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")->capture_default_str();
+  model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return parse_resolution(v) ? "" : "must be 224, 518 or WxH (positive integers), got '" + v + "'";
+          },
+          ""))
+      ->capture_default_str();
   model->add_option("--frames", margs->frames, "frames pushed per configuration (> scale frames)")->capture_default_str();
   model->add_option("--scale-frames", margs->scale_frames, "scale frames")->capture_default_str();
   margs->renamed.add(model, model->add_option("--kv-window", margs->window, "KV cache sliding window (frames)")
@@ -372,13 +377,17 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--weights-dtype", margs->weights_dtype, "comma-separated sweep of auto | f32 | f16 | bf16")
       ->capture_default_str();
   model->add_option("--kv-dtype", margs->kv_dtype, "comma-separated sweep of f32 | f16 | bf16")->capture_default_str();
-  model->add_option("--threads", margs->threads, "threads (default or 0: all cores)");
+  model->add_option("--threads", margs->threads, "threads (0: all cores)")->capture_default_str();
   model->add_option("--device", margs->device, "where the model runs: cpu | cuda | auto (as run --device)")
       ->check(one_of({"cpu", "cuda", "auto"}, "cpu, cuda or auto"))
       ->capture_default_str();
-  model->add_option("--seed", margs->seed, "random weights / frames seed")->capture_default_str();
-  model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")->capture_default_str();
-  model->add_option("--writers", margs->writers, "on|off: also time the output writers")->capture_default_str();
+  model->add_option("--seed", margs->seed, "random weights / frames seed")->check(unsigned_integer())->capture_default_str();
+  model->add_option("--calibrate", margs->calibrate, "on|off: same-run GEMM calibration")
+      ->check(one_of({"on", "off"}, "on or off"))
+      ->capture_default_str();
+  model->add_option("--writers", margs->writers, "on|off: also time the output writers")
+      ->check(one_of({"on", "off"}, "on or off"))
+      ->capture_default_str();
   model->add_option("--load-test", margs->load_test,
                     "write the f32 random weights to this safetensors FILE first and time Model::load of it "
                     "(f32 memory-mapped, cold then warm; each reduced weights dtype read + converted)");

@@ -172,11 +172,11 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"--resolution abc", "error: --resolution: must be 224 or 518, got 'abc'\n" + help},
       {"--resolution 300", "error: --resolution: must be 224 or 518, got '300'\n" + help},
-      {"--threads abc", "error: --threads must be an integer, got 'abc'\n" + help},
-      {"--mem-cap-gb lots", "error: --mem-cap-gb must be a number, got 'lots'\n" + help},
-      {"--seed -3", "error: --seed must be a non-negative integer, got '-3'\n" + help},
-      {"--attention maybe", "error: --attention must be on or off, got 'maybe'\n" + help},
-      {"--attention-ab maybe", "error: --attention-ab must be on or off, got 'maybe'\n" + help},
+      {"--threads abc", "error: Could not convert: --threads = abc\n" + help},  // CLI11's, as run's
+      {"--mem-cap-gb lots", "error: --mem-cap-gb: must be auto or a number of GiB, got 'lots'\n" + help},
+      {"--seed -3", "error: --seed: must be a non-negative integer, got '-3'\n" + help},
+      {"--attention maybe", "error: --attention: must be on or off, got 'maybe'\n" + help},
+      {"--attention-ab maybe", "error: --attention-ab: must be on or off, got 'maybe'\n" + help},
       {"--kv-dtype f8", "error: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or bf16)\n" + help},
       {"--dtype f8",  // the old spelling
        "notice: --dtype is deprecated, use --kv-dtype\nerror: --kv-dtype: unknown dtype 'f8' (expected f32, f16 or "

@@ -169,6 +169,15 @@ TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {
   r = run_cli("bench model --model-size huge");
   EXPECT_EQ(r.exit_code, 2);  // not one of the option's words: a usage error
   EXPECT_EQ(r.err, "error: --model-size: must be full or demo, got 'huge'\nRun 'lingbot-map bench model --help' for usage.\n");
+  for (const char* bad : {"112", "112x", "x70", "112x-70", "112x70x3", "0x70"}) {
+    r = run_cli(std::string("bench model --model-size demo --resolution ") + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(r.err, std::string("error: --resolution: must be 224, 518 or WxH (positive integers), got '") + bad +
+                         "'\nRun 'lingbot-map bench model --help' for usage.\n");
+  }
+  r = run_cli("bench model --model-size demo --calibrate maybe");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: --calibrate: must be on or off, got 'maybe'\nRun 'lingbot-map bench model --help' for usage.\n");
 }
 
 }  // namespace
