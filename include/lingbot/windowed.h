@@ -133,7 +133,7 @@ class WindowedSession {
   const std::vector<WindowInfo>& windows() const;  // every window begun so far; valid until the next
                                                     // push_frame / finish / finish_early
   int64_t overlap() const;                          // ov
-  int64_t frames_pushed() const;
+  int64_t frames_pushed() const;                    // frames taken, as Session's (a stopped step's included)
   const SessionOptions& options() const;            // resolved
   std::string device_description() const;          // as Session::device_description
   SessionStats stats() const;                       // the current window's session

@@ -415,19 +415,30 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
       s.failed = true;
     }
   } guard{s, s.session.frames_pushed(), static_cast<int64_t>(s.windows.size())};
+  // The frame counts as pushed once the window's session took it, also when its step then failed or
+  // was stopped: frames_pushed() agrees with a Session's.
+  const auto feed = [&] {
+    const int64_t before = s.session.frames_pushed();
+    try {
+      s.feed(image);
+    } catch (...) {
+      if (s.session.frames_pushed() > before) ++s.pushed;
+      throw;
+    }
+  };
   std::vector<FrameResult> out;
   if (s.windows.empty()) {
     s.size = {static_cast<int>(image.dim(1)), static_cast<int>(image.dim(2))};
     s.begin_window(0);
     try {
-      s.feed(image);
+      feed();
     } catch (...) {
       if (s.session.frames_pushed() == 0 && !s.session.closed()) s.windows.clear();  // refused: as if never pushed
       throw;
     }
   } else {
     if (s.full) s.next_window();  // its rows are delivered below, after this frame's step
-    s.feed(image);
+    feed();
   }
   if (s.ov > 0) {
     s.recent.emplace_back(s.pushed, image.clone());

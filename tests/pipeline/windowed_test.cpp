@@ -170,6 +170,7 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
   for (int64_t i = 0; i < 4; ++i) win.push_frame(frame(i));  // the first window is full
   stop = true;
   EXPECT_THROW(win.push_frame(frame(4)), Stopped);
+  EXPECT_EQ(win.frames_pushed(), 4);  // stopped before its encoding: not taken, as a Session counts it
   stop = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {

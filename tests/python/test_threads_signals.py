@@ -154,18 +154,27 @@ except KeyboardInterrupt:
 s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1)
 for f in frames[:15]:
     s.push(f)
-print("session", flush=True)
+print("session:", flush=True)
 try:
     s.push(frames[15])
     print("NOT INTERRUPTED session", flush=True)
 except KeyboardInterrupt:
-    print("session interrupted", s.finished, flush=True)
+    print("session interrupted", s.finished, s.frames_pushed, flush=True)
     try:
         s.push(frames[0])
     except lm.Error as e:
         print("closed:", e, flush=True)
     s.reset()
     print("reset", len(s.push(frames[0])), flush=True)
+w = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, mode="windowed", window_size=20, overlap_size=1)
+for f in frames[:15]:
+    w.push(f)
+print("windowed:", flush=True)
+try:
+    w.push(frames[15])
+    print("NOT INTERRUPTED windowed", flush=True)
+except KeyboardInterrupt:
+    print("windowed interrupted", w.finished, w.frames_pushed, flush=True)
 """
 
 
@@ -190,12 +199,15 @@ def interrupt_on_cue(proc, cues, last) -> tuple[list, str]:
 
 def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
     proc = start_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
-    # 2 s after "started" / "session" the 16 frames are encoded (a fraction of that) and the scale phase runs.
-    lines, text = interrupt_on_cue(proc, ("started", "session"), ("reset", "NOT"))
+    # 2 s after "started" / "session:" / "windowed:" the 16 frames are encoded (a fraction of that) and the scale phase runs.
+    # The cues are lines no other line starts with: each gets exactly one SIGINT.
+    lines, text = interrupt_on_cue(proc, ("started", "session:", "windowed:"), ("windowed interrupted", "NOT"))
     assert proc.returncode == 0, text
     assert any(ln.startswith("interrupted") for ln in lines), text
     assert "after []" in lines, text  # no result: the scale phase was stopped, the iteration ended
-    assert "session interrupted True" in lines, text
+    # The frame whose push ran the stopped scale phase was taken, in either mode.
+    assert "session interrupted True 16" in lines, text
+    assert "windowed interrupted True 16" in lines, text
     assert ("closed: the session is closed after a step that failed or was stopped (call reset() to "
             "start a new sequence)") in lines, text
     assert "reset 0" in lines, text
