@@ -31,10 +31,10 @@ cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang+
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DLINGBOT_SANITIZE=ON -DLINGBOT_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON
 cmake --build build-asan -j"$JOBS"
-# Tests that run none of our instrumented code are left to the release run above: the header
-# compile checks, the grep-based layering rules, the upstream-harness self-test (python) and the
-# static viewer page in Chromium (the exporter it loads is covered here by ExportViewer.*; the live
-# viewer test stays: it drives the instrumented server).
+# Left to the release run above: tests that run none of our instrumented code (the header compile
+# checks, the grep-based layering rules, the upstream-harness self-test in python), and the static
+# viewer page in Chromium, whose instrumented part (a demo run's viewer export, then `view`) the
+# ExportViewer.* and View.* tests run here; the live viewer test stays (it drives the server during a run).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan_suppressions.txt" \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" \

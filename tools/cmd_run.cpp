@@ -301,8 +301,8 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-// Once the folder is this run's (its lock held): the summary of an earlier run goes first, so a
-// reader never takes it for this run's.
+// Once the exports have begun (every check passed, the earlier outputs removed): the summary of an
+// earlier run goes before any frame is written, so a reader never takes it for this run's.
 void remove_old_summary(const fs::path& out) {
   std::error_code ec;
   fs::remove(out / "summary.json", ec);
@@ -604,7 +604,6 @@ int run_command(const RunArgs& a) {
   // The exporters clean their own files (io::ExportSet::begin), so the folder never mixes two runs.
   io::ensure_writable_dir(out, "output folder");
   const io::OutputLock out_lock(out);  // held to the end: no second run mixes its files in (io/output_lock.h)
-  remove_old_summary(out);
   if (viewer_server)  // announced once the folder is this run's (a locked folder ends the run before)
     std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   if (!a.export_preprocessed.empty()) io::ensure_writable_dir(a.export_preprocessed, "--export-preprocessed folder");
@@ -717,6 +716,7 @@ int run_command(const RunArgs& a) {
     run.points = {static_cast<float>(a.conf_threshold), a.downsample};
     run.meta = meta;
     exports.begin(run, io::StaleOutputs::EveryExport);
+    remove_old_summary(out);
   }
   {
     std::deque<PendingFrame> pending;
@@ -799,9 +799,7 @@ int run_command(const RunArgs& a) {
     };
     auto run_model = [&](PendingFrame&& f) {
       if (!a.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
-        char name[32];
-        std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(f.index));
-        io::write_png_rgb8(fs::path(a.export_preprocessed) / name,
+        io::write_png_rgb8(fs::path(a.export_preprocessed) / io::frame_file_name(f.index, ".png"),
                            io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
                                              static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
       }
@@ -1067,7 +1065,8 @@ void add_run_command(CLI::App& app) {
       "  depth-preview  depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, invalid = black)\n"
       "  npz            predictions/frame_NNNNNN.npz + predictions/meta.npz (upstream batch_demo.py layout)\n"
       "                 and, up to 300 frames, predictions.npz (upstream demo.py --save_predictions keys)\n"
-      "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5)\n"
+      "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5),\n"
+      "                 and colmap/images/NNNNNN.png, the model inputs its cameras belong to\n"
       "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"
       "  viewer         viewer/NNNNNN.bin: per-frame points, pose and frame image for 'view' / --serve\n"
       "  bss            bss/traj.txt (timestamp + 3x4 camera-to-world) and bss/intrinsics.txt\n"

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
             except KeyboardInterrupt:
                 for r in frames.finish_early():  # windowed: the rows computed and held back for the overlap
                     write(r)
-                raise  # the exports end with status "interrupted"
+                raise  # the with-block closes the exports: complete for every frame written
     except KeyboardInterrupt:
         print("interrupted: the files hold every frame completed so far", file=sys.stderr)
     print(f"{points} points, {time.monotonic() - t0:.1f} s; wrote {args.out / 'points.ply'}")
@@ -98,6 +98,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except lm.Error as e:
+    except (lm.Error, ValueError) as e:  # the engine's errors, and option values it refuses
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -124,6 +124,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except lm.Error as e:
+    except (lm.Error, ValueError) as e:  # the engine's errors, and option values it refuses
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

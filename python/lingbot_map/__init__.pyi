@@ -102,7 +102,7 @@ class Session:
         kv_backend: Optional[Backend] = None,  # None = "paged"
         kv_dtype: KVDType = "bf16",
         threads: int = 0,
-        image_size: Optional[int] = None,
+        image_size: Optional[int] = None,  # None: frames go in as they are (reconstruct's None is 518)
         mode: Mode = "streaming",
         preprocess: Optional[Preprocess] = None,  # None = "crop"
         window_size: Optional[int] = None,  # mode="windowed": None = 64

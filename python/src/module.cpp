@@ -172,7 +172,10 @@ void check_threads_after_fork(int threads) {
 
 // A Python value -> the text ModelConfig::set() parses.
 std::string config_value_text(const py::handle& v) {
-  // NumPy scalars and arrays (np.int64(3), np.array([.5, .5, .5])) as the Python values they hold.
+  // NumPy scalars and 1-D arrays (np.int64(3), np.array([.5, .5, .5])) as the Python values they hold.
+  if (py::isinstance<py::array>(v) && py::reinterpret_borrow<py::array>(v).ndim() > 1)
+    throw py::value_error("config values must be numbers or a list of numbers, got an array of " +
+                          std::to_string(py::reinterpret_borrow<py::array>(v).ndim()) + " dimensions");
   if (py::isinstance(v, py::module_::import("numpy").attr("generic")) || py::isinstance<py::array>(v))
     return config_value_text(v.attr("tolist")());
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
@@ -266,8 +269,9 @@ struct PyModel {
   // weights_dtype as run's --weights-dtype for `device` (run picks 'auto' for the device it runs on).
   static ModelLoadOptions load_options(const std::string& weights_dtype, const std::string& device) {
     const Device asked = value_of([&] { return parse_device(device); });
-    const Device resolved = resolve_device(asked);  // a missing device is the engine's Error
-    const WeightsDtypeForDevice wd = value_of([&] { return parse_weights_dtype(weights_dtype, resolved); });
+    value_of([&] { parse_weights_dtype(weights_dtype, Device::Cpu); });  // the name alone (the CPU rule needs no device)
+    // A missing device, or a CUDA error while asking it for its compute capability, is the engine's Error.
+    const WeightsDtypeForDevice wd = parse_weights_dtype(weights_dtype, resolve_device(asked));
     // The CLI's "notice: " line prefix is the warning's category here.
     const std::string_view prefix = "notice: ";
     const std::string warning = wd.notice.starts_with(prefix) ? wd.notice.substr(prefix.size()) : wd.notice;
@@ -296,7 +300,7 @@ struct PyModel {
     m.overrides = std::move(overrides);
     return m;
   }
-  static PyModel demo(uint64_t seed, const std::string& weights_dtype, const std::string& device) {
+  static PyModel demo(StrictInt<uint64_t> seed, const std::string& weights_dtype, const std::string& device) {
     const ModelLoadOptions lo = load_options(weights_dtype, device);
     PyModel m;
     {
@@ -319,7 +323,7 @@ struct PyModel {
   }
   static PyModel setstate(const py::tuple& t) {
     if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
-    if (t[1].is_none()) return demo(t[3].cast<uint64_t>(), t[4].cast<std::string>(), "cpu");
+    if (t[1].is_none()) return demo({t[3].cast<uint64_t>()}, t[4].cast<std::string>(), "cpu");
     const fs::path path = t[1].cast<std::string>();
     LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
     ConfigOverrides overrides;
@@ -1142,7 +1146,7 @@ class PyReconstruction {
       kind_ = has_images ? "images" : "video";
     }
     const int patch = pre.patch_size;
-    LINGBOT_CHECK(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
+    check_value(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
                   feed_->canvas.width, "x", feed_->canvas.height, " pixels, smaller than one ", patch,
                   "-pixel patch: use a larger image_size");
     if (interval == 0) {  // auto, as run: windowed 1 (demo.py), else upstream's rule from the frame count
@@ -1371,7 +1375,7 @@ class PyExporter {
           {"K", &r.K}, {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
       LINGBOT_CHECK(!v->is_none(), "result of frame ", r.frame_index, " has no ", field, " (camera and depth heads are needed)");
     const auto depth = py::reinterpret_borrow<py::array>(r.depth);
-    LINGBOT_CHECK(depth.ndim() == 2, "depth must be [H, W], got ", describe_array(r.depth));
+    check_value(depth.ndim() == 2, "depth must be [H, W], got ", describe_array(r.depth));
     const int H = static_cast<int>(depth.shape(0)), W = static_cast<int>(depth.shape(1));
     const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
     if (begun_)
@@ -1407,12 +1411,12 @@ class PyExporter {
       run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
       run_.meta["image_width"] = W;
       run_.meta["image_height"] = H;
+      set_->begin(run_, io::StaleOutputs::SelectedExports);
       // summary.json is run's report of its own run: one left by an earlier run would describe files
-      // this Exporter is about to replace.
+      // this Exporter is replacing (removed once the exports passed their checks).
       std::error_code ec;
       fs::remove(run_.out_dir / "summary.json", ec);
       LINGBOT_CHECK(!ec, "cannot remove the earlier run's ", (run_.out_dir / "summary.json").string(), ": ", ec.message());
-      set_->begin(run_, io::StaleOutputs::SelectedExports);
       begun_ = true;
     }
     set_->frame(x);
@@ -1701,9 +1705,10 @@ void bind_module(py::module_& m) {
       "device"_a = "cpu", "max_special_frames"_a = 0,
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
-      "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). `model` is a\n"
-      "Model or a checkpoint path. mode='windowed' runs run's --mode windowed (see Session; auto keyframe\n"
-      "interval 1 there). Returns an iterator of Result, one per frame; inputs are checked\n"
+      "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). image_size=None\n"
+      "is run's 518 (float32 model inputs take no image_size= or preprocess=: they go in as they are).\n"
+      "`model` is a Model or a checkpoint path. mode='windowed' runs run's --mode windowed (see Session;\n"
+      "auto keyframe interval 1 there). Returns an iterator of Result, one per frame; inputs are checked\n"
       "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary. A damaged video\n"
       "(decode errors, lost frames, cut short) yields the frames that decoded, then a RuntimeWarning at\n"
       "the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
@@ -1712,10 +1717,11 @@ void bind_module(py::module_& m) {
                          "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
                          "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
                          "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
-                         "of names (export_kinds()). Points (PLY / GLB / COLMAP) have conf > conf_threshold,\n"
-                         "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the first write(),\n"
-                         "which, like run, first removes earlier outputs of every export in `out`; close() (or\n"
-                         "the end of a with-block) finalises them. summary.json is run's own and not written.")
+                         "of names (export_kinds()). Points (PLY, GLB, COLMAP, viewer) have conf > conf_threshold,\n"
+                         "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the\n"
+                         "first write(), which removes earlier outputs of this Exporter's exports in `out` (not of\n"
+                         "other exports: two Exporters may share a folder) and an earlier run's summary.json;\n"
+                         "close() (or the end of a with-block) finalises them. summary.json is run's own and not written.")
       .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&>(),
            "out"_a, py::kw_only(), "exports"_a = py::none(),
            "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())

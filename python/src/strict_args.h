@@ -1,7 +1,8 @@
 #pragma once
 // Argument types for the bindings that take what their Python annotation says and nothing else.
 // pybind11's int caster takes True / False as 1 / 0 (bool is an int subclass in Python) and its bool
-// caster (with conversion) takes None, 0 and 1: a flag and a count given in each other's place would
+// caster (with conversion) takes None, 0 and 1, and its int caster truncates 2.5, Decimal("2.7") or
+// np.float32(2.5): a flag and a count given in each other's place, or a fraction for a count, would
 // run with a value nobody asked for. These refuse them (pybind11's TypeError naming the call and the
 // arguments given), as keyframe_interval= does. Each converts to its C++ type implicitly.
 #include <pybind11/pybind11.h>
@@ -26,10 +27,11 @@ namespace pybind11::detail {
 template <typename T>
 struct type_caster<lingbot::python::StrictInt<T>> {
   PYBIND11_TYPE_CASTER(lingbot::python::StrictInt<T>, const_name("int"));
-  bool load(handle src, bool convert) {
+  bool load(handle src, bool) {
     if (PyBool_Check(src.ptr())) return false;
     make_caster<T> inner;
-    if (!inner.load(src, convert)) return false;
+    // Without conversion: an int or __index__ only (with it, pybind11 would truncate 2.5, Decimal, ...).
+    if (!inner.load(src, /*convert=*/false)) return false;
     value.value = cast_op<T>(inner);
     return true;
   }

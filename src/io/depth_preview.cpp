@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/file_util.h"
 #include "io/png.h"
 
 namespace lingbot::io {
@@ -68,10 +69,7 @@ void write_depth_preview(const fs::path& path, int width, int height, std::span<
 
 namespace {
 
-bool is_preview_name(const std::string& name) {
-  return name.size() == 10 && name.substr(6) == ".png" &&
-         std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; });
-}
+bool is_preview_name(const std::string& name) { return is_frame_file_name(name, ".png"); }
 
 class DepthPreviewExporter final : public Exporter {
  public:
@@ -105,11 +103,7 @@ class DepthPreviewExporter final : public Exporter {
   }
 
  private:
-  static std::string file_name(int64_t index) {
-    char name[32];
-    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
-    return name;
-  }
+  static std::string file_name(int64_t index) { return frame_file_name(index, ".png"); }
 
   fs::path dir_;
   int width_ = 0, height_ = 0;

@@ -40,7 +40,7 @@ const ExportKind kKinds[] = {
      make_viewer_exporter, remove_viewer_outputs},
     {"npz", "predictions/frame_NNNNNN.npz + meta.npz (upstream batch_demo.py layout) and predictions.npz", "predictions", false,
      make_npz_exporter, remove_npz_outputs},
-    {"colmap", "colmap/{cameras,images,points3D}.txt: COLMAP text model", "colmap", false, make_colmap_exporter,
+    {"colmap", "colmap/{cameras,images,points3D}.txt + images/NNNNNN.png: COLMAP text model and its pictures", "colmap", false, make_colmap_exporter,
      remove_colmap_outputs},
     {"glb", "scene.glb: points, keyframe frustums and the trajectory (glTF 2.0 binary)", "", false, make_glb_exporter,
      remove_glb_outputs},

@@ -12,11 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool all_digits(const std::string& s, size_t from, size_t n) {
-  return s.size() >= from + n && std::all_of(s.begin() + static_cast<long>(from), s.begin() + static_cast<long>(from + n),
-                                             [](char c) { return c >= '0' && c <= '9'; });
-}
-
 class PosesExporter final : public Exporter {
  public:
   std::string_view name() const override { return "poses"; }
@@ -193,9 +188,8 @@ class PlyExporter final : public Exporter {
 }  // namespace
 
 bool is_depth_file_name(const std::string& name) {
-  if (!all_digits(name, 0, 6)) return false;
-  const std::string rest = name.substr(6);
-  return rest == ".png" || rest == ".npy" || rest == "_conf.png" || rest == "_conf.npy";
+  return is_frame_file_name(name, ".png") || is_frame_file_name(name, ".npy") ||
+         is_frame_file_name(name, "_conf.png") || is_frame_file_name(name, "_conf.npy");
 }
 
 std::unique_ptr<Exporter> make_poses_exporter() { return std::make_unique<PosesExporter>(); }

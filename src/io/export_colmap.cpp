@@ -39,8 +39,8 @@ void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int w
                         K[2] + 0.5, K[5] + 0.5);
   cameras_.append(std::string_view(buf, static_cast<size_t>(n)));
   const auto q = rotation_to_quaternion_xyzw(w2c);  // qw >= 0
-  n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %06lld.png\n\n", id, q[3],
-                    q[0], q[1], q[2], w2c[3], w2c[7], w2c[11], id, static_cast<long long>(index));
+  n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %s\n\n", id, q[3], q[0],
+                    q[1], q[2], w2c[3], w2c[7], w2c[11], id, frame_file_name(index, ".png").c_str());
   images_file_.append(std::string_view(buf, static_cast<size_t>(n)));
   std::string text;
   text.reserve(points.size() * 64);
@@ -66,15 +66,8 @@ void ColmapWriter::rewind(const Mark& m) {
 namespace {
 
 // colmap/images/NNNNNN.png: the model input of frame NNNNNN, the picture images.txt names.
-std::string image_name(int64_t index) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(index));
-  return name;
-}
-bool is_image_name(const std::string& n) {
-  return n.size() >= 10 && n.ends_with(".png") &&
-         std::all_of(n.begin(), n.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
-}
+std::string image_name(int64_t index) { return frame_file_name(index, ".png"); }
+bool is_image_name(const std::string& n) { return is_frame_file_name(n, ".png"); }
 
 class ColmapExporter final : public Exporter {
  public:

@@ -108,9 +108,7 @@ PredictionsWriter::PredictionsWriter(const fs::path& dir, int width, int height)
 }
 
 fs::path PredictionsWriter::frame_path(int64_t index) const {
-  char name[40];
-  std::snprintf(name, sizeof name, "frame_%06lld.npz", static_cast<long long>(index));
-  return dir_ / name;
+  return dir_ / ("frame_" + frame_file_name(index, ".npz"));
 }
 
 void PredictionsWriter::append(const ExportFrame& f) {

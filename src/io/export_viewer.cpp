@@ -43,10 +43,7 @@ class ByteWriter {
   std::vector<uint8_t> bytes_;
 };
 
-bool is_viewer_name(const std::string& name) {
-  return name.size() == 10 && name.ends_with(".bin") &&
-         std::all_of(name.begin(), name.begin() + 6, [](char c) { return c >= '0' && c <= '9'; });
-}
+bool is_viewer_name(const std::string& name) { return is_frame_file_name(name, ".bin"); }
 
 class ViewerExporter final : public Exporter {
  public:

@@ -3,6 +3,7 @@
 #include <stdio_ext.h>  // __fpurge (glibc, musl)
 #include <unistd.h>     // ftruncate, fileno, access
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -140,9 +141,23 @@ void remove_output_file(const std::filesystem::path& path) {
 }
 
 void check_output_file_target(const std::filesystem::path& path) {
-  std::error_code ec;
-  LINGBOT_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(path, ec)), "cannot write ",
-                path.string(), ": a folder of that name exists (move or remove it)");
+  for (const std::filesystem::path& p : {path, temp_path(path)}) {  // the temporary is renamed over it
+    std::error_code ec;
+    LINGBOT_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(p, ec)), "cannot write ", p.string(),
+                  ": a folder of that name exists (move or remove it)");
+  }
+}
+
+std::string frame_file_name(int64_t index, std::string_view suffix) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%06lld", static_cast<long long>(index));
+  return std::string(digits) + std::string(suffix);
+}
+
+bool is_frame_file_name(std::string_view name, std::string_view suffix) {
+  if (name.size() < 6 + suffix.size() || !name.ends_with(suffix)) return false;
+  const std::string_view digits = name.substr(0, name.size() - suffix.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace lingbot::io

@@ -39,6 +39,11 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
                        OnLink on_link = OnLink::Replace);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text, OnLink on_link = OnLink::Replace);
 
+// Per-frame file names: the frame index zero-padded to 6 digits (more from frame 1,000,000), then
+// `suffix`: frame_file_name(7, ".png") = "000007.png". is_frame_file_name: 6 or more digits + suffix.
+std::string frame_file_name(int64_t index, std::string_view suffix);
+bool is_frame_file_name(std::string_view name, std::string_view suffix);
+
 // For writers that stream into the temporary file themselves: "<path>.tmp", and the rename of that
 // finished file over `path` (the temporary is removed when the rename fails; error "cannot write
 // <path>: <reason>"). discard_temp_file removes it after a failed write (no error).

@@ -290,10 +290,8 @@ int64_t write_map_png16(const std::filesystem::path& path, int width, int height
 }
 
 std::array<std::string, 4> depth_frame_file_names(int64_t index) {
-  char stem[32];
-  std::snprintf(stem, sizeof(stem), "%06lld", static_cast<long long>(index));
-  const std::string s = stem;
-  return {s + ".png", s + ".npy", s + "_conf.png", s + "_conf.npy"};
+  return {frame_file_name(index, ".png"), frame_file_name(index, ".npy"), frame_file_name(index, "_conf.png"),
+          frame_file_name(index, "_conf.npy")};
 }
 
 ClippedSamples write_depth_frame(const std::filesystem::path& dir, int64_t index, int width, int height,

@@ -25,6 +25,7 @@
 #include "io/export_colmap.h"
 #include "io/export_glb.h"
 #include "io/export_npz.h"
+#include "io/image.h"
 #include "io/npy.h"
 #include "io/zip_archive.h"
 #include "io/zip_writer.h"
@@ -380,6 +381,14 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
   EXPECT_NE(c.out.find("Images: " + std::to_string(kFrames) + "\n"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("Registered images: " + std::to_string(kFrames) + "\n"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("Points: " + std::to_string(points) + "\n"), std::string::npos) << c.out;
+  // colmap/images: each listed frame's model input as 8-bit RGB, none for the frame left out.
+  for (int i = 0; i <= kFrames; ++i) {
+    const fs::path png = model / "images" / frame_file_name(i, ".png");
+    ASSERT_EQ(fs::exists(png), i != 2) << png;
+    if (i == 2) continue;
+    const ImageU8 got = load_image(png);
+    EXPECT_EQ(got.rgb, rgb8_from_chw(frames[static_cast<size_t>(i)]->f.image, W, H).rgb) << png;
+  }
 
   // Project every pixel's world point with the written camera and pose, as COLMAP does
   // (x = R X + t, u = fx x/z + cx): it lands on the pixel's centre, (col + 0.5, row + 0.5).
@@ -716,7 +725,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
   TempDir dir;
   const auto [reference, reference_report] = clean_run(dir.path / "reference", run, frames, w, h);
   const std::vector<std::string> blockable = {"depth/000006.npy", "depth/000007_conf.png", "depth_preview/000002.png",
-                                              "viewer/000008.bin", "depth/000000_conf.npy"};
+                                              "viewer/000008.bin", "depth/000000_conf.npy", "colmap/images/000004.png"};
   std::mt19937 rng(7);
   for (int trial = 0; trial < 24; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));

@@ -46,6 +46,12 @@ def test_folder_script_reports_engine_errors(tmp_path):
                           text=True, env=ENV)
     assert proc.returncode == 1
     assert proc.stderr == f"error: no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}\n"
+    # An option value the module refuses (ValueError) is one error line too, not a traceback.
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "folder_to_point_cloud.py"), "--images", str(TINY / "frames"),
+                           "--model", str(TINY / "model.pt"), "--out", str(tmp_path / "o"), "--export", "obj"],
+                          capture_output=True, text=True, env=ENV)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: unknown export 'obj' (choose from poses, "), proc.stderr
 
 
 def test_live_webcam_demo_frames(tmp_path):

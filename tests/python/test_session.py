@@ -496,8 +496,11 @@ def test_arguments_take_what_their_annotations_say(demo_model):
             lm.Session(demo_model, **kwargs)
     with pytest.raises(TypeError, match="incompatible function arguments"):
         lm.reconstruct(images=[lm.demo_frame(0)], model=demo_model, stride=True)
+    for fraction in (2.5, np.float32(2.0)):  # a count is an integer: no truncation
+        with pytest.raises(TypeError, match="incompatible constructor arguments"):
+            lm.Session(demo_model, scale_frames=fraction)
     with lm.Session(demo_model, scale_frames=np.int64(2), features=np.bool_(True)) as s:
-        assert s.options["scale_frames"] == 2
+        assert s.options["scale_frames"] == 2 and s.options["features"] is True
 
 
 def test_timestamps_must_be_finite(demo_model):
