@@ -215,6 +215,10 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     BackendStop s{live[li].index, frame, why};
     res.stops.push_back(s);
     if (observer) observer->on_stop(res, s);
+    // The cache first: erase() move-assigns the later backends down member by member, which would
+    // destroy this allocator while the cache still held its memory (a use-after-free: bench kv
+    // crashed when a backend other than the last one hit its cap).
+    live[li].cache.reset();
     live.erase(live.begin() + static_cast<std::ptrdiff_t>(li));
   };
   for (size_t i = 0; i < o.backends.size(); ++i) {

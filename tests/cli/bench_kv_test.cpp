@@ -117,6 +117,15 @@ TEST(BenchKv, MemoryCapStopsOneBackendCleanly) {
   EXPECT_EQ(s["stopped_densefull_at_frame"], std::to_string(frame));
   EXPECT_EQ(s["sgemm_gflops"], "na");
   EXPECT_EQ(s["paged_patch_reserved_const_after_6"], "yes");
+  // The stopped backend first in the list, another one going on after it (this crashed: the stopped
+  // cache outlived its allocator; the sanitizer build reports such a use-after-free).
+  const Result first =
+      run_cli(kBenchKvTiny + "--frames 40 --kv-dtype f32 --calibrate off --attention on --attend-every 10 "
+                             "--mem-cap-gb 0.002 --kv-backends dense-full,paged");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("stop: backend dense-full stopped at frame " + std::to_string(frame) + ":"), std::string::npos)
+      << first.out;
+  EXPECT_EQ(summary_of(first.out)["stopped_densefull_at_frame"], std::to_string(frame));
 }
 
 TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
