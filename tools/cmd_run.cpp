@@ -301,14 +301,6 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-// Once the exports have begun (every check passed, the earlier outputs removed): the summary of an
-// earlier run goes before any frame is written, so a reader never takes it for this run's.
-void remove_old_summary(const fs::path& out) {
-  std::error_code ec;
-  fs::remove(out / "summary.json", ec);
-  LINGBOT_CHECK(!ec, "cannot remove old ", (out / "summary.json").string(), ": ", ec.message());
-}
-
 io::Mat34 to_mat34(const Tensor& t, const char* what) {
   t.check_shape({3, 4}, what);
   io::Mat34 m{};
@@ -715,8 +707,7 @@ int run_command(const RunArgs& a) {
     run.scale_frames = session.options().scale_frames;
     run.points = {static_cast<float>(a.conf_threshold), a.downsample};
     run.meta = meta;
-    exports.begin(run, io::StaleOutputs::EveryExport);
-    remove_old_summary(out);
+    exports.begin(run, io::StaleOutputs::EveryExport);  // also removes an earlier run's summary.json
   }
   {
     std::deque<PendingFrame> pending;

@@ -1411,12 +1411,7 @@ class PyExporter {
       run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
       run_.meta["image_width"] = W;
       run_.meta["image_height"] = H;
-      set_->begin(run_, io::StaleOutputs::SelectedExports);
-      // summary.json is run's report of its own run: one left by an earlier run would describe files
-      // this Exporter is replacing (removed once the exports passed their checks).
-      std::error_code ec;
-      fs::remove(run_.out_dir / "summary.json", ec);
-      LINGBOT_CHECK(!ec, "cannot remove the earlier run's ", (run_.out_dir / "summary.json").string(), ": ", ec.message());
+      set_->begin(run_, io::StaleOutputs::SelectedExports);  // also removes an earlier run's summary.json
       begun_ = true;
     }
     set_->frame(x);

@@ -155,6 +155,10 @@ void ExportSet::begin(const ExportRun& run, StaleOutputs stale) {
     if (!selected && !k.folder.empty() && fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec))
       fs::remove(dir, ec);
   }
+  // run's report of an earlier run would describe files being replaced (removed once every check passed).
+  std::error_code ec;
+  fs::remove(run.out_dir / "summary.json", ec);
+  LINGBOT_CHECK(!ec, "cannot remove the earlier run's ", (run.out_dir / "summary.json").string(), ": ", ec.message());
   for (auto& e : exporters_) e->begin(run);
 }
 

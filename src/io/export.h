@@ -157,7 +157,8 @@ enum class StaleOutputs {
 class ExportSet {
  public:
   explicit ExportSet(std::vector<std::unique_ptr<Exporter>> exporters);
-  // prepare() on every selected exporter, remove_outputs of the exports `stale` names, begin().
+  // prepare() on every selected exporter, remove_outputs of the exports `stale` names and an earlier
+  // run's summary.json (run's report, written at its end), begin().
   void begin(const ExportRun& run, StaleOutputs stale);
   void frame(const ExportFrame& f);
   void finish();

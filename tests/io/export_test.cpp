@@ -554,12 +554,17 @@ TEST(Bss, TrajectoryAndIntrinsicsLines) {
 }
 
 // ---- the set ------------------------------------------------------------------------------------
+// The exporters of a --export list ("all", "poses,glb", ...), in registry order.
+std::vector<std::unique_ptr<Exporter>> exporters(const std::string& names) {
+  std::vector<std::unique_ptr<Exporter>> list;
+  for (const std::string& n : parse_export_list(names)) list.push_back(make_exporter(n));
+  return list;
+}
+
 TEST(ExportSet, BadSubFolderFailsBeforeAnythingIsWritten) {
   TempDir dir;
   std::ofstream(dir.path / "colmap") << "a file where the folder should be";
-  std::vector<std::unique_ptr<Exporter>> list;
-  for (const std::string& n : parse_export_list("all")) list.push_back(make_exporter(n));
-  ExportSet set(std::move(list));
+  ExportSet set(exporters("all"));
   try {
     set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
     FAIL();
@@ -576,10 +581,7 @@ TEST(ExportSet, BadSubFolderFailsBeforeAnythingIsWritten) {
 
 TEST(ExportSet, FinishReachesEveryExporterAndReportsTheFirstError) {
   TempDir dir;
-  std::vector<std::unique_ptr<Exporter>> list;
-  list.push_back(make_exporter("glb"));
-  list.push_back(make_exporter("ply"));
-  ExportSet set(std::move(list));
+  ExportSet set(exporters("glb,ply"));
   set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
   Synth s(0, 4, 3, 0, {0, 0, 0});
   set.frame(s.f);
@@ -599,9 +601,7 @@ TEST(ExportSet, AFolderWhereAnExportWritesItsFileFailsBeforeAnythingIsRemoved) {
   std::ofstream(dir.path / "scene.glb" / "keep") << "the user's";
   fs::create_directories(dir.path / "trajectory.tum");  // empty
   {
-    std::vector<std::unique_ptr<Exporter>> list;
-    for (const std::string& n : parse_export_list("poses,glb")) list.push_back(make_exporter(n));
-    ExportSet set(std::move(list));
+    ExportSet set(exporters("poses,glb"));
     try {
       set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
       FAIL();
@@ -611,9 +611,7 @@ TEST(ExportSet, AFolderWhereAnExportWritesItsFileFailsBeforeAnythingIsRemoved) {
     }
     EXPECT_EQ(slurp(dir.path / "poses.json"), "earlier");
   }
-  std::vector<std::unique_ptr<Exporter>> list;
-  list.push_back(make_exporter("poses"));
-  ExportSet set(std::move(list));
+  ExportSet set(exporters("poses"));
   set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);  // glb and tum unselected: their names are not files
   set.finish();
   EXPECT_TRUE(fs::exists(dir.path / "scene.glb" / "keep"));
@@ -624,9 +622,7 @@ TEST(ExportSet, AFolderWhereAnExportWritesItsFileFailsBeforeAnythingIsRemoved) {
 // summary.json lists the files an export wrote: a run stopped before its first frame has no meta.npz.
 TEST(ExportSet, ReportListsOnlyFilesWritten) {
   TempDir dir;
-  std::vector<std::unique_ptr<Exporter>> list;
-  list.push_back(make_exporter("npz"));
-  ExportSet set(std::move(list));
+  ExportSet set(exporters("npz"));
   set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
   set.finish();
   const nlohmann::json files = set.report().at("npz").at("files");
@@ -644,9 +640,8 @@ TEST(ExportSet, StaleOutputsOfOtherExportsGoOnlyForEveryExport) {
     std::ofstream(dir.path / "colmap" / "cameras.txt") << "earlier";
     fs::create_directories(dir.path / "depth");
     std::ofstream(dir.path / "depth" / "000007.npy") << "earlier";
-    std::vector<std::unique_ptr<Exporter>> list;
-    list.push_back(make_exporter("depth"));
-    ExportSet set(std::move(list));
+    std::ofstream(dir.path / "summary.json") << "{}";
+    ExportSet set(exporters("depth"));
     set.begin(run_info(dir.path, 4, 3), stale);
     set.finish();
     const bool kept = stale == StaleOutputs::SelectedExports;
@@ -654,6 +649,7 @@ TEST(ExportSet, StaleOutputsOfOtherExportsGoOnlyForEveryExport) {
     EXPECT_EQ(fs::exists(dir.path / "colmap" / "cameras.txt"), kept);
     EXPECT_EQ(fs::exists(dir.path / "colmap"), kept);
     EXPECT_FALSE(fs::exists(dir.path / "depth" / "000007.npy"));  // its own export's: always
+    EXPECT_FALSE(fs::exists(dir.path / "summary.json"));          // an earlier run's report: always
   }
 }
 
@@ -696,17 +692,11 @@ std::vector<std::unique_ptr<Synth>> synth_run(int frames, int w, int h) {
   return out;
 }
 
-std::vector<std::unique_ptr<Exporter>> every_exporter() {
-  std::vector<std::unique_ptr<Exporter>> list;
-  for (const std::string& n : parse_export_list("all")) list.push_back(make_exporter(n));
-  return list;
-}
-
 // The files of a run that exported frames [0, frames), and its report.
 std::pair<std::map<std::string, std::string>, nlohmann::json> clean_run(const fs::path& out,
                                                                        const std::vector<std::unique_ptr<Synth>>& run,
                                                                        size_t frames, int w, int h) {
-  ExportSet set(every_exporter());
+  ExportSet set(exporters("all"));
   set.begin(run_info(out, w, h), StaleOutputs::EveryExport);
   for (size_t i = 0; i < frames; ++i) set.frame(run[i]->f);
   set.finish();
@@ -733,7 +723,7 @@ TEST(ExportSet, FramesTakenBackLeaveTheFilesOfARunThatNeverSawThem) {
     std::set<int64_t> fail;
     for (int i = 0; i < frames; ++i)
       if (rng() % 3 == 0) fail.insert(i);
-    auto list = every_exporter();
+    auto list = exporters("all");
     const size_t at = rng() % (list.size() + 1);
     list.insert(list.begin() + static_cast<long>(at), std::make_unique<FailOnFrames>(fail));
     const bool go_on = trial % 2 == 0;  // give a failed frame again, or end the run at the first failure

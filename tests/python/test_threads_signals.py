@@ -151,30 +151,31 @@ try:
 except KeyboardInterrupt:
     print("interrupted", round(time.monotonic() - t0, 2), flush=True)
     print("after", [r.frame_index for r in it], flush=True)
-s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1)
-for f in frames[:15]:
-    s.push(f)
-print("session:", flush=True)
-try:
-    s.push(frames[15])
-    print("NOT INTERRUPTED session", flush=True)
-except KeyboardInterrupt:
-    print("session interrupted", s.finished, s.frames_pushed, flush=True)
+
+
+# Pushes 15 frames, cues the parent, then the frame that runs the scale phase (interrupted).
+def interrupted_scale_phase(name, **options):
+    s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, **options)
+    for f in frames[:15]:
+        s.push(f)
+    print(name + ":", flush=True)
+    try:
+        s.push(frames[15])
+        print("NOT INTERRUPTED " + name, flush=True)
+    except KeyboardInterrupt:
+        print(name + " interrupted", s.finished, s.frames_pushed, flush=True)
+        return s
+
+
+s = interrupted_scale_phase("session")
+if s is not None:
     try:
         s.push(frames[0])
     except lm.Error as e:
         print("closed:", e, flush=True)
     s.reset()
     print("reset", len(s.push(frames[0])), flush=True)
-w = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, mode="windowed", window_size=20, overlap_size=1)
-for f in frames[:15]:
-    w.push(f)
-print("windowed:", flush=True)
-try:
-    w.push(frames[15])
-    print("NOT INTERRUPTED windowed", flush=True)
-except KeyboardInterrupt:
-    print("windowed interrupted", w.finished, w.frames_pushed, flush=True)
+interrupted_scale_phase("windowed", mode="windowed", window_size=20, overlap_size=1)
 """
 
 
