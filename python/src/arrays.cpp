@@ -103,4 +103,19 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
   throw py::type_error(expected + ", got " + describe_array(obj));
 }
 
+CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape, const std::string& what) {
+  if (!py::isinstance<py::array>(a) || !holds<float>(py::reinterpret_borrow<py::array>(a)))
+    throw py::type_error(what + " must be a float32 array, got " + describe_array(a));
+  const auto arr = c_array<float>(a);
+  bool same = arr.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (size_t i = 0; same && i < shape.size(); ++i) same = arr.shape(static_cast<py::ssize_t>(i)) == shape[i];
+  if (!same) {
+    std::string want = "(";
+    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+    throw py::value_error(what + " must have shape " + want + (shape.size() == 1 ? ",)" : ")") + ", got " +
+                          describe_array(a));
+  }
+  return arr;
+}
+
 }  // namespace lingbot::python

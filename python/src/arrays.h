@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/image.h"
 #include "lingbot/tensor.h"
@@ -59,5 +60,9 @@ CArray<T> c_array(const py::handle& arr) {
 
 // "uint8 array of shape (70, 112, 3)" for messages.
 std::string describe_array(const py::handle& obj);
+
+// A float32 C-contiguous view of `a`, which must have exactly `shape`: TypeError for another dtype,
+// ValueError for another shape, each naming `what`.
+CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape, const std::string& what);
 
 }  // namespace lingbot::python

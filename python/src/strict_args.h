@@ -7,6 +7,8 @@
 // arguments given), as keyframe_interval= does. Each converts to its C++ type implicitly.
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+
 namespace lingbot::python {
 
 template <typename T>
@@ -19,6 +21,11 @@ struct StrictBool {  // True / False or numpy.bool_
   bool value = false;
   operator bool() const { return value; }
 };
+
+// The bindings' short names for them.
+using Int = StrictInt<int>;
+using Int64 = StrictInt<int64_t>;
+using Bool = StrictBool;
 
 }  // namespace lingbot::python
 

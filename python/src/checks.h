@@ -1,0 +1,49 @@
+#pragma once
+// How the bindings report bad arguments and pending signals: an argument value out of range or not
+// among its choices is a ValueError, as Python's own argument checks raise; lingbot_map.Error
+// (lingbot::Error) is for what the engine meets (files, checkpoints, devices, streams).
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace lingbot::python {
+
+namespace py = pybind11;
+
+// Raises ValueError with the parts concatenated unless `ok`.
+template <typename... Parts>
+void check_value(bool ok, const Parts&... parts) {
+  if (!ok) throw py::value_error(detail::concat(parts...));
+}
+
+// The engine's parsers and option checks (they throw lingbot::Error) for an argument: a ValueError.
+template <typename F>
+auto value_of(F&& parse) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+// A pending signal (Ctrl-C) as its Python exception (KeyboardInterrupt). Needs the GIL.
+inline void check_signals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// Inside a catch of lingbot::Stopped (a step Ctrl-C stopped): KeyboardInterrupt (CPython has the
+// signal recorded), else the exception being handled.
+[[noreturn]] inline void rethrow_stopped() {
+  check_signals();
+  throw;
+}
+
+// A DeprecationWarning for an old spelling (docs/naming.md). stacklevel 1 from a native function is the
+// Python line that called it (so the warning shows by default when that line is in __main__).
+inline void warn_deprecated(const std::string& message) {
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+}  // namespace lingbot::python

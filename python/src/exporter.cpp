@@ -1,0 +1,253 @@
+// lingbot_map.Exporter: `lingbot-map run`'s export files written from Python results; export_kinds()
+// and default_exports(); their bindings.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "checks.h"
+#include "core/busy_guard.h"
+#include "core/error.h"
+#include "io/export.h"
+#include "io/file_util.h"
+#include "result.h"
+#include "strict_args.h"
+
+namespace lingbot::python {
+
+using namespace py::literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json json_from_python(const py::handle& obj) {
+  if (obj.is_none()) return nullptr;
+  // allow_nan=False: NaN / Infinity are not JSON (json.dumps raises ValueError naming them).
+  const std::string text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false).cast<std::string>();
+  return nlohmann::json::parse(text);
+}
+
+io::Mat34 mat34(const py::handle& a, const char* what) {
+  const auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!arr || arr.ndim() != 2 || arr.shape(0) != 3 || arr.shape(1) != 4)
+    throw py::value_error(std::string(what) + " must be a float array [3, 4], got " + describe_array(a));
+  io::Mat34 m{};
+  for (size_t i = 0; i < 12; ++i) m[i] = arr.data()[i];
+  return m;
+}
+
+io::Mat33 mat33(const py::handle& a, const char* what) {
+  const auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!arr || arr.ndim() != 2 || arr.shape(0) != 3 || arr.shape(1) != 3)
+    throw py::value_error(std::string(what) + " must be a float array [3, 3], got " + describe_array(a));
+  io::Mat33 m{};
+  for (size_t i = 0; i < 9; ++i) m[i] = arr.data()[i];
+  return m;
+}
+
+// The export list as run's --export takes it: None = the default list, a comma string, or a list.
+std::vector<std::string> export_names(const py::object& exports) {
+  if (exports.is_none()) return io::parse_export_list(io::default_export_list());
+  if (py::isinstance<py::str>(exports)) return value_of([&] { return io::parse_export_list(exports.cast<std::string>()); });
+  if (py::isinstance<py::list>(exports) || py::isinstance<py::tuple>(exports)) {
+    std::string list;
+    for (const auto& item : exports) {
+      if (!py::isinstance<py::str>(item))
+        throw py::type_error("exports must be names (str), got " + describe_array(item));
+      if (!list.empty()) list += ',';
+      list += item.cast<std::string>();
+    }
+    check_value(!list.empty(), "exports is empty: give at least one export name");
+    return value_of([&] { return io::parse_export_list(list); });
+  }
+  throw py::type_error("exports must be None, a comma-separated str or a list of names, got " + describe_array(exports));
+}
+
+// run's exporters (io::ExportSet) fed with Python results. Opened at the first write, when the frame
+// size is known; that removes earlier outputs of this Exporter's exports in `out` (not of the others:
+// another Exporter may be writing them into the same folder).
+class PyExporter {
+ public:
+  PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, Int downsample, const py::object& meta)
+      : meta_(json_from_python(meta)) {
+    check_value(downsample >= 1, "downsample must be >= 1, got ", downsample);
+    check_value(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
+    if (!meta_.is_null() && !meta_.is_object()) throw py::type_error("meta must be a dict, got " + meta_.dump());
+    std::vector<std::unique_ptr<io::Exporter>> exporters;
+    const std::vector<std::string> names = export_names(exports);
+    if (std::find(names.begin(), names.end(), "poses") != names.end()) {  // meta goes into poses.json only
+      value_of([&] { io::check_poses_metadata(meta_); });  // refused now, not at the first write after the computation
+      for (const char* own : {"image_width", "image_height"})
+        check_value(meta_.is_null() || !meta_.contains(own), "meta must not contain the key '", own,
+                      "' (the Exporter sets it from the frames)");
+    }
+    for (const std::string& name : names) {
+      consecutive_ = consecutive_ || name == "viewer";  // viewer/NNNNNN.bin: frames 0, 1, 2, ... (the page loads them so)
+      exporters.push_back(io::make_exporter(name));
+    }
+    set_ = std::make_unique<io::ExportSet>(std::move(exporters));
+    run_.out_dir = out;
+    run_.points = {static_cast<float>(conf_threshold), downsample};
+    py::gil_scoped_release nogil;
+    io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
+  }
+
+  void write(const PyResult& r) {
+    BusyGuard busy(busy_, "this Exporter");
+    LINGBOT_CHECK(!closed_, "the Exporter is closed: create a new one");
+    // Order first, before any file is touched: a refused frame leaves every export as it was.
+    if (consecutive_)
+      LINGBOT_CHECK(r.frame_index == frames_, "frames must be written in order 0, 1, 2, ... with the viewer export: got frame ",
+                    r.frame_index, ", expected ", frames_);
+    else
+      LINGBOT_CHECK(r.frame_index > last_index_, "frames must be written in increasing order: got frame ", r.frame_index,
+                    " after frame ", last_index_);
+    for (const auto& [field, v] :
+         {std::pair<const char*, const py::object*>{"pose_enc", &r.pose_enc}, {"c2w", &r.c2w}, {"w2c", &r.w2c},
+          {"K", &r.K}, {"depth", &r.depth}, {"world_points", &r.world_points}, {"image", &r.image}})
+      LINGBOT_CHECK(!v->is_none(), "result of frame ", r.frame_index, " has no ", field, " (camera and depth heads are needed)");
+    const auto depth = py::reinterpret_borrow<py::array>(r.depth);
+    check_value(depth.ndim() == 2, "depth must be [H, W], got ", describe_array(r.depth));
+    const int H = static_cast<int>(depth.shape(0)), W = static_cast<int>(depth.shape(1));
+    const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
+    if (begun_)
+      LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", W, "x", H,
+                    ", earlier frames of this Exporter are ", run_.width, "x", run_.height);
+    const auto pose_enc = f32_exact(r.pose_enc, {9}, "pose_enc");
+    const auto d = f32_exact(r.depth, {H, W}, "depth");
+    const auto pts = f32_exact(r.world_points, {H, W, 3}, "world_points");
+    const auto img = f32_exact(r.image, {3, H, W}, "image");
+    std::optional<CArray<float>> conf;  // (a default array_t is not "none")
+    if (!r.conf.is_none()) conf = f32_exact(r.conf, {H, W}, "conf");
+    io::ExportFrame x;
+    x.index = r.frame_index;
+    x.timestamp = r.timestamp;
+    x.timestamp_unit = r.timestamp_unit;
+    x.source = r.source;
+    x.keyframe = r.is_keyframe;
+    x.scale_frame = r.frame_type == FrameType::Scale;
+    x.image = std::span<const float>(img.data(), 3 * hw);
+    x.pose_enc = std::span<const float>(pose_enc.data(), 9);
+    x.c2w = mat34(r.c2w, "c2w");
+    x.w2c = mat34(r.w2c, "w2c");
+    x.intrinsics = mat33(r.K, "K");
+    x.depth = std::span<const float>(d.data(), hw);
+    if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);
+    x.world_points = std::span<const float>(pts.data(), 3 * hw);
+
+    py::gil_scoped_release nogil;
+    if (!begun_) {
+      run_.width = W;
+      run_.height = H;
+      run_.scale_frames = static_cast<int>(r.scale_frames);
+      run_.meta = meta_.is_null() ? nlohmann::json::object() : meta_;
+      run_.meta["image_width"] = W;
+      run_.meta["image_height"] = H;
+      set_->begin(run_, io::StaleOutputs::SelectedExports);  // also removes an earlier run's summary.json
+      begun_ = true;
+    }
+    set_->frame(x);
+    ++frames_;
+    last_index_ = r.frame_index;
+  }
+
+  // Finalises every export, whatever ended the writing (the files are complete for the frames written).
+  void close() {
+    BusyGuard busy(busy_, "this Exporter");
+    if (closed_) return;
+    closed_ = true;
+    py::gil_scoped_release nogil;
+    if (begun_) set_->finish();
+  }
+  // Garbage-collected without close(): the files are finished rather than left without their ends,
+  // with a ResourceWarning as an open file gives. The GIL is held here (pybind11 deallocation).
+  ~PyExporter() {
+    if (closed_ || !begun_ || ::getpid() != owner_pid_) return;  // a forked child leaves the parent's files
+    closed_ = true;
+    try {
+      set_->finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "lingbot_map.Exporter: finishing %s at garbage collection failed: %s\n",
+                   run_.out_dir.c_str(), e.what());
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (Py_IsInitialized() && !finalizing &&
+        PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+                         "lingbot_map.Exporter for %s was not closed: its files were finished at garbage "
+                         "collection (call close(), or use a with-block)",
+                         run_.out_dir.c_str()) != 0)
+      PyErr_WriteUnraisable(nullptr);
+  }
+  PyExporter(const PyExporter&) = delete;
+  PyExporter& operator=(const PyExporter&) = delete;
+  py::object report() const { return py::module_::import("json").attr("loads")(set_->report().dump()); }
+  int64_t frames() const { return frames_; }
+
+ private:
+  std::unique_ptr<io::ExportSet> set_;
+  io::ExportRun run_;
+  nlohmann::json meta_;
+  bool begun_ = false, closed_ = false;
+  pid_t owner_pid_ = ::getpid();  // the process that writes the files
+  bool consecutive_ = false;  // the viewer export is on: frame indices 0, 1, 2, ...
+  int64_t frames_ = 0;
+  int64_t last_index_ = -1;   // frame index of the last frame written
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace
+
+void bind_exporter(py::module_& m) {
+  py::class_<PyExporter>(m, "Exporter",
+                         "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
+                         "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
+                         "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
+                         "of names (export_kinds()). Points (PLY, GLB, COLMAP, viewer) have conf > conf_threshold,\n"
+                         "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the\n"
+                         "first write(), which removes earlier outputs of this Exporter's exports in `out` (not of\n"
+                         "other exports: two Exporters may share a folder) and an earlier run's summary.json;\n"
+                         "close() (or the end of a with-block) finalises them. summary.json is run's own and not written.")
+      .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&>(),
+           "out"_a, py::kw_only(), "exports"_a = py::none(),
+           "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
+      .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
+      .def("close", &PyExporter::close, "Finalises every export (a second close() does nothing).")
+      .def("report", &PyExporter::report, "Per export: the files written and counts (summary.json's 'exports').")
+      .def_property_readonly("frames", &PyExporter::frames, "Frames written so far.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyExporter& self, const py::args&) { self.close(); });
+
+  m.def(
+      "export_kinds",
+      [] {
+        py::list out;
+        for (const io::ExportKind& k : io::export_kinds())
+          out.append(py::dict("name"_a = std::string(k.name), "description"_a = std::string(k.description),
+                              "default"_a = k.default_on));
+        return out;
+      },
+      "Every export Exporter (and run --export) knows: [{'name', 'description', 'default'}], in run's order.");
+  m.def("default_exports", &io::default_export_list, "run's default --export list as one comma string (poses,tum,depth,ply,depth-preview,viewer).");
+}
+
+}  // namespace lingbot::python

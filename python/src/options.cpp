@@ -1,0 +1,177 @@
+// Session / reconstruct() keyword arguments -> engine options (options.h).
+#include "options.h"
+
+#include <memory>
+#include <utility>
+
+#include "arrays.h"
+#include "checks.h"
+#include "core/error.h"
+#include "lingbot/keyframe_policy.h"
+
+namespace lingbot::python {
+
+using namespace py::literals;
+
+int parse_keyframe_interval(const py::handle& k) {
+  if (py::isinstance<py::str>(k)) {
+    const std::string s = k.cast<std::string>();
+    if (s == "auto") return 0;
+    if (s == "flow") return -1;
+    throw py::value_error("keyframe_interval must be 'auto', 'flow' or an interval >= 1, got '" + s + "'");
+  }
+  if (!py::isinstance<py::bool_>(k) && PyIndex_Check(k.ptr())) {  // int, numpy integers
+    const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(k.ptr()));
+    if (!v) throw py::error_already_set();
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow != 0 || n < 0 || n > 1000000)  // run's --keyframe-interval range (0 = auto, as there)
+      throw py::value_error("keyframe_interval must be in 1..1000000 (or 0 = 'auto'), got " + std::string(py::str(v)));
+    return static_cast<int>(n);
+  }
+  throw py::type_error("keyframe_interval must be 'auto', 'flow' or an int >= 1, got " + describe_array(k));
+}
+
+py::object keyframe_interval_arg(const py::object& keyframe_interval, const py::object& keyframes) {
+  if (keyframes.is_none()) return keyframe_interval.is_none() ? py::str("auto") : keyframe_interval;
+  if (!keyframe_interval.is_none()) throw py::value_error("give keyframe_interval or its old spelling keyframes, not both");
+  warn_deprecated("keyframes= is deprecated, use keyframe_interval=");
+  return keyframes;
+}
+
+ModeArgs mode_args(const std::string& mode, const std::optional<std::string>& preprocess) {
+  ModeArgs m;
+  if (mode == "crop" || mode == "pad") {
+    if (preprocess && *preprocess != mode)
+      throw py::value_error("mode='" + mode + "' (the old spelling of preprocess=) contradicts preprocess='" +
+                            *preprocess + "'");
+    warn_deprecated("mode='" + mode + "' is deprecated, use preprocess='" + mode +
+                    "' (mode= is now 'streaming' or 'windowed', as run's --mode)");
+    m.preprocess = mode;
+    m.preprocess_given = true;
+    return m;
+  }
+  if (mode != "streaming" && mode != "windowed")
+    throw py::value_error("mode must be 'streaming' or 'windowed', got '" + mode + "'");
+  m.mode = mode;
+  m.preprocess = preprocess.value_or("crop");
+  m.preprocess_given = preprocess.has_value();
+  return m;
+}
+
+std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const std::optional<std::string>& backend) {
+  if (!backend) return kv_backend.value_or("paged");
+  if (kv_backend) throw py::value_error("give kv_backend or its old spelling backend, not both");
+  warn_deprecated("backend= is deprecated, use kv_backend=");
+  return *backend;
+}
+
+SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
+  if (!a.scale_frames) a.scale_frames = static_cast<int>(c.kv_cache.scale_frames);
+  if (!a.kv_window) a.kv_window = static_cast<int>(c.kv_cache.sliding_window);
+  if (!a.camera_iterations) a.camera_iterations = static_cast<int>(c.camera.num_iterations);
+  return a;
+}
+
+SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
+  SessionOptions so;
+  so.device = value_of([&] { return parse_device(a.device); });
+  so.kv_backend = value_of([&] { return parse_kv_backend(a.kv_backend); });
+  so.kv_dtype = value_of([&] { return parse_dtype(a.kv_dtype); });
+  LINGBOT_CHECK(a.scale_frames && a.kv_window && a.camera_iterations, "internal: model defaults not resolved");
+  so.scale_frames = *a.scale_frames;
+  so.kv_window = *a.kv_window;
+  if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
+    so.keyframe_policy = value_of([&] {
+      return std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
+                                             a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));
+    });
+  } else {
+    // As run: a flow option without flow keyframes would be silently ignored.
+    for (const auto& [given, name] : {std::pair{a.flow_threshold.has_value(), "flow_threshold"},
+                                      std::pair{a.max_non_keyframe_gap.has_value(), "max_non_keyframe_gap"}})
+      if (given) throw py::value_error(std::string(name) + " only applies to keyframe_interval='flow'");
+    so.keyframe_interval = keyframe_interval;
+  }
+  so.camera_iterations = *a.camera_iterations;
+  so.max_special_frames = a.max_special_frames;
+  so.threads = a.threads;
+  so.keep_features = a.features;
+  so.keep_patch_tokens = a.patch_tokens;
+  so.camera_head = true;
+  so.depth_head = true;
+  // 0 means "model default" to the engine; Python callers must say what they mean.
+  check_value(*a.scale_frames >= 1, "scale_frames must be >= 1, got ", *a.scale_frames);
+  check_value(*a.kv_window >= 1, "kv_window must be >= 1, got ", *a.kv_window);
+  check_value(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
+  check_value(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
+  check_value(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
+  return so;
+}
+
+Preprocess preprocess_arg(const std::string& preprocess) {
+  try {
+    return parse_preprocess(preprocess);
+  } catch (const Error&) {
+    throw py::value_error("preprocess must be 'crop' or 'pad', got '" + preprocess + "'");
+  }
+}
+
+void add_preprocess(py::dict& d, const std::optional<PreprocessOptions>& pre) {
+  d["preprocess"] = pre ? py::object(py::str(std::string(preprocess_name(pre->preprocess)))) : py::none();
+  d["image_size"] = pre ? py::object(py::int_(pre->image_size)) : py::none();
+}
+
+PreprocessOptions preprocess_options(int image_size, const std::string& preprocess, int64_t patch) {
+  check_value(patch > 0 && patch <= kMaxImageSize, "patch_size must be in 1..", kMaxImageSize, ", got ", patch);
+  PreprocessOptions pre;
+  pre.image_size = image_size;
+  pre.patch_size = static_cast<int>(patch);
+  pre.preprocess = preprocess_arg(preprocess);
+  value_of([&] { check_preprocess_options(pre); });
+  return pre;
+}
+
+py::dict stats_dict(const SessionStats& s) {
+  const CacheStats& c = s.cache;
+  return py::dict("steps"_a = s.steps, "frames_completed"_a = s.frames_completed, "frames_stored"_a = c.frames_stored,
+                  "frames_resident"_a = c.frames_resident, "special_tokens"_a = c.special_tokens,
+                  "kept_special_tokens"_a = c.kept_special_tokens, "visible_tokens"_a = c.visible_tokens,
+                  "pinned_pages"_a = c.pinned_pages, "window_pages"_a = c.window_pages, "free_pages"_a = c.free_pages,
+                  "pool_pages"_a = c.pool_pages, "bytes_used"_a = c.bytes_used, "bytes_reserved"_a = c.bytes_reserved,
+                  "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes,
+                  // device="cuda" only (None on the CPU): SessionStats::device_peak_bytes / device_kv_cache_bytes
+                  "device_peak_bytes"_a = s.device_peak_bytes ? py::object(py::int_(*s.device_peak_bytes)) : py::none(),
+                  "device_kv_cache_bytes"_a =
+                      s.device_kv_cache_bytes ? py::object(py::int_(*s.device_kv_cache_bytes)) : py::none());
+}
+
+std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_frames) {
+  if (m.mode == "streaming") {
+    for (const auto& [given, name] : {std::pair{m.window_size.has_value(), "window_size"},
+                                      std::pair{m.overlap_size.has_value(), "overlap_size"},
+                                      std::pair{m.overlap_keyframes.has_value(), "overlap_keyframes"}})
+      if (given) throw py::value_error(std::string(name) + " only applies to mode='windowed'");
+    return std::nullopt;
+  }
+  if (m.overlap_size && m.overlap_keyframes) throw py::value_error("give overlap_size or overlap_keyframes, not both");
+  check_value(!m.overlap_size || *m.overlap_size >= 0, "overlap_size must be >= 0, got ", m.overlap_size.value_or(0));
+  check_value(!m.overlap_keyframes || *m.overlap_keyframes >= 1,
+                "overlap_keyframes must be >= 1 (the overlap is at least the scale frames; no overlap: overlap_size=0), got ",
+                m.overlap_keyframes.value_or(0));
+  WindowedOptions w;
+  w.window_size = m.window_size.value_or(kDefaultWindowSize);
+  check_value(w.window_size > scale_frames, "window_size ", w.window_size, " must be larger than scale_frames ",
+                scale_frames, ": a window stores its scale frames plus at least one keyframe");
+  if (m.overlap_keyframes) w.overlap_keyframes = m.overlap_keyframes;
+  else w.overlap_size = m.overlap_size.value_or(kDefaultOverlapSize);
+  if (w.overlap_size == 0 &&  // as run's notice
+      PyErr_WarnEx(PyExc_UserWarning,
+                   "overlap_size=0: consecutive windows share no frame, so they are not aligned (each keeps its own "
+                   "world frame; .windows says aligned=False)",
+                   1) != 0)
+    throw py::error_already_set();
+  return w;
+}
+
+}  // namespace lingbot::python

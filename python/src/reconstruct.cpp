@@ -1,0 +1,398 @@
+// reconstruct() and the lingbot_map.Reconstruction iterator it returns: a folder, a video or a list of
+// arrays through one stream, as `lingbot-map run` reads and preprocesses them; their bindings.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "checks.h"
+#include "core/busy_guard.h"
+#include "core/error.h"
+#include "interrupts.h"
+#include "io/frame_source.h"
+#include "io/preprocess.h"
+#include "io/video.h"
+#include "model.h"
+#include "options.h"
+#include "result.h"
+#include "stream.h"
+#include "strict_args.h"
+
+namespace lingbot::python {
+
+using namespace py::literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct SourceArgs {
+  std::optional<int> image_size;  // None: 518 (uint8 frames, folders, videos); float32 arrays go in as they are
+  double fps = 10;
+  int64_t first_k = 0;
+  int64_t stride = 1;
+  bool rotate_cw90 = false;
+};
+
+// The frames of a folder, a video or a list of arrays, preprocessed as `run` does.
+class FrameFeed {
+ public:
+  virtual ~FrameFeed() = default;
+  // Next model input (needs the GIL for array lists; decoding/preprocessing release it). False at the end.
+  virtual bool next(Pending* out) = 0;
+  // What the video decoder lost or repaired so far; nullptr for folders and arrays.
+  virtual const io::StreamDamage* damage() const { return nullptr; }
+  std::optional<int64_t> count, estimated;
+  io::ImageSize canvas;
+};
+
+class SourceFeed : public FrameFeed {
+ public:
+  SourceFeed(io::FrameSource src, const PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
+    count = src_.count();
+    estimated = src_.estimated_count();
+    canvas = src_.canvas(pre_);
+  }
+  bool next(Pending* out) override {
+    py::gil_scoped_release nogil;
+    io::SourceFrame f;
+    if (!src_.next(&f)) return false;
+    out->index = f.index;
+    out->source = std::move(f.name);
+    out->timestamp = f.timestamp;
+    out->timestamp_unit = f.timestamp_unit;
+    out->image = io::preprocess_image(f.image, pre_, canvas);
+    return true;
+  }
+  const io::StreamDamage* damage() const override { return src_.damage(); }
+
+ private:
+  io::FrameSource src_;
+  PreprocessOptions pre_;
+};
+
+class ArrayFeed : public FrameFeed {
+ public:
+  // The list is taken as it is now (a tuple of its items): frames appended or replaced later are not read.
+  // preprocessing_asked: image_size= or preprocess= was given, which float32 frames cannot take.
+  ArrayFeed(py::sequence frames, const PreprocessOptions& pre, bool preprocessing_asked)
+      : frames_(py::tuple(frames)), pre_(pre) {
+    const int64_t n = static_cast<int64_t>(py::len(frames_));
+    check_value(n > 0, "images is an empty list: give at least one frame");
+    count = estimated = n;
+    // Validate every frame now (dtype, shape, float values, sizes: a bad one fails before any work) and
+    // find upstream's batch canvas. Each frame is copied once for the checks and dropped.
+    std::vector<io::ImageSize> sizes;
+    int kinds = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string what = "images[" + std::to_string(i) + "]";
+      const InputFrame f = frame_from_python(frames_[static_cast<size_t>(i)], what);
+      kinds |= f.rgb8 ? 1 : 2;
+      if (kinds == 3)
+        throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
+      if (!f.rgb8 && preprocessing_asked)
+        throw py::value_error("image_size= and preprocess= preprocess uint8 frames; float32 frames are model inputs "
+                              "already (give uint8 [H, W, 3] frames, or leave both unset)");
+      model_inputs = !f.rgb8;
+      if (f.rgb8) {
+        sizes.push_back(io::preprocessed_size({f.rgb8->width, f.rgb8->height}, pre_));
+        continue;
+      }
+      // float32 frames are model inputs as they are: one size, whole patches.
+      const io::ImageSize s{static_cast<int>(f.chw.shape()[2]), static_cast<int>(f.chw.shape()[1])};
+      if (s.width % pre_.patch_size != 0 || s.height % pre_.patch_size != 0)
+        throw py::value_error(what + ": a float32 model input must be a multiple of the patch size " +
+                              std::to_string(pre_.patch_size) + " on both sides, got " + std::to_string(s.width) + "x" +
+                              std::to_string(s.height));
+      if (!sizes.empty() && !(sizes.front() == s))
+        throw py::value_error("float32 model inputs must all have one size: images[0] is " +
+                              std::to_string(sizes.front().width) + "x" + std::to_string(sizes.front().height) + ", " +
+                              what + " is " + std::to_string(s.width) + "x" + std::to_string(s.height));
+      sizes.push_back(s);
+    }
+    canvas = io::batch_canvas_size(sizes);
+  }
+  bool model_inputs = false;  // the frames are float32 model inputs (no preprocessing)
+
+  bool next(Pending* out) override {
+    if (next_ >= static_cast<int64_t>(py::len(frames_))) return false;
+    InputFrame in = frame_from_python(frames_[static_cast<size_t>(next_)], "images[" + std::to_string(next_) + "]");
+    out->index = next_;
+    out->source = "array_" + std::to_string(next_);
+    out->timestamp = static_cast<double>(next_);
+    {
+      py::gil_scoped_release nogil;
+      out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
+    }
+    ++next_;
+    return true;
+  }
+
+ private:
+  py::tuple frames_;
+  PreprocessOptions pre_;
+  int64_t next_ = 0;
+};
+
+class PyReconstruction {
+ public:
+  PyReconstruction(const py::object& images, const py::object& video, const py::object& model, const SourceArgs& src,
+                   const SessionArgs& args_in, const ModeArgs& mode)
+      : model_(model_from_python(model, args_in.device)) {
+    const SessionArgs args = with_model_defaults(args_in, model_.model->config());
+    const bool has_images = !images.is_none(), has_video = !video.is_none();
+    if (has_images == has_video)
+      throw py::value_error(has_images ? "give either images= or video=, not both"
+                                       : "no input: give images= (a folder or a list of arrays) or video= (a file)");
+    // Before any decoding: bad options fail first.
+    int interval = parse_keyframe_interval(args.keyframe_interval);
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
+    const PreprocessOptions pre =
+        preprocess_options(src.image_size.value_or(kDefaultImageSize), mode.preprocess, model_.model->patch_size());
+    pre_ = pre;
+    const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
+    if (has_images && !folder) {
+      if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytes>(images) || py::isinstance<py::bytearray>(images))
+        throw py::type_error("images must be a folder path (str or os.PathLike) or a list of arrays, got " +
+                             describe_array(images));
+      if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
+        throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");
+      auto feed = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre,
+                                              src.image_size.has_value() || mode.preprocess_given);
+      if (feed->model_inputs) pre_.reset();  // options: image_size / preprocess None, as a Session without them
+      feed_ = std::move(feed);
+      kind_ = "arrays";
+    } else {
+      io::FrameSelection sel;
+      sel.first_k = src.first_k;
+      sel.stride = src.stride;
+      sel.video_fps = src.fps;
+      sel.rotate_clockwise_90 = src.rotate_cw90;
+      const fs::path path = (has_images ? images : video).cast<fs::path>();
+      if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
+      std::unique_ptr<FrameFeed> feed;
+      {
+        py::gil_scoped_release nogil;
+        feed = std::make_unique<SourceFeed>(has_images ? io::FrameSource::from_folder(path, sel)
+                                                       : io::FrameSource::from_video(path, sel),
+                                            pre);
+      }
+      feed_ = std::move(feed);
+      kind_ = has_images ? "images" : "video";
+    }
+    const int patch = pre.patch_size;
+    check_value(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
+                  feed_->canvas.width, "x", feed_->canvas.height, " pixels, smaller than one ", patch,
+                  "-pixel patch: use a larger image_size");
+    if (interval == 0) {  // auto, as run: windowed 1 (demo.py), else upstream's rule from the frame count
+      const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
+      interval = n && !windowed ? auto_keyframe_interval(*n) : 1;
+    }
+    SessionOptions so = session_options(args, interval);
+    so.stop = stop_.get();
+    py::gil_scoped_release nogil;
+    stream_ = std::make_unique<Stream>(model_.model, so, windowed);
+  }
+
+  PyResult next() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    while (ready_.empty()) {
+      if (done_) {
+        // After the last result: a warning raised as an error then loses no frame.
+        if (!warned_) {
+          warned_ = true;
+          warn_if_damaged();
+        }
+        throw py::stop_iteration();
+      }
+      Pending p;
+      std::vector<FrameResult> results;
+      try {
+        if (feed_->next(&p)) {
+          {
+            CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->push_runs_scale_phase());
+            py::gil_scoped_release nogil;
+            results = stream_->push_frame(p.image);
+          }
+          pending_.push_back(std::move(p));
+        } else {
+          {
+            CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->finish_runs_scale_phase());
+            py::gil_scoped_release nogil;
+            results = stream_->finish();
+          }
+          done_ = true;
+        }
+      } catch (...) {
+        // A frame that failed to decode or run ends the iteration, as an exception ends a generator
+        // (the frames after it would no longer line up with the session's frame indices); a step
+        // Ctrl-C stopped ends it with KeyboardInterrupt.
+        // pending_ stays: finish_early() pairs the rows already computed with their inputs.
+        done_ = true;
+        try {
+          throw;
+        } catch (const Stopped&) {
+          rethrow_stopped();
+        }
+      }
+      for (PyResult& r : to_python(std::move(results), &pending_, stream_->scale_frames())) ready_.push_back(std::move(r));
+      check_signals();  // Ctrl-C: KeyboardInterrupt here, between frames (results stay queued)
+    }
+    PyResult r = std::move(ready_.front());
+    ready_.pop_front();
+    return r;
+  }
+
+  py::dict stats() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return stats_dict(stream_->stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    py::dict d = stream_->options_dict();
+    add_preprocess(d, pre_);
+    return d;
+  }
+  py::object windows() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    return stream_->windows();
+  }
+  // Ends the iteration early: the results computed and not yet returned (queued ones, and in windowed
+  // mode the tail held back for the overlap), without running the model.
+  std::vector<PyResult> finish_early() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");
+    std::vector<PyResult> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
+    ready_.clear();
+    done_ = true;
+    if (!early_done_)
+      for (PyResult& r : to_python(stream_->finish_early(), &pending_, stream_->scale_frames())) out.push_back(std::move(r));
+    early_done_ = true;
+    pending_.clear();
+    return out;
+  }
+  py::object frame_count() const {
+    if (feed_->count) return py::int_(*feed_->count);
+    return py::none();
+  }
+  std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
+  // None for folders, arrays and a clean video; else the damage so far (run's summary.json "warnings").
+  py::object damage() {
+    BusyGuard busy(busy_, "this reconstruct() iterator");  // the decoder updates it while next() runs
+    const io::StreamDamage* d = feed_->damage();
+    if (!d || !d->any()) return py::none();
+    return py::dict("decode_errors"_a = d->decode_errors, "lost_frames"_a = d->lost_frames,
+                    "damaged_frames"_a = d->damaged_frames, "truncated"_a = d->truncated,
+                    "description"_a = d->describe());
+  }
+  const std::string& kind() const { return kind_; }
+
+ private:
+  PyModel model_;
+  std::unique_ptr<FrameFeed> feed_;
+  std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
+  std::optional<PreprocessOptions> pre_;
+  std::unique_ptr<Stream> stream_;
+  std::deque<Pending> pending_;
+  std::deque<PyResult> ready_;
+  std::string kind_;
+  bool done_ = false;
+  bool early_done_ = false;  // finish_early() ran
+  bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
+
+  // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
+  // frames that decoded were returned. warnings.simplefilter("error") turns it into an exception.
+  void warn_if_damaged() const {
+    const io::StreamDamage* d = feed_->damage();
+    if (!d || !d->any()) return;
+    const std::string msg = "the input video is damaged (" + d->describe() +
+                            "); the frames that decoded were returned (Reconstruction.damage has the counts)";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw py::error_already_set();
+  }
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace
+
+void bind_reconstruct(py::module_& m) {
+  py::class_<PyReconstruction>(m, "Reconstruction",
+                               "The iterator reconstruct() returns: one Result per frame, in order.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PyReconstruction::next)
+      .def("finish_early", &PyReconstruction::finish_early,
+           "Ends the iteration without running the model (after KeyboardInterrupt or an error): returns\n"
+           "the results already computed and not yet returned (mode='windowed': the tail held back for\n"
+           "the overlap), as run writes them when it stops early.")
+      .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
+      .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
+      .def_property_readonly("windows", &PyReconstruction::windows, "mode='windowed': the windows so far (as Session.windows); else None.")
+      .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames in the input (folders, lists; after first_k / stride), fixed while iterating; None for video.")
+      .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
+      .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.")
+      .def_property_readonly("damage", &PyReconstruction::damage,
+                             "None, or for a damaged video a dict: decode_errors, lost_frames, damaged_frames,\n"
+                             "truncated, description. A RuntimeWarning says so at the end of the iteration.");
+
+  m.def(
+      "reconstruct",
+      [](const py::object& images, const py::object& video, const py::object& model, std::optional<Int> image_size,
+         const std::string& mode, const std::optional<std::string>& preprocess, std::optional<Int> window_size,
+         std::optional<Int> overlap_size, std::optional<Int> overlap_keyframes, std::optional<double> fps_arg, Int64 first_k,
+         Int64 stride, Bool rotate_cw90, std::optional<Int> scale_frames, std::optional<Int> kv_window,
+         const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, Int threads,
+         Bool features, Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
+         const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
+         Int64 max_special_frames) {
+        // As run's --fps (which needs --video): a sampling rate for frames that are not a video would do nothing.
+        if (fps_arg && video.is_none()) throw py::value_error("fps= applies to video= only (a folder or list gives every frame)");
+        const double fps = fps_arg.value_or(10.0);
+        check_value(std::isfinite(fps), "fps must be a finite number (<= 0: every frame), got ", fps);
+        check_value(stride >= 1, "stride must be >= 1, got ", stride);  // as io::FrameSource, before any work
+        check_value(first_k >= 0, "first_k must be >= 0, got ", first_k);
+        SourceArgs s;
+        if (image_size) s.image_size = image_size->value;
+        s.fps = fps;
+        s.first_k = first_k;
+        s.stride = stride;
+        s.rotate_cw90 = rotate_cw90;
+        SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes), camera_iterations,
+                      kv_backend_arg(kv_backend, backend), kv_dtype, threads, features, patch_tokens, flow_threshold,
+                      max_non_keyframe_gap, device};
+        a.max_special_frames = max_special_frames;
+        ModeArgs m = mode_args(mode, preprocess);
+        m.window_size = window_size;
+        m.overlap_size = overlap_size;
+        m.overlap_keyframes = overlap_keyframes;
+        return std::make_unique<PyReconstruction>(images, video, model, s, a, m);
+      },
+      "images"_a = py::none(), "video"_a = py::none(), py::kw_only(), "model"_a, "image_size"_a = py::none(),
+      "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(), "overlap_size"_a = py::none(),
+      "overlap_keyframes"_a = py::none(), "fps"_a = py::none(), "first_k"_a = 0, "stride"_a = 1, "rotate_cw90"_a = false,
+      "scale_frames"_a = py::none(), "kv_window"_a = py::none(), "keyframe_interval"_a = py::none(),
+      "camera_iterations"_a = py::none(),
+      "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,
+      "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
+      "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
+      "device"_a = "cpu", "max_special_frames"_a = 0,
+      "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
+      "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
+      "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). image_size=None\n"
+      "is run's 518 (float32 model inputs take no image_size= or preprocess=: they go in as they are).\n"
+      "`model` is a Model or a checkpoint path. mode='windowed' runs run's --mode windowed (see Session;\n"
+      "auto keyframe interval 1 there). Returns an iterator of Result, one per frame; inputs are checked\n"
+      "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary. A damaged video\n"
+      "(decode errors, lost frames, cut short) yields the frames that decoded, then a RuntimeWarning at\n"
+      "the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
+}
+
+}  // namespace lingbot::python

@@ -1,0 +1,171 @@
+// lingbot_map.Result (result.h): conversion from the engine's FrameResult, pickling, the binding.
+#include "result.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <utility>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "core/error.h"
+
+namespace lingbot::python {
+
+using namespace py::literals;
+
+namespace {
+
+std::string result_repr(const PyResult& r) {
+  std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + (r.is_keyframe ? " keyframe" : "");
+  if (py::isinstance<py::array>(r.depth) && py::reinterpret_borrow<py::array>(r.depth).ndim() == 2) {
+    const auto d = py::reinterpret_borrow<py::array>(r.depth);
+    s += " " + std::to_string(d.shape(1)) + "x" + std::to_string(d.shape(0));
+  }
+  if (!r.source.empty()) s += " source='" + r.source + "'";
+  return s + ">";
+}
+
+}  // namespace
+
+py::tuple PyResult::getstate() const {
+  return py::make_tuple(2, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+                        source, timestamp, scale_frames,
+                        py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
+                                       patch_tokens),
+                        features, timestamp_unit == io::TimestampUnit::Seconds);
+}
+
+PyResult PyResult::setstate(const py::tuple& t) {
+  try {
+    return setstate_checked(t);
+  } catch (const py::cast_error& e) {  // a field of the wrong type (a pickle can hold anything)
+    throw py::value_error(std::string("not a pickled lingbot_map.Result: ") + e.what());
+  }
+}
+
+PyResult PyResult::setstate_checked(const py::tuple& t) {
+  if (t.size() != 13 || !py::isinstance<py::int_>(t[0]) || t[0].cast<int>() != 2)
+    throw py::value_error("not a pickled lingbot_map.Result of this version");
+  PyResult r;
+  r.frame_index = t[1].cast<int64_t>();
+  r.is_keyframe = t[2].cast<bool>();
+  const int type = t[3].cast<int>();
+  if (type < static_cast<int>(FrameType::Scale) || type > static_cast<int>(FrameType::NonKeyframe))
+    throw py::value_error("not a pickled lingbot_map.Result: frame type " + std::to_string(type));
+  r.frame_type = static_cast<FrameType>(type);
+  r.flow = t[4].cast<double>();
+  r.rope_time_index = t[5].cast<int64_t>();
+  r.window = t[6].cast<int64_t>();
+  r.source = t[7].cast<std::string>();
+  r.timestamp = t[8].cast<double>();
+  r.scale_frames = t[9].cast<int64_t>();
+  const auto a = t[10].cast<py::tuple>();
+  if (a.size() != 10) throw py::value_error("not a pickled lingbot_map.Result of this version");
+  // A pickle can hold anything: every array field must be None or a float32 array of its rank.
+  auto array = [&](int i, int ndim, const char* name) {
+    const py::object v = a[static_cast<size_t>(i)];
+    if (v.is_none()) return v;
+    const auto f32_of_rank = [&] {
+      const auto arr = py::reinterpret_borrow<py::array>(v);
+      return arr.ndim() == ndim && arr.dtype().kind() == 'f' && arr.dtype().itemsize() == 4;
+    };
+    if (!py::isinstance<py::array>(v) || !f32_of_rank())
+      throw py::value_error(std::string("not a pickled lingbot_map.Result: ") + name + " is not a " +
+                            std::to_string(ndim) + "-d float32 array");
+    return v;
+  };
+  r.pose_enc = array(0, 1, "pose_enc");
+  r.pose_enc_iters = array(1, 2, "pose_enc_iters");
+  r.c2w = array(2, 2, "c2w");
+  r.w2c = array(3, 2, "w2c");
+  r.K = array(4, 2, "K");
+  r.depth = array(5, 2, "depth");
+  r.conf = array(6, 2, "conf");
+  r.world_points = array(7, 3, "world_points");
+  r.image = array(8, 3, "image");
+  r.patch_tokens = array(9, 2, "patch_tokens");
+  r.features = t[11].cast<py::list>();
+  for (const auto& f : r.features)
+    if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
+      throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
+  r.timestamp_unit = t[12].cast<bool>() ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
+  return r;
+}
+
+std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<Pending>* pending, int scale_frames) {
+  std::vector<PyResult> out;
+  out.reserve(results.size());
+  for (FrameResult& r : results) {
+    LINGBOT_CHECK(!pending->empty() && pending->front().index == r.frame_index, "internal: result for frame ",
+                  r.frame_index, " does not match the frames pushed");
+    Pending p = std::move(pending->front());
+    pending->pop_front();
+    PyResult o;
+    o.frame_index = r.frame_index;
+    o.is_keyframe = r.is_keyframe;
+    o.frame_type = r.frame_type;
+    o.flow = r.flow;
+    o.rope_time_index = r.rope_time_index;
+    o.window = r.window;
+    o.scale_frames = scale_frames;
+    o.source = std::move(p.source);
+    o.timestamp = p.timestamp;
+    o.timestamp_unit = p.timestamp_unit;
+    o.pose_enc = tensor_to_array(std::move(r.pose_enc));
+    // Engine layout [iterations, 9]; also the reference's per-frame slice of pose_enc_iters.
+    o.pose_enc_iters = tensor_to_array(std::move(r.pose_enc_iters));
+    o.c2w = tensor_to_array(std::move(r.extrinsic_c2w));
+    o.w2c = tensor_to_array(std::move(r.extrinsic));
+    o.K = tensor_to_array(std::move(r.intrinsic));
+    o.depth = tensor_to_array(std::move(r.depth));
+    o.conf = tensor_to_array(std::move(r.depth_conf));
+    o.world_points = tensor_to_array(std::move(r.world_points));
+    o.image = tensor_to_array(std::move(p.image));
+    o.patch_tokens = tensor_to_array(std::move(r.patch_tokens));
+    for (Tensor& f : r.features) o.features.append(tensor_to_array(std::move(f)));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void bind_result(py::module_& m) {
+  py::class_<PyResult>(m, "Result",
+                       "One frame's outputs. Arrays are float32 NumPy arrays that own their memory (they stay valid\n"
+                       "after the Session is gone). Camera convention: OpenCV axes (x right, y down, z forward);\n"
+                       "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.")
+      .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
+      .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
+      .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
+      .def_readonly("window", &PyResult::window,
+                    "mode='windowed': the window the result comes from (its pose is aligned to window 0); else 0.")
+      .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
+                             "One of the first scale_frames frames (processed together) of the session, or in\n"
+                             "mode='windowed' of its window.")
+      .def_property_readonly("frame_type", [](const PyResult& r) { return frame_type_name(r.frame_type); },
+                             "'scale', 'keyframe' or 'non-keyframe'.")
+      .def_readonly("flow", &PyResult::flow,
+                    "keyframe_interval='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
+      .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
+      .def_readonly("timestamp", &PyResult::timestamp,
+                    "Seconds for video and live streams and where push(timestamp=) gave one; the frame index otherwise.")
+      .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")
+      .def_readonly("pose_enc_iters", &PyResult::pose_enc_iters, "[camera_iterations, 9]: pose_enc after each refinement.")
+      .def_readonly("c2w", &PyResult::c2w, "[3, 4] camera -> world [R | t] (t = camera centre).")
+      .def_readonly("w2c", &PyResult::w2c, "[3, 4] world -> camera, the inverse of c2w.")
+      .def_readonly("K", &PyResult::K, "[3, 3] intrinsics in pixels (cx = W/2, cy = H/2).")
+      .def_readonly("depth", &PyResult::depth, "[H, W] depth along the camera z axis, positive.")
+      .def_readonly("conf", &PyResult::conf, "[H, W] depth confidence, > 1.")
+      .def_readonly("world_points", &PyResult::world_points, "[H, W, 3] world coordinates of every pixel.")
+      .def_readonly("image", &PyResult::image, "[3, H, W] the model input (RGB in [0, 1]) the outputs belong to.")
+      .def_readonly("features", &PyResult::features,
+                    "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
+                    "tokens, 6 as released); else [].")
+      .def_readonly("patch_tokens", &PyResult::patch_tokens,
+                    "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
+      .def(py::pickle([](const PyResult& self) { return self.getstate(); },
+                      [](const py::tuple& t) { return PyResult::setstate(t); }))
+      .def("__repr__", &result_repr);
+}
+
+}  // namespace lingbot::python

@@ -1,0 +1,292 @@
+// lingbot_map.Session: one stream of frames pushed by the caller (streaming or windowed), its binding.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "checks.h"
+#include "core/busy_guard.h"
+#include "core/error.h"
+#include "interrupts.h"
+#include "io/preprocess.h"
+#include "model.h"
+#include "options.h"
+#include "result.h"
+#include "stream.h"
+#include "strict_args.h"
+
+namespace lingbot::python {
+
+using namespace py::literals;
+
+namespace {
+
+class PySession {
+ public:
+  PySession(const PyModel& model, const SessionArgs& args_in, std::optional<int> image_size, const ModeArgs& mode)
+      : model_(model) {
+    const SessionArgs args = with_model_defaults(args_in, model.model->config());
+    int interval = parse_keyframe_interval(args.keyframe_interval);
+    if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
+    SessionOptions so = session_options(args, interval);
+    so.stop = stop_.get();
+    const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
+    if (image_size) {
+      pre_ = preprocess_options(*image_size, mode.preprocess, model.model->patch_size());
+    } else {
+      preprocess_arg(mode.preprocess);
+      if (mode.preprocess_given)  // an option that would do nothing
+        throw py::value_error("preprocess= applies to run's preprocessing, which image_size= asks for: give image_size "
+                              "too (frames without it go in as they are)");
+    }
+    py::gil_scoped_release nogil;
+    stream_ = std::make_unique<Stream>(model.model, so, windowed);
+  }
+
+  std::vector<PyResult> push(const py::handle& frame, std::optional<std::string> source, std::optional<double> timestamp) {
+    BusyGuard busy(busy_, "this Session");
+    // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
+    if (timestamp && !std::isfinite(*timestamp))
+      throw py::value_error("timestamp must be a finite number of seconds, got " + std::string(py::str(py::float_(*timestamp))));
+    Stream& s = open();
+    InputFrame in = frame_from_python(frame, "frame");
+    if (!in.rgb8 && pre_)
+      throw py::value_error("image_size= preprocesses uint8 frames; a float32 frame is a model input already "
+                            "(push uint8 [H, W, 3] frames, or make the Session without image_size)");
+    const int64_t index = s.frames_pushed();
+    if (pre_) {  // the engine would compare preprocessed sizes, which the caller never saw
+      const io::ImageSize p = io::preprocessed_size({in.rgb8->width, in.rgb8->height}, *pre_);
+      if (index == 0) {
+        sequence_size_ = p;
+      } else if (!(p == sequence_size_)) {
+        throw Error(
+            "frame " + std::to_string(index) + " (" + std::to_string(in.rgb8->width) + "x" + std::to_string(in.rgb8->height) +
+            ", WxH) preprocesses to " + std::to_string(p.width) + "x" + std::to_string(p.height) + " at image_size=" +
+            std::to_string(pre_->image_size) + ", but this sequence's frames preprocess to " +
+            std::to_string(sequence_size_.width) + "x" + std::to_string(sequence_size_.height) +
+            ": a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
+            "reconstruct() pads mixed sizes as upstream does)");
+      }
+    }
+    std::vector<FrameResult> results;
+    Tensor image;
+    try {
+      CtrlCStopsTheStep ctrl_c(stop_.get(), s.push_runs_scale_phase());
+      py::gil_scoped_release nogil;
+      if (in.rgb8) image = pre_ ? io::preprocess_image(*in.rgb8, *pre_) : rgb8_to_chw(*in.rgb8);
+      else image = std::move(in.chw);
+      results = s.push_frame(image);
+    } catch (const Stopped&) {
+      rethrow_stopped();
+    }
+    pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)),
+                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
+    return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
+  }
+
+  std::vector<PyResult> finish() {
+    BusyGuard busy(busy_, "this Session");
+    Stream& s = open();
+    std::vector<FrameResult> results;
+    try {
+      CtrlCStopsTheStep ctrl_c(stop_.get(), s.finish_runs_scale_phase());
+      py::gil_scoped_release nogil;
+      results = s.finish();
+    } catch (const Stopped&) {
+      rethrow_stopped();
+    }
+    return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
+  }
+
+  std::vector<PyResult> finish_early() {
+    BusyGuard busy(busy_, "this Session");
+    Stream& s = open();
+    return after_undelivered(to_python(s.finish_early(), &pending_, s.scale_frames()));
+  }
+
+  void reset() {
+    BusyGuard busy(busy_, "this Session");
+    Stream& s = open();
+    {
+      py::gil_scoped_release nogil;
+      s.reset();
+    }
+    pending_.clear();
+    undelivered_.clear();
+  }
+
+  void close() {
+    BusyGuard busy(busy_, "this Session");
+    {
+      py::gil_scoped_release nogil;
+      stream_.reset();
+    }
+    pending_.clear();
+    undelivered_.clear();
+  }
+
+  // Readers take the guard too: the engine state they read changes while a push runs.
+  py::dict stats() {
+    BusyGuard busy(busy_, "this Session");
+    return stats_dict(open().stats());
+  }
+  py::dict options() {
+    BusyGuard busy(busy_, "this Session");
+    py::dict d = open().options_dict();
+    add_preprocess(d, pre_);
+    return d;
+  }
+  py::object windows() {
+    BusyGuard busy(busy_, "this Session");
+    return open().windows();
+  }
+  bool finished() {
+    BusyGuard busy(busy_, "this Session");
+    return open().closed();
+  }
+  bool is_closed() {
+    BusyGuard busy(busy_, "this Session");
+    return stream_ == nullptr;
+  }
+  int64_t frames_pushed() {
+    BusyGuard busy(busy_, "this Session");
+    return open().frames_pushed();
+  }
+  const PyModel& model() const { return model_; }
+  // "<lingbot_map.Session streaming, 5 frames pushed>" (", finished" / "closed" / "busy" as they apply).
+  std::string repr() {
+    std::optional<BusyGuard> busy;
+    try {
+      busy.emplace(busy_, "this Session");
+    } catch (const Error&) {
+      return "<lingbot_map.Session busy: a call is running>";
+    }
+    if (!stream_) return "<lingbot_map.Session closed>";
+    const int64_t n = stream_->frames_pushed();
+    return "<lingbot_map.Session " + py::str(stream_->options_dict()["mode"]).cast<std::string>() + ", " +
+           std::to_string(n) + (n == 1 ? " frame" : " frames") + " pushed" + (stream_->closed() ? ", finished>" : ">");
+  }
+
+ private:
+  Stream& open() {
+    if (!stream_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
+    return *stream_;
+  }
+  // Results computed by a call go back with it unless a Ctrl-C is pending: CPython would raise
+  // KeyboardInterrupt as the call returns and the list would be lost. Then KeyboardInterrupt is
+  // raised here and they wait, in order, for the next push / finish / finish_early().
+  std::vector<PyResult> deliver(std::vector<PyResult>&& results) {
+    std::vector<PyResult> out = after_undelivered(std::move(results));
+    if (PyErr_CheckSignals() != 0) {
+      undelivered_ = std::move(out);
+      throw py::error_already_set();
+    }
+    return out;
+  }
+  // The results held back by an interrupted call, then `results`, in frame order.
+  std::vector<PyResult> after_undelivered(std::vector<PyResult>&& results) {
+    std::vector<PyResult> out = std::move(undelivered_);
+    undelivered_.clear();
+    for (PyResult& r : results) out.push_back(std::move(r));
+    return out;
+  }
+
+  PyModel model_;
+  std::vector<PyResult> undelivered_;  // computed, not returned: a Ctrl-C came with them (deliver)
+  io::ImageSize sequence_size_;        // with image_size=: the preprocessed size of this sequence's frames
+  std::optional<PreprocessOptions> pre_;
+  std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
+  std::unique_ptr<Stream> stream_;
+  std::deque<Pending> pending_;
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace
+
+void bind_session(py::module_& m) {
+  const char* session_doc =
+      "Inference over one sequence of frames (one Session per stream; Sessions may share a Model).\n\n"
+      "Protocol: the first `scale_frames` frames are processed together; push() returns [] for them until\n"
+      "the last one, which returns all their results. Every later push returns that frame's result.\n"
+      "finish() ends the sequence (runs the scale phase if fewer frames came) and returns what is left;\n"
+      "reset() starts a new sequence. Frames: uint8 [H, W, 3] RGB or float32 [3, H, W] in [0, 1], all the\n"
+      "same size, multiples of the patch size unless image_size= asks for `run`'s preprocessing of uint8\n"
+      "frames (resize + crop/pad, preprocess=). keyframe_interval='auto' stores every frame (the stream\n"
+      "length is unknown; reconstruct() applies upstream's rule from the frame count); an int stores every\n"
+      "N-th streamed frame; 'flow' stores a frame when its mean flow against the last stored one exceeds\n"
+      "flow_threshold pixels or after max_non_keyframe_gap frames (run's --keyframe-interval flow).\n"
+      "max_special_frames=N keeps the special tokens of only the newest N frames that left the window\n"
+      "(run's --max-special-frames): memory and time per frame stop growing on endless streams; 0 keeps\n"
+      "all (upstream). scale_frames, kv_window and camera_iterations default to the model's\n"
+      "configuration (kv_cache.scale_frames, kv_cache.sliding_window, camera.num_iterations: 8, 64 and 4\n"
+      "as released, run's defaults); a value given here takes precedence over Model.load(config=...).\n"
+      "mode='windowed' (run's --mode windowed): overlapping windows of window_size stored frames, each\n"
+      "a fresh cache whose first frames are the previous window's last overlap_size frames (or\n"
+      "overlap_keyframes keyframes), aligned to window 0 by Sim(3); push() returns frames once their\n"
+      "window has been aligned (so results arrive in bursts), `windows` lists the windows. Defaults as\n"
+      "run: window_size=64, overlap_size=16. mode='crop' | 'pad' is the old spelling of preprocess=.\n"
+      "Used as a context manager, the Session frees its cache on exit.";
+  py::class_<PySession>(m, "Session", session_doc)
+      .def(py::init([](const PyModel& model, std::optional<Int> scale_frames, std::optional<Int> kv_window,
+                       const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
+                       Int threads, std::optional<Int> image_size, const std::string& mode,
+                       const std::optional<std::string>& preprocess, std::optional<Int> window_size,
+                       std::optional<Int> overlap_size, std::optional<Int> overlap_keyframes, Bool features,
+                       Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
+                       const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
+                       Int64 max_special_frames) {
+             SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes),
+                           camera_iterations, kv_backend_arg(kv_backend, backend), kv_dtype, threads, features,
+                           patch_tokens, flow_threshold, max_non_keyframe_gap, device};
+             a.max_special_frames = max_special_frames;
+             ModeArgs m = mode_args(mode, preprocess);
+             m.window_size = window_size;
+             m.overlap_size = overlap_size;
+             m.overlap_keyframes = overlap_keyframes;
+             return std::make_unique<PySession>(model, a, image_size, m);
+           }),
+           "model"_a, py::kw_only(), "scale_frames"_a = py::none(), "kv_window"_a = py::none(),
+           "keyframe_interval"_a = py::none(), "camera_iterations"_a = py::none(), "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0,
+           "image_size"_a = py::none(), "mode"_a = "streaming", "preprocess"_a = py::none(), "window_size"_a = py::none(),
+           "overlap_size"_a = py::none(), "overlap_keyframes"_a = py::none(), "features"_a = false,
+           "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
+           "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
+           "device"_a = "cpu", "max_special_frames"_a = 0)
+      .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
+           "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
+           "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
+           "and the frame index).")
+      .def("finish", &PySession::finish, "Ends the sequence; returns the results still pending (short streams).")
+      .def("finish_early", &PySession::finish_early,
+           "Ends the sequence without running the model (after KeyboardInterrupt or an error): returns the\n"
+           "results already computed and not yet returned: those of a push / finish that a Ctrl-C\n"
+           "interrupted as it returned, and (mode='windowed') the tail held back for the overlap, aligned as\n"
+           "far as known. Then reset() starts a new sequence.")
+      .def("reset", &PySession::reset, "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
+      .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
+      .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
+      .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
+      .def_property_readonly("windows", &PySession::windows,
+                             "mode='windowed': every window begun so far, dicts index, start, end (exclusive; None while open),\n"
+                             "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t), cache\n"
+                             "(frames_stored, bytes_used, bytes_reserved after the window's last step); else None.")
+      .def("__repr__", &PySession::repr)
+      .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a step that failed or was stopped (Ctrl-C in a scale phase), until\n"
+                             "reset(). A push refused before its step (a wrong frame size or dtype) leaves it False.")
+      .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
+      .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
+      .def_property_readonly("model", &PySession::model, "The Model this session runs.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PySession& self, const py::args&) { self.close(); });
+}
+
+}  // namespace lingbot::python
