@@ -35,6 +35,18 @@ from ._lingbot_map import (  # noqa: F401
     select_points,
     verify,
 )
+from . import _lingbot_map as _native
+
+
+# pickle's constructors of a Result and a Model (their __reduce__ names these): the native functions
+# as Python functions, which pickle can refer to by name.
+def _result_from_state(state):
+    return _native._result_from_state(state)
+
+
+def _model_from_state(state):
+    return _native._model_from_state(state)
+
 
 __all__ = [
     "Error",

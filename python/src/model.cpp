@@ -12,6 +12,7 @@
 #include "bench/harness/demo_model.h"
 #include "bindings.h"
 #include "checks.h"
+#include "made_by_engine.h"
 #include "core/error.h"
 #include "lingbot/device.h"
 #include "lingbot/model.h"
@@ -189,9 +190,9 @@ PyModel model_from_python(const py::handle& obj, const std::string& device) {
 }
 
 void bind_model(py::module_& m) {
-  py::class_<PyModel>(m, "Model",
-                      "A loaded LingBot-Map network (immutable; share one between any number of Sessions).")
-      .def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(), py::kw_only(), "weights_dtype"_a = "auto",
+  py::class_<PyModel> model(m, "Model",
+                      "A loaded LingBot-Map network (immutable; share one between any number of Sessions).");
+  model.def_static("load", &PyModel::load, "path"_a, "config"_a = py::none(), py::kw_only(), "weights_dtype"_a = "auto",
                   "device"_a = "cpu",
                   "Loads a checkpoint (upstream .pt / .pth, or .safetensors; the format is detected from the\n"
                   "content), infers the configuration from the tensor shapes and applies `config` overrides:\n"
@@ -217,12 +218,12 @@ void bind_model(py::module_& m) {
                              "Number of weights (parameters) of the model's architecture.")
       .def_property_readonly("source", [](const PyModel& self) { return self.source; },
                              "The checkpoint path, or 'demo'.")
-      .def(py::pickle([](const PyModel& self) { return self.getstate(); },
-                      [](const py::tuple& t) { return PyModel::setstate(t); }))
       .def("__repr__", [](const PyModel& self) {
         return "<lingbot_map.Model " + self.source + ", " + std::to_string(self.model->config().parameter_count()) +
                " parameters>";
       });
+  bind_made_by_engine(model, m, "_model_from_state", "Model.load() and Model.demo()", &PyModel::getstate,
+                      &PyModel::setstate);
 }
 
 }  // namespace lingbot::python

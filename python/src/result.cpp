@@ -9,6 +9,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "core/error.h"
+#include "made_by_engine.h"
 
 namespace lingbot::python {
 
@@ -130,11 +131,11 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
 }
 
 void bind_result(py::module_& m) {
-  py::class_<PyResult>(m, "Result",
+  py::class_<PyResult> result(m, "Result",
                        "One frame's outputs. Arrays are float32 NumPy arrays that own their memory (they stay valid\n"
                        "after the Session is gone). Camera convention: OpenCV axes (x right, y down, z forward);\n"
-                       "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.")
-      .def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
+                       "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.");
+  result.def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
       .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
       .def_readonly("window", &PyResult::window,
@@ -163,9 +164,9 @@ void bind_result(py::module_& m) {
                     "tokens, 6 as released); else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,
                     "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
-      .def(py::pickle([](const PyResult& self) { return self.getstate(); },
-                      [](const py::tuple& t) { return PyResult::setstate(t); }))
       .def("__repr__", &result_repr);
+  bind_made_by_engine(result, m, "_result_from_state", "Session.push(), finish() and reconstruct()",
+                      &PyResult::getstate, &PyResult::setstate);
 }
 
 }  // namespace lingbot::python

@@ -454,12 +454,13 @@ def test_results_and_models_pickle(tmp_path):
 
 
 def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
-    """Result.__setstate__ takes a tuple from the pickle: a field that is not a float32 array of its
+    """A Result unpickles from a tuple (its __reduce__): a field that is not a float32 array of its
     rank is a ValueError (repr and Exporter.write read the arrays' memory)."""
     import pickle
     with lm.Session(demo_model, scale_frames=1) as s:
         r = s.push(lm.demo_frame(0))[0]
-    state = list(r.__getstate__())
+    from_state, (state,) = r.__reduce__()
+    state = list(state)
     arrays = list(state[10])
     for i, name, bad in ((5, "depth", 2), (5, "depth", [1.0, 2.0]), (7, "world_points", np.zeros((2, 2), np.float32)),
                          (0, "pose_enc", np.zeros(9, np.int32))):
@@ -467,10 +468,29 @@ def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
         broken[i] = bad
         crafted = state[:10] + [tuple(broken)] + state[11:]
         with pytest.raises(ValueError) as e:
-            lm.Result.__new__(lm.Result).__setstate__(tuple(crafted))
+            from_state(tuple(crafted))
         assert str(e.value).startswith(f"not a pickled lingbot_map.Result: {name} is not a "), str(e.value)
     back = pickle.loads(pickle.dumps(r))
     assert repr(back) == repr(r)
+
+
+def test_results_and_models_are_made_by_the_module_only(demo_model):
+    """An instance made without its C++ value (Class.__new__(Class), as pickle's default protocol
+    makes one before __setstate__) read unallocated memory: repr crashed the interpreter."""
+    import copy
+    for cls, makers in ((lm.Result, "Session.push(), finish() and reconstruct()"),
+                        (lm.Model, "Model.load() and Model.demo()")):
+        for make in (lambda: cls.__new__(cls), lambda: cls()):
+            with pytest.raises(TypeError) as e:
+                make()
+            assert str(e.value) == f"lingbot_map.{cls.__name__} objects are made by {makers}, not constructed"
+    assert not hasattr(lm.Result, "__setstate__") and not hasattr(lm.Model, "__setstate__")
+    with lm.Session(demo_model, scale_frames=1) as s:
+        r = s.push(lm.demo_frame(0))[0]
+    shallow, deep = copy.copy(r), copy.deepcopy(r)
+    assert repr(shallow) == repr(deep) == repr(r)
+    assert shallow.depth is r.depth and deep.depth is not r.depth and deep.depth.tobytes() == r.depth.tobytes()
+    assert repr(copy.deepcopy(demo_model)) == repr(demo_model)
 
 
 def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_model):
