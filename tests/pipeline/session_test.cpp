@@ -40,7 +40,7 @@ class SessionTest : public ::testing::Test {
     o.scale_frames = 2;
     o.kv_window = 3;
     o.threads = 1;
-    o.keep_features = true;  // same_bits() compares them
+    o.keep_features = true;  // same_bits() compares them with the heads' outputs
     return o;
   }
   // Pushes frames [0, n) and returns every result in arrival order.
@@ -51,14 +51,25 @@ class SessionTest : public ::testing::Test {
     for (auto& r : s.finish()) all.push_back(std::move(r));
     return all;
   }
+  // Every output of every frame bit for bit (features, camera and depth heads); the heads' outputs
+  // must be there, so a comparison of absent tensors cannot pass.
   static bool same_bits(const std::vector<FrameResult>& a, const std::vector<FrameResult>& b) {
     if (a.size() != b.size()) return false;
+    const auto same = [](const Tensor& x, const Tensor& y) {
+      return x.shape() == y.shape() && x.dtype() == y.dtype() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+    };
     for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].frame_index != b[i].frame_index || a[i].features.size() != b[i].features.size()) return false;
-      for (size_t j = 0; j < a[i].features.size(); ++j)
-        if (a[i].features[j].numel() != b[i].features[j].numel() ||
-            std::memcmp(a[i].features[j].raw(), b[i].features[j].raw(), a[i].features[j].nbytes()) != 0)
-          return false;
+      const FrameResult &x = a[i], &y = b[i];
+      if (x.frame_index != y.frame_index || x.is_keyframe != y.is_keyframe || x.features.size() != y.features.size())
+        return false;
+      for (size_t j = 0; j < x.features.size(); ++j)
+        if (!same(x.features[j], y.features[j])) return false;
+      if (x.pose_enc.empty() || x.depth.empty()) ADD_FAILURE() << "frame " << x.frame_index << " has no head outputs";
+      for (const auto& [t, u] : {std::pair{&x.pose_enc, &y.pose_enc}, {&x.pose_enc_iters, &y.pose_enc_iters},
+                                 {&x.extrinsic, &y.extrinsic}, {&x.intrinsic, &y.intrinsic},
+                                 {&x.extrinsic_c2w, &y.extrinsic_c2w}, {&x.depth, &y.depth},
+                                 {&x.depth_conf, &y.depth_conf}, {&x.world_points, &y.world_points}})
+        if (!same(*t, *u)) return false;
     }
     return true;
   }
