@@ -1,10 +1,11 @@
 // The whole model on CUDA: a Session with device cuda (CudaBackend + the CUDA paged KV cache) against
 // the same Session on the CPU, on the tiny checkpoint of testdata/ (scale phase, keyframes and
 // non-keyframes, cache eviction), every output of every frame compared.
-// Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) with tol 2e-3 for f32 K/V (every op f32 on both
-// sides: only summation order and libm differ, accumulated over the network's depth) and 5e-2 for
-// bf16 K/V (the device's tensor-core attention also rounds queries and probabilities to bf16, the
-// CPU's does not). Needs a device; skips visibly without one.
+// Tolerances: |cuda − cpu| ≤ tol · max(1, |cpu|) with tol 2e-4 for f32 K/V (every op f32 on both
+// sides: only summation order and libm differ, accumulated over the network's depth; measured 7e-6 on
+// the emulated device) and 1e-2 for bf16 K/V (the device's tensor-core attention also rounds queries
+// and probabilities to bf16, the CPU's does not; measured 2.5e-3). Needs a device; skips visibly
+// without one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,7 +102,7 @@ TEST(CudaSession, TinyModelMatchesTheCpuOnEveryOutput) {
     std::string desc;
     const auto gpu = run(model, o, images, frames, &desc);
     EXPECT_EQ(desc.rfind("cuda:0 (", 0), 0u) << desc;
-    const double tol = kv == DType::F32 ? 2e-3 : 5e-2;
+    const double tol = kv == DType::F32 ? 2e-4 : 1e-2;
     ASSERT_EQ(gpu.size(), cpu.size());
     double worst = 0;
     for (size_t f = 0; f < cpu.size(); ++f) {
