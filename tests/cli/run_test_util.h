@@ -50,17 +50,30 @@ inline fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-// Runs `lingbot-map <args>` with stdout/stderr captured (not a terminal, so progress is plain lines).
-inline Result run_cli(const std::string& args) {
+// Runs a shell command with stdout/stderr captured (not a terminal, so progress is plain lines).
+inline Result run_command(const std::string& command) {
   const fs::path d = fresh_dir("_io");
-  const std::string cmd =
-      std::string(LINGBOT_CLI_PATH) + " " + args + " >" + (d / "out").string() + " 2>" + (d / "err").string();
+  const std::string cmd = command + " >" + (d / "out").string() + " 2>" + (d / "err").string();
   const int status = std::system(cmd.c_str());
   Result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(d / "out");
   r.err = slurp(d / "err");
   return r;
+}
+
+// Runs `lingbot-map <args>` (run_command).
+inline Result run_cli(const std::string& args) { return run_command(std::string(LINGBOT_CLI_PATH) + " " + args); }
+
+// `lingbot-map <args>` as the unprivileged user nobody (uid / gid 65534, util-linux's setpriv) when this
+// test runs as root (CI does), where permissions must apply: a copy of the CLI in `dir` runs (the build
+// tree may be in a folder nobody cannot enter); the files it writes must be nobody's. Else run_cli.
+inline constexpr unsigned kNobody = 65534;
+inline Result run_cli_unprivileged(const std::string& args, const fs::path& dir) {
+  if (::geteuid() != 0) return run_cli(args);
+  const fs::path cli = dir / "lingbot-map";
+  fs::copy_file(LINGBOT_CLI_PATH, cli, fs::copy_options::overwrite_existing);
+  return run_command("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli.string() + " " + args);
 }
 
 // The key=value pairs of the last "summary:" line of a bench command's output.
