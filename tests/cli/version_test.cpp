@@ -26,7 +26,7 @@ bool is_semver(const std::string& s) {
   return dots == 2 && digit_before;
 }
 
-// A short or full hex commit hash, optionally "-dirty", or "unknown" outside a git checkout.
+// A short or full hex commit hash, optionally "-dirty", or "unknown" where git cannot say.
 bool is_git_rev(std::string s) {
   if (s == "unknown") return true;
   const std::string dirty = "-dirty";
@@ -52,6 +52,13 @@ TEST(Version, NamesTheCommitBackendsAndBlas) {
   const std::string rev = first.substr(open + 6, first.size() - open - 7);
   EXPECT_TRUE(is_semver(version)) << version;
   EXPECT_TRUE(is_git_rev(rev)) << rev;
+  // The checkout's HEAD, as git says it here ("unknown" only where git cannot say, as for the build).
+  const Result head = run_command("git -C " + std::string(LINGBOT_TESTDATA_DIR) + " rev-parse --short HEAD");
+  if (head.exit_code == 0)
+    EXPECT_EQ(rev.substr(0, rev.find('-')), head.out.substr(0, head.out.find('\n')))
+        << "the binary names another commit than the checkout's HEAD (built before the last commit?)";
+  else
+    EXPECT_EQ(rev, "unknown") << head.err;
   EXPECT_TRUE(contains(r.out, "\nbackends: cpu")) << r.out;
   EXPECT_TRUE(contains(r.out, "\nblas: OpenBLAS ")) << r.out;
   EXPECT_TRUE(contains(r.out, ", core ")) << r.out;
