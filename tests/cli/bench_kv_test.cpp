@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "run_test_util.h"
+#include "test_tools.h"
 
 namespace {
 
@@ -138,8 +139,8 @@ TEST(BenchKv, AttentionOffReportsConstantPatchMemory) {
 }
 
 TEST(BenchKv, PlotWritesPng) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox, in scripts/setup.sh)";
+  LINGBOT_SKIP_WITHOUT_TOOL(std::system("command -v gnuplot >/dev/null 2>&1") == 0,
+                            "gnuplot is not installed (Debian package gnuplot-nox, in scripts/setup.sh)");
   const auto png = fresh_dir("bench_kv") / "plot.png";
   const Result r = run_cli(kBenchKvTiny + "--frames 10 --calibrate off --plot '" + png.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "run_test_util.h"
 #include "test_video_writer.h"
+#include "test_tools.h"
 
 namespace {
 
@@ -25,8 +26,8 @@ const std::string kVideoArgs = kTinyRunArgs + " --keyframe-interval 1 --weights-
 
 TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
   const fs::path dir = fresh_dir("video_golden");
-  if (!write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10))
-    GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
+  LINGBOT_SKIP_WITHOUT_TOOL(write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10),
+                           "this libavcodec has no FFV1 encoder, so no lossless test video can be made");
   const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 10 --model " + kTestdata +
                            "/tiny/model.pt" + kVideoArgs + " --out " + (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -69,8 +70,8 @@ TEST(RunVideo, LosslessVideoOfTheTinyFramesMatchesTheReference) {
 // demo.py's order: sample at --fps, then the first --first-k, then every --stride-th.
 TEST(RunVideo, FrameSelectionOrder) {
   const fs::path dir = fresh_dir("video_select");
-  if (!write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10))
-    GTEST_SKIP() << "this libavcodec has no FFV1 encoder, so no lossless test video can be made";
+  LINGBOT_SKIP_WITHOUT_TOOL(write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10),
+                           "this libavcodec has no FFV1 encoder, so no lossless test video can be made");
   // 10 fps source sampled at 5 fps: frames 0 2 4 6 8; first 4: 0 2 4 6; stride 2: 0 4.
   const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 5 --first-k 4 --stride 2 --model " +
                            kTestdata + "/tiny/model.pt" + kVideoArgs + " --out " + (dir / "out").string());

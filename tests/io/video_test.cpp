@@ -25,6 +25,7 @@ extern "C" {
 #include "io/frame_source.h"
 #include "io/png.h"
 #include "io/video.h"
+#include "test_tools.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -161,7 +162,7 @@ TEST(Video, OnePixelWideYuvFramesConvert) {
 TEST(Video, DecodesLossyYuvVideo) {
   TempDir dir;
   const auto path = dir.path / "clip.avi";
-  if (!write_video(path, "mpeg4", 6, 25, 32, 32)) GTEST_SKIP() << "libavcodec lacks the mpeg4 encoder";
+  LINGBOT_SKIP_WITHOUT_TOOL(write_video(path, "mpeg4", 6, 25, 32, 32), "libavcodec lacks the mpeg4 encoder");
   const auto frames = read_all(path, 0);
   ASSERT_EQ(frames.size(), 6u);
   // Lossy: colours within a few levels of the source in flat regions (B is constant per frame).
@@ -260,7 +261,7 @@ TEST(Video, AppliesDisplayMatrixRotation) {
   TempDir dir;
   const auto path = dir.path / "portrait.mp4";
   // A display matrix rotating 90 degrees clockwise, as phones record portrait video.
-  if (!write_video(path, "mpeg4", 2, 10, 64, 32, 90)) GTEST_SKIP() << "libavcodec lacks the mpeg4 encoder";
+  LINGBOT_SKIP_WITHOUT_TOOL(write_video(path, "mpeg4", 2, 10, 64, 32, 90), "libavcodec lacks the mpeg4 encoder");
   VideoReader reader(path);
   EXPECT_EQ(reader.info().rotation, 90);
   EXPECT_EQ(reader.info().width, 32);

@@ -71,13 +71,15 @@ TEST(Verify, FlowAndWindowedCasesBothBackends) {
       {fs::path(LINGBOT_TESTDATA_DIR) / "windowed-flow-tiny", 30},
       {shared_case("windowed-tiny"), 26},
   };
+  std::string missing;  // the shared case may be absent: the test then ends skipped, after the others
   for (const auto& [dir, checked] : cases) {
     if (!fs::exists(dir / "case.json")) {
-      std::cout << "[ SKIPPED ] golden case " << dir << " not present\n";
+      missing += (missing.empty() ? "" : ", ") + dir.string();
       continue;
     }
     for (KVBackend b : {KVBackend::Paged, KVBackend::Dense}) expect_case_passes(dir, b, checked);
   }
+  if (!missing.empty()) GTEST_SKIP() << "checked the testdata cases only: golden case not present: " << missing;
 }
 
 // A reference tensor the engine does not produce is a failure, never silently skipped.
