@@ -301,9 +301,12 @@ void VideoReader::open(double target_fps) {
   const bool swap = s.info.rotation == 90 || s.info.rotation == 270;
   s.info.width = swap ? st->codecpar->height : st->codecpar->width;
   s.info.height = swap ? st->codecpar->width : st->codecpar->height;
-  s.info.fps = av_q2d(av_guess_frame_rate(raw, st, nullptr));
-  const bool rate_known = s.info.fps > 0;
-  if (!rate_known) s.info.fps = 30;
+  // Sampling and the expected length use the average rate (video.h); the timestamp grid of the gap
+  // inference below is the nominal one, on which a variable-rate stream's frames sit.
+  const auto rate = [](AVRational q) { return q.num > 0 && q.den > 0 ? av_q2d(q) : 0.0; };  // 0: unknown
+  const double average_fps = rate(st->avg_frame_rate), nominal_fps = rate(st->r_frame_rate);
+  s.info.fps = average_fps > 0 ? average_fps : nominal_fps > 0 ? nominal_fps : 30;
+  const double grid_fps = rate(av_guess_frame_rate(raw, st, nullptr));
   s.info.frame_count = st->nb_frames;
   if (raw->duration != AV_NOPTS_VALUE && raw->duration > 0) {
     s.info.duration_s = static_cast<double>(raw->duration) / AV_TIME_BASE;
@@ -318,7 +321,7 @@ void VideoReader::open(double target_fps) {
   s.tracker.emplace(&Impl::pts_seconds, &s, s.info.fps);
   // Without a stated frame count the expected length is duration x rate: frames missing from the
   // middle show as steps of several frame durations (stream_damage.h), given a time base fine enough.
-  const double frame_ticks = rate_known ? 1.0 / (s.info.fps * av_q2d(s.time_base)) : 0.0;
+  const double frame_ticks = grid_fps > 0 ? 1.0 / (grid_fps * av_q2d(s.time_base)) : 0.0;
   // Files only: a live source (low latency: a camera, rtsp, a live pipe) has no duration, and a
   // camera slowing down in low light steps by whole frame durations without losing anything.
   if (st->nb_frames <= 0 && s.info.duration_s > 0 && !s.low_latency && frame_ticks >= 2)

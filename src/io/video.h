@@ -3,7 +3,10 @@
 //
 // Sampling follows upstream demo.py (--fps): interval = max(1, round(source_fps / target_fps)) with
 // Python rounding (half to even), and decoded frame i is kept iff i % interval == 0. source_fps is
-// FFmpeg's guessed frame rate (what OpenCV's CAP_PROP_FPS reports), 30 when unknown.
+// what OpenCV 4's CAP_PROP_FPS reports: the stream's average frame rate (frames / duration), else
+// its nominal rate (r_frame_rate), else 30 (demo.py's `or 30`). They differ for variable-rate video
+// (phone and screen recordings): a stream timed on a 60 fps grid that averages 30 fps samples every
+// 3rd frame at --fps 10, as upstream does, not every 6th.
 // Differences from upstream: upstream writes sampled frames to JPEG files (quality 95) and reloads
 // them; here frames go straight to 8-bit RGB (swscale, bicubic, default BT.601 matrix as OpenCV
 // uses), so there is no JPEG loss. A display-matrix rotation of 90/180/270 degrees (phone videos)
@@ -24,7 +27,7 @@ struct VideoInfo {
   int width = 0;              // displayed frame size (after rotation metadata)
   int height = 0;
   int rotation = 0;           // clockwise degrees applied to decoded frames: 0, 90, 180 or 270
-  double fps = 0;             // source frame rate used for sampling
+  double fps = 0;             // source frame rate used for sampling: average, else nominal, else 30 (above)
   int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
   double duration_s = 0;      // container duration (0 when unknown)
   std::string codec;          // decoder name, e.g. "h264"

@@ -126,6 +126,38 @@ TEST(Video, SamplesAtTargetFps) {
   EXPECT_EQ(frames[3].source_index, 9);
 }
 
+// A variable-rate stream (a phone or screen recording): timestamps on a 60 fps grid, 20 frames 1/60 s
+// apart, then 20 frames 3/60 s apart: 40 frames in 80/60 s, 30 fps on average. Sampled as OpenCV's
+// CAP_PROP_FPS (the average) gives it to upstream's demo.py: --fps 10 keeps every 3rd frame (the
+// nominal 60 fps would keep every 6th). MP4 states the frame count, so no loss is inferred either.
+TEST(Video, VariableFrameRateSamplesAtTheAverageRate) {
+  TempDir dir;
+  const auto path = dir.path / "vfr.mp4";
+  std::vector<ImageU8> frames;
+  std::vector<int64_t> pts;
+  for (int i = 0; i < 40; ++i) {
+    frames.push_back(synthetic_frame(i % 12, 32, 16));
+    pts.push_back(i < 20 ? i : 20 + 3 * (i - 20));
+  }
+  LINGBOT_SKIP_WITHOUT_TOOL(lingbot_test::write_test_video(path, "mpeg4", frames, 60, 0, nullptr, pts),
+                            "libavcodec lacks the mpeg4 encoder");
+  VideoReader reader(path, 10);
+  EXPECT_NEAR(reader.info().fps, 40.0 / (78.0 / 60), 1e-6);  // MP4: frames over first-to-last timestamp span
+  EXPECT_EQ(reader.sample_interval(), 3);
+  std::vector<int64_t> kept;
+  std::vector<double> times;
+  for (VideoFrame f; reader.next(&f);) {
+    kept.push_back(f.source_index);
+    times.push_back(f.timestamp_s);
+  }
+  const std::vector<int64_t> every_third = {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39};
+  EXPECT_EQ(kept, every_third);
+  ASSERT_EQ(times.size(), every_third.size());
+  for (size_t k = 0; k < times.size(); ++k)  // the frames' own presentation times
+    EXPECT_NEAR(times[k], static_cast<double>(pts[static_cast<size_t>(every_third[k])]) / 60, 1e-6) << k;
+  EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
+}
+
 // Frames as narrow as one pixel: swscale's vector stores run past the row ends, so the reader converts
 // into padded rows first (a tight buffer was overrun past its end, see the next test).
 TEST(Video, NarrowFramesDecodeExactly) {
