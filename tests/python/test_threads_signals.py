@@ -130,35 +130,92 @@ def test_ctrl_c_raises_keyboard_interrupt_at_the_next_frame(tmp_path):
     assert resumed[0] == f"resumed True {40 - n}" or int(resumed[0].split()[-1]) == 40 - n - 1, resumed[0]
 
 
+# The children below send themselves SIGINT (as a terminal's Ctrl-C does, to the process) from a
+# thread that first observes the main thread inside the step meant: a delay guessed from this
+# machine's speed would land before the step on a slow one and after it on a fast one.
+# armed(): the engine's own SIGINT handler is installed, which happens only around a scale phase's
+# nogil block (python/src/interrupts.cpp, CtrlCStopsTheStep) with the default Python handler.
+# in_a_push(obj): obj.stats() is refused while a call runs and the main thread's innermost Python
+# frame is the script's own, so it is in the engine, not in Python code the call made. The watcher
+# holds the GIL whenever it looks, so the main thread is then in the step's nogil block.
+WATCHER = r"""
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sigint_handler_address():
+    buf = ctypes.create_string_buffer(512)  # larger than any libc's struct sigaction; the handler comes first on Linux
+    if _libc.sigaction(signal.SIGINT, None, buf) != 0:
+        raise OSError(ctypes.get_errno(), "sigaction")
+    return ctypes.c_void_p.from_buffer(buf).value
+
+
+PYTHON_HANDLER = sigint_handler_address()
+
+
+def armed():
+    return sigint_handler_address() != PYTHON_HANDLER
+
+
+def in_a_push(obj):
+    try:
+        obj.stats()
+        return False
+    except lm.Error:
+        return sys._current_frames()[threading.main_thread().ident].f_code.co_filename == __file__
+
+
+def ctrl_c_when(inside):
+    def watch():
+        while not inside():
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=watch, daemon=True).start()
+"""
+
+
+def run_child(tmp_path, name, script) -> tuple[list, str]:
+    """Runs a child to its end (it must succeed); returns its output lines and all its output."""
+    proc = start_child(tmp_path, name, WATCHER + script)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out + err
+    return out.split("\n"), out + err
+
+
 # A scale phase is one engine step that can take minutes on a CPU: Ctrl-C during it stops it at its
 # next block (SessionOptions::stop), KeyboardInterrupt comes then, and the iteration ends (the
 # session holds part of a step). Before, KeyboardInterrupt waited for the whole scale phase and then
 # every result came after all.
 CHILD_SCALE_PHASE = r"""
-import signal
-import sys
-import time
-signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.path.insert(0, sys.argv[1])
-import lingbot_map as lm
 frames = [lm.demo_frame(i, width=448, height=336) for i in range(20)]
 it = lm.reconstruct(images=frames, model=lm.Model.demo(), image_size=448, scale_frames=16, threads=1)
-print("started", flush=True)
-t0 = time.monotonic()
+ctrl_c_when(armed)  # armed only while the push of frame 15 runs the scale phase
 try:
     got = [r.frame_index for r in it]
     print("NOT INTERRUPTED", len(got), flush=True)
 except KeyboardInterrupt:
-    print("interrupted", round(time.monotonic() - t0, 2), flush=True)
+    print("interrupted", flush=True)
     print("after", [r.frame_index for r in it], flush=True)
 
 
-# Pushes 15 frames, cues the parent, then the frame that runs the scale phase (interrupted).
+# Pushes 15 frames, then the frame that runs the scale phase (interrupted).
 def interrupted_scale_phase(name, **options):
     s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, **options)
     for f in frames[:15]:
         s.push(f)
-    print(name + ":", flush=True)
+    ctrl_c_when(armed)
     try:
         s.push(frames[15])
         print("NOT INTERRUPTED " + name, flush=True)
@@ -179,60 +236,33 @@ interrupted_scale_phase("windowed", mode="windowed", window_size=20, overlap_siz
 """
 
 
-def interrupt_on_cue(proc, cues, last) -> tuple[list, str]:
-    """Sends SIGINT 2 s after each line starting with one of `cues` (the child's long step is running
-    by then), reads until a line starting with one of `last`; returns the lines and all the output."""
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if line.startswith(cues):
-                time.sleep(2.0)
-                proc.send_signal(signal.SIGINT)
-            if line.startswith(last):
-                break
-        out, err = proc.communicate(timeout=600)
-    finally:
-        proc.kill()
-    lines += out.split("\n")
-    return lines, "\n".join(lines) + err
-
-
 def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
-    proc = start_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
-    # 2 s after "started" / "session:" / "windowed:" the 16 frames are encoded (a fraction of that) and the scale phase runs.
-    # The cues are lines no other line starts with: each gets exactly one SIGINT.
-    lines, text = interrupt_on_cue(proc, ("started", "session:", "windowed:"), ("windowed interrupted", "NOT"))
-    assert proc.returncode == 0, text
-    assert any(ln.startswith("interrupted") for ln in lines), text
+    lines, text = run_child(tmp_path, "child_scale.py", CHILD_SCALE_PHASE)
+    assert "interrupted" in lines, text
     assert "after []" in lines, text  # no result: the scale phase was stopped, the iteration ended
-    # The frame whose push ran the stopped scale phase was taken, in either mode.
-    assert "session interrupted True 16" in lines, text
-    assert "windowed interrupted True 16" in lines, text
+    # finished (closed) says the step was stopped, not run to its end with KeyboardInterrupt raised
+    # after it. frames_pushed counts frame 15 once the session took it (its encoder ran): 15 when the
+    # stop came before that, 16 after; the watcher cannot see which, and both are the documented state.
+    for mode in ("session", "windowed"):
+        assert mode + " interrupted True 15" in lines or mode + " interrupted True 16" in lines, text
     assert ("closed: the session is closed after a step that failed or was stopped (call reset() to "
             "start a new sequence)") in lines, text
     assert "reset 0" in lines, text
 
 
 CHILD_WINDOWED_SCALE_PHASE = r"""
-import signal
-import sys
-import time
-signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.path.insert(0, sys.argv[1])
-import lingbot_map as lm
 frames = [lm.demo_frame(i, width=448, height=336) for i in range(18)]
 s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1, mode="windowed", window_size=17, overlap_size=16)
 got = []
 for f in frames[:17]:
     got += s.push(f)  # window 0: its scale phase, then frame 16
 print("window 1 begins", s.frames_pushed, flush=True)
-t0 = time.monotonic()
+ctrl_c_when(armed)
 try:
-    got += s.push(frames[17])  # re-feeds 16 frames: window 1's scale phase, about 7 s here
+    got += s.push(frames[17])  # re-feeds 16 frames: window 1's scale phase
     print("NOT INTERRUPTED", flush=True)
 except KeyboardInterrupt:
-    print("interrupted", round(time.monotonic() - t0, 2), s.finished, flush=True)
+    print("interrupted", s.finished, s.frames_pushed, flush=True)
     got += s.finish_early()
     print("frames", [r.frame_index for r in got], flush=True)
 """
@@ -241,13 +271,11 @@ except KeyboardInterrupt:
 def test_ctrl_c_stops_a_later_windows_scale_phase_at_once(tmp_path):
     """mode='windowed': the push that begins a window runs its scale phase; Ctrl-C stops it at once,
     and finish_early() returns what window 0 held back for the overlap."""
-    proc = start_child(tmp_path, "child_windowed.py", CHILD_WINDOWED_SCALE_PHASE)
-    lines, text = interrupt_on_cue(proc, ("window 1 begins",), ("window 1 begins",))
-    assert proc.returncode == 0, text
+    lines, text = run_child(tmp_path, "child_windowed.py", CHILD_WINDOWED_SCALE_PHASE)
     assert "window 1 begins 17" in lines, text
-    stopped = [ln for ln in lines if ln.startswith("interrupted")]
-    assert stopped and stopped[0].endswith(" True"), text  # the windowed session closed (reset() reopens it)
-    assert float(stopped[0].split()[1]) < 5.0, text  # well before the ~7 s the phase takes
+    # Stopped, not run to its end: the windowed session closed (reset() reopens it). The stop came in
+    # the scale phase of the 16 re-fed frames, before frame 17 was taken (its encoder runs after it).
+    assert "interrupted True 17" in lines, text
     assert "frames " + str(list(range(17))) in lines, text  # window 0's rows, its overlap tail included
 
 
@@ -255,11 +283,6 @@ def test_ctrl_c_stops_a_later_windows_scale_phase_at_once(tmp_path):
 # returns its results. With Python's default handler, Ctrl-C during a streamed push raises
 # KeyboardInterrupt as that push returns, and its result is not lost: finish_early() returns it.
 CHILD_RESULTS_KEPT = r"""
-import signal
-import sys
-import time
-sys.path.insert(0, sys.argv[1])
-import lingbot_map as lm
 frames = [lm.demo_frame(i, width=448, height=336) for i in range(18)]
 asked = []
 signal.signal(signal.SIGINT, lambda *a: asked.append(1))
@@ -267,11 +290,11 @@ s = lm.Session(lm.Model.demo(), scale_frames=16, threads=1)
 got = []
 for f in frames[:15]:
     got += s.push(f)
-print("scale phase", flush=True)
-got += s.push(frames[15])  # about 7 s here; the Ctrl-C comes after 2
+ctrl_c_when(lambda: in_a_push(s))  # the engine's handler is not installed here: armed() stays False
+got += s.push(frames[15])  # the scale phase
 print("custom handler", len(asked), [r.frame_index for r in got] == list(range(16)), flush=True)
 signal.signal(signal.SIGINT, signal.default_int_handler)
-print("streaming", flush=True)
+ctrl_c_when(lambda: in_a_push(s))
 try:
     for i in range(200):
         got += s.push(frames[16 + i % 2])
@@ -283,9 +306,7 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_with_a_programs_own_handler_or_during_a_push_loses_no_result(tmp_path):
-    proc = start_child(tmp_path, "child_kept.py", CHILD_RESULTS_KEPT)
-    lines, text = interrupt_on_cue(proc, ("scale phase", "streaming"), ("kept", "NOT"))
-    assert proc.returncode == 0, text
+    lines, text = run_child(tmp_path, "child_kept.py", CHILD_RESULTS_KEPT)
     assert "custom handler 1 True" in lines, text
     assert "kept True True" in lines, text
 
