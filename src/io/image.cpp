@@ -619,7 +619,9 @@ std::vector<std::filesystem::path> list_image_files(const std::filesystem::path&
   LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "not a folder: ", dir.string());
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.is_directory(ec)) continue;
+    // Hidden files (macOS's "._a.png" AppleDouble companions, editors' ".a.png.swp") are not frames;
+    // upstream's glob skips them too.
+    if (entry.is_directory(ec) || entry.path().filename().string().starts_with(".")) continue;
     std::string ext = entry.path().extension().string();
     for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp") files.push_back(entry.path());

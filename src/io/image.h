@@ -89,7 +89,8 @@ ImageSize probe_image_size(const std::filesystem::path& path);
 
 // The image files directly inside `dir` whose extension is .jpg, .jpeg, .png or .bmp (any case),
 // sorted by file name (byte order, as Python's sorted() on the glob results upstream). Upstream
-// demo.py only globs *.jpg, *.png and *.JPG; the wider set here is a superset.
+// demo.py only globs *.jpg, *.png and *.JPG; the wider set here is a superset. Hidden files (a name
+// starting with '.', such as macOS's "._frame.png" companions) are skipped, as a glob skips them.
 // Errors: "image folder not found: <dir>", "not a folder: <dir>",
 // "no images (.jpg, .jpeg, .png, .bmp) in <dir>".
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);

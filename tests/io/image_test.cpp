@@ -287,6 +287,9 @@ TEST(Image, ListsImageFilesSortedByName) {
   TempDir dir;
   const auto png = encode_png(3, 2, 3, pattern().rgb);
   for (const char* name : {"b.png", "a.JPG", "c.jpeg", "notes.txt", "10.png", "2.bmp"}) write_file(dir.path / name, png);
+  // Hidden files are not frames: macOS's AppleDouble companion (not an image at all) and a dotfile.
+  write_file(dir.path / "._b.png", std::vector<uint8_t>{0, 5, 22, 7, 0, 2, 0, 0});
+  write_file(dir.path / ".hidden.png", png);
   std::filesystem::create_directories(dir.path / "sub.png");
   std::vector<std::string> names;
   for (const auto& p : list_image_files(dir.path)) names.push_back(p.filename().string());
