@@ -1055,7 +1055,7 @@ void add_run_command(CLI::App& app) {
       "                 every --downsample-th one, coloured from the preprocessed frame\n"
       "  depth-preview  depth_preview/NNNNNN.png: colourised depth (Turbo, near = red, invalid = black)\n"
       "  npz            predictions/frame_NNNNNN.npz + predictions/meta.npz (upstream batch_demo.py layout)\n"
-      "                 and, up to 300 frames, predictions.npz (upstream demo.py --save_predictions keys)\n"
+      "                 and, up to 300 frames, predictions.npz (upstream demo_render/demo.py --save_predictions keys)\n"
       "  colmap         colmap/{cameras,images,points3D}.txt: COLMAP text model (principal point +0.5),\n"
       "                 and colmap/images/NNNNNN.png, the model inputs its cameras belong to\n"
       "  glb            scene.glb: points (as points.ply, at most 2,000,000), keyframe frustums, trajectory\n"

@@ -12,14 +12,14 @@
 //   predictions/meta.npz          the per-sequence 1-D arrays, rewritten (atomically) after every frame:
 //       is_keyframe bool   [S]        stored in the KV cache (scale frames included)
 //       frame_type  uint8  [S]        0 = scale frame, 1 = keyframe, 2 = non-keyframe
-//   predictions.npz               the whole run in one file with the keys of upstream demo.py
-//                                 --save_predictions (the arrays above stacked: images [S, 3, H, W],
+//   predictions.npz               the whole run in one file with the keys of upstream
+//                                 demo_render/demo.py --save_predictions (the arrays above stacked: images [S, 3, H, W],
 //                                 pose_enc [S, 9], depth [S, H, W, 1], depth_conf [S, H, W],
 //                                 extrinsic [S, 3, 4], intrinsic [S, 3, 3], is_keyframe [S],
 //                                 frame_type [S]); assembled at finish by streaming the per-frame files
 //                                 back, written atomically, only for runs of at most
 //                                 kPredictionsNpzMaxFrames frames (and under 4 GiB: no ZIP64).
-// Entries are stored uncompressed (as np.savez; upstream's demo.py uses savez_compressed, which
+// Entries are stored uncompressed (as np.savez; upstream's demo_render/demo.py uses savez_compressed, which
 // numpy.load reads the same way). Every frame is written whatever its values (raw arrays).
 #include <cstdint>
 #include <filesystem>
