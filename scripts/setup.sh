@@ -27,6 +27,7 @@ PACKAGES=(
   chromium                  # tests: the headless browser of the viewer tests (driven by playwright-core)
   python3-dev pybind11-dev    # the lingbot_map Python module (build/python)
   python3-pytest            # its tests (tests/python)
+  python3-pil               # tests: Pillow, upstream's image reader and resizer, checks ours bit for bit
 )
 
 missing=()
