@@ -191,7 +191,12 @@ TEST(RunModes, WindowedRunThatFailsKeepsTheTailItComputed) {
   const json poses = read_json(out / "poses.json");
   ASSERT_EQ(poses.at("frames").size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(poses.at("frames")[i].at("index"), i);
-  for (const json& w : s.at("windows")) EXPECT_GT(w.at("end").get<int64_t>(), w.at("start").get<int64_t>()) << w;
+  // Windows of 4 frames overlapping by 2 over frames 0-7; the last one ends at the failed frame.
+  ASSERT_EQ(s.at("windows").size(), 3u) << s.at("windows");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s.at("windows")[i].at("start"), 2 * i) << s.at("windows")[i];
+    EXPECT_EQ(s.at("windows")[i].at("end"), 2 * i + 4) << s.at("windows")[i];
+  }
 }
 
 }  // namespace

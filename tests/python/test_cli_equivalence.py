@@ -263,7 +263,9 @@ def test_old_spellings_warn_and_still_work(tiny_model):
     assert (it.options["mode"], it.options["preprocess"], it.options["image_size"]) == ("streaming", "pad", 112)
     new = lm.reconstruct(images=frames, model=tiny_model, image_size=112, scale_frames=2, preprocess="pad")
     assert it.image_size == new.image_size == (112, 112)  # padded to a square, unlike crop (112x70)
-    for a, b in zip(it, new):
+    got, want = list(it), list(new)
+    assert len(got) == len(want) == 3
+    for a, b in zip(got, want):
         assert a.depth.tobytes() == b.depth.tobytes()
     with pytest.warns(DeprecationWarning, match=r"mode= is deprecated, use preprocess="):
         old = lm.preprocess(frames[0], image_size=112, mode="pad")

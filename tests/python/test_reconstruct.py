@@ -20,6 +20,7 @@ def test_folder_and_uint8_list_and_float_list_agree(tiny_model):
     model_inputs = dict(TINY_OPTIONS)
     del model_inputs["image_size"]  # float32 frames are model inputs: no preprocessing to ask for
     f32 = list(lm.reconstruct(images=[r.image for r in folder], model=tiny_model, **model_inputs))
+    assert len(folder) == len(arrays) == len(f32) == len(u8) > 0
     for a, b, c in zip(folder, arrays, f32):
         assert a.depth.tobytes() == b.depth.tobytes() == c.depth.tobytes()
         assert a.w2c.tobytes() == b.w2c.tobytes() == c.w2c.tobytes()
