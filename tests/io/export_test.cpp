@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -501,6 +503,40 @@ TEST(Glb, EmptyRunIsStillAValidFile) {
   EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
 }
 
+// The POSITION values of the mesh named `mesh` in a GLB file (its JSON and BIN chunks read here,
+// not through the writer's library), as x, y, z triples.
+std::vector<float> glb_positions(const fs::path& file, const std::string& mesh) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 4);
+    return v;
+  };
+  EXPECT_GE(bytes.size(), 20u);
+  if (bytes.size() < 20 || bytes.compare(0, 4, "glTF") != 0) return {};
+  const size_t json_len = u32(12);
+  EXPECT_EQ(u32(16), 0x4E4F534Au);  // "JSON"
+  const nlohmann::json gltf = nlohmann::json::parse(bytes.substr(20, json_len));
+  const size_t bin_at = 20 + json_len + 8;
+  EXPECT_EQ(u32(20 + json_len + 4), 0x004E4942u);  // "BIN\0"
+  for (const nlohmann::json& m : gltf.at("meshes")) {
+    if (m.at("name") != mesh) continue;
+    const nlohmann::json& acc = gltf.at("accessors").at(m.at("primitives").at(0).at("attributes").at("POSITION").get<size_t>());
+    const nlohmann::json& view = gltf.at("bufferViews").at(acc.at("bufferView").get<size_t>());
+    EXPECT_EQ(acc.at("componentType"), 5126);  // float
+    EXPECT_FALSE(view.contains("byteStride"));
+    const size_t at = bin_at + view.value("byteOffset", size_t{0}) + acc.value("byteOffset", size_t{0});
+    std::vector<float> xyz(3 * acc.at("count").get<size_t>());
+    EXPECT_LE(at + xyz.size() * sizeof(float), bytes.size());
+    if (at + xyz.size() * sizeof(float) > bytes.size()) return {};
+    std::memcpy(xyz.data(), bytes.data() + at, xyz.size() * sizeof(float));
+    return xyz;
+  }
+  ADD_FAILURE() << "no mesh " << mesh << " in " << file;
+  return {};
+}
+
 TEST(Glb, PointBudgetKeepsAUniformSampleOfAllPoints) {
   GlbSceneBuilder b(1000);
   PointBatch batch;
@@ -520,6 +556,25 @@ TEST(Glb, PointBudgetKeepsAUniformSampleOfAllPoints) {
   ASSERT_TRUE(rep.is_object());
   EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
   EXPECT_EQ(rep.at("info").at("totalVertexCount"), 1000);
+  // The kept points are input points (x = 0..9999), each once, spread over the whole input: a
+  // uniform sample of 1000 puts 100 +- 9 (one sd) in each tenth of it, and the bound 100 +- 40
+  // fails a sample of the first (or last) points, or of any part of them.
+  const std::vector<float> xyz = glb_positions(dir.path / "s.glb", "points");
+  ASSERT_EQ(xyz.size(), 3000u);
+  std::set<int> kept;
+  std::vector<int> per_tenth(10, 0);
+  for (size_t i = 0; i < xyz.size(); i += 3) {
+    const int x = static_cast<int>(xyz[i]);
+    EXPECT_TRUE(xyz[i] == static_cast<float>(x) && x >= 0 && x < 10000 && xyz[i + 1] == 0 && xyz[i + 2] == 0)
+        << xyz[i] << " " << xyz[i + 1] << " " << xyz[i + 2];
+    kept.insert(x);
+    ++per_tenth[static_cast<size_t>(std::clamp(x, 0, 9999) / 1000)];
+  }
+  EXPECT_EQ(kept.size(), 1000u);
+  for (size_t t = 0; t < per_tenth.size(); ++t) {
+    EXPECT_GE(per_tenth[t], 60) << "points " << 1000 * t << "-" << 1000 * t + 999;
+    EXPECT_LE(per_tenth[t], 140) << "points " << 1000 * t << "-" << 1000 * t + 999;
+  }
 }
 
 // ---- BSS ----------------------------------------------------------------------------------------
