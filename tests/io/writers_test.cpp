@@ -158,7 +158,9 @@ TEST(Writers, TumHasOneLinePerFrameWithCameraCentre) {
     EXPECT_NEAR(v[1], -2, 1e-7);
     EXPECT_NEAR(v[2], 1, 1e-7);
     EXPECT_NEAR(v[3], -3, 1e-7);
-    // c2w rotation is Rz(-90): q = (0, 0, -sin45, cos45).
+    // c2w rotation is Rz(-90): q = (qx, qy, qz, qw) = (0, 0, -sin45, cos45).
+    EXPECT_NEAR(v[4], 0, 1e-7);
+    EXPECT_NEAR(v[5], 0, 1e-7);
     EXPECT_NEAR(v[6], -std::sqrt(0.5), 1e-7);
     EXPECT_NEAR(v[7], std::sqrt(0.5), 1e-7);
     ++n;
