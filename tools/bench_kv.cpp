@@ -30,36 +30,51 @@ double cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-// Thrown by CappedAllocator before an allocation that would take a backend's KV bytes past the cap.
+// Thrown by CappedAllocator before an allocation that would take a backend's KV bytes past its cap, or
+// all backends' past the shared budget (`budget`).
 class MemCapExceeded : public Error {
  public:
-  MemCapExceeded(size_t held, size_t request, size_t cap)
-      : Error(detail::concat("KV allocation of ", request, " bytes on top of ", held, " would exceed the cap of ",
-                             cap, " bytes")),
-        held_bytes(held),
-        request_bytes(request) {}
-  size_t held_bytes;
-  size_t request_bytes;
+  MemCapExceeded(size_t held, size_t request, size_t cap, bool budget)
+      : Error(detail::concat("KV allocation of ", request, " bytes on top of ", held, budget ? " (all backends)" : "",
+                             " would exceed the ", budget ? "budget" : "cap", " of ", cap, " bytes")),
+        budget(budget) {}
+  bool budget;
 };
 
-// Allocator (of the device's memory) that refuses (throws MemCapExceeded) before exceeding a byte cap,
-// so a backend is stopped before the memory is taken. Geometric growth that holds old + new buffers at
-// once counts both.
+// Bytes all backends hold together, against a cap shared by them (KvBenchOptions::mem_budget_gb).
+// Backends allocate from the bench's one thread.
+struct SharedBudget {
+  size_t cap = 0;  // 0 = none
+  size_t used = 0;
+};
+
+// Allocator (of the device's memory) that refuses (throws MemCapExceeded) before exceeding a byte cap
+// of its own or the shared budget, so a backend is stopped before the memory is taken. Geometric
+// growth that holds old + new buffers at once counts both.
 class CappedAllocator final : public Allocator {
  public:
-  CappedAllocator(size_t cap, std::unique_ptr<Allocator> inner) : cap_(cap), inner_(std::move(inner)) {}
+  CappedAllocator(size_t cap, SharedBudget* budget, std::unique_ptr<Allocator> inner)
+      : cap_(cap), budget_(budget), inner_(std::move(inner)) {}
   void* allocate(size_t bytes) override {
     if (cap_ > 0 && inner_->bytes_allocated() + bytes > cap_)
-      throw MemCapExceeded(inner_->bytes_allocated(), bytes, cap_);
-    return inner_->allocate(bytes);
+      throw MemCapExceeded(inner_->bytes_allocated(), bytes, cap_, false);
+    if (budget_->cap > 0 && budget_->used + bytes > budget_->cap)
+      throw MemCapExceeded(budget_->used, bytes, budget_->cap, true);
+    void* p = inner_->allocate(bytes);
+    budget_->used += bytes;
+    return p;
   }
-  void deallocate(void* p, size_t bytes) noexcept override { inner_->deallocate(p, bytes); }
+  void deallocate(void* p, size_t bytes) noexcept override {
+    inner_->deallocate(p, bytes);
+    budget_->used -= bytes;
+  }
   MemoryKind kind() const override { return inner_->kind(); }
   size_t bytes_allocated() const override { return inner_->bytes_allocated(); }
   uint64_t allocation_count() const override { return inner_->allocation_count(); }
 
  private:
   size_t cap_;
+  SharedBudget* budget_;
   std::unique_ptr<Allocator> inner_;
 };
 
@@ -152,6 +167,8 @@ void validate(const KvBenchOptions& o) {
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
   LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
   LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
+  LINGBOT_CHECK(std::isfinite(o.mem_budget_gb) && o.mem_budget_gb >= 0, "the KV memory budget must be >= 0 GiB, got ",
+                o.mem_budget_gb);
   LINGBOT_CHECK(!o.backends.empty(), "--kv-backends must name at least one backend");
   for (KVBackend b : o.backends)
     LINGBOT_CHECK(o.device != BenchDeviceKind::Cuda || b == KVBackend::Paged, "--kv-backends: '", kv_backend_name(b),
@@ -209,10 +226,11 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
   co.sliding_window = o.window;
   co.dtype = o.dtype;
   const size_t cap = static_cast<size_t>(o.mem_cap_gb * 1073741824.0);
+  SharedBudget budget{static_cast<size_t>(o.mem_budget_gb * 1073741824.0)};  // outlives the allocators
 
   std::vector<LiveBackend> live;
-  auto stop = [&](size_t li, int frame, const std::string& why) {
-    BackendStop s{live[li].index, frame, why};
+  auto stop = [&](size_t li, int frame, const MemCapExceeded& why) {
+    BackendStop s{live[li].index, frame, why.budget, why.what()};
     res.stops.push_back(s);
     if (observer) observer->on_stop(res, s);
     // The cache first: erase() move-assigns the later backends down member by member, which would
@@ -225,12 +243,12 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     LiveBackend b;
     b.index = static_cast<int>(i);
     b.kind = o.backends[i];
-    b.alloc = std::make_unique<CappedAllocator>(cap, device.make_allocator());
+    b.alloc = std::make_unique<CappedAllocator>(cap, &budget, device.make_allocator());
     live.push_back(std::move(b));
     try {
       live.back().cache = device.make_cache(o.backends[i], co, *live.back().alloc);
     } catch (const MemCapExceeded& e) {
-      stop(live.size() - 1, 1, e.what());  // the cache frame 1 needs could not be made
+      stop(live.size() - 1, 1, e);  // the cache frame 1 needs could not be made
     }
   }
 
@@ -262,7 +280,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
       b.row.n_q = n_q;
     }
     // Runs f on every live backend, adding its wall and CPU time to `acc` / `acc_cpu`; a backend
-    // hitting its cap stops.
+    // hitting its cap or the shared budget stops (freeing its memory for the others).
     auto for_each_live = [&](auto&& f, double FrameRow::*acc, double FrameRow::*acc_cpu) {
       for (size_t li = 0; li < live.size();) {
         const double t0 = now_ms(), c0 = cpu_ms();
@@ -270,7 +288,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
           f(live[li]);
           device.synchronize();
         } catch (const MemCapExceeded& e) {
-          stop(li, st.frame_end, e.what());
+          stop(li, st.frame_end, e);
           continue;
         }
         live[li].row.*acc_cpu += cpu_ms() - c0;

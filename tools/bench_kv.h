@@ -34,6 +34,8 @@ struct KvBenchOptions {
   std::vector<KVBackend> backends = {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull};
   int threads = 1;
   double mem_cap_gb = 8.0;       // per backend, KV cache bytes allocated (1 GB = 2^30 bytes); 0 = no cap
+  double mem_budget_gb = 0.0;    // all backends' KV bytes together (--mem-cap-gb auto); 0 = none. A backend
+                                 // whose allocation would pass it stops, and its memory goes to the others
   bool attention = true;         // false: bench::bookkeeping_step (bookkeeping + memory only)
   int attend_every = 1;          // attention on and N > 1: attend only around sample points (frames divisible
                                  // by N, 100, 320, the last) and the scale phase; the other steps are
@@ -82,6 +84,7 @@ struct FrameRow {
 struct BackendStop {
   int backend = 0;
   int frame = 0;                 // the frame (1-based) that would have exceeded the cap; 0 = never stopped
+  bool budget = false;           // the shared budget (mem_budget_gb) was the limit, not the backend's cap
   std::string reason;
 };
 

@@ -129,9 +129,11 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   // before any work.
   device = bench::make_bench_device(o.device, o.threads);
   if (auto_cap) {
-    // 60% of the device's memory (RAM or GPU memory) shared by the backends, which run side by side.
-    o.mem_cap_gb = std::floor(device->memory_bytes() * 0.6 / static_cast<double>(o.backends.size()) /
-                              1073741824.0 * 10.0) / 10.0;
+    // The backends run side by side: together they may take 60% of the device's memory (RAM or GPU
+    // memory). One budget for all rather than an equal share each: the paged pool is reserved whole at
+    // the start (4.8 GiB by default) while dense-full grows past any share, so on a 16-24 GiB machine
+    // equal shares stopped paged at frame 1 and measured nothing.
+    o.mem_budget_gb = std::floor(device->memory_bytes() * 0.6 / 1073741824.0 * 10.0) / 10.0;
   }
   return o;
 }
@@ -145,12 +147,13 @@ void run_bench_kv(const BenchKvArgs& args) {
   std::string names;
   for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
   std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
-  char cap[48] = "none";  // --mem-cap-gb 0: no cap
-  if (o.mem_cap_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB", o.mem_cap_gb);
+  char cap[96] = "none per backend";  // --mem-cap-gb 0: no cap
+  if (o.mem_budget_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB for all backends together", o.mem_budget_gb);
+  else if (o.mem_cap_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB per backend", o.mem_cap_gb);
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "
       "K/V %s, KV window %d, scale frames %d, keyframe interval %d, %d frames, KV backends %s, %d threads, "
-      "attention %s%s, memory cap %s per backend, seed %llu\n",
+      "attention %s%s, memory cap %s, seed %llu\n",
       o.resolution, bench::patches_per_frame(o.resolution) + bench::kSpecialTokens, bench::patches_per_frame(o.resolution),
       bench::kSpecialTokens, o.blocks, o.heads, o.head_dim, std::string(dtype_name(o.dtype)).c_str(), o.window,
       o.scale_frames, o.keyframe_interval, o.frames, names.c_str(), o.threads, o.attention ? "on" : "off",
@@ -332,8 +335,9 @@ void add_bench_command(CLI::App& app) {
       ->check(one_of({"cpu", "cuda", "auto"}, "cpu, cuda or auto"))
       ->capture_default_str();
   kv->add_option("--threads", args->threads, "threads (0: all cores)")->capture_default_str();
-  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: 60% of RAM, or of GPU memory "
-                 "with --device cuda, / backends)")
+  kv->add_option("--mem-cap-gb", args->mem_cap_gb, "stop a backend before its KV cache exceeds this many GiB (0: no cap; auto: the backends together may "
+                 "take 60% of RAM, or of GPU memory with --device cuda: one whose allocation would pass that "
+                 "stops and frees its memory)")
       ->check(auto_or_gib())
       ->capture_default_str();
   kv->add_option("--attention", args->attention, "on: attend every block; off: cache bookkeeping + memory only")

@@ -33,13 +33,6 @@ Result shell(const std::string& command) {
   return r;
 }
 
-size_t count_files(const fs::path& dir, const std::string& suffix) {
-  size_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename().string().ends_with(suffix)) ++n;
-  return n;
-}
-
 // Every export of a run of `frames` frames (all with finite geometry) is complete and opens in its
 // tool with the counts summary.json reports.
 void check_all_exports(const fs::path& out, int64_t frames) {

@@ -298,13 +298,6 @@ TEST(RunReliability, NonFiniteDepthIsInvalidInPngsAndPointsButKeptInNpy) {
 
 // ---- full disk -------------------------------------------------------------------------------
 
-// Files in `dir` whose name ends with `suffix`.
-size_t count_files(const fs::path& dir, const std::string& suffix) {
-  size_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().ends_with(suffix);
-  return n;
-}
-
 // After a run that failed part way every export holds the same frames (the one a write failed on is
 // taken back from all of them, io::ExportSet): poses.json, TUM, depth/, depth_preview/, viewer/,
 // COLMAP, BSS, the GLB's cameras, and points.ply has the points of COLMAP. Returns that count.

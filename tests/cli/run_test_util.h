@@ -76,6 +76,14 @@ inline Result run_cli_unprivileged(const std::string& args, const fs::path& dir)
   return run_command("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli.string() + " " + args);
 }
 
+// Regular files in `dir` whose name ends with `suffix`.
+inline size_t count_files(const fs::path& dir, const std::string& suffix) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename().string().ends_with(suffix)) ++n;
+  return n;
+}
+
 // The key=value pairs of the last "summary:" line of a bench command's output.
 inline std::map<std::string, std::string> summary_of(const std::string& out) {
   std::map<std::string, std::string> kv;
