@@ -453,7 +453,7 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
 std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "WindowedSession::finish: this WindowedSession", kOneCallAtATime);
-  LINGBOT_CHECK(!s.failed, "finish: the windowed session is closed after a step that failed or was stopped");
+  LINGBOT_CHECK(!s.failed, "the windowed session is closed after a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
   std::vector<FrameResult> out;
   if (s.windows.empty()) {

@@ -193,7 +193,7 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
     }
   }
   expect_throw_what<Error>([&] { win.finish(); },
-                           "finish: the windowed session is closed after a step that failed or was stopped");
+                           "the windowed session is closed after a step that failed or was stopped");
   // Window 1 was begun, but the stop came before its first row: it ends where it starts.
   const std::vector<FrameResult> tail = win.finish_early();
   ASSERT_EQ(win.windows().size(), 2u);
