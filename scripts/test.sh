@@ -13,7 +13,7 @@ scripts/setup.sh --no-run
 # instead (tests/test_tools.h), and the viewer's browser tests must be registered (CMake registers them
 # only where node, chromium and web/node_modules exist). A green run must not hide a missing install step.
 export LINGBOT_REQUIRE_TEST_TOOLS=1
-if [ "$(ctest --test-dir build -N -R '^ViewerBrowser\.' | sed -n 's/^Total Tests: //p')" != 2 ]; then
+if [ "$(ctest --test-dir build -N -R '^ViewerBrowser\.' | sed -n 's/^Total Tests: //p')" -lt 2 ]; then
   echo "error: the viewer's browser tests are not registered in build/ (node, chromium or web/node_modules" \
        "missing: scripts/setup.sh installs them)" >&2
   exit 1

@@ -102,9 +102,12 @@ void ProgressReporter::on_stop(const KvBenchResult& r, const BackendStop& s) {
     bar_drawn_ = false;
   }
   if (s.budget)
-    std::printf("stop: backend %s stopped at frame %d: the backends' KV caches together would exceed the "
-                "--mem-cap-gb auto budget of %g GiB (%s); its memory goes to the others\n",
-                kv_backend_name(r.options.backends[s.backend]), s.frame, r.options.mem_budget_gb, s.reason.c_str());
+    std::printf("stop: backend %s stopped at frame %d: %s would exceed the --mem-cap-gb auto budget of %g GiB "
+                "(%s)%s\n",
+                kv_backend_name(r.options.backends[s.backend]), s.frame,
+                r.options.backends.size() > 1 ? "the backends' KV caches together" : "its KV cache",
+                r.options.mem_budget_gb, s.reason.c_str(),
+                r.options.backends.size() > 1 ? "; its memory goes to the others" : "");
   else
     std::printf("stop: backend %s stopped at frame %d: its KV cache would exceed --mem-cap-gb %g (%s)\n",
                 kv_backend_name(r.options.backends[s.backend]), s.frame, r.options.mem_cap_gb, s.reason.c_str());

@@ -131,8 +131,8 @@ bench::KvBenchOptions to_options(const BenchKvArgs& a, std::unique_ptr<bench::Be
   if (auto_cap) {
     // The backends run side by side: together they may take 60% of the device's memory (RAM or GPU
     // memory). One budget for all rather than an equal share each: the paged pool is reserved whole at
-    // the start (4.8 GiB by default) while dense-full grows past any share, so on a 16-24 GiB machine
-    // equal shares stopped paged at frame 1 and measured nothing.
+    // the start (6.7 GiB by default) while dense and dense-full grow by doubling, so on a 16-24 GiB
+    // machine equal shares stopped paged at frame 1 and measured nothing.
     o.mem_budget_gb = std::floor(device->memory_bytes() * 0.6 / 1073741824.0 * 10.0) / 10.0;
   }
   return o;
@@ -148,7 +148,9 @@ void run_bench_kv(const BenchKvArgs& args) {
   for (auto b : o.backends) names += std::string(names.empty() ? "" : ",") + kv_backend_name(b);
   std::printf("device: %s %s\n", bench::bench_device_name(o.device), device->description().c_str());
   char cap[96] = "none per backend";  // --mem-cap-gb 0: no cap
-  if (o.mem_budget_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB for all backends together", o.mem_budget_gb);
+  if (o.mem_budget_gb > 0)
+    std::snprintf(cap, sizeof cap, o.backends.size() > 1 ? "%g GiB for all backends together" : "%g GiB",
+                  o.mem_budget_gb);
   else if (o.mem_cap_gb > 0) std::snprintf(cap, sizeof cap, "%g GiB per backend", o.mem_cap_gb);
   std::printf(
       "bench kv: resolution %d (%d tokens/frame = %d patches + %d specials), %d blocks x %d heads x %d head_dim, "

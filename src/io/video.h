@@ -3,8 +3,9 @@
 //
 // Sampling follows upstream demo.py (--fps): interval = max(1, round(source_fps / target_fps)) with
 // Python rounding (half to even), and decoded frame i is kept iff i % interval == 0. source_fps is
-// what OpenCV 4's CAP_PROP_FPS reports: the stream's average frame rate (frames / duration), else
-// its nominal rate (r_frame_rate), else 30 (demo.py's `or 30`). They differ for variable-rate video
+// what OpenCV 4's CAP_PROP_FPS reports: the stream's average frame rate (frames / duration); where a
+// stream states none, the nominal rate (r_frame_rate; OpenCV would answer 1 / time base there), else
+// 30 (demo.py's `or 30`). They differ for variable-rate video
 // (phone and screen recordings): a stream timed on a 60 fps grid that averages 30 fps samples every
 // 3rd frame at --fps 10, as upstream does, not every 6th.
 // Differences from upstream: upstream writes sampled frames to JPEG files (quality 95) and reloads

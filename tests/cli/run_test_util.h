@@ -67,13 +67,22 @@ inline Result run_cli(const std::string& args) { return run_command(std::string(
 
 // `lingbot-map <args>` as the unprivileged user nobody (uid / gid 65534, util-linux's setpriv) when this
 // test runs as root (CI does), where permissions must apply: a copy of the CLI in `dir` runs (the build
-// tree may be in a folder nobody cannot enter); the files it writes must be nobody's. Else run_cli.
+// tree may be in a folder nobody cannot enter, such as /root); the files it writes must be nobody's.
+// Else run_cli.
 inline constexpr unsigned kNobody = 65534;
 inline Result run_cli_unprivileged(const std::string& args, const fs::path& dir) {
   if (::geteuid() != 0) return run_cli(args);
   const fs::path cli = dir / "lingbot-map";
   fs::copy_file(LINGBOT_CLI_PATH, cli, fs::copy_options::overwrite_existing);
-  return run_command("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli.string() + " " + args);
+  // nobody must reach and run the copy whatever the umask: the test's folders and the binary.
+  for (const fs::path& p : {dir.parent_path(), dir, cli}) fs::permissions(p, fs::perms(0755));
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  const Result can = run_command(as_nobody + "test -x " + cli.string());
+  EXPECT_EQ(can.exit_code, 0) << "user nobody cannot run " << cli << " (a folder above it closed to others?) "
+                              << can.err;
+  // A sanitizer build's LSAN_OPTIONS names a suppressions file in the source tree, which nobody may not
+  // be able to read: no leak check on this run (leaks are not what it tests; the other runs check them).
+  return run_command("ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" " + as_nobody + cli.string() + " " + args);
 }
 
 // Regular files in `dir` whose name ends with `suffix`.

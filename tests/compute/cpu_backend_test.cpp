@@ -15,6 +15,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/rope.h"
+#include "test_errors.h"
 
 using namespace lingbot;
 
@@ -33,15 +34,7 @@ Tensor random_tensor(Shape shape, uint32_t seed) {
   return Tensor::from_f32(std::move(shape), v);
 }
 
-template <class F>
-void expect_error(F&& f, const std::string& message) {
-  try {
-    f();
-    FAIL() << "expected: " << message;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), message);
-  }
-}
+using lingbot_test::expect_error;
 
 }  // namespace
 

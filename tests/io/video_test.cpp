@@ -142,7 +142,9 @@ TEST(Video, VariableFrameRateSamplesAtTheAverageRate) {
   LINGBOT_SKIP_WITHOUT_TOOL(lingbot_test::write_test_video(path, "mpeg4", frames, 60, 0, nullptr, pts),
                             "libavcodec lacks the mpeg4 encoder");
   VideoReader reader(path, 10);
-  EXPECT_NEAR(reader.info().fps, 40.0 / (78.0 / 60), 1e-6);  // MP4: frames over first-to-last timestamp span
+  // About 30 (MP4's duration, which FFmpeg versions count with or without the last frame's).
+  EXPECT_GT(reader.info().fps, 29.0);
+  EXPECT_LT(reader.info().fps, 32.0);
   EXPECT_EQ(reader.sample_interval(), 3);
   std::vector<int64_t> kept;
   std::vector<double> times;

@@ -10,19 +10,13 @@
 #include "kvcache/dense_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
 #include "bench/harness/kv_bookkeeping.h"
+#include "test_errors.h"
 
 using namespace lingbot;
 
 namespace {
 
-void expect_error(const std::function<void()>& fn, const std::string& message) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected: " << message;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), message);
-  }
-}
+using lingbot_test::expect_error;
 
 CacheOptions small_options() {
   CacheOptions o;

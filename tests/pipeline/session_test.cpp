@@ -13,10 +13,12 @@
 #include "io/safetensors.h"
 #include "lingbot/session.h"
 #include "lingbot/windowed.h"
+#include "test_errors.h"
 
 namespace {
 
 using namespace lingbot;
+using lingbot_test::expect_error;
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -70,14 +72,6 @@ class SessionTest : public ::testing::Test {
         if (!same(*t, *u)) return false;
     }
     return true;
-  }
-  static void expect_error(const std::function<void()>& f, const std::string& message) {
-    try {
-      f();
-      ADD_FAILURE() << "expected error: " << message;
-    } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), message);
-    }
   }
   static std::shared_ptr<const Model> model_;
   static Tensor* images_;

@@ -13,21 +13,13 @@
 #include "core/error.h"
 #include "tiny_model_fixture.h"
 #include "lingbot/windowed.h"
+#include "test_errors.h"
 
 namespace {
 
 using namespace lingbot;
 
-// Runs `f`, which must throw an E (Error or its subclass Stopped) saying exactly `message`.
-template <class E, class F>
-void expect_throw_what(F&& f, const std::string& message) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected: " << message;
-  } catch (const E& e) {
-    EXPECT_EQ(std::string(e.what()), message);
-  }
-}
+using lingbot_test::expect_error;
 
 class WindowedTest : public test::TinyModelTest {
  protected:
@@ -181,7 +173,7 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
   WindowedSession win(model_, o, w);
   for (int64_t i = 0; i < 4; ++i) win.push_frame(frame(i));  // the first window is full
   stop = true;
-  expect_throw_what<Stopped>([&] { win.push_frame(frame(4)); }, "stopped by the caller (SessionOptions::stop)");
+  expect_error<Stopped>([&] { win.push_frame(frame(4)); }, "stopped by the caller (SessionOptions::stop)");
   EXPECT_EQ(win.frames_pushed(), 4);  // stopped before its encoding: not taken, as a Session counts it
   stop = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -192,7 +184,7 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
       EXPECT_EQ(std::string(e.what()), "the windowed session is closed after a step that failed or was stopped");
     }
   }
-  expect_throw_what<Error>([&] { win.finish(); },
+  expect_error<Error>([&] { win.finish(); },
                            "the windowed session is closed after a step that failed or was stopped");
   // Window 1 was begun, but the stop came before its first row: it ends where it starts.
   const std::vector<FrameResult> tail = win.finish_early();
@@ -220,7 +212,7 @@ TEST_F(WindowedTest, AStopWhileAWindowBeginsLosesNoFrame) {
   std::vector<int64_t> seen;
   for (int64_t i = 0; i < 4; ++i)
     for (const FrameResult& r : win.push_frame(frame(i))) seen.push_back(r.frame_index);
-  expect_throw_what<Stopped>([&] { win.push_frame(frame(4)); }, "stopped by the caller (SessionOptions::stop)");
+  expect_error<Stopped>([&] { win.push_frame(frame(4)); }, "stopped by the caller (SessionOptions::stop)");
   for (const FrameResult& r : win.finish_early()) {
     seen.push_back(r.frame_index);
     EXPECT_FALSE(r.depth.empty());
@@ -291,13 +283,13 @@ TEST_F(WindowedTest, FinishEarlyAfterAStoppedFinishReturnsTheHeldBackTail) {
     for (const FrameResult& r : win.push_frame(frame(i))) got.push_back(r.frame_index);
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2, 3}));  // frame 4 is held back for the overlap
   stop = true;
-  expect_throw_what<Stopped>([&] { win.finish(); }, "stopped by the caller (SessionOptions::stop)");  // window 1 has 2 of 3 scale frames: its scale phase runs here
+  expect_error<Stopped>([&] { win.finish(); }, "stopped by the caller (SessionOptions::stop)");  // window 1 has 2 of 3 scale frames: its scale phase runs here
   stop = false;
   const std::vector<FrameResult> tail = win.finish_early();
   ASSERT_EQ(tail.size(), 1u);
   EXPECT_EQ(tail[0].frame_index, 4);
   EXPECT_EQ(tail[0].window, 0);
-  expect_throw_what<Error>([&] { win.push_frame(frame(6)); },
+  expect_error<Error>([&] { win.push_frame(frame(6)); },
                            "the windowed session is closed after a step that failed or was stopped");
 }
 
@@ -395,7 +387,7 @@ TEST_F(WindowedTest, ARefusedFirstFrameLeavesItOpenAndUnchanged) {
   w.overlap_size = 2;
   WindowedSession fresh(model_, options(), w), win(model_, options(), w);
   const int64_t W = frame(0).dim(2);
-  expect_throw_what<Error>([&] { win.push_frame(narrowed(frame(0), W - 1)); },
+  expect_error<Error>([&] { win.push_frame(narrowed(frame(0), W - 1)); },
                            "image size 70x111 (HxW) is not a multiple of the patch size 14");
   EXPECT_FALSE(win.closed());
   EXPECT_TRUE(win.windows().empty());
