@@ -5,9 +5,9 @@
 // Python rounding (half to even), and decoded frame i is kept iff i % interval == 0. source_fps is
 // what OpenCV 4's CAP_PROP_FPS reports: the stream's average frame rate (frames / duration); where a
 // stream states none, the nominal rate (r_frame_rate; OpenCV would answer 1 / time base there), else
-// 30 (demo.py's `or 30`). They differ for variable-rate video
-// (phone and screen recordings): a stream timed on a 60 fps grid that averages 30 fps samples every
-// 3rd frame at --fps 10, as upstream does, not every 6th.
+// 30 (demo.py's `or 30`). Average and nominal rates differ for variable-rate video (phone and screen
+// recordings): a stream timed on a 60 fps grid that averages 30 fps samples every 3rd frame at
+// --fps 10, as upstream does, not every 6th.
 // Differences from upstream: upstream writes sampled frames to JPEG files (quality 95) and reloads
 // them; here frames go straight to 8-bit RGB (swscale, bicubic, default BT.601 matrix as OpenCV
 // uses), so there is no JPEG loss. A display-matrix rotation of 90/180/270 degrees (phone videos)
