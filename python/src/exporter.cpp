@@ -27,6 +27,7 @@
 #include "io/export.h"
 #include "io/file_util.h"
 #include "result.h"
+#include "self_ref.h"
 #include "strict_args.h"
 
 namespace lingbot::python {
@@ -230,12 +231,12 @@ void bind_exporter(py::module_& m) {
       .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&>(),
            "out"_a, py::kw_only(), "exports"_a = py::none(),
            "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
-      .def("write", &PyExporter::write, "result"_a, "Appends one frame's result to every export (frames in order).")
-      .def("close", &PyExporter::close, "Finalises every export (a second close() does nothing).")
-      .def("report", &PyExporter::report, "Per export: the files written and counts (summary.json's 'exports').")
-      .def_property_readonly("frames", &PyExporter::frames, "Frames written so far.")
+      .def("write", constructed(&PyExporter::write), "result"_a, "Appends one frame's result to every export (frames in order).")
+      .def("close", constructed(&PyExporter::close), "Finalises every export (a second close() does nothing).")
+      .def("report", constructed(&PyExporter::report), "Per export: the files written and counts (summary.json's 'exports').")
+      .def_property_readonly("frames", constructed(&PyExporter::frames), "Frames written so far.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyExporter& self, const py::args&) { self.close(); });
+      .def("__exit__", [](Self<PyExporter> self, const py::args&) { constructed_self<PyExporter>(self.handle).close(); });
 
   m.def(
       "export_kinds",

@@ -27,6 +27,7 @@
 #include "model.h"
 #include "options.h"
 #include "result.h"
+#include "self_ref.h"
 #include "stream.h"
 #include "strict_args.h"
 
@@ -328,18 +329,18 @@ void bind_reconstruct(py::module_& m) {
   py::class_<PyReconstruction>(m, "Reconstruction",
                                "The iterator reconstruct() returns: one Result per frame, in order.")
       .def("__iter__", [](py::object self) { return self; })
-      .def("__next__", &PyReconstruction::next)
-      .def("finish_early", &PyReconstruction::finish_early,
+      .def("__next__", constructed(&PyReconstruction::next))
+      .def("finish_early", constructed(&PyReconstruction::finish_early),
            "Ends the iteration without running the model (after KeyboardInterrupt or an error): returns\n"
            "the results already computed and not yet returned (mode='windowed': the tail held back for\n"
            "the overlap), as run writes them when it stops early.")
-      .def("stats", &PyReconstruction::stats, "Cache occupancy after the last step (as Session.stats()).")
-      .def_property_readonly("options", &PyReconstruction::options, "Session options in effect (keyframe interval resolved).")
-      .def_property_readonly("windows", &PyReconstruction::windows, "mode='windowed': the windows so far (as Session.windows); else None.")
-      .def_property_readonly("frame_count", &PyReconstruction::frame_count, "Frames in the input (folders, lists; after first_k / stride), fixed while iterating; None for video.")
-      .def_property_readonly("image_size", &PyReconstruction::image_size, "(width, height) of every model input.")
-      .def_property_readonly("kind", &PyReconstruction::kind, "'images', 'video' or 'arrays'.")
-      .def_property_readonly("damage", &PyReconstruction::damage,
+      .def("stats", constructed(&PyReconstruction::stats), "Cache occupancy after the last step (as Session.stats()).")
+      .def_property_readonly("options", constructed(&PyReconstruction::options), "Session options in effect (keyframe interval resolved).")
+      .def_property_readonly("windows", constructed(&PyReconstruction::windows), "mode='windowed': the windows so far (as Session.windows); else None.")
+      .def_property_readonly("frame_count", constructed(&PyReconstruction::frame_count), "Frames in the input (folders, lists; after first_k / stride), fixed while iterating; None for video.")
+      .def_property_readonly("image_size", constructed(&PyReconstruction::image_size), "(width, height) of every model input.")
+      .def_property_readonly("kind", constructed(&PyReconstruction::kind), "'images', 'video' or 'arrays'.")
+      .def_property_readonly("damage", constructed(&PyReconstruction::damage),
                              "None, or for a damaged video a dict: decode_errors, lost_frames, damaged_frames,\n"
                              "truncated, description. A RuntimeWarning says so at the end of the iteration.");
 

@@ -21,6 +21,7 @@
 #include "model.h"
 #include "options.h"
 #include "result.h"
+#include "self_ref.h"
 #include "stream.h"
 #include "strict_args.h"
 
@@ -261,32 +262,32 @@ void bind_session(py::module_& m) {
            "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
            "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
            "device"_a = "cpu", "max_special_frames"_a = 0)
-      .def("push", &PySession::push, "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
+      .def("push", constructed(&PySession::push), "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"
            "and the frame index).")
-      .def("finish", &PySession::finish, "Ends the sequence; returns the results still pending (short streams).")
-      .def("finish_early", &PySession::finish_early,
+      .def("finish", constructed(&PySession::finish), "Ends the sequence; returns the results still pending (short streams).")
+      .def("finish_early", constructed(&PySession::finish_early),
            "Ends the sequence without running the model (after KeyboardInterrupt or an error): returns the\n"
            "results already computed and not yet returned: those of a push / finish that a Ctrl-C\n"
            "interrupted as it returned, and (mode='windowed') the tail held back for the overlap, aligned as\n"
            "far as known. Then reset() starts a new sequence.")
-      .def("reset", &PySession::reset, "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
-      .def("close", &PySession::close, "Frees the session's memory; any later call raises lingbot_map.Error.")
-      .def("stats", &PySession::stats, "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
-      .def_property_readonly("options", &PySession::options, "The options in effect, every default resolved.")
-      .def_property_readonly("windows", &PySession::windows,
+      .def("reset", constructed(&PySession::reset), "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
+      .def("close", constructed(&PySession::close), "Frees the session's memory; any later call raises lingbot_map.Error.")
+      .def("stats", constructed(&PySession::stats), "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
+      .def_property_readonly("options", constructed(&PySession::options), "The options in effect, every default resolved.")
+      .def_property_readonly("windows", constructed(&PySession::windows),
                              "mode='windowed': every window begun so far, dicts index, start, end (exclusive; None while open),\n"
                              "aligned, scale, transform [4, 4] (window -> window 0: x -> scale * R x + t), cache\n"
                              "(frames_stored, bytes_used, bytes_reserved after the window's last step); else None.")
-      .def("__repr__", &PySession::repr)
-      .def_property_readonly("finished", &PySession::finished, "True after finish(), or after a step that failed or was stopped (Ctrl-C in a scale phase), until\n"
+      .def("__repr__", constructed(&PySession::repr))
+      .def_property_readonly("finished", constructed(&PySession::finished), "True after finish(), or after a step that failed or was stopped (Ctrl-C in a scale phase), until\n"
                              "reset(). A push refused before its step (a wrong frame size or dtype) leaves it False.")
-      .def_property_readonly("closed", &PySession::is_closed, "True after close() / the end of a with-block.")
-      .def_property_readonly("frames_pushed", &PySession::frames_pushed, "Frames pushed since the start or the last reset().")
-      .def_property_readonly("model", &PySession::model, "The Model this session runs.")
+      .def_property_readonly("closed", constructed(&PySession::is_closed), "True after close() / the end of a with-block.")
+      .def_property_readonly("frames_pushed", constructed(&PySession::frames_pushed), "Frames pushed since the start or the last reset().")
+      .def_property_readonly("model", constructed(&PySession::model), "The Model this session runs.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PySession& self, const py::args&) { self.close(); });
+      .def("__exit__", [](Self<PySession> self, const py::args&) { constructed_self<PySession>(self.handle).close(); });
 }
 
 }  // namespace lingbot::python

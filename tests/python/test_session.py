@@ -503,6 +503,37 @@ def test_results_and_models_are_made_by_the_module_only(demo_model):
     assert repr(copy.deepcopy(demo_model)) == repr(demo_model)
 
 
+def test_an_instance_made_without_init_is_refused_not_read(demo_model):
+    """Session, Exporter and Reconstruction need __init__ (or reconstruct()); one made by __new__ alone
+    has no C++ value, and pybind11 handed its methods uninitialised memory: repr read a 'closed' or a
+    'busy' Session, or crashed. Every method and property now checks."""
+    cases = ((lm.Session, "lingbot_map.Session(...)", ["__repr__", "push", "finish", "reset", "close", "stats"],
+              ["options", "frames_pushed", "finished", "closed", "model", "windows"]),
+             (lm.Exporter, "lingbot_map.Exporter(...)", ["write", "close", "report"], ["frames"]),
+             (lm.Reconstruction, "lingbot_map.reconstruct()", ["__next__", "finish_early", "stats"],
+              ["options", "kind", "damage", "frame_count", "image_size"]))
+    for cls, maker, methods, properties in cases:
+        obj = cls.__new__(cls)
+        want = f"this lingbot_map.{cls.__name__} was made by __new__ without __init__: make one with {maker}"
+        with lm.Session(demo_model, scale_frames=1) as s:
+            result = s.push(lm.demo_frame(0))[0]
+        args = {"push": (lm.demo_frame(0),), "write": (result,)}
+        for name in methods:
+            with pytest.raises(TypeError) as e:
+                getattr(obj, name)(*args.get(name, ()))
+            assert str(e.value) == want, name
+        for name in properties:
+            with pytest.raises(TypeError) as e:
+                getattr(obj, name)
+            assert str(e.value) == want, name
+        if hasattr(cls, "__exit__"):
+            with pytest.raises(TypeError, match="was made by __new__ without __init__"):
+                obj.__exit__(None, None, None)
+    with pytest.raises(TypeError) as e:  # the unbound method with something else as self
+        lm.Session.push(3, lm.demo_frame(0))
+    assert str(e.value) == "lingbot_map.Session method called on 3"
+
+
 def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_model):
     with lm.Session(demo_model, scale_frames=1, image_size=112) as s:
         s.push(np.zeros((200, 300, 3), np.uint8))
