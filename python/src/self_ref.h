@@ -24,13 +24,15 @@ struct Self {
 // `self` as a C whose __init__ ran; TypeError for anything else.
 template <class C>
 C& constructed_self(py::handle self) {
-  const std::string name = py::str(py::type::of<C>().attr("__name__")).cast<std::string>();
+  const auto name = [] { return py::str(py::type::of<C>().attr("__name__")).cast<std::string>(); };
   if (!py::isinstance<C>(self))
-    throw py::type_error("lingbot_map." + name + " method called on " + py::repr(self).cast<std::string>());
+    throw py::type_error("lingbot_map." + name() + " method called on " + py::repr(self).cast<std::string>());
   auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
-  if (!inst->get_value_and_holder().holder_constructed())
-    throw py::type_error("this lingbot_map." + name + " was made by __new__ without __init__: make one with " +
-                         (name == "Reconstruction" ? std::string("lingbot_map.reconstruct()") : "lingbot_map." + name + "(...)"));
+  if (!inst->get_value_and_holder().holder_constructed()) {
+    const std::string n = name();
+    throw py::type_error("this lingbot_map." + n + " was made by __new__ without __init__: make one with " +
+                         (n == "Reconstruction" ? std::string("lingbot_map.reconstruct()") : "lingbot_map." + n + "(...)"));
+  }
   return self.cast<C&>();
 }
 
