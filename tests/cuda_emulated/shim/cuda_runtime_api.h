@@ -17,7 +17,13 @@
 #include <mutex>
 
 typedef void* cudaStream_t;
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorNoDevice = 100,
+  cudaErrorNotReady = 600
+};
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost, cudaMemoryTypeDevice, cudaMemoryTypeManaged };
 struct cudaPointerAttributes {
@@ -31,10 +37,16 @@ struct cudaDeviceProp {
 };
 
 inline const char* cudaGetErrorName(cudaError_t e) {
-  return e == cudaSuccess ? "cudaSuccess" : e == cudaErrorInvalidValue ? "cudaErrorInvalidValue" : "cudaErrorMemoryAllocation";
+  return e == cudaSuccess             ? "cudaSuccess"
+         : e == cudaErrorInvalidValue ? "cudaErrorInvalidValue"
+         : e == cudaErrorNoDevice     ? "cudaErrorNoDevice"
+                                      : "cudaErrorMemoryAllocation";
 }
 inline const char* cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : e == cudaErrorInvalidValue ? "invalid argument" : "out of memory";
+  return e == cudaSuccess             ? "no error"
+         : e == cudaErrorInvalidValue ? "invalid argument"
+         : e == cudaErrorNoDevice     ? "no CUDA-capable device is detected"
+                                      : "out of memory";
 }
 
 // The emulated allocations: base address -> (bytes, kind). Pointers inside none are plain host memory.
@@ -80,9 +92,13 @@ inline cudaMemoryType emulated_memory_type(const void* ptr) {
 }
 inline bool emulated_is_device(const void* p) { return emulated_memory_type(p) == cudaMemoryTypeDevice; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// As the runtime: CUDA_VISIBLE_DEVICES set to "" (or "-1") hides every device, so the no-device
+// paths run here too (tests/CMakeLists.txt registers them with it).
 inline cudaError_t cudaGetDeviceCount(int* n) {
-  *n = 1;
-  return cudaSuccess;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool hidden = visible != nullptr && (visible[0] == '\0' || std::strcmp(visible, "-1") == 0);
+  *n = hidden ? 0 : 1;
+  return hidden ? cudaErrorNoDevice : cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaMalloc(void** p, size_t n) { return emulated_alloc(p, n, cudaMemoryTypeDevice); }
