@@ -76,14 +76,49 @@ void StreamDamageTracker::add_grid_gaps(int64_t pts) {
       // on_frame loses it in presentation order with its timestamp. A slot a sent packet fills
       // (within half a frame) is left to that packet.
       const int64_t half = half_frame();
+      std::vector<int64_t> empty;
       for (int64_t j = 1; j < static_cast<int64_t>(k); ++j) {
         const int64_t slot = last_pts_ + std::llround(static_cast<double>(j) * frame_ticks_);
         const auto it = pending_.lower_bound(slot - half);
-        if (it == pending_.end() || *it > slot + half) pending_.insert(slot);
+        if (it == pending_.end() || *it > slot + half) empty.push_back(slot);
+      }
+      if (!empty.empty() && ++gap_events_ > kMaxGapEvents) {
+        withdraw_inferred();
+      } else {
+        pending_.insert(empty.begin(), empty.end());
+        inferred_.insert(empty.begin(), empty.end());
       }
     }
   }
   last_pts_ = pts;
+}
+
+void StreamDamageTracker::withdraw_inferred() {
+  on_grid_ = false;
+  std::set<int64_t> withdrawn;  // positions of the inferred losses
+  for (const int64_t slot : inferred_) {
+    if (pending_.erase(slot) > 0) continue;
+    const auto it = lost_position_.find(slot);
+    if (it == lost_position_.end()) continue;  // revived: a frame came out for it
+    withdrawn.insert(it->second);
+    lost_position_.erase(it);
+    --damage_.lost_frames;
+  }
+  inferred_.clear();
+  if (withdrawn.empty()) return;
+  // The listed losses left, their indices renumbered.
+  std::vector<StreamPosition> kept;
+  std::map<int64_t, size_t> index_of_position;
+  for (const StreamPosition& p : damage_.lost)
+    if (!withdrawn.count(p.position)) {
+      index_of_position[p.position] = kept.size();
+      kept.push_back(p);
+    }
+  std::map<int64_t, size_t> index;
+  for (const auto& [pts, at] : lost_index_)
+    if (auto it = index_of_position.find(damage_.lost[at].position); it != index_of_position.end()) index[pts] = it->second;
+  damage_.lost = std::move(kept);
+  lost_index_ = std::move(index);
 }
 
 int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {

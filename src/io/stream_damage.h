@@ -15,9 +15,13 @@
 // their expected length comes from the duration at a constant rate anyway), infer_gaps() also
 // counts a step between consecutive output frames of k > 1 frame durations as k - 1 lost frames,
 // for as long as every step so far is a whole number of frame durations: a variable-rate stream
-// turns the inference off at its first off-grid step (a step of exactly 2 durations before that one
-// would be counted; such streams are rare in containers without a frame count), and a step of more
-// than kMaxInferredGap frames (a corrupt or reset timestamp, not missing frames) turns it off too.
+// turns the inference off at its first off-grid step, and a step of more than kMaxInferredGap frames
+// (a corrupt or reset timestamp, not missing frames) turns it off too. Damage that drops whole packets
+// (a demuxer resyncing past a bad cluster) makes few such steps; a variable rate on the grid (a
+// camera halving its rate in low light, a screen recorder idling) keeps making them: at the
+// (kMaxGapEvents + 1)-th step the losses inferred so far are withdrawn and the inference ends (so a
+// file damaged in more places than that reports only its other damage). Positions then go on one per
+// decoded frame: the frames after it are numbered, and sampled, as decoded, like upstream's reader.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -52,6 +56,7 @@ class StreamDamageTracker {
  public:
   static constexpr int64_t kNoTimestamp = INT64_MIN;
   static constexpr int64_t kMaxInferredGap = 3600;  // frames: 2 minutes at 30 fps
+  static constexpr int kMaxGapEvents = 3;           // steps of several durations before a variable rate
   StreamDamageTracker(double (*seconds)(int64_t pts, const void* ctx), const void* ctx, double fps)
       : seconds_(seconds), ctx_(ctx), fps_(fps) {}
 
@@ -76,6 +81,7 @@ class StreamDamageTracker {
  private:
   void lose(int64_t pts, int64_t position);
   void add_grid_gaps(int64_t pts);
+  void withdraw_inferred();  // a variable rate after all: the inferred losses were none
   // Half a frame duration in ticks: how far a timestamp may sit from its grid slot.
   int64_t half_frame() const { return static_cast<int64_t>(frame_ticks_ / 2); }
   double (*seconds_)(int64_t, const void*);
@@ -88,6 +94,8 @@ class StreamDamageTracker {
   int64_t next_position_ = 0;
   double frame_ticks_ = 0;           // infer_gaps: one frame duration (0: off)
   bool on_grid_ = true;              // every step between output frames so far is whole frame durations
+  int gap_events_ = 0;               // steps of several frame durations so far
+  std::set<int64_t> inferred_;       // grid slots the inference added (pending or lost), until it ends
   int64_t last_pts_ = kNoTimestamp;  // the latest output frame's timestamp
 };
 

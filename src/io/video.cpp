@@ -138,6 +138,7 @@ struct VideoReader::Impl {
   bool finished = false;
   // Y4M stores frames back to back with no count: a file cut inside its last frame ends, for
   // FFmpeg's demuxer, like a whole one. Bytes after the last whole frame's packet tell it.
+  int64_t last_frame_pts = AV_NOPTS_VALUE;  // the latest decoded frame's timestamp
   int64_t last_packet_end = -1;   // file offset after the last video packet's data (-1: none / unknown)
   int64_t last_packet_bytes = 0;  // its size (every raw frame has the same)
   std::optional<int64_t> cut_frame_bytes;  // bytes of a frame the file ends inside (0: inside its FRAME header)
@@ -347,6 +348,7 @@ bool VideoReader::next(VideoFrame* out) {
       const int64_t pts = s.frame->best_effort_timestamp;
       const bool damaged = s.frame->decode_error_flags != 0 || (s.frame->flags & AV_FRAME_FLAG_CORRUPT) != 0;
       const int64_t position = track.on_frame(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp, damaged);
+      if (pts != AV_NOPTS_VALUE && (s.last_frame_pts == AV_NOPTS_VALUE || pts > s.last_frame_pts)) s.last_frame_pts = pts;
       if (position % s.interval == 0) {
         out->image = s.to_rgb(s.frame.get());
         if (s.info.rotation == 90) out->image = transpose(out->image, Transpose::Rotate270);
@@ -362,10 +364,17 @@ bool VideoReader::next(VideoFrame* out) {
     }
     if (r == AVERROR_EOF) {
       s.finished = true;
-      // A container without a frame count only says its duration: a shortfall of one or two frames
-      // there is rounding (variable frame rates), not a cut.
-      const bool stated = s.fmt->streams[s.stream_index]->nb_frames > 0;
-      const int64_t declared = stated || s.declared_frames - track.positions() > 2 ? s.declared_frames : 0;
+      // A container without a frame count only says its duration: the frames missing at the end are
+      // the time after the last decoded frame (so a variable rate, whose positions are decoded frames,
+      // is not taken for a cut); a shortfall of one or two frames there is rounding, not a cut.
+      int64_t declared = s.declared_frames;
+      if (s.fmt->streams[s.stream_index]->nb_frames <= 0) {
+        if (s.last_frame_pts != AV_NOPTS_VALUE && s.info.duration_s > 0) {
+          const double tail_s = s.info.duration_s - Impl::pts_seconds(s.last_frame_pts, &s);
+          declared = track.positions() + std::max<int64_t>(0, std::llround(tail_s * s.info.fps) - 1);
+        }
+        if (declared - track.positions() <= 2) declared = 0;
+      }
       track.on_end(declared);
       if (s.cut_frame_bytes) track.on_cut_frame(*s.cut_frame_bytes, s.last_packet_bytes);
       return false;

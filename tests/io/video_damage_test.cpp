@@ -341,6 +341,48 @@ TEST(StreamDamageTracker, AVariableRateStreamInfersNoLosses) {
   EXPECT_FALSE(t.damage().any()) << t.damage().describe();
 }
 
+// Steps of whole frame durations that keep coming (a camera halving its rate in low light, a screen
+// recorder idling) are a variable frame rate, not damage: at the (kMaxGapEvents + 1)-th step the
+// losses inferred so far are withdrawn and the inference ends; positions go on one per frame.
+TEST(StreamDamageTracker, RecurringGapsAreAVariableFrameRateNotLosses) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  t.infer_gaps(40);
+  const std::pair<int64_t, int64_t> frames[] = {{0, 0},   {40, 1},  {80, 2},  {160, 4}, {240, 6},
+                                                {320, 8}, {400, 9}, {440, 10}, {520, 11}};
+  for (const auto& [pts, position] : frames) {
+    t.on_packet(pts);
+    EXPECT_EQ(t.on_frame(pts, false), position) << pts;
+    if (pts == 320) {
+      EXPECT_EQ(t.damage().lost_frames, 3) << "three gaps: still counted as losses";
+    }
+  }
+  t.on_end(0);
+  EXPECT_FALSE(t.damage().any()) << t.damage().describe();
+  EXPECT_TRUE(t.damage().lost.empty());
+}
+
+// Withdrawing inferred losses keeps the real ones (packets sent and never decoded), listed in order.
+TEST(StreamDamageTracker, WithdrawingInferredGapsKeepsRealLosses) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  t.infer_gaps(40);
+  for (int64_t pts : {0, 40, 80, 120, 200, 280, 360, 440, 480}) t.on_packet(pts);
+  EXPECT_EQ(t.on_frame(0, false), 0);
+  EXPECT_EQ(t.on_frame(80, false), 2);  // 40's packet was sent: a real loss at position 1
+  EXPECT_EQ(t.on_frame(120, false), 3);
+  EXPECT_EQ(t.on_frame(200, false), 5);   // gap 1: slot 160
+  EXPECT_EQ(t.on_frame(280, false), 7);   // gap 2: slot 240
+  EXPECT_EQ(t.on_frame(360, false), 9);   // gap 3: slot 320
+  EXPECT_EQ(t.on_frame(440, false), 10);  // gap 4: a variable rate
+  EXPECT_EQ(t.on_frame(480, false), 11);
+  t.on_end(0);
+  const StreamDamage& d = t.damage();
+  EXPECT_EQ(d.lost_frames, 1);
+  ASSERT_EQ(d.lost.size(), 1u);
+  EXPECT_EQ(d.lost[0].position, 1);
+  EXPECT_DOUBLE_EQ(d.lost[0].timestamp_s, 0.04);
+  EXPECT_EQ(d.describe(), "1 frame lost (stream positions 1)");
+}
+
 // A jump longer than kMaxInferredGap frames is a corrupt or reset timestamp, not missing frames: no
 // loss is inferred from it (nor later), and timestamps far apart do not overflow the step.
 TEST(StreamDamageTracker, ATimestampJumpIsNotCountedAsLostFrames) {
@@ -377,4 +419,54 @@ TEST(VideoDamage, FramesMissingFromAMatroskaFileAreLostWhereTheyWere) {
   }
   EXPECT_EQ(reader.damage().describe(), "5 frames lost (stream positions 10-14)");
   EXPECT_FALSE(reader.damage().truncated);
+}
+
+// A variable-rate Matroska file on its nominal grid (10 fps, then every other slot, as a webcam
+// halving its rate in low light): not damaged, no cut at the end, and --fps samples decoded frames
+// (upstream counts decoded frames; sampling grid slots would keep none of the half-rate part).
+TEST(VideoDamage, AVariableRateMatroskaIsNotDamaged) {
+  TempDir dir;
+  std::vector<int64_t> pts;
+  for (int64_t i = 0; i < 20; ++i) pts.push_back(i);
+  for (int64_t i = 21; i < 60; i += 2) pts.push_back(i);
+  const auto frames = numbered_frames(static_cast<int>(pts.size()), 32, 24);
+  const auto mkv = dir.path / "vfr.mkv";
+  ASSERT_TRUE(lingbot_test::write_test_video(mkv, "ffv1", frames, 10, 0, nullptr, pts));
+  {
+    VideoReader reader(mkv);
+    const auto got = read_all(reader);
+    ASSERT_EQ(got.size(), pts.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(stamped_number(got[i].image), static_cast<int>(i));
+      EXPECT_EQ(got[i].timestamp_s, static_cast<double>(pts[i]) / 10.0) << i;
+      if (i > 0) {
+        EXPECT_GT(got[i].source_index, got[i - 1].source_index) << i;
+      }
+    }
+    EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
+  }
+  VideoReader sampled(mkv, 5);  // every 2nd frame
+  ASSERT_EQ(sampled.sample_interval(), 2);
+  const auto kept = read_all(sampled);
+  // 10 of the first 20 frames; 21, 23, 25 keep their grid slots (odd: skipped) until the 4th step of
+  // two slots shows a variable rate; then every 2nd of the remaining 17 frames (9).
+  EXPECT_EQ(kept.size(), 19u);
+  EXPECT_FALSE(sampled.damage().any()) << sampled.damage().describe();
+}
+
+// A Matroska file cut in half: the frames after the cut are lost (its duration, written in the
+// header, says how long the stream was), the file truncated.
+TEST(VideoDamage, MatroskaCutInHalfReportsTheMissingFrames) {
+  TempDir dir;
+  const auto mkv = dir.path / "cut.mkv";
+  ASSERT_TRUE(lingbot_test::write_test_video(mkv, "ffv1", numbered_frames(40, 32, 24), 10));
+  std::filesystem::resize_file(mkv, std::filesystem::file_size(mkv) / 2);
+  VideoReader reader(mkv);
+  const auto got = read_all(reader);
+  ASSERT_GE(got.size(), 5u);
+  ASSERT_LT(got.size(), 40u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].source_index, static_cast<int64_t>(i));
+  const StreamDamage& d = reader.damage();
+  EXPECT_TRUE(d.truncated) << d.describe();
+  EXPECT_EQ(d.lost_frames + static_cast<int64_t>(got.size()), 40) << d.describe();
 }
