@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "io/export_viewer.h"
 #include "io/output_lock.h"
+#include "io/writers.h"
 #include "viewer_assets.h"
 
 namespace lingbot::cli {
@@ -266,7 +267,7 @@ void ViewerServer::start(const std::string& host, int port, std::string_view por
       }
       std::error_code ec;
       status["depth_preview"] = fs::is_directory(shared->root / "depth_preview", ec);  // the page asks for its PNGs
-      res.set_content(status.dump(), "application/json");
+      res.set_content(io::json_text(status), "application/json");
       return;
     }
     for (const WebAsset& a : web_assets()) {

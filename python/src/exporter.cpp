@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "io/export.h"
 #include "io/file_util.h"
+#include "io/writers.h"
 #include "result.h"
 #include "self_ref.h"
 #include "strict_args.h"
@@ -201,7 +202,7 @@ class PyExporter {
   }
   PyExporter(const PyExporter&) = delete;
   PyExporter& operator=(const PyExporter&) = delete;
-  py::object report() const { return py::module_::import("json").attr("loads")(set_->report().dump()); }
+  py::object report() const { return py::module_::import("json").attr("loads")(io::json_text(set_->report())); }
   int64_t frames() const { return frames_; }
 
  private:

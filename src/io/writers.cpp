@@ -81,7 +81,7 @@ PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohma
   nlohmann::json head = {{"format", "lingbot-map poses"}, {"version", 1}};
   if (meta.is_object())
     for (const auto& [k, v] : meta.items()) head[k] = v;
-  std::string text = head.dump();
+  std::string text = json_text(head);
   text.pop_back();  // drop the closing brace; "frames" follows
   text += ",\"frames\":[";
   file_ = open_for_writing(path_, "wb");
@@ -120,7 +120,7 @@ void PosesJsonWriter::append(const FramePose& p) {
     frame["w2c"] = rows(w2c.data(), 3, 4);
     frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
   }
-  std::string text = (frames_ > 0 ? ",\n" : "\n") + frame.dump();
+  std::string text = (frames_ > 0 ? ",\n" : "\n") + json_text(frame);
   const std::string trailer = "\n]}\n";
   try {
     seek(file_, path_, trailer_pos_, SEEK_SET);
@@ -334,8 +334,12 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
   return out;
 }
 
+std::string json_text(const nlohmann::json& doc, int indent) {
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc) {
-  write_file_atomic(path, doc.dump(2) + "\n");
+  write_file_atomic(path, json_text(doc, 2) + "\n");
 }
 
 }  // namespace lingbot::io

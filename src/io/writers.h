@@ -174,6 +174,10 @@ struct PointBatch {
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
                          float conf_threshold, int downsample, std::span<const float> depth = {});
 
+// JSON text of `doc` (indent < 0: one line). Strings holding bytes that are not UTF-8 (file names
+// from Latin-1 systems, camera cards) get U+FFFD in their place instead of failing the write.
+std::string json_text(const nlohmann::json& doc, int indent = -1);
+
 // Whole JSON document written atomically (summary.json), pretty-printed with 2-space indent.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& doc);
 

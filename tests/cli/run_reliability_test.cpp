@@ -417,4 +417,24 @@ TEST(RunReliability, SigtermDuringTheScalePhaseEndsItAtOnce) {
   RecordProperty("seconds_from_sigterm_to_exit", std::to_string(stop_seconds));
 }
 
+// File and folder names that are not UTF-8 (Latin-1 archives, camera cards, SMB shares): the run
+// completes and its JSON files hold U+FFFD where the bytes were (they used to fail the run at the
+// first such frame, or lose summary.json).
+TEST(RunReliability, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
+  const fs::path dir = fresh_dir("latin1") / "caf\xe9";
+  fs::create_directories(dir);
+  const char* names[] = {"000000.png", "000001.png", "00000\xe9.png"};
+  for (int i = 0; i < 3; ++i) fs::copy_file(fs::path(kTinyFrames) / ("00000" + std::to_string(i) + ".png"), dir / names[i]);
+  const fs::path out = dir.parent_path() / "out";
+  const Result r = run_cli("run --images '" + dir.string() + "' --model " + kTinyModel + kTinyRunArgs +
+                           " --export poses,tum --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("input").at("path"), (dir.parent_path() / "caf\xEF\xBF\xBD").string());
+  const json poses = read_json(out / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 3u);
+  EXPECT_EQ(poses.at("frames")[2].at("source"), "00000\xEF\xBF\xBD.png");
+}
+
 }  // namespace
