@@ -11,6 +11,7 @@
 #include "arrays.h"
 #include "bench/harness/demo_model.h"
 #include "bindings.h"
+#include "fs_text.h"
 #include "checks.h"
 #include "made_by_engine.h"
 #include "core/error.h"
@@ -155,14 +156,14 @@ PyModel PyModel::demo(StrictInt<uint64_t> seed, const std::string& weights_dtype
 py::tuple PyModel::getstate() const {
   py::list o;
   for (const auto& [k, v] : overrides) o.append(py::make_tuple(k, v));
-  return py::make_tuple(1, path.empty() ? py::object(py::none()) : py::str(path.string()), o, seed,
-                        std::string(dtype_name(model->weights_dtype())), source);
+  return py::make_tuple(1, path.empty() ? py::object(py::none()) : fs_decode(path.string()), o, seed,
+                        std::string(dtype_name(model->weights_dtype())), fs_decode(source));
 }
 
 PyModel PyModel::setstate(const py::tuple& t) {
   if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
   if (t[1].is_none()) return demo({t[3].cast<uint64_t>()}, t[4].cast<std::string>(), "cpu");
-  const fs::path path = t[1].cast<std::string>();
+  const fs::path path = fs_encode(t[1].cast<py::str>());
   LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
   ConfigOverrides overrides;
   for (const auto& kv : t[2].cast<py::list>()) {
@@ -176,7 +177,7 @@ PyModel PyModel::setstate(const py::tuple& t) {
     py::gil_scoped_release nogil;
     m.model = Model::load(path.string(), overrides, lo);
   }
-  m.source = t[5].cast<std::string>();
+  m.source = fs_encode(t[5].cast<py::str>());
   m.path = path;
   m.overrides = std::move(overrides);
   return m;
@@ -216,11 +217,11 @@ void bind_model(py::module_& m) {
                              "Pixels per patch side; frame sizes must be multiples of it.")
       .def_property_readonly("parameter_count", [](const PyModel& self) { return self.model->config().parameter_count(); },
                              "Number of weights (parameters) of the model's architecture.")
-      .def_property_readonly("source", [](const PyModel& self) { return self.source; },
+      .def_property_readonly("source", [](const PyModel& self) { return fs_decode(self.source); },
                              "The checkpoint path, or 'demo'.")
       .def("__repr__", [](const PyModel& self) {
-        return "<lingbot_map.Model " + self.source + ", " + std::to_string(self.model->config().parameter_count()) +
-               " parameters>";
+        return fs_decode("<lingbot_map.Model " + self.source + ", " +
+                         std::to_string(self.model->config().parameter_count()) + " parameters>");
       });
   bind_made_by_engine(model, m, "_model_from_state", "Model.load() and Model.demo()", &PyModel::getstate,
                       &PyModel::setstate);

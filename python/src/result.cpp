@@ -8,6 +8,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "fs_text.h"
 #include "core/error.h"
 #include "made_by_engine.h"
 
@@ -17,21 +18,21 @@ using namespace py::literals;
 
 namespace {
 
-std::string result_repr(const PyResult& r) {
+py::str result_repr(const PyResult& r) {
   std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + (r.is_keyframe ? " keyframe" : "");
   if (py::isinstance<py::array>(r.depth) && py::reinterpret_borrow<py::array>(r.depth).ndim() == 2) {
     const auto d = py::reinterpret_borrow<py::array>(r.depth);
     s += " " + std::to_string(d.shape(1)) + "x" + std::to_string(d.shape(0));
   }
   if (!r.source.empty()) s += " source='" + r.source + "'";
-  return s + ">";
+  return fs_decode(s + ">");
 }
 
 }  // namespace
 
 py::tuple PyResult::getstate() const {
   return py::make_tuple(2, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
-                        source, timestamp, scale_frames,
+                        fs_decode(source), timestamp, scale_frames,
                         py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
                                        patch_tokens),
                         features, timestamp_unit == io::TimestampUnit::Seconds);
@@ -58,7 +59,7 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
   r.flow = t[4].cast<double>();
   r.rope_time_index = t[5].cast<int64_t>();
   r.window = t[6].cast<int64_t>();
-  r.source = t[7].cast<std::string>();
+  r.source = fs_encode(t[7].cast<py::str>());
   r.timestamp = t[8].cast<double>();
   r.scale_frames = t[9].cast<int64_t>();
   const auto a = t[10].cast<py::tuple>();
@@ -147,7 +148,9 @@ void bind_result(py::module_& m) {
                              "'scale', 'keyframe' or 'non-keyframe'.")
       .def_readonly("flow", &PyResult::flow,
                     "keyframe_interval='flow': the mean flow in pixels against the last stored frame that decided; -1 otherwise.")
-      .def_readonly("source", &PyResult::source, "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given.")
+      .def_property_readonly("source", [](const PyResult& r) { return fs_decode(r.source); },
+                             "File name, 'frame_<n>' for video, 'array_<i>', or what push() was given\n"
+                             "(a name that is not UTF-8 as os.fsdecode() gives it).")
       .def_readonly("timestamp", &PyResult::timestamp,
                     "Seconds for video and live streams and where push(timestamp=) gave one; the frame index otherwise.")
       .def_readonly("pose_enc", &PyResult::pose_enc, "[9]: t_xyz, quaternion xyzw (scalar last), fov_h, fov_w.")

@@ -13,6 +13,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "fs_text.h"
 #include "checks.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
@@ -53,7 +54,7 @@ class PySession {
     stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }
 
-  std::vector<PyResult> push(const py::handle& frame, std::optional<std::string> source, std::optional<double> timestamp) {
+  std::vector<PyResult> push(const py::handle& frame, const py::object& source, std::optional<double> timestamp) {
     BusyGuard busy(busy_, "this Session");
     // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
     if (timestamp && !std::isfinite(*timestamp))
@@ -89,7 +90,7 @@ class PySession {
     } catch (const Stopped&) {
       rethrow_stopped();
     }
-    pending_.push_back({index, source.value_or(""), timestamp.value_or(static_cast<double>(index)),
+    pending_.push_back({index, fs_name(source, "source"), timestamp.value_or(static_cast<double>(index)),
                         timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
     return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }

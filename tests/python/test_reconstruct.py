@@ -1,6 +1,9 @@
 """reconstruct(): input kinds, run's automatic keyframe interval, input errors (exact messages, raised
 before the iterator is returned), the Exporter and select_points against the files run writes."""
 import json
+import os
+import pathlib
+import pickle
 import shutil
 import warnings
 
@@ -324,3 +327,44 @@ def test_reconstruct_takes_the_list_as_it_was_given(demo_model):
     frames.append(lm.demo_frame(3))
     frames[0] = lm.demo_frame(7, width=70, height=112)  # another size: read later, it would fail
     assert [r.frame_index for r in it] == [0, 1, 2]
+
+
+def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
+    # A Latin-1 folder and frame name: Result.source is what os.fsdecode gives (it raised
+    # UnicodeDecodeError on access), push(source=) and pickles take it back, and an Exporter writes it
+    # to poses.json with U+FFFD where the byte was.
+    folder = pathlib.Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    names = ["000000.png", "000001.png", os.fsdecode(b"00000\xe9.png")]
+    for i, name in enumerate(names):
+        shutil.copy(TINY / "frames" / f"00000{i}.png", folder / name)
+    results = list(lm.reconstruct(images=folder, model=tiny_model, **TINY_OPTIONS))
+    assert [r.source for r in results] == names
+    assert os.fsencode(results[2].source) == b"00000\xe9.png"
+    assert results[2].source in repr(results[2])
+    again = pickle.loads(pickle.dumps(results[2]))
+    assert again.source == names[2]
+
+    with lm.Session(tiny_model, **TINY_OPTIONS) as s:
+        pushed = []
+        for name in names:
+            pushed += s.push(lm.load_image(folder / name), source=name)
+        pushed += s.finish()
+    assert [r.source for r in pushed] == names
+    with lm.Session(tiny_model, **TINY_OPTIONS) as s:
+        with pytest.raises(TypeError, match=r"^source must be a str, got int$"):
+            s.push(lm.load_image(folder / names[0]), source=3)
+
+    with lm.Exporter(tmp_path / "out", exports=["poses"]) as ex:
+        for r in results:
+            ex.write(r)
+    poses = json.loads((tmp_path / "out" / "poses.json").read_text(encoding="utf-8"))
+    assert poses["frames"][2]["source"] == "00000\ufffd.png"
+
+    model_dir = pathlib.Path(os.fsdecode(bytes(tmp_path) + b"/mod\xe8les"))
+    model_dir.mkdir()
+    shutil.copy(TINY / "model.pt", model_dir / "model.pt")
+    model = lm.Model.load(model_dir / "model.pt")
+    assert model.source == str(model_dir / "model.pt")
+    assert pickle.loads(pickle.dumps(model)).source == model.source
+    assert model.source in repr(model)
