@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/printf_string.h"
 #include "io/file_util.h"
 
 namespace lingbot::io {
@@ -14,13 +15,12 @@ namespace fs = std::filesystem;
 BssWriter::BssWriter(const fs::path& dir) : traj_(dir / "traj.txt"), intrinsics_(dir / "intrinsics.txt") {}
 
 void BssWriter::append(double timestamp, const Mat34& c2w, const Mat33& K, int width, int height) {
-  char buf[512];
-  int n = std::snprintf(buf, sizeof buf, "%.6f", timestamp);
-  for (double v : c2w) n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), " %.9g", v);
-  buf[n++] = '\n';
-  traj_.append(std::string_view(buf, static_cast<size_t>(n)));
-  n = std::snprintf(buf, sizeof buf, "%.6f %.9g %.9g %.9g %.9g %d %d\n", timestamp, K[0], K[4], K[2], K[5], width, height);
-  intrinsics_.append(std::string_view(buf, static_cast<size_t>(n)));
+  std::string line = printf_string("%.6f", timestamp);
+  for (double v : c2w) line += printf_string(" %.9g", v);
+  line += '\n';
+  traj_.append(line);
+  intrinsics_.append(
+      printf_string("%.6f %.9g %.9g %.9g %.9g %d %d\n", timestamp, K[0], K[4], K[2], K[5], width, height));
 }
 
 void BssWriter::rewind(const Mark& m) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/printf_string.h"
 #include "io/file_util.h"
 #include "io/npy.h"
 #include "io/output_validity.h"
@@ -160,17 +161,16 @@ TumWriter::~TumWriter() {
 bool TumWriter::append(double timestamp, const Mat34& c2w) {
   if (!all_finite(c2w)) return false;
   const auto q = rotation_to_quaternion_xyzw(c2w);
-  char line[256];
-  const int n = std::snprintf(line, sizeof(line), "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3],
-                              c2w[7], c2w[11], q[0], q[1], q[2], q[3]);
+  const std::string line = printf_string("%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3], c2w[7],
+                                         c2w[11], q[0], q[1], q[2], q[3]);
   try {
-    write_all(file_, path_, line, static_cast<size_t>(n));
+    write_all(file_, path_, line.data(), line.size());
     flush_file(file_, path_);
   } catch (const Error&) {
     roll_back_failed_append(file_, size_);  // no half line
     throw;
   }
-  size_ += n;
+  size_ += static_cast<long>(line.size());
   return true;
 }
 

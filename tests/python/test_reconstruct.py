@@ -368,3 +368,24 @@ def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
     assert model.source == str(model_dir / "model.pt")
     assert pickle.loads(pickle.dumps(model)).source == model.source
     assert model.source in repr(model)
+
+
+def test_huge_timestamps_are_written_whole(tiny_model, tmp_path):
+    # Any finite timestamp is accepted; the line writers wrote a fixed 256-byte buffer's worth of a
+    # longer line (bytes past it from the stack) into trajectory.tum.
+    with lm.Session(tiny_model, **TINY_OPTIONS) as s:
+        results = []
+        for i, p in enumerate(sorted(FRAMES.iterdir())[:3]):
+            results += s.push(lm.load_image(p), timestamp=1e300 * (i + 1))
+        results += s.finish()
+    with lm.Exporter(tmp_path, exports=["tum", "bss"]) as ex:
+        for r in results:
+            ex.write(r)
+    for name, fields in (("trajectory.tum", 8), ("bss/traj.txt", 13), ("bss/intrinsics.txt", 7)):
+        lines = (tmp_path / name).read_text(encoding="ascii").splitlines()
+        assert len(lines) == 3, name
+        for i, line in enumerate(lines):
+            values = line.split(" ")
+            assert len(values) == fields, (name, line)
+            assert values[0] == "%.6f" % (1e300 * (i + 1)), name
+            assert all(np.isfinite(float(v)) for v in values), name
