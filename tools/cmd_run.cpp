@@ -584,6 +584,9 @@ int run_command(const RunArgs& a) {
   so.depth_head = true;
   so.stop = &g_stop_step;
   FrameRunner session(model, so, mode);
+  // A stop while the weights loaded (tens of seconds for the released checkpoint) ends the run here,
+  // before exports.begin() below replaces an earlier run's outputs.
+  if (sigint.requested()) return interrupted_before_any_frame();
 
   const fs::path out(a.out);
   // --serve binds before anything is written, so a busy port leaves no half-made output folder.
@@ -761,7 +764,13 @@ int run_command(const RunArgs& a) {
     std::optional<StageThread> reader, writer;
     // The preprocessed model input of a decoded frame.
     auto prepare = [&](io::SourceFrame& frame, int64_t index) {
-      Tensor image = io::preprocess_image(frame.image, pre, input.canvas);
+      Tensor image = [&] {
+        try {
+          return io::preprocess_image(frame.image, pre, input.canvas);
+        } catch (const Error& e) {
+          throw Error("frame " + frame.name + ": " + e.what());
+        }
+      }();
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
       return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image)};
     };

@@ -249,9 +249,10 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
   }
   if (canvas.width > 0 && canvas.height > 0 &&
       (canvas.width != p.width || canvas.height != p.height)) {
-    LINGBOT_CHECK(canvas.width >= p.width && canvas.height >= p.height, "batch canvas ",
-                  canvas.width, "x", canvas.height, " is smaller than the preprocessed image ",
-                  p.width, "x", p.height);
+    LINGBOT_CHECK(canvas.width >= p.width && canvas.height >= p.height, "a ", img.width, "x", img.height,
+                  " frame preprocesses to ", p.width, "x", p.height, ", larger than the ", canvas.width, "x",
+                  canvas.height, " canvas the sequence was sized to (from its frames' sizes, or a video's stated "
+                  "size): a video whose resolution changes mid-stream is not supported (split it where it changes)");
     p = place_centred(p, canvas.width, canvas.height);
   }
   Tensor t(Shape{3, p.height, p.width});

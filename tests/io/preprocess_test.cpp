@@ -125,6 +125,20 @@ TEST(Preprocess, MixedSizesArePaddedWhiteLikeUpstream) {
   }
 }
 
+// A frame larger than the canvas fixed for its sequence (a video whose resolution grows mid-stream)
+// is refused, the message naming both sizes and the cause.
+TEST(Preprocess, AFrameLargerThanTheCanvasIsRefused) {
+  ImageU8 tall(28, 28);
+  try {
+    (void)preprocess_image(tall, PreprocessOptions{28, 14, Preprocess::Crop}, ImageSize{28, 14});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "a 28x28 frame preprocesses to 28x28, larger than the 28x14 canvas the sequence was sized "
+                           "to (from its frames' sizes, or a video's stated size): a video whose resolution changes "
+                           "mid-stream is not supported (split it where it changes)");
+  }
+}
+
 TEST(Preprocess, GoldenCrop518IsBitExact) {
   if (!golden_present()) GTEST_SKIP() << "golden preprocess folder absent";
   const auto golden = read_golden(kGolden / "preprocess.safetensors");
