@@ -316,13 +316,13 @@ void ViewerServer::start(const std::string& host, int port, std::string_view por
 namespace {
 
 // What the handler touches: a lock-free flag and sem_post, both async-signal-safe.
+// Initialised in place (POSIX leaves a copied sem_t undefined), by StopSignals before any handler runs.
 sem_t& stop_semaphore() {
-  static sem_t sem = [] {
-    sem_t s;
-    sem_init(&s, 0, 0);
-    return s;
-  }();
-  return sem;
+  static struct Semaphore {
+    sem_t sem;
+    Semaphore() { sem_init(&sem, 0, 0); }
+  } semaphore;
+  return semaphore.sem;
 }
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_view_stop_signal(int sig) {

@@ -57,7 +57,13 @@ void StreamDamageTracker::lose(int64_t pts, int64_t position) {
     if (pts != kNoTimestamp) lost_index_[pts] = damage_.lost.size();
     damage_.lost.push_back(p);
   }
-  if (pts != kNoTimestamp) lost_position_[pts] = position;
+  if (pts != kNoTimestamp) {
+    if (inferred_.erase(pts) > 0) inferred_lost_[pts] = position;
+    lost_position_[pts] = position;
+    // Only a recent loss can still come out late (reordering spans a few frames): memory stays
+    // bounded on a long stream that keeps losing frames.
+    if (lost_position_.size() > kMaxRevivable) lost_position_.erase(lost_position_.begin());
+  }
 }
 
 void StreamDamageTracker::add_grid_gaps(int64_t pts) {
@@ -96,15 +102,14 @@ void StreamDamageTracker::add_grid_gaps(int64_t pts) {
 void StreamDamageTracker::withdraw_inferred() {
   on_grid_ = false;
   std::set<int64_t> withdrawn;  // positions of the inferred losses
-  for (const int64_t slot : inferred_) {
-    if (pending_.erase(slot) > 0) continue;
-    const auto it = lost_position_.find(slot);
-    if (it == lost_position_.end()) continue;  // revived: a frame came out for it
-    withdrawn.insert(it->second);
-    lost_position_.erase(it);
+  for (const int64_t slot : inferred_) pending_.erase(slot);
+  for (const auto& [slot, position] : inferred_lost_) {
+    withdrawn.insert(position);
+    lost_position_.erase(slot);
     --damage_.lost_frames;
   }
   inferred_.clear();
+  inferred_lost_.clear();
   if (withdrawn.empty()) return;
   // The listed losses left, their indices renumbered.
   std::vector<StreamPosition> kept;
@@ -144,6 +149,7 @@ int64_t StreamDamageTracker::on_frame(int64_t pts, bool damaged) {
       const int64_t lost_pts = it->first;
       position = it->second;
       lost_position_.erase(it);
+      inferred_lost_.erase(lost_pts);
       --damage_.lost_frames;
       if (auto li = lost_index_.find(lost_pts); li != lost_index_.end()) {
         const size_t at = li->second;

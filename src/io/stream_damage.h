@@ -57,6 +57,7 @@ class StreamDamageTracker {
   static constexpr int64_t kNoTimestamp = INT64_MIN;
   static constexpr int64_t kMaxInferredGap = 3600;  // frames: 2 minutes at 30 fps
   static constexpr int kMaxGapEvents = 3;           // steps of several durations before a variable rate
+  static constexpr size_t kMaxRevivable = 4096;     // latest losses a late frame may still revive
   StreamDamageTracker(double (*seconds)(int64_t pts, const void* ctx), const void* ctx, double fps)
       : seconds_(seconds), ctx_(ctx), fps_(fps) {}
 
@@ -95,7 +96,8 @@ class StreamDamageTracker {
   double frame_ticks_ = 0;           // infer_gaps: one frame duration (0: off)
   bool on_grid_ = true;              // every step between output frames so far is whole frame durations
   int gap_events_ = 0;               // steps of several frame durations so far
-  std::set<int64_t> inferred_;       // grid slots the inference added (pending or lost), until it ends
+  std::set<int64_t> inferred_;                // grid slots the inference added, still pending
+  std::map<int64_t, int64_t> inferred_lost_;  // those lost: slot -> position (at most kMaxGapEvents steps')
   int64_t last_pts_ = kNoTimestamp;  // the latest output frame's timestamp
 };
 

@@ -383,6 +383,21 @@ TEST(StreamDamageTracker, WithdrawingInferredGapsKeepsRealLosses) {
   EXPECT_EQ(d.describe(), "1 frame lost (stream positions 1)");
 }
 
+// A late frame revives its loss only among the latest kMaxRevivable losses: the bookkeeping stays
+// bounded on a long stream that keeps losing frames (the counts stay complete).
+TEST(StreamDamageTracker, OnlyRecentLossesCanBeRevived) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  const int64_t n = 10000;
+  for (int64_t pts = 0; pts <= n; ++pts) t.on_packet(pts);
+  EXPECT_EQ(t.on_frame(n, false), n);  // every earlier packet lost
+  EXPECT_EQ(t.damage().lost_frames, n);
+  EXPECT_EQ(t.on_frame(n - 1, false), n - 1);  // recent: its position back
+  EXPECT_EQ(t.damage().lost_frames, n - 1);
+  EXPECT_EQ(t.on_frame(0, false), n + 1);  // forgotten: a new position, still counted lost
+  EXPECT_EQ(t.damage().lost_frames, n - 1);
+  static_assert(StreamDamageTracker::kMaxRevivable < 10000);
+}
+
 // A jump longer than kMaxInferredGap frames is a corrupt or reset timestamp, not missing frames: no
 // loss is inferred from it (nor later), and timestamps far apart do not overflow the step.
 TEST(StreamDamageTracker, ATimestampJumpIsNotCountedAsLostFrames) {
