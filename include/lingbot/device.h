@@ -1,6 +1,6 @@
 #pragma once
 // Where a session runs the model: the CPU, a CUDA GPU, or `auto` (CUDA when this build has CUDA
-// support and a device is visible, else the CPU). One name for the concept everywhere: `device`
+// support and a device is visible that its kernels run on, else the CPU). One name for the concept everywhere: `device`
 // (SessionOptions::device, `--device`, Python `device=`, summary.json options.device).
 #include <cstdint>
 #include <string_view>
@@ -16,8 +16,10 @@ Device parse_device(std::string_view name);
 bool cuda_compiled();     // this build has CUDA support (-DLINGBOT_CUDA=ON)
 int cuda_device_count();  // visible CUDA devices; 0 without CUDA support or without a driver
 
-// The device a session gets: Auto -> Cuda when cuda_device_count() > 0, else Cpu. Cuda without
-// support or without a device throws Error naming what is missing.
+// The device a session gets: Auto -> Cuda when cuda_device_count() > 0 and the build's kernels run on
+// device 0 (compiled for its architecture: CMAKE_CUDA_ARCHITECTURES), else Cpu. Cuda without support
+// or without a device throws Error naming what is missing (a device the kernels do not run on: the
+// CUDA backend's error, naming its sm and the built ones).
 Device resolve_device(Device requested);
 
 }  // namespace lingbot

@@ -4,6 +4,7 @@
 
 #if LINGBOT_HAVE_CUDA
 #include "kernels/cuda/cuda_allocator.h"
+#include "kernels/cuda/device_support.h"
 #endif
 
 namespace lingbot {
@@ -40,10 +41,22 @@ int cuda_device_count() {
 #endif
 }
 
+namespace {
+bool cuda_kernels_run() {
+#if LINGBOT_HAVE_CUDA
+  return cuda::kernels_run_on(0);
+#else
+  return false;
+#endif
+}
+}  // namespace
+
 Device resolve_device(Device requested) {
   if (requested == Device::Cpu) return Device::Cpu;
   const int devices = cuda_device_count();
-  if (requested == Device::Auto) return devices > 0 ? Device::Cuda : Device::Cpu;
+  // auto: the GPU only when this build's kernels run on it (not on one older than every built
+  // architecture, where --device cuda names the cause).
+  if (requested == Device::Auto) return devices > 0 && cuda_kernels_run() ? Device::Cuda : Device::Cpu;
   LINGBOT_CHECK(cuda_compiled(), "device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)");
   LINGBOT_CHECK(devices > 0, "device cuda: no CUDA device is visible (cudaGetDeviceCount found none)");
   return Device::Cuda;

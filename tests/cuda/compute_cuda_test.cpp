@@ -38,6 +38,9 @@
 #include "kernels/cpu/attention.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "kernels/cuda/cuda_allocator.h"
+#include "kernels/cuda/device_support.h"
+#include "lingbot/device.h"
 #include "lingbot/dtype.h"
 
 using namespace lingbot;
@@ -145,6 +148,26 @@ TEST(CudaComputeBackend, WithoutADeviceTheDefaultConstructorThrows) {
     EXPECT_EQ(std::string(e.what()),
               "cuda backend: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)");
   }
+}
+
+// A GPU older than every architecture the kernels were compiled for (a T4 under the default 80;90):
+// the backend refuses it naming both, and device auto takes the CPU. Runs where such a device is
+// device 0 (tests/CMakeLists.txt: the emulated device with LINGBOT_EMU_NO_KERNEL_IMAGE=1).
+TEST(CudaComputeBackend, ADeviceTheKernelsDoNotRunOnIsRefused) {
+  if (!have_cuda_device() || cuda::kernels_run_on(0)) GTEST_SKIP() << "the kernels run on device 0 (or none is visible)";
+  const cuda::ComputeCapability cc = cuda::compute_capability(0);
+  const std::string sm = std::to_string(cc.major) + std::to_string(cc.minor);
+  try {
+    CudaBackend b;
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cuda backend: device 0 is sm_" + sm + ", and this build's kernels are compiled for sm " +
+                  cuda::built_architectures() + " only: run on the CPU, or add " + sm +
+                  " to -DCMAKE_CUDA_ARCHITECTURES (below sm_80 the kernels take the SIMT attention and f32 "
+                  "weights; not yet run on such a GPU)");
+  }
+  EXPECT_EQ(resolve_device(Device::Auto), Device::Cpu);
 }
 
 TEST(CudaComputeBackend, DescribesTheDeviceAndAllocatesDeviceMemory) {

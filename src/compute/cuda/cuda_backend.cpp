@@ -10,6 +10,7 @@
 #include "kernels/cpu/resize_aa.h"
 #include "kernels/cuda/cuda_allocator.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_support.h"
 #include "kernels/cuda/model_ops_cuda.h"
 
 namespace lingbot::compute {
@@ -35,6 +36,14 @@ int checked_device(int device) {
                 "hides them)");
   LINGBOT_CHECK(device < n, "cuda backend: device ", device, " requested but ", n, " CUDA device",
                 n == 1 ? " is" : "s are", " visible");
+  if (!cuda::kernels_run_on(device)) {
+    const cuda::ComputeCapability cc = cuda::compute_capability(device);
+    throw Error(detail::concat("cuda backend: device ", device, " is sm_", cc.major, cc.minor,
+                               ", and this build's kernels are compiled for sm ", cuda::built_architectures(),
+                               " only: run on the CPU, or add ", cc.major, cc.minor,
+                               " to -DCMAKE_CUDA_ARCHITECTURES (below sm_80 the kernels take the SIMT attention and f32 "
+                               "weights; not yet run on such a GPU)"));
+  }
   return device;
 }
 

@@ -21,7 +21,9 @@ enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
+  cudaErrorNoKernelImageForDevice = 209,
   cudaErrorNotReady = 600
 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
@@ -40,12 +42,14 @@ inline const char* cudaGetErrorName(cudaError_t e) {
   return e == cudaSuccess             ? "cudaSuccess"
          : e == cudaErrorInvalidValue ? "cudaErrorInvalidValue"
          : e == cudaErrorNoDevice     ? "cudaErrorNoDevice"
+         : e == cudaErrorNoKernelImageForDevice ? "cudaErrorNoKernelImageForDevice"
                                       : "cudaErrorMemoryAllocation";
 }
 inline const char* cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess             ? "no error"
          : e == cudaErrorInvalidValue ? "invalid argument"
          : e == cudaErrorNoDevice     ? "no CUDA-capable device is detected"
+         : e == cudaErrorNoKernelImageForDevice ? "no kernel image is available for execution on the device"
                                       : "out of memory";
 }
 
@@ -200,6 +204,18 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_
 }
 inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   a->type = emulated_memory_type(p);
+  return cudaSuccess;
+}
+// LINGBOT_EMU_NO_KERNEL_IMAGE=1 plays a GPU older than every architecture the kernels were built
+// for: the runtime has no image for them (tests/CMakeLists.txt registers the tests of that path).
+struct cudaFuncAttributes {
+  int maxThreadsPerBlock = 1024;
+};
+template <typename Kernel>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, Kernel) {
+  const char* no_image = std::getenv("LINGBOT_EMU_NO_KERNEL_IMAGE");
+  if (no_image != nullptr && std::strcmp(no_image, "1") == 0) return cudaErrorNoKernelImageForDevice;
+  *a = cudaFuncAttributes{};
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
