@@ -40,14 +40,15 @@ inline CLI::Validator one_of(std::vector<std::string> words, std::string text) {
 }
 
 // Parses a choice in a subcommand's callback: a lingbot::Error from `parse` (a word that is not one
-// of the option's choices) becomes a usage error (exit 2) "<name>: <message>", as a validator's would.
-// For options whose old spelling (RenamedOptions) has no validator, and for list items.
+// of the option's choices) becomes a usage error (exit 2) "<name>: <message>", as a validator's would
+// (name "": the message alone, which names the options). For options whose old spelling
+// (RenamedOptions) has no validator, for list items, and for options that contradict each other.
 template <typename F>
 auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
   try {
     return parse();
   } catch (const Error& e) {
-    throw CLI::ValidationError(name + ": " + e.what());
+    throw CLI::ValidationError(name.empty() ? std::string(e.what()) : name + ": " + e.what());
   }
 }
 

@@ -1012,9 +1012,10 @@ int run_command(const RunArgs& a) {
   }
   live.finish(status, error);
   // The report comes first; --serve then keeps serving until Ctrl-C, and the exit code (or the
-  // error, which main prints) follows.
+  // error, which main prints) follows. Not after SIGTERM: a service manager sends it once and means
+  // the process, not only the run.
   const auto serve_until_stopped = [&] {
-    if (!viewer_server) return;
+    if (!viewer_server || stop_signal == SIGTERM) return;
     std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
     std::fflush(stdout);
     wait_for_stop_signal();
@@ -1121,9 +1122,13 @@ void add_run_command(CLI::App& app) {
       ->needs(video_option)  // a folder's frames are taken as they are (--stride, --first-k)
       ->check(finite_number())
       ->capture_default_str();
-  cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")->capture_default_str();
-  cmd->add_option("--stride", a->stride, "then use every N-th frame")->capture_default_str();
-  cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing");
+  // The demo's frames are generated as --demo-frames says: these would be ignored (yet recorded).
+  cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")
+      ->excludes(demo_option)
+      ->capture_default_str();
+  cmd->add_option("--stride", a->stride, "then use every N-th frame")->excludes(demo_option)->capture_default_str();
+  cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing")
+      ->excludes(demo_option);
   CLI::Option* scale_frames = cmd->add_option("--scale-frames", a->scale_frames,
                   "frames processed together first (bidirectional attention), pinned in the KV cache")
       ->capture_default_str();
@@ -1189,7 +1194,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--export-preprocessed", a->export_preprocessed,
                   "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
   cmd->add_option("--export", a->exports,
-                  "comma list of outputs: poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, or all")
+                  "comma list of outputs: poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, or "
+                  "all; may be repeated (--export ply --export glb = --export ply,glb)")
+      ->join(',')
       ->capture_default_str();
   cmd->add_option("--serve", a->serve_port,
                   "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "
@@ -1217,7 +1224,9 @@ void add_run_command(CLI::App& app) {
     int code = 0;
     try {
       a->renamed.resolve();
-      const PreprocessChoice pre = resolve_preprocess(a->modes, a->preprocess);
+      // An option contradicting its old spelling, an unknown export: usage errors (exit 2).
+      const PreprocessChoice pre = parse_choice("", [&] { return resolve_preprocess(a->modes, a->preprocess); });
+      (void)parse_choice("--export", [&] { return io::parse_export_list(a->exports); });
       if (pre.alias_used)
         std::fprintf(stderr, "notice: --mode %s is deprecated, use --preprocess %s (--mode now selects streaming | "
                              "windowed)\n", pre.preprocess.c_str(), pre.preprocess.c_str());

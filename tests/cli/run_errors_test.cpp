@@ -172,6 +172,13 @@ TEST(RunErrors, OptionsWithoutTheOptionTheyNeed) {
     EXPECT_EQ(r.exit_code, 2) << extra;
     EXPECT_EQ(r.err, message + "\nRun 'lingbot-map run --help' for usage.\n") << extra;
   }
+  // The demo generates its frames (--demo-frames): a frame selection would be ignored, yet recorded.
+  for (const std::string option : {"--first-k 5", "--stride 2", "--rotate-cw90"}) {
+    const Result r = run_cli("run --demo " + option + " --out " + (fresh_dir("needs") / "demo").string());
+    EXPECT_EQ(r.exit_code, 2) << option;
+    EXPECT_EQ(r.err, "error: --demo excludes " + option.substr(0, option.find(' ')) + "\nRun 'lingbot-map run --help' for usage.\n")
+        << option;
+  }
 }
 
 TEST(RunErrors, UnwritableOutput) {

@@ -242,10 +242,22 @@ TEST(RunExport, NoPointKeptIsNoticed) {
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
   const fs::path out = fresh_dir("export_unknown") / "out";
   const Result r = run_cli("run --demo --export poses,colmp --out " + out.string());
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a word that is not one of the option's (README "Exit codes and errors")
   EXPECT_EQ(r.err,
-            "error: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, all)\n");
+            "error: --export: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, "
+            "colmap, glb, bss, all)\nRun 'lingbot-map run --help' for usage.\n");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// --export may be repeated: the lists are joined.
+TEST(RunExport, RepeatedExportOptionsAreJoined) {
+  const fs::path out = fresh_dir("export_repeated") / "out";
+  const Result r = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export poses --export tum,ply --out " +
+                           out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json exports = read_json(out / "summary.json").at("exports");
+  EXPECT_EQ(exports.size(), 3u) << exports.dump();
+  for (const char* name : {"poses", "tum", "ply"}) EXPECT_TRUE(exports.contains(name)) << name;
 }
 
 TEST(RunExport, SubFolderThatCannotBeCreatedFailsBeforeWriting) {

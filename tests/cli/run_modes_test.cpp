@@ -34,7 +34,7 @@ std::string usage_error_of(const std::string& args, const std::string& name) {
 }
 
 TEST(RunModes, InconsistentOptionsNameTheOption) {
-  EXPECT_EQ(error_of("--mode crop --preprocess pad", "alias_conflict"),
+  EXPECT_EQ(usage_error_of("--mode crop --preprocess pad", "alias_conflict"),
             "error: --mode crop (the deprecated spelling of --preprocess crop) contradicts --preprocess pad\n");
   EXPECT_EQ(usage_error_of("--flow-threshold 5", "flow_without_flow"),
             "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval auto)\n");

@@ -67,12 +67,19 @@ class ServerProcess {
       output_.append(buf, static_cast<size_t>(n));
     }
   }
-  // SIGINT, then the exit code.
-  int stop() {
-    ::kill(pid_, SIGINT);
+  // `sig` (once), then the exit code; -1 when the process was still there a minute later (then killed).
+  int stop(int sig = SIGINT) {
+    ::kill(pid_, sig);
     int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_t done = 0;
+    for (int i = 0; i < 600 && (done = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (done == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      status = -1;
+    }
+    exit_code_ = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     char buf[4096];
     for (ssize_t n; (n = ::read(out_fd_, buf, sizeof buf)) > 0;) output_.append(buf, static_cast<size_t>(n));
     return exit_code_;
@@ -503,6 +510,21 @@ TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
   ASSERT_NE(serving, std::string::npos) << o;
   EXPECT_LT(report, serving) << o;
   EXPECT_LT(o.find("wrote " + (out / "summary.json").string()), serving) << o;
+}
+
+// SIGTERM during a run with --serve ends the run and the process (exit 143): a service manager
+// sends it once; only after Ctrl-C does the page stay up (it kept serving, waiting for a second signal).
+TEST(View, SigtermEndsARunWithServeAndItsServer) {
+  const fs::path out = fresh_dir("view_serve_term");
+  ServerProcess run({"run", "--demo", "--demo-frames", "400", "--demo-pace", "0.05", "--serve", "0", "--progress",
+                     "lines", "--out", out.string()});
+  ASSERT_GT(run.wait_for_port(), 0) << run.output();
+  for (int i = 0; i < 1200 && !fs::exists(out / "viewer" / frame_name(2)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(out / "viewer" / frame_name(2)));
+  EXPECT_EQ(run.stop(SIGTERM), 143) << run.output();
+  EXPECT_EQ(run.output().find("still serving"), std::string::npos) << run.output();
+  EXPECT_EQ(read_json(out / "summary.json").at("signal"), "SIGTERM");
 }
 
 // The output folder's run lock (io/output_lock.h): a second run into a folder a run is writing to is
