@@ -24,9 +24,12 @@ inline std::string fs_encode(const py::handle& text) {
   return py::reinterpret_steal<py::bytes>(b);
 }
 
-// A name argument: str (os.fsencode'd), bytes as they are, None as "". `what` names it in the error.
-inline std::string fs_name(const py::handle& name, const char* what) {
+// A name argument: str (os.fsencode'd), bytes as they are, a path (os.PathLike) as os.fspath gives it,
+// None as "". `what` names it in the error.
+inline std::string fs_name(py::handle name, const char* what) {
   if (name.is_none()) return {};
+  py::object path;
+  if (py::hasattr(name, "__fspath__")) name = path = name.attr("__fspath__")();
   if (PyUnicode_Check(name.ptr())) return fs_encode(name);
   if (PyBytes_Check(name.ptr())) return py::reinterpret_borrow<py::bytes>(name);
   throw py::type_error(std::string(what) + " must be a str, got " + std::string(py::str(py::type::of(name).attr("__name__"))));

@@ -59,6 +59,7 @@ class PySession {
     // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
     if (timestamp && !std::isfinite(*timestamp))
       throw py::value_error("timestamp must be a finite number of seconds, got " + std::string(py::str(py::float_(*timestamp))));
+    std::string name = fs_name(source, "source");  // before the step: a refused source leaves no frame pushed
     Stream& s = open();
     InputFrame in = frame_from_python(frame, "frame");
     if (!in.rgb8 && pre_)
@@ -90,7 +91,7 @@ class PySession {
     } catch (const Stopped&) {
       rethrow_stopped();
     }
-    pending_.push_back({index, fs_name(source, "source"), timestamp.value_or(static_cast<double>(index)),
+    pending_.push_back({index, std::move(name), timestamp.value_or(static_cast<double>(index)),
                         timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
     return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }

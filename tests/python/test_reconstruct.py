@@ -352,8 +352,17 @@ def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
         pushed += s.finish()
     assert [r.source for r in pushed] == names
     with lm.Session(tiny_model, **TINY_OPTIONS) as s:
+        # A refused source is refused before the step: nothing pushed, the Session goes on.
         with pytest.raises(TypeError, match=r"^source must be a str, got int$"):
             s.push(lm.load_image(folder / names[0]), source=3)
+        with pytest.raises(UnicodeEncodeError):
+            s.push(lm.load_image(folder / names[0]), source="\ud800")
+        assert s.frames_pushed == 0
+        again = []
+        for name in names:
+            again += s.push(lm.load_image(folder / name), source=folder / name)  # a path: os.fspath
+        again += s.finish()
+    assert [r.source for r in again] == [str(folder / name) for name in names]
 
     with lm.Exporter(tmp_path / "out", exports=["poses"]) as ex:
         for r in results:
