@@ -4,15 +4,18 @@
 //
 // Frames: a loop of pre-rendered demo frames (render_demo_frame, preprocessed once), so input cost
 // is constant. Per frame it records the push_frame wall time, RSS (VmRSS, VmHWM) and the cache
-// stats. At the end it compares a reference frame (default 1,000) with the last frame:
+// stats. At the end it compares a reference frame (default: min(1,000, frames / 2), with the bound
+// at least min_reference_frame, see below) with the last frame:
 //   * peak RSS growth (VmHWM at the end / at the reference frame - 1),
 //   * per-frame time ratio: median process CPU time of push_frame over the `timing_window` frames
 //     ending at the last frame, over that of the window ending at the reference frame (CPU time and
 //     medians: robust to other processes sharing the cores; wall time is in the CSV),
 //   * KV and camera-head bytes growth against the exact formula: with the bound both are flat
 //     (0 bytes); without it the paged special stream grows by one special page per block every
-//     special_page_frames stored frames, and the camera head by one K and V row of dim_in floats
-//     per (iteration, trunk block) per stored frame.
+//     special_page_frames stored frames, the KV used bytes by the specials of every stored frame
+//     plus the patches of the frames that still fit the window (pinned scale frames + kv_window),
+//     and the camera head by one K and V row of dim_in floats per (iteration, trunk block) per
+//     stored frame. Exact from any reference frame, also one before the window is full.
 // Every formula counts stored frames (CacheStats::frames_stored), so it holds for any keyframe
 // policy: a fixed interval, or flow keyframes where rolled-back frames leave no trace.
 #include <cstdint>
@@ -26,10 +29,19 @@
 
 namespace lingbot::bench {
 
+// Defaults of SoakOptions::reference_frame and timing_window (0 = derived by validate), with
+// F = min_reference_frame (1 without the bound, so then simply min(1000, frames / 2) and
+// min(200, reference_frame)):
+//   reference_frame = max(min(kDefaultReferenceFrame, frames / 2),
+//                         F + min(kDefaultTimingWindow - 1, (frames - 1 - F) / 2)),
+//   timing_window = min(kDefaultTimingWindow, reference_frame - F + 1).
+inline constexpr int64_t kDefaultReferenceFrame = 1000;
+inline constexpr int64_t kDefaultTimingWindow = 200;
+
 struct SoakOptions {
   int64_t frames = 10000;
-  int64_t reference_frame = 1000;  // compare the last frame with this one (1-based frame count)
-  int64_t timing_window = 200;     // frames per median
+  int64_t reference_frame = 0;  // compare the last frame with this one (1-based frame count); 0 = default
+  int64_t timing_window = 0;    // frames per median; 0 = default
   int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = unbounded, upstream)
   int keyframe_interval = 1;  // used when keyframe_policy is null
   std::shared_ptr<const KeyframePolicy> keyframe_policy;  // e.g. FlowKeyframes; null = interval
@@ -67,7 +79,9 @@ struct SoakResult {
   int64_t kv_used_growth = 0, kv_used_formula = 0;
   int64_t camera_growth = 0, camera_formula = 0;
   // First frame (1-based) from which the bounded caches hold their final size: the first with
-  // scale_frames + kv_window + max_special_frames + 1 stored frames (frames + 1 if never).
+  // scale_frames + kv_window + max_special_frames + 1 stored frames (frames + 1 if never). The paged
+  // special stream may still allocate its last pages within 2 x special_page_frames - 2 more stored
+  // frames: kv_reserved_formula counts them.
   int64_t fill_frame = 0;
   int64_t keyframes = 0;  // streamed frames stored (keyframes), over the whole run
   bool pass = false;
@@ -83,9 +97,21 @@ class SoakObserver {
 // The keyframe rule as one token for the summary line: interval-N | flow-<px>-gap-<N> | custom.
 std::string keyframe_rule(const SoakOptions& o);
 
-// Throws Error naming the first bad option.
-void validate(const SoakOptions& o);
-SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& o, SoakObserver* observer);
+// The earliest reference frame the soak's checks hold from. Without the bound 1 (the formulas are
+// exact from any frame). With max_special_frames > 0, the frame by which the bounded caches have
+// filled (scale_frames + kv_window + max_special_frames + 1 stored frames): scale_frames +
+// (kv_window + max_special_frames) x spacing + 1, spacing = the keyframe interval (exact) or the
+// flow policy's max non-keyframe gap (at least one stored frame per gap, so the caches have filled
+// by then); 0 for a custom keyframe policy (unknown); INT64_MAX when it overflows.
+int64_t min_reference_frame(const SoakOptions& o);
+
+// Fills reference_frame and timing_window when 0 (the defaults above) and throws Error naming the
+// first bad option (exit 1: a value out of range). A default that cannot be derived (--frames too
+// short for the bounded caches to fill before the last frame) is a usage error naming the minimum
+// reference frame (CLI::ValidationError: exit 2, as options that need each other).
+void validate(SoakOptions& o);
+// Runs on a copy of `options` (validated and defaults filled: SoakResult::options).
+SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& options, SoakObserver* observer);
 
 void write_soak_csv(const std::string& path, const SoakResult& r);
 std::string soak_summary_line(const SoakResult& r);

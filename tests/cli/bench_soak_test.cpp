@@ -134,3 +134,136 @@ TEST(BenchSoak, AFailingCheckExits1) {
 }
 
 }  // namespace
+
+// Short runs and the defaults (README "Soak"): the formulas are exact from any reference frame,
+// also one before the KV window is full, and the defaults follow --frames.
+namespace bench_soak_short {
+
+using namespace run_test;
+
+std::string tiny_soak(const std::string& args) { return "bench soak --model " + kTestdata + "/tiny/model.pt " + args; }
+
+// The header line's "reference frame R, timing window T".
+std::string header_reference(const std::string& out) {
+  const auto pos = out.find("reference frame ");
+  return pos == std::string::npos ? "" : out.substr(pos, out.find('\n', pos) - pos);
+}
+
+// Before the window (8 scale frames + 64) is full, every stored frame still adds its patches: the
+// KV used formula counts them (it assumed a full window: "FAIL: KV used bytes grew 5652480 != formula
+// 737280").
+TEST(BenchSoak, AReferenceFrameBeforeTheWindowIsFullPassesByTheFormula) {
+  const Result r = run_cli(tiny_soak("--frames 60 --reference-frame 30 --timing-window 20"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "\nPASS: unbounded: KV and camera-head growth equal the formulas exactly\n")) << r.out;
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["kv_used_growth"], "5652480");
+  EXPECT_EQ(s["kv_used_formula"], "5652480");
+  EXPECT_EQ(s["kv_reserved_growth"], s["kv_reserved_formula"]);
+  EXPECT_EQ(s["camera_growth"], s["camera_formula"]);
+  // The other backends, from the first frame on (before the scale phase) and mid-window.
+  for (const char* backend : {"dense", "dense-full"})
+    for (const char* ref : {"1", "10"}) {
+      const Result b = run_cli(tiny_soak(std::string("--frames 24 --reference-frame ") + ref +
+                                         " --timing-window 1 --scale-frames 4 --kv-window 8 --kv-backend " + backend));
+      ASSERT_EQ(b.exit_code, 0) << backend << " " << ref << "\n" << b.out << b.err;
+      auto bs = summary_of(b.out);
+      EXPECT_EQ(bs["kv_used_growth"], bs["kv_used_formula"]) << backend << " " << ref;
+      EXPECT_EQ(bs["camera_growth"], bs["camera_formula"]) << backend << " " << ref;
+      EXPECT_GT(std::stoll(bs["kv_used_growth"]), 0) << backend << " " << ref;
+    }
+}
+
+// With the bound, a reference frame just after the caches fill (scale 2 + window 3 + kept 8 + 1 = 14
+// stored frames) is where the paged special stream still allocates its last pages (6 frames' specials
+// a page): the reserved formula counts them; KV used and the camera head are flat.
+TEST(BenchSoak, BoundedFromTheFillFrameTheSpecialPagesFollowTheFormula) {
+  const Result r = run_cli(tiny_soak("--frames 24 --reference-frame 14 --timing-window 1 --max-special-frames 8 "
+                                     "--scale-frames 2 --kv-window 3"));
+  if (r.exit_code != 0) {  // only the time criterion may fail (a 1-frame median on a shared machine)
+    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+    ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << r.err;
+    ASSERT_FALSE(contains(r.err, "grew")) << r.err;
+  }
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["kv_reserved_growth"], "163840");  // one special page: 2 x 40 slots x 128 x 4 B x 4 blocks
+  EXPECT_EQ(s["kv_reserved_formula"], "163840");
+  EXPECT_EQ(s["kv_used_growth"], "0");
+  EXPECT_EQ(s["kv_used_formula"], "0");
+  EXPECT_EQ(s["camera_growth"], "0");
+  EXPECT_EQ(s["camera_formula"], "0");
+}
+
+// The defaults follow --frames: reference frame min(1000, frames / 2), timing window min(200, the
+// reference frame); an explicit --reference-frame alone sets the window too.
+TEST(BenchSoak, DefaultsFollowFrames) {
+  const Result r = run_cli(tiny_soak("--frames 100"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(header_reference(r.out), "reference frame 50, timing window 50") << r.out;
+  EXPECT_EQ(summary_of(r.out)["reference_frame"], "50");
+  EXPECT_TRUE(contains(r.out, "\nPASS: unbounded: KV and camera-head growth equal the formulas exactly\n")) << r.out;
+  const Result ref = run_cli(tiny_soak("--frames 60 --reference-frame 30"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
+  EXPECT_EQ(header_reference(ref.out), "reference frame 30, timing window 30") << ref.out;
+  EXPECT_EQ(summary_of(ref.out)["pass"], "yes");
+}
+
+// With the bound the default reference frame is the fill frame plus up to 199 frames (halfway to the
+// last frame when fewer remain), and the timing window holds only filled frames: 40 frames, fill at
+// 14 -> reference 14 + (40 - 1 - 14) / 2 = 26, window 26 - 14 + 1 = 13.
+TEST(BenchSoak, BoundedDefaultsStartAtTheFillFrame) {
+  const Result r = run_cli(tiny_soak("--frames 40 --max-special-frames 8 --scale-frames 2 --kv-window 3"));
+  if (r.exit_code != 0) {  // only the time criterion may fail
+    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+    ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << r.err;
+  }
+  EXPECT_EQ(header_reference(r.out), "reference frame 26, timing window 13") << r.out;
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["kv_used_growth"], "0");
+  EXPECT_EQ(s["kv_reserved_growth"], s["kv_reserved_formula"]);
+  EXPECT_EQ(s["camera_growth"], "0");
+  // Fill frame 4 + (8 + 2) x 3 + 1 = 35 (interval 3): reference 35 + (40 - 1 - 35) / 2 = 37, window 3.
+  const Result k = run_cli(tiny_soak("--frames 40 --max-special-frames 2 --scale-frames 4 --kv-window 8 "
+                                     "--keyframe-interval 3"));
+  if (k.exit_code != 0) {
+    ASSERT_EQ(k.exit_code, 1) << k.out << k.err;
+    ASSERT_TRUE(contains(k.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << k.err;
+  }
+  EXPECT_EQ(header_reference(k.out), "reference frame 37, timing window 3") << k.out;
+  EXPECT_EQ(summary_of(k.out)["kv_used_growth"], "0");
+}
+
+// Too few frames for the bounded caches to fill before the last frame: refused up front, naming the
+// minimum reference frame (a usage error, before the model loads).
+TEST(BenchSoak, TooFewFramesForTheBoundAreRefused) {
+  const Result r = run_cli(tiny_soak("--frames 100 --max-special-frames 64"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "error: --frames 100 is too few for --max-special-frames 64: the reference frame must be at least "
+                   "137, the frame by which the bounded caches have filled (scale frames 8 + (KV window 64 + max "
+                   "special frames 64) x keyframe interval 1 + 1); give --frames 138 or more\n"
+                   "Run 'lingbot-map bench soak --help' for usage.\n");
+  const Result flow = run_cli(tiny_soak("--frames 80 --max-special-frames 4 --kv-window 4 --scale-frames 2 "
+                                        "--keyframe-interval flow --max-non-keyframe-gap 10"));
+  EXPECT_EQ(flow.exit_code, 2);
+  EXPECT_EQ(flow.err, "error: --frames 80 is too few for --max-special-frames 4: the reference frame must be at "
+                      "least 83, the frame by which the bounded caches have filled (scale frames 2 + (KV window 4 + "
+                      "max special frames 4) x max non-keyframe gap 10 + 1, at the latest); give --frames 84 or "
+                      "more, or --reference-frame (flow keyframes may fill them sooner)\n"
+                      "Run 'lingbot-map bench soak --help' for usage.\n");
+}
+
+// Explicit values are checked as given, with their messages.
+TEST(BenchSoak, ExplicitReferenceAndWindowAreChecked) {
+  const Result r = run_cli(tiny_soak("--frames 30 --reference-frame 30"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --reference-frame must be in [1, --frames = 30), got 30\n");
+  const Result w = run_cli(tiny_soak("--frames 30 --reference-frame 10 --timing-window 11"));
+  EXPECT_EQ(w.exit_code, 1);
+  EXPECT_EQ(w.err, "error: --timing-window must be in [1, --reference-frame = 10], got 11\n");
+  const Result d = run_cli(tiny_soak("--frames 30 --timing-window 16"));  // default reference frame 15
+  EXPECT_EQ(d.exit_code, 1);
+  EXPECT_EQ(d.err, "error: --timing-window must be in [1, --reference-frame = 15], got 16\n");
+}
+
+}  // namespace bench_soak_short
