@@ -27,6 +27,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -608,6 +609,21 @@ int run_command(const RunArgs& a) {
               input.count ? std::to_string(*input.count).c_str()
                           : (input.estimated ? ("about " + std::to_string(*input.estimated)).c_str() : "unknown"),
               W, H, a.preprocess.c_str());
+  if (input.kind == "images") {
+    // Frames of another image format in the folder are not read (as upstream): say so, not silently.
+    const std::map<std::string, int64_t> unread = io::unread_image_files(input.path);
+    if (!unread.empty()) {
+      int64_t total = 0;
+      std::string kinds;
+      for (const auto& [ext, n] : unread) {
+        total += n;
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
+      }
+      std::printf("notice: %lld image file%s of another format in the folder %s not read (%s): frames are .jpg, "
+                  ".jpeg, .png and .bmp files\n",
+                  static_cast<long long>(total), total == 1 ? "" : "s", total == 1 ? "is" : "are", kinds.c_str());
+    }
+  }
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
   const std::string window = backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
@@ -643,7 +659,7 @@ int run_command(const RunArgs& a) {
   json options = {{"image_size", pre.image_size},
                   {"mode", a.modes.mode},
                   {"preprocess", a.preprocess},
-                  {"fps", a.fps},
+                  {"fps", input.kind == "video" || input.kind == "live" ? json(a.fps) : json()},  // video only
                   {"first_k", a.first_k},
                   {"stride", a.stride},
                   {"rotate_cw90", a.rotate_cw90},
@@ -666,7 +682,7 @@ int run_command(const RunArgs& a) {
                   {"kv_backend", a.kv_backend},
                   {"kv_dtype", a.kv_dtype},
                   {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
-                  {"threads", a.threads},
+                  {"threads", resolve_threads(a.threads)},  // in effect (0 = all cores resolved), as Python's
                   {"pipeline", a.pipeline},
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},

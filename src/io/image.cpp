@@ -7,7 +7,9 @@
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <string_view>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -613,23 +615,49 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
   return probe_image(read_file_bytes(path, "image file"), path.string());
 }
 
-std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
+namespace {
+
+// The visible (not hidden) files directly inside `dir` with their lower-case extensions.
+std::vector<std::pair<std::filesystem::path, std::string>> folder_files(const std::filesystem::path& dir) {
   std::error_code ec;
   check_path_exists(dir, "image folder");
   LINGBOT_CHECK(std::filesystem::is_directory(dir, ec), "not a folder: ", dir.string());
-  std::vector<std::filesystem::path> files;
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     // Hidden files (macOS's "._a.png" AppleDouble companions, editors' ".a.png.swp") are not frames;
     // upstream's glob skips them too.
     if (entry.is_directory(ec) || entry.path().filename().string().starts_with(".")) continue;
     std::string ext = entry.path().extension().string();
     for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp") files.push_back(entry.path());
+    files.emplace_back(entry.path(), std::move(ext));
   }
+  return files;
+}
+
+bool is_frame_extension(const std::string& ext) {
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (auto& [path, ext] : folder_files(dir))
+    if (is_frame_extension(ext)) files.push_back(std::move(path));
   LINGBOT_CHECK(!files.empty(), "no images (.jpg, .jpeg, .png, .bmp) in ", dir.string());
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.filename().string() < b.filename().string(); });
   return files;
+}
+
+std::map<std::string, int64_t> unread_image_files(const std::filesystem::path& dir) {
+  static constexpr std::string_view kOtherImages[] = {".webp", ".tif", ".tiff", ".jpe", ".jfif", ".gif",
+                                                      ".heic", ".heif", ".avif", ".jp2", ".ppm", ".pgm",
+                                                      ".pnm",  ".tga", ".exr",  ".dng"};
+  std::map<std::string, int64_t> counts;
+  for (const auto& [path, ext] : folder_files(dir))
+    if (std::find(std::begin(kOtherImages), std::end(kOtherImages), ext) != std::end(kOtherImages)) ++counts[ext];
+  return counts;
 }
 
 }  // namespace lingbot::io

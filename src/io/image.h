@@ -18,6 +18,7 @@
 //    an error ("image file is truncated"), while recoverable corruption is decoded silently.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,5 +95,10 @@ ImageSize probe_image_size(const std::filesystem::path& path);
 // Errors: "image folder not found: <dir>", "not a folder: <dir>",
 // "no images (.jpg, .jpeg, .png, .bmp) in <dir>".
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);
+
+// Files directly inside `dir` (not hidden) in an image format list_image_files does not read (.webp,
+// .tif, .tiff, .jpe, .gif, .heic, ...): extension (lower case) -> count, for the notice that they
+// are not frames. Errors as list_image_files for a missing folder.
+std::map<std::string, int64_t> unread_image_files(const std::filesystem::path& dir);
 
 }  // namespace lingbot::io

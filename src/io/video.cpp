@@ -299,6 +299,11 @@ void VideoReader::open(double target_fps) {
       if (std::fabs(theta - 90.0 * quarter) < 2) s.info.rotation = static_cast<int>(quarter % 4) * 90;
     }
   }
+  // Frames are sized to the stream's stated size (the canvas): a stream without one is one FFmpeg
+  // cannot decode (its animated WebP demuxer, for one, hands the decoder nothing it can read).
+  LINGBOT_CHECK(st->codecpar->width > 0 && st->codecpar->height > 0, "cannot open video ", s.path, ": its ",
+                decoder->name, " stream states no frame size (", st->codecpar->width, "x", st->codecpar->height,
+                "); FFmpeg cannot decode this file");
   const bool swap = s.info.rotation == 90 || s.info.rotation == 270;
   s.info.width = swap ? st->codecpar->height : st->codecpar->width;
   s.info.height = swap ? st->codecpar->width : st->codecpar->height;

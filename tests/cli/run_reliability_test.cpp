@@ -437,4 +437,23 @@ TEST(RunReliability, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
   EXPECT_EQ(poses.at("frames")[2].at("source"), "00000\xEF\xBF\xBD.png");
 }
 
+// Frames in another image format in the folder (.webp, .tif, ...) are not read, as upstream; the run
+// says how many, so a sequence missing every other frame is not a surprise.
+TEST(RunReliability, ImagesOfAnotherFormatAreNamedInANotice) {
+  const fs::path dir = fresh_dir("other_formats") / "frames";
+  fs::create_directories(dir);
+  for (int i = 0; i < 3; ++i)
+    fs::copy_file(fs::path(kTinyFrames) / ("00000" + std::to_string(i) + ".png"), dir / ("a" + std::to_string(i) + ".png"));
+  for (const char* name : {"b0.webp", "b1.WEBP", "c0.tif", "notes.txt", ".hidden.tif"}) write_file(dir / name, "x");
+  const Result r = run_cli("run --images " + dir.string() + " --model " + kTinyModel + kTinyRunArgs +
+                           " --export poses --out " + (dir.parent_path() / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "notice: 3 image files of another format in the folder are not read (1 .tif, 2 .webp): "
+                              "frames are .jpg, .jpeg, .png and .bmp files\n"))
+      << r.out;
+  const Result plain = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel + kTinyRunArgs +
+                               " --export poses --out " + (dir.parent_path() / "out2").string());
+  EXPECT_FALSE(contains(plain.out, "notice: ")) << plain.out;
+}
+
 }  // namespace

@@ -5,6 +5,7 @@ on white, convert("RGB")) and resizes it with PIL's bicubic filter (lingbot_map/
 are Pillow's own output for the same files and arrays: equality, no tolerance."""
 import io
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -115,7 +116,6 @@ def test_decoded_files_equal_pillow(tmp_path):
 def test_pillow_reads_the_preprocessed_frames_run_exports(tmp_path, cli):
     """`run --export-preprocessed DIR` writes the model inputs as PNGs: Pillow reads back exactly the
     floats the model saw (x 255)."""
-    import subprocess
     frames = tmp_path / "frames"
     frames.mkdir()
     for i in range(3):
@@ -130,3 +130,17 @@ def test_pillow_reads_the_preprocessed_frames_run_exports(tmp_path, cli):
         back = np.asarray(Image.open(p).convert("RGB"), dtype=np.uint8)
         want = pillow_preprocess(pillow_load(frames / f"{i:03d}.jpg"), "crop", 112)
         assert np.array_equal(back.astype(np.float32).transpose(2, 0, 1) / np.float32(255), want), p.name
+
+
+def test_an_animated_webp_is_refused_naming_the_file(cli, tmp_path):
+    # FFmpeg's WebP demuxer gives animated files a stream of no size its decoder can read: one error
+    # line naming the file (it was "image size must be positive, got 0x0").
+    frames = [Image.new("RGB", (64, 48), (40 * i, 0, 0)) for i in range(3)]
+    path = tmp_path / "clip.webp"
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    proc = subprocess.run([str(cli), "run", "--video", str(path), "--model", str(TINY / "model.pt"), *TINY_CLI_OPTIONS,
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == (f"error: cannot open video {path}: its webp stream states no frame size (0x0); "
+                           "FFmpeg cannot decode this file\n")
+    assert not (tmp_path / "out").exists()
