@@ -428,9 +428,12 @@ void add_bench_command(CLI::App& app) {
                   "--kv-backend", "--attention", sa->kv_backend);
   soak->add_option("--kv-dtype", sa->kv_dtype, "f32 | f16 | bf16")->capture_default_str();
   soak->add_option("--threads", sa->o.threads, "OpenMP threads (0 = all cores)")->capture_default_str();
-  soak->add_option("--reference-frame", sa->o.reference_frame, "frame compared with the last one")
-      ->capture_default_str();
-  soak->add_option("--timing-window", sa->o.timing_window, "frames per per-frame-time median")->capture_default_str();
+  soak->add_option("--reference-frame", sa->o.reference_frame,
+                   "frame compared with the last one; default (0): min(1000, --frames / 2), with --max-special-frames "
+                   "at least the frame the bounded caches fill by (README \"Soak\")");
+  soak->add_option("--timing-window", sa->o.timing_window,
+                   "frames per per-frame-time median; default (0): min(200, the frames from that fill frame to the "
+                   "reference frame)");
   soak->add_option("--csv", sa->csv, "write one row per frame to this CSV file");
   soak->callback([sa] { run_bench_soak(*sa); });
 
