@@ -241,11 +241,14 @@ std::string fmt_duration(double s) {
 class Progress {
  public:
   Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total), start_(Clock::now()) {}
-  void update(int64_t done, const FrameResult& r, double kv_bytes) {
+  // done: frames written; computed: frames the model has finished (>= done: a scale phase finishes its
+  // frames at once), which the rate and the ETA count.
+  void update(int64_t done, int64_t computed, const FrameResult& r, double kv_bytes) {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double fps = secs > 0 ? static_cast<double>(done) / secs : 0;
+    const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
     std::string eta;
-    if (total_ && fps > 0 && *total_ >= done) eta = "  ETA " + fmt_duration(static_cast<double>(*total_ - done) / fps);
+    if (total_ && fps > 0 && *total_ >= computed)
+      eta = "  ETA " + fmt_duration(static_cast<double>(*total_ - computed) / fps);
     const std::string of = total_ ? "/" + std::to_string(*total_) : "";
     if (bar_) {
       std::string line = "\r";
@@ -354,6 +357,7 @@ struct WriteJob {
   FrameResult result;
   PendingFrame frame;
   double cache_bytes = 0;
+  int64_t computed = 0;  // frames the model had finished with this one (a scale phase finishes several at once)
 };
 
 ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
@@ -766,7 +770,7 @@ int run_command(const RunArgs& a) {
       live.set_frames(frames_done);
       if (r.is_keyframe) ++keyframes;
       frame_types.push_back(static_cast<int>(r.frame_type));
-      progress.update(frames_done, r, job.cache_bytes);
+      progress.update(frames_done, job.computed, r, job.cache_bytes);
     };
 
     // --pipeline on: a reader thread decodes and preprocesses ahead (not for a live source: it must
@@ -791,12 +795,14 @@ int run_command(const RunArgs& a) {
       return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image)};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
+    int64_t computed = 0;
     auto deliver = [&](std::vector<FrameResult>&& results) {
       const double cache_bytes = static_cast<double>(session.stats().cache.bytes_reserved);
+      computed += static_cast<int64_t>(results.size());
       for (FrameResult& r : results) {
         LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
                       r.frame_index, " does not match the frames pushed");
-        WriteJob job{std::move(r), std::move(pending.front()), cache_bytes};
+        WriteJob job{std::move(r), std::move(pending.front()), cache_bytes, computed};
         pending.pop_front();
         if (!writer) {
           write_result(job);
