@@ -37,6 +37,12 @@ from ._lingbot_map import (  # noqa: F401
 )
 from . import _lingbot_map as _native
 
+import difflib as _difflib
+import functools as _functools
+import operator as _operator
+import re as _re
+import types as _types
+
 
 # pickle's constructors of a Result and a Model (their __reduce__ names these): the native functions
 # as Python functions, which pickle can refer to by name.
@@ -46,6 +52,121 @@ def _result_from_state(state):
 
 def _model_from_state(state):
     return _native._model_from_state(state)
+
+
+# Argument errors as Python's own functions word them. pybind11 answers a call it cannot match (an
+# unknown or missing keyword, too many positional arguments) with "f(): incompatible function
+# arguments" and every signature, never naming the argument; and an int that the parameter's C++ type
+# cannot hold comes as a ValueError that cannot name it (strict_args.h). So each public function and
+# method is replaced, once, here, by _native._ArgumentErrors(native, describe): a callable written in
+# C++ that calls the native function (no Python frame: tracebacks and the warnings' stacklevel stay
+# as they were) and, on TypeError or ValueError only, asks describe() for a better error: the call
+# compared with the parameters pybind11 records (its signature, the docstring's first line). Other
+# errors (an argument of the wrong type: pybind11's message) come as they are.
+_INCOMPATIBLE = _re.compile(r"\w+\(\): incompatible (function|constructor) arguments\.")
+
+
+def _parameters(native):
+    """[(name, has_default, keyword_only)] from pybind11's signature line; None if it takes **kwargs."""
+    sig = (native.__doc__ or "").splitlines()[0] if native.__doc__ else ""
+    if "(" not in sig or ") ->" not in sig:
+        return None
+    inner = sig[sig.index("(") + 1: sig.rindex(") ->")]
+    out, keyword_only = [], False
+    for part in _re.split(r", (?=\*|\w+: )", inner) if inner else []:
+        if part == "*":
+            keyword_only = True
+            continue
+        if part.startswith("*"):  # *args / **kwargs: pybind11 takes anything there
+            return None
+        out.append((part.split(":", 1)[0], " = " in part, keyword_only))
+    return out
+
+
+def _call_problem(name, params, args, kwargs):
+    """What Python would say about this call of `name` with `params`, or None (an argument's type)."""
+    names = [p[0] for p in params]
+    for key in kwargs:
+        if key not in names or key == "self":
+            close = _difflib.get_close_matches(key, [n for n in names if n != "self"], n=1)
+            return f"{name}() got an unexpected keyword argument '{key}'" + (
+                f" (did you mean '{close[0]}'?)" if close else "")
+    positional = [p for p in params if not p[2]]
+    if len(args) > len(positional):
+        counted = [p for p in positional if p[0] != "self"]
+        given = len(args) - (len(positional) - len(counted))
+        return (f"{name}() takes {len(counted)} positional argument{'s' if len(counted) != 1 else ''} but {given} "
+                f"{'was' if given == 1 else 'were'} given")
+    for n in names[:len(args)]:
+        if n in kwargs:
+            return f"{name}() got multiple values for argument '{n}'"
+    for keyword_only in (False, True):
+        missing = [f"'{n}'" for n, has_default, kw in params[len(args):]
+                   if kw == keyword_only and not has_default and n not in kwargs]
+        if missing:
+            listed = missing[0] if len(missing) == 1 else (
+                " and ".join(missing) if len(missing) == 2 else ", ".join(missing[:-1]) + ", and " + missing[-1])
+            return (f"{name}() missing {len(missing)} required {'keyword-only' if keyword_only else 'positional'} "
+                    f"argument{'s' if len(missing) != 1 else ''}: {listed}")
+    return None
+
+
+def _int_argument(params, args, kwargs, value):
+    """The name of the first argument (in parameter order) holding the int `value`, or None."""
+    names = [p[0] for p in params]
+    given = list(zip(names, args)) + sorted(kwargs.items(), key=lambda kv: names.index(kv[0]) if kv[0] in names else 0)
+    for n, v in given:
+        if v is value:
+            return n
+    for n, v in given:
+        try:
+            if not isinstance(v, bool) and _operator.index(v) == value:
+                return n
+        except TypeError:
+            pass
+    return None
+
+
+def _checked(native, name, qualname):
+    """native wrapped in _ArgumentErrors, with its name, doc, ... (functools.wraps), or native itself."""
+    params = _parameters(native)
+    if params is None:
+        return native
+
+    def describe(args, kwargs, error):
+        kwargs = kwargs or {}
+        if isinstance(error, TypeError) and _INCOMPATIBLE.match(str(error)):
+            problem = _call_problem(name, params, args, kwargs)
+            return None if problem is None else TypeError(problem)
+        value = getattr(error, "_lingbot_int_arg", None)
+        if isinstance(error, ValueError) and value is not None:
+            arg = _int_argument(params, args, kwargs, value)
+            if arg is not None:
+                return ValueError(f"{arg} must be an int in {error._lingbot_int_range}, got {value}")
+        return None
+
+    checked = _functools.wraps(native)(_native._ArgumentErrors(native, describe))
+    checked.__module__, checked.__qualname__ = __name__, qualname
+    return checked
+
+
+def _check_arguments():
+    for public in __all__:
+        obj = globals()[public]
+        if isinstance(obj, _types.BuiltinFunctionType):
+            globals()[public] = _checked(obj, public, public)
+            continue
+        if not isinstance(obj, type) or issubclass(obj, BaseException):
+            continue
+        cls = obj
+        for attr, value in list(vars(cls).items()):
+            if attr.startswith("_") and attr != "__init__":
+                continue
+            name, qualname = cls.__name__ if attr == "__init__" else f"{cls.__name__}.{attr}", f"{cls.__name__}.{attr}"
+            if isinstance(value, staticmethod) and isinstance(value.__func__, _types.BuiltinFunctionType):
+                setattr(cls, attr, staticmethod(_checked(value.__func__, name, qualname)))
+            elif isinstance(getattr(value, "__func__", None), _types.BuiltinFunctionType):  # pybind11's instancemethod
+                setattr(cls, attr, _checked(value.__func__, name, qualname))
 
 
 __all__ = [
@@ -67,3 +188,5 @@ __all__ = [
     "select_points",
     "verify",
 ]
+
+_check_arguments()

@@ -32,4 +32,5 @@ PYBIND11_MODULE(_lingbot_map, m) {
   bind_reconstruct(m);
   bind_exporter(m);
   bind_functions(m);
+  bind_argument_errors(m);
 }

@@ -2,6 +2,8 @@
 #include "options.h"
 
 #include <memory>
+#include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "arrays.h"
@@ -106,6 +108,18 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   check_value(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
   check_value(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
   check_value(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
+  // The upper bounds and the combination the Session constructor refuses (resolve() in
+  // src/pipeline/session.cpp, which the engine does not export): the same constants and messages, here
+  // so that they are ValueErrors raised before any Session is built, as the lower bounds above.
+  const int threads = resolve_threads(a.threads);
+  for (const auto& [name, value, bound] : {std::tuple{"scale_frames", *a.scale_frames, kMaxScaleFrames},
+                                           std::tuple{"kv_window", *a.kv_window, kMaxKvWindow},
+                                           std::tuple{"camera_iterations", *a.camera_iterations, kMaxCameraIterations},
+                                           std::tuple{"threads", threads, kMaxThreads}})
+    check_value(value <= bound, name, " must be at most ", bound, ", got ", value,
+                std::string_view(name) == "threads" && a.threads == 0 ? " (0 = all: OpenMP's thread count)" : "");
+  check_value(so.kv_backend != KVBackend::DenseFull || a.max_special_frames == 0,
+              "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)");
   return so;
 }
 

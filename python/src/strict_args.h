@@ -4,10 +4,14 @@
 // caster (with conversion) takes None, 0 and 1, and its int caster truncates 2.5, Decimal("2.7") or
 // np.float32(2.5): a flag and a count given in each other's place, or a fraction for a count, would
 // run with a value nobody asked for. These refuse them (pybind11's TypeError naming the call and the
-// arguments given), as keyframe_interval= does. Each converts to its C++ type implicitly.
+// arguments given), as keyframe_interval= does; an int that T cannot hold (scale_frames=2**40) is a
+// ValueError (raise_int_out_of_range). Each converts to its C++ type implicitly.
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
 
 namespace lingbot::python {
 
@@ -21,6 +25,26 @@ struct StrictBool {  // True / False or numpy.bool_
   bool value = false;
   operator bool() const { return value; }
 };
+
+// The ValueError for an int argument outside the range of its C++ type T (pybind11 would raise its
+// TypeError "incompatible function arguments", as for a value of the wrong type): "an int argument must
+// be in LO..HI, got V". The caster does not know the argument's name: the exception carries the
+// Python int as `_lingbot_int_arg` and lingbot_map/__init__.py, which knows the call, names the
+// argument ("scale_frames must be an int in LO..HI, got V").
+template <typename T>
+[[noreturn]] void raise_int_out_of_range(pybind11::handle src) {
+  namespace py = pybind11;
+  const auto value = py::reinterpret_steal<py::object>(PyNumber_Index(src.ptr()));
+  if (!value) throw py::error_already_set();
+  const std::string range = std::to_string(std::numeric_limits<T>::min()) + ".." +
+                            std::to_string(std::numeric_limits<T>::max());
+  const std::string message = "an int argument must be in " + range + ", got " + std::string(py::str(value));
+  py::object error = py::reinterpret_borrow<py::object>(PyExc_ValueError)(message);
+  error.attr("_lingbot_int_arg") = value;
+  error.attr("_lingbot_int_range") = range;
+  PyErr_SetObject(PyExc_ValueError, error.ptr());
+  throw py::error_already_set();
+}
 
 // The bindings' short names for them.
 using Int = StrictInt<int>;
@@ -38,9 +62,12 @@ struct type_caster<lingbot::python::StrictInt<T>> {
     if (PyBool_Check(src.ptr())) return false;
     make_caster<T> inner;
     // Without conversion: an int or __index__ only (with it, pybind11 would truncate 2.5, Decimal, ...).
-    if (!inner.load(src, /*convert=*/false)) return false;
-    value.value = cast_op<T>(inner);
-    return true;
+    if (inner.load(src, /*convert=*/false)) {
+      value.value = cast_op<T>(inner);
+      return true;
+    }
+    if (PyFloat_Check(src.ptr()) || !PyIndex_Check(src.ptr())) return false;  // not an int: TypeError
+    lingbot::python::raise_int_out_of_range<T>(src);  // an int that T cannot hold: ValueError
   }
   static handle cast(const lingbot::python::StrictInt<T>& v, return_value_policy policy, handle parent) {
     return make_caster<T>::cast(v.value, policy, parent);
