@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <limits>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -49,15 +50,33 @@ std::string config_value_text(const py::handle& v) {
                        py::str(py::type::of(v).attr("__name__")).cast<std::string>());
 }
 
+// Whether `key` is a section of the configuration ("camera") or one of its settings ("camera.num_iterations").
+bool config_section(const std::string& key) {
+  for (const std::string& k : ModelConfig::settable_keys())
+    if (k.size() > key.size() && k.starts_with(key) && k[key.size()] == '.') return true;
+  return false;
+}
+bool config_setting(const std::string& key) {
+  for (const std::string& k : ModelConfig::settable_keys())
+    if (k == key) return true;
+  return false;
+}
+
 // {"camera": {"num_iterations": 4}} or {"camera.num_iterations": 4} -> [("camera.num_iterations", "4")].
 void flatten_config(const py::dict& d, const std::string& prefix, ConfigOverrides* out) {
   for (const auto& [k, v] : d) {
     if (!py::isinstance<py::str>(k)) throw py::type_error("config keys must be str, got " + py::repr(k).cast<std::string>());
     const std::string key = prefix.empty() ? k.cast<std::string>() : prefix + "." + k.cast<std::string>();
+    const std::string type = py::str(py::type::of(v).attr("__name__")).cast<std::string>();
     if (py::isinstance<py::dict>(v)) {
+      if (config_setting(key))  // {"camera": {"num_iterations": {...}}}: a value, not a section
+        throw py::type_error("config value " + key + " must be bool, int, float, str or a list of numbers, got dict");
       flatten_config(v.cast<py::dict>(), key, out);
       continue;
     }
+    if (config_section(key))  // {"kv_cache": 5}: the section exists, its value is no dict of settings
+      throw py::type_error("config section " + key + " must be a dict of its settings ({'" + key +
+                           "': {'<setting>': value}}), got " + type);
     // {"camera.num_iterations": 2, "camera": {"num_iterations": 3}}: which one was meant?
     for (const auto& [seen, value] : *out)
       if (seen == key) throw py::value_error("config gives " + key + " twice (as a dotted key and nested)");
@@ -161,8 +180,41 @@ py::tuple PyModel::getstate() const {
 }
 
 PyModel PyModel::setstate(const py::tuple& t) {
-  if (t.size() != 6 || t[0].cast<int>() != 1) throw py::value_error("not a pickled lingbot_map.Model of this version");
-  if (t[1].is_none()) return demo({t[3].cast<uint64_t>()}, t[4].cast<std::string>(), "cpu");
+  if (t.size() != 6 || !py::isinstance<py::int_>(t[0]) || py::isinstance<py::bool_>(t[0]) ||
+      PyObject_RichCompareBool(t[0].ptr(), py::int_(1).ptr(), Py_EQ) != 1)
+    throw py::value_error("not a pickled lingbot_map.Model of this version");
+  // A pickle can hold anything: each field must have the type getstate() writes.
+  const auto refuse = [](const std::string& what) { throw py::value_error("not a pickled lingbot_map.Model: " + what); };
+  const auto type_name = [](const py::handle& v) { return py::str(py::type::of(v).attr("__name__")).cast<std::string>(); };
+  const auto str_field = [&](size_t i, const char* name) {
+    if (!py::isinstance<py::str>(t[i])) refuse(std::string(name) + " is " + type_name(t[i]) + ", not str");
+  };
+  if (!t[1].is_none()) str_field(1, "the checkpoint path");
+  if (!py::isinstance<py::list>(t[2])) refuse("the config overrides are " + type_name(t[2]) + ", not a list");
+  for (const auto& kv : t[2].cast<py::list>())
+    if (!py::isinstance<py::tuple>(kv) || py::len(kv) != 2 || !py::isinstance<py::str>(kv.cast<py::tuple>()[0]) ||
+        !py::isinstance<py::str>(kv.cast<py::tuple>()[1]))
+      refuse("a config override is not a (key, value) pair of str");
+  if (!py::isinstance<py::int_>(t[3]) || py::isinstance<py::bool_>(t[3]))
+    refuse("the seed is " + type_name(t[3]) + ", not int");
+  str_field(4, "the weights dtype");
+  str_field(5, "the source");
+  DType dtype{};
+  try {
+    dtype = parse_dtype(t[4].cast<std::string>());
+  } catch (const Error& e) {
+    refuse(std::string("weights dtype: ") + e.what());
+  }
+  if (t[1].is_none()) {
+    uint64_t seed = 0;
+    try {
+      seed = t[3].cast<uint64_t>();
+    } catch (const py::cast_error&) {
+      refuse("the seed " + std::string(py::str(t[3])) + " is not in 0.." +
+             std::to_string(std::numeric_limits<uint64_t>::max()));
+    }
+    return demo({seed}, t[4].cast<std::string>(), "cpu");
+  }
   const fs::path path = fs_encode(t[1].cast<py::str>());
   LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
   ConfigOverrides overrides;
@@ -171,7 +223,7 @@ PyModel PyModel::setstate(const py::tuple& t) {
     overrides.emplace_back(pair[0].cast<std::string>(), pair[1].cast<std::string>());
   }
   ModelLoadOptions lo;
-  lo.weights_dtype = parse_dtype(t[4].cast<std::string>());
+  lo.weights_dtype = dtype;
   PyModel m;
   {
     py::gil_scoped_release nogil;

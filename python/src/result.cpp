@@ -47,21 +47,48 @@ PyResult PyResult::setstate(const py::tuple& t) {
 }
 
 PyResult PyResult::setstate_checked(const py::tuple& t) {
-  if (t.size() != 13 || !py::isinstance<py::int_>(t[0]) || t[0].cast<int>() != 2)
+  if (t.size() != 13 || !py::isinstance<py::int_>(t[0]) || py::isinstance<py::bool_>(t[0]) ||
+      PyObject_RichCompareBool(t[0].ptr(), py::int_(2).ptr(), Py_EQ) != 1)
     throw py::value_error("not a pickled lingbot_map.Result of this version");
+  // A pickle can hold anything: every field must have the type getstate() writes.
+  const auto refuse = [](const std::string& what) { throw py::value_error("not a pickled lingbot_map.Result: " + what); };
+  const auto type_name = [](const py::handle& v) { return py::str(py::type::of(v).attr("__name__")).cast<std::string>(); };
+  const auto is_int = [](const py::handle& v) { return py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v); };
+  const auto int_field = [&](size_t i, const char* name) -> int64_t {
+    const py::object v = t[i];
+    if (!is_int(v)) refuse(std::string(name) + " is " + type_name(v) + ", not int");
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow != 0) refuse(std::string(name) + " " + std::string(py::str(v)) + " is out of range");
+    return n;
+  };
+  const auto float_field = [&](size_t i, const char* name) {
+    const py::object v = t[i];
+    if (!py::isinstance<py::float_>(v) && !is_int(v)) refuse(std::string(name) + " is " + type_name(v) + ", not float");
+    return v.cast<double>();
+  };
+  const auto bool_field = [&](size_t i, const char* name) {
+    const py::object v = t[i];
+    if (!py::isinstance<py::bool_>(v)) refuse(std::string(name) + " is " + type_name(v) + ", not bool");
+    return v.cast<bool>();
+  };
   PyResult r;
-  r.frame_index = t[1].cast<int64_t>();
-  r.is_keyframe = t[2].cast<bool>();
-  const int type = t[3].cast<int>();
+  r.frame_index = int_field(1, "frame_index");
+  r.is_keyframe = bool_field(2, "is_keyframe");
+  const int64_t type = int_field(3, "frame_type");
   if (type < static_cast<int>(FrameType::Scale) || type > static_cast<int>(FrameType::NonKeyframe))
     throw py::value_error("not a pickled lingbot_map.Result: frame type " + std::to_string(type));
   r.frame_type = static_cast<FrameType>(type);
-  r.flow = t[4].cast<double>();
-  r.rope_time_index = t[5].cast<int64_t>();
-  r.window = t[6].cast<int64_t>();
+  r.flow = float_field(4, "flow");
+  r.rope_time_index = int_field(5, "rope_time_index");
+  r.window = int_field(6, "window");
+  if (!py::isinstance<py::str>(t[7])) refuse("source is " + type_name(t[7]) + ", not str");
   r.source = fs_encode(t[7].cast<py::str>());
-  r.timestamp = t[8].cast<double>();
-  r.scale_frames = t[9].cast<int64_t>();
+  r.timestamp = float_field(8, "timestamp");
+  r.scale_frames = int_field(9, "scale_frames");
+  if (!py::isinstance<py::tuple>(t[10])) refuse("the arrays are " + type_name(t[10]) + ", not a tuple");
+  if (!py::isinstance<py::list>(t[11])) refuse("features is " + type_name(t[11]) + ", not a list");
+  const bool seconds = bool_field(12, "the timestamp unit");
   const auto a = t[10].cast<py::tuple>();
   if (a.size() != 10) throw py::value_error("not a pickled lingbot_map.Result of this version");
   // A pickle can hold anything: every array field must be None or a float32 array of its rank.
@@ -91,7 +118,7 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
   for (const auto& f : r.features)
     if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
       throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
-  r.timestamp_unit = t[12].cast<bool>() ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
+  r.timestamp_unit = seconds ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
   return r;
 }
 
