@@ -129,8 +129,8 @@ class PyExporter {
     const int H = static_cast<int>(depth.shape(0)), W = static_cast<int>(depth.shape(1));
     const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
     if (begun_)
-      LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", W, "x", H,
-                    ", earlier frames of this Exporter are ", run_.width, "x", run_.height);
+      LINGBOT_CHECK(W == run_.width && H == run_.height, "frame ", r.frame_index, " is ", H, "x", W,
+                    " (HxW), earlier frames of this Exporter are ", run_.height, "x", run_.width);
     const auto pose_enc = f32_exact(r.pose_enc, {9}, "pose_enc");
     const auto d = f32_exact(r.depth, {H, W}, "depth");
     const auto pts = f32_exact(r.world_points, {H, W, 3}, "world_points");

@@ -77,6 +77,9 @@ void bind_functions(py::module_& m) {
       [](Int64 index, Int width, Int height) {
         check_value(index >= 0, "index must be >= 0, got ", index);
         check_value(width > 0 && height > 0, "width and height must be positive, got ", width, "x", height);
+        // Before allocating: the limit push() and load_image() apply (no frame may be larger).
+        check_value(static_cast<int64_t>(width) * height <= io::kMaxImagePixels, "demo_frame of ", height, "x", width,
+                    " pixels (HxW) would be more than the ", io::kMaxImagePixels, " a frame may have");
         io::ImageU8 img;
         {
           py::gil_scoped_release nogil;

@@ -46,6 +46,12 @@ struct SourceArgs {
   bool rotate_cw90 = false;
 };
 
+// A size as the engine's messages write one (Session.push: "image size 70x112 (HxW) ..."), the order of
+// an array's shape.
+std::string hxw(const io::ImageSize& s) {
+  return std::to_string(s.height) + "x" + std::to_string(s.width) + " (HxW)";
+}
+
 // The frames of a folder, a video or a list of arrays, preprocessed as `run` does.
 class FrameFeed {
  public:
@@ -114,12 +120,10 @@ class ArrayFeed : public FrameFeed {
       const io::ImageSize s{static_cast<int>(f.chw.shape()[2]), static_cast<int>(f.chw.shape()[1])};
       if (s.width % pre_.patch_size != 0 || s.height % pre_.patch_size != 0)
         throw py::value_error(what + ": a float32 model input must be a multiple of the patch size " +
-                              std::to_string(pre_.patch_size) + " on both sides, got " + std::to_string(s.width) + "x" +
-                              std::to_string(s.height));
+                              std::to_string(pre_.patch_size) + " on both sides, got " + hxw(s));
       if (!sizes.empty() && !(sizes.front() == s))
-        throw py::value_error("float32 model inputs must all have one size: images[0] is " +
-                              std::to_string(sizes.front().width) + "x" + std::to_string(sizes.front().height) + ", " +
-                              what + " is " + std::to_string(s.width) + "x" + std::to_string(s.height));
+        throw py::value_error("float32 model inputs must all have one size: images[0] is " + hxw(sizes.front()) + ", " +
+                              what + " is " + hxw(s));
       sizes.push_back(s);
     }
     canvas = io::batch_canvas_size(sizes);
@@ -194,7 +198,7 @@ class PyReconstruction {
     }
     const int patch = pre.patch_size;
     check_value(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",
-                  feed_->canvas.width, "x", feed_->canvas.height, " pixels, smaller than one ", patch,
+                  hxw(feed_->canvas), " pixels, smaller than one ", patch,
                   "-pixel patch: use a larger image_size");
     if (interval == 0) {  // auto, as run: windowed 1 (demo.py), else upstream's rule from the frame count
       const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;

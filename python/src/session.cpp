@@ -71,11 +71,12 @@ class PySession {
       if (index == 0) {
         sequence_size_ = p;
       } else if (!(p == sequence_size_)) {
+        // Sizes HxW, as the engine's messages (and the arrays' shapes) give them.
         throw Error(
-            "frame " + std::to_string(index) + " (" + std::to_string(in.rgb8->width) + "x" + std::to_string(in.rgb8->height) +
-            ", WxH) preprocesses to " + std::to_string(p.width) + "x" + std::to_string(p.height) + " at image_size=" +
+            "frame " + std::to_string(index) + " (" + std::to_string(in.rgb8->height) + "x" + std::to_string(in.rgb8->width) +
+            ", HxW) preprocesses to " + std::to_string(p.height) + "x" + std::to_string(p.width) + " at image_size=" +
             std::to_string(pre_->image_size) + ", but this sequence's frames preprocess to " +
-            std::to_string(sequence_size_.width) + "x" + std::to_string(sequence_size_.height) +
+            std::to_string(sequence_size_.height) + "x" + std::to_string(sequence_size_.width) +
             ": a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
             "reconstruct() pads mixed sizes as upstream does)");
       }

@@ -71,9 +71,9 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=b"/frames"), TypeError,
          "images must be a folder path (str or os.PathLike) or a list of arrays, got bytes"),
         (dict(images=[np.zeros((3, 75, 112), np.float32)]), ValueError,
-         "images[0]: a float32 model input must be a multiple of the patch size 14 on both sides, got 112x75"),
+         "images[0]: a float32 model input must be a multiple of the patch size 14 on both sides, got 75x112 (HxW)"),
         (dict(images=[np.zeros((3, 70 + 14, 112), np.float32), np.zeros((3, 98, 112), np.float32)]), ValueError,
-         "float32 model inputs must all have one size: images[0] is 112x84, images[1] is 112x98"),
+         "float32 model inputs must all have one size: images[0] is 84x112 (HxW), images[1] is 98x112 (HxW)"),
         (dict(images=[np.zeros((3, 84, 112), np.float32), np.full((3, 84, 112), 2, np.float32)]), ValueError,
          "images[1]: float32 values must be RGB in [0, 1] (uint8 / 255), got 2.0 at flat index 0"),
         (dict(video=TINY / "model.pt", fps=float("nan")), ValueError, "fps must be a finite number (<= 0: every frame), got nan"),
@@ -90,6 +90,16 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=good, preprocess="fit"), ValueError, "preprocess must be 'crop' or 'pad', got 'fit'"),
         (dict(images=good, window_size=4), ValueError, "window_size only applies to mode='windowed'"),
         (dict(images=FRAMES, stride=0), ValueError, "stride must be >= 1, got 0"),
+        (dict(images=good, scale_frames=1025), ValueError, "scale_frames must be at most 1024, got 1025"),
+        (dict(images=good, kv_window=2**21), ValueError, "kv_window must be at most 1048576, got 2097152"),
+        (dict(images=good, camera_iterations=65), ValueError, "camera_iterations must be at most 64, got 65"),
+        (dict(images=good, threads=5000), ValueError, "threads must be at most 4096, got 5000"),
+        (dict(images=good, kv_backend="dense-full", max_special_frames=4), ValueError,
+         "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
+        (dict(images=FRAMES, first_k=2**63), ValueError,
+         "first_k must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"),
+        (dict(images=good, firstk=3), TypeError,
+         "reconstruct() got an unexpected keyword argument 'firstk' (did you mean 'first_k'?)"),
     ]
     for kwargs, exc, message in cases:
         with pytest.raises(exc) as e:

@@ -186,6 +186,21 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
      "give image_size too (frames without it go in as they are)"),
     (dict(image_size=5012), ValueError, "image_size must be in 1..4096, got 5012"),
     (dict(max_special_frames=-1), ValueError, "max_special_frames must be >= 0 (0 = keep all), got -1"),
+    # The engine's upper bounds (lingbot/session.h) are option values too: ValueError, its message.
+    (dict(scale_frames=1025), ValueError, "scale_frames must be at most 1024, got 1025"),
+    (dict(kv_window=2**21), ValueError, "kv_window must be at most 1048576, got 2097152"),
+    (dict(camera_iterations=65), ValueError, "camera_iterations must be at most 64, got 65"),
+    (dict(threads=5000), ValueError, "threads must be at most 4096, got 5000"),
+    (dict(kv_backend="dense-full", max_special_frames=4), ValueError,
+     "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
+    # An int its C++ parameter cannot hold: ValueError naming the argument (not pybind11's TypeError).
+    (dict(scale_frames=2**40), ValueError, "scale_frames must be an int in -2147483648..2147483647, got 1099511627776"),
+    (dict(scale_frames=np.int64(2**40)), ValueError,
+     "scale_frames must be an int in -2147483648..2147483647, got 1099511627776"),
+    (dict(threads=-2**70), ValueError,
+     "threads must be an int in -2147483648..2147483647, got -1180591620717411303424"),
+    (dict(max_special_frames=2**63), ValueError,
+     "max_special_frames must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"),
     (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),
     (dict(keyframe_interval="flow", flow_threshold=0), ValueError, "flow threshold must be a number > 0 (pixels), got 0"),
@@ -223,8 +238,60 @@ def test_bad_options_raise_exact_messages(demo_model, kwargs, exc, message):
 
 
 def test_options_are_keyword_only(demo_model):
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as e:
         lm.Session(demo_model, 8)
+    assert str(e.value) == "Session() takes 1 positional argument but 2 were given"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: lm.Session(m, scale_frame=2),
+     "Session() got an unexpected keyword argument 'scale_frame' (did you mean 'scale_frames'?)"),
+    (lambda m: lm.Session(m, colour=2), "Session() got an unexpected keyword argument 'colour'"),
+    (lambda m: lm.Session(m, scale_frames=2).push(lm.demo_frame(0), sourc="a"),
+     "Session.push() got an unexpected keyword argument 'sourc' (did you mean 'source'?)"),
+    (lambda m: lm.Model.demo(sed=3), "Model.demo() got an unexpected keyword argument 'sed' (did you mean 'seed'?)"),
+    (lambda m: lm.demo_frame(0, widht=112), "demo_frame() got an unexpected keyword argument 'widht' (did you mean 'width'?)"),
+    (lambda m: lm.Session(), "Session() missing 1 required positional argument: 'model'"),
+    (lambda m: lm.Session(m, scale_frames=2).push(), "Session.push() missing 1 required positional argument: 'frame'"),
+    (lambda m: lm.select_points(), "select_points() missing 2 required positional arguments: 'world_points' and 'image'"),
+    (lambda m: lm.demo_frame(0, 112, 70, 1), "demo_frame() takes 3 positional arguments but 4 were given"),
+    (lambda m: lm.demo_frame(0, index=1), "demo_frame() got multiple values for argument 'index'"),
+])
+def test_call_mistakes_are_named_as_python_names_them(demo_model, call, message):
+    """pybind11 answers a call it cannot match with every signature and never names the keyword."""
+    with pytest.raises(TypeError) as e:
+        call(demo_model)
+    assert str(e.value) == message
+    assert e.value.__context__ is None
+    assert all(tb.tb_frame.f_code.co_filename != lm.__file__ for tb in traceback_of(e.value))  # adds no frame
+
+
+def traceback_of(error):
+    tb = error.__traceback__
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_an_int_out_of_its_parameters_range_is_a_value_error():
+    with pytest.raises(ValueError) as e:
+        lm.Model.demo(seed=-1)
+    assert str(e.value) == "seed must be an int in 0..18446744073709551615, got -1"
+    with pytest.raises(ValueError) as e:
+        lm.demo_frame(2**63)
+    assert str(e.value) == "index must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"
+    with pytest.raises(ValueError) as e:
+        lm.demo_frame(0, 2**31)  # positional: named by its place
+    assert str(e.value) == "width must be an int in -2147483648..2147483647, got 2147483648"
+
+
+def test_demo_frame_refuses_a_frame_larger_than_push_takes_before_allocating():
+    with pytest.raises(ValueError) as e:
+        lm.demo_frame(0, 30000, 15000)
+    assert str(e.value) == "demo_frame of 15000x30000 pixels (HxW) would be more than the 357913940 a frame may have"
+    with pytest.raises(ValueError) as e:
+        lm.demo_frame(0, 100000, 100000)
+    assert str(e.value) == "demo_frame of 100000x100000 pixels (HxW) would be more than the 357913940 a frame may have"
 
 
 def test_backends_and_kv_dtypes(demo_model):
@@ -484,6 +551,49 @@ def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
     assert repr(back) == repr(r)
 
 
+def test_a_pickle_of_something_else_is_a_value_error():
+    for state, message in [
+        (("x",) * 6, "not a pickled lingbot_map.Model of this version"),
+        ((1, None, [], "s", "f32", "demo"), "not a pickled lingbot_map.Model: the seed is str, not int"),
+        ((1, None, [], -1, "f32", "demo"), "not a pickled lingbot_map.Model: the seed -1 is not in 0..18446744073709551615"),
+        ((1, None, [], 3, "f64", "demo"),
+         "not a pickled lingbot_map.Model: weights dtype: unknown dtype 'f64' (expected f32, f16 or bf16)"),
+        ((1, 5, [], 3, "f32", "demo"), "not a pickled lingbot_map.Model: the checkpoint path is int, not str"),
+        ((1, "m.pt", [("a", 1)], 3, "f32", "m.pt"),
+         "not a pickled lingbot_map.Model: a config override is not a (key, value) pair of str"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            lm._model_from_state(state)
+        assert str(e.value) == message, state
+    for state, message in [
+        ((2,) * 13, "not a pickled lingbot_map.Result: is_keyframe is int, not bool"),
+        ((2, 0, True, 0, 0.0, 0, 0, "s", 0.0, 1, 2, [], False),
+         "not a pickled lingbot_map.Result: the arrays are int, not a tuple"),
+        ((2, "0", True, 0, 0.0, 0, 0, "s", 0.0, 1, (None,) * 10, [], False),
+         "not a pickled lingbot_map.Result: frame_index is str, not int"),
+        ((2, 0, True, 0, 0.0, 0, 0, 7, 0.0, 1, (None,) * 10, [], False),
+         "not a pickled lingbot_map.Result: source is int, not str"),
+        ((2, 0, True, 0, 0.0, 0, 0, "s", 0.0, 1, (None,) * 10, 3, False),
+         "not a pickled lingbot_map.Result: features is int, not a list"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            lm._result_from_state(state)
+        assert str(e.value) == message, state
+
+
+def test_config_sections_take_dicts():
+    from conftest import TINY
+    with pytest.raises(TypeError) as e:
+        lm.Model.load(TINY / "model.pt", config={"kv_cache": 5})
+    assert str(e.value) == "config section kv_cache must be a dict of its settings ({'kv_cache': {'<setting>': value}}), got int"
+    with pytest.raises(TypeError) as e:
+        lm.Model.load(TINY / "model.pt", config={"camera": {"num_iterations": {"x": 1}}})
+    assert str(e.value) == "config value camera.num_iterations must be bool, int, float, str or a list of numbers, got dict"
+    with pytest.raises(lm.Error) as e:  # a key the model has not: the engine's error
+        lm.Model.load(TINY / "model.pt", config={"kv_caches": 5})
+    assert str(e.value) == "unknown config key 'kv_caches' (see `lingbot-map inspect` for the list)"
+
+
 def test_results_and_models_are_made_by_the_module_only(demo_model):
     """An instance made without its C++ value (Class.__new__(Class), as pickle's default protocol
     makes one before __setstate__) read unallocated memory: repr crashed the interpreter."""
@@ -540,8 +650,8 @@ def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_mod
         with pytest.raises(lm.Error) as e:  # as the engine's own size error
             s.push(np.zeros((300, 200, 3), np.uint8))
         assert str(e.value) == (
-            "frame 1 (200x300, WxH) preprocesses to 112x112 at image_size=112, but this sequence's frames preprocess "
-            "to 112x70: a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
+            "frame 1 (300x200, HxW) preprocesses to 112x112 at image_size=112, but this sequence's frames preprocess "
+            "to 70x112: a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
             "reconstruct() pads mixed sizes as upstream does)")
         assert s.frames_pushed == 1
         s.reset()
