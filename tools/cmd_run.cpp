@@ -325,6 +325,7 @@ json cache_json(const SessionStats& s) {
           {"frames_stored", c.frames_stored},
           {"frames_resident", c.frames_resident},
           {"special_tokens", c.special_tokens},
+          {"kept_special_tokens", c.kept_special_tokens},  // the keys of Python's Session.stats(), same names
           {"special_frames_dropped", c.special_frames_dropped},
           {"visible_tokens", c.visible_tokens},
           {"pinned_pages", c.pinned_pages},

@@ -150,7 +150,8 @@ py::dict stats_dict(const SessionStats& s) {
   const CacheStats& c = s.cache;
   return py::dict("steps"_a = s.steps, "frames_completed"_a = s.frames_completed, "frames_stored"_a = c.frames_stored,
                   "frames_resident"_a = c.frames_resident, "special_tokens"_a = c.special_tokens,
-                  "kept_special_tokens"_a = c.kept_special_tokens, "visible_tokens"_a = c.visible_tokens,
+                  "kept_special_tokens"_a = c.kept_special_tokens, "special_frames_dropped"_a = c.special_frames_dropped,
+                  "visible_tokens"_a = c.visible_tokens,
                   "pinned_pages"_a = c.pinned_pages, "window_pages"_a = c.window_pages, "free_pages"_a = c.free_pages,
                   "pool_pages"_a = c.pool_pages, "bytes_used"_a = c.bytes_used, "bytes_reserved"_a = c.bytes_reserved,
                   "camera_cache_frames"_a = s.camera_cache_frames, "camera_cache_bytes"_a = s.camera_cache_bytes,

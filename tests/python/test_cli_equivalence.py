@@ -70,6 +70,20 @@ def test_reconstruct_folder_equals_cli(cli_folder_run, tiny_model, tmp_path):
     assert_same_files(tmp_path, cli_folder_run)
 
 
+def test_cache_stats_equal_the_summary_cache(cli_folder_run, tiny_model):
+    """Session.stats() and summary.json's "cache" report the same KV cache under the same names (one name
+    per concept: max_special_frames' special_frames_dropped was missing from one, kept_special_tokens
+    from the other)."""
+    summary = json.loads((cli_folder_run / "summary.json").read_text())["cache"]
+    it = lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)
+    list(it)
+    stats = it.stats()
+    # The summary counts frames at its top level ("frames"); device memory: summary's top level too.
+    python_only = {"frames_completed", "device_peak_bytes", "device_kv_cache_bytes"}
+    assert set(summary) == set(stats) - python_only
+    assert {k: stats[k] for k in summary} == summary
+
+
 def test_every_export_kind_equals_cli(cli, tiny_model, tmp_path):
     """Exporter(exports='all') writes what `run --export all` writes: npz, COLMAP, GLB, BSS, previews."""
     cli_out = tmp_path / "cli"
@@ -235,7 +249,7 @@ def test_windowed_early_end_and_refused_frames(tiny_model):
         for i, f in enumerate(frames[:7]):
             out += s.push(f)
             if i == 3:
-                with pytest.raises(lm.Error, match="preprocesses to 112x56 at image_size=112"):
+                with pytest.raises(lm.Error, match="preprocesses to 56x112 at image_size=112"):
                     s.push(f[:56])
                 assert not s.finished and s.frames_pushed == 4
         assert [r.frame_index for r in out] == list(range(6))
