@@ -136,9 +136,9 @@ struct VideoReader::Impl {
   std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
+  int64_t last_frame_pts = AV_NOPTS_VALUE;  // the latest decoded frame's timestamp
   // Y4M stores frames back to back with no count: a file cut inside its last frame ends, for
   // FFmpeg's demuxer, like a whole one. Bytes after the last whole frame's packet tell it.
-  int64_t last_frame_pts = AV_NOPTS_VALUE;  // the latest decoded frame's timestamp
   int64_t last_packet_end = -1;   // file offset after the last video packet's data (-1: none / unknown)
   int64_t last_packet_bytes = 0;  // its size (every raw frame has the same)
   std::optional<int64_t> cut_frame_bytes;  // bytes of a frame the file ends inside (0: inside its FRAME header)
