@@ -174,17 +174,24 @@ TEST(BenchSoak, AReferenceFrameBeforeTheWindowIsFullPassesByTheFormula) {
     }
 }
 
+// A bounded soak measured from just after the fill frame: what these tests check (the formulas) holds
+// either way, but the machine's criteria may fail there: the per-frame time (a short median on a
+// shared machine) and peak RSS (allocators still growing; 40% under AddressSanitizer's quarantine).
+void expect_only_machine_criteria_failed(const Result& r) {
+  if (r.exit_code == 0) return;
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: ")) << r.err;
+  for (const char* formula : {"KV used", "KV reserved", "camera-head", "before the bounded caches fill"})
+    EXPECT_FALSE(contains(r.err, formula)) << r.err;
+}
+
 // With the bound, a reference frame just after the caches fill (scale 2 + window 3 + kept 8 + 1 = 14
 // stored frames) is where the paged special stream still allocates its last pages (6 frames' specials
 // a page): the reserved formula counts them; KV used and the camera head are flat.
 TEST(BenchSoak, BoundedFromTheFillFrameTheSpecialPagesFollowTheFormula) {
   const Result r = run_cli(tiny_soak("--frames 24 --reference-frame 14 --timing-window 1 --max-special-frames 8 "
                                      "--scale-frames 2 --kv-window 3"));
-  if (r.exit_code != 0) {  // only the time criterion may fail (a 1-frame median on a shared machine)
-    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
-    ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << r.err;
-    ASSERT_FALSE(contains(r.err, "grew")) << r.err;
-  }
+  expect_only_machine_criteria_failed(r);
   auto s = summary_of(r.out);
   EXPECT_EQ(s["kv_reserved_growth"], "163840");  // one special page: 2 x 40 slots x 128 x 4 B x 4 blocks
   EXPECT_EQ(s["kv_reserved_formula"], "163840");
@@ -213,10 +220,7 @@ TEST(BenchSoak, DefaultsFollowFrames) {
 // 14 -> reference 14 + (40 - 1 - 14) / 2 = 26, window 26 - 14 + 1 = 13.
 TEST(BenchSoak, BoundedDefaultsStartAtTheFillFrame) {
   const Result r = run_cli(tiny_soak("--frames 40 --max-special-frames 8 --scale-frames 2 --kv-window 3"));
-  if (r.exit_code != 0) {  // only the time criterion may fail
-    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
-    ASSERT_TRUE(contains(r.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << r.err;
-  }
+  expect_only_machine_criteria_failed(r);
   EXPECT_EQ(header_reference(r.out), "reference frame 26, timing window 13") << r.out;
   auto s = summary_of(r.out);
   EXPECT_EQ(s["kv_used_growth"], "0");
@@ -225,10 +229,7 @@ TEST(BenchSoak, BoundedDefaultsStartAtTheFillFrame) {
   // Fill frame 4 + (8 + 2) x 3 + 1 = 35 (interval 3): reference 35 + (40 - 1 - 35) / 2 = 37, window 3.
   const Result k = run_cli(tiny_soak("--frames 40 --max-special-frames 2 --scale-frames 4 --kv-window 8 "
                                      "--keyframe-interval 3"));
-  if (k.exit_code != 0) {
-    ASSERT_EQ(k.exit_code, 1) << k.out << k.err;
-    ASSERT_TRUE(contains(k.err, "\nerror: bench soak did not pass: per-frame time ratio ")) << k.err;
-  }
+  expect_only_machine_criteria_failed(k);
   EXPECT_EQ(header_reference(k.out), "reference frame 37, timing window 3") << k.out;
   EXPECT_EQ(summary_of(k.out)["kv_used_growth"], "0");
 }
