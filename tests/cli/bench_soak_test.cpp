@@ -204,14 +204,14 @@ TEST(BenchSoak, BoundedFromTheFillFrameTheSpecialPagesFollowTheFormula) {
 // The defaults follow --frames: reference frame min(1000, frames / 2), timing window min(200, the
 // reference frame); an explicit --reference-frame alone sets the window too.
 TEST(BenchSoak, DefaultsFollowFrames) {
-  const Result r = run_cli(tiny_soak("--frames 100"));
+  const Result r = run_cli(tiny_soak("--frames 42"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(header_reference(r.out), "reference frame 50, timing window 50") << r.out;
-  EXPECT_EQ(summary_of(r.out)["reference_frame"], "50");
+  EXPECT_EQ(header_reference(r.out), "reference frame 21, timing window 21") << r.out;
+  EXPECT_EQ(summary_of(r.out)["reference_frame"], "21");
   EXPECT_TRUE(contains(r.out, "\nPASS: unbounded: KV and camera-head growth equal the formulas exactly\n")) << r.out;
-  const Result ref = run_cli(tiny_soak("--frames 60 --reference-frame 30"));
+  const Result ref = run_cli(tiny_soak("--frames 30 --reference-frame 12"));
   ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
-  EXPECT_EQ(header_reference(ref.out), "reference frame 30, timing window 30") << ref.out;
+  EXPECT_EQ(header_reference(ref.out), "reference frame 12, timing window 12") << ref.out;
   EXPECT_EQ(summary_of(ref.out)["pass"], "yes");
 }
 
