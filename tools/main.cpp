@@ -35,6 +35,29 @@ int checked_stdout(int code) {
   return code == 0 ? 1 : code;
 }
 
+// CLI11's "Could not convert: --threads = 1.5" as the other value errors read: "--threads: '1.5' is
+// not an integer" (the option's type, from the subcommand that was being parsed).
+std::string conversion_message(const CLI::App& parsed, const std::string& message) {
+  const std::string prefix = "Could not convert: ";
+  const size_t eq = message.find(" = ");
+  if (message.rfind(prefix, 0) != 0 || eq == std::string::npos) return message;
+  const std::string name = message.substr(prefix.size(), eq - prefix.size());
+  const std::string value = message.substr(eq + 3);
+  const CLI::Option* opt = parsed.get_option_no_throw(name);
+  if (opt == nullptr) return message;
+  const std::string type = opt->get_type_name();
+  std::string what = "is not a valid value";
+  if (type == "INT" || type == "UINT") {
+    // A whole number that does not fit reads differently from one that is not a number at all.
+    const bool digits = !value.empty() && value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) ==
+                                              std::string::npos && value != "-";
+    what = digits ? "is out of range" : type == "UINT" ? "is not a non-negative integer" : "is not an integer";
+  } else if (type == "FLOAT") {
+    what = "is not a number";
+  }
+  return name + ": '" + value + "' " + what;
+}
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"lingbot-map: streaming 3D reconstruction with LingBot-Map (C++ engine)"};
   app.require_subcommand(1);
@@ -92,14 +115,20 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // The subcommand that was being parsed names the right --help.
     std::string help = "lingbot-map";
+    const CLI::App* parsed = &app;
     for (const CLI::App* level = &app; level != nullptr;) {  // down to the deepest one (bench kv)
       const CLI::App* next = nullptr;
       for (const CLI::App* sub : level->get_subcommands())
         if (sub->parsed()) next = sub;
-      if (next) help += " " + next->get_name();
+      if (next) {
+        help += " " + next->get_name();
+        parsed = next;
+      }
       level = next;
     }
-    std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", first_line(e.what()).c_str(), help.c_str());
+    std::string message = first_line(e.what());
+    if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) message = conversion_message(*parsed, message);
+    std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", message.c_str(), help.c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -182,7 +182,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"--resolution abc", "error: --resolution: must be 224 or 518, got 'abc'\n" + help},
       {"--resolution 300", "error: --resolution: must be 224 or 518, got '300'\n" + help},
-      {"--threads abc", "error: Could not convert: --threads = abc\n" + help},  // CLI11's, as run's
+      {"--threads abc", "error: --threads: 'abc' is not an integer\n" + help},  // as run's
       {"--mem-cap-gb lots", "error: --mem-cap-gb: must be auto or a number of GiB, got 'lots'\n" + help},
       {"--seed -3", "error: --seed: must be a non-negative integer, got '-3'\n" + help},
       {"--attention maybe", "error: --attention: must be on or off, got 'maybe'\n" + help},

@@ -77,7 +77,8 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
       {"run --demo --conf-threshold inf" + o, "error: --conf-threshold: 'inf' is not a finite number", "lingbot-map run"},
       {"run --demo --keyframe-interval flow --flow-threshold nan" + o,
        "error: --flow-threshold: 'nan' is not a finite number", "lingbot-map run"},
-      {"run --demo --threads abc" + o, "error: Could not convert: --threads = abc", "lingbot-map run"},
+      {"run --demo --threads abc" + o, "error: --threads: 'abc' is not an integer", "lingbot-map run"},
+      {"run --demo --threads 99999999999" + o, "error: --threads: '99999999999' is out of range", "lingbot-map run"},
       // A word that is not one of an option's choices does not parse either.
       {"run --demo --mode stretch" + o,
        "error: --mode: must be streaming or windowed (crop | pad: the deprecated spelling of --preprocess), got "
