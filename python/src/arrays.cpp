@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "pipeline/frame_values.h"
+
 namespace lingbot::python {
 
 namespace {
@@ -94,7 +96,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
     const float* v = f.chw.f32();
     for (int64_t i = 0; i < f.chw.numel(); ++i) {
       // A frame scaled to 0..255 (or normalised with a mean/std) is the usual mistake: say so.
-      if (!(v[i] >= 0.0f && v[i] <= 1.0f))
+      if (!(v[i] >= pipeline::kFrameValueLow && v[i] <= pipeline::kFrameValueHigh))  // the engine's range
         throw py::value_error(what + ": float32 values must be RGB in [0, 1] (uint8 / 255), got " +
                               std::string(py::str(py::float_(v[i]))) + " at flat index " + std::to_string(i));
     }

@@ -17,7 +17,7 @@ void check_frame_values(const float* image, int64_t n, int64_t index) {
   }
   LINGBOT_CHECK(non_finite == 0, "frame ", index, ": ", non_finite, " of its ", n,
                 " values are not finite (NaN or inf); frames are RGB in [0, 1]");
-  LINGBOT_CHECK(lo >= -0.01f && hi <= 1.01f, "frame ", index, ": values from ", lo, " to ", hi,
+  LINGBOT_CHECK(lo >= kFrameValueLow && hi <= kFrameValueHigh, "frame ", index, ": values from ", lo, " to ", hi,
                 " are outside [0, 1], the range of RGB frames", hi > 2.0f ? " (8-bit values? divide by 255)" : "");
 }
 

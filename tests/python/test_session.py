@@ -149,6 +149,21 @@ def test_bad_frames_raise_exact_messages(demo_model, frame, exc, message):
         assert s.frames_pushed == 0  # nothing was consumed
 
 
+def test_float_frames_get_the_engines_one_percent_margin(demo_model):
+    # A resampled frame overshoots [0, 1] slightly: the module accepts what the engine (and the C++ API) accept.
+    frame = np.full((3, H, W), 0.5, np.float32)
+    frame[0, 0, 0], frame[1, 0, 0] = 1.005, -0.005
+    with lm.Session(demo_model, scale_frames=2) as s:
+        s.push(frame)
+        assert s.frames_pushed == 1
+        frame[2, 0, 0] = 1.25
+        with pytest.raises(ValueError) as e:
+            s.push(frame)
+        assert str(e.value) == ("frame: float32 values must be RGB in [0, 1] (uint8 / 255), got 1.25 at flat index "
+                                + str(2 * H * W))
+        assert s.frames_pushed == 1
+
+
 def test_sequence_misuse_raises_engine_messages(demo_model):
     s = lm.Session(demo_model, scale_frames=1)
     s.push(lm.demo_frame(0))
