@@ -267,4 +267,15 @@ TEST(BenchSoak, ExplicitReferenceAndWindowAreChecked) {
   EXPECT_EQ(d.err, "error: --timing-window must be in [1, --reference-frame = 15], got 16\n");
 }
 
+// No model, or both --model and --demo: usage errors (exit 2 and the --help hint), as in run.
+TEST(BenchSoak, NoModelOrBothAreUsageErrors) {
+  const std::string hint = "Run 'lingbot-map bench soak --help' for usage.\n";
+  const Result none = run_cli("bench soak --frames 2");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.err, "error: no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo\n" + hint);
+  const Result both = run_cli(tiny_soak("--demo --frames 2"));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_EQ(both.err, "error: give either --model or --demo, not both\n" + hint);
+}
+
 }  // namespace bench_soak_short
