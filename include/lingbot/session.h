@@ -62,9 +62,18 @@ struct SessionOptions {
   // as in the reference runs). 0 = the model's default (ModelConfig::kv_cache.scale_frames).
   int scale_frames = 0;
   int kv_window = 0;                       // stored frames in the cache window besides the scale frames; 0 = model default
-  std::optional<bool> cross_frame_special;   // unset = model default
-  std::optional<bool> include_scale_frames;  // unset = model default
-  std::optional<bool> camera_only;           // unset = model default
+  // Cache visibility rules (upstream's kv_cache options; unset = ModelConfig::kv_cache, which the
+  // released model sets to true / true / false):
+  //   cross_frame_special: a frame evicted from the window keeps its special tokens (camera,
+  //     registers, scale) visible to later frames; false: nothing of it stays visible (the paged
+  //     cache still stores the specials of every stored frame).
+  //   include_scale_frames: the scale frames are pinned (never evicted, not counted in kv_window);
+  //     false: they are ordinary window frames, evicted oldest first like the rest.
+  //   camera_only: with cross_frame_special, an evicted frame keeps only its camera token visible
+  //     (1 instead of all num_special_tokens).
+  std::optional<bool> cross_frame_special;
+  std::optional<bool> include_scale_frames;
+  std::optional<bool> camera_only;
   int keyframe_interval = 1;               // >= 1; 1 = every frame is stored (when keyframe_policy is null)
   // Which streamed frames are stored; null = IntervalKeyframes(keyframe_interval). Shared, immutable.
   std::shared_ptr<const KeyframePolicy> keyframe_policy;
@@ -80,9 +89,14 @@ struct SessionOptions {
                                            // 518x378 on the released model; Python: features=)
   bool keep_patch_tokens = false;          // fill FrameResult::patch_tokens
   bool round_pages_pow2 = false;           // paged cache: round patch pages up (padding is masked)
-  int64_t max_special_tokens = 0;          // cap on the cache's special stream per block; 0 = unlimited
+  // Limit on the special tokens the KV cache holds per block (paged: num_special_tokens per stored
+  // frame whose specials are not dropped; dense, dense-full: the kept specials of evicted frames);
+  // 0 = unlimited. A check, not a bound: nothing is dropped to stay under it. The push whose frame
+  // would exceed it throws Error before the cache changes, and the session is then closed until
+  // reset(), as after any failed step. To bound a stream's cost, use max_special_frames.
+  int64_t max_special_tokens = 0;
   // Bounded cost forever: of the frames evicted from the cache window only the newest
-  // max_special_frames keep their special tokens (CacheOptions::max_special_frames), and the camera
+  // max_special_frames keep their special tokens (the older ones' are dropped), and the camera
   // head's causal cache keeps only the pinned scale frames and the newest kv_window +
   // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
   // (README "Long and live streams"). 0 = keep every frame's (upstream).
@@ -128,8 +142,12 @@ struct FrameResult {
   Tensor intrinsic;       // f32 [3, 3] K in pixels (cx = W/2, cy = H/2)
   Tensor extrinsic_c2w;   // f32 [3, 4] camera -> world [R | t], the decoded pose
   // DPT head (when SessionOptions::depth_head); world points also need the camera head:
-  Tensor depth;           // f32 [H, W], positive
-  Tensor depth_conf;      // f32 [H, W], > 1
+  // exp() and 1 + exp() of the head's two channels: depth > 0 and depth_conf > 1 when finite (an
+  // underflowing exp() gives 0 and 1). Non-finite values (NaN, inf) are possible, as in any output,
+  // and are passed on as computed; `run` counts them per frame in summary.json "warnings" and makes no
+  // point of them.
+  Tensor depth;           // f32 [H, W]
+  Tensor depth_conf;      // f32 [H, W]
   Tensor world_points;    // f32 [H, W, 3]: extrinsic_c2w · (K⁻¹ [x, y, 1]ᵀ · depth), x = column, y = row
                           // at integer coordinates (no +0.5)
 };
@@ -143,7 +161,8 @@ struct SessionStats {
   int64_t steps = 0;              // forward steps run (the scale phase counts as one)
   int64_t frames_completed = 0;   // frames whose results were returned
   CacheStats cache;               // see lingbot/cache_stats.h (zero before the first step)
-  int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted)
+  int64_t camera_cache_frames = 0;  // frames stored in the camera head's caches (never evicted, except
+                                    // beyond the bound max_special_frames > 0 sets)
   int64_t camera_cache_bytes = 0;   // K+V bytes held by the camera head's caches
   int64_t rope_time_next = 0;       // 3D-RoPE time index the next stored frame gets (= frames stored)
   bool decision_pending = false;    // a push_frame_deferred frame awaits commit_frame / rollback_frame
@@ -185,8 +204,10 @@ class Session {
   // The policy in use (never null).
   const KeyframePolicy& keyframe_policy() const;
   // Fingerprints of the per-stream state (equal bytes = equal state: determinism and rollback checks).
-  // The aggregator cache's live K/V bytes of `block` (device cpu, every KV backend; device cuda throws
-  // Error: the K/V are in device memory), the camera-head caches' stored rows. Empty before the first step.
+  // The aggregator cache's live K/V bytes of global block `block`, 0 <= block <
+  // ModelConfig::aggregator.depth (another value throws Error), on device cpu with every KV backend
+  // (device cuda throws Error: the K/V are in device memory); the camera-head caches' stored rows.
+  // Empty before the first step.
   std::vector<unsigned char> cache_live_bytes(int block) const;
   std::vector<unsigned char> camera_cache_live_bytes() const;
 
