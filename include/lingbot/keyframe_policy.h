@@ -35,7 +35,10 @@ struct KeyframeQuery {
   int64_t frame_index = 0;          // position in the session's sequence
   int64_t streamed_index = 0;       // frame_index - scale frames: 0 for the first streamed frame
   int64_t reference_frame = 0;      // last stored frame so far (the last scale frame at first)
-  const Tensor* reference_pose_enc = nullptr;  // its raw pose encoding f32 [9] (null without camera head)
+  // Its raw pose encoding f32 [9] (null without camera head). Points into the session: valid only
+  // during the is_keyframe() / decide_after() call the query is passed to (the next stored frame
+  // replaces it); copy it to keep it.
+  const Tensor* reference_pose_enc = nullptr;
   int64_t height = 0, width = 0;    // image size, pixels
 };
 
@@ -55,7 +58,7 @@ class KeyframePolicy {
   virtual KeyframeDecision decide_after(const KeyframeQuery& query, const FrameResult& result) const;
   // Throws lingbot::Error when the session cannot serve this policy (e.g. a missing head).
   virtual void check(const SessionOptions& options) const;
-  // One line for logs and summaries, e.g. "interval 4" or "flow > 5 px, max gap 30".
+  // One line for logs and summaries, e.g. "interval 4" or "flow > 5 px, max non-keyframe gap 30".
   virtual std::string describe() const = 0;
 };
 

@@ -106,13 +106,14 @@ struct DptHeadConfig {
   int64_t frames_chunk_size = 8;    // frames per head pass (does not change results)
 };
 
-// Default streaming KV-cache settings (overridable per run).
+// Default streaming KV-cache settings (config keys kv_cache.*, upstream's names), used by a Session
+// for each SessionOptions field left at 0 / unset; see SessionOptions for what they do.
 struct KvCacheDefaults {
-  int64_t scale_frames = 8;
-  int64_t sliding_window = 64;
-  bool cross_frame_special = true;
-  bool include_scale_frames = true;
-  bool camera_only = false;
+  int64_t scale_frames = 8;           // SessionOptions::scale_frames (--scale-frames)
+  int64_t sliding_window = 64;        // SessionOptions::kv_window (--kv-window): stored frames besides the scale frames
+  bool cross_frame_special = true;    // SessionOptions::cross_frame_special: evicted frames' specials stay visible
+  bool include_scale_frames = true;   // SessionOptions::include_scale_frames: scale frames pinned
+  bool camera_only = false;           // SessionOptions::camera_only: evicted frames keep only the camera token
 };
 
 // One expected state_dict entry.
