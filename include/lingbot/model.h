@@ -27,8 +27,10 @@ using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
 // How the weights are kept in memory.
 struct ModelLoadOptions {
   // Storage dtype of the big linear layers, qkv, proj, fc1 and fc2 of every encoder and aggregator
-  // block (~78% of the parameters, ~90% of the FLOPs), and of the DPT head's token projections and
-  // convolutions (~25% of a frame's FLOPs at 518x378). f16 / bf16 halve their memory; where the CPU has a
+  // block (~78% of the parameters; about three quarters of a frame's FLOPs at 518x378 while the KV
+  // cache is short, less as the global attention grows with it), and of the DPT head's token
+  // projections and convolutions (about a tenth of a frame's FLOPs at 518x378; 3.6 of 28.2 CPU s a
+  // frame in README's f32 measurement). f16 / bf16 halve their memory; where the CPU has a
   // native GEMM for the dtype (bf16: AVX512_BF16 or AMX, through oneDNN) they also run faster, with the
   // activations rounded to the dtype at each of these layers; elsewhere the weights are widened to
   // f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms, LayerScale,
@@ -73,7 +75,9 @@ class Model {
   const ModelConfig& config() const;
   int64_t patch_size() const { return config().encoder.patch_size; }
   DType weights_dtype() const;
-  const ModelLoadStats& load_stats() const;  // zero except `seconds`/bytes for from_weights()
+  // load(): every field. from_weights(): `seconds` (its own time), `borrowed_bytes` and `owned_bytes`;
+  // `mapped` false and `file_bytes` 0.
+  const ModelLoadStats& load_stats() const;
 
   // Internal modules (used by the streaming session).
   const model::Encoder& encoder() const;
