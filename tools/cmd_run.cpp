@@ -265,9 +265,11 @@ class Progress {
       std::fflush(stderr);
       drawn_ = true;
     } else {
-      std::printf("frame %lld%s%s  %.2f fps%s  KV %s\n", static_cast<long long>(done), of.c_str(),
-                  r.frame_type == FrameType::Scale      ? " (scale frame)"
-                  : r.frame_type == FrameType::Keyframe ? " (keyframe)"
+      // The frame's index as its files and every other output name it (from 0), then the count done.
+      std::printf("frame %lld (%lld%s%s)  %.2f fps%s  KV %s\n", static_cast<long long>(r.frame_index),
+                  static_cast<long long>(done), of.c_str(),
+                  r.frame_type == FrameType::Scale      ? ", scale frame"
+                  : r.frame_type == FrameType::Keyframe ? ", keyframe"
                                                         : "",
                   fps, eta.c_str(), fmt_bytes(kv_bytes).c_str());
       std::fflush(stdout);

@@ -164,7 +164,9 @@ TEST(RunDemo, WritesEveryFileAndTheyParse) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "MEANINGLESS")) << r.out;
   EXPECT_TRUE(contains(r.out, "completed: 12 frames (12 keyframes)")) << r.out;
-  EXPECT_TRUE(contains(r.out, "frame 12/12")) << r.out;  // plain progress lines when not on a terminal
+  // Plain progress lines when not on a terminal: the frame index (as the files name it), the count done.
+  EXPECT_TRUE(contains(r.out, "\nframe 0 (1/12, scale frame)  ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\nframe 11 (12/12, keyframe)  ")) << r.out;
   EXPECT_TRUE(r.err.empty()) << r.err;
   check_outputs(out, 12);
   const json summary = read_json(out / "summary.json");
