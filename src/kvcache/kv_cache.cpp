@@ -116,7 +116,7 @@ void check_mark_block_written(const CacheOptions& o, const StepState& step, int 
 void check_special_cap(const CacheOptions& o, int64_t tokens) {
   LINGBOT_CHECK(o.max_special_tokens == 0 || tokens <= o.max_special_tokens, "special stream would hold ", tokens,
                 " tokens per block, over max_special_tokens = ", o.max_special_tokens,
-                " (raise CacheOptions.max_special_tokens, or set it to 0 for unlimited)");
+                " (raise max_special_tokens, or set it to 0 for unlimited)");
 }
 
 void store_rows(const float* src, int64_t src_stride, void* dst, DType t, int64_t dst_stride, int64_t n_tokens,

@@ -131,7 +131,7 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
   const size_t bytes = alloc.bytes_allocated();
   const std::string msg =
       "special stream would hold 30 tokens per block, over max_special_tokens = 24 (raise "
-      "CacheOptions.max_special_tokens, or set it to 0 for unlimited)";
+      "max_special_tokens, or set it to 0 for unlimited)";
   expect_error([&] { paged.begin_step(FrameMode::Keyframe, 1); }, msg);
   expect_error([&] { paged.append_frame(); }, msg);
   EXPECT_EQ(paged.state(), before);
@@ -149,7 +149,7 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
   const CacheStats ds = dense.stats();
   expect_error([&] { dense.begin_step(FrameMode::Keyframe, 1); },
                "special stream would hold 12 tokens per block, over max_special_tokens = 6 (raise "
-               "CacheOptions.max_special_tokens, or set it to 0 for unlimited)");
+               "max_special_tokens, or set it to 0 for unlimited)");
   EXPECT_EQ(dense.stats().frames_stored, ds.frames_stored);
   EXPECT_EQ(dense.stats().bytes_reserved, ds.bytes_reserved);
 }
