@@ -1,6 +1,7 @@
 #include "io/export_glb.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,24 @@ GlbSceneBuilder::GlbSceneBuilder(int64_t max_points) : max_points_(max_points) {
   LINGBOT_CHECK(max_points >= 1, "glb: the point budget must be >= 1, got ", max_points);
 }
 
+namespace {
+
+// sRGB byte -> linear intensity in 16 bits (the sRGB transfer function's inverse, IEC 61966-2-1).
+uint16_t srgb_to_linear16(uint8_t v) {
+  static const std::array<uint16_t, 256> table = [] {
+    std::array<uint16_t, 256> t{};
+    for (int i = 0; i < 256; ++i) {
+      const double c = i / 255.0;
+      const double linear = c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+      t[static_cast<size_t>(i)] = static_cast<uint16_t>(std::lround(linear * 65535.0));
+    }
+    return t;
+  }();
+  return table[v];
+}
+
+}  // namespace
+
 void GlbSceneBuilder::add_points(const PointBatch& points) {
   for (size_t i = 0; i < points.size(); ++i) {
     const int64_t slot = seen_ < max_points_ ? seen_ : static_cast<int64_t>(rng_() % static_cast<uint64_t>(seen_ + 1));
@@ -29,8 +48,8 @@ void GlbSceneBuilder::add_points(const PointBatch& points) {
       rgba_.resize(rgba_.size() + 4);
     }
     std::copy_n(points.xyz.data() + 3 * i, 3, xyz_.data() + 3 * s);
-    std::copy_n(points.rgb.data() + 3 * i, 3, rgba_.data() + 4 * s);
-    rgba_[4 * s + 3] = 255;
+    for (size_t c = 0; c < 3; ++c) rgba_[4 * s + c] = srgb_to_linear16(points.rgb[3 * i + c]);
+    rgba_[4 * s + 3] = 65535;
   }
 }
 
@@ -98,6 +117,10 @@ int add_material(tinygltf::Model& m, const std::string& name, std::vector<double
   mat.name = name;
   mat.pbrMetallicRoughness.baseColorFactor = std::move(rgba);
   mat.pbrMetallicRoughness.metallicFactor = 0.0;
+  // Points and lines have no surface to light: shown as coloured (KHR_materials_unlit, an empty object).
+  mat.extensions["KHR_materials_unlit"] = tinygltf::Value(tinygltf::Value::Object{});
+  if (std::find(m.extensionsUsed.begin(), m.extensionsUsed.end(), "KHR_materials_unlit") == m.extensionsUsed.end())
+    m.extensionsUsed.push_back("KHR_materials_unlit");
   m.materials.push_back(mat);
   return static_cast<int>(m.materials.size() - 1);
 }
@@ -131,8 +154,8 @@ void GlbSceneBuilder::write(const fs::path& path) const {
     p.mode = TINYGLTF_MODE_POINTS;
     p.attributes["POSITION"] = add_positions(m, xyz_);
     tinygltf::Accessor c;
-    c.bufferView = add_view(m, rgba_.data(), rgba_.size(), TINYGLTF_TARGET_ARRAY_BUFFER);
-    c.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE;
+    c.bufferView = add_view(m, rgba_.data(), rgba_.size() * sizeof(uint16_t), TINYGLTF_TARGET_ARRAY_BUFFER);
+    c.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
     c.normalized = true;
     c.type = TINYGLTF_TYPE_VEC4;
     c.count = rgba_.size() / 4;

@@ -1,17 +1,20 @@
 #pragma once
 // "glb": scene.glb, a glTF 2.0 binary written with TinyGLTF (Debian libtinygltf), for any glTF
 // viewer (Blender, three.js, online viewers). Contents:
-//   mesh "points"      POINTS with POSITION (float) and COLOR_0 (normalised RGBA8): the points of
-//                      points.ply (same filter), at most kGlbMaxPoints — beyond that a uniform
-//                      random sample of all of them (reservoir sampling, fixed seed: reproducible)
+//   mesh "points"      POINTS with POSITION (float) and COLOR_0 (normalised RGBA16, linear: glTF
+//                      defines vertex colours as linear, the frames are sRGB; 16 bits keep the dark
+//                      tones 8 linear bits would band): the points of points.ply (same filter), at
+//                      most kGlbMaxPoints — beyond that a uniform random sample of all of them
+//                      (reservoir sampling, fixed seed: reproducible)
 //   mesh "frustums"    LINES: a camera frustum per keyframe (apex at the camera centre, the image
 //                      corners at 1/10 of the frame's median depth)
 //   mesh "trajectory"  LINE_STRIP through the camera centres of every frame, in frame order
 // Coordinates are the engine's world frame (metres of the model's scale, OpenCV axes: y down,
 // z forward); the root node "lingbot-map world" rotates it 180 degrees about x so that glTF's
-// y-up viewers show it upright. Frames with non-finite geometry are left out.
+// y-up viewers show it upright. Frames with non-finite geometry are left out. The materials are
+// unlit (KHR_materials_unlit): viewers show the colours as they are, not shaded by a light.
 // GLB cannot be appended to, so the file is written once, atomically, in finish(); memory stays
-// bounded by the point budget plus 12 bytes per frame and 192 bytes per keyframe.
+// bounded by the point budget (20 bytes a point) plus 12 bytes per frame and 192 bytes per keyframe.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -40,7 +43,7 @@ class GlbSceneBuilder {
   int64_t max_points_;
   int64_t seen_ = 0;
   std::vector<float> xyz_;
-  std::vector<uint8_t> rgba_;
+  std::vector<uint16_t> rgba_;  // linear, 65535 = 1
   std::vector<float> centres_;   // 3 per camera
   std::vector<float> frustums_;  // 16 vertices (8 segments) x 3 per keyframe
   std::mt19937_64 rng_{0};

@@ -503,9 +503,14 @@ TEST(Glb, EmptyRunIsStillAValidFile) {
   EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
 }
 
-// The POSITION values of the mesh named `mesh` in a GLB file (its JSON and BIN chunks read here,
-// not through the writer's library), as x, y, z triples.
-std::vector<float> glb_positions(const fs::path& file, const std::string& mesh) {
+// A GLB file read here, not through the writer's library: its JSON chunk, and the bytes of the
+// attribute `attribute` of the mesh named `mesh` (empty, with a failure, when missing).
+struct GlbAttribute {
+  nlohmann::json gltf, accessor;
+  std::string bytes;
+};
+GlbAttribute glb_attribute(const fs::path& file, const std::string& mesh, const std::string& attribute,
+                           size_t element_bytes) {
   std::ifstream in(file, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto u32 = [&](size_t at) {
@@ -517,24 +522,73 @@ std::vector<float> glb_positions(const fs::path& file, const std::string& mesh) 
   if (bytes.size() < 20 || bytes.compare(0, 4, "glTF") != 0) return {};
   const size_t json_len = u32(12);
   EXPECT_EQ(u32(16), 0x4E4F534Au);  // "JSON"
-  const nlohmann::json gltf = nlohmann::json::parse(bytes.substr(20, json_len));
+  GlbAttribute out;
+  out.gltf = nlohmann::json::parse(bytes.substr(20, json_len));
   const size_t bin_at = 20 + json_len + 8;
   EXPECT_EQ(u32(20 + json_len + 4), 0x004E4942u);  // "BIN\0"
-  for (const nlohmann::json& m : gltf.at("meshes")) {
+  for (const nlohmann::json& m : out.gltf.at("meshes")) {
     if (m.at("name") != mesh) continue;
-    const nlohmann::json& acc = gltf.at("accessors").at(m.at("primitives").at(0).at("attributes").at("POSITION").get<size_t>());
-    const nlohmann::json& view = gltf.at("bufferViews").at(acc.at("bufferView").get<size_t>());
-    EXPECT_EQ(acc.at("componentType"), 5126);  // float
+    out.accessor = out.gltf.at("accessors").at(m.at("primitives").at(0).at("attributes").at(attribute).get<size_t>());
+    const nlohmann::json& view = out.gltf.at("bufferViews").at(out.accessor.at("bufferView").get<size_t>());
     EXPECT_FALSE(view.contains("byteStride"));
-    const size_t at = bin_at + view.value("byteOffset", size_t{0}) + acc.value("byteOffset", size_t{0});
-    std::vector<float> xyz(3 * acc.at("count").get<size_t>());
-    EXPECT_LE(at + xyz.size() * sizeof(float), bytes.size());
-    if (at + xyz.size() * sizeof(float) > bytes.size()) return {};
-    std::memcpy(xyz.data(), bytes.data() + at, xyz.size() * sizeof(float));
-    return xyz;
+    const size_t at = bin_at + view.value("byteOffset", size_t{0}) + out.accessor.value("byteOffset", size_t{0});
+    const size_t n = element_bytes * out.accessor.at("count").get<size_t>();
+    EXPECT_LE(at + n, bytes.size());
+    if (at + n <= bytes.size()) out.bytes = bytes.substr(at, n);
+    return out;
   }
   ADD_FAILURE() << "no mesh " << mesh << " in " << file;
   return {};
+}
+
+// The POSITION values of the mesh named `mesh`, as x, y, z triples.
+std::vector<float> glb_positions(const fs::path& file, const std::string& mesh) {
+  const GlbAttribute a = glb_attribute(file, mesh, "POSITION", 3 * sizeof(float));
+  if (a.bytes.empty()) return {};
+  EXPECT_EQ(a.accessor.at("componentType"), 5126);  // float
+  std::vector<float> xyz(a.bytes.size() / sizeof(float));
+  std::memcpy(xyz.data(), a.bytes.data(), a.bytes.size());
+  return xyz;
+}
+
+// glTF's vertex colours are linear and the frames sRGB: COLOR_0 holds the decoded values (16 bits:
+// 8 linear bits would band the dark tones), and the materials are unlit, so a viewer shows the
+// points in the frames' colours (sRGB bytes stored as they are showed them washed out).
+TEST(Glb, PointColoursAreLinearAndUnlit) {
+  GlbSceneBuilder b;
+  PointBatch batch;
+  const uint8_t srgb[] = {0, 1, 10, 11, 128, 188, 255};
+  for (const uint8_t v : srgb) {
+    batch.xyz.insert(batch.xyz.end(), {static_cast<float>(v), 0, 1});
+    batch.rgb.insert(batch.rgb.end(), {v, 255, 0});
+  }
+  b.add_points(batch);
+  TempDir dir;
+  b.write(dir.path / "c.glb");
+  const nlohmann::json rep = validate_gltf(dir.path / "c.glb", dir.path);
+  ASSERT_TRUE(rep.is_object());
+  EXPECT_EQ(rep.at("numErrors"), 0) << rep.dump(1);
+  EXPECT_EQ(rep.at("numWarnings"), 0) << rep.dump(1);
+  const GlbAttribute c = glb_attribute(dir.path / "c.glb", "points", "COLOR_0", 4 * sizeof(uint16_t));
+  ASSERT_EQ(c.bytes.size(), 7u * 4 * sizeof(uint16_t));
+  EXPECT_EQ(c.accessor.at("componentType"), 5123);  // unsigned short
+  EXPECT_EQ(c.accessor.at("normalized"), true);
+  EXPECT_EQ(c.accessor.at("type"), "VEC4");
+  std::vector<uint16_t> rgba(7 * 4);
+  std::memcpy(rgba.data(), c.bytes.data(), c.bytes.size());
+  // IEC 61966-2-1: v / 255 / 12.92 up to 10 (0.04045 * 255 = 10.3), ((v / 255 + 0.055) / 1.055)^2.4 above;
+  // 128 -> 0.2158605, 188 -> 0.5028865.
+  const double linear[] = {0, 1 / 255.0 / 12.92, 10 / 255.0 / 12.92, std::pow((11 / 255.0 + 0.055) / 1.055, 2.4),
+                           0.2158605, 0.5028865, 1};
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_NEAR(rgba[4 * i] / 65535.0, linear[i], 0.6 / 65535) << "sRGB " << int{srgb[i]};
+    EXPECT_EQ(rgba[4 * i + 1], 65535);
+    EXPECT_EQ(rgba[4 * i + 2], 0);
+    EXPECT_EQ(rgba[4 * i + 3], 65535);
+  }
+  EXPECT_EQ(c.gltf.at("extensionsUsed"), nlohmann::json::array({"KHR_materials_unlit"}));
+  for (const nlohmann::json& m : c.gltf.at("materials"))
+    EXPECT_TRUE(m.at("extensions").contains("KHR_materials_unlit")) << m.dump();
 }
 
 TEST(Glb, PointBudgetKeepsAUniformSampleOfAllPoints) {
