@@ -24,11 +24,11 @@ ColmapWriter::ColmapWriter(const fs::path& dir)
       "# Image list with two lines of data per image:\n"
       "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n"
       "#   POINTS2D[] as (X, Y, POINT3D_ID)\n"
-      "# written by lingbot-map: world -> camera pose; no 2D points (empty second lines)\n");
+      "# written by lingbot-map: world -> camera pose; POINTS2D: the pixel centre each point came from\n");
   points_.append(
       "# 3D point list with one line of data per point:\n"
       "#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)\n"
-      "# written by lingbot-map: depth-map points (empty tracks)\n");
+      "# written by lingbot-map: depth-map points, each observed once: at its pixel of the image it came from\n");
 }
 
 void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height,
@@ -39,18 +39,32 @@ void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int w
                         K[2] + 0.5, K[5] + 0.5);
   cameras_.append(std::string_view(buf, static_cast<size_t>(n)));
   const auto q = rotation_to_quaternion_xyzw(w2c);  // qw >= 0
-  n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %s\n\n", id, q[3], q[0],
+  n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %s\n", id, q[3], q[0],
                     q[1], q[2], w2c[3], w2c[7], w2c[11], id, frame_file_name(index, ".png").c_str());
-  images_file_.append(std::string_view(buf, static_cast<size_t>(n)));
+  std::string image_text(buf, static_cast<size_t>(n));
+  const bool observed = points.pixel.size() == points.size();
+  LINGBOT_CHECK(width >= 1, "colmap: image width must be >= 1, got ", width);
   std::string text;
   text.reserve(points.size() * 64);
+  if (observed) image_text.reserve(image_text.size() + points.size() * 24);
   for (size_t i = 0; i < points.size(); ++i) {
     const float* p = points.xyz.data() + 3 * i;
     const uint8_t* c = points.rgb.data() + 3 * i;
-    n = std::snprintf(buf, sizeof buf, "%lld %.9g %.9g %.9g %d %d %d 0\n", static_cast<long long>(next_point_id_++),
-                      p[0], p[1], p[2], c[0], c[1], c[2]);
+    const long long point_id = static_cast<long long>(next_point_id_++);
+    if (observed) {  // COLMAP's pixel centres are at +0.5
+      const uint32_t px = points.pixel[i], w = static_cast<uint32_t>(width);
+      n = std::snprintf(buf, sizeof buf, "%s%u.5 %u.5 %lld", i == 0 ? "" : " ", px % w, px / w, point_id);
+      image_text.append(buf, static_cast<size_t>(n));
+      n = std::snprintf(buf, sizeof buf, "%lld %.9g %.9g %.9g %d %d %d 0 %lld %zu\n", point_id, p[0], p[1], p[2], c[0],
+                        c[1], c[2], id, i);
+    } else {
+      n = std::snprintf(buf, sizeof buf, "%lld %.9g %.9g %.9g %d %d %d 0\n", point_id, p[0], p[1], p[2], c[0], c[1],
+                        c[2]);
+    }
     text.append(buf, static_cast<size_t>(n));
   }
+  image_text += '\n';
+  images_file_.append(image_text);
   points_.append(text);
   ++images_;
 }
@@ -113,9 +127,9 @@ class ColmapExporter final : public Exporter {
     const int64_t images = writer_ ? writer_->images() : images_, points = writer_ ? writer_->points() : points_;
     return {{"files",
              {{"colmap/cameras.txt", "PINHOLE per frame, principal point + 0.5 (COLMAP pixel centres)"},
-              {"colmap/images.txt", "world -> camera QW QX QY QZ TX TY TZ, NAME NNNNNN.png"},
+              {"colmap/images.txt", "world -> camera QW QX QY QZ TX TY TZ, NAME NNNNNN.png, POINTS2D at the points' pixels"},
               {"colmap/images/NNNNNN.png", "the model input of each listed frame (COLMAP's --image_path)"},
-              {"colmap/points3D.txt", "points as points.ply, empty tracks"}}},
+              {"colmap/points3D.txt", "points as points.ply, each observed once: its pixel in its image"}}},
             {"images", images},
             {"points", points},
             {"frames_skipped_non_finite", skipped_}};

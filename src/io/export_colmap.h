@@ -6,11 +6,14 @@
 //                 (col, row) at (col + 0.5, row + 0.5), the engine at (col, row): with the shift a
 //                 point unprojected from pixel (col, row) projects onto that pixel's centre.
 //   images.txt    per frame "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME": the world -> camera
-//                 rotation as a unit quaternion (scalar first, QW >= 0) and translation, then an
-//                 empty POINTS2D line. IMAGE_ID = CAMERA_ID = frame index + 1; NAME = NNNNNN.png,
-//                 the names `run --export-preprocessed DIR` gives the model's input frames.
-//   points3D.txt  "POINT3D_ID X Y Z R G B ERROR" per point (the points of points.ply: same
-//                 filter), ERROR 0, empty tracks (the engine does not match features).
+//                 rotation as a unit quaternion (scalar first, QW >= 0) and translation, then the
+//                 POINTS2D line: "X Y POINT3D_ID" for each of the frame's points, at the centre of
+//                 the pixel it was unprojected from. IMAGE_ID = CAMERA_ID = frame index + 1;
+//                 NAME = NNNNNN.png, the names `run --export-preprocessed DIR` gives the model's input frames.
+//   points3D.txt  "POINT3D_ID X Y Z R G B ERROR IMAGE_ID POINT2D_IDX" per point (the points of
+//                 points.ply: same filter): ERROR 0 and a track of one observation, its pixel (the
+//                 engine does not match features across frames). The observations let COLMAP's
+//                 image_undistorter and patch_match_stereo derive each image's depth range.
 // Lines are appended and flushed per frame, so the model is valid after every frame. Frames with
 // non-finite geometry are left out (no camera, image or points).
 #include <cstdint>
@@ -25,7 +28,8 @@ namespace lingbot::io {
 class ColmapWriter {
  public:
   explicit ColmapWriter(const std::filesystem::path& dir);  // writes the three files in dir
-  // One frame: its camera and image (w2c, K of the engine), and its points.
+  // One frame: its camera and image (w2c, K of the engine), and its points (PointBatch::pixel gives
+  // their observations; a batch without pixels gets empty tracks).
   void append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height, const PointBatch& points);
   int64_t images() const { return images_; }
   int64_t points() const { return next_point_id_ - 1; }

@@ -325,6 +325,7 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
     if (!depth.empty() && !is_valid_map_value(depth[i])) continue;
     if (kept++ % static_cast<size_t>(downsample) != 0) continue;
     out.xyz.insert(out.xyz.end(), p, p + 3);
+    out.pixel.push_back(static_cast<uint32_t>(i));
     if (!conf.empty()) out.conf.push_back(conf[i]);
     for (int c = 0; c < 3; ++c) {
       const float v = image_chw[static_cast<size_t>(c) * n + i];

@@ -166,6 +166,7 @@ struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point
   std::vector<float> conf;   // 1 per point when confidences were given, else empty
+  std::vector<uint32_t> pixel;  // select_points: the pixel each point came from, row * W + col; else empty
   size_t size() const { return xyz.size() / 3; }
 };
 // points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.

@@ -418,6 +418,12 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
   std::istringstream is(slurp(model / "images.txt"));
   int checked = 0;
   std::set<int> ids;
+  struct Observation {
+    int image;
+    double x, y;
+    long long point3d;
+  };
+  std::vector<Observation> observations;  // POINTS2D in file order
   for (std::string line; std::getline(is, line);) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ls(line);
@@ -427,7 +433,8 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
     ls >> id >> qw >> qx >> qy >> qz >> tx >> ty >> tz >> cam >> name;
     std::string points2d;
     std::getline(is, points2d);
-    EXPECT_EQ(points2d, "");
+    std::istringstream ps(points2d);
+    for (Observation o{id, 0, 0, 0}; ps >> o.x >> o.y >> o.point3d;) observations.push_back(o);
     ids.insert(id);
     EXPECT_GE(qw, 0);
     const Synth& s = *frames[static_cast<size_t>(id - 1)];
@@ -451,6 +458,40 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
   }
   EXPECT_EQ(ids, (std::set<int>{1, 2, 4, 5}));
   EXPECT_EQ(checked, kFrames * W * H);
+
+  // Every point has one observation: the centre of the pixel it came from in its image's POINTS2D
+  // line, which points back at it (TRACK = IMAGE_ID POINT2D_IDX); COLMAP counts them.
+  ASSERT_EQ(static_cast<int64_t>(observations.size()), points);
+  std::istringstream ps(slurp(model / "points3D.txt"));
+  size_t k = 0;
+  std::map<int, size_t> first_of_image;
+  for (size_t i = 0; i < observations.size(); ++i) first_of_image.emplace(observations[i].image, i);
+  for (std::string line; std::getline(ps, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    long long id;
+    double X[3], err;
+    int r, g, b, image;
+    size_t idx;
+    ASSERT_TRUE(ls >> id >> X[0] >> X[1] >> X[2] >> r >> g >> b >> err >> image >> idx) << line;
+    std::string rest;
+    EXPECT_FALSE(ls >> rest) << "a track of one observation: " << line;
+    ASSERT_LT(k, observations.size());
+    const Observation& o = observations[first_of_image.at(image) + idx];
+    EXPECT_EQ(o.point3d, id) << line;
+    EXPECT_EQ(o.image, image) << line;
+    // The observation is a pixel centre of the frame's grid, and the point is that pixel's world point.
+    const int col = static_cast<int>(o.x - 0.5), row = static_cast<int>(o.y - 0.5);
+    EXPECT_EQ(o.x, col + 0.5);
+    EXPECT_EQ(o.y, row + 0.5);
+    const float* want = frames[static_cast<size_t>(image - 1)]->points.data() + 3 * (static_cast<size_t>(row) * W + col);
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(X[c], want[c], 1e-6 * (1 + std::abs(want[c]))) << line;
+    ++k;
+  }
+  EXPECT_EQ(k, observations.size());
+  c = run(env + "colmap model_analyzer --path " + bin.string(), dir.path);
+  EXPECT_NE(c.out.find("Observations: " + std::to_string(points) + "\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("Mean track length: 1"), std::string::npos) << c.out;
 }
 
 // ---- GLB ----------------------------------------------------------------------------------------
