@@ -3,7 +3,11 @@
 // views into the fetched buffer (every part starts on a 4-byte boundary), not copies.
 export const HEADER_BYTES = 128;
 
+// Errors name what is wrong with the file, not where (the caller adds its name): a damaged file must
+// not surface as a typed array's or DataView's own RangeError.
 export function parseViewerFrame(buffer) {
+  const bytes = buffer.byteLength;
+  if (bytes < HEADER_BYTES) throw new Error(`${bytes} bytes: shorter than its ${HEADER_BYTES}-byte header (truncated?)`);
   const dv = new DataView(buffer);
   const magic = String.fromCharCode(dv.getUint8(0), dv.getUint8(1), dv.getUint8(2), dv.getUint8(3));
   if (magic !== 'LBVF') throw new Error(`not a viewer frame (magic ${JSON.stringify(magic)})`);
@@ -29,13 +33,21 @@ export function parseViewerFrame(buffer) {
     depthLo: dv.getFloat32(120, true),  // depth_preview/NNNNNN.png's colour range (0, 0: no valid depth)
     depthHi: dv.getFloat32(124, true),
   };
-  const pad4 = (n) => (n + 3) & ~3;
+  if (headerBytes < HEADER_BYTES || headerBytes % 4 || headerBytes > bytes)
+    throw new Error(`header size ${headerBytes} in a ${bytes}-byte file (expected ${HEADER_BYTES}..file size, a multiple of 4)`);
+  // The size the header implies, checked before any array is made (a damaged count would otherwise
+  // be a RangeError, or a huge allocation). Plain numbers: exact far beyond any real file.
+  const pad4 = (n) => Math.ceil(n / 4) * 4;
   const n = f.count, pn = f.previewWidth * f.previewHeight;
+  const expected = headerBytes + 16 * n + pad4(3 * n) + pad4(3 * pn);
+  if (expected !== bytes) {
+    throw new Error(`${bytes} bytes, expected ${expected} for ${n} points and a ${f.previewWidth}x${f.previewHeight} ` +
+      `preview (${bytes < expected ? 'truncated?' : 'extra bytes'})`);
+  }
   let off = headerBytes;
   f.xyz = new Float32Array(buffer, off, 3 * n); off += 12 * n;
   f.conf = new Float32Array(buffer, off, n); off += 4 * n;
   f.rgb = new Uint8Array(buffer, off, 3 * n); off += pad4(3 * n);
-  f.previewRgb = new Uint8Array(buffer, off, 3 * pn); off += pad4(3 * pn);
-  if (off !== buffer.byteLength) throw new Error(`viewer frame ${f.index}: ${buffer.byteLength} bytes, expected ${off}`);
+  f.previewRgb = new Uint8Array(buffer, off, 3 * pn);
   return f;
 }
