@@ -5,15 +5,18 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <future>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -28,6 +31,13 @@ namespace lingbot::cli {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+LiveRunStatus::LiveRunStatus() {
+  std::random_device rd;
+  char id[32];
+  std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+  run_ = id;
+}
+
 void LiveRunStatus::set_frames(int64_t frames) {
   std::lock_guard<std::mutex> lock(mutex_);
   frames_ = frames;
@@ -41,7 +51,7 @@ void LiveRunStatus::finish(const std::string& status, const std::string& error) 
 
 json LiveRunStatus::json() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {{"frames", frames_}, {"status", status_}, {"error", error_}, {"live", true}};
+  return {{"frames", frames_}, {"status", status_}, {"error", error_}, {"live", true}, {"run", run_}};
 }
 
 json folder_run_status(const fs::path& out_dir) {
@@ -68,7 +78,14 @@ json folder_run_status(const fs::path& out_dir) {
     error = "no run is writing this folder and it has no summary.json (copied while its run went on, or the "
             "summary was removed); its files hold the frames written";
   }
-  return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}};
+  // A run into this folder removes the earlier run's files before writing its own, and writes each
+  // frame file once (temporary name + rename): a new first frame file means another run.
+  std::string run;
+  struct stat st{};
+  if (frames > 0 && ::stat((out_dir / "viewer" / io::viewer_frame_file_name(0)).c_str(), &st) == 0) {
+    run = std::to_string(st.st_ino) + "-" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}, {"run", run}};
 }
 
 bool is_loopback_host(const std::string& host) {

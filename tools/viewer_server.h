@@ -3,8 +3,9 @@
 // libcpp-httplib-dev). It serves
 //   /, /viewer.js, /three/...   the viewer page and three.js, embedded in the binary (viewer_assets.h)
 //   /api/status                 {"frames": N, "status": "running"|"completed"|"interrupted"|"failed"|
-//                                "ended", "error": "...", "live": bool, "depth_preview": bool}
-//                               (the page polls it)
+//                                "ended", "error": "...", "live": bool, "depth_preview": bool,
+//                                "run": "..."} (the page polls it; "run" changes when another run's
+//                               files are served, so the page drops the frames it loaded)
 //   /run/<path>                 regular files inside the run's output folder, nothing else: any
 //                               ".." segment, a path that resolves (symlinks included) outside the
 //                               folder, a folder or a missing file is 404; streamed in chunks, one
@@ -38,6 +39,7 @@ inline constexpr const char* kDefaultViewerHost = "127.0.0.1";
 // Run state shared between a running `run` (writer) and the server thread (reader).
 class LiveRunStatus {
  public:
+  LiveRunStatus();  // makes the run's identity: random, so a restarted `run --serve` differs
   void set_frames(int64_t frames);
   void finish(const std::string& status, const std::string& error);
   nlohmann::json json() const;
@@ -47,10 +49,12 @@ class LiveRunStatus {
   int64_t frames_ = 0;
   std::string status_ = "running";
   std::string error_;
+  std::string run_;
 };
 
 // Status of a folder from its files, for `view`: frames = viewer/000000.bin, 000001.bin, ... present
-// without a gap; status from summary.json ("running" while it does not exist yet).
+// without a gap; status from summary.json ("running" while it does not exist yet); run = the
+// identity of viewer/000000.bin (inode and modification time: each run writes it anew), "" without it.
 nlohmann::json folder_run_status(const std::filesystem::path& out_dir);
 
 // True for 127.0.0.0/8, ::1 and "localhost".

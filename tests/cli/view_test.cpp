@@ -231,6 +231,7 @@ TEST(View, ServesOnlyFilesInsideTheFolder) {
   ASSERT_EQ(status.status, 200);
   EXPECT_EQ(nlohmann::json::parse(status.body)["frames"], 12);
   EXPECT_EQ(nlohmann::json::parse(status.body)["status"], "completed");
+  EXPECT_FALSE(nlohmann::json::parse(status.body)["run"].get<std::string>().empty());  // viewer/000000.bin's identity
   const HttpReply poses = http_get(ip, port, "/run/poses.json");
   EXPECT_EQ(poses.status, 200);
   EXPECT_EQ(poses.body, slurp(out / "poses.json"));
@@ -322,7 +323,8 @@ TEST(View, ReadOnlyRequestsRangesAndStatus) {
   EXPECT_TRUE(head.body.empty());
   EXPECT_TRUE(contains(head.head, "Content-Length: " + std::to_string(fs::file_size(out / "poses.json")))) << head.head;
   EXPECT_EQ(http_get(ip, port, "/api/status", "LOCALHOST:" + std::to_string(port)).status, 200);
-  EXPECT_EQ(nlohmann::json::parse(http_get(ip, port, "/api/status").body)["depth_preview"], true);
+  const nlohmann::json first = nlohmann::json::parse(http_get(ip, port, "/api/status").body);
+  EXPECT_EQ(first["depth_preview"], true);
   EXPECT_EQ(server.stop(), 0);
 
   // A copy of the viewer files alone: no run writes it, no summary will come, no depth previews.
@@ -335,6 +337,9 @@ TEST(View, ReadOnlyRequestsRangesAndStatus) {
   EXPECT_EQ(st["status"], "ended");
   EXPECT_EQ(st["depth_preview"], false);
   EXPECT_EQ(st["frames"], read_json(out / "poses.json")["frames"].size());
+  // Other files, another run for the page (it reloads its frames).
+  EXPECT_NE(st["run"].get<std::string>(), first["run"].get<std::string>());
+  EXPECT_FALSE(st["run"].get<std::string>().empty());
   EXPECT_TRUE(contains(st["error"].get<std::string>(), "no run is writing this folder and it has no summary.json"));
   EXPECT_EQ(second.stop(), 0);
 }
@@ -487,12 +492,14 @@ TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
   // Poll until the run reports its end; the frame count never decreases and each counted frame's
   // file is there.
   int64_t last = 0;
-  std::string state = "running";
+  std::string state = "running", run_id;
   for (int i = 0; i < 1200 && state == "running"; ++i) {
     const HttpReply r = http_get("127.0.0.1", port, "/api/status");
     ASSERT_EQ(r.status, 200);
     const nlohmann::json s = nlohmann::json::parse(r.body);
     EXPECT_TRUE(s["live"].get<bool>());
+    if (i == 0) run_id = s["run"].get<std::string>();
+    EXPECT_EQ(s["run"].get<std::string>(), run_id);  // one run, one identity
     EXPECT_GE(s["frames"].get<int64_t>(), last);
     last = s["frames"].get<int64_t>();
     if (last > 0) {
