@@ -1,11 +1,15 @@
 // Browser tests of the lingbot-map viewer: headless Debian chromium driven by playwright-core.
 //   node web/test/viewer_test.mjs static --cli BUILD/lingbot-map --work DIR [--screenshot OUT.png]
 //     `run --demo`, then `view`: the page's frame and point counts equal poses.json's frames and
-//     points.ply's vertex count; the 3D view is not blank and changes when the frame slider moves.
+//     points.ply's vertex count; the 3D view is not blank and changes when the frame slider moves;
+//     damaged frame files are named with the reason; the controls are named and usable by keyboard;
+//     another run into the folder replaces the frames shown and the view fits all of its frames.
 //   node web/test/viewer_test.mjs live --cli BUILD/lingbot-map --work DIR
 //     `run --demo --demo-frames 40 --serve 0 --demo-pace S`: the page's frame count grows while the
 //     run goes on and ends at 40 with the status "completed" (S = 0.25 s; when the run ended before
-//     the page first polled, which a loaded machine can cause, it runs again at 4x and 16x the pace).
+//     the page first polled, which a loaded machine can cause, it runs again at 4x and 16x the pace);
+//     a camera the user moved stays where it is. Then a run killed (SIGKILL) and another one on the
+//     same port and folder: the page shows the second run's frames only.
 // Exit code 0 = pass; every failed check prints one "FAIL: ..." line.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -127,6 +131,42 @@ async function staticTest() {
     check(points === plyPoints && points > 0, `page points ${points} == points.ply vertices ${plyPoints}`);
     check(Number(await body(page, 'pointsShown')) === plyPoints, 'all points shown at the run\'s confidence threshold');
     check((await body(page, 'status')) === 'completed', 'page reports the run completed');
+    // Controls: named for assistive technology, the frame number is not part of the play button, the
+    // "every" field shows the value it acts as, the 3D view takes the orbit controls' arrow keys.
+    check(await page.getByRole('slider', { name: 'frame', exact: true }).count() === 1, 'the frame slider is named "frame"');
+    check(await page.getByRole('button', { name: 'play', exact: true }).count() === 1, 'the play button is named "play"');
+    check((await page.getAttribute('#status', 'aria-live')) === 'polite', 'the status line is announced (aria-live polite)');
+    await page.click('#frame-num');
+    await sleep(300);
+    check((await page.getAttribute('#play', 'aria-label')) === 'play', 'clicking the frame number does not start playback');
+    const everyShown = [];
+    for (const typed of ['-3', '0', '', '2.5', '1']) {
+      await page.fill('#every', typed);
+      await page.locator('#every').blur();
+      everyShown.push(await page.inputValue('#every'));
+    }
+    check(everyShown.join(' ') === '1 1 1 2 1', `the "every" field shows the value it acts as: ${everyShown.join(' ')} for -3 0 '' 2.5 1`);
+    check(await page.isVisible('#preview-depth') && await page.isHidden('#depth-none'), 'a run with depth previews shows them');
+    const cameraBefore = await body(page, 'camera');
+    await page.focus('#view canvas');
+    await page.keyboard.press('ArrowLeft');
+    await page.waitForFunction((c) => document.body.dataset.camera !== c, cameraBefore, { timeout: 5000 }).catch(() => {});
+    check((await body(page, 'camera')) !== cameraBefore, 'an arrow key on the focused 3D view moves the camera');
+    // A damaged frame file's error says what is wrong, not a typed array's RangeError.
+    const parsed = await page.evaluate(async () => {
+      const { parseViewerFrame } = await import('/viewer_format.js');
+      const good = await (await fetch('/run/viewer/000003.bin')).arrayBuffer();
+      const count = good.slice(0);
+      new DataView(count).setUint32(104, 0x7fffffff, true);  // the point count
+      const result = {};
+      for (const [k, b] of Object.entries({ truncated: good.slice(0, 5000), empty: new ArrayBuffer(0), count })) {
+        try { parseViewerFrame(b); result[k] = 'parsed'; } catch (e) { result[k] = e.message; }
+      }
+      return result;
+    });
+    check(/^5000 bytes, expected \d+ for \d+ points and a \d+x\d+ preview \(truncated\?\)$/.test(parsed.truncated), `truncated frame: "${parsed.truncated}"`);
+    check(parsed.empty === '0 bytes: shorter than its 128-byte header (truncated?)', `empty frame: "${parsed.empty}"`);
+    check(/^\d+ bytes, expected \d+ for 2147483647 points/.test(parsed.count), `frame with a damaged count: "${parsed.count}"`);
     await page.click('#fit');
     await sleep(300);
     const cameras = Number(await body(page, 'cameras')), inView = Number(await body(page, 'camerasInView'));
@@ -176,18 +216,33 @@ async function staticTest() {
     await page.waitForSelector('body[data-selected="0"]');
     const unknown = await page.textContent('#st-timestamp');
     check(unknown === '0.000', `a version-1 frame's timestamp has no unit: "${unknown}"`);
-    // A run without depth previews: the page asks for none (a 404 would be a console error). A
-    // damaged frame file: the frames before it are shown, loading stops there and the status says why.
+    // A run without depth previews: the page asks for none (a 404 would be a console error) and says
+    // so instead of a broken image. A damaged frame file: the frames before it are shown, loading
+    // stops there and the status says why.
     fs.rmSync(path.join(out, 'depth_preview'), { recursive: true, force: true });
-    const damaged = path.join(out, 'viewer', '000002.bin');
+    const damaged = path.join(out, 'viewer', '000001.bin');
     fs.truncateSync(damaged, 100);
     await page.reload({ waitUntil: 'domcontentloaded' });
     await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
-    check(Number(await body(page, 'frames')) === 2, `loading stops before the damaged frame 2 (${await body(page, 'frames')} frames)`);
+    check(Number(await body(page, 'frames')) === 1, `loading stops before the damaged frame 1 (${await body(page, 'frames')} frames)`);
     const frameError = (await body(page, 'frameError')) || '';
-    check(frameError.startsWith('frame 2 (/run/viewer/000002.bin) cannot be read'), `the page names the damaged frame: "${frameError}"`);
+    check(frameError === 'frame 1 (/run/viewer/000001.bin) cannot be read: 100 bytes: shorter than its 128-byte header (truncated?)',
+      `the page names the damaged frame and why: "${frameError}"`);
     const statusText = await page.textContent('#status');
     check(statusText.includes(frameError), `the status line shows it: "${statusText}"`);
+    check(statusText.includes(' · 1 frame · '), `one frame is "1 frame": "${statusText}"`);
+    check(await page.isHidden('#preview-depth') && await page.isVisible('#depth-none'), 'no depth previews: a note, not a broken image');
+    // Another run into the folder while `view` goes on (more frames, other points): the page drops
+    // what it showed, the damaged file's error too, loads the new run and fits the view to all of it.
+    execFileSync(opt.cli, ['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const points2 = plyVertexCount(path.join(out, 'points.ply'));
+    await page.waitForFunction(() => document.body.dataset.frames === '20' && document.body.dataset.ready === '1', null, { timeout: 30000 })
+      .catch(() => {});
+    check(Number(await body(page, 'frames')) === 20 && Number(await body(page, 'points')) === points2,
+      `the page shows the new run: ${await body(page, 'frames')} frames (20), ${await body(page, 'points')} points (${points2})`);
+    check(!(await body(page, 'frameError')), 'the earlier run\'s frame error is gone');
+    const cameras2 = Number(await body(page, 'cameras')), inView2 = Number(await body(page, 'camerasInView'));
+    check(cameras2 === 20 && inView2 === 20, `the view opens on all 20 cameras without "fit view" (${inView2} of ${cameras2} in view)`);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
   } finally {
     await browser.close();
@@ -215,12 +270,23 @@ async function liveAttempt(launched, pace) {
     const seen = [];        // distinct frame counts, in order
     const whileRunning = new Set();  // frame counts seen while the page said the run was going on
     let firstStatus = '';
+    let dragged = null;  // the camera the user's drag left: { before, after }
     const deadline = Date.now() + 180000;
     for (;;) {
       const frames = Number((await body(page, 'frames')) || 0), status = await body(page, 'status');
       if (!firstStatus && status) {
         firstStatus = status;
         console.log(`  the page's first status came ${((Date.now() - served) / 1000).toFixed(1)} s after the run served it`);
+      }
+      if (!dragged && status === 'running' && frames > 0 && frames < total / 2) {  // the user orbits while frames come
+        const before = await body(page, 'camera');
+        const box = await page.locator('#view canvas').boundingBox();
+        await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+        await page.mouse.down();
+        await page.mouse.move(box.x + box.width / 2 + 120, box.y + box.height / 2 + 40, { steps: 5 });
+        await page.mouse.up();
+        await sleep(300);
+        dragged = { before, after: await body(page, 'camera') };
       }
       if (status === 'running' && frames > 0 && frames < total) whileRunning.add(frames);
       if (!seen.length || seen[seen.length - 1] !== frames) { seen.push(frames); console.log(`  page: ${frames} frames, ${status}`); }
@@ -239,6 +305,11 @@ async function liveAttempt(launched, pace) {
     check((await body(page, 'status')) === 'completed', 'page reports the run completed');
     const summary = JSON.parse(fs.readFileSync(path.join(out, 'summary.json'), 'utf8'));
     check(Number(await body(page, 'points')) === summary.points, `page points == summary.json points ${summary.points}`);
+    if (dragged) {
+      await sleep(300);  // a fit at the end would be drawn by now
+      check(dragged.after !== dragged.before, 'dragging the 3D view moves the camera');
+      check((await body(page, 'camera')) === dragged.after, 'the camera the user moved stays there while frames load and at the end');
+    }
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
     return true;
   } finally {
@@ -249,17 +320,53 @@ async function liveAttempt(launched, pace) {
   }
 }
 
+// A run killed (SIGKILL: no summary) and another one, with other frames, on the same port and folder:
+// the page, reconnected, shows the second run's frames only (not the first run's, with the second's
+// appended).
+async function restartTest(launched) {
+  const out = path.join(opt.work, 'restart');
+  fs.rmSync(out, { recursive: true, force: true });
+  const first = startServer(['run', '--demo', '--demo-frames', '40', '--demo-pace', '0.25', '--serve', '0', '--out', out]);
+  const url = await first.url;
+  const fresh = await launched.browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const { page, errors } = await openPage({ browser: launched.browser, page: fresh }, url);
+  let second = null;
+  try {
+    await page.waitForFunction(() => Number(document.body.dataset.frames) >= 3, null, { timeout: 120000 });
+    first.child.kill('SIGKILL');
+    await first.exited;
+    second = startServer(['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--serve', new URL(url).port, '--out', out]);
+    await second.url;
+    await page.waitForFunction(() => document.body.dataset.status === 'completed' && document.body.dataset.frames === '20', null,
+      { timeout: 120000 }).catch(() => {});
+    const summary = JSON.parse(fs.readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    check((await body(page, 'frames')) === '20' && Number(await body(page, 'points')) === summary.points,
+      `after the restart the page shows the second run: ${await body(page, 'frames')} frames (20), ${await body(page, 'points')} points (${summary.points})`);
+    // The server was away for a while: failed requests then are expected, nothing else.
+    const other = errors.filter((e) => !/ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|Failed to load resource/.test(e));
+    check(other.length === 0, `no page errors${other.length ? ': ' + other.join(' | ') : ''}`);
+  } finally {
+    await page.close();
+    first.child.kill('SIGKILL');
+    if (second) {
+      second.child.kill('SIGINT');
+      await second.exited;
+    }
+  }
+}
+
 async function liveTest() {
   const launched = await launchBrowser();
   try {
     let pace = Number(opt.pace || '0.25');
     for (let attempt = 1; ; ++attempt, pace *= 4) {
-      if (await liveAttempt(launched, pace)) return;
+      if (await liveAttempt(launched, pace)) break;
       if (attempt === 3) {
         check(false, `the page saw the run going on in one of ${attempt} attempts (last --demo-pace ${pace})`);
-        return;
+        break;
       }
     }
+    await restartTest(launched);
   } finally {
     await launched.browser.close();
   }

@@ -10,7 +10,8 @@
 // order), data-points (points loaded = the points.ply count), data-points-shown, data-status
 // (running | completed | interrupted | failed | ended | disconnected), data-ready (1: nothing more
 // to load, or the server is not answering), data-frame-error (a frame file that could not be read),
-// data-cameras / data-cameras-in-view (posed frames, and those the last "fit view" shows).
+// data-cameras / data-cameras-in-view (posed frames, and those the last fit shows), data-camera
+// (the orbit camera's position as last drawn).
 import * as THREE from 'three';
 import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
 import { parseViewerFrame } from '/viewer_format.js';
@@ -22,6 +23,7 @@ const ui = {
   every: $('every'), keyframes: $('keyframes'), cameras: $('cameras'), trajectory: $('trajectory'),
   fit: $('fit'), screenshot: $('screenshot'), framesCount: $('frames-count'), pointsCount: $('points-count'),
   pointsShown: $('points-shown'), previewImage: $('preview-image'), previewDepth: $('preview-depth'),
+  depthNone: $('depth-none'),
 };
 
 // ---- scene ------------------------------------------------------------------------------------
@@ -29,18 +31,27 @@ const renderer = new THREE.WebGLRenderer({ antialias: true });
 renderer.setPixelRatio(window.devicePixelRatio);
 renderer.setClearColor(0x15171a);
 ui.view.appendChild(renderer.domElement);
+// Focusable, so the orbit controls' arrow keys (pan) work without a mouse.
+renderer.domElement.tabIndex = 0;
+renderer.domElement.setAttribute('aria-label', '3D view: drag to orbit, wheel to zoom, arrow keys to pan');
 const scene = new THREE.Scene();
 const camera = new THREE.PerspectiveCamera(60, 1, 0.001, 1000);
 camera.up.set(0, -1, 0);  // OpenCV world: -y is up until the cameras say otherwise
 camera.position.set(0, -1, -3);
 let controls = null;
+// Set once the user moves the camera (mouse, wheel, touch, keys): the automatic fits while frames
+// load then leave the camera where the user put it. "fit view" clears it.
+let userMoved = false;
 function makeControls(target) {
   if (controls) controls.dispose();
   controls = new OrbitControls(camera, renderer.domElement);  // takes camera.up as its up axis
   controls.target.copy(target);
   controls.addEventListener('change', requestRender);
+  controls.addEventListener('start', () => { userMoved = true; });  // pointer and wheel, not keys
+  controls.listenToKeyEvents(renderer.domElement);
   controls.update();
 }
+renderer.domElement.addEventListener('keydown', (e) => { if (/^Arrow/.test(e.code)) userMoved = true; });
 makeControls(new THREE.Vector3(0, 0, 0));
 
 const pointMaterial = new THREE.ShaderMaterial({
@@ -74,7 +85,11 @@ let renderPending = false;
 function requestRender() {
   if (renderPending) return;
   renderPending = true;
-  requestAnimationFrame(() => { renderPending = false; renderer.render(scene, camera); });
+  requestAnimationFrame(() => {
+    renderPending = false;
+    renderer.render(scene, camera);
+    document.body.dataset.camera = camera.position.toArray().map((v) => v.toPrecision(6)).join(',');
+  });
 }
 function resize() {
   const w = ui.view.clientWidth, h = ui.view.clientHeight;
@@ -147,11 +162,32 @@ function addFrame(f) {
   for (let i = 0; i < f.count; ++i) if (Number.isFinite(f.conf[i]) && f.conf[i] > maxConf) maxConf = f.conf[i];
 }
 
+// Drops every loaded frame (another run's files are served now): the page starts over as when opened.
+function clearFrames() {
+  for (const fr of frames) {
+    scene.remove(fr.points, fr.frustum);
+    fr.points.geometry.dispose();
+    fr.frustum.traverse((o) => {
+      if (o.geometry) o.geometry.dispose();
+      if (o.material && o.material !== frustumMaterial && o.material !== selectedMaterial) { o.material.map?.dispose(); o.material.dispose(); }
+    });
+  }
+  frames.length = 0;
+  runThreshold = null; maxConf = 0; totalPoints = 0; frustumScale = null; userMoved = false;
+  ui.frame.max = '0'; ui.frame.value = '0'; ui.follow.checked = true;
+  for (const id of ['st-index', 'st-keyframe', 'st-timestamp', 'st-points', 'st-depth']) $(id).textContent = '–';
+  ui.frameNum.textContent = '0';
+  drawPreview(ui.previewImage, 1, 1, () => [0, 0, 0]);
+  ui.previewDepth.hidden = ui.depthNone.hidden = true;
+  delete document.body.dataset.selected;
+  updateScene();
+}
+
 // ---- view state ---------------------------------------------------------------------------------
 function selected() { return Math.min(Number(ui.frame.value), frames.length - 1); }
+function everyNth() { return Math.max(1, Math.floor(Number(ui.every.value) || 1)); }
 function frameVisible(i) {
-  const every = Math.max(1, Math.floor(Number(ui.every.value) || 1));
-  return i <= selected() && i % every === 0 && (!ui.keyframes.checked || frames[i].f.keyframe);
+  return i <= selected() && i % everyNth() === 0 && (!ui.keyframes.checked || frames[i].f.keyframe);
 }
 
 function updateScene() {
@@ -200,7 +236,9 @@ function updateSelection() {
   document.body.dataset.selected = String(f.index);
   drawPreview(ui.previewImage, f.previewWidth, f.previewHeight, (i) => [f.previewRgb[3 * i], f.previewRgb[3 * i + 1], f.previewRgb[3 * i + 2]]);
   // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run writes it
-  // (/api/status says so: no request, and no 404, for a run without it).
+  // (/api/status says so: no request, and no 404, for a run without it); else a note says why not.
+  ui.previewDepth.hidden = !runStatus.depth_preview;
+  ui.depthNone.hidden = !!runStatus.depth_preview;
   if (runStatus.depth_preview) {
     const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
     if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
@@ -211,9 +249,8 @@ function updateSelection() {
 }
 
 // Scene centre and size from the points shown (per-axis median, 5-95 % spread), up from the cameras'
-// -y axes, then the orbit camera behind and above the first frame's camera, looking at the centre.
-function fitView() {
-  if (!frames.length) return;
+// -y axes, and the first posed frame's viewing direction.
+function sceneBounds() {
   const xs = [], ys = [], zs = [], thr = pointMaterial.uniforms.uThreshold.value;
   const visible = frames.filter((_, i) => frameVisible(i));
   const total = visible.reduce((s, fr) => s + fr.f.count, 0), step = Math.max(1, Math.floor(total / 20000));
@@ -244,13 +281,23 @@ function fitView() {
   up.normalize();
   const c0 = posed.length ? posed[0].f.c2w : [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0];
   const forward = new THREE.Vector3(c0[2], c0[6], c0[10]).normalize();  // z column of R
+  return { center, radius, up, forward, posed };
+}
+
+// The orbit camera behind and above the first frame's camera, looking at the scene centre. Frustums
+// are sized from the scene at the first fit and again when every frame is in (`rescale`): the first
+// frames alone can be far smaller or larger than the whole run.
+function fitView(rescale = false) {
+  if (!frames.length) return;
+  const { center, radius, up, forward, posed } = sceneBounds();
   const dist = radius / Math.tan(THREE.MathUtils.degToRad(camera.fov / 2)) * 1.1;
   camera.up.copy(up);
   camera.position.copy(center).addScaledVector(forward, -dist).addScaledVector(up, 0.35 * dist);
   camera.near = dist * 1e-3; camera.far = dist * 1e3;
   camera.updateProjectionMatrix();
   makeControls(center);
-  if (frustumScale === null) { frustumScale = 0.08 * radius; updateScene(); }
+  userMoved = false;
+  if (frustumScale === null || rescale) { frustumScale = 0.08 * radius; updateScene(); }
   // For tests: how many camera centres the fitted view shows.
   camera.updateMatrixWorld();
   const inView = posed.filter((fr) => {
@@ -274,12 +321,15 @@ ui.size.addEventListener('input', () => {
   requestRender();
 });
 for (const el of [ui.every, ui.keyframes, ui.cameras, ui.trajectory]) el.addEventListener('input', updateScene);
+// While typing, an invalid value (empty, 0, -3, 2.5) acts as its nearest valid one; once committed
+// the field shows that value.
+ui.every.addEventListener('change', () => { ui.every.value = String(everyNth()); });
 ui.frame.addEventListener('input', () => {
   ui.follow.checked = Number(ui.frame.value) >= frames.length - 1;
   updateScene();
 });
 ui.follow.addEventListener('input', () => { if (ui.follow.checked) { ui.frame.value = String(frames.length - 1); updateScene(); } });
-ui.fit.addEventListener('click', fitView);
+ui.fit.addEventListener('click', () => fitView());
 ui.screenshot.addEventListener('click', () => {
   renderer.render(scene, camera);  // the drawing buffer is read in the same task, before it is cleared
   const a = document.createElement('a');
@@ -288,10 +338,14 @@ ui.screenshot.addEventListener('click', () => {
   a.click();
 });
 let playTimer = null;
+function setPlayButton(playing) {
+  ui.play.textContent = playing ? '❚❚' : '▶';
+  ui.play.setAttribute('aria-label', playing ? 'pause' : 'play');
+}
 ui.play.addEventListener('click', () => {
-  if (playTimer) { clearInterval(playTimer); playTimer = null; ui.play.textContent = '▶'; return; }
+  if (playTimer) { clearInterval(playTimer); playTimer = null; setPlayButton(false); return; }
   if (selected() >= frames.length - 1) ui.frame.value = '0';
-  ui.play.textContent = '❚❚';
+  setPlayButton(true);
   playTimer = setInterval(() => {
     const next = selected() + 1;
     if (next >= frames.length) { ui.play.click(); return; }
@@ -318,7 +372,8 @@ function reportCounts() {
     : s === 'failed' ? `run failed: ${runStatus.error}` : s === 'ended' ? `run ended: ${runStatus.error}`
     : s === 'disconnected' ? 'server not answering (the run or viewer stopped?); retrying' : `run ${s}`;
   const loading = frameError ? ` · ${frameError}` : frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
-  showStatus(`${what} · ${frames.length} frames · ${totalPoints.toLocaleString('en-US')} points${loading}`,
+  const count = (n, unit) => `${n.toLocaleString('en-US')} ${unit}${n === 1 ? '' : 's'}`;
+  showStatus(`${what} · ${count(frames.length, 'frame')} · ${count(totalPoints, 'point')}${loading}`,
     s === 'failed' || !!frameError);
 }
 
@@ -367,7 +422,8 @@ async function loadNewFrames() {
       ui.conf.step = String((Number(ui.conf.max) - runThreshold) / 200);
       ui.frame.max = String(frames.length - 1);
       if (ui.follow.checked) ui.frame.value = String(frames.length - 1);
-      if (first || frames.length <= 2 * CONCURRENCY) fitView();
+      // The view follows the first frames (until the user moves it); poll() fits again at the end.
+      if (first || (!userMoved && frames.length <= 2 * CONCURRENCY)) fitView();
       updateScene();
       reportCounts();
       if (httpError) break;
@@ -377,9 +433,11 @@ async function loadNewFrames() {
   }
 }
 
-// Polls /api/status every 0.5 s while the run goes on. When the server does not answer (a restarted
+// Polls /api/status every 0.5 s while the run goes on, every 2 s after it ended (another run into the
+// folder, or on the port, replaces what is shown). When the server does not answer (a restarted
 // viewer, a run --serve that stopped), it keeps trying with a growing pause (up to 5 s) and carries on
-// where it was once the server is back.
+// where it was once the server is back. A different run (/api/status "run", or fewer frames than
+// loaded) makes the page start over: frames only ever append, so they must not mix two runs.
 // fetch() and its body ('json' or 'bytes'; null for an HTTP error), with a failure to reach the
 // server or a connection dropped mid-body marked as such (a page bug is not a disconnection).
 async function get(url, as) {
@@ -392,12 +450,23 @@ async function get(url, as) {
   }
 }
 let retryMs = 500;
+let loadedRun = null;  // the "run" of the frames loaded
+let fittedAll = false;  // the fit once every frame of the run is in
 async function poll() {
   try {
     const r = await get('/api/status', 'json');
     if (!r.ok) throw Object.assign(new Error(`/api/status: HTTP ${r.status}`), { unreachable: true });
     runStatus = r.body;
     retryMs = 500;
+    if (runStatus.run !== loadedRun || runStatus.frames < frames.length) {
+      if (frames.length || frameError) {
+        clearFrames();
+        frameError = ''; httpFailures = 0; httpFailedFrame = -1; fittedAll = false;
+        delete document.body.dataset.frameError;
+        delete document.body.dataset.ready;
+      }
+      loadedRun = runStatus.run;
+    }
     reportCounts();
     await loadNewFrames();
     reportCounts();
@@ -411,12 +480,19 @@ async function poll() {
   // A finished run's files no longer change; a running one (or a viewer of a running folder) is polled.
   const done = runStatus.status !== 'running' && runStatus.status !== 'disconnected' &&
     (frames.length >= runStatus.frames || !!frameError);
+  // Everything loaded: fit to the whole run, unless the user has moved the camera (the frustums are
+  // sized to it either way).
+  if (done && !fittedAll && frames.length) {
+    fittedAll = true;
+    if (!userMoved) fitView(true);
+    else { frustumScale = 0.08 * sceneBounds().radius; updateScene(); }
+  }
   if (done || runStatus.status === 'disconnected') document.body.dataset.ready = '1';
   if (!done && runStatus.status === 'disconnected') {
     setTimeout(poll, retryMs);  // 0.5 s, 1 s, 2 s, 4 s, then every 5 s
     retryMs = Math.min(5000, retryMs * 2);
-  } else if (!done) {
-    setTimeout(poll, 500);
+  } else {
+    setTimeout(poll, done ? 2000 : 500);
   }
 }
 poll();
