@@ -83,7 +83,10 @@ json folder_run_status(const fs::path& out_dir) {
   std::string run;
   struct stat st{};
   if (frames > 0 && ::stat((out_dir / "viewer" / io::viewer_frame_file_name(0)).c_str(), &st) == 0) {
-    run = std::to_string(st.st_ino) + "-" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+    // ctime too: a file system with coarse times may give two quick runs the same inode and mtime.
+    run = std::to_string(st.st_ino) + "-" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+          "-" + std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + "-" +
+          std::to_string(st.st_size);
   }
   return {{"frames", frames}, {"status", status}, {"error", error}, {"live", false}, {"run", run}};
 }

@@ -499,6 +499,7 @@ TEST(View, ServeFollowsTheRunAndReportsItsEnd) {
     const nlohmann::json s = nlohmann::json::parse(r.body);
     EXPECT_TRUE(s["live"].get<bool>());
     if (i == 0) run_id = s["run"].get<std::string>();
+    EXPECT_FALSE(run_id.empty());
     EXPECT_EQ(s["run"].get<std::string>(), run_id);  // one run, one identity
     EXPECT_GE(s["frames"].get<int64_t>(), last);
     last = s["frames"].get<int64_t>();

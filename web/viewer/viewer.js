@@ -179,6 +179,9 @@ function clearFrames() {
   ui.frameNum.textContent = '0';
   drawPreview(ui.previewImage, 1, 1, () => [0, 0, 0]);
   ui.previewDepth.hidden = ui.depthNone.hidden = true;
+  // The new run's frame of the same index has another depth preview at the same path.
+  delete ui.previewDepth.dataset.src;
+  ui.previewDepth.removeAttribute('src');
   delete document.body.dataset.selected;
   updateScene();
 }
@@ -240,7 +243,8 @@ function updateSelection() {
   ui.previewDepth.hidden = !runStatus.depth_preview;
   ui.depthNone.hidden = !!runStatus.depth_preview;
   if (runStatus.depth_preview) {
-    const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png`;
+    // The run's identity in the query: the browser's cache must not give another run's picture.
+    const depthUrl = `/run/depth_preview/${String(f.index).padStart(6, '0')}.png?run=${encodeURIComponent(loadedRun ?? '')}`;
     if (ui.previewDepth.dataset.src !== depthUrl) { ui.previewDepth.dataset.src = depthUrl; ui.previewDepth.src = depthUrl; }
   } else if (ui.previewDepth.dataset.src) {
     delete ui.previewDepth.dataset.src;
@@ -357,6 +361,7 @@ ui.play.addEventListener('click', () => {
 
 // ---- loading ------------------------------------------------------------------------------------
 let runStatus = { status: 'running', frames: 0, error: '' };
+let loadedRun = null;  // /api/status "run" of the frames loaded
 function showStatus(text, failed) {
   ui.status.textContent = text;
   ui.status.classList.toggle('failed', !!failed);
@@ -433,11 +438,6 @@ async function loadNewFrames() {
   }
 }
 
-// Polls /api/status every 0.5 s while the run goes on, every 2 s after it ended (another run into the
-// folder, or on the port, replaces what is shown). When the server does not answer (a restarted
-// viewer, a run --serve that stopped), it keeps trying with a growing pause (up to 5 s) and carries on
-// where it was once the server is back. A different run (/api/status "run", or fewer frames than
-// loaded) makes the page start over: frames only ever append, so they must not mix two runs.
 // fetch() and its body ('json' or 'bytes'; null for an HTTP error), with a failure to reach the
 // server or a connection dropped mid-body marked as such (a page bug is not a disconnection).
 async function get(url, as) {
@@ -450,8 +450,13 @@ async function get(url, as) {
   }
 }
 let retryMs = 500;
-let loadedRun = null;  // the "run" of the frames loaded
 let fittedAll = false;  // the fit once every frame of the run is in
+// Polls /api/status every 0.5 s while the run goes on, every 2 s after it ended (another run into the
+// folder, or on the port, replaces what is shown). When the server does not answer (a restarted
+// viewer, a run --serve that stopped), the page says so and keeps trying with a growing pause (up to
+// 5 s), carrying on where it was once the server is back. A different run (/api/status "run", or
+// fewer frames than loaded) makes the page start over: frames only ever append, so they must not mix
+// two runs.
 async function poll() {
   try {
     const r = await get('/api/status', 'json');
@@ -472,8 +477,7 @@ async function poll() {
     reportCounts();
   } catch (e) {
     if (!e.unreachable) console.error(e);  // a bug of this page: shown to the console (and the tests)
-    else if (runStatus.status === 'running' || runStatus.status === 'disconnected' || frames.length < runStatus.frames)
-      runStatus = { ...runStatus, status: 'disconnected' };
+    else runStatus = { ...runStatus, status: 'disconnected' };  // also after the run ended: say so, retry
     reportCounts();
   }
   if (frameError) document.body.dataset.frameError = frameError;
