@@ -195,7 +195,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
     row.cache = st.cache;
     row.camera_cache_frames = st.camera_cache_frames;
     row.camera_cache_bytes = st.camera_cache_bytes;
-    if (row.keyframe && f >= o.scale_frames) ++r.keyframes;
+    for (const FrameResult& res : results) r.keyframes += res.is_keyframe;  // the scale frames too, as run counts
     if (r.fill_frame > o.frames && row.cache.frames_stored >= fill_stored) r.fill_frame = row.frame;
     if (observer) observer->on_frame(row, o.frames);
   }
@@ -318,7 +318,7 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
 std::string soak_summary_line(const SoakResult& r) {
   char buf[768];
   std::snprintf(buf, sizeof buf,
-                "summary: frames=%lld max_special_frames=%lld keyframe_policy=%s stored_keyframes=%lld kv_backend=%s reference_frame=%lld "
+                "summary: frames=%lld max_special_frames=%lld keyframe_policy=%s frames_stored=%lld kv_backend=%s reference_frame=%lld "
                 "peak_rss_growth_pct=%.3f time_ratio=%.4f ref_cpu_ms=%.3f last_cpu_ms=%.3f kv_reserved_growth=%lld "
                 "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",

@@ -215,9 +215,8 @@ class SoakProgress final : public bench::SoakObserver {
 
 void run_bench_soak(BenchSoakArgs a) {
   a.renamed.resolve();
-  if (a.demo == !a.model.empty())  // usage errors (exit 2, with the --help hint), as run's
-    throw CLI::ValidationError(a.demo ? "give either --model or --demo, not both"
-                                      : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
+  usage_check(a.demo != !a.model.empty(), a.demo ? "give either --model or --demo, not both"
+                                                  : "no model: give --model PATH (e.g. testdata/tiny/model.pt) or --demo");
   a.o.kv_backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(a.kv_backend); });
   a.o.kv_dtype = parse_choice("--kv-dtype", [&] { return parse_dtype(a.kv_dtype); });
   check_mode_args(a.modes, a.o.scale_frames);
