@@ -33,6 +33,12 @@ ColmapWriter::ColmapWriter(const fs::path& dir)
 
 void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height,
                           const PointBatch& points) {
+  // Checked before anything is written: a refused frame leaves the three files as they were.
+  LINGBOT_CHECK(width >= 1 && height >= 1, "colmap: image size must be positive, got ", width, "x", height);
+  LINGBOT_CHECK(points.pixel.empty() || points.pixel.size() == points.size(), "colmap: ", points.pixel.size(),
+                " point pixels for ", points.size(), " points");
+  const uint64_t pixels = static_cast<uint64_t>(width) * static_cast<uint64_t>(height);
+  for (const uint32_t px : points.pixel) LINGBOT_CHECK(px < pixels, "colmap: point pixel ", px, " outside the ", width, "x", height, " image");
   const long long id = static_cast<long long>(index) + 1;
   char buf[512];
   int n = std::snprintf(buf, sizeof buf, "%lld PINHOLE %d %d %.17g %.17g %.17g %.17g\n", id, width, height, K[0], K[4],
@@ -42,8 +48,7 @@ void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int w
   n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %s\n", id, q[3], q[0],
                     q[1], q[2], w2c[3], w2c[7], w2c[11], id, frame_file_name(index, ".png").c_str());
   std::string image_text(buf, static_cast<size_t>(n));
-  const bool observed = points.pixel.size() == points.size();
-  LINGBOT_CHECK(width >= 1, "colmap: image width must be >= 1, got ", width);
+  const bool observed = !points.pixel.empty() || points.size() == 0;
   std::string text;
   text.reserve(points.size() * 64);
   if (observed) image_text.reserve(image_text.size() + points.size() * 24);
