@@ -142,8 +142,8 @@ struct FrameResult {
   Tensor intrinsic;       // f32 [3, 3] K in pixels (cx = W/2, cy = H/2)
   Tensor extrinsic_c2w;   // f32 [3, 4] camera -> world [R | t], the decoded pose
   // DPT head (when SessionOptions::depth_head); world points also need the camera head:
-  // exp() and 1 + exp() of the head's two channels: depth > 0 and depth_conf > 1 when finite (an
-  // underflowing exp() gives 0 and 1). Non-finite values (NaN, inf) are possible, as in any output,
+  // exp() and 1 + exp() of the head's two channels: depth >= 0 and depth_conf >= 1 when finite (0 and
+  // 1 only where exp() underflows). Non-finite values (NaN, inf) are possible, as in any output,
   // and are passed on as computed; `run` counts them per frame in summary.json "warnings" and makes no
   // point of them.
   Tensor depth;           // f32 [H, W]
@@ -205,9 +205,9 @@ class Session {
   const KeyframePolicy& keyframe_policy() const;
   // Fingerprints of the per-stream state (equal bytes = equal state: determinism and rollback checks).
   // The aggregator cache's live K/V bytes of global block `block`, 0 <= block <
-  // ModelConfig::aggregator.depth (another value throws Error), on device cpu with every KV backend
-  // (device cuda throws Error: the K/V are in device memory); the camera-head caches' stored rows.
-  // Empty before the first step.
+  // ModelConfig::aggregator.depth (another value throws Error once a step has run), on device cpu
+  // with every KV backend (device cuda throws Error: the K/V are in device memory); the camera-head
+  // caches' stored rows. Empty before the first step (the block is not checked then).
   std::vector<unsigned char> cache_live_bytes(int block) const;
   std::vector<unsigned char> camera_cache_live_bytes() const;
 
