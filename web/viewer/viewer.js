@@ -11,18 +11,36 @@
 // (running | completed | interrupted | failed | ended | disconnected), data-ready (1: nothing more
 // to load, or the server is not answering), data-frame-error (a frame file that could not be read),
 // data-cameras / data-cameras-in-view (posed frames, and those the last fit shows), data-camera
-// (the orbit camera's position as last drawn).
+// (the orbit camera's position as last drawn), data-points-kept / data-point-budget (the points the
+// page holds after thinning, and its budget), data-images (frames that hold their image), data-preview
+// (the frame whose image the 2D preview shows; absent while it is being fetched).
+//
+// Memory is bounded for long and live runs (README "Viewer"): at most ?points=N points (default 4M)
+// are kept, older frames thinned to make room, and at most ?images=N frames keep their image.
 import * as THREE from 'three';
 import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
 import { parseViewerFrame } from '/viewer_format.js';
 
 const $ = (id) => document.getElementById(id);
+
+// ---- memory bounds ------------------------------------------------------------------------------
+// A 10,000-frame or live run must not hold every frame's points and image until the tab dies.
+// ?points=N: the points kept in all (JS arrays and GPU buffers, about 19 bytes each in both); over
+// it, loaded frames are thinned (enforceBudget). ?images=N: the frames that keep their image (an
+// RGBA copy and a texture, 77 kB each at 160x120); the others' frustums are lines only.
+const params = new URLSearchParams(location.search);
+function positiveParam(name, fallback) {
+  const v = Number(params.get(name));
+  return Number.isInteger(v) && v >= 1 ? v : fallback;
+}
+const POINT_BUDGET = positiveParam('points', 4000000);
+const IMAGE_FRAMES = positiveParam('images', 100);
 const ui = {
   view: $('view'), status: $('status'), frame: $('frame'), frameNum: $('frame-num'), play: $('play'),
   follow: $('follow'), conf: $('conf'), confNum: $('conf-num'), size: $('size'), sizeNum: $('size-num'),
   every: $('every'), keyframes: $('keyframes'), cameras: $('cameras'), trajectory: $('trajectory'),
   fit: $('fit'), screenshot: $('screenshot'), framesCount: $('frames-count'), pointsCount: $('points-count'),
-  pointsShown: $('points-shown'), previewImage: $('preview-image'), previewDepth: $('preview-depth'),
+  pointsShown: $('points-shown'), pointsKept: $('points-kept'), previewImage: $('preview-image'), previewDepth: $('preview-depth'),
   depthNone: $('depth-none'),
 };
 
@@ -78,9 +96,11 @@ const selectedMaterial = new THREE.LineBasicMaterial({ color: 0xffb300 });
 const trajectoryMaterial = new THREE.LineBasicMaterial({ color: 0xff5252 });
 let trajectoryLine = null;
 
-// frames[i]: parsed file + its three.js objects; loaded strictly in order.
+// frames[i]: parsed file (its own arrays: ownArrays), its three.js objects, how many times its
+// points were halved (level) and its image while it holds one; loaded strictly in order.
 const frames = [];
-let runThreshold = null, maxConf = 0, totalPoints = 0, frustumScale = null;
+// totalPoints: what the files hold (= points.ply); keptPoints: what the page holds after thinning.
+let runThreshold = null, maxConf = 0, totalPoints = 0, keptPoints = 0, frustumScale = null;
 let renderPending = false;
 function requestRender() {
   if (renderPending) return;
@@ -106,20 +126,44 @@ function c2wMatrix(c) {
   return new THREE.Matrix4().set(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], 0, 0, 0, 1);
 }
 
-function rgbaTexture(f) {
+// A frame's image as RGBA (what both the texture and the 2D preview take), a copy out of the file.
+function rgbaImage(f) {
   const n = f.previewWidth * f.previewHeight, rgba = new Uint8Array(4 * n);
   for (let i = 0; i < n; ++i) {
     rgba[4 * i] = f.previewRgb[3 * i]; rgba[4 * i + 1] = f.previewRgb[3 * i + 1];
     rgba[4 * i + 2] = f.previewRgb[3 * i + 2]; rgba[4 * i + 3] = 255;
   }
-  const t = new THREE.DataTexture(rgba, f.previewWidth, f.previewHeight, THREE.RGBAFormat);
+  return { width: f.previewWidth, height: f.previewHeight, rgba };
+}
+
+function rgbaTexture(image) {
+  const t = new THREE.DataTexture(image.rgba, image.width, image.height, THREE.RGBAFormat);
   t.colorSpace = THREE.SRGBColorSpace;  // row 0 = top of the image = uv v 0 (flipY false)
   t.needsUpdate = true;
   return t;
 }
 
+// The parser's arrays are views into the fetched file: one kept would keep all of it (points and
+// image) alive. The frame keeps copies of its points and pose; its image is returned for keepImage.
+function ownArrays(f) {
+  const image = rgbaImage(f);
+  f.xyz = f.xyz.slice(); f.conf = f.conf.slice(); f.rgb = f.rgb.slice(); f.c2w = f.c2w.slice();
+  delete f.previewRgb;
+  return image;
+}
+
+function pointGeometry(f) {
+  const geom = new THREE.BufferGeometry();
+  geom.setAttribute('position', new THREE.BufferAttribute(f.xyz, 3));
+  geom.setAttribute('rgb', new THREE.BufferAttribute(f.rgb, 3, true));
+  geom.setAttribute('conf', new THREE.BufferAttribute(f.conf, 1));
+  geom.computeBoundingSphere();
+  return geom;
+}
+
 // A frustum in camera coordinates (apex at the origin, image plane at z = 1) scaled by the scene size,
-// placed by the frame's camera -> world matrix; the frame image textures its far rectangle.
+// placed by the frame's camera -> world matrix; the frame image, while the frame holds it
+// (setFrustumImage), textures its far rectangle.
 function makeFrustum(f) {
   const group = new THREE.Group();
   // Pixel centres sit at integer coordinates (README, camera convention): the image edges at -0.5, W - 0.5.
@@ -130,23 +174,34 @@ function makeFrustum(f) {
   for (let i = 0; i < 4; ++i) seg.push(o, corners[i], corners[i], corners[(i + 1) % 4]);
   const lines = new THREE.LineSegments(new THREE.BufferGeometry().setFromPoints(seg), frustumMaterial);
   group.add(lines);
-  const quad = new THREE.BufferGeometry().setFromPoints([corners[0], corners[1], corners[3], corners[2]]);
-  quad.setAttribute('uv', new THREE.Float32BufferAttribute([0, 0, 1, 0, 0, 1, 1, 1], 2));
-  quad.setIndex([0, 2, 1, 1, 2, 3]);
-  const image = new THREE.Mesh(quad, new THREE.MeshBasicMaterial({ map: rgbaTexture(f), side: THREE.DoubleSide }));
-  group.add(image);
   group.matrixAutoUpdate = false;
   group.userData.lines = lines;
+  group.userData.corners = corners;
+  group.userData.image = null;
   return group;
 }
 
+// Puts the image on the frustum's far rectangle (null: takes it off, freeing its texture).
+function setFrustumImage(frustum, image) {
+  const old = frustum.userData.image;
+  if (old) {
+    frustum.remove(old);
+    old.geometry.dispose(); old.material.map.dispose(); old.material.dispose();
+    frustum.userData.image = null;
+  }
+  if (!image) return;
+  const c = frustum.userData.corners;
+  const quad = new THREE.BufferGeometry().setFromPoints([c[0], c[1], c[3], c[2]]);
+  quad.setAttribute('uv', new THREE.Float32BufferAttribute([0, 0, 1, 0, 0, 1, 1, 1], 2));
+  quad.setIndex([0, 2, 1, 1, 2, 3]);
+  const mesh = new THREE.Mesh(quad, new THREE.MeshBasicMaterial({ map: rgbaTexture(image), side: THREE.DoubleSide }));
+  frustum.add(mesh);
+  frustum.userData.image = mesh;
+}
+
 function addFrame(f) {
-  const geom = new THREE.BufferGeometry();
-  geom.setAttribute('position', new THREE.BufferAttribute(f.xyz, 3));
-  geom.setAttribute('rgb', new THREE.BufferAttribute(f.rgb, 3, true));
-  geom.setAttribute('conf', new THREE.BufferAttribute(f.conf, 1));
-  geom.computeBoundingSphere();
-  const points = new THREE.Points(geom, pointMaterial);
+  const image = ownArrays(f);
+  const points = new THREE.Points(pointGeometry(f), pointMaterial);
   points.frustumCulled = f.count > 0;
   scene.add(points);
   const frustum = makeFrustum(f);
@@ -156,10 +211,111 @@ function addFrame(f) {
   // A frame without a finite camera (poses.json "valid": false: a non-finite pose or intrinsics) has
   // no camera to draw or to fit.
   const posed = Array.prototype.every.call(f.c2w, Number.isFinite) && [f.fx, f.fy, f.cx, f.cy].every(Number.isFinite);
-  frames.push({ f, points, frustum, m, center, posed });
+  frames.push({ f, points, frustum, m, center, posed, level: 0, image: null });
   totalPoints += f.count;
+  keptPoints += f.count;
   if (runThreshold === null) runThreshold = f.confThreshold;
   for (let i = 0; i < f.count; ++i) if (Number.isFinite(f.conf[i]) && f.conf[i] > maxConf) maxConf = f.conf[i];
+  keepImage(frames.length - 1, image);
+  enforceBudget();
+}
+
+// ---- point budget -------------------------------------------------------------------------------
+// The frame that is never thinned: the one looked at (the newest while following; frames of a batch
+// are added before the slider moves to them).
+function protectedFrame() { return ui.follow.checked ? frames.length - 1 : selected(); }
+
+// Over the budget, the frame halved the fewest times (the oldest of those) keeps every other point,
+// until the page is within it: every frame then keeps every 2^k-th or 2^(k+1)-th point of its file,
+// a uniform sample of the whole run (as thinning points.ply would be), where dropping or thinning the
+// oldest frames only would leave the start of the run bare. A frame keeps at least one point, so a
+// budget below the frame count is exceeded by one point per frame.
+function enforceBudget() {
+  const thinned = new Set();
+  while (keptPoints > POINT_BUDGET) {
+    const keep = protectedFrame();
+    let victim = null;
+    for (let i = 0; i < frames.length; ++i) {
+      const fr = frames[i];
+      if (i !== keep && fr.f.conf.length > 1 && (!victim || fr.level < victim.level)) victim = fr;
+    }
+    if (!victim) break;
+    halvePoints(victim.f);
+    victim.level += 1;
+    thinned.add(victim);
+  }
+  // New GPU buffers once per frame (not per halving); the old ones are freed now, not at GC.
+  for (const fr of thinned) {
+    const old = fr.points.geometry;
+    fr.points.geometry = pointGeometry(fr.f);
+    old.dispose();
+  }
+}
+
+// Keeps every other point (the first, third, ...), in compact copies: the old arrays are released.
+function halvePoints(f) {
+  const n = f.conf.length, m = Math.ceil(n / 2);
+  const xyz = new Float32Array(3 * m), conf = new Float32Array(m), rgb = new Uint8Array(3 * m);
+  for (let k = 0; k < m; ++k) {
+    const i = 2 * k;
+    xyz[3 * k] = f.xyz[3 * i]; xyz[3 * k + 1] = f.xyz[3 * i + 1]; xyz[3 * k + 2] = f.xyz[3 * i + 2];
+    rgb[3 * k] = f.rgb[3 * i]; rgb[3 * k + 1] = f.rgb[3 * i + 1]; rgb[3 * k + 2] = f.rgb[3 * i + 2];
+    conf[k] = f.conf[i];
+  }
+  keptPoints -= n - m;
+  f.xyz = xyz; f.conf = conf; f.rgb = rgb;
+}
+
+// ---- frame images -------------------------------------------------------------------------------
+// The frames that hold their image, least recently loaded or selected first (a Map keeps insertion
+// order): at most IMAGE_FRAMES, the selected one always. Their frustums show the image; a frame
+// without one, once selected, has its file fetched again for it (fetchImage).
+const imageFrames = new Map();  // frames[] index -> frame
+function keepImage(i, image) {
+  const fr = frames[i];
+  if (image && !fr.image) { fr.image = image; setFrustumImage(fr.frustum, image); }
+  imageFrames.delete(i);
+  imageFrames.set(i, fr);
+  const keep = protectedFrame();
+  for (const [k, old] of imageFrames) {
+    if (imageFrames.size <= IMAGE_FRAMES) break;
+    if (k === keep || k === selected()) continue;
+    old.image = null;
+    setFrustumImage(old.frustum, null);
+    imageFrames.delete(k);
+  }
+  document.body.dataset.images = String(imageFrames.size);
+}
+
+// One fetch at a time; when it ends it looks at the selection again, so moving the slider across many
+// frames costs one request per frame still selected when the previous one came back. A failed fetch
+// (the server gone, the file replaced) leaves the preview blank until the frame is selected again.
+let imageFetch = null;  // the frames[] index being fetched
+let runGeneration = 0;  // counts clearFrames(): a fetch for frames since dropped is ignored
+async function fetchImage(i) {
+  imageFetch = i;
+  const generation = runGeneration;
+  try {
+    const r = await get(frameUrl(i), 'bytes');
+    if (generation === runGeneration && r.body && !frames[i].image) {
+      const f = parseFrameOrNull(r.body);
+      if (f && f.index === frames[i].f.index) keepImage(i, rgbaImage(f));
+    }
+  } catch (e) {
+    if (!e.unreachable && generation === runGeneration) console.error(e);  // a bug of this page
+  } finally {
+    imageFetch = null;
+  }
+  if (generation !== runGeneration || !frames.length) return;
+  const sel = selected();
+  if (sel !== i && !frames[sel].image) fetchImage(sel);
+  else if (sel === i && frames[i].image) showImage();  // not after a failure: that would retry at once
+  requestRender();
+}
+
+// A file read once already that no longer parses was replaced or damaged since: not a page bug.
+function parseFrameOrNull(buffer) {
+  try { return parseViewerFrame(buffer); } catch { return null; }
 }
 
 // Drops every loaded frame (another run's files are served now): the page starts over as when opened.
@@ -173,16 +329,20 @@ function clearFrames() {
     });
   }
   frames.length = 0;
-  runThreshold = null; maxConf = 0; totalPoints = 0; frustumScale = null; userMoved = false;
+  imageFrames.clear();
+  runGeneration += 1;
+  runThreshold = null; maxConf = 0; totalPoints = 0; keptPoints = 0; frustumScale = null; userMoved = false;
   ui.frame.max = '0'; ui.frame.value = '0'; ui.follow.checked = true;
   for (const id of ['st-index', 'st-keyframe', 'st-timestamp', 'st-points', 'st-depth']) $(id).textContent = '–';
   ui.frameNum.textContent = '0';
-  drawPreview(ui.previewImage, 1, 1, () => [0, 0, 0]);
+  drawPreview(ui.previewImage, null);
   ui.previewDepth.hidden = ui.depthNone.hidden = true;
   // The new run's frame of the same index has another depth preview at the same path.
   delete ui.previewDepth.dataset.src;
   ui.previewDepth.removeAttribute('src');
   delete document.body.dataset.selected;
+  delete document.body.dataset.preview;
+  document.body.dataset.images = '0';
   updateScene();
 }
 
@@ -194,6 +354,7 @@ function frameVisible(i) {
 }
 
 function updateScene() {
+  enforceBudget();  // the frame selected until now may have held the page over the budget
   const sel = selected(), thr = pointMaterial.uniforms.uThreshold.value;
   let shown = 0;
   const centers = [];
@@ -219,11 +380,30 @@ function updateScene() {
   requestRender();
 }
 
-function drawPreview(canvas, w, h, pixel) {
-  canvas.width = w; canvas.height = h;
-  const ctx = canvas.getContext('2d'), img = ctx.createImageData(w, h);
-  for (let i = 0; i < w * h; ++i) { const p = pixel(i); img.data.set([p[0], p[1], p[2], 255], 4 * i); }
-  ctx.putImageData(img, 0, 0);
+// An image ({ width, height, rgba }) on the canvas; null (or an empty image): one black pixel.
+function drawPreview(canvas, image) {
+  const w = image ? image.width : 0, h = image ? image.height : 0;
+  canvas.width = Math.max(1, w); canvas.height = Math.max(1, h);
+  const ctx = canvas.getContext('2d');
+  if (w && h) ctx.putImageData(new ImageData(new Uint8ClampedArray(image.rgba.buffer, image.rgba.byteOffset, image.rgba.length), w, h), 0, 0);
+  else { ctx.fillStyle = '#000'; ctx.fillRect(0, 0, 1, 1); }
+}
+
+// The selected frame's image in the 2D preview; a frame that no longer holds it gets it fetched
+// (fetchImage calls this again when it arrives) and the preview stays blank meanwhile.
+function showImage() {
+  const i = selected(), fr = frames[i];
+  if (fr.image) {
+    keepImage(i, null);  // most recently used: the last to be dropped
+    drawPreview(ui.previewImage, fr.image);
+    document.body.dataset.preview = String(fr.f.index);
+    return;
+  }
+  if (document.body.dataset.preview !== undefined) {
+    drawPreview(ui.previewImage, null);
+    delete document.body.dataset.preview;
+  }
+  if (imageFetch === null) fetchImage(i);
 }
 
 function updateSelection() {
@@ -234,10 +414,11 @@ function updateSelection() {
   $('st-keyframe').textContent = f.keyframe ? 'yes' : 'no';
   $('st-timestamp').textContent = f.timestampSeconds === null ? f.timestamp.toFixed(3)  // version 1: unit unknown
     : f.timestampSeconds ? `${f.timestamp.toFixed(3)} s` : 'none (the input has no clock)';
-  $('st-points').textContent = f.count.toLocaleString('en-US');
+  const kept = f.conf.length;
+  $('st-points').textContent = f.count.toLocaleString('en-US') + (kept < f.count ? ` (${kept.toLocaleString('en-US')} kept)` : '');
   $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
   document.body.dataset.selected = String(f.index);
-  drawPreview(ui.previewImage, f.previewWidth, f.previewHeight, (i) => [f.previewRgb[3 * i], f.previewRgb[3 * i + 1], f.previewRgb[3 * i + 2]]);
+  showImage();
   // The depth-preview export's PNG (near = red, far = blue, invalid = black), when the run writes it
   // (/api/status says so: no request, and no 404, for a run without it); else a note says why not.
   ui.previewDepth.hidden = !runStatus.depth_preview;
@@ -257,11 +438,11 @@ function updateSelection() {
 function sceneBounds() {
   const xs = [], ys = [], zs = [], thr = pointMaterial.uniforms.uThreshold.value;
   const visible = frames.filter((_, i) => frameVisible(i));
-  const total = visible.reduce((s, fr) => s + fr.f.count, 0), step = Math.max(1, Math.floor(total / 20000));
+  const total = visible.reduce((s, fr) => s + fr.f.conf.length, 0), step = Math.max(1, Math.floor(total / 20000));
   let k = 0;
   for (const fr of visible) {
     const p = fr.f.xyz, c = fr.f.conf;
-    for (let i = 0; i < fr.f.count; ++i, ++k) {
+    for (let i = 0; i < c.length; ++i, ++k) {
       if (k % step || !(c[i] > thr) || !Number.isFinite(p[3 * i])) continue;
       xs.push(p[3 * i]); ys.push(p[3 * i + 1]); zs.push(p[3 * i + 2]);
     }
@@ -371,6 +552,9 @@ function reportCounts() {
   ui.pointsCount.textContent = totalPoints.toLocaleString('en-US');
   document.body.dataset.frames = String(frames.length);
   document.body.dataset.points = String(totalPoints);
+  document.body.dataset.pointsKept = String(keptPoints);
+  document.body.dataset.pointBudget = String(POINT_BUDGET);
+  ui.pointsKept.textContent = keptPoints.toLocaleString('en-US');
   document.body.dataset.status = runStatus.status;
   const s = runStatus.status;
   const what = s === 'running' ? (runStatus.live ? 'run in progress' : 'run in progress (no summary.json yet)')
@@ -378,11 +562,15 @@ function reportCounts() {
     : s === 'disconnected' ? 'server not answering (the run or viewer stopped?); retrying' : `run ${s}`;
   const loading = frameError ? ` · ${frameError}` : frames.length < runStatus.frames ? ` · loading ${frames.length}/${runStatus.frames}` : '';
   const count = (n, unit) => `${n.toLocaleString('en-US')} ${unit}${n === 1 ? '' : 's'}`;
-  showStatus(`${what} · ${count(frames.length, 'frame')} · ${count(totalPoints, 'point')}${loading}`,
+  // The points the files hold, and those the page keeps when the budget thinned them.
+  const thinned = keptPoints < totalPoints
+    ? ` (${keptPoints.toLocaleString('en-US')} kept: budget ${POINT_BUDGET.toLocaleString('en-US')})` : '';
+  showStatus(`${what} · ${count(frames.length, 'frame')} · ${count(totalPoints, 'point')}${thinned}${loading}`,
     s === 'failed' || !!frameError);
 }
 
 const CONCURRENCY = 6;
+function frameUrl(i) { return `/run/viewer/${String(i).padStart(6, '0')}.bin`; }
 let loading = false;
 // A frame file that cannot be read (damaged, truncated): frames load in order, so loading stops
 // before it, and the status line says which and why (reloading the page tries again).
@@ -395,7 +583,7 @@ async function loadNewFrames() {
     while (frames.length < runStatus.frames && !frameError) {
       const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
       const names = [];
-      for (let i = start; i < end; ++i) names.push(`/run/viewer/${String(i).padStart(6, '0')}.bin`);
+      for (let i = start; i < end; ++i) names.push(frameUrl(i));
       // A failed fetch (the server gone) throws to poll(), which retries; an HTTP error ends this
       // round (the next poll asks again; the third in a row for a frame, or one after the run ended,
       // is that frame's error); a file that does not parse is this frame's error, for good.
@@ -412,11 +600,13 @@ async function loadNewFrames() {
           if (httpFailures >= 3 || runStatus.status !== 'running') frameError = `${name}: HTTP ${replies[k].status}`;
           break;
         }
+        let f = null;
         try {
-          addFrame(parseViewerFrame(buffers[k]));
+          f = parseViewerFrame(buffers[k]);
         } catch (e) {
           frameError = `${name} cannot be read: ${e.message}`;
         }
+        if (f) addFrame(f);  // outside the try: a bug of this page is not the file's error
       }
       if (!frames.length) break;
       if (first) {
