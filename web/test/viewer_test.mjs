@@ -10,6 +10,11 @@
 //     the page first polled, which a loaded machine can cause, it runs again at 4x and 16x the pace);
 //     a camera the user moved stays where it is. Then a run killed (SIGKILL) and another one on the
 //     same port and folder: the page shows the second run's frames only.
+//   node web/test/viewer_test.mjs budget --cli BUILD/lingbot-map --work DIR
+//     `run --demo --demo-frames 30 --image-size 56`, then `view` with a point budget of a fifth of the run's points
+//     and 4 frame images (?points=N&images=4): the page keeps at most N points, says so, still counts
+//     points.ply's, thins every frame alike (none emptied), holds at most 4 images, and an early
+//     frame selected shows its own image (fetched again).
 // Exit code 0 = pass; every failed check prints one "FAIL: ..." line.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,8 +24,8 @@ import { chromium } from 'playwright-core';
 const [mode, ...rest] = process.argv.slice(2);
 const opt = {};
 for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, '')] = rest[i + 1];
-if (!['static', 'live'].includes(mode) || !opt.cli || !opt.work) {
-  console.error('usage: viewer_test.mjs static|live --cli PATH --work DIR [--screenshot OUT.png]');
+if (!['static', 'live', 'budget'].includes(mode) || !opt.cli || !opt.work) {
+  console.error('usage: viewer_test.mjs static|live|budget --cli PATH --work DIR [--screenshot OUT.png]');
   process.exit(2);
 }
 const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
@@ -252,6 +257,82 @@ async function staticTest() {
   }
 }
 
+// A viewer frame file's preview image (README "Viewer frame format"): { width, height, rgb }.
+function framePreview(file) {
+  const b = fs.readFileSync(file), dv = new DataView(b.buffer, b.byteOffset, b.length);
+  const n = dv.getUint32(104, true), width = dv.getUint32(112, true), height = dv.getUint32(116, true);
+  const off = dv.getUint32(8, true) + 16 * n + Math.ceil(3 * n / 4) * 4;
+  return { width, height, rgb: b.subarray(off, off + 3 * width * height) };
+}
+
+// The point budget and the bound on frame images (URL parameters): a run of 30 frames with a budget
+// of a fifth of its points.
+async function budgetTest() {
+  const out = path.join(opt.work, 'budget');
+  fs.rmSync(out, { recursive: true, force: true });
+  const total = 30;
+  execFileSync(opt.cli, ['run', '--demo', '--demo-frames', String(total), '--image-size', '56', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const plyPoints = plyVertexCount(path.join(out, 'points.ply'));
+  const budget = Math.floor(plyPoints / 5), images = 4;
+  const launched = await launchBrowser();
+  const server = startServer(['view', out, '--port', '0']);
+  const url = await server.url;
+  const { browser, page, errors } = await openPage(launched, `${url}?points=${budget}&images=${images}`);
+  try {
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    const points = Number(await body(page, 'points')), kept = Number(await body(page, 'pointsKept'));
+    check(Number(await body(page, 'frames')) === total, `page frames ${await body(page, 'frames')} == ${total}`);
+    check(points === plyPoints, `page points ${points} == points.ply vertices ${plyPoints} (what the files hold)`);
+    check(Number(await body(page, 'pointBudget')) === budget, `the page takes the budget from ?points= (${await body(page, 'pointBudget')})`);
+    check(kept <= budget && kept > budget / 2, `points kept ${kept} within the budget ${budget} and not thinned past half of it`);
+    check(Number(await body(page, 'pointsShown')) <= kept, `points shown ${await body(page, 'pointsShown')} <= kept ${kept}`);
+    const status = await page.textContent('#status');
+    const note = `${points.toLocaleString('en-US')} points (${kept.toLocaleString('en-US')} kept: budget ${budget.toLocaleString('en-US')})`;
+    check(status.includes(note), `the status line says so: "${status}"`);
+    check(Number(await body(page, 'images')) <= images, `frames holding their image: ${await body(page, 'images')} <= ${images}`);
+    // Frame 0's image was dropped long ago: selecting it fetches the file again, and the 2D preview
+    // shows exactly that file's image.
+    await page.fill('#frame', '0');
+    await page.waitForSelector('body[data-preview="0"]', { timeout: 10000 }).catch(() => {});
+    const want = framePreview(path.join(out, 'viewer', '000000.bin'));
+    const shown = await page.evaluate(() => {
+      const c = document.getElementById('preview-image');
+      return { width: c.width, height: c.height, rgba: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data) };
+    });
+    let same = shown.width === want.width && shown.height === want.height && want.width > 0;
+    for (let i = 0; same && i < want.width * want.height; ++i) {
+      for (let c = 0; c < 3; ++c) same &&= shown.rgba[4 * i + c] === want.rgb[3 * i + c];
+    }
+    check((await body(page, 'preview')) === '0' && same,
+      `frame 0 selected: the preview shows its image (${shown.width}x${shown.height}, file ${want.width}x${want.height}, ${same ? 'same' : 'different'} pixels)`);
+    // Every frame keeps points, and all but the last loaded (selected while loading) alike: every
+    // 2^k-th or 2^(k+1)-th of its file's, not the oldest frames emptied and the newest whole.
+    const perFrame = [];
+    for (let i = 0; i < total; ++i) {
+      await page.fill('#frame', String(i));
+      await page.waitForSelector(`body[data-selected="${i}"]`);
+      const m = (await page.textContent('#st-points')).replaceAll(',', '').match(/^(\d+)(?: \((\d+) kept\))?$/);
+      perFrame.push(m ? { count: Number(m[1]), kept: Number(m[2] ?? m[1]) } : { count: -1, kept: -1 });
+    }
+    const emptied = perFrame.filter((p) => p.count !== 0 && !(p.kept > 0)).length;
+    check(emptied === 0, `every frame with points keeps some (${emptied} emptied; ${perFrame.map((p) => `${p.kept}/${p.count}`).join(' ')})`);
+    const ratios = perFrame.slice(0, -1).filter((p) => p.count >= 16).map((p) => p.count / p.kept);
+    check(ratios.length > total / 2 && Math.max(...ratios) <= 4.5 * Math.min(...ratios),
+      `frames thinned alike: count/kept from ${Math.min(...ratios).toFixed(1)} to ${Math.max(...ratios).toFixed(1)} (within 4.5x)`);
+    check(Number(await body(page, 'pointsKept')) <= budget, `after moving through the frames: ${await body(page, 'pointsKept')} kept <= ${budget}`);
+    check(Number(await body(page, 'images')) <= images, `after moving through the frames: ${await body(page, 'images')} images <= ${images}`);
+    await page.click('#fit');
+    await sleep(300);
+    const stats = await pngStats(page, await page.locator('#view canvas').screenshot());
+    check(stats.variance > 50, `3D view not blank with thinned frames: luminance variance ${stats.variance.toFixed(1)} > 50`);
+    check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+  } finally {
+    await browser.close();
+    server.child.kill('SIGINT');
+    await server.exited;
+  }
+}
+
 // One live run at `pace` seconds per frame. Returns false, checking nothing, when the run had already
 // ended before the page first showed it (a loaded machine opened the browser slower than the run
 // took): that attempt says nothing about live updates, and liveTest runs again at a slower pace.
@@ -373,7 +454,7 @@ async function liveTest() {
 }
 
 try {
-  await (mode === 'static' ? staticTest() : liveTest());
+  await (mode === 'static' ? staticTest() : mode === 'budget' ? budgetTest() : liveTest());
 } catch (e) {
   console.log(`FAIL: ${e.stack || e}`);
   failures += 1;
