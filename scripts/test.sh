@@ -42,12 +42,12 @@ cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang+
 cmake --build build-asan -j"$JOBS"
 # Left to the release run above: tests that run none of our instrumented code (the header compile
 # checks, the grep-based layering rules, the upstream-harness self-test in python), and the static
-# viewer page in Chromium, whose instrumented part (a demo run's viewer export, then `view`) the
+# viewer page in Chromium (its tests and the page's point budget), whose instrumented part (a demo run's viewer export, then `view`) the
 # ExportViewer.* and View.* tests run here; the live viewer test stays (it drives the server during a run).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan_suppressions.txt" \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" \
-    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|ViewerBrowser\.Static$)'
+    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|ViewerBrowser\.(Static|Budget)$)'
 
 # libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
 # committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,
