@@ -195,7 +195,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
     row.cache = st.cache;
     row.camera_cache_frames = st.camera_cache_frames;
     row.camera_cache_bytes = st.camera_cache_bytes;
-    for (const FrameResult& res : results) r.keyframes += res.is_keyframe;  // the scale frames too, as run counts
+    for (const FrameResult& res : results) r.frames_stored += res.is_keyframe;  // the scale frames too, as run counts
     if (r.fill_frame > o.frames && row.cache.frames_stored >= fill_stored) r.fill_frame = row.frame;
     if (observer) observer->on_frame(row, o.frames);
   }
@@ -323,7 +323,7 @@ std::string soak_summary_line(const SoakResult& r) {
                 "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",
                 static_cast<long long>(r.options.frames), static_cast<long long>(r.options.max_special_frames),
-                keyframe_rule(r.options).c_str(), static_cast<long long>(r.keyframes), kv_backend_name(r.options.kv_backend),
+                keyframe_rule(r.options).c_str(), static_cast<long long>(r.frames_stored), kv_backend_name(r.options.kv_backend),
                 static_cast<long long>(r.options.reference_frame), r.peak_rss_growth * 100, r.time_ratio,
                 r.ref_median_ms, r.last_median_ms, static_cast<long long>(r.kv_reserved_growth),
                 static_cast<long long>(r.kv_reserved_formula), static_cast<long long>(r.kv_used_growth),

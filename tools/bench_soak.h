@@ -83,7 +83,7 @@ struct SoakResult {
   // special stream may still allocate its last pages within 2 x special_page_frames - 2 more stored
   // frames: kv_reserved_formula counts them.
   int64_t fill_frame = 0;
-  int64_t keyframes = 0;  // frames stored (keyframes, the scale frames included), over the whole run: summary frames_stored
+  int64_t frames_stored = 0;  // keyframes stored over the whole run, the scale frames included
   bool pass = false;
   std::string verdict;  // what was checked and why it passed / failed
 };

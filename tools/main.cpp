@@ -49,8 +49,8 @@ std::string conversion_message(const CLI::App& parsed, const std::string& messag
   std::string what = "is not a valid value";
   if (type == "INT" || type == "UINT") {
     // A whole number that does not fit reads differently from one that is not a number at all.
-    const bool digits = !value.empty() && value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) ==
-                                              std::string::npos && value != "-";
+    const std::string magnitude = value.starts_with('-') ? value.substr(1) : value;
+    const bool digits = !magnitude.empty() && magnitude.find_first_not_of("0123456789") == std::string::npos;
     what = digits ? "is out of range" : type == "UINT" ? "is not a non-negative integer" : "is not an integer";
   } else if (type == "FLOAT") {
     what = "is not a number";

@@ -54,7 +54,7 @@ class LiveRunStatus {
 
 // Status of a folder from its files, for `view`: frames = viewer/000000.bin, 000001.bin, ... present
 // without a gap; status from summary.json ("running" while it does not exist yet); run = the
-// identity of viewer/000000.bin (inode and modification time: each run writes it anew), "" without it.
+// identity of viewer/000000.bin (inode, modification and change times, size: each run writes it anew), "" without it.
 nlohmann::json folder_run_status(const std::filesystem::path& out_dir);
 
 // True for 127.0.0.0/8, ::1 and "localhost".

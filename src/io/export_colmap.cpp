@@ -48,7 +48,7 @@ void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int w
   n = std::snprintf(buf, sizeof buf, "%lld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %lld %s\n", id, q[3], q[0],
                     q[1], q[2], w2c[3], w2c[7], w2c[11], id, frame_file_name(index, ".png").c_str());
   std::string image_text(buf, static_cast<size_t>(n));
-  const bool observed = !points.pixel.empty() || points.size() == 0;
+  const bool observed = !points.pixel.empty();  // checked above: one pixel per point
   std::string text;
   text.reserve(points.size() * 64);
   if (observed) image_text.reserve(image_text.size() + points.size() * 24);
