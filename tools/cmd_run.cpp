@@ -352,6 +352,7 @@ struct PendingFrame {
   io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   std::string name;
   Tensor image;  // preprocessed [3, H, W], for the point colours
+  io::PixelRect content;  // the pixels of `image` that came from the picture (io::content_rect)
 };
 
 // A finished frame for the writer: its result, the frame it came from, the KV cache's reserved bytes
@@ -765,6 +766,7 @@ int run_command(const RunArgs& a) {
       x.depth = std::span<const float>(r.depth.f32(), hw);
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
       x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
+      x.content = f.content;
       exports.frame(x);
       warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
       if (!check.geometry_valid) ++frames_without_geometry;
@@ -794,8 +796,9 @@ int run_command(const RunArgs& a) {
           throw Error("frame " + frame.name + ": " + e.what());
         }
       }();
+      const io::PixelRect content = io::content_rect({frame.image.width, frame.image.height}, pre, input.canvas);
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image)};
+      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), content};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
     int64_t computed = 0;
@@ -1134,7 +1137,7 @@ void add_run_command(CLI::App& app) {
                   "at most 4096 (default 518; 112 with --demo)");
   cmd->add_option("--preprocess", a->preprocess,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
-                  "pad (longer side := image size, white padding to a square); default crop")
+                  "pad (longer side := image size, white padding to a square, which gives no points); default crop")
       ->check(one_of({"crop", "pad"}, "crop or pad"));
   cmd->add_option("--mode", a->modes.mode,
                   "streaming (frame by frame with the KV cache) | windowed (overlapping windows with a fresh cache "

@@ -86,6 +86,8 @@ class Result:  # read-only fields (a Result is a value: pickles by value)
     @property
     def image(self) -> F32: ...  # [3, H, W]
     @property
+    def content_rect(self) -> Optional[tuple[int, int, int, int]]: ...  # (x, y, width, height) of `image` from the picture; None: a model input given as it is
+    @property
     def features(self) -> list[F32]: ...  # [P, 2C] per selected layer, P = (H/p)(W/p) patches + the special tokens (6 as released) (Session(features=True))
     @property
     def patch_tokens(self) -> Optional[F32]: ...  # [(H/p)(W/p), C] (Session(patch_tokens=True))
@@ -233,6 +235,7 @@ def select_points(
     depth: Optional[F32] = None,
     conf_threshold: float = 1.5,
     downsample: int = 10,
+    content_rect: Optional[tuple[int, int, int, int]] = None,  # Result.content_rect: points only from inside it
 ) -> tuple[F32, U8]: ...
 def load_safetensors(path: PathLike) -> dict[str, npt.NDArray[Any]]: ...
 def verify(

@@ -152,6 +152,7 @@ class PyExporter {
     x.depth = std::span<const float>(d.data(), hw);
     if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);
     x.world_points = std::span<const float>(pts.data(), 3 * hw);
+    x.content = r.content;
 
     py::gil_scoped_release nogil;
     if (!begun_) {

@@ -5,6 +5,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -93,7 +94,7 @@ void bind_functions(py::module_& m) {
   m.def(
       "select_points",
       [](const py::handle& world_points, const py::handle& image, const py::object& conf, const py::object& depth,
-         double conf_threshold, Int downsample) {
+         double conf_threshold, Int downsample, const py::object& content_rect) {
         if (!py::isinstance<py::array>(world_points))
           throw py::type_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
         const auto wp = py::reinterpret_borrow<py::array>(world_points);
@@ -109,13 +110,34 @@ void bind_functions(py::module_& m) {
         if (!conf.is_none()) c = f32_exact(conf, {H, W}, "conf");
         std::optional<CArray<float>> d;
         if (!depth.is_none()) d = f32_exact(depth, {H, W}, "depth");
+        io::PointArea area;  // every pixel
+        if (!content_rect.is_none()) {
+          const auto bad = [&] {
+            return py::value_error("content_rect must be None or (x, y, width, height) ints (Result.content_rect), got " +
+                                   std::string(py::repr(content_rect)));
+          };
+          if (!py::isinstance<py::tuple>(content_rect) && !py::isinstance<py::list>(content_rect)) throw bad();
+          const auto seq = content_rect.cast<py::sequence>();
+          if (py::len(seq) != 4) throw bad();
+          std::array<long long, 4> v{};
+          for (size_t i = 0; i < 4; ++i) {
+            const py::object e = seq[i];
+            if (!py::isinstance<py::int_>(e) || py::isinstance<py::bool_>(e)) throw bad();
+            v[i] = e.cast<long long>();
+          }
+          check_value(v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[3] >= 0 && v[0] + v[2] <= W && v[1] + v[3] <= H,
+                      "content_rect (", v[0], ", ", v[1], ", ", v[2], ", ", v[3], ") is not inside the ", H, "x", W,
+                      " (HxW) frame");
+          area = {static_cast<int>(W), io::PixelRect{static_cast<int>(v[0]), static_cast<int>(v[1]),
+                                                     static_cast<int>(v[2]), static_cast<int>(v[3])}};
+        }
         io::PointBatch b;
         {
           py::gil_scoped_release nogil;
           b = io::select_points(std::span<const float>(pts.data(), 3 * hw), std::span<const float>(img.data(), 3 * hw),
                                 c ? std::span<const float>(c->data(), hw) : std::span<const float>(),
                                 static_cast<float>(conf_threshold), downsample,
-                                d ? std::span<const float>(d->data(), hw) : std::span<const float>());
+                                d ? std::span<const float>(d->data(), hw) : std::span<const float>(), area);
         }
         const py::ssize_t n = static_cast<py::ssize_t>(b.size());
         py::array_t<float> xyz({n, py::ssize_t{3}});
@@ -125,9 +147,10 @@ void bind_functions(py::module_& m) {
         return py::make_tuple(xyz, rgb);
       },
       "world_points"_a, "image"_a, "conf"_a = py::none(), "depth"_a = py::none(), "conf_threshold"_a = 1.5,
-      "downsample"_a = 10,
+      "downsample"_a = 10, "content_rect"_a = py::none(),
       "The points `run` puts into points.ply for a frame with finite pose: finite points whose depth and\n"
-      "conf (when given) are valid (finite, > 0), conf > conf_threshold, then every downsample-th\n"
+      "conf (when given) are valid (finite, > 0), conf > conf_threshold, inside content_rect (when given:\n"
+      "Result.content_rect, the picture's part of a padded frame), then every downsample-th\n"
       "-> (xyz float32 [N, 3], rgb uint8 [N, 3]) coloured from the model input `image`.");
 
   m.def(

@@ -80,6 +80,7 @@ class SourceFeed : public FrameFeed {
     out->timestamp = f.timestamp;
     out->timestamp_unit = f.timestamp_unit;
     out->image = io::preprocess_image(f.image, pre_, canvas);
+    out->content = io::content_rect({f.image.width, f.image.height}, pre_, canvas);
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
@@ -140,6 +141,7 @@ class ArrayFeed : public FrameFeed {
       py::gil_scoped_release nogil;
       out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
     }
+    if (in.rgb8) out->content = io::content_rect({in.rgb8->width, in.rgb8->height}, pre_, canvas);
     ++next_;
     return true;
   }

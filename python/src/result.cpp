@@ -4,12 +4,14 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <utility>
 
 #include "arrays.h"
 #include "bindings.h"
 #include "fs_text.h"
 #include "core/error.h"
+#include "lingbot/preprocess.h"
 #include "made_by_engine.h"
 
 namespace lingbot::python {
@@ -30,12 +32,20 @@ py::str result_repr(const PyResult& r) {
 
 }  // namespace
 
+namespace {
+
+py::object content_tuple(const std::optional<io::PixelRect>& c) {
+  return c ? py::object(py::make_tuple(c->x, c->y, c->width, c->height)) : py::object(py::none());
+}
+
+}  // namespace
+
 py::tuple PyResult::getstate() const {
-  return py::make_tuple(2, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+  return py::make_tuple(3, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
                         fs_decode(source), timestamp, scale_frames,
                         py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
                                        patch_tokens),
-                        features, timestamp_unit == io::TimestampUnit::Seconds);
+                        features, timestamp_unit == io::TimestampUnit::Seconds, content_tuple(content));
 }
 
 PyResult PyResult::setstate(const py::tuple& t) {
@@ -47,8 +57,10 @@ PyResult PyResult::setstate(const py::tuple& t) {
 }
 
 PyResult PyResult::setstate_checked(const py::tuple& t) {
-  if (t.size() != 13 || !py::isinstance<py::int_>(t[0]) || py::isinstance<py::bool_>(t[0]) ||
-      PyObject_RichCompareBool(t[0].ptr(), py::int_(2).ptr(), Py_EQ) != 1)
+  // Version 3 added content_rect (the last field); a version 2 pickle has none (None).
+  const auto version_is = [&](int v) { return PyObject_RichCompareBool(t[0].ptr(), py::int_(v).ptr(), Py_EQ) == 1; };
+  if (t.size() < 1 || !py::isinstance<py::int_>(t[0]) || py::isinstance<py::bool_>(t[0]) ||
+      !((version_is(2) && t.size() == 13) || (version_is(3) && t.size() == 14)))
     throw py::value_error("not a pickled lingbot_map.Result of this version");
   // A pickle can hold anything: every field must have the type getstate() writes.
   const auto refuse = [](const std::string& what) { throw py::value_error("not a pickled lingbot_map.Result: " + what); };
@@ -119,6 +131,20 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
     if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
       throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
   r.timestamp_unit = seconds ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
+  if (t.size() == 14 && !t[13].is_none()) {
+    const py::object c = t[13];
+    if (!py::isinstance<py::tuple>(c) || py::len(c) != 4) refuse("content_rect is not None or a tuple of 4 ints");
+    const auto v = c.cast<py::tuple>();
+    std::array<int, 4> xywh{};
+    for (size_t i = 0; i < 4; ++i) {
+      const py::object e = v[i];
+      if (!is_int(e)) refuse("content_rect holds " + type_name(e) + ", not int");
+      const long long n = e.cast<long long>();
+      if (n < 0 || n > kMaxImageSize) refuse("content_rect value " + std::to_string(n) + " is out of range");
+      xywh[i] = static_cast<int>(n);
+    }
+    r.content = io::PixelRect{xywh[0], xywh[1], xywh[2], xywh[3]};
+  }
   return r;
 }
 
@@ -151,6 +177,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.conf = tensor_to_array(std::move(r.depth_conf));
     o.world_points = tensor_to_array(std::move(r.world_points));
     o.image = tensor_to_array(std::move(p.image));
+    o.content = p.content;
     o.patch_tokens = tensor_to_array(std::move(r.patch_tokens));
     for (Tensor& f : r.features) o.features.append(tensor_to_array(std::move(f)));
     out.push_back(std::move(o));
@@ -189,6 +216,11 @@ void bind_result(py::module_& m) {
       .def_readonly("conf", &PyResult::conf, "[H, W] depth confidence, > 1.")
       .def_readonly("world_points", &PyResult::world_points, "[H, W, 3] world coordinates of every pixel.")
       .def_readonly("image", &PyResult::image, "[3, H, W] the model input (RGB in [0, 1]) the outputs belong to.")
+      .def_property_readonly("content_rect", [](const PyResult& r) { return content_tuple(r.content); },
+                             "(x, y, width, height): the pixels of `image` that came from the picture, when the engine\n"
+                             "preprocessed it (image_size=, reconstruct() of files); outside is white padding\n"
+                             "(preprocess='pad', mixed sizes), whose depth and points show no scene: Exporter and\n"
+                             "select_points(content_rect=) leave it out. None for a model input given as it is.")
       .def_readonly("features", &PyResult::features,
                     "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
                     "tokens, 6 as released); else [].")

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "io/image.h"
 #include "io/timestamp_unit.h"
 #include "lingbot/session.h"
 #include "lingbot/tensor.h"
@@ -30,6 +32,7 @@ struct PyResult {
   int64_t scale_frames = 0;  // of the session that produced it (ExportRun::scale_frames)
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
+  std::optional<io::PixelRect> content;  // the pixels of `image` from the picture (io::content_rect); nullopt: all
 
 
   // Pickled by value (multiprocessing queues, joblib): every field, the arrays as NumPy pickles them.
@@ -48,6 +51,7 @@ struct Pending {
   double timestamp = 0;
   io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   Tensor image;  // the model input [3, H, W]
+  std::optional<io::PixelRect> content;  // preprocessed here: io::content_rect; a model input given as it is: nullopt
 };
 
 // Pairs each engine result with its pending input, popped from the front of `pending` (needs the GIL:

@@ -92,8 +92,10 @@ class PySession {
     } catch (const Stopped&) {
       rethrow_stopped();
     }
+    std::optional<io::PixelRect> content;
+    if (in.rgb8 && pre_) content = io::content_rect({in.rgb8->width, in.rgb8->height}, *pre_);
     pending_.push_back({index, std::move(name), timestamp.value_or(static_cast<double>(index)),
-                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image)});
+                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image), content});
     return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }
 

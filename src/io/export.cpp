@@ -63,9 +63,10 @@ bool geometry_finite(const ExportFrame& f) {
   return all_finite(f.pose_enc) && all_finite(f.c2w) && all_finite(f.w2c) && all_finite(f.intrinsics);
 }
 
-PointBatch frame_points(const ExportFrame& f, const PointFilter& filter) {
+PointBatch frame_points(const ExportFrame& f, int width, const PointFilter& filter) {
   if (!geometry_finite(f)) return {};
-  return select_points(f.world_points, f.image, f.depth_conf, filter.conf_threshold, filter.downsample, f.depth);
+  const PointArea area = f.content ? PointArea{width, *f.content} : PointArea{};
+  return select_points(f.world_points, f.image, f.depth_conf, filter.conf_threshold, filter.downsample, f.depth, area);
 }
 
 std::span<const ExportKind> export_kinds() { return kKinds; }

@@ -37,6 +37,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -81,6 +82,9 @@ struct ExportFrame {
   std::span<const float> depth;         // [H, W]
   std::span<const float> depth_conf;    // [H, W], or empty
   std::span<const float> world_points;  // [H, W, 3]
+  // The pixels that came from the picture (io::content_rect); the rest is padding (pad mode, frames on
+  // a larger canvas), which gives no point. nullopt: every pixel.
+  std::optional<PixelRect> content;
 
   // upstream's frame_type: 0 = scale frame, 1 = keyframe, 2 = non-keyframe.
   uint8_t frame_type() const { return scale_frame ? 0 : (keyframe ? 1 : 2); }
@@ -88,9 +92,10 @@ struct ExportFrame {
 
 // The rules above as predicates, shared by every writer (pixels: io::is_valid_map_value).
 bool geometry_finite(const ExportFrame& f);  // pose_enc, c2w and K all finite
-// The frame's points for a point cloud (PLY / GLB / COLMAP): none when !geometry_finite, else
-// select_points with invalid depth / confidence pixels removed.
-PointBatch frame_points(const ExportFrame& f, const PointFilter& filter);
+// The frame's points for a point cloud (PLY / GLB / COLMAP / viewer) of a run `width` pixels wide:
+// none when !geometry_finite, else select_points with invalid depth / confidence pixels and the
+// pixels outside f.content removed.
+PointBatch frame_points(const ExportFrame& f, int width, const PointFilter& filter);
 
 class Exporter {
  public:

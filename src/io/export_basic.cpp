@@ -157,11 +157,12 @@ class PlyExporter final : public Exporter {
   }
   void begin(const ExportRun& run) override {
     filter_ = run.points;
+    width_ = run.width;
     writer_.emplace(run.out_dir / "points.ply");
   }
   void frame(const ExportFrame& f) override {
     before_ = writer_->mark();
-    const PointBatch b = frame_points(f, filter_);
+    const PointBatch b = frame_points(f, width_, filter_);
     writer_->append_points(b.xyz, b.rgb);
     writer_->flush();
   }
@@ -180,6 +181,7 @@ class PlyExporter final : public Exporter {
 
  private:
   PointFilter filter_;
+  int width_ = 0;
   std::optional<PlyWriter> writer_;
   PlyWriter::Mark before_;
   int64_t points_ = 0;  // after finish()

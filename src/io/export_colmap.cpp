@@ -114,7 +114,7 @@ class ColmapExporter final : public Exporter {
     }
     before_.image = f.index;
     write_png_rgb8(images_dir_ / image_name(f.index), rgb8_from_chw(f.image, width_, height_));
-    writer_->append(f.index, f.w2c, f.intrinsics, width_, height_, frame_points(f, filter_));
+    writer_->append(f.index, f.w2c, f.intrinsics, width_, height_, frame_points(f, width_, filter_));
   }
   void discard_frame() override {
     writer_->rewind(before_.files);

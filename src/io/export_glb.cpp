@@ -229,7 +229,7 @@ class GlbExporter final : public Exporter {
       ++skipped_;
       return;
     }
-    staged_ = Staged{f.index, frame_points(f, filter_), f.c2w, f.intrinsics, frustum_depth(f.depth), f.keyframe};
+    staged_ = Staged{f.index, frame_points(f, width_, filter_), f.c2w, f.intrinsics, frustum_depth(f.depth), f.keyframe};
   }
   void discard_frame() override {
     if (staged_ && staged_->index == current_) staged_.reset();  // never the frame before (add_staged failed)

@@ -61,7 +61,7 @@ class ViewerExporter final : public Exporter {
     LINGBOT_CHECK(f.index == frames_, "viewer frames must be written in order: got frame ", f.index, ", expected ",
                   frames_);
     last_.index = f.index;
-    const PointBatch points = frame_points(f, filter_);
+    const PointBatch points = frame_points(f, width_, filter_);
     write_file_atomic(dir_ / viewer_frame_file_name(f.index),
                       encode_viewer_frame(f, width_, height_, points, filter_.conf_threshold));
     ++frames_;

@@ -83,6 +83,12 @@ struct ImageSize {
   int height = 0;
   bool operator==(const ImageSize&) const = default;
 };
+// Pixels x .. x + width - 1 (columns) and y .. y + height - 1 (rows) of an image.
+struct PixelRect {
+  int x = 0, y = 0, width = 0, height = 0;
+  bool operator==(const PixelRect&) const = default;
+  bool contains(int column, int row) const { return column >= x && column < x + width && row >= y && row < y + height; }
+};
 // Displayed size (after EXIF orientation) of an encoded image, read from its header without
 // decoding the pixels. Same errors as decode_image / load_image (the kMaxImagePixels limit included).
 ImageSize probe_image(std::span<const uint8_t> file_bytes, const std::string& name);

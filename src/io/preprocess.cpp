@@ -203,11 +203,19 @@ struct Planes {
   std::vector<float> data;  // [3, height, width]
 };
 
-// Centres `src` on a white (1.0) canvas of w x h with top = (h - src.h) // 2 (floor, so a negative
-// padding crops, as torch.nn.functional.pad does) and likewise left.
+// Where a w x h image centred on a W x H canvas starts: top = (H - h) // 2 (floor, so a negative
+// padding crops, as torch.nn.functional.pad does), and likewise left.
+struct Offset {
+  int left = 0, top = 0;
+};
+Offset centred_offset(int w, int h, int canvas_w, int canvas_h) {
+  return {floor_half(canvas_w - w), floor_half(canvas_h - h)};
+}
+
+// Centres `src` on a white (1.0) canvas of w x h (centred_offset).
 Planes place_centred(const Planes& src, int w, int h) {
   Planes out{w, h, std::vector<float>(static_cast<size_t>(3) * w * h, 1.0f)};
-  const int top = floor_half(h - src.height), left = floor_half(w - src.width);
+  const auto [left, top] = centred_offset(src.width, src.height, w, h);
   for (int c = 0; c < 3; ++c) {
     for (int y = 0; y < src.height; ++y) {
       const int dy = y + top;
@@ -221,6 +229,14 @@ Planes place_centred(const Planes& src, int w, int h) {
     }
   }
   return out;
+}
+
+// `r` (in an image of w x h) once that image is centred on a canvas of canvas_w x canvas_h, clipped to the canvas.
+PixelRect centre_rect(PixelRect r, int w, int h, int canvas_w, int canvas_h) {
+  const auto [left, top] = centred_offset(w, h, canvas_w, canvas_h);
+  const int x0 = std::max(r.x + left, 0), y0 = std::max(r.y + top, 0);
+  const int x1 = std::min(r.x + left + r.width, canvas_w), y1 = std::min(r.y + top + r.height, canvas_h);
+  return {x0, y0, std::max(x1 - x0, 0), std::max(y1 - y0, 0)};
 }
 
 }  // namespace
@@ -258,6 +274,21 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
   Tensor t(Shape{3, p.height, p.width});
   std::memcpy(t.f32(), p.data.data(), p.data.size() * sizeof(float));
   return t;
+}
+
+PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
+  // The steps of preprocess_image on sizes alone.
+  const ImageSize rs = resized_size(in, opt);
+  const int rows = opt.preprocess == Preprocess::Crop ? std::min(rs.height, opt.image_size) : rs.height;
+  PixelRect r{0, 0, rs.width, rows};
+  int w = rs.width, h = rows;
+  if (opt.preprocess == Preprocess::Pad && (w < opt.image_size || h < opt.image_size)) {
+    r = centre_rect(r, w, h, opt.image_size, opt.image_size);
+    w = h = opt.image_size;
+  }
+  if (canvas.width > 0 && canvas.height > 0 && (canvas.width != w || canvas.height != h))
+    r = centre_rect(r, w, h, canvas.width, canvas.height);
+  return r;
 }
 
 Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOptions& opt) {

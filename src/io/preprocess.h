@@ -37,6 +37,11 @@ ImageSize batch_canvas_size(std::span<const ImageSize> sizes);
 // centred (top = pad/2, left = pad/2, floor), to the canvas, as upstream does for mixed sizes.
 Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageSize canvas = {});
 
+// The pixels of preprocess_image(img, opt, canvas)'s result that come from the picture, for an
+// image of displayed size `in`: the whole frame in crop mode without a canvas; in pad mode, and on a
+// canvas larger than the frame, the rest is the white (1.0) padding, which shows no scene.
+PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
+
 // Several images -> [N, 3, H, W], padded to the batch canvas when sizes differ (upstream batch).
 Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOptions& opt);
 

@@ -309,13 +309,16 @@ ClippedSamples write_depth_frame(const std::filesystem::path& dir, int64_t index
 }
 
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample, std::span<const float> depth) {
+                         float conf_threshold, int downsample, std::span<const float> depth, const PointArea& area) {
   LINGBOT_CHECK(downsample >= 1, "downsample must be >= 1, got ", downsample);
   LINGBOT_CHECK(points.size() % 3 == 0, "world points: ", points.size(), " values are not [N, 3]");
   const size_t n = points.size() / 3;
   LINGBOT_CHECK(image_chw.size() == 3 * n, "point colours: image has ", image_chw.size(), " values, expected ", 3 * n);
   LINGBOT_CHECK(conf.empty() || conf.size() == n, "point confidence: ", conf.size(), " values, expected ", n);
   LINGBOT_CHECK(depth.empty() || depth.size() == n, "point depth: ", depth.size(), " values, expected ", n);
+  const size_t fw = static_cast<size_t>(std::max(area.frame_width, 0));
+  LINGBOT_CHECK(area.frame_width >= 0 && (fw == 0 || n % fw == 0), "point area: ", n, " points are not rows of ",
+                area.frame_width, " pixels");
   PointBatch out;
   size_t kept = 0;  // points that passed the filters so far; every downsample-th is emitted
   for (size_t i = 0; i < n; ++i) {
@@ -323,6 +326,7 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
     if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) continue;
     if (!conf.empty() && (!is_valid_map_value(conf[i]) || !(conf[i] > conf_threshold))) continue;
     if (!depth.empty() && !is_valid_map_value(depth[i])) continue;
+    if (fw != 0 && !area.rect.contains(static_cast<int>(i % fw), static_cast<int>(i / fw))) continue;
     if (kept++ % static_cast<size_t>(downsample) != 0) continue;
     out.xyz.insert(out.xyz.end(), p, p + 3);
     out.pixel.push_back(static_cast<uint32_t>(i));

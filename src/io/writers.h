@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/rigid_transform.h"
+#include "io/image.h"
 
 namespace lingbot::io {
 
@@ -161,7 +162,8 @@ std::array<std::string, 4> depth_frame_file_names(int64_t index);
 // parse_pc_data): drop points with a non-finite coordinate, keep conf > conf_threshold (when conf is
 // given), then keep every downsample-th remaining point (0, d, 2d, ...). Pixels whose depth or
 // confidence is invalid (io/output_validity.h: non-finite or <= 0) never give a point, whatever the
-// threshold. Colours come from the preprocessed image (values k/255 -> k).
+// threshold, nor do pixels outside `area` (a padded frame's margins show no scene). Colours come from
+// the preprocessed image (values k/255 -> k).
 struct PointBatch {
   std::vector<float> xyz;    // 3 per point
   std::vector<uint8_t> rgb;  // 3 per point
@@ -172,8 +174,15 @@ struct PointBatch {
 // points: [H*W, 3] world points; image_chw: [3, H, W] in [0, 1]; conf: [H*W] or empty.
 // depth: [H*W] or empty; when given, pixels whose depth or confidence is non-finite or <= 0 are
 // dropped first (the invalid-value rule of io/export.h).
+// The pixels points may come from: `rect` of a frame `frame_width` pixels wide (io::content_rect: the
+// rest is padding); frame_width 0 (the default) means every pixel.
+struct PointArea {
+  int frame_width = 0;
+  PixelRect rect;
+};
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
-                         float conf_threshold, int downsample, std::span<const float> depth = {});
+                         float conf_threshold, int downsample, std::span<const float> depth = {},
+                         const PointArea& area = {});
 
 // JSON text of `doc` (indent < 0: one line). Strings holding bytes that are not UTF-8 (file names
 // from Latin-1 systems, camera cards) get U+FFFD in their place instead of failing the write.

@@ -99,3 +99,42 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
 }
 
 }  // namespace
+
+namespace {
+
+// Pad mode: the 112 x 70 frames sit in rows 21..90 of the 112 x 112 square; the white rows above and
+// below show no scene and give no point to any point export, whatever --conf-threshold lets through
+// (the model predicts depth there too: the .npy keep it).
+TEST(RunPreprocess, PadMarginsGiveNoPoints) {
+  const fs::path out = fresh_dir("preprocess_pad_points") / "out";
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel +
+                           " --preprocess pad --image-size 112 --first-k 4 --scale-frames 2 --kv-window 3 "
+                           "--conf-threshold 0 --downsample 1 --export depth,ply,colmap,viewer --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const int64_t picture = 4 * 112 * 70;  // every pixel of the 4 pictures (conf > 0 and depth > 0 everywhere)
+  EXPECT_EQ(parse_ply_header(slurp(out / "points.ply")).vertices, picture);
+  EXPECT_EQ(read_json(out / "summary.json").at("exports").at("ply").at("points"), picture);
+  // COLMAP's observations: pixel centres (+0.5) of rows 21..90 only, every column.
+  const auto lines = read_lines(out / "colmap" / "images.txt");  // comments, then an image line and its POINTS2D
+  int64_t observations = 0;
+  double min_y = 1e9, max_y = -1e9, min_x = 1e9, max_x = -1e9;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i][0] == "#") continue;
+    const auto& points2d = lines.at(++i);
+    for (size_t k = 0; k + 2 < points2d.size(); k += 3) {
+      const double x = std::stod(points2d[k]), y = std::stod(points2d[k + 1]);
+      min_x = std::min(min_x, x), max_x = std::max(max_x, x);
+      min_y = std::min(min_y, y), max_y = std::max(max_y, y);
+      ++observations;
+    }
+  }
+  EXPECT_EQ(observations, picture);
+  EXPECT_EQ(min_y, 21.5);
+  EXPECT_EQ(max_y, 90.5);
+  EXPECT_EQ(min_x, 0.5);
+  EXPECT_EQ(max_x, 111.5);
+  // The depth maps still cover the whole square.
+  EXPECT_EQ(parse_png_header(slurp(out / "depth" / "000000.png")).height, 112u);
+}
+
+}  // namespace

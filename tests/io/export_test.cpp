@@ -151,19 +151,44 @@ TEST(Export, InvalidSamplesAndNonFiniteFramesGiveNoPoints) {
   for (float v : {0.0f, -1.0f, NAN, INFINITY, -INFINITY}) EXPECT_FALSE(is_valid_map_value(v)) << v;
   Synth s(0, 4, 3, 0.0, {0, 0, 0});
   const PointFilter all{1.5f, 1};
-  EXPECT_EQ(frame_points(s.f, all).size(), 12u);
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 12u);
   s.depth[0] = NAN;
   s.depth[1] = 0;
   s.depth[2] = -1;
   s.conf[3] = INFINITY;  // above the threshold, but not finite: invalid
-  EXPECT_EQ(frame_points(s.f, all).size(), 8u);
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 8u);
   EXPECT_TRUE(geometry_finite(s.f));
   s.f.intrinsics[0] = INFINITY;
   EXPECT_FALSE(geometry_finite(s.f));
-  EXPECT_EQ(frame_points(s.f, all).size(), 0u);
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 0u);
   s.f.intrinsics[0] = 3;
   s.pose_enc[8] = NAN;
   EXPECT_FALSE(geometry_finite(s.f));
+}
+
+// A padded frame's margins (ExportFrame::content) give no point; the other rules still apply inside.
+TEST(Export, PaddingGivesNoPoints) {
+  Synth s(0, 5, 4, 0.0, {0, 0, 0});
+  const PointFilter all{1.5f, 1};
+  s.f.content = PixelRect{1, 1, 3, 2};  // columns 1-3, rows 1-2
+  PointBatch b = frame_points(s.f, s.w, all);
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(b.pixel, (std::vector<uint32_t>{6, 7, 8, 11, 12, 13}));  // row * 5 + column
+  s.depth[7] = NAN;
+  EXPECT_EQ(frame_points(s.f, s.w, all).pixel, (std::vector<uint32_t>{6, 8, 11, 12, 13}));
+  EXPECT_EQ(frame_points(s.f, s.w, {1.5f, 2}).pixel, (std::vector<uint32_t>{6, 11, 13}));  // every 2nd of those
+  s.f.content = PixelRect{0, 0, 5, 4};
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 19u);  // the whole frame: only the NaN depth goes
+  s.f.content = PixelRect{2, 0, 0, 4};
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 0u);
+  s.f.content.reset();
+  EXPECT_EQ(frame_points(s.f, s.w, all).size(), 19u);
+  try {
+    select_points(s.points, s.image, s.conf, 1.5f, 1, s.depth, PointArea{3, PixelRect{0, 0, 1, 1}});
+    ADD_FAILURE() << "a frame width that does not divide the points was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "point area: 20 points are not rows of 3 pixels");
+  }
 }
 
 // ---- depth PNGs: samples past 65535 units are counted, a frame taken back uncounted ---------------
@@ -370,7 +395,7 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
       frames.push_back(std::make_unique<Synth>(i, W, H, 0.3 * i, std::array<double, 3>{0.2 * i, -0.1 * i, 0.05 * i}));
       if (i == 2) frames.back()->pose_enc[7] = INFINITY;  // non-finite geometry: left out
       e->frame(frames.back()->f);
-      if (i != 2) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
+      if (i != 2) points += static_cast<int64_t>(frame_points(frames.back()->f, r.width, r.points).size());
     }
     e->finish();
     EXPECT_EQ(e->report().at("images"), kFrames);
@@ -516,7 +541,7 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
       frames.push_back(std::make_unique<Synth>(i, 8, 6, 0.2 * i, std::array<double, 3>{0.3 * i, 0, 0}));
       if (i == 1) frames.back()->f.c2w[3] = NAN;
       e->frame(frames.back()->f);
-      if (i != 1) points += static_cast<int64_t>(frame_points(frames.back()->f, r.points).size());
+      if (i != 1) points += static_cast<int64_t>(frame_points(frames.back()->f, r.width, r.points).size());
     }
     e->finish();
     const nlohmann::json rep = e->report();

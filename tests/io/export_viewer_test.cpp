@@ -68,7 +68,7 @@ FrameData make_frame(uint32_t seed, int64_t index) {
 TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
   FrameData d = make_frame(7, 3);
   const PointFilter filter{2.0f, 2};
-  const PointBatch pts = frame_points(d.frame, filter);
+  const PointBatch pts = frame_points(d.frame, d.W, filter);
   ASSERT_GT(pts.size(), 2u);
   ASSERT_EQ(pts.conf.size(), pts.size());
   d.frame.timestamp_unit = TimestampUnit::Seconds;
@@ -123,7 +123,7 @@ TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
 TEST(ExportViewer, WithoutConfidenceEveryPointIsShown) {
   FrameData d = make_frame(8, 0);
   d.frame.depth_conf = {};
-  const PointBatch pts = frame_points(d.frame, {1.5f, 1});
+  const PointBatch pts = frame_points(d.frame, d.W, {1.5f, 1});
   ASSERT_TRUE(pts.conf.empty());
   const std::vector<uint8_t> b = encode_viewer_frame(d.frame, d.W, d.H, pts, 1.5f);
   EXPECT_EQ(at<uint32_t>(b, 12), kViewerFlagKeyframe);  // a keyframe; its timestamp is its index
@@ -157,7 +157,7 @@ TEST(ExportViewer, ExporterWritesFramesInOrderAndCleansOnlyItsFiles) {
   for (int64_t i = 0; i < 3; ++i) {
     FrameData d = make_frame(static_cast<uint32_t>(10 + i), i);
     ex->frame(d.frame);
-    points += static_cast<int64_t>(frame_points(d.frame, run.points).size());
+    points += static_cast<int64_t>(frame_points(d.frame, run.width, run.points).size());
     EXPECT_TRUE(std::filesystem::exists(dir / viewer_frame_file_name(i)));
   }
   FrameData skip = make_frame(20, 5);

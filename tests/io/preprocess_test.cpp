@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -123,6 +124,50 @@ TEST(Preprocess, MixedSizesArePaddedWhiteLikeUpstream) {
     const float want = (y >= 7 && y < 21) ? 0.0f : 1.0f;
     EXPECT_EQ(second[y * 28 + 5], want) << "row " << y;
   }
+}
+
+// content_rect names exactly the pixels preprocess_image took from the picture: for many sizes, both
+// modes, with and without a larger canvas (odd margins included), every pixel outside it is the white
+// padding and every pixel inside comes from a picture whose values never reach white.
+TEST(Preprocess, ContentRectIsWherePicturePixelsLand) {
+  std::mt19937 rng(7);
+  int padded = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    ImageU8 img(1 + static_cast<int>(rng() % 120), 1 + static_cast<int>(rng() % 120));
+    for (uint8_t& v : img.rgb) v = static_cast<uint8_t>(50 + rng() % 100);  // bicubic overshoot stays < 255
+    const PreprocessOptions opt{14 * (1 + static_cast<int>(rng() % 5)), 14,
+                                trial % 2 ? Preprocess::Pad : Preprocess::Crop};
+    ImageSize size;
+    try {
+      size = preprocessed_size({img.width, img.height}, opt);
+    } catch (const Error&) {
+      continue;  // too elongated for this image_size
+    }
+    ImageSize canvas;
+    if (trial % 3 == 0) canvas = {size.width + static_cast<int>(rng() % 15), size.height + static_cast<int>(rng() % 15)};
+    const Tensor t = preprocess_image(img, opt, canvas);
+    const int H = static_cast<int>(t.dim(1)), W = static_cast<int>(t.dim(2));
+    const PixelRect r = content_rect({img.width, img.height}, opt, canvas);
+    const std::string where = std::to_string(img.width) + "x" + std::to_string(img.height) + " " +
+                              std::string(preprocess_name(opt.preprocess)) + " " + std::to_string(opt.image_size) +
+                              " on " + std::to_string(W) + "x" + std::to_string(H);
+    ASSERT_GT(r.width, 0) << where;
+    ASSERT_GT(r.height, 0) << where;
+    ASSERT_LE(r.x + r.width, W) << where;
+    ASSERT_LE(r.y + r.height, H) << where;
+    if (!(r == PixelRect{0, 0, W, H})) ++padded;
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x) {
+          const float v = t.f32()[(static_cast<size_t>(c) * H + y) * W + x];
+          if (r.contains(x, y)) ASSERT_LT(v, 1.0f) << where << " pixel " << x << "," << y;
+          else ASSERT_EQ(v, 1.0f) << where << " pixel " << x << "," << y;
+        }
+  }
+  EXPECT_GT(padded, 50);  // the cases exercise the padding, not only whole frames
+  // Pad mode on a 4:3 picture: 518x392 on the 518 square, 63 white rows above and below.
+  EXPECT_EQ(content_rect({640, 480}, PreprocessOptions{518, 14, Preprocess::Pad}), (PixelRect{0, 63, 518, 392}));
+  EXPECT_EQ(content_rect({640, 480}, PreprocessOptions{}), (PixelRect{0, 0, 518, 392}));
 }
 
 // A frame larger than the canvas fixed for its sequence (a video whose resolution grows mid-stream)

@@ -408,3 +408,39 @@ def test_huge_timestamps_are_written_whole(tiny_model, tmp_path):
             assert len(values) == fields, (name, line)
             assert values[0] == "%.6f" % (1e300 * (i + 1)), name
             assert all(np.isfinite(float(v)) for v in values), name
+
+
+def test_pad_margins_give_no_points(tiny_model, tmp_path):
+    """preprocess='pad': the 112x70 pictures sit in rows 21..90 of the 112x112 square; Result.content_rect
+    says so, and the Exporter and select_points(content_rect=) take no point from the white margins."""
+    results = list(lm.reconstruct(images=FRAMES, model=tiny_model, first_k=3, preprocess="pad", **TINY_OPTIONS))
+    assert [r.content_rect for r in results] == [(0, 21, 112, 70)] * 3
+    assert results[0].depth.shape == (112, 112)  # the depth covers the whole square
+    with lm.Exporter(tmp_path, conf_threshold=0.0, downsample=1) as ex:
+        for r in results:
+            ex.write(r)
+    xyz, _ = read_ply(tmp_path / "points.ply")
+    assert len(xyz) == 3 * 112 * 70
+    sel = [lm.select_points(r.world_points, r.image, r.conf, r.depth, conf_threshold=0.0, downsample=1,
+                            content_rect=r.content_rect) for r in results]
+    np.testing.assert_array_equal(xyz, np.concatenate([s[0] for s in sel]))
+    assert len(lm.select_points(results[0].world_points, results[0].image, conf_threshold=0.0, downsample=1)[0]) == 112 * 112
+    with pytest.raises(ValueError) as e:
+        lm.select_points(results[0].world_points, results[0].image, content_rect=(0, 21, 113, 70))
+    assert str(e.value) == "content_rect (0, 21, 113, 70) is not inside the 112x112 (HxW) frame"
+    with pytest.raises(ValueError) as e:
+        lm.select_points(results[0].world_points, results[0].image, content_rect=(0, 21, 112))
+    assert str(e.value) == "content_rect must be None or (x, y, width, height) ints (Result.content_rect), got (0, 21, 112)"
+    # Pickled with the rectangle; a model input given as it is has none; crop mode covers the frame.
+    back = pickle.loads(pickle.dumps(results[1]))
+    assert back.content_rect == (0, 21, 112, 70)
+    as_given = next(iter(lm.reconstruct(images=[results[0].image], model=tiny_model, scale_frames=1)))
+    assert as_given.content_rect is None
+    crop = next(iter(lm.reconstruct(images=FRAMES, model=tiny_model, first_k=2, **TINY_OPTIONS)))
+    assert crop.content_rect == (0, 0, 112, 70)
+    with lm.Session(tiny_model, scale_frames=1, image_size=112, preprocess="pad") as s:
+        assert s.push(lm.load_image(FRAMES / "000000.png"))[0].content_rect == (0, 21, 112, 70)
+    # A pickle of the version before content_rect (13 fields) still loads, with none.
+    from_state, (state,) = results[0].__reduce__()
+    old = from_state((2,) + tuple(state[1:13]))
+    assert old.content_rect is None and old.frame_index == 0
