@@ -40,6 +40,7 @@ from . import _lingbot_map as _native
 import difflib as _difflib
 import functools as _functools
 import operator as _operator
+import os as _os
 import re as _re
 import types as _types
 
@@ -67,7 +68,7 @@ _INCOMPATIBLE = _re.compile(r"\w+\(\): incompatible (function|constructor) argum
 
 
 def _parameters(native):
-    """[(name, has_default, keyword_only)] from pybind11's signature line; None if it takes **kwargs."""
+    """[(name, has_default, keyword_only, annotation)] from pybind11's signature line; None if it takes **kwargs."""
     sig = (native.__doc__ or "").splitlines()[0] if native.__doc__ else ""
     if "(" not in sig or ") ->" not in sig:
         return None
@@ -79,7 +80,8 @@ def _parameters(native):
             continue
         if part.startswith("*"):  # *args / **kwargs: pybind11 takes anything there
             return None
-        out.append((part.split(":", 1)[0], " = " in part, keyword_only))
+        name, _, annotation = part.partition(": ")
+        out.append((name, " = " in part, keyword_only, annotation.split(" = ", 1)[0]))
     return out
 
 
@@ -101,13 +103,54 @@ def _call_problem(name, params, args, kwargs):
         if n in kwargs:
             return f"{name}() got multiple values for argument '{n}'"
     for keyword_only in (False, True):
-        missing = [f"'{n}'" for n, has_default, kw in params[len(args):]
+        missing = [f"'{n}'" for n, has_default, kw, _ in params[len(args):]
                    if kw == keyword_only and not has_default and n not in kwargs]
         if missing:
             listed = missing[0] if len(missing) == 1 else (
                 " and ".join(missing) if len(missing) == 2 else ", ".join(missing[:-1]) + ", and " + missing[-1])
             return (f"{name}() missing {len(missing)} required {'keyword-only' if keyword_only else 'positional'} "
                     f"argument{'s' if len(missing) != 1 else ''}: {listed}")
+    return None
+
+
+# What a parameter of each annotation pybind11 records takes (strict_args.h: a count is no bool and no
+# float, a flag no int or None), and how an error names it. Annotations not listed (object, a NumPy
+# array) take anything here: pybind11's own message stays for them.
+_NATIVE = "lingbot_map._lingbot_map."
+_TAKES = {
+    "int": ("an int", lambda v: hasattr(type(v), "__index__") and not isinstance(v, (bool, _numpy.bool_))),
+    "float": ("a number", lambda v: isinstance(v, (int, float, _numpy.integer, _numpy.floating))
+              and not isinstance(v, (bool, _numpy.bool_))),
+    "bool": ("a bool", lambda v: isinstance(v, (bool, _numpy.bool_))),
+    "str": ("a str", lambda v: isinstance(v, str)),
+    "os.PathLike": ("a path (str or os.PathLike)", lambda v: isinstance(v, (str, bytes, _os.PathLike))),
+    "List[str]": ("a list of str", lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)),
+}
+
+
+def _type_problem(params, args, kwargs):
+    """'<name> must be <what>, got <type>' for the first argument its annotation does not take, or None."""
+    names = [p[0] for p in params]
+    annotations = {p[0]: p[3] for p in params}
+    given = list(zip(names, args)) + sorted(kwargs.items(), key=lambda kv: names.index(kv[0]))
+    for name, value in given:
+        if name == "self":
+            continue
+        annotation = annotations[name]
+        optional = annotation.startswith("Optional[") and annotation.endswith("]")
+        inner = annotation[len("Optional["):-1] if optional else annotation
+        if inner.startswith(_NATIVE):
+            cls = getattr(_native, inner[len(_NATIVE):], None)
+            if cls is None:
+                continue
+            what, takes = f"a lingbot_map.{cls.__name__}", (lambda v, cls=cls: isinstance(v, cls))
+        elif inner in _TAKES:
+            what, takes = _TAKES[inner]
+        else:
+            continue
+        if (value is None and optional) or (value is not None and takes(value)):
+            continue
+        return f"{name} must be {what}{' or None' if optional else ''}, got {type(value).__name__}"
     return None
 
 
@@ -136,8 +179,12 @@ def _checked(native, name, qualname):
     def describe(args, kwargs, error):
         kwargs = kwargs or {}
         if isinstance(error, TypeError) and _INCOMPATIBLE.match(str(error)):
-            problem = _call_problem(name, params, args, kwargs)
-            return None if problem is None else TypeError(problem)
+            problem = _call_problem(name, params, args, kwargs) or _type_problem(params, args, kwargs)
+            if problem is not None:
+                return TypeError(problem)
+            # pybind11's message: the signatures, then every argument's repr (a list of frames: megabytes).
+            text = str(error)
+            return TypeError(text[:2000] + " ...") if len(text) > 2000 else None
         value = getattr(error, "_lingbot_int_arg", None)
         if isinstance(error, ValueError) and value is not None:
             arg = _int_argument(params, args, kwargs, value)

@@ -38,10 +38,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `meta` as JSON. NumPy scalars and arrays become numbers and lists (their tolist()); anything else
+// json.dumps cannot write, and NaN / Infinity (not JSON: allow_nan=False), is refused naming `meta`.
 nlohmann::json json_from_python(const py::handle& obj) {
   if (obj.is_none()) return nullptr;
-  // allow_nan=False: NaN / Infinity are not JSON (json.dumps raises ValueError naming them).
-  const std::string text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false).cast<std::string>();
+  const py::cpp_function numpy_values([](const py::handle& v) -> py::object {
+    if (py::isinstance(v, py::module_::import("numpy").attr("generic")) || py::isinstance<py::array>(v))
+      return v.attr("tolist")();
+    throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
+                         " is not JSON serializable");
+  });
+  std::string text;
+  try {
+    text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false, "default"_a = numpy_values).cast<std::string>();
+  } catch (py::error_already_set& e) {
+    const std::string what = "meta: " + py::str(e.value()).cast<std::string>();
+    if (e.matches(PyExc_TypeError)) throw py::type_error(what);
+    if (e.matches(PyExc_ValueError)) throw py::value_error(what);
+    throw;
+  }
   return nlohmann::json::parse(text);
 }
 

@@ -242,8 +242,18 @@ def test_exporter_and_select_points_check_values_and_shapes(demo_model, tmp_path
     with pytest.raises(ValueError) as e:
         lm.Exporter(tmp_path / "a", conf_threshold=float("nan"))
     assert str(e.value) == "conf_threshold must be a finite number, got nan"
-    with pytest.raises(ValueError):  # json.dumps(allow_nan=False): NaN is not JSON
+    with pytest.raises(ValueError) as e:  # json.dumps(allow_nan=False): NaN is not JSON
         lm.Exporter(tmp_path / "b", meta={"x": float("nan")})
+    assert str(e.value).startswith("meta: Out of range float values are not JSON compliant")  # (Python 3.13+: ": nan")
+    with pytest.raises(TypeError) as e:
+        lm.Exporter(tmp_path / "b", meta={"x": {1, 2}})
+    assert str(e.value) == "meta: Object of type set is not JSON serializable"
+    # NumPy values (a float32 scale, an int64 count, an array) are written as numbers and lists.
+    with lm.Exporter(tmp_path / "n", exports="poses", meta={"s": np.float32(0.5), "n": np.int64(3),
+                                                             "v": np.arange(3, dtype=np.float64)}) as ex:
+        ex.write(r)
+    poses = json.loads((tmp_path / "n" / "poses.json").read_text())
+    assert (poses["s"], poses["n"], poses["v"]) == (0.5, 3, [0.0, 1.0, 2.0])
     hwc = np.ascontiguousarray(r.image.transpose(1, 2, 0))
     with pytest.raises(ValueError) as e:
         lm.select_points(r.world_points, hwc)

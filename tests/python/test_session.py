@@ -676,15 +676,34 @@ def test_a_picture_of_another_size_after_preprocessing_is_named_as_such(demo_mod
 def test_arguments_take_what_their_annotations_say(demo_model):
     """A bool is no count and None or 1 no flag (pybind11 would take them as 1 / False / True);
     NumPy integers are ints."""
-    for kwargs in (dict(scale_frames=True), dict(threads=False), dict(max_special_frames=True),
-                   dict(image_size=True), dict(patch_tokens=None), dict(features=1)):
-        with pytest.raises(TypeError, match="incompatible constructor arguments"):
+    for kwargs, message in ((dict(scale_frames=True), "scale_frames must be an int or None, got bool"),
+                            (dict(threads=False), "threads must be an int, got bool"),
+                            (dict(max_special_frames=True), "max_special_frames must be an int, got bool"),
+                            (dict(image_size=True), "image_size must be an int or None, got bool"),
+                            (dict(patch_tokens=None), "patch_tokens must be a bool, got NoneType"),
+                            (dict(features=1), "features must be a bool, got int"),
+                            (dict(threads=None), "threads must be an int, got NoneType"),
+                            (dict(kv_dtype=None), "kv_dtype must be a str, got NoneType")):
+        with pytest.raises(TypeError) as e:
             lm.Session(demo_model, **kwargs)
-    with pytest.raises(TypeError, match="incompatible function arguments"):
-        lm.reconstruct(images=[lm.demo_frame(0)], model=demo_model, stride=True)
+        assert str(e.value) == message
+    # The argument is named, not every frame's repr (pybind11's message ran to megabytes for a list of frames).
+    with pytest.raises(TypeError) as e:
+        lm.reconstruct(images=[lm.demo_frame(0)] * 50, model=demo_model, stride=True)
+    assert str(e.value) == "stride must be an int, got bool"
+    for call, message in ((lambda: lm.Session(3), "model must be a lingbot_map.Model, got int"),
+                          (lambda: lm.Exporter(None), "out must be a path (str or os.PathLike), got NoneType"),
+                          (lambda: lm.Model.demo(seed="a"), "seed must be an int, got str"),
+                          (lambda: lm.verify("x", only="depth"), "only must be a list of str or None, got str"),
+                          (lambda: lm.Session(demo_model).push(lm.demo_frame(0), timestamp="x"),
+                           "timestamp must be a number or None, got str")):
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == message
     for fraction in (2.5, np.float32(2.0)):  # a count is an integer: no truncation
-        with pytest.raises(TypeError, match="incompatible constructor arguments"):
+        with pytest.raises(TypeError) as e:
             lm.Session(demo_model, scale_frames=fraction)
+        assert str(e.value) == f"scale_frames must be an int or None, got {type(fraction).__name__}"
     with lm.Session(demo_model, scale_frames=np.int64(2), features=np.bool_(True)) as s:
         assert s.options["scale_frames"] == 2 and s.options["features"] is True
 
