@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "lingbot/device.h"
 #include "bench/harness/calibration.h"
+#include "cli_util.h"
 
 namespace lingbot::bench {
 namespace {
@@ -79,7 +80,7 @@ const char* bench_device_name(BenchDeviceKind kind) { return kind == BenchDevice
 
 BenchDeviceKind parse_bench_device(const std::string& name) {
   Device d = parse_device(name);
-  if (d == Device::Auto) d = resolve_device(d);  // an explicit cuda is checked where the device opens
+  if (d == Device::Auto) d = cli::resolve_device_option(name);  // an explicit cuda is checked where the device opens
   return d == Device::Cuda ? BenchDeviceKind::Cuda : BenchDeviceKind::Cpu;
 }
 

@@ -76,8 +76,7 @@ class CudaBenchDevice final : public BenchDevice {
 }  // namespace
 
 std::unique_ptr<BenchDevice> make_cuda_bench_device() {
-  LINGBOT_CHECK(cuda::device_count() > 0, "--device cuda: no CUDA device is visible (nvidia-smi lists none, or "
-                "CUDA_VISIBLE_DEVICES hides them)");
+  cuda::require_device("--device cuda");
   return std::make_unique<CudaBenchDevice>();
 }
 #else

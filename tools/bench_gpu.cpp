@@ -23,8 +23,7 @@ GpuBench parse_gpu_bench(const std::string& name) {
 void run_bench_gpu(const BenchGpuArgs& a) {
   LINGBOT_CHECK(a.frames > 8, "bench gpu: --frames must be > 8, got ", a.frames);
 #ifdef LINGBOT_HAVE_CUDA
-  LINGBOT_CHECK(cuda::device_count() > 0, "bench gpu: no CUDA device is visible (nvidia-smi lists none, or "
-                "CUDA_VISIBLE_DEVICES hides them)");
+  cuda::require_device("bench gpu");
   bool ok = true;
   if (a.what != GpuBench::Memory) {
     std::printf("== paged vs contiguous attention (streaming shape)\n");

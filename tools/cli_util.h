@@ -8,8 +8,18 @@
 #include <vector>
 
 #include "core/error.h"
+#include "lingbot/device.h"
 
 namespace lingbot::cli {
+
+// The device of `--device NAME` (lingbot::resolve_device); when auto passes over a visible GPU, one
+// line on stdout says why ("notice: device auto runs on the CPU: cuda:0 cannot be used (...)").
+inline Device resolve_device_option(const std::string& name) {
+  std::string note;
+  const Device d = resolve_device(parse_device(name), &note);
+  if (!note.empty()) std::printf("notice: %s\n", note.c_str());
+  return d;
+}
 
 // Validator for floating-point options: "nan", "inf" and the like are not usable values (a usage
 // error, exit 2, like any value that does not parse).

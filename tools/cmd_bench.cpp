@@ -268,7 +268,7 @@ void run_bench_model(const BenchModelArgs& a) {
   o.calibrate = a.calibrate == "on";
   o.writers = a.writers == "on";
   o.load_test_file = a.load_test;
-  o.device = resolve_device(parse_device(a.device));
+  o.device = cli::resolve_device_option(a.device);
   std::vector<std::string> notices;
   o.weights_dtypes.clear();
   for_each_item(a.weights_dtype, [&](const std::string& item) {

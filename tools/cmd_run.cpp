@@ -482,7 +482,7 @@ int run_command(const RunArgs& a) {
   usage_check(backend != KVBackend::DenseFull || a.max_special_frames == 0,
                 "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
   // Checked before anything is loaded: a missing device is one error line.
-  const Device device = resolve_device(parse_device(a.device));
+  const Device device = cli::resolve_device_option(a.device);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
   const WeightsDtypeForDevice weights = parse_weights_dtype(a.weights_dtype, device);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());

@@ -46,7 +46,7 @@ void add_verify_command(CLI::App& app) {
     LINGBOT_CHECK(args->threads >= 0 && args->threads <= kMaxThreads, "--threads must be in 0..", kMaxThreads,
                   " (0 = all cores), got ", args->threads);
     o.threads = args->threads;
-    o.device = resolve_device(parse_device(args->device));
+    o.device = cli::resolve_device_option(args->device);
     const WeightsDtypeForDevice wd = parse_weights_dtype(args->weights_dtype, o.device);
     if (!wd.notice.empty()) std::printf("%s\n", wd.notice.c_str());
     if (!wd.rule.empty()) std::printf("weights dtype %s\n", wd.rule.c_str());

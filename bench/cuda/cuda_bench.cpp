@@ -46,14 +46,10 @@ double time_ms(int iterations, F&& f) {
   return ms / iterations;
 }
 
-void require_device() {
-  LINGBOT_CHECK(device_count() > 0, "no CUDA device available");
-}
-
 }  // namespace
 
 DeviceDescription describe_device(int device) {
-  require_device();
+  require_device("bench");
   cudaDeviceProp p{};
   LINGBOT_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   DeviceDescription d;
@@ -70,7 +66,7 @@ DeviceDescription describe_device(int device) {
 }
 
 MeasuredPeaks measure_peaks(DType gemm_dtype) {
-  require_device();
+  require_device("bench");
   LINGBOT_CHECK(gemm_dtype != DType::F32, "measure_peaks: gemm dtype must be f16 or bf16");
   CudaAllocator alloc;
   CudaContext ctx;
@@ -104,7 +100,7 @@ MeasuredPeaks measure_peaks(DType gemm_dtype) {
 }
 
 AttentionBenchResult bench_paged_vs_contiguous(const AttentionBenchConfig& c) {
-  require_device();
+  require_device("bench");
   LINGBOT_CHECK(c.queries > 0 && c.frames > 0 && c.patch_tokens > 0 && c.special_tokens >= 0 && c.heads > 0 &&
                     c.head_dim > 0 && c.iterations > 0,
                 "bench_paged_vs_contiguous: bad configuration");
@@ -202,7 +198,7 @@ AttentionBenchResult bench_paged_vs_contiguous(const AttentionBenchConfig& c) {
 }
 
 std::vector<MemorySample> run_memory_study(const MemoryStudyConfig& c) {
-  require_device();
+  require_device("bench");
   LINGBOT_CHECK(c.frames > 8 && c.report_every > 0, "run_memory_study: need frames > 8 and report_every > 0");
   CudaAllocator alloc;
   CacheOptions o;

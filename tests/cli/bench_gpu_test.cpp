@@ -21,8 +21,9 @@ TEST(BenchGpu, WithoutAGpuSaysWhy) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_EQ(r.out, "");
 #ifdef LINGBOT_HAVE_CUDA
-  EXPECT_EQ(r.err, "error: bench gpu: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES "
-                   "hides them)\n");
+  std::string why_none;
+  lingbot::cuda_device_count(&why_none);
+  EXPECT_EQ(r.err, "error: bench gpu: no CUDA device is visible (cudaGetDeviceCount: " + why_none + ")\n");
 #else
   EXPECT_EQ(r.err, "error: bench gpu: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
 #endif

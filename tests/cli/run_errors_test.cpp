@@ -219,15 +219,23 @@ TEST(RunErrors, FailureMidRunIsRecordedInSummary) {
 }
 
 
+// The error line of --device cuda on this machine (no GPU visible): what is missing, the build's
+// CUDA support or a device (with the runtime's reason).
+std::string no_cuda_device_error() {
+  std::string why_none;
+  lingbot::cuda_device_count(&why_none);
+  return lingbot::cuda_compiled()
+             ? "error: device cuda: no CUDA device is visible (cudaGetDeviceCount: " + why_none + ")\n"
+             : "error: device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n";
+}
+
 // --device: cuda needs a CUDA build and a visible GPU, each missing one named in one line (in a
 // CUDA build on a machine with a GPU the check does not apply: the run must succeed there);
 // auto falls back to the CPU; anything else is refused by the option parser.
 TEST(RunErrors, DeviceCudaNamesWhatIsMissing) {
   if (lingbot::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda is valid here";
   const std::string err = expect_failure("--demo --demo-frames 2 --device cuda", "device_cuda");
-  EXPECT_EQ(err, lingbot::cuda_compiled()
-                     ? "error: device cuda: no CUDA device is visible (cudaGetDeviceCount found none)\n"
-                     : "error: device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n");
+  EXPECT_EQ(err, no_cuda_device_error());
   const Result bad = run_cli("run --demo --device tpu --out " + (fresh_dir("device_tpu") / "out").string());
   EXPECT_EQ(bad.exit_code, 2) << "a usage error, as every option the parser refuses";
   EXPECT_TRUE(contains(bad.err, "error: --device: tpu not in {cpu,cuda,auto}\n")) << bad.err;
@@ -244,9 +252,7 @@ TEST(RunErrors, DeviceAutoRunsOnTheCpuWithoutAGpu) {
 
 TEST(RunErrors, VerifyAndBenchModelTakeTheSameDevice) {
   if (lingbot::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda is valid here";
-  const std::string want = lingbot::cuda_compiled()
-                               ? "error: device cuda: no CUDA device is visible (cudaGetDeviceCount found none)\n"
-                               : "error: device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)\n";
+  const std::string want = no_cuda_device_error();
   for (const std::string& args : {"verify --golden " + kTestdata + "/tiny --device cuda",
                                  std::string("bench model --model-size demo --frames 3 --scale-frames 2 --device cuda")}) {
     const Result r = run_cli(args);

@@ -126,9 +126,10 @@ TEST(CudaComputeBackend, ConstructionErrorsNameTheCause) {
     EXPECT_EQ(std::string(e.what()), "cuda backend: device must be >= 0, got -1");
   }
   // Device 1000 does not exist anywhere: the message depends only on how many devices are visible.
-  const int n = cuda::device_count();
+  std::string why_none;
+  const int n = cuda::device_count(&why_none);
   const std::string want =
-      n == 0 ? "cuda backend: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)"
+      n == 0 ? "cuda backend: no CUDA device is visible (cudaGetDeviceCount: " + why_none + ")"
              : "cuda backend: device 1000 requested but " + std::to_string(n) +
                    (n == 1 ? " CUDA device is visible" : " CUDA devices are visible");
   try {
@@ -145,8 +146,10 @@ TEST(CudaComputeBackend, WithoutADeviceTheDefaultConstructorThrows) {
     CudaBackend b;
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "cuda backend: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)");
+    std::string why_none;
+    ASSERT_EQ(cuda::device_count(&why_none), 0);
+    EXPECT_FALSE(why_none.empty());  // the runtime's error: cudaErrorNoDevice, cudaErrorInsufficientDriver, ...
+    EXPECT_EQ(std::string(e.what()), "cuda backend: no CUDA device is visible (cudaGetDeviceCount: " + why_none + ")");
   }
 }
 

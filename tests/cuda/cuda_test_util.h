@@ -36,14 +36,17 @@ inline bool emulated_device() {
   return cudaGetDeviceProperties(&p, 0) == cudaSuccess && std::string(p.name) == "host emulation";
 }
 
-// Skips the calling test when no CUDA device is visible, saying so on stderr and in the skip reason.
-#define LINGBOT_REQUIRE_CUDA_DEVICE()                                                            \
-  do {                                                                                           \
-    if (!::lingbot::cuda::testing::have_cuda_device()) {                                         \
-      std::fprintf(stderr, "no CUDA device: skipped %s\n",                                       \
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());             \
-      GTEST_SKIP() << "no CUDA device: skipped (the CUDA build is compiled and linked, not run)"; \
-    }                                                                                            \
+// Skips the calling test when no CUDA device is visible, saying so and why (the runtime's error) on
+// stderr and in the skip reason; scripts/gpu_check.sh reports that reason.
+#define LINGBOT_REQUIRE_CUDA_DEVICE()                                                                    \
+  do {                                                                                                   \
+    std::string lingbot_why_none_;                                                                       \
+    if (::lingbot::cuda::device_count(&lingbot_why_none_) == 0) {                                        \
+      std::fprintf(stderr, "no CUDA device: skipped %s (cudaGetDeviceCount: %s)\n",                      \
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name(), lingbot_why_none_.c_str()); \
+      GTEST_SKIP() << "no CUDA device: skipped (cudaGetDeviceCount: " << lingbot_why_none_                \
+                   << "; the CUDA build is compiled and linked, not run)";                               \
+    }                                                                                                    \
   } while (0)
 
 // A device copy of host bytes, allocated through `alloc`.

@@ -499,7 +499,9 @@ TEST_F(SessionTest, DeviceIsResolvedAndAMissingCudaIsNamed) {
   }
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: device cuda is valid here";
   o.device = Device::Cuda;
+  std::string why_none;
+  cuda_device_count(&why_none);
   expect_error([&] { Session s(model_, o); },
-               cuda_compiled() ? "device cuda: no CUDA device is visible (cudaGetDeviceCount found none)"
+               cuda_compiled() ? "device cuda: no CUDA device is visible (cudaGetDeviceCount: " + why_none + ")"
                                : "device cuda: this build has no CUDA support (configure with -DLINGBOT_CUDA=ON)");
 }

@@ -31,9 +31,8 @@ std::string describe(int device) {
 
 int checked_device(int device) {
   LINGBOT_CHECK(device >= 0, "cuda backend: device must be >= 0, got ", device);
+  cuda::require_device("cuda backend");
   const int n = cuda::device_count();
-  LINGBOT_CHECK(n > 0, "cuda backend: no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES "
-                "hides them)");
   LINGBOT_CHECK(device < n, "cuda backend: device ", device, " requested but ", n, " CUDA device",
                 n == 1 ? " is" : "s are", " visible");
   if (!cuda::kernels_run_on(device)) {

@@ -4,13 +4,22 @@
 
 namespace lingbot::cuda {
 
-int device_count() {
+int device_count(std::string* why_none) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky "no device / no driver" error
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the "no device / no driver" error
+    if (why_none) *why_none = detail::concat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
     return 0;
   }
+  if (why_none) *why_none = n > 0 ? "" : "it reports 0 devices";
   return n;
+}
+
+void require_device(std::string_view who) {
+  std::string why;
+  if (device_count(&why) == 0)
+    throw Error(detail::concat(who, ": no CUDA device is visible (cudaGetDeviceCount: ", why, ")"));
 }
 
 ComputeCapability compute_capability(int device) {

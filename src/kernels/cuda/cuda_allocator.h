@@ -4,13 +4,20 @@
 // dereference them on the host.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "core/allocator.h"
 
 namespace lingbot::cuda {
 
-// Number of visible CUDA devices; 0 when there is no device or no usable driver (never throws).
-int device_count();
+// Number of visible CUDA devices; 0 when the runtime finds none (never throws), and then, when
+// why_none is given, cudaGetDeviceCount's error: "cudaErrorNoDevice: no CUDA-capable device is
+// detected", or "cudaErrorInsufficientDriver: ..." on a machine without an NVIDIA driver or with one
+// older than this build's CUDA runtime (nvidia-smi then still lists the GPU).
+int device_count(std::string* why_none = nullptr);
+// Throws Error("<who>: no CUDA device is visible (cudaGetDeviceCount: <why_none>)") when device_count() is 0.
+void require_device(std::string_view who);
 
 // Compute capability of `device` (e.g. {9, 0} for an H100/H200); throws Error naming the device when
 // it cannot be queried.

@@ -9,6 +9,10 @@
 namespace lingbot::cuda {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* what) {
+  // Read the runtime's last error too: it keeps the failure (a pinned allocation short of memory, a
+  // bad copy pitch) until read, and the next launch check would report it again, blamed on that kernel,
+  // after the caller recovered. A sticky error (an illegal address) stays with the context regardless.
+  (void)cudaGetLastError();
   throw Error(detail::concat(what, " failed: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 

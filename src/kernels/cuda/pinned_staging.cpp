@@ -41,14 +41,16 @@ void PinnedStaging::copy_to_device(void* dst, const void* host, size_t bytes, cu
     LINGBOT_CUDA_CHECK(q);
     chunk = &c;
   }
-  if (!chunk && busy && pinned_bytes() + bytes > max_pinned_bytes_) {
+  // A new chunk is rounded up to a power of two: the cap counts what it would pin, not the request.
+  const size_t new_chunk_bytes = std::bit_ceil(std::max(bytes, kMinChunkBytes));
+  if (!chunk && busy && pinned_bytes() + new_chunk_bytes > max_pinned_bytes_) {
     LINGBOT_CUDA_CHECK(cudaEventSynchronize(busy->done));
     chunk = busy;
   }
   if (!chunk) {
     chunks_.reserve(chunks_.size() + 1);  // before the allocations: the push_back below cannot throw
     Chunk c;
-    c.bytes = std::bit_ceil(std::max(bytes, kMinChunkBytes));
+    c.bytes = new_chunk_bytes;
     LINGBOT_CUDA_CHECK(cudaHostAlloc(&c.host, c.bytes, cudaHostAllocDefault));
     const cudaError_t e = cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming);
     if (e != cudaSuccess) (void)cudaFreeHost(c.host);
