@@ -1,7 +1,9 @@
 // Session / reconstruct() keyword arguments -> engine options (options.h).
 #include "options.h"
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -69,9 +71,17 @@ std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const s
 }
 
 SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
-  if (!a.scale_frames) a.scale_frames = static_cast<int>(c.kv_cache.scale_frames);
-  if (!a.kv_window) a.kv_window = static_cast<int>(c.kv_cache.sliding_window);
-  if (!a.camera_iterations) a.camera_iterations = static_cast<int>(c.camera.num_iterations);
+  // A value from the config is checked here, naming its config key: session_options' messages name
+  // the keyword, which the caller did not give.
+  const auto from_config = [](std::optional<int>& arg, int64_t value, const char* key, const char* keyword, int max) {
+    if (arg) return;
+    check_value(value >= 1 && value <= max, "the model config's ", key, " is ", value, ", outside the 1..", max, " a Session takes: give ",
+                keyword, "= (or a config with another value)");
+    arg = static_cast<int>(value);
+  };
+  from_config(a.scale_frames, c.kv_cache.scale_frames, "kv_cache.scale_frames", "scale_frames", kMaxScaleFrames);
+  from_config(a.kv_window, c.kv_cache.sliding_window, "kv_cache.sliding_window", "kv_window", kMaxKvWindow);
+  from_config(a.camera_iterations, c.camera.num_iterations, "camera.num_iterations", "camera_iterations", kMaxCameraIterations);
   return a;
 }
 
@@ -83,7 +93,13 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
   LINGBOT_CHECK(a.scale_frames && a.kv_window && a.camera_iterations, "internal: model defaults not resolved");
   so.scale_frames = *a.scale_frames;
   so.kv_window = *a.kv_window;
-  if (keyframe_interval < 0) {  // keyframe_interval="flow" (FlowKeyframes checks its own arguments)
+  if (keyframe_interval < 0) {  // keyframe_interval="flow"
+    // FlowKeyframes checks these too, in its words ("flow threshold"): named here as the keywords.
+    if (a.flow_threshold)
+      check_value(std::isfinite(*a.flow_threshold) && *a.flow_threshold > 0,
+                  "flow_threshold must be a number > 0 (pixels), got ", py::str(py::float_(*a.flow_threshold)).cast<std::string>());
+    if (a.max_non_keyframe_gap)
+      check_value(*a.max_non_keyframe_gap >= 1, "max_non_keyframe_gap must be >= 1, got ", *a.max_non_keyframe_gap);
     so.keyframe_policy = value_of([&] {
       return std::make_shared<FlowKeyframes>(a.flow_threshold.value_or(kDefaultFlowThreshold),
                                              a.max_non_keyframe_gap.value_or(kDefaultMaxNonKeyframeGap));

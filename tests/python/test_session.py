@@ -218,8 +218,8 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
      "max_special_frames must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"),
     (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),
-    (dict(keyframe_interval="flow", flow_threshold=0), ValueError, "flow threshold must be a number > 0 (pixels), got 0"),
-    (dict(keyframe_interval="flow", max_non_keyframe_gap=0), ValueError, "max non-keyframe gap must be >= 1, got 0"),
+    (dict(keyframe_interval="flow", flow_threshold=0), ValueError, "flow_threshold must be a number > 0 (pixels), got 0.0"),
+    (dict(keyframe_interval="flow", max_non_keyframe_gap=0), ValueError, "max_non_keyframe_gap must be >= 1, got 0"),
     (dict(kv_backend="flash"), ValueError, "unknown KV backend 'flash' (expected paged, dense or dense-full)"),
     (dict(kv_dtype="f64"), ValueError, "unknown dtype 'f64' (expected f32, f16 or bf16)"),
     (dict(image_size=100), ValueError, "image_size must be a multiple of the model's patch size 14, got 100"),
@@ -755,3 +755,25 @@ def test_float_frames_refuse_preprocessing_options(demo_model):
     rec = lm.reconstruct(frames, model=demo_model, scale_frames=2)
     assert rec.options["image_size"] is None and rec.options["preprocess"] is None
     assert [r.depth.shape for r in rec] == [(70, 112), (70, 112)]
+
+
+def test_a_config_value_a_session_cannot_take_names_the_config_key():
+    """Model.load(config=) takes values the Session refuses; the error names the config key, not a
+    keyword the caller never gave, and the keyword overrides it."""
+    from conftest import TINY
+    for cfg, message in (
+            ({"kv_cache": {"sliding_window": 0}},
+             "the model config's kv_cache.sliding_window is 0, outside the 1..1048576 a Session takes: give kv_window= "
+             "(or a config with another value)"),
+            ({"camera": {"num_iterations": 100}},
+             "the model config's camera.num_iterations is 100, outside the 1..64 a Session takes: give "
+             "camera_iterations= (or a config with another value)")):
+        m = lm.Model.load(TINY / "model.pt", config=cfg)
+        with pytest.raises(ValueError) as e:
+            lm.Session(m)
+        assert str(e.value) == message
+        with pytest.raises(ValueError) as e:
+            lm.reconstruct(images=[lm.demo_frame(0)], model=m)
+        assert str(e.value) == message
+        with lm.Session(m, kv_window=3, camera_iterations=2) as s:
+            assert (s.options["kv_window"], s.options["camera_iterations"]) == (3, 2)
