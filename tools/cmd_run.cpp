@@ -619,18 +619,8 @@ int run_command(const RunArgs& a) {
               W, H, a.preprocess.c_str());
   if (input.kind == "images") {
     // Frames of another image format in the folder are not read (as upstream): say so, not silently.
-    const std::map<std::string, int64_t> unread = io::unread_image_files(input.path);
-    if (!unread.empty()) {
-      int64_t total = 0;
-      std::string kinds;
-      for (const auto& [ext, n] : unread) {
-        total += n;
-        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
-      }
-      std::printf("notice: %lld image file%s of another format in the folder %s not read (%s): frames are .jpg, "
-                  ".jpeg, .png and .bmp files\n",
-                  static_cast<long long>(total), total == 1 ? "" : "s", total == 1 ? "is" : "are", kinds.c_str());
-    }
+    const std::string unread = io::unread_image_files_notice(input.path);
+    if (!unread.empty()) std::printf("notice: %s\n", unread.c_str());
   }
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);

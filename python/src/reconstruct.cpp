@@ -117,14 +117,15 @@ class ArrayFeed : public FrameFeed {
         sizes.push_back(io::preprocessed_size({f.rgb8->width, f.rgb8->height}, pre_));
         continue;
       }
-      // float32 frames are model inputs as they are: one size, whole patches.
+      // float32 frames are model inputs as they are: one size, whole patches (a frame size the model
+      // cannot take: lingbot_map.Error, as Session.push raises it).
       const io::ImageSize s{static_cast<int>(f.chw.shape()[2]), static_cast<int>(f.chw.shape()[1])};
       if (s.width % pre_.patch_size != 0 || s.height % pre_.patch_size != 0)
-        throw py::value_error(what + ": a float32 model input must be a multiple of the patch size " +
-                              std::to_string(pre_.patch_size) + " on both sides, got " + hxw(s));
+        throw Error(what + ": a float32 model input must be a multiple of the patch size " +
+                    std::to_string(pre_.patch_size) + " on both sides, got " + hxw(s));
       if (!sizes.empty() && !(sizes.front() == s))
-        throw py::value_error("float32 model inputs must all have one size: images[0] is " + hxw(sizes.front()) + ", " +
-                              what + " is " + hxw(s));
+        throw Error("float32 model inputs must all have one size: images[0] is " + hxw(sizes.front()) + ", " + what +
+                    " is " + hxw(s));
       sizes.push_back(s);
     }
     canvas = io::batch_canvas_size(sizes);
@@ -197,6 +198,10 @@ class PyReconstruction {
       }
       feed_ = std::move(feed);
       kind_ = has_images ? "images" : "video";
+      if (has_images) {  // as run's notice: files of another image format are not frames
+        const std::string unread = io::unread_image_files_notice(path);
+        if (!unread.empty() && PyErr_WarnEx(PyExc_UserWarning, unread.c_str(), 1) != 0) throw py::error_already_set();
+      }
     }
     const int patch = pre.patch_size;
     check_value(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",

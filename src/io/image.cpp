@@ -660,4 +660,17 @@ std::map<std::string, int64_t> unread_image_files(const std::filesystem::path& d
   return counts;
 }
 
+std::string unread_image_files_notice(const std::filesystem::path& dir) {
+  const std::map<std::string, int64_t> unread = unread_image_files(dir);
+  if (unread.empty()) return "";
+  int64_t total = 0;
+  std::string kinds;
+  for (const auto& [ext, n] : unread) {
+    total += n;
+    kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
+  }
+  return detail::concat(total, " image file", total == 1 ? "" : "s", " of another format in the folder ",
+                        total == 1 ? "is" : "are", " not read (", kinds, "): frames are .jpg, .jpeg, .png and .bmp files");
+}
+
 }  // namespace lingbot::io

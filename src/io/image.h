@@ -106,5 +106,9 @@ std::vector<std::filesystem::path> list_image_files(const std::filesystem::path&
 // .tif, .tiff, .jpe, .gif, .heic, ...): extension (lower case) -> count, for the notice that they
 // are not frames. Errors as list_image_files for a missing folder.
 std::map<std::string, int64_t> unread_image_files(const std::filesystem::path& dir);
+// unread_image_files in words ("2 image files of another format in the folder are not read (1 .tif,
+// 1 .webp): frames are .jpg, .jpeg, .png and .bmp files"), or "" when there are none: run's notice
+// and the Python module's warning.
+std::string unread_image_files_notice(const std::filesystem::path& dir);
 
 }  // namespace lingbot::io

@@ -70,9 +70,9 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=42), TypeError, "images must be a folder path (str or os.PathLike) or a list of arrays, got int"),
         (dict(images=b"/frames"), TypeError,
          "images must be a folder path (str or os.PathLike) or a list of arrays, got bytes"),
-        (dict(images=[np.zeros((3, 75, 112), np.float32)]), ValueError,
+        (dict(images=[np.zeros((3, 75, 112), np.float32)]), lm.Error,  # as Session.push
          "images[0]: a float32 model input must be a multiple of the patch size 14 on both sides, got 75x112 (HxW)"),
-        (dict(images=[np.zeros((3, 70 + 14, 112), np.float32), np.zeros((3, 98, 112), np.float32)]), ValueError,
+        (dict(images=[np.zeros((3, 70 + 14, 112), np.float32), np.zeros((3, 98, 112), np.float32)]), lm.Error,
          "float32 model inputs must all have one size: images[0] is 84x112 (HxW), images[1] is 98x112 (HxW)"),
         (dict(images=[np.zeros((3, 84, 112), np.float32), np.full((3, 84, 112), 2, np.float32)]), ValueError,
          "images[1]: float32 values must be RGB in [0, 1] (uint8 / 255), got 2.0 at flat index 0"),
@@ -454,3 +454,21 @@ def test_pad_margins_give_no_points(tiny_model, tmp_path):
     from_state, (state,) = results[0].__reduce__()
     old = from_state((2,) + tuple(state[1:13]))
     assert old.content_rect is None and old.frame_index == 0
+
+
+def test_image_files_of_another_format_are_named_in_a_warning(tiny_model, tmp_path):
+    """As run's notice: files of a format the folder reader does not take are not frames, and a
+    UserWarning says so (they went silently before)."""
+    for name in ("000000.png", "000001.png"):
+        shutil.copy(FRAMES / name, tmp_path / name)
+    (tmp_path / "000002.webp").write_bytes(b"RIFF")
+    (tmp_path / "000003.tif").write_bytes(b"II*")
+    with pytest.warns(UserWarning) as w:
+        rec = lm.reconstruct(images=tmp_path, model=tiny_model, **TINY_OPTIONS)
+    assert [str(x.message) for x in w] == [
+        "2 image files of another format in the folder are not read (1 .tif, 1 .webp): frames are .jpg, .jpeg, .png "
+        "and .bmp files"]
+    assert rec.frame_count == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the frames' own folder: no warning
+        lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)
