@@ -1,6 +1,7 @@
 // Session / reconstruct() keyword arguments -> engine options (options.h).
 #include "options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "arrays.h"
 #include "checks.h"
+#include "core/memory_stats.h"
 #include "core/error.h"
 #include "lingbot/keyframe_policy.h"
 
@@ -203,6 +205,30 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
                    1) != 0)
     throw py::error_already_set();
   return w;
+}
+
+MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const std::optional<WindowedOptions>& w,
+                           std::optional<int64_t> frames) {
+  MemoryInputs mi;
+  mi.frames = frames;
+  mi.scale_frames = so.scale_frames;
+  mi.kv_window = so.kv_window;
+  mi.keyframe_interval = std::max(so.keyframe_interval, 1);  // flow keyframes: at most every frame
+  if (w) {  // each window runs in a fresh cache: what one window holds (as run)
+    mi.kv_window = windowed_kv_window(so.kv_window, model.config().kv_cache.include_scale_frames ? so.scale_frames : 0, *w);
+    if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, w->window_size, mi.keyframe_interval));
+  }
+  mi.backend = so.kv_backend;
+  mi.kv_dtype = so.kv_dtype;
+  mi.weights_dtype = model.weights_dtype();
+  return mi;
+}
+
+void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
+  mi.width = width;
+  mi.height = height;
+  check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()),
+                        OptionSpelling::Python);
 }
 
 }  // namespace lingbot::python

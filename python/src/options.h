@@ -11,6 +11,7 @@
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "lingbot/windowed.h"
+#include "pipeline/memory_estimate.h"
 
 namespace lingbot::python {
 
@@ -79,5 +80,12 @@ py::dict stats_dict(const SessionStats& s);
 // The WindowedOptions `run --mode windowed` builds, with the option checks it makes up front (names as
 // the Python keywords); None when m.mode is streaming, where the window keywords are refused.
 std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_frames);
+
+// run's memory feasibility check (pipeline/memory_estimate.h) for a session of `so` (windowed: what one
+// window holds) on a model: memory_inputs() fills all but the frame size, check_memory() adds the
+// preprocessed frame size and throws lingbot::Error naming the keyword to lower when it cannot fit.
+MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const std::optional<WindowedOptions>& w,
+                           std::optional<int64_t> frames);
+void check_memory(const Model& model, MemoryInputs mi, int width, int height);
 
 }  // namespace lingbot::python

@@ -50,6 +50,7 @@ class PySession {
         throw py::value_error("preprocess= applies to run's preprocessing, which image_size= asks for: give image_size "
                               "too (frames without it go in as they are)");
     }
+    memory_ = memory_inputs(*model.model, so, windowed, std::nullopt);
     py::gil_scoped_release nogil;
     stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }
@@ -80,6 +81,12 @@ class PySession {
             ": a Session takes pictures of one size and orientation per sequence (reset() starts a new one; "
             "reconstruct() pads mixed sizes as upstream does)");
       }
+    }
+    if (index == 0) {  // the frame size is known now: as run, a request that cannot fit fails before any step
+      const io::ImageSize size = pre_ ? sequence_size_
+                                      : in.rgb8 ? io::ImageSize{in.rgb8->width, in.rgb8->height}
+                                                : io::ImageSize{static_cast<int>(in.chw.shape()[2]), static_cast<int>(in.chw.shape()[1])};
+      check_memory(*model_.model, memory_, size.width, size.height);
     }
     std::vector<FrameResult> results;
     Tensor image;
@@ -209,6 +216,7 @@ class PySession {
   PyModel model_;
   std::vector<PyResult> undelivered_;  // computed, not returned: a Ctrl-C came with them (deliver)
   io::ImageSize sequence_size_;        // with image_size=: the preprocessed size of this sequence's frames
+  MemoryInputs memory_;                // for the memory check at a sequence's first frame (options.h check_memory)
   std::optional<PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::unique_ptr<Stream> stream_;

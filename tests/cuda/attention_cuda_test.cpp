@@ -175,21 +175,6 @@ struct DeviceProblem {
   }
 };
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  int bad = 0;
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]) / std::max(1.0, std::fabs(double(ref[i])));
-    if (!(err <= tol)) {  // NaN fails too
-      if (bad++ < 5) ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << ref[i];
-    }
-    if (err > worst) worst = err;
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements out of tolerance " << tol;
-  std::printf("  %s: max rel error %.3g (tolerance %.3g)\n", what.c_str(), worst, tol);
-}
-
 std::vector<AttentionImpl> impls_for(DType dt, int d) {
   std::vector<AttentionImpl> v{AttentionImpl::Simt};
   if (dt != DType::F32 && d == 64) v.push_back(AttentionImpl::TensorCore);

@@ -50,30 +50,9 @@ namespace k = lingbot::kernels;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, size_t n, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 Tensor random_tensor(std::mt19937& rng, Shape shape, float scale = 1.f) {
   const auto v = random_vec(rng, static_cast<size_t>(shape_numel(shape)), -scale, scale);
   return Tensor::from_f32(std::move(shape), v);
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  int bad = 0;
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - ref[i]) / std::max(1.0, std::fabs(double(ref[i])));
-    worst = std::max(worst, err);
-    if (!(err <= tol) && bad++ < 5)  // NaN fails too
-      ADD_FAILURE() << what << ": element " << i << " cuda " << got[i] << " cpu " << ref[i];
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements out of tolerance " << tol;
-  std::printf("  %s: max rel error %.3g (tolerance %.3g)\n", what.c_str(), worst, tol);
 }
 
 // One array on each backend, filled with the same host values.

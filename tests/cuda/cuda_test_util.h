@@ -3,8 +3,11 @@
 // device arrays filled from host vectors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,29 @@ inline bool emulated_device() {
                    << "; the CUDA build is compiled and linked, not run)";                               \
     }                                                                                                    \
   } while (0)
+
+// n floats uniform in [lo, hi).
+inline std::vector<float> random_vec(std::mt19937& rng, size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Every element of `got` within `tol` of `ref`, relative to max(1, |ref|) (NaN fails); the first 5
+// misses are named, and the worst error is printed.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  int bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]) / std::max(1.0, std::fabs(static_cast<double>(ref[i])));
+    worst = std::max(worst, err);
+    if (!(err <= tol) && bad++ < 5) ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << ref[i];
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements out of tolerance " << tol;
+  std::printf("  %s: max rel error %.3g (tolerance %.3g)\n", what.c_str(), worst, tol);
+}
 
 // A device copy of host bytes, allocated through `alloc`.
 inline Buffer to_device(Allocator& alloc, const void* host, size_t bytes) {

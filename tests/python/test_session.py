@@ -777,3 +777,19 @@ def test_a_config_value_a_session_cannot_take_names_the_config_key():
         assert str(e.value) == message
         with lm.Session(m, kv_window=3, camera_iterations=2) as s:
             assert (s.options["kv_window"], s.options["camera_iterations"]) == (3, 2)
+
+
+def test_a_request_that_cannot_fit_in_memory_is_refused_up_front():
+    """As run: a KV window and frame size no machine holds fail before any frame, naming the keyword
+    to lower (an allocation failure frames later, or the OOM killer ending the interpreter, before)."""
+    from conftest import TINY
+    m = lm.Model.load(TINY / "model.pt")
+    advice = "are available: lower kv_window= (frames kept in the KV cache) or image_size="
+    with pytest.raises(lm.Error) as e:
+        lm.reconstruct(images=TINY / "frames", model=m, kv_window=1048576, image_size=4088, scale_frames=2)
+    assert str(e.value).startswith("the reconstruction needs at least ") and str(e.value).endswith(advice), str(e.value)
+    with lm.Session(m, kv_window=1048576, scale_frames=2) as s:
+        with pytest.raises(lm.Error) as e:
+            s.push(np.zeros((3, 4088, 4088), np.float32))
+        assert str(e.value).startswith("the reconstruction needs at least ") and str(e.value).endswith(advice)
+        assert s.frames_pushed == 0

@@ -1,5 +1,6 @@
-// run's memory feasibility estimate (tools/run_checks.h) is a lower bound: checked against what a
-// session on the demo model really holds, per KV backend, KV dtype and weights dtype.
+// The memory feasibility estimate of run and the Python module (pipeline/memory_estimate.h) is a
+// lower bound: checked against what a session on the demo model really holds, per KV backend, KV
+// dtype and weights dtype; an infeasible request names the option to lower, in either spelling.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include "bench/harness/demo_model.h"
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
-#include "run_checks.h"
+#include "pipeline/memory_estimate.h"
 
 using namespace lingbot;
 
@@ -42,7 +43,7 @@ HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBac
 
 }  // namespace
 
-TEST(RunChecks, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
+TEST(MemoryEstimate, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
   for (const DType weights : {DType::F32, DType::BF16}) {
     ModelLoadOptions lo;
     lo.weights_dtype = weights;
@@ -51,7 +52,7 @@ TEST(RunChecks, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
       for (const DType kv : {DType::F32, DType::BF16}) {
         const std::string what = std::string(dtype_name(weights)) + " weights, " + kv_backend_name(backend) + ", " +
                                  std::string(dtype_name(kv)) + " K/V";
-        cli::MemoryInputs in;
+        MemoryInputs in;
         in.width = kDemoFrameWidth;
         in.height = kDemoFrameHeight;
         in.frames = kRunFrames;
@@ -61,7 +62,7 @@ TEST(RunChecks, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
         in.backend = backend;
         in.kv_dtype = kv;
         in.weights_dtype = weights;
-        const cli::MemoryEstimate e = cli::estimate_run_memory(model->config(), in);
+        const MemoryEstimate e = estimate_run_memory(model->config(), in);
         const HeldBytes held = run_demo_for_estimate(model, backend, kv);
         EXPECT_GT(e.weights, 0) << what;
         EXPECT_LE(e.weights, held.weights) << what;
@@ -78,13 +79,13 @@ TEST(RunChecks, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
   }
 }
 
-TEST(RunChecks, InfeasibleRunNamesTheOptionForItsLargestPart) {
-  cli::MemoryEstimate e;
+TEST(MemoryEstimate, InfeasibleRunNamesTheOptionForItsLargestPart) {
+  MemoryEstimate e;
   e.weights = int64_t{1} << 30;
   e.kv_cache = int64_t{3} << 30;
   e.kv_f32 = true;
   try {
-    cli::check_memory_feasible(e, int64_t{2} << 30);
+    check_memory_feasible(e, int64_t{2} << 30);
     FAIL() << "no error";
   } catch (const Error& err) {
     EXPECT_STREQ(err.what(),
@@ -92,6 +93,15 @@ TEST(RunChecks, InfeasibleRunNamesTheOptionForItsLargestPart) {
                  "0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: lower --kv-window (frames kept in the "
                  "KV cache), use --kv-dtype bf16 (half the bytes), or lower --image-size");
   }
-  EXPECT_NO_THROW(cli::check_memory_feasible(e, int64_t{4} << 30));
-  EXPECT_NO_THROW(cli::check_memory_feasible(e, 0));  // unknown: no check
+  try {
+    check_memory_feasible(e, int64_t{2} << 30, OptionSpelling::Python);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_STREQ(err.what(),
+                 "the reconstruction needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera "
+                 "cache 0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: lower kv_window= (frames kept in "
+                 "the KV cache), use kv_dtype='bf16' (half the bytes), or lower image_size=");
+  }
+  EXPECT_NO_THROW(check_memory_feasible(e, int64_t{4} << 30));
+  EXPECT_NO_THROW(check_memory_feasible(e, 0));  // unknown: no check
 }

@@ -1,0 +1,73 @@
+#include "pipeline/memory_estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+
+namespace lingbot {
+
+namespace {
+
+std::string gib(int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in) {
+  MemoryEstimate e;
+  const int64_t p = cfg.encoder.patch_size;
+  const int64_t patches = (in.height / p) * (in.width / p);
+  const int64_t tokens = cfg.aggregator.num_special_tokens + patches;  // per frame
+  const int64_t C = cfg.aggregator.embed_dim;
+  // Every weight is stored in at least the weights dtype's bytes (the block linears in it, the rest f32).
+  e.weights = cfg.parameter_count() * static_cast<int64_t>(dtype_size(in.weights_dtype));
+  // Frames the aggregator cache holds: the paged cache reserves its whole pool (scale frames +
+  // window) up front; dense grows to at most that (fewer in a shorter run); dense-full keeps all.
+  std::optional<int64_t> all_stored;
+  if (in.frames) {
+    const int64_t after = std::max<int64_t>(0, *in.frames - in.scale_frames);
+    all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (after + in.keyframe_interval - 1) / in.keyframe_interval;
+  }
+  int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
+  if (in.backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
+  if (in.backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
+  e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
+  e.kv_f32 = in.kv_dtype == DType::F32;
+  const int64_t camera_frames = all_stored.value_or(stored);
+  e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
+  const int64_t mlp = std::max(cfg.encoder.mlp_hidden, cfg.aggregator.mlp_hidden);
+  const int64_t selected = static_cast<int64_t>(cfg.aggregator.selected_layers.size());
+  e.activations = static_cast<int64_t>(in.scale_frames) * tokens * (mlp + selected * 2 * C) * 4 +
+                  static_cast<int64_t>(in.height) * in.width * (cfg.dpt.features + cfg.dpt.head_features_2) * 4;
+  return e;
+}
+
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, OptionSpelling spelling) {
+  if (available_bytes <= 0 || e.total() <= available_bytes) return;
+  // Name the option that lowers the largest part.
+  const bool cli = spelling == OptionSpelling::Cli;
+  const std::pair<int64_t, const char*> parts[] = {
+      {e.kv_cache, e.kv_f32 ? (cli ? "lower --kv-window (frames kept in the KV cache), use --kv-dtype bf16 (half the bytes), "
+                                     "or lower --image-size"
+                                   : "lower kv_window= (frames kept in the KV cache), use kv_dtype='bf16' (half the bytes), "
+                                     "or lower image_size=")
+                            : (cli ? "lower --kv-window (frames kept in the KV cache) or --image-size"
+                                   : "lower kv_window= (frames kept in the KV cache) or image_size=")},
+      {e.camera_cache, cli ? "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval"
+                           : "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval="},
+      {e.activations, cli ? "lower --image-size or --scale-frames" : "lower image_size= or scale_frames="},
+      {e.weights, "the model's weights alone do not fit: use a machine with more memory"}};
+  const auto* largest = std::max_element(std::begin(parts), std::end(parts),
+                                         [](const auto& a, const auto& b) { return a.first < b.first; });
+  throw Error(detail::concat(cli ? "the run" : "the reconstruction", " needs at least ", gib(e.total()), " of memory (weights ", gib(e.weights),
+                             ", KV cache ", gib(e.kv_cache), ", camera cache ", gib(e.camera_cache), ", activations ",
+                             gib(e.activations), ") but ", gib(available_bytes), " are available: ", largest->second));
+}
+
+}  // namespace lingbot

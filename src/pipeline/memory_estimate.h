@@ -1,0 +1,39 @@
+#pragma once
+// A lower bound of the memory a run or a Python reconstruction needs, from the model configuration
+// and options, checked before the weights are read: an impossible request fails with one message
+// naming the option to lower, not with an allocation failure (or the OOM killer) frames later.
+#include <cstdint>
+#include <optional>
+
+#include "kvcache/kv_cache.h"
+#include "lingbot/dtype.h"
+#include "lingbot/model_config.h"
+
+namespace lingbot {
+
+// A lower bound of the memory a run needs, in bytes, from the model configuration and options.
+struct MemoryEstimate {
+  int64_t weights = 0;       // the parameters, each at least the weights dtype's size
+  int64_t kv_cache = 0;      // aggregator K/V: the paged pool (scale frames + window) or the frames kept
+  int64_t camera_cache = 0;  // camera head K/V: every stored frame, never evicted
+  int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
+  bool kv_f32 = false;       // the K/V dtype is f32 (bf16 / f16 would halve kv_cache)
+  int64_t total() const { return weights + kv_cache + camera_cache + activations; }
+};
+struct MemoryInputs {
+  int width = 0, height = 0;                  // preprocessed frame
+  std::optional<int64_t> frames;              // frames of the run, when known or estimated
+  int scale_frames = 8, kv_window = 64, keyframe_interval = 1;
+  KVBackend backend = KVBackend::Paged;
+  DType kv_dtype = DType::F32;
+  DType weights_dtype = DType::F32;
+};
+MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in);
+// How check_memory_feasible's advice names the options: run's flags (--kv-window) or the Python
+// module's keywords (kv_window=).
+enum class OptionSpelling : uint8_t { Cli, Python };
+// Throws Error("the run (Python: the reconstruction) needs at least X GiB ... but Y GiB are available: lower <option>") when the
+// estimate exceeds `available_bytes` (0 = unknown: no check); the option named lowers the largest part.
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, OptionSpelling spelling = OptionSpelling::Cli);
+
+}  // namespace lingbot
