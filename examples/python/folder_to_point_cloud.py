@@ -72,7 +72,7 @@ def main(argv=None) -> int:
               f"{f'  window {r.window}' if args.mode == 'windowed' else ''}", flush=True)
 
     try:
-        with lm.Exporter(args.out, exports=args.export,
+        with lm.Exporter(args.out, export=args.export,
                          conf_threshold=args.conf_threshold, downsample=args.downsample,
                          meta={"model": str(args.model)}) as exporter:
             try:

@@ -200,10 +200,11 @@ class Exporter:
         self,
         out: PathLike,
         *,
-        exports: Union[str, Sequence[str], None] = None,
+        export: Union[str, Sequence[str], None] = None,  # run's --export
         conf_threshold: float = 1.5,
         downsample: int = 10,
         meta: Optional[dict[str, Any]] = None,
+        exports: Union[str, Sequence[str], None] = None,  # deprecated spelling of export (DeprecationWarning)
     ) -> None: ...
     def write(self, result: Result) -> None: ...
     def close(self) -> None: ...

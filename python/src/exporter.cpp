@@ -80,20 +80,21 @@ io::Mat33 mat33(const py::handle& a, const char* what) {
 
 // The export list as run's --export takes it: None = the default list, a comma string, or a list.
 std::vector<std::string> export_names(const py::object& exports) {
+  // (the parameter keeps the plural: `export` is a C++ keyword)
   if (exports.is_none()) return io::parse_export_list(io::default_export_list());
   if (py::isinstance<py::str>(exports)) return value_of([&] { return io::parse_export_list(exports.cast<std::string>()); });
   if (py::isinstance<py::list>(exports) || py::isinstance<py::tuple>(exports)) {
     std::string list;
     for (const auto& item : exports) {
       if (!py::isinstance<py::str>(item))
-        throw py::type_error("exports must be names (str), got " + describe_array(item));
+        throw py::type_error("export must be names (str), got " + describe_array(item));
       if (!list.empty()) list += ',';
       list += item.cast<std::string>();
     }
-    check_value(!list.empty(), "exports is empty: give at least one export name");
+    check_value(!list.empty(), "export is empty: give at least one export name");
     return value_of([&] { return io::parse_export_list(list); });
   }
-  throw py::type_error("exports must be None, a comma-separated str or a list of names, got " + describe_array(exports));
+  throw py::type_error("export must be None, a comma-separated str or a list of names, got " + describe_array(exports));
 }
 
 // run's exporters (io::ExportSet) fed with Python results. Opened at the first write, when the frame
@@ -101,8 +102,16 @@ std::vector<std::string> export_names(const py::object& exports) {
 // another Exporter may be writing them into the same folder).
 class PyExporter {
  public:
-  PyExporter(const fs::path& out, const py::object& exports, double conf_threshold, Int downsample, const py::object& meta)
+  // export_list: export= (run's --export); old_exports: its old spelling exports= (docs/naming.md).
+  PyExporter(const fs::path& out, const py::object& export_list, double conf_threshold, Int downsample, const py::object& meta,
+             const py::object& old_exports)
       : meta_(json_from_python(meta)) {
+    py::object exports = export_list;
+    if (!old_exports.is_none()) {
+      if (!export_list.is_none()) throw py::value_error("give export or its old spelling exports, not both");
+      warn_deprecated("exports= is deprecated, use export= (run's --export)");
+      exports = old_exports;
+    }
     check_value(downsample >= 1, "downsample must be >= 1, got ", downsample);
     check_value(std::isfinite(conf_threshold), "conf_threshold must be a finite number, got ", conf_threshold);
     if (!meta_.is_null() && !meta_.is_object()) throw py::type_error("meta must be a dict, got " + meta_.dump());
@@ -238,16 +247,16 @@ class PyExporter {
 void bind_exporter(py::module_& m) {
   py::class_<PyExporter>(m, "Exporter",
                          "Writes results into `out` with the exporters of `lingbot-map run --export` (the same\n"
-                         "files, byte for byte, for the same results): `exports` is None (run's default list,\n"
+                         "files, byte for byte, for the same results): `export` is None (run's default list,\n"
                          "default_exports()), a comma string like run's --export ('all' = every kind) or a list\n"
                          "of names (export_kinds()). Points (PLY, GLB, COLMAP, viewer) have conf > conf_threshold,\n"
                          "every downsample-th. `meta` adds top-level fields to poses.json. The files are opened at the\n"
                          "first write(), which removes earlier outputs of this Exporter's exports in `out` (not of\n"
                          "other exports: two Exporters may share a folder) and an earlier run's summary.json;\n"
                          "close() (or the end of a with-block) finalises them. summary.json is run's own and not written.")
-      .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&>(),
-           "out"_a, py::kw_only(), "exports"_a = py::none(),
-           "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none())
+      .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&, const py::object&>(),
+           "out"_a, py::kw_only(), "export"_a = py::none(),
+           "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none(), "exports"_a = py::none())
       .def("write", constructed(&PyExporter::write), "result"_a, "Appends one frame's result to every export (frames in order).")
       .def("close", constructed(&PyExporter::close), "Finalises every export (a second close() does nothing).")
       .def("report", constructed(&PyExporter::report), "Per export: the files written and counts (summary.json's 'exports').")

@@ -85,18 +85,18 @@ def test_cache_stats_equal_the_summary_cache(cli_folder_run, tiny_model):
 
 
 def test_every_export_kind_equals_cli(cli, tiny_model, tmp_path):
-    """Exporter(exports='all') writes what `run --export all` writes: npz, COLMAP, GLB, BSS, previews."""
+    """Exporter(export='all') writes what `run --export all` writes: npz, COLMAP, GLB, BSS, previews."""
     cli_out = tmp_path / "cli"
     run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--export", "all",
             "--out", cli_out)
     results = export(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS), tmp_path / "py",
-                     str(TINY / "model.pt"), exports="all")
+                     str(TINY / "model.pt"), export="all")
     assert results[0].is_scale_frame and results[1].is_scale_frame and not results[2].is_scale_frame
     names = run_files(cli_out)
     assert {"scene.glb", "predictions.npz", "colmap/images.txt", "bss/traj.txt", "depth_preview/000000.png"} <= set(names)
     assert_same_files(tmp_path / "py", cli_out)
     summary = json.loads((cli_out / "summary.json").read_text())
-    ex = lm.Exporter(tmp_path / "again", exports=["ply", "poses"])
+    ex = lm.Exporter(tmp_path / "again", export=["ply", "poses"])
     for r in results:
         ex.write(r)
     ex.close()
@@ -305,12 +305,12 @@ def test_exporter_owns_its_folder_and_keys(tiny_model, tmp_path, cli):
     run_cli(cli, "run", "--images", FRAMES, "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, "--out", tmp_path)
     assert (tmp_path / "summary.json").exists()
     first = next(iter(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)))
-    with lm.Exporter(tmp_path, exports="poses") as ex:
+    with lm.Exporter(tmp_path, export="poses") as ex:
         ex.write(first)
     assert not (tmp_path / "summary.json").exists() and (tmp_path / "poses.json").exists()
     for key in ("format", "version", "frames"):
         with pytest.raises(ValueError, match=f"poses.json metadata must not contain the key '{key}'"):
-            with lm.Exporter(tmp_path / key, exports="poses", meta={key: 1}) as ex:
+            with lm.Exporter(tmp_path / key, export="poses", meta={key: 1}) as ex:
                 ex.write(first)
 
 

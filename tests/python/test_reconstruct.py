@@ -152,11 +152,18 @@ def test_exporter_points_equal_select_points(tiny_model, tmp_path):
     # Every selected point is confident: without the threshold more points are kept.
     assert sum(len(lm.select_points(r.world_points, r.image, downsample=3)[0]) for r in results) > len(xyz)
     with pytest.raises(ValueError) as e:
-        lm.Exporter(tmp_path / "c", exports="poses,obj")
+        lm.Exporter(tmp_path / "c", export="poses,obj")
     assert str(e.value).startswith("unknown export 'obj' (choose from poses, tum, depth, ply, depth-preview, ")
     with pytest.raises(TypeError) as e:
-        lm.Exporter(tmp_path / "c", exports=[1])
-    assert str(e.value) == "exports must be names (str), got int"
+        lm.Exporter(tmp_path / "c", export=[1])
+    assert str(e.value) == "export must be names (str), got int"
+    # The old spelling exports= (before run's --export was the name) still works, with a DeprecationWarning.
+    with pytest.warns(DeprecationWarning, match=r"exports= is deprecated, use export= \(run's --export\)"):
+        old = lm.Exporter(tmp_path / "old", exports="poses")
+    old.close()
+    with pytest.raises(ValueError) as e:
+        lm.Exporter(tmp_path / "c", export="poses", exports="poses")
+    assert str(e.value) == "give export or its old spelling exports, not both"
     ex2 = lm.Exporter(tmp_path / "b")
     ex2.close()
     with pytest.raises(lm.Error) as e:
@@ -216,7 +223,7 @@ def test_a_damaged_video_warns_and_reports_its_damage(demo_model):
 
 def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_path):
     results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(4)], model=demo_model, scale_frames=2))
-    with lm.Exporter(tmp_path / "all", exports="poses,tum,viewer") as ex:
+    with lm.Exporter(tmp_path / "all", export="poses,tum,viewer") as ex:
         for r in results:
             ex.write(r)
         with pytest.raises(lm.Error) as e:
@@ -227,7 +234,7 @@ def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_pat
     assert [f["index"] for f in poses["frames"]] == [0, 1, 2, 3]
     assert len((tmp_path / "all" / "trajectory.tum").read_text().splitlines()) == 4
     # Without the viewer a subset may be written (every other frame), in increasing order only.
-    with lm.Exporter(tmp_path / "subset", exports="poses,tum") as ex:
+    with lm.Exporter(tmp_path / "subset", export="poses,tum") as ex:
         ex.write(results[0])
         ex.write(results[2])
         with pytest.raises(lm.Error) as e:
@@ -249,7 +256,7 @@ def test_exporter_and_select_points_check_values_and_shapes(demo_model, tmp_path
         lm.Exporter(tmp_path / "b", meta={"x": {1, 2}})
     assert str(e.value) == "meta: Object of type set is not JSON serializable"
     # NumPy values (a float32 scale, an int64 count, an array) are written as numbers and lists.
-    with lm.Exporter(tmp_path / "n", exports="poses", meta={"s": np.float32(0.5), "n": np.int64(3),
+    with lm.Exporter(tmp_path / "n", export="poses", meta={"s": np.float32(0.5), "n": np.int64(3),
                                                              "v": np.arange(3, dtype=np.float64)}) as ex:
         ex.write(r)
     poses = json.loads((tmp_path / "n" / "poses.json").read_text())
@@ -292,7 +299,7 @@ def test_viewer_frames_say_whether_the_timestamp_is_seconds(demo_model, tmp_path
         timed = [r for i in range(3) for r in s.push(lm.demo_frame(i), timestamp=0.5 * i)] + s.finish()
     untimed = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2))
     for name, results in (("timed", [pickle.loads(pickle.dumps(r)) for r in timed]), ("untimed", untimed)):
-        with lm.Exporter(tmp_path / name, exports="viewer") as ex:
+        with lm.Exporter(tmp_path / name, export="viewer") as ex:
             for r in results:
                 ex.write(r)
     assert flags_and_timestamps(tmp_path / "timed") == [(2, 0.0), (2, 0.5), (2, 1.0)]
@@ -302,7 +309,7 @@ def test_viewer_frames_say_whether_the_timestamp_is_seconds(demo_model, tmp_path
 def test_an_exporter_dropped_without_close_finishes_its_files_with_a_warning(demo_model, tmp_path):
     import gc
     results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2))
-    ex = lm.Exporter(tmp_path / "dropped", exports="poses,glb")
+    ex = lm.Exporter(tmp_path / "dropped", export="poses,glb")
     for r in results:
         ex.write(r)
     with pytest.warns(ResourceWarning, match="was not closed: its files were finished at garbage collection"):
@@ -320,7 +327,7 @@ def test_two_exporters_share_a_folder(demo_model, tmp_path):
     out.mkdir()
     (out / "summary.json").write_text("{}")
     (out / "trajectory.tum").write_text("earlier run\n")
-    with lm.Exporter(out, exports="ply,poses") as a, lm.Exporter(out, exports="depth,tum") as b:
+    with lm.Exporter(out, export="ply,poses") as a, lm.Exporter(out, export="depth,tum") as b:
         a.write(results[0])
         b.write(results[0])
         for r in results[1:]:
@@ -337,7 +344,7 @@ def test_exporter_meta_is_checked_at_construction(tmp_path):
     for key, why in (("frames", "poses.json metadata must not contain the key 'frames' (the file's own)"),
                      ("image_width", "meta must not contain the key 'image_width' (the Exporter sets it from the frames)")):
         with pytest.raises(ValueError) as e:
-            lm.Exporter(tmp_path / key, exports="poses", meta={key: 1})
+            lm.Exporter(tmp_path / key, export="poses", meta={key: 1})
         assert str(e.value) == why
 
 
@@ -384,7 +391,7 @@ def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
         again += s.finish()
     assert [r.source for r in again] == [str(folder / name) for name in names]
 
-    with lm.Exporter(tmp_path / "out", exports=["poses"]) as ex:
+    with lm.Exporter(tmp_path / "out", export=["poses"]) as ex:
         for r in results:
             ex.write(r)
     poses = json.loads((tmp_path / "out" / "poses.json").read_text(encoding="utf-8"))
@@ -407,7 +414,7 @@ def test_huge_timestamps_are_written_whole(tiny_model, tmp_path):
         for i, p in enumerate(sorted(FRAMES.iterdir())[:3]):
             results += s.push(lm.load_image(p), timestamp=1e300 * (i + 1))
         results += s.finish()
-    with lm.Exporter(tmp_path, exports=["tum", "bss"]) as ex:
+    with lm.Exporter(tmp_path, export=["tum", "bss"]) as ex:
         for r in results:
             ex.write(r)
     for name, fields in (("trajectory.tum", 8), ("bss/traj.txt", 13), ("bss/intrinsics.txt", 7)):
