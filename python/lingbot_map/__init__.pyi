@@ -240,7 +240,7 @@ def select_points(
 ) -> tuple[F32, U8]: ...
 def load_safetensors(path: PathLike) -> dict[str, npt.NDArray[Any]]: ...
 def verify(
-    case_dir: PathLike,
+    golden: Optional[PathLike] = None,  # verify --golden: a golden case folder (required; None only with the old case_dir=)
     *,
     kv_backend: Optional[Backend] = None,  # None = "paged"
     kv_dtype: KVDType = "f32",
@@ -249,6 +249,7 @@ def verify(
     device: Device = "cpu",  # as run's --device
     weights_dtype: Literal["auto", "f32", "f16", "bf16"] = "f32",  # as verify --weights-dtype
     only: Union[list[str], tuple[str, ...], None] = None,  # glob patterns of tensor names (verify --only); the rest SKIP
+    case_dir: Optional[PathLike] = None,  # deprecated spelling of golden (DeprecationWarning)
 ) -> dict[str, Any]: ...
 def export_kinds() -> list[dict[str, Any]]: ...
 def default_exports() -> str: ...

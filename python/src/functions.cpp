@@ -195,11 +195,18 @@ void bind_functions(py::module_& m) {
 
   m.def(
       "verify",
-      [](const fs::path& case_dir, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, Int threads,
-         const std::optional<std::string>& backend, const std::string& device, const std::string& weights_dtype,
-         const std::optional<std::vector<std::string>>& only) {
+      [](const std::optional<fs::path>& golden, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
+         Int threads, const std::optional<std::string>& backend, const std::string& device, const std::string& weights_dtype,
+         const std::optional<std::vector<std::string>>& only, const std::optional<fs::path>& case_dir) {
+        // golden: verify --golden's folder; case_dir= is its old spelling (docs/naming.md).
+        if (case_dir) {
+          if (golden) throw py::value_error("give golden or its old spelling case_dir, not both");
+          warn_deprecated("case_dir= is deprecated, use golden= (verify --golden)");
+        } else if (!golden) {
+          throw py::type_error("verify() missing 1 required positional argument: 'golden'");
+        }
         VerifyOptions o;
-        o.case_dir = case_dir.string();
+        o.case_dir = (golden ? *golden : *case_dir).string();
         o.kv_backend = value_of([&] { return parse_kv_backend(kv_backend_arg(kv_backend, backend)); });
         o.kv_dtype = value_of([&] { return parse_dtype(kv_dtype); });
         check_value(threads >= 0, "threads must be >= 0 (0 = all cores), got ", threads);
@@ -220,9 +227,10 @@ void bind_functions(py::module_& m) {
         return py::dict("case"_a = rep.case_name, "passed"_a = rep.passed(), "rows"_a = rows,
                         "report"_a = format_verify_report(rep));
       },
-      "case_dir"_a, py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
+      "golden"_a = py::none(), py::kw_only(), "kv_backend"_a = py::none(), "kv_dtype"_a = "f32", "threads"_a = 0,
       "backend"_a = py::none(), "device"_a = "cpu", "weights_dtype"_a = "f32", "only"_a = py::none(),
-      "`lingbot-map verify`: runs a golden case directory and compares with its reference ->\n"
+      "case_dir"_a = py::none(),
+      "`lingbot-map verify --golden`: runs a golden case directory and compares with its reference ->\n"
       "{'case', 'passed', 'rows': [{'tensor', 'max_abs', 'status', ...}], 'report': the CLI's table}.\n"
       "weights_dtype ('f32' the reference's precision; 'bf16' ... with tolerances scaled as the CLI's) and\n"
       "only (glob patterns of tensor names; the others are reported SKIP) as verify --weights-dtype / --only.");

@@ -101,6 +101,18 @@ def test_verify_bad_case_raises(tmp_path):
     with pytest.raises(lm.Error) as e:
         lm.verify(tmp_path)
     assert str(e.value) == f"cannot open {tmp_path / 'case.json'}"
+    with pytest.raises(lm.Error) as e:  # the keyword is verify --golden's name
+        lm.verify(golden=tmp_path)
+    assert str(e.value) == f"cannot open {tmp_path / 'case.json'}"
+    with pytest.warns(DeprecationWarning, match=r"case_dir= is deprecated, use golden= \(verify --golden\)"):
+        with pytest.raises(lm.Error):
+            lm.verify(case_dir=tmp_path)
+    with pytest.raises(ValueError) as e:
+        lm.verify(tmp_path, case_dir=tmp_path)
+    assert str(e.value) == "give golden or its old spelling case_dir, not both"
+    with pytest.raises(TypeError) as e:
+        lm.verify()
+    assert str(e.value) == "verify() missing 1 required positional argument: 'golden'"
 
 
 def test_verify_takes_the_cli_weights_dtype_and_only():
