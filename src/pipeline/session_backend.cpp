@@ -81,7 +81,18 @@ std::string gemm_path_description(Device device, DType weights) {
 }
 
 std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim) {
-  if (device == Device::Cuda) return "CUDA paged attention kernels, f32 math";
+  if (device == Device::Cuda) {
+    // As cuda::resolve_attention_impl's Auto: the tensor-core kernel for f16 / bf16 K/V at head_dim 64
+    // (kMmaDim) on sm_80+ (the default architectures); the SIMT kernel otherwise. The encoder's and the
+    // frame blocks' attention takes bf16 K/V with bf16 weights (model/blocks.cpp), f32 otherwise.
+    const auto path = [&](DType k) {
+      if (k == DType::F32) return std::string("SIMT kernel, f32 math");
+      return head_dim == 64 ? detail::concat("tensor cores (Q and P rounded to ", dtype_name(k), ", f32 accumulation)")
+                            : detail::concat("SIMT kernel on ", dtype_name(k), " K/V, f32 math");
+    };
+    return detail::concat("CUDA: over the cache ", path(kv), " (", dtype_name(kv), " K/V); encoder and frame blocks ",
+                          path(weights == DType::BF16 ? DType::BF16 : DType::F32), " (", dtype_name(weights), " weights)");
+  }
   const std::string bf16 =
       kernels::amx_bf16_attention() && head_dim % 32 == 0 ? "bf16 on AMX tiles" : "bf16 (vdpbf16ps)";
   const bool cache_bf16 =

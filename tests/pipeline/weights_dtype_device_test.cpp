@@ -73,3 +73,17 @@ TEST(WeightsDtypeForDevice, CudaGemmDescriptionNamesCublas) {
   EXPECT_EQ(gemm_path_description(Device::Cuda, DType::BF16),
             "cuBLAS bf16 tensor cores, activations rounded to it, f32 accumulation");
 }
+
+// The banner names the CUDA attention kernel that runs (cuda::resolve_attention_impl's Auto): it said
+// "f32 math" while the tensor-core kernel rounded Q and P to bf16.
+TEST(WeightsDtypeForDevice, CudaAttentionDescriptionNamesTheKernelThatRuns) {
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::BF16, DType::BF16, 64),
+            "CUDA: over the cache tensor cores (Q and P rounded to bf16, f32 accumulation) (bf16 K/V); encoder and "
+            "frame blocks tensor cores (Q and P rounded to bf16, f32 accumulation) (bf16 weights)");
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F32, DType::F32, 64),
+            "CUDA: over the cache SIMT kernel, f32 math (f32 K/V); encoder and frame blocks SIMT kernel, f32 math "
+            "(f32 weights)");
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F16, DType::F16, 32),
+            "CUDA: over the cache SIMT kernel on f16 K/V, f32 math (f16 K/V); encoder and frame blocks SIMT kernel, "
+            "f32 math (f16 weights)");
+}
