@@ -30,10 +30,6 @@ py::str result_repr(const PyResult& r) {
   return fs_decode(s + ">");
 }
 
-}  // namespace
-
-namespace {
-
 py::object content_tuple(const std::optional<io::PixelRect>& c) {
   return c ? py::object(py::make_tuple(c->x, c->y, c->width, c->height)) : py::object(py::none());
 }
