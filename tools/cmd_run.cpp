@@ -11,8 +11,8 @@
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
 //   4. summary.json is written last, with "status": "completed", "damaged" (the video had decode
-//      errors or lost frames: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C or SIGTERM: exit
-//      130 / 143) or "failed" (an error after step 2: it carries the message; exit 1), and the
+//      errors or lost frames: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C, SIGTERM or SIGHUP:
+//      exit 130 / 143 / 129) or "failed" (an error after step 2: it carries the message; exit 1), and the
 //      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
 //      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
 #include <signal.h>
@@ -67,8 +67,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
-constexpr int kExitTerminated = 143;   // 128 + SIGTERM
+// A run a signal stopped exits 128 + the signal, as shells report it: 130 (SIGINT), 143 (SIGTERM),
+// 129 (SIGHUP).
+int exit_code_of_signal(int sig) { return 128 + sig; }
 constexpr int kExitDamagedInput = 3;   // the run finished but the video was damaged (see --allow-damaged)
 
 struct RunArgs {
@@ -107,9 +108,9 @@ struct RunArgs {
   RenamedOptions renamed;           // --num-scale-frames, --attention (old spellings)
 };
 
-// ---- Ctrl-C / SIGTERM -------------------------------------------------------------------------
+// ---- Ctrl-C / SIGTERM / SIGHUP -----------------------------------------------------------------
 // The flags a signal handler may touch must be lock-free globals. g_interrupt_requested holds the
-// signal number (SIGINT or SIGTERM), 0 when none arrived; g_stop_step is the session's
+// signal number (SIGINT, SIGTERM or SIGHUP), 0 when none arrived; g_stop_step is the session's
 // SessionOptions::stop, which ends the model step in progress within about one block.
 // The handler may run on any thread (reader, writer, OpenMP workers): atomics, and the number is
 // stored before the flag is released, so whoever sees the flag (acquire) sees the number.
@@ -122,8 +123,13 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_step.store(true, std::memory_order_release);
 }
 
-// Installs the SIGINT and SIGTERM handlers for the streaming loop and restores the previous ones on
-// exit. Both stop the run at once: the model step in progress (a frame, or the scale phase, which
+// summary.json's "signal".
+const char* stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT"; }
+
+// Installs the SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) handlers for the
+// streaming loop and restores the previous ones on exit, and ignores SIGPIPE meanwhile: a standard
+// output that went away (`| head`, a restarted logger) must not kill the run before its summary
+// (the writes fail instead, and the run exits 1 at the end saying so). The signals stop the run at once: the model step in progress (a frame, or the scale phase, which
 // can take minutes on a CPU) ends at its next block and gives no result; the frames done before it
 // are kept. SA_RESETHAND: a second signal gets the default action, so a second Ctrl-C terminates at
 // once (no summary.json; every per-frame file already written stays valid).
@@ -138,10 +144,17 @@ class StopSignalGuard {
     sa.sa_flags = SA_RESETHAND;
     installed_int_ = sigaction(SIGINT, &sa, &previous_int_) == 0;
     installed_term_ = sigaction(SIGTERM, &sa, &previous_term_) == 0;
+    installed_hup_ = sigaction(SIGHUP, &sa, &previous_hup_) == 0;
+    struct sigaction ignore{};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ignoring_pipe_ = sigaction(SIGPIPE, &ignore, &previous_pipe_) == 0;
   }
   ~StopSignalGuard() {
     if (installed_int_) sigaction(SIGINT, &previous_int_, nullptr);
     if (installed_term_) sigaction(SIGTERM, &previous_term_, nullptr);
+    if (installed_hup_) sigaction(SIGHUP, &previous_hup_, nullptr);
+    if (ignoring_pipe_) sigaction(SIGPIPE, &previous_pipe_, nullptr);
   }
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;
@@ -149,8 +162,8 @@ class StopSignalGuard {
   int signal() const { return requested() ? g_interrupt_requested.load(std::memory_order_relaxed) : 0; }
 
  private:
-  struct sigaction previous_int_{}, previous_term_{};
-  bool installed_int_ = false, installed_term_ = false;
+  struct sigaction previous_int_{}, previous_term_{}, previous_hup_{}, previous_pipe_{};
+  bool installed_int_ = false, installed_term_ = false, installed_hup_ = false, ignoring_pipe_ = false;
 };
 
 // ---- input ------------------------------------------------------------------------------------
@@ -515,8 +528,8 @@ int run_command(const RunArgs& a) {
   StopSignalGuard sigint;
   const auto interrupted_before_any_frame = [&] {
     std::fprintf(stderr, "interrupted before the first frame (%s): nothing was written\n",
-                 sigint.signal() == SIGTERM ? "SIGTERM" : "Ctrl-C");
-    return sigint.signal() == SIGTERM ? kExitTerminated : kExitInterrupted;
+                 sigint.signal() == SIGINT ? "Ctrl-C" : stop_signal_name(sigint.signal()));
+    return exit_code_of_signal(sigint.signal());
   };
   Input input = [&] {
     try {
@@ -965,7 +978,7 @@ int run_command(const RunArgs& a) {
   const SessionStats stats = session.stats();
   summary["status"] = status;
   summary["interrupted"] = status == "interrupted";
-  if (stop_signal != 0) summary["signal"] = stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+  if (stop_signal != 0) summary["signal"] = stop_signal_name(stop_signal);
   if (!error.empty()) summary["error"] = error;
   if (session.windowed()) {
     std::vector<int64_t> unaligned;  // a window begun but stopped before its first row has nothing to align
@@ -1030,10 +1043,10 @@ int run_command(const RunArgs& a) {
   }
   live.finish(status, error);
   // The report comes first; --serve then keeps serving until Ctrl-C, and the exit code (or the
-  // error, which main prints) follows. Not after SIGTERM: a service manager sends it once and means
-  // the process, not only the run.
+  // error, which main prints) follows. Not after SIGTERM or SIGHUP: a service manager (or the closed
+  // terminal) sends it once and means the process, not only the run.
   const auto serve_until_stopped = [&] {
-    if (!viewer_server || stop_signal == SIGTERM) return;
+    if (!viewer_server || (stop_signal != 0 && stop_signal != SIGINT)) return;
     std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
     std::fflush(stdout);
     wait_for_stop_signal();
@@ -1059,7 +1072,7 @@ int run_command(const RunArgs& a) {
                          "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
   serve_until_stopped();
   if (status == "damaged") return kExitDamagedInput;
-  if (status == "interrupted") return stop_signal == SIGTERM ? kExitTerminated : kExitInterrupted;
+  if (status == "interrupted") return exit_code_of_signal(stop_signal);
   return 0;
 }
 
@@ -1093,9 +1106,10 @@ void add_run_command(CLI::App& app) {
       "  summary.json   always, written last: status completed | damaged | interrupted | failed (with\n"
       "                 the error), warnings, frames, keyframes, frame_type per frame, windows (windowed:\n"
       "                 bounds, scale, transform), seconds per frame, peak memory, cache stats, options\n"
-      "Ctrl-C or SIGTERM ends the model step in progress at its next block (its frames give no result;\n"
-      "the frames before it are kept), finalises the files and exits with code 130 (SIGTERM: 143);\n"
-      "a second Ctrl-C terminates at once (no summary.json; files stay valid).\n"
+      "Ctrl-C, SIGTERM or SIGHUP ends the model step in progress at its next block (its frames give no\n"
+      "result; the frames before it are kept), finalises the files and exits with code 130 (SIGTERM: 143,\n"
+      "SIGHUP: 129); a second Ctrl-C terminates at once (no summary.json; files stay valid). A standard\n"
+      "output that goes away (| head) does not stop the run: it ends as usual, then exits 1 saying so.\n"
       "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
       "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"
       "and give no points (the .npy/.npz keep them); a frame whose camera is not finite is listed in\n"

@@ -419,6 +419,50 @@ TEST(RunReliability, SigtermDuringTheScalePhaseEndsItAtOnce) {
   RecordProperty("seconds_from_sigterm_to_exit", std::to_string(stop_seconds));
 }
 
+// A closed terminal or ssh session (SIGHUP) ends the run as SIGTERM does: status interrupted, the
+// signal named, exit 129, valid files (it killed the run without a summary). A standard output that
+// goes away (`| head`) does not stop the run (SIGPIPE killed it, exit 141, no summary): it completes
+// and exits 1 saying its output could not be written.
+TEST(RunReliability, SighupEndsTheRunCleanlyAndAClosedStandardOutputDoesNotStopIt) {
+  const fs::path dir = fresh_dir("sighup");
+  const fs::path out = dir / "out";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen((dir / "log").c_str(), "w", stderr);
+    std::freopen((dir / "stdout").c_str(), "w", stdout);
+    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "400", "--demo-pace", "0.02",
+            "--scale-frames", "2", "--threads", "1", "--progress", "lines", "--out",
+            out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (!contains(slurp(dir / "stdout"), "frame 5 ") && std::chrono::steady_clock::now() - start < std::chrono::minutes(2))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string log = slurp(dir / "stdout") + slurp(dir / "log");
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << log;
+  EXPECT_EQ(WEXITSTATUS(status), 129) << log;
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "interrupted");
+  EXPECT_EQ(summary.at("signal"), "SIGHUP");
+  EXPECT_GE(summary.at("frames").get<int>(), 6);
+  EXPECT_LT(summary.at("frames").get<int>(), 400);
+  EXPECT_GT(check_files_valid(out), 0u);
+
+  const fs::path piped = dir / "piped";
+  const Result r = run_command("bash -c '" + std::string(LINGBOT_CLI_PATH) + " run --demo --demo-frames 30 --scale-frames 2 "
+                               "--threads 1 --progress lines --export poses --out " + piped.string() +
+                               " | head -2; exit ${PIPESTATUS[0]}'");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "error: cannot write the standard output")) << r.err;
+  const json completed = read_json(piped / "summary.json");
+  EXPECT_EQ(completed.at("status"), "completed");
+  EXPECT_EQ(completed.at("frames"), 30);
+}
+
 // File and folder names that are not UTF-8 (Latin-1 archives, camera cards, SMB shares): the run
 // completes and its JSON files hold U+FFFD where the bytes were (they used to fail the run at the
 // first such frame, or lose summary.json).
