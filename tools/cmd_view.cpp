@@ -29,7 +29,8 @@ void view_command(const ViewArgs& a) {
                 " has no viewer/ frames: it is not the output of 'lingbot-map run' (or of a run without the viewer export)");
   const fs::path root(a.out);
   StopSignals stop;  // from here on a Ctrl-C waits for stop.wait(), however early it comes
-  ViewerServer server(root, [root] { return folder_run_status(root); });
+  auto status = std::make_shared<FolderRunStatus>(root);
+  ViewerServer server(root, [status] { return (*status)(); });
   server.start(a.host, a.port, "--port");
   if (!is_loopback_host(a.host))
     std::printf("warning: listening on %s, not a loopback address: anyone who can reach it can read %s\n",

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 namespace httplib {
 class Server;
@@ -55,7 +56,19 @@ class LiveRunStatus {
 // Status of a folder from its files, for `view`: frames = viewer/000000.bin, 000001.bin, ... present
 // without a gap; status from summary.json ("running" while it does not exist yet); run = the
 // identity of viewer/000000.bin (inode, modification and change times, size: each run writes it anew), "" without it.
-nlohmann::json folder_run_status(const std::filesystem::path& out_dir);
+// The frame count goes on from the previous call's (the same run), so a call costs the frames added
+// since; safe to call from the server's threads.
+class FolderRunStatus {
+ public:
+  explicit FolderRunStatus(std::filesystem::path out_dir) : out_dir_(std::move(out_dir)) {}
+  nlohmann::json operator()();
+
+ private:
+  std::mutex mutex_;
+  std::filesystem::path out_dir_;
+  int64_t frames_ = 0;  // frame files counted for run_
+  std::string run_;
+};
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
