@@ -392,8 +392,12 @@ bool VideoReader::next(VideoFrame* out) {
     LINGBOT_CHECK(!s.flushing, "error decoding video ", s.path, ": decoder stalled while flushing");
 
     r = av_read_frame(s.fmt.get(), s.packet.get());
-    if (r == AVERROR_EXIT && s.interrupt && s.interrupt()) {
-      s.finished = true;  // a read the interrupt callback aborted: the end it asked for, not damage
+    if (s.interrupt && s.interrupt()) {
+      // A read the interrupt callback aborted: the end it asked for, not damage. Whatever the read
+      // returned goes too: an error, or a packet cut short where the source stalled (decoding it gave
+      // a damaged frame to the model).
+      if (r >= 0) av_packet_unref(s.packet.get());
+      s.finished = true;
       return false;
     }
     if (r < 0) {

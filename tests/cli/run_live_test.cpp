@@ -279,6 +279,51 @@ TEST(RunLive, CtrlCStopsASilentStreamCleanly) {
   EXPECT_EQ(summary["live"]["frames_dropped"], 0);
 }
 
+// Ctrl-C while a live source stalls in the middle of a packet (a camera or network pause): the read
+// the signal aborts is not damage, and the half-received frame goes nowhere (it was decoded and
+// pushed, a step the signal then cut: one frame without a result, and at times an "input damaged"
+// warning).
+TEST(RunLive, CtrlCDuringAPacketCutShortIsNoDamage) {
+  const fs::path dir = fresh_dir("live_sigint_mid_packet");
+  const auto frames = tiny_frames();
+  ::signal(SIGPIPE, SIG_IGN);
+  Child child(split_args("run --video pipe:0 --live --out " + (dir / "out").string() + kModelArgs + "1"), dir);
+  bool cut = false, cut_done = false;
+  const int fd = child.stdin_w;
+  lingbot_test::StreamVideoWriter w(
+      [&](const uint8_t* data, size_t n) {
+        if (cut_done) return true;  // the rest of the packet never comes
+        if (cut) {
+          n /= 2;
+          cut_done = true;
+        }
+        for (size_t done = 0; done < n;) {
+          const ssize_t k = ::write(fd, data + done, n - done);
+          if (k <= 0) return false;
+          done += static_cast<size_t>(k);
+        }
+        return true;
+      },
+      112, 70, 10);
+  const size_t whole = 3;
+  for (size_t i = 0; i < whole; ++i) ASSERT_TRUE(w.write(frames[i % frames.size()]));
+  cut = true;
+  ASSERT_TRUE(w.write(frames[whole % frames.size()]));  // half of its packet
+  char name[32];
+  // The decoder holds the newest whole frame until the next packet begins: frames 0 .. whole-2 come.
+  std::snprintf(name, sizeof name, "%06zu.npy", whole - 2);
+  ASSERT_TRUE(wait_for_file(dir / "out" / "depth" / name, 60)) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(child.running());
+  ::kill(child.pid, SIGINT);
+  EXPECT_EQ(child.wait(), 130) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["status"], "interrupted");
+  EXPECT_EQ(summary["warnings"].size(), 0u) << summary["warnings"];
+  EXPECT_EQ(summary["frames_without_result"], 0) << summary.dump();
+  EXPECT_EQ(summary["frames"], summary["frames_pushed"]);
+}
+
 TEST(RunLive, BadLiveOptionsNameTheProblem) {
   const fs::path dir = fresh_dir("live_errors");
   Result r = run_cli("run --live --images " + kTestdata + "/tiny/frames --out " + (dir / "out").string() + kFolderArgs + "1");
