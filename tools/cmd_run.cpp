@@ -67,6 +67,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// --live's --max-special-frames unless given: each kept frame costs 6 tokens of K and V per block (576 KiB
+// in bf16 at the released model's width: 144 MiB for 256 frames), and 1,536 keys against the window's
+// 64 x 1,005 at 518x378.
+constexpr int64_t kLiveMaxSpecialFrames = 256;
+
 // A run a signal stopped exits 128 + the signal, as shells report it: 130 (SIGINT), 143 (SIGTERM),
 // 129 (SIGHUP).
 int exit_code_of_signal(int sig) { return 128 + sig; }
@@ -85,7 +90,9 @@ struct RunArgs {
   bool rotate_cw90 = false;
   int scale_frames = 8;
   int kv_window = 64;
-  int64_t max_special_frames = 0;  // 0 = keep every evicted frame's specials (upstream)
+  // --max-special-frames; unset: 0 (keep every evicted frame's specials, as upstream), but
+  // kLiveMaxSpecialFrames for a live stream in streaming mode (resolved with the mode).
+  std::optional<int64_t> max_special_frames;
   int camera_iterations = 4;
   std::string device = "cpu";
   std::string kv_backend = "paged";
@@ -469,7 +476,8 @@ void check_args(const RunArgs& a) {
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.scale_frames >= 1, "--scale-frames must be >= 1, got ", a.scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.max_special_frames >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
+  LINGBOT_CHECK(a.max_special_frames.value_or(0) >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ",
+                a.max_special_frames.value_or(0));
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
@@ -492,7 +500,7 @@ int run_command(const RunArgs& a) {
   // parse_choice: the old spelling --attention has no validator.
   const KVBackend backend = parse_choice("--kv-backend", [&] { return parse_kv_backend(a.kv_backend); });
   // dense-full keeps every frame (the no-eviction reference): a bound on what is kept cannot apply.
-  usage_check(backend != KVBackend::DenseFull || a.max_special_frames == 0,
+  usage_check(backend != KVBackend::DenseFull || a.max_special_frames.value_or(0) == 0,
                 "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = cli::resolve_device_option(a.device);
@@ -558,6 +566,19 @@ int run_command(const RunArgs& a) {
                 static_cast<long long>(*(input.count ? input.count : input.estimated)),
                 static_cast<long long>(kAutoKeyframeFrames));
 
+  // --max-special-frames: as given; unset, a live stream in streaming mode (unknown and unbounded
+  // length: its special stream, camera cache and per-frame time would grow for hours) keeps the newest
+  // kLiveMaxSpecialFrames evicted frames' specials; otherwise 0, every frame's (upstream).
+  const bool bound_live = !a.max_special_frames && input.live && !mode.windowed && backend != KVBackend::DenseFull;
+  const int64_t max_special_frames = a.max_special_frames ? *a.max_special_frames : bound_live ? kLiveMaxSpecialFrames : 0;
+  const std::string max_special_rule = a.max_special_frames ? "given"
+                                       : bound_live         ? "automatic (live input: bounded cost)"
+                                                            : "default (keep all, as upstream)";
+  if (bound_live)
+    std::printf("live input: --max-special-frames %lld (memory and time per frame stay flat however long the stream "
+                "runs; --max-special-frames 0 keeps every frame's special tokens, as upstream)\n",
+                static_cast<long long>(max_special_frames));
+
   // Memory feasibility from the configuration and options, before the weights are read.
   {
     MemoryInputs mi;
@@ -598,7 +619,7 @@ int run_command(const RunArgs& a) {
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.scale_frames;
   so.kv_window = a.kv_window;
-  so.max_special_frames = a.max_special_frames;
+  so.max_special_frames = max_special_frames;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;
   so.keep_features = false;
@@ -687,7 +708,8 @@ int run_command(const RunArgs& a) {
                   {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
                   {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
                   {"overlap_frames", mode.windowed ? json(overlap_frames) : json()},  // either option resolved
-                  {"max_special_frames", a.max_special_frames},
+                  {"max_special_frames", max_special_frames},
+                  {"max_special_frames_rule", max_special_rule},
                   {"camera_iterations", a.camera_iterations},
                   {"device", std::string(device_name(device))},
                   {"kv_backend", a.kv_backend},
@@ -1193,8 +1215,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--max-special-frames", a->max_special_frames,
                   "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
                   "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
-                  "(outputs move with a bound: README 'Long and live streams')")
-      ->capture_default_str();
+                  "(outputs move with a bound: README 'Long and live streams'); default 0, with --live (streaming mode) " +
+                      std::to_string(kLiveMaxSpecialFrames));
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--device", a->device,
                   "where the model runs: cpu | cuda (a -DLINGBOT_CUDA=ON build and a GPU) | auto (cuda when "

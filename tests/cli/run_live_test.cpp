@@ -130,11 +130,21 @@ TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
   EXPECT_EQ(summary["live"]["frames_processed"], 10);
   EXPECT_EQ(summary["live"]["frames_dropped"], 0);
   EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "live: 10 frames decoded, 10 processed, 0 dropped"));
+  // An endless source gets a bounded cost unless --max-special-frames says otherwise (here it never
+  // fires: 10 frames, 6 evicted, so the poses below still equal the offline run's).
+  EXPECT_EQ(summary["options"]["max_special_frames"], 256);
+  EXPECT_EQ(summary["options"]["max_special_frames_rule"], "automatic (live input: bounded cost)");
+  EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "live input: --max-special-frames 256 (memory and time per frame stay "
+                                                  "flat however long the stream runs; --max-special-frames 0 keeps every "
+                                                  "frame's special tokens, as upstream)\n"));
 
   // Lossless stream: the same poses as the offline run over the frames as images.
   const Result offline =
       run_cli("run --images " + kTestdata + "/tiny/frames --keyframe-interval 1 --out " + (dir / "offline").string() + kFolderArgs + "1");
   ASSERT_EQ(offline.exit_code, 0) << offline.err;
+  const auto offline_summary = read_json(dir / "offline" / "summary.json");
+  EXPECT_EQ(offline_summary["options"]["max_special_frames"], 0);
+  EXPECT_EQ(offline_summary["options"]["max_special_frames_rule"], "default (keep all, as upstream)");
   const auto live_poses = read_json(dir / "out" / "poses.json")["frames"];
   const auto ref_poses = read_json(dir / "offline" / "poses.json")["frames"];
   ASSERT_EQ(live_poses.size(), 10u);
