@@ -15,6 +15,7 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "io/image.h"
 #include "io/npy.h"
@@ -376,6 +377,20 @@ TEST(RunReliability, DiskFullMidRunGivesAClearErrorAndValidFiles) {
 
 // ---- Ctrl-C / SIGTERM during a long step ----------------------------------------------------
 
+// Starts `lingbot-map ARGS` in a child process, its stdout in dir/stdout and stderr in dir/log, for a
+// test to signal; the child's pid (< 0 when fork failed).
+pid_t spawn_cli(const fs::path& dir, std::vector<std::string> args) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::freopen((dir / "log").c_str(), "w", stderr);
+  std::freopen((dir / "stdout").c_str(), "w", stdout);
+  std::vector<char*> argv{const_cast<char*>(LINGBOT_CLI_PATH)};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(LINGBOT_CLI_PATH, argv.data());
+  ::_exit(127);
+}
+
 // SIGTERM during the scale phase ends it at the next block, not after it (at 896 px and 32 scale
 // frames the demo model's scale phase took 153 s on a 2-core machine; a supervisor's SIGTERM waited
 // all of it). Here the signal comes once the run says the scale phase (16 frames at 560 px, about
@@ -384,16 +399,9 @@ TEST(RunReliability, DiskFullMidRunGivesAClearErrorAndValidFiles) {
 TEST(RunReliability, SigtermDuringTheScalePhaseEndsItAtOnce) {
   const fs::path dir = fresh_dir("stop_scale_phase");
   const fs::path out = dir / "out";
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_cli(dir, {"run", "--demo", "--demo-frames", "16", "--scale-frames", "16", "--image-size",
+                                    "560", "--threads", "2", "--export", "poses,tum,depth,ply", "--out", out.string()});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen((dir / "log").c_str(), "w", stderr);
-    std::freopen((dir / "stdout").c_str(), "w", stdout);
-    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "16", "--scale-frames", "16",
-            "--image-size", "560", "--threads", "2", "--export", "poses,tum,depth,ply", "--out", out.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   const std::string announced = "scale phase: frames 0-15 together, no result until it ends\n";
   const auto start = std::chrono::steady_clock::now();
   while (!contains(slurp(dir / "stdout"), announced) && std::chrono::steady_clock::now() - start < std::chrono::minutes(5))
@@ -426,16 +434,9 @@ TEST(RunReliability, SigtermDuringTheScalePhaseEndsItAtOnce) {
 TEST(RunReliability, SighupEndsTheRunCleanlyAndAClosedStandardOutputDoesNotStopIt) {
   const fs::path dir = fresh_dir("sighup");
   const fs::path out = dir / "out";
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_cli(dir, {"run", "--demo", "--demo-frames", "400", "--demo-pace", "0.02", "--scale-frames",
+                                    "2", "--threads", "1", "--progress", "lines", "--out", out.string()});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen((dir / "log").c_str(), "w", stderr);
-    std::freopen((dir / "stdout").c_str(), "w", stdout);
-    ::execl(LINGBOT_CLI_PATH, LINGBOT_CLI_PATH, "run", "--demo", "--demo-frames", "400", "--demo-pace", "0.02",
-            "--scale-frames", "2", "--threads", "1", "--progress", "lines", "--out",
-            out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   const auto start = std::chrono::steady_clock::now();
   while (!contains(slurp(dir / "stdout"), "frame 5 ") && std::chrono::steady_clock::now() - start < std::chrono::minutes(2))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
