@@ -391,6 +391,14 @@ pid_t spawn_cli(const fs::path& dir, std::vector<std::string> args) {
   ::_exit(127);
 }
 
+// Waits until a spawn_cli child's stdout holds `text`, at most `limit` (the test's checks then say
+// what is missing).
+void wait_for_stdout(const fs::path& dir, const std::string& text, std::chrono::seconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!contains(slurp(dir / "stdout"), text) && std::chrono::steady_clock::now() - start < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 // SIGTERM during the scale phase ends it at the next block, not after it (at 896 px and 32 scale
 // frames the demo model's scale phase took 153 s on a 2-core machine; a supervisor's SIGTERM waited
 // all of it). Here the signal comes once the run says the scale phase (16 frames at 560 px, about
@@ -403,9 +411,7 @@ TEST(RunReliability, SigtermDuringTheScalePhaseEndsItAtOnce) {
                                     "560", "--threads", "2", "--export", "poses,tum,depth,ply", "--out", out.string()});
   ASSERT_GE(pid, 0);
   const std::string announced = "scale phase: frames 0-15 together, no result until it ends\n";
-  const auto start = std::chrono::steady_clock::now();
-  while (!contains(slurp(dir / "stdout"), announced) && std::chrono::steady_clock::now() - start < std::chrono::minutes(5))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_for_stdout(dir, announced, std::chrono::minutes(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the step
   const auto signalled = std::chrono::steady_clock::now();
   ::kill(pid, SIGTERM);
@@ -437,9 +443,7 @@ TEST(RunReliability, SighupEndsTheRunCleanlyAndAClosedStandardOutputDoesNotStopI
   const pid_t pid = spawn_cli(dir, {"run", "--demo", "--demo-frames", "400", "--demo-pace", "0.02", "--scale-frames",
                                     "2", "--threads", "1", "--progress", "lines", "--out", out.string()});
   ASSERT_GE(pid, 0);
-  const auto start = std::chrono::steady_clock::now();
-  while (!contains(slurp(dir / "stdout"), "frame 5 ") && std::chrono::steady_clock::now() - start < std::chrono::minutes(2))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_for_stdout(dir, "frame 5 ", std::chrono::minutes(2));
   ::kill(pid, SIGHUP);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
