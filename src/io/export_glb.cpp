@@ -239,13 +239,17 @@ class GlbExporter final : public Exporter {
     add_staged();
     builder_.write(path_);
   }
+  // Counts the staged frame too: it is written at finish(), so the report matches the file from the
+  // frame it was written (Python's Exporter.report() runs between frames).
   nlohmann::json report() const override {
+    const int64_t staged_points = staged_ ? static_cast<int64_t>(staged_->points.size()) : 0;
+    const int64_t seen = builder_.points_seen() + staged_points;
     return {{"files", {{"scene.glb", "glTF 2.0 binary: points, keyframe frustums, trajectory (root node flips y, z)"}}},
-            {"points", builder_.points_kept()},
-            {"points_before_budget", builder_.points_seen()},
+            {"points", std::min(seen, kGlbMaxPoints)},  // the reservoir keeps every point until the budget
+            {"points_before_budget", seen},
             {"point_budget", kGlbMaxPoints},
-            {"cameras", builder_.cameras()},    // every frame with a pose: the trajectory's points
-            {"frustums", builder_.frustums()},  // the keyframes among them
+            {"cameras", builder_.cameras() + (staged_ ? 1 : 0)},  // every frame with a pose: the trajectory's points
+            {"frustums", builder_.frustums() + (staged_ && staged_->keyframe ? 1 : 0)},  // the keyframes among them
             {"frames_skipped_non_finite", skipped_}};
   }
 

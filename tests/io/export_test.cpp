@@ -542,6 +542,19 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
       if (i == 1) frames.back()->f.c2w[3] = NAN;
       e->frame(frames.back()->f);
       if (i != 1) points += static_cast<int64_t>(frame_points(frames.back()->f, r.width, r.points).size());
+      // Between frames (Python's Exporter.report()) the report already counts the frame just given.
+      const nlohmann::json now = e->report();
+      EXPECT_EQ(now.at("points"), points) << "after frame " << i;
+      EXPECT_EQ(now.at("cameras"), i < 1 ? i + 1 : i) << "after frame " << i;
+      EXPECT_EQ(now.at("frustums"), i / 2 + 1) << "after frame " << i;
+    }
+    {  // A frame taken back leaves the report as before it.
+      Synth extra(5, 8, 6, 1.0, {1.5, 0, 0});
+      const nlohmann::json before = e->report();
+      e->frame(extra.f);
+      EXPECT_EQ(e->report().at("cameras"), 5);
+      e->discard_frame();
+      EXPECT_EQ(e->report(), before);
     }
     e->finish();
     const nlohmann::json rep = e->report();
