@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -258,12 +259,16 @@ std::string fmt_duration(double s) {
 }
 
 // A one-line bar redrawn on a terminal (stderr), or one plain line per completed frame (stdout).
+// Steps of several frames (a scale phase) also show where they are, as they can take minutes on a CPU.
+// update() runs on the writer thread, step() on the model thread.
 class Progress {
  public:
   Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total), start_(Clock::now()) {}
+  void restart_clock() { start_ = Clock::now(); }  // the rate counts from the first frame's push
   // done: frames written; computed: frames the model has finished (>= done: a scale phase finishes its
   // frames at once), which the rate and the ETA count.
   void update(int64_t done, int64_t computed, const FrameResult& r, double kv_bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
     std::string eta;
@@ -281,6 +286,7 @@ class Progress {
       std::snprintf(buf, sizeof buf, "%lld%s frames  %.2f fps%s  KV %s   ", static_cast<long long>(done), of.c_str(), fps,
                     eta.c_str(), fmt_bytes(kv_bytes).c_str());
       line += buf;
+      if (line.size() < 72) line.resize(72, ' ');  // over a longer scale-phase line
       std::fputs(line.c_str(), stderr);
       std::fflush(stderr);
       drawn_ = true;
@@ -295,15 +301,39 @@ class Progress {
       std::fflush(stdout);
     }
   }
+  // Bar: redrawn at each block and frame. Lines: one line after every 10 s of the step.
+  void step(const StepProgress& p) {
+    if (p.frames < 2) return;  // a one-frame step ends in a fraction of what a scale phase takes
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    if (p.stage == StepProgress::Stage::Aggregator && p.done == 1) step_start_ = step_line_ = now;
+    const double secs = std::chrono::duration<double>(now - step_start_).count();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "scale phase: %s %lld/%lld, %s",
+                  p.stage == StepProgress::Stage::Aggregator ? "aggregator block" : "heads, frame",
+                  static_cast<long long>(p.done), static_cast<long long>(p.total), fmt_duration(secs).c_str());
+    if (bar_) {
+      std::fprintf(stderr, "\r%-70s", buf);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else if (std::chrono::duration<double>(now - step_line_).count() >= 10.0) {
+      step_line_ = now;
+      std::printf("%s\n", buf);
+      std::fflush(stdout);
+    }
+  }
   void end() {
+    const std::lock_guard<std::mutex> lock(mutex_);
     if (drawn_) std::fputc('\n', stderr);
     drawn_ = false;
   }
 
  private:
+  std::mutex mutex_;
   bool bar_;
   std::optional<int64_t> total_;
   Clock::time_point start_;
+  Clock::time_point step_start_, step_line_;  // the multi-frame step in progress
   bool drawn_ = false;
 };
 
@@ -626,6 +656,9 @@ int run_command(const RunArgs& a) {
   so.camera_head = true;
   so.depth_head = true;
   so.stop = &g_stop_step;
+  const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
+  Progress progress(bar, input.count ? input.count : input.estimated);
+  so.step_progress = [&progress](const StepProgress& p) { progress.step(p); };
   FrameRunner session(model, so, mode);
   // A stop while the weights loaded (tens of seconds for the released checkpoint) ends the run here,
   // before exports.begin() below replaces an earlier run's outputs.
@@ -746,8 +779,7 @@ int run_command(const RunArgs& a) {
   std::string status = "completed";
   std::string error;
   int stop_signal = 0;
-  const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
-  Progress progress(bar, input.count ? input.count : input.estimated);
+  progress.restart_clock();
   std::vector<std::unique_ptr<io::Exporter>> exporters;
   for (const std::string& name : export_names) exporters.push_back(io::make_exporter(name));
   io::ExportSet exports(std::move(exporters));

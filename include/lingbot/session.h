@@ -29,6 +29,7 @@
 // not checked and must not overlap those calls either.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,18 @@ inline constexpr int kMaxScaleFrames = 1024;
 inline constexpr int kMaxKvWindow = 1 << 20;
 inline constexpr int kMaxCameraIterations = 64;
 inline constexpr int kMaxThreads = 4096;
+
+// Where a forward step is (SessionOptions::step_progress). A step runs the aggregator's blocks over its
+// frames, then the heads frame by frame; the scale phase is one step over all the scale frames, which
+// can take minutes on a CPU.
+struct StepProgress {
+  enum class Stage { Aggregator, Heads };
+  int64_t frames = 0;  // frames the step runs: the scale frames in the scale phase, else 1
+  Stage stage = Stage::Aggregator;
+  // Aggregator: blocks finished of the model's depth. Heads: frames whose heads have finished, of
+  // `frames` (the camera head runs all of them at once, the DPT head one frame at a time).
+  int64_t done = 0, total = 0;
+};
 
 struct SessionOptions {
   // Where the model runs. cpu (default) | cuda (a -DLINGBOT_CUDA=ON build and a visible GPU; else the
@@ -107,6 +120,10 @@ struct SessionOptions {
   // so the step ends within about one block's time. That step throws lingbot::Stopped, its frames give no result, and the session is
   // closed (its caches hold a partial step) until reset(). Not owned; null = never stopped.
   const std::atomic<bool>* stop = nullptr;
+  // Called on the thread running the step after each aggregator block and after each frame's heads,
+  // in every step (the caller shows what it needs: `run` shows steps of more than one frame). An
+  // exception it throws fails the step, which closes the session until reset(). Empty = not called.
+  std::function<void(const StepProgress&)> step_progress;
 };
 
 // SessionOptions::threads as the engine resolves it: 0 = all available (omp_get_max_threads(), which

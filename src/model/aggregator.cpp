@@ -144,6 +144,7 @@ void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFra
       block_forward(be, global_blocks_[static_cast<size_t>(d)], tokens, rows, s.block, rotate_global, attend_global);
     }
     if (slot >= 0) copy_half(be, tokens, rows, C, selected[static_cast<size_t>(slot)].data(), C);
+    if (frames.after_block) frames.after_block(d + 1);
   }
   cache.end_step();
 }

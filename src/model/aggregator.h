@@ -8,6 +8,7 @@
 // step which special-token variants and time indices the frames get (rules in DESIGN.md §2).
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/backend.h"
@@ -34,6 +35,7 @@ struct StepFrames {
   std::vector<int> register_variant;
   std::vector<int> scale_variant;
   std::vector<int64_t> time_index;      // per frame: 3D-RoPE time position
+  std::function<void(int64_t blocks_done)> after_block;  // progress; empty = not called
 };
 
 struct AggregatorScratch {

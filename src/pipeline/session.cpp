@@ -254,6 +254,10 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
       backend->download(r.patch_tokens.raw(), patch_tokens + f * Pp * C, r.patch_tokens.nbytes());
     }
   }
+  if (opt.step_progress)
+    frames.after_block = [this, n, depth = cfg.aggregator.depth](int64_t done) {
+      opt.step_progress({n, StepProgress::Stage::Aggregator, done, depth});
+    };
   model->aggregator().step(*backend, grid, frames, mode, *cache, agg_scratch, selected);
   if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) stored += n;  // Deferred: on commit
   ++steps;
@@ -304,6 +308,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
       r.intrinsic = Tensor::from_f32({3, 3}, cam.intrinsic);
       r.extrinsic_c2w = Tensor::from_f32({3, 4}, cam.c2w);
     }
+    if (!opt.depth_head && opt.step_progress) opt.step_progress({n, StepProgress::Stage::Heads, n, n});
   }
   if (opt.depth_head) {
     const compute::PhaseScope phase(*backend, phases.dpt_head);
@@ -319,6 +324,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
       r.depth_conf = std::move(d.conf);
       if (opt.camera_head)
         r.world_points = model::world_points_from_depth(r.depth, cameras[static_cast<size_t>(f)], size, opt.threads);
+      if (opt.step_progress) opt.step_progress({n, StepProgress::Stage::Heads, f + 1, n});
     }
   }
 }

@@ -122,6 +122,32 @@ TEST(RunModes, WindowedRunWritesWindowsAndFrameTypes) {
   EXPECT_EQ(s.at("options").at("window_size"), 4);
 }
 
+// A scale phase runs its frames in one step that can take minutes on a CPU: the bar shows its blocks
+// and heads as they finish, for every window's scale phase; log lines do so only every 10 s of it.
+TEST(RunModes, ProgressShowsWhereEachScalePhaseIs) {
+  const fs::path out = fresh_dir("modes_scale_progress") / "out";
+  const Result bar = run_cli("run " + kBase + " --mode windowed --window-size 4 --overlap-size 2 --export poses "
+                             "--progress bar --out " + out.string());
+  ASSERT_EQ(bar.exit_code, 0) << bar.err;
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // The tiny model's 4 blocks, then the heads of the 2 scale frames, once per window (4 windows).
+  for (const char* step : {"\rscale phase: aggregator block 1/4, 0:0", "\rscale phase: aggregator block 4/4, 0:0",
+                           "\rscale phase: heads, frame 1/2, 0:0", "\rscale phase: heads, frame 2/2, 0:0"})
+    EXPECT_EQ(count(bar.err, step), 4u) << step << "\n" << bar.err;
+  EXPECT_EQ(count(bar.err, "scale phase: heads, frame 3/"), 0u);  // streamed frames are one-frame steps
+  EXPECT_TRUE(contains(bar.err, "] 10/10 frames")) << bar.err;  // the frames' bar still ends the run
+
+  const Result lines = run_cli("run " + kBase + " --first-k 4 --export poses --progress lines --out " + out.string());
+  ASSERT_EQ(lines.exit_code, 0) << lines.err;
+  EXPECT_TRUE(contains(lines.out, "scale phase: frames 0-1 together, no result until it ends\n")) << lines.out;
+  EXPECT_FALSE(contains(lines.out, "scale phase: aggregator")) << lines.out;  // a step of well under 10 s
+  EXPECT_EQ(count(lines.err, "scale phase"), 0u) << lines.err;
+}
+
 // Overlap 0: windows share no frame, so nothing aligns them. The banner says so, every window past
 // the first is "aligned": false with the identity, and one warning lists them (stderr + summary).
 TEST(RunModes, WindowedRunWithoutOverlapWarnsThatWindowsAreNotAligned) {

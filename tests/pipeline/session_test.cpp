@@ -381,6 +381,49 @@ TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
   EXPECT_TRUE(s.closed());
 }
 
+// SessionOptions::step_progress: every block of every step, then every frame's heads, in order; the
+// results do not change; an exception it throws fails the step like any error.
+TEST_F(SessionTest, StepProgressReportsEveryBlockAndFrameOfEveryStep) {
+  std::vector<std::string> events;
+  SessionOptions o = tiny_options();
+  o.step_progress = [&events](const StepProgress& p) {
+    events.push_back(std::to_string(p.frames) + (p.stage == StepProgress::Stage::Aggregator ? " block " : " heads ") +
+                     std::to_string(p.done) + "/" + std::to_string(p.total));
+  };
+  Session s(model_, o);
+  Session plain(model_, tiny_options());
+  EXPECT_TRUE(same_bits(run(s, 4), run(plain, 4)));
+  const int64_t depth = model_->config().aggregator.depth;
+  ASSERT_GE(depth, 2);
+  std::vector<std::string> expected;
+  for (const int64_t frames : {2, 1, 1}) {  // the scale phase (frames 0 and 1), then frames 2 and 3
+    for (int64_t b = 1; b <= depth; ++b)
+      expected.push_back(std::to_string(frames) + " block " + std::to_string(b) + "/" + std::to_string(depth));
+    for (int64_t f = 1; f <= frames; ++f)
+      expected.push_back(std::to_string(frames) + " heads " + std::to_string(f) + "/" + std::to_string(frames));
+  }
+  EXPECT_EQ(events, expected);
+
+  SessionOptions camera_only = tiny_options();
+  camera_only.depth_head = false;
+  events.clear();
+  camera_only.step_progress = o.step_progress;
+  Session c(model_, camera_only);
+  c.push_frame(frame(0), H(), W());
+  c.push_frame(frame(1), H(), W());
+  EXPECT_EQ(events.back(), "2 heads 2/2");  // the camera head runs the step's frames at once
+  EXPECT_EQ(events.size(), static_cast<size_t>(depth + 1));
+
+  SessionOptions throwing = tiny_options();
+  throwing.step_progress = [](const StepProgress& p) {
+    if (p.done == 2) throw Error("progress display failed");
+  };
+  Session t(model_, throwing);
+  t.push_frame(frame(0), H(), W());
+  expect_error([&] { t.push_frame(frame(1), H(), W()); }, "progress display failed");
+  EXPECT_TRUE(t.closed());
+}
+
 // A policy that stores every frame (as keyframe_interval 1) and runs the test's hook when the push
 // asks it about a frame: after that frame's encoder ran, before the step's aggregator blocks.
 class BeforeBlocksHookPolicy final : public KeyframePolicy {
