@@ -51,7 +51,7 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "bench/harness/calibration.h"
-#include "kernels/cpu/ops.h"
+#include "pipeline/memory_estimate.h"
 #include "pipeline/session_backend.h"
 #include "lingbot/session.h"
 #include "bench/harness/demo_model.h"
@@ -250,14 +250,6 @@ std::string fmt_bytes(double b) {
   return buf;
 }
 
-std::string fmt_duration(double s) {
-  const auto t = static_cast<long long>(std::llround(std::max(0.0, s)));
-  char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
-  return buf;
-}
-
 // A one-line bar redrawn on a terminal (stderr), or one plain line per completed frame (stdout).
 // Steps of several frames (a scale phase) also show where they are, as they can take minutes on a CPU.
 // update() runs on the writer thread, step() on the model thread.
@@ -273,7 +265,7 @@ class Progress {
     const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
     std::string eta;
     if (total_ && fps > 0 && *total_ >= computed)
-      eta = "  ETA " + fmt_duration(static_cast<double>(*total_ - computed) / fps);
+      eta = "  ETA " + format_clock(static_cast<double>(*total_ - computed) / fps);
     const std::string of = total_ ? "/" + std::to_string(*total_) : "";
     if (bar_) {
       std::string line = "\r";
@@ -311,7 +303,7 @@ class Progress {
     char buf[160];
     std::snprintf(buf, sizeof buf, "scale phase: %s %lld/%lld, %s",
                   p.stage == StepProgress::Stage::Aggregator ? "aggregator block" : "heads, frame",
-                  static_cast<long long>(p.done), static_cast<long long>(p.total), fmt_duration(secs).c_str());
+                  static_cast<long long>(p.done), static_cast<long long>(p.total), format_clock(secs).c_str());
     if (bar_) {
       std::fprintf(stderr, "\r%-70s", buf);
       std::fflush(stderr);

@@ -5,7 +5,6 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
-#include "kernels/cpu/ops.h"
 #include "lingbot/session.h"
 #include "bench/harness/verify.h"
 #include "pipeline/session_backend.h"

@@ -1,6 +1,6 @@
 #pragma once
 // Parts of `lingbot-map run` around the streaming loop, kept apart from cmd_run.cpp:
-//   * limits (the memory feasibility estimate, checked before anything is written: pipeline/memory_estimate.h);
+//   * limits of run's own size options;
 //   * the per-frame output check (non-finite values, io/output_validity.h's rule);
 //   * the warnings list of summary.json (input damage, non-finite outputs), also logged to stderr.
 #include <cstdint>
@@ -11,11 +11,6 @@
 #include <vector>
 
 #include "io/stream_damage.h"
-#include "pipeline/memory_estimate.h"
-#include "kvcache/kv_cache.h"
-#include "lingbot/dtype.h"
-#include "lingbot/model_config.h"
-#include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 
 namespace lingbot::cli {

@@ -11,12 +11,12 @@
 // Per frame step the model calls:
 //   begin_step(mode, n_frames)                 once; plans the visible set (page table) for all blocks
 //   keys = store(block, kv)                    once per global block, any order; then
-//   kernels::attention(q, keys, out, params)   the host kernel (cuda::attention for the CUDA cache)
+//   be.attention_cached(q, keys, out, scale)   the backend's attention over the views (compute/backend.h)
 //   end_step()                                  once; completes deferred work (e.g. scale-phase eviction)
 //
 //   auto cache = make_kv_cache(parse_kv_backend("paged"), opts, allocator);
 //   cache->begin_step(FrameMode::ScalePhase, K);             // K frames' k/v in one call per block
-//   for (int b = 0; b < opts.num_blocks; ++b) kernels::attention(q[b], cache->store(b, kv[b]), out[b], params);
+//   for (int b = 0; b < opts.num_blocks; ++b) be.attention_cached(q[b], cache->store(b, kv[b]), out[b], scale);
 //   cache->end_step();
 //   cache->begin_step(is_key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1);  ... per frame
 //
@@ -55,17 +55,11 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"
+#include "kvcache/frame_mode.h"
 #include "lingbot/cache_stats.h"  // KVBackend, parse_kv_backend, CacheStats
 #include "lingbot/dtype.h"
 
 namespace lingbot {
-
-enum class FrameMode : uint8_t {
-  ScalePhase,   // n_frames >= 1 frames attend bidirectionally to each other, then are stored
-  Keyframe,     // one frame: stored, eviction runs, then it attends (it counts in its own window)
-  NonKeyframe,  // one frame: attends to the cache + its own tokens; the cache is left exactly as it was
-  Deferred,     // one frame: stored without eviction, attends; then commit_deferred() or rollback_deferred()
-};
 
 struct CacheOptions {
   int num_blocks = 24;

@@ -40,7 +40,7 @@
 
 #include "compute/backend.h"
 #include "io/tensor_map.h"
-#include "kvcache/kv_cache.h"
+#include "kvcache/frame_mode.h"
 #include "lingbot/model_config.h"
 #include "lingbot/tensor.h"
 #include "model/rows_view.h"
