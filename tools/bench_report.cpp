@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_util.h"
 #include "core/error.h"
 #include "io/file_util.h"
 
@@ -32,17 +33,6 @@ const char* mode_name(FrameMode m) {
 }
 
 double gflops_of(const FrameRow& row) { return row.attended && row.attn_ms > 0 ? row.flops / (row.attn_ms * 1e6) : 0; }
-
-std::string clock_str(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  const long t = std::lround(s);
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
-  return buf;
-}
 
 // Smallest of 1, 2, 5, 10, 20, 50, ... that keeps the table to about 25 sampled frames.
 int table_stride(int frames) {
@@ -80,7 +70,7 @@ void ProgressReporter::on_step(int done, int total) {
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(kWidth, '.');
     std::fprintf(stderr, "\r[%s] %d/%d frames %3d%%  elapsed %s  ETA %s ", bar.c_str(), done, total, pct,
-                 clock_str(el).c_str(), clock_str(eta).c_str());
+                 cli::format_clock(el).c_str(), cli::format_clock(eta).c_str());
     std::fflush(stderr);
     bar_drawn_ = true;
   } else {
@@ -91,7 +81,7 @@ void ProgressReporter::on_step(int done, int total) {
     last_pct_line_ = decile;
     last_draw_s_ = el;
     std::fprintf(stderr, "progress: %d/%d frames (%d%%), elapsed %.0f s, ETA %s\n", done, total, pct, el,
-                 done < total ? clock_str(eta).c_str() : "0:00");
+                 done < total ? cli::format_clock(eta).c_str() : "0:00");
     std::fflush(stderr);
   }
 }

@@ -12,6 +12,17 @@
 
 namespace lingbot::cli {
 
+// A duration as the progress lines show it (elapsed, ETA): M:SS, or H:MM:SS from an hour; "--:--"
+// when unknown (not finite); a negative one is 0:00.
+inline std::string format_clock(double seconds) {
+  if (!std::isfinite(seconds)) return "--:--";
+  const long long t = std::llround(std::max(0.0, seconds));
+  char buf[48];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
 // The device of `--device NAME` (lingbot::resolve_device); when auto passes over a visible GPU, one
 // line on stdout says why ("notice: device auto runs on the CPU: cuda:0 cannot be used (...)").
 inline Device resolve_device_option(const std::string& name) {

@@ -22,11 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class T>
-bool all_finite(const T& values) {
-  return std::all_of(values.begin(), values.end(), [](auto v) { return std::isfinite(v); });
-}
-
 const ExportKind kKinds[] = {
     {"poses", "poses.json: per frame c2w 4x4, w2c 3x4, K, keyframe flag, source name", "", true, make_poses_exporter,
      remove_poses_outputs},

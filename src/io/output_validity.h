@@ -17,6 +17,14 @@ namespace lingbot::io {
 // Depth / confidence pixel validity (see above).
 inline bool is_valid_map_value(float v) { return std::isfinite(v) && v > 0; }
 
+// Every value finite (a span or array of float or double: the camera matrices, the pose encoding).
+template <class Values>
+bool all_finite(const Values& values) {
+  for (const auto v : values)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
 inline int64_t count_non_finite(std::span<const float> values) {
   int64_t n = 0;
   for (float v : values) n += std::isfinite(v) ? 0 : 1;
@@ -33,7 +41,7 @@ inline int64_t count_invalid_map_values(std::span<const float> values) {
 // A frame has geometry iff every camera value is finite (any argument may be empty = absent).
 inline bool has_valid_geometry(std::span<const float> pose_encoding, std::span<const float> extrinsic,
                                std::span<const float> intrinsic) {
-  return count_non_finite(pose_encoding) == 0 && count_non_finite(extrinsic) == 0 && count_non_finite(intrinsic) == 0;
+  return all_finite(pose_encoding) && all_finite(extrinsic) && all_finite(intrinsic);
 }
 
 }  // namespace lingbot::io
