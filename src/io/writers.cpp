@@ -96,13 +96,6 @@ PosesJsonWriter::~PosesJsonWriter() {
   if (file_) std::fclose(file_);
 }
 
-namespace {
-template <size_t N>
-bool all_finite(const std::array<double, N>& m) {
-  return std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); });
-}
-}  // namespace
-
 void PosesJsonWriter::append(const FramePose& p) {
   nlohmann::json frame = {{"index", p.index},
                           {"timestamp", p.timestamp},
@@ -152,32 +145,12 @@ void PosesJsonWriter::rewind(const Mark& m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-TumWriter::TumWriter(const std::filesystem::path& path) : path_(path) { file_ = open_for_writing(path_, "wb"); }
-
-TumWriter::~TumWriter() {
-  if (file_) std::fclose(file_);
-}
-
 bool TumWriter::append(double timestamp, const Mat34& c2w) {
   if (!all_finite(c2w)) return false;
   const auto q = rotation_to_quaternion_xyzw(c2w);
-  const std::string line = printf_string("%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3], c2w[7],
-                                         c2w[11], q[0], q[1], q[2], q[3]);
-  try {
-    write_all(file_, path_, line.data(), line.size());
-    flush_file(file_, path_);
-  } catch (const Error&) {
-    roll_back_failed_append(file_, size_);  // no half line
-    throw;
-  }
-  size_ += static_cast<long>(line.size());
+  file_.append(printf_string("%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3], c2w[7], c2w[11], q[0], q[1],
+                             q[2], q[3]));
   return true;
-}
-
-void TumWriter::rewind(const Mark& m) {
-  LINGBOT_CHECK(m.bytes <= size_, "internal: ", path_.string(), " rewind past its end");
-  cut_file_back(file_, path_, m.bytes);
-  size_ = m.bytes;
 }
 
 // ---------------------------------------------------------------------------------------------

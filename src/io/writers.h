@@ -21,6 +21,7 @@
 
 #include "core/rigid_transform.h"
 #include "io/image.h"
+#include "io/line_file.h"
 
 namespace lingbot::io {
 
@@ -82,23 +83,16 @@ class PosesJsonWriter {
 // pose (translation = camera centre in world coordinates); no header line, so lines == frames.
 class TumWriter {
  public:
-  explicit TumWriter(const std::filesystem::path& path);
-  ~TumWriter();
-  TumWriter(const TumWriter&) = delete;
-  TumWriter& operator=(const TumWriter&) = delete;
+  explicit TumWriter(const std::filesystem::path& path) : file_(path) {}
   // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
   // (returns false), as for every geometric export (io/output_validity.h).
   bool append(double timestamp, const Mat34& c2w);
-  struct Mark {
-    long bytes = 0;
-  };
-  Mark mark() const { return {size_}; }
-  void rewind(const Mark& m);
+  using Mark = LineFile::Mark;
+  Mark mark() const { return file_.mark(); }
+  void rewind(const Mark& m) { file_.rewind(m); }
 
  private:
-  std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
-  long size_ = 0;  // bytes of complete lines
+  LineFile file_;  // flushed per line; a failed append leaves no half line
 };
 
 // Binary little-endian PLY with per-vertex "float x, y, z; uchar red, green, blue". The header's
