@@ -1,7 +1,8 @@
 // Paged / dense attention throughput, with an OpenBLAS sgemm of comparable size as the yardstick.
 // FLOPs counted as 4 * n_q * n_k * head_dim * heads (QK^T and PV, multiply+add each).
 //
-//   bench_attention --benchmark_filter=Paged224   (streaming 224 shape: 262 queries, ~19k keys)
+//   build/bench/bench_attention_bench --benchmark_filter='BM_Paged/.*frames:72/patches:256'
+//                                      (streaming 224 shape: 262 queries, ~19k keys)
 // Read GFLOP/s from the "FLOPS" counter; compare with BM_Sgemm at the same thread count.
 #include <benchmark/benchmark.h>
 #include <cblas.h>

@@ -74,7 +74,7 @@ struct ModelBenchConfig {
   int64_t parameters = 0;
   // Means over the pushes after the scale phase (single-frame steps).
   double frame_wall_ms = 0, frame_cpu_ms = 0;
-  double scale_phase_cpu_ms = 0;
+  double scale_phase_cpu_ms = 0;  // the scale frames' pushes together (each its encoder; the last the step)
   // Means of the rows' phase ms (encoder, frame blocks, global blocks, camera, DPT) over the same
   // pushes; device ms when phases_on_device, else CPU ms (see ModelBenchRow).
   std::array<double, 5> frame_phase_ms{};

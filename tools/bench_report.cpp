@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -107,6 +108,26 @@ void ProgressReporter::on_stop(const KvBenchResult& r, const BackendStop& s) {
 void ProgressReporter::finish() {
   if (bar_drawn_) std::fprintf(stderr, "\n");
   bar_drawn_ = false;
+}
+
+std::string spinning_cpu_time_warning(double load, int cores, int threads, const char* wait_policy) {
+  std::string policy = wait_policy ? wait_policy : "";
+  std::transform(policy.begin(), policy.end(), policy.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (!(load > cores) || threads <= 1 || policy == "passive") return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "load average %.2f on %d cores: waiting OpenMP threads spin, so the CPU times above include time "
+                "spent waiting for cores other processes held; for load-proof CPU times run with "
+                "OMP_WAIT_POLICY=passive or fewer --threads",
+                load, cores);
+  return buf;
+}
+
+std::string spinning_cpu_time_warning(int threads) {
+  double load = 0;
+  if (getloadavg(&load, 1) != 1) return "";
+  return spinning_cpu_time_warning(load, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), threads,
+                                   std::getenv("OMP_WAIT_POLICY"));
 }
 
 void print_calibration(std::FILE* f, const KvBenchResult& r) {

@@ -34,6 +34,14 @@ void print_table(std::FILE* f, const KvBenchResult& r);
 // One line: "summary: key=value key=value ...".
 std::string summary_line(const KvBenchResult& r);
 
+// Process CPU time counts OpenMP threads spinning while they wait for a core another process holds,
+// so a bench's CPU times are inflated when the machine was oversubscribed. The warning to print
+// after a run then: the 1-minute load average `load` exceeded `cores`, the run had more than one
+// thread, and OMP_WAIT_POLICY (`wait_policy`, null when unset) is not passive. Empty otherwise.
+std::string spinning_cpu_time_warning(double load, int cores, int threads, const char* wait_policy);
+// The same for this process now (/proc/loadavg, the online cores, OMP_WAIT_POLICY).
+std::string spinning_cpu_time_warning(int threads);
+
 // All rows as CSV (header documented in README "Performance"). Throws Error if the file cannot be written.
 void write_csv(const std::string& path, const KvBenchResult& r);
 

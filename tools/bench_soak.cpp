@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/printf_string.h"
 #include "io/file_util.h"
 #include "core/memory_stats.h"
 #include "io/preprocess.h"
@@ -31,9 +32,10 @@ double process_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-double median_ms(const std::vector<SoakRow>& rows, int64_t last_frame, int64_t window) {
+// The median CPU time of the window ending at last_frame, without the scale phase's pushes.
+double median_ms(const std::vector<SoakRow>& rows, int64_t last_frame, int64_t window, int64_t scale_frames) {
   std::vector<double> v;
-  for (int64_t f = std::max<int64_t>(1, last_frame - window + 1); f <= last_frame; ++f)
+  for (int64_t f = std::max(scale_frames + 1, last_frame - window + 1); f <= last_frame; ++f)
     v.push_back(rows[static_cast<size_t>(f - 1)].cpu_ms);
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
@@ -97,8 +99,8 @@ void validate(SoakOptions& o) {
                 o.scale_frames);
   LINGBOT_CHECK(o.kv_window <= kMaxKvWindow, "--kv-window must be at most ", kMaxKvWindow, ", got ", o.kv_window);
   LINGBOT_CHECK(o.threads <= kMaxThreads, "--threads must be at most ", kMaxThreads, ", got ", o.threads);
-  LINGBOT_CHECK(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
-                "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
+  cli::usage_check(o.kv_backend != KVBackend::DenseFull || o.max_special_frames == 0,
+                   "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
   // The defaults, from the options in effect (0 = not given).
   const int64_t min_ref = min_reference_frame(o);
   if (o.reference_frame == 0) {
@@ -111,13 +113,21 @@ void validate(SoakOptions& o) {
                        ", the frame by which the bounded caches have filled (scale frames ", o.scale_frames,
                        " + (KV window ", o.kv_window, " + max special frames ", o.max_special_frames, ") x ",
                        flow ? "max non-keyframe gap " : "keyframe interval ", keyframe_spacing(o), " + 1",
-                       flow ? ", at the latest" : "", "); give --frames ", sat_add(min_ref, 1), " or more",
+                       flow ? ", at the latest" : "", "); give --frames ",
+                       sat_add(min_ref, 2 * kMinDefaultTimingWindow - 1), " or more (for a timing window of ",
+                       kMinDefaultTimingWindow, " frames from there)",
                        flow ? ", or --reference-frame (flow keyframes may fill them sooner)" : "");
     }
     // At least min_ref, plus up to a timing window of frames from there (halfway to the last frame
     // when fewer remain), so that both medians hold frames from min_ref on.
     o.reference_frame = std::max(std::min(kDefaultReferenceFrame, o.frames / 2),
                                  min_ref + std::min(kDefaultTimingWindow - 1, (o.frames - 1 - min_ref) / 2));
+    // The window the default gives: 1 + (frames - 1 - min_ref) / 2 frames, at least the minimum from
+    // frames = min_ref + 2 x kMinDefaultTimingWindow - 1 on.
+    if (o.max_special_frames > 0 && o.timing_window == 0 && o.reference_frame - min_ref + 1 < kMinDefaultTimingWindow)
+      cli::usage_check(false, "--frames ", o.frames, " leaves a timing window of ", o.reference_frame - min_ref + 1,
+                       " frame(s) after the bounded caches fill (frame ", min_ref, "), too few to judge the cost flat; give --frames ",
+                       sat_add(min_ref, 2 * kMinDefaultTimingWindow - 1), " or more, or --reference-frame and --timing-window");
   }
   if (o.timing_window == 0) {
     // The frames from the fill frame to the reference frame (all of them without the bound).
@@ -203,8 +213,8 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   const SoakRow& ref = r.rows[static_cast<size_t>(o.reference_frame - 1)];
   const SoakRow& last = r.rows.back();
   r.peak_rss_growth = static_cast<double>(last.peak_rss_bytes) / static_cast<double>(ref.peak_rss_bytes) - 1.0;
-  r.ref_median_ms = median_ms(r.rows, o.reference_frame, o.timing_window);
-  r.last_median_ms = median_ms(r.rows, o.frames, o.timing_window);
+  r.ref_median_ms = median_ms(r.rows, o.reference_frame, o.timing_window, o.scale_frames);
+  r.last_median_ms = median_ms(r.rows, o.frames, o.timing_window, o.scale_frames);
   r.time_ratio = r.ref_median_ms > 0 ? r.last_median_ms / r.ref_median_ms : 0;
   r.kv_reserved_growth = last.cache.bytes_reserved - ref.cache.bytes_reserved;
   r.kv_used_growth = last.cache.bytes_used - ref.cache.bytes_used;
@@ -260,9 +270,8 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   };
   const int64_t s_ref = ref.cache.frames_stored, s_last = last.cache.frames_stored;
   r.kv_used_formula = used_bytes(s_last) - used_bytes(s_ref);
-  r.kv_reserved_formula = o.kv_backend == KVBackend::Paged
-                              ? r.num_blocks * r.special_page_bytes * (special_pages(s_last) - special_pages(s_ref))
-                              : r.kv_reserved_growth;  // dense: geometric growth, no exact formula
+  if (o.kv_backend == KVBackend::Paged)
+    r.kv_reserved_formula = r.num_blocks * r.special_page_bytes * (special_pages(s_last) - special_pages(s_ref));
   r.camera_formula = r.camera_row_bytes_per_frame * (camera_frames(s_last) - camera_frames(s_ref));
   std::string why;
   auto check = [&](bool ok, const std::string& what) {
@@ -281,17 +290,23 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   }
   check(r.kv_used_growth == r.kv_used_formula, "KV used bytes grew " + std::to_string(r.kv_used_growth) +
                                                    " != formula " + std::to_string(r.kv_used_formula));
-  check(r.kv_reserved_growth == r.kv_reserved_formula, "KV reserved bytes grew " +
-                                                           std::to_string(r.kv_reserved_growth) + " != formula " +
-                                                           std::to_string(r.kv_reserved_formula));
+  if (r.kv_reserved_formula)
+    check(r.kv_reserved_growth == *r.kv_reserved_formula, "KV reserved bytes grew " +
+                                                              std::to_string(r.kv_reserved_growth) + " != formula " +
+                                                              std::to_string(*r.kv_reserved_formula));
   check(r.camera_growth == r.camera_formula, "camera-head cache grew " + std::to_string(r.camera_growth) +
                                                  " != formula " + std::to_string(r.camera_formula));
   r.pass = why.empty();
   if (!r.pass)
     r.verdict = why;
+  else if (o.max_special_frames == 0 && !r.kv_reserved_formula)
+    r.verdict = "unbounded: KV used and camera-head growth equal the formulas exactly (KV reserved: no formula for "
+                "the dense backends' geometric growth)";
   else if (o.max_special_frames == 0)
     r.verdict = "unbounded: KV and camera-head growth equal the formulas exactly";
-  else if (r.kv_reserved_formula == 0)
+  else if (!r.kv_reserved_formula)
+    r.verdict = "bounded: peak RSS growth <= 1%, time ratio <= 1.05, KV used and camera-head bytes flat";
+  else if (*r.kv_reserved_formula == 0)
     r.verdict = "bounded: peak RSS growth <= 1%, time ratio <= 1.05, KV and camera-head bytes flat";
   else  // the reference frame is in the few frames where the paged special stream still allocates
     r.verdict = "bounded: peak RSS growth <= 1%, time ratio <= 1.05, KV used and camera-head bytes flat, KV "
@@ -315,18 +330,26 @@ void write_soak_csv(const std::string& path, const SoakResult& r) {
   io::write_file_atomic(path, f.str(), io::OnLink::WriteThrough);
 }
 
+namespace {
+// The KV reserved formula's value, or "na" (summary) / "n/a for the dense backends" (report).
+std::string reserved_formula_text(const SoakResult& r, bool report) {
+  if (!r.kv_reserved_formula) return report ? "n/a for the dense backends" : "na";
+  return printf_string(report ? "%+lld" : "%lld", static_cast<long long>(*r.kv_reserved_formula));
+}
+}  // namespace
+
 std::string soak_summary_line(const SoakResult& r) {
   char buf[768];
   std::snprintf(buf, sizeof buf,
                 "summary: frames=%lld max_special_frames=%lld keyframe_policy=%s frames_stored=%lld kv_backend=%s reference_frame=%lld "
                 "peak_rss_growth_pct=%.3f time_ratio=%.4f ref_cpu_ms=%.3f last_cpu_ms=%.3f kv_reserved_growth=%lld "
-                "kv_reserved_formula=%lld kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
+                "kv_reserved_formula=%s kv_used_growth=%lld kv_used_formula=%lld camera_growth=%lld "
                 "camera_formula=%lld pass=%s",
                 static_cast<long long>(r.options.frames), static_cast<long long>(r.options.max_special_frames),
                 keyframe_rule(r.options).c_str(), static_cast<long long>(r.frames_stored), kv_backend_name(r.options.kv_backend),
                 static_cast<long long>(r.options.reference_frame), r.peak_rss_growth * 100, r.time_ratio,
                 r.ref_median_ms, r.last_median_ms, static_cast<long long>(r.kv_reserved_growth),
-                static_cast<long long>(r.kv_reserved_formula), static_cast<long long>(r.kv_used_growth),
+                reserved_formula_text(r, false).c_str(), static_cast<long long>(r.kv_used_growth),
                 static_cast<long long>(r.kv_used_formula), static_cast<long long>(r.camera_growth),
                 static_cast<long long>(r.camera_formula), r.pass ? "yes" : "no");
   return buf;
@@ -351,10 +374,10 @@ void print_soak_report(std::FILE* f, const SoakResult& r) {
   }
   std::fprintf(f,
                "frame %lld -> %lld: peak RSS %+.3f%%, median CPU per frame %.3f -> %.3f ms (x%.4f), KV reserved %+lld B "
-               "(formula %+lld), KV used %+lld B (formula %+lld), camera head %+lld B (formula %+lld)\n",
+               "(formula %s), KV used %+lld B (formula %+lld), camera head %+lld B (formula %+lld)\n",
                static_cast<long long>(r.options.reference_frame), static_cast<long long>(r.options.frames),
                r.peak_rss_growth * 100, r.ref_median_ms, r.last_median_ms, r.time_ratio,
-               static_cast<long long>(r.kv_reserved_growth), static_cast<long long>(r.kv_reserved_formula),
+               static_cast<long long>(r.kv_reserved_growth), reserved_formula_text(r, true).c_str(),
                static_cast<long long>(r.kv_used_growth), static_cast<long long>(r.kv_used_formula),
                static_cast<long long>(r.camera_growth), static_cast<long long>(r.camera_formula));
   std::fprintf(f, "%s: %s\n", r.pass ? "PASS" : "FAIL", r.verdict.c_str());

@@ -20,6 +20,7 @@
 // policy: a fixed interval, or flow keyframes where rolled-back frames leave no trace.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,12 @@ namespace lingbot::bench {
 //   reference_frame = max(min(kDefaultReferenceFrame, frames / 2),
 //                         F + min(kDefaultTimingWindow - 1, (frames - 1 - F) / 2)),
 //   timing_window = min(kDefaultTimingWindow, reference_frame - F + 1).
+// With the bound, defaults that would leave a timing window under kMinDefaultTimingWindow frames are
+// refused (a verdict of "flat" from a median of one or two frames says nothing); explicit values
+// are taken as given.
 inline constexpr int64_t kDefaultReferenceFrame = 1000;
 inline constexpr int64_t kDefaultTimingWindow = 200;
+inline constexpr int64_t kMinDefaultTimingWindow = 10;
 
 struct SoakOptions {
   int64_t frames = 10000;
@@ -73,9 +78,13 @@ struct SoakResult {
   std::vector<SoakRow> rows;
   // Comparison last frame vs reference frame.
   double peak_rss_growth = 0;       // fraction
-  double time_ratio = 0;            // median(last window) / median(reference window)
+  // median(last window) / median(reference window); a window holds no scale-phase push (those run
+  // the encoder alone, then the whole scale phase), so it may hold fewer frames than timing_window,
+  // and none (time ratio 0) when it ends in the scale phase.
+  double time_ratio = 0;
   double ref_median_ms = 0, last_median_ms = 0;
-  int64_t kv_reserved_growth = 0, kv_reserved_formula = 0;
+  int64_t kv_reserved_growth = 0;
+  std::optional<int64_t> kv_reserved_formula;  // none for dense backends (geometric growth: no exact formula)
   int64_t kv_used_growth = 0, kv_used_formula = 0;
   int64_t camera_growth = 0, camera_formula = 0;
   // First frame (1-based) from which the bounded caches hold their final size: the first with

@@ -32,6 +32,12 @@
 namespace lingbot::cli {
 namespace {
 
+// After a CPU bench, before its summary line: a warning when its CPU times count spinning.
+void print_spinning_warning(int threads) {
+  const std::string w = bench::spinning_cpu_time_warning(threads);
+  if (!w.empty()) std::printf("warning: %s\n", w.c_str());
+}
+
 // --mem-cap-gb: "auto" or a finite number of GiB (its range is checked with the other options).
 CLI::Validator auto_or_gib() {
   return CLI::Validator(
@@ -180,6 +186,7 @@ void run_bench_kv(const BenchKvArgs& args) {
     bench::write_plot(args.plot, r);
     std::printf("plot: %s\n", args.plot.c_str());
   }
+  print_spinning_warning(o.device == bench::BenchDeviceKind::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);
   LINGBOT_CHECK(r.stops.size() < o.backends.size(), "bench kv: every backend stopped (",
@@ -241,6 +248,7 @@ void run_bench_soak(BenchSoakArgs a) {
     bench::write_soak_csv(a.csv, r);
     std::printf("csv: %s (%zu rows)\n", a.csv.c_str(), r.rows.size());
   }
+  print_spinning_warning(a.o.threads);
   std::printf("%s\n", bench::soak_summary_line(r).c_str());
   std::fflush(stdout);
   LINGBOT_CHECK(r.pass, "bench soak did not pass: ", r.verdict);
@@ -300,6 +308,7 @@ void run_bench_model(const BenchModelArgs& a) {
     bench::write_plot(a.plot, r);
     std::printf("plot: %s\n", a.plot.c_str());
   }
+  print_spinning_warning(o.device == Device::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);
 }
@@ -396,7 +405,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   model->add_option("--load-test", margs->load_test,
                     "write the f32 random weights to this safetensors FILE first and time Model::load of it "
-                    "(f32 memory-mapped, cold then warm; each reduced weights dtype read + converted)");
+                    "(f32 memory-mapped, first (the file just written: in the page cache) then again; each reduced weights dtype read + converted)");
   model->add_option("--csv", margs->csv, "write every push as a CSV row");
   model->add_option("--plot", margs->plot, "write a two-panel PNG (needs gnuplot)");
   model->callback([margs] { run_bench_model(*margs); });

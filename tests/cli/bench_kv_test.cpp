@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_report.h"
 #include "run_test_util.h"
 #include "test_tools.h"
 
@@ -54,10 +55,11 @@ TEST(BenchKv, SmokeRunWritesCsvAndSummary) {
   for (const char* key :
        {"mem_ratio_paged_vs_densefull@320", "mem_ratio_paged_vs_dense@320", "lat_ratio_paged_vs_dense@14",
         "cpu_ratio_paged_vs_dense@14",
-        "drift_paged_14_vs_100", "kernel_pct_of_sgemm", "special_bytes_per_frame", "paged_reserved_vs_min@320",
+        "kernel_pct_of_sgemm", "special_bytes_per_frame", "paged_reserved_vs_min@320",
         "sgemm_gflops", "bandwidth_gbps", "kernel_gflops"})
     EXPECT_TRUE(s.count(key)) << key << " missing in " << r.out;
   EXPECT_EQ(s["mem_ratio_paged_vs_densefull@320"], "na");  // too short a run
+  for (const auto& [key, value] : s) EXPECT_NE(key.rfind("drift_", 0), 0u) << key;  // no frame 100 to drift from
   EXPECT_TRUE(is_number(s["lat_ratio_paged_vs_dense@14"])) << s["lat_ratio_paged_vs_dense@14"];
   EXPECT_TRUE(is_number(s["kernel_pct_of_sgemm"])) << s["kernel_pct_of_sgemm"];
   EXPECT_GT(std::stod(s["sgemm_gflops"]), 0.0);
@@ -207,6 +209,7 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
       {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
+      {"--attend-every 5 --attention off", "error: --attend-every needs --attention on (nothing is attended)\n"},
       {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
       {"--attention-ab on --device cuda --kv-backends paged", "error: --attention-ab needs --device cpu\n"},
       {"--mem-cap-gb -1", "error: --mem-cap-gb must be >= 0, got -1\n"},
@@ -235,3 +238,20 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
 }
 
 }  // namespace
+
+namespace spinning_warning {
+
+// Process CPU time counts waiting OpenMP threads' spinning: the warning names the load and the
+// remedies exactly when the machine was oversubscribed, the run threaded and the wait policy active.
+TEST(BenchCpuTime, SpinningWarningOnlyWhenOversubscribedThreadedAndActive) {
+  const std::string w = lingbot::bench::spinning_cpu_time_warning(8.5, 2, 2, nullptr);
+  EXPECT_EQ(w, "load average 8.50 on 2 cores: waiting OpenMP threads spin, so the CPU times above include time "
+               "spent waiting for cores other processes held; for load-proof CPU times run with "
+               "OMP_WAIT_POLICY=passive or fewer --threads");
+  EXPECT_EQ(lingbot::bench::spinning_cpu_time_warning(8.5, 2, 2, "ACTIVE"), w);
+  EXPECT_EQ(lingbot::bench::spinning_cpu_time_warning(8.5, 2, 2, "Passive"), "");
+  EXPECT_EQ(lingbot::bench::spinning_cpu_time_warning(8.5, 2, 1, nullptr), "");  // no team, no spinning
+  EXPECT_EQ(lingbot::bench::spinning_cpu_time_warning(2.0, 2, 2, nullptr), "");  // not over the cores
+}
+
+}  // namespace spinning_warning

@@ -5,6 +5,7 @@
 // Keyframes are made deterministic by a flow threshold no frame reaches: a frame is then stored iff
 // it is the first streamed frame or --max-non-keyframe-gap frames passed since the last keyframe,
 // so every other frame runs deferred and is rolled back.
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -22,6 +23,26 @@ std::string soak_args(int max_special_frames, const fs::path& csv) {
          " --kv-window 8 --max-special-frames " + std::to_string(max_special_frames) +
          " --keyframe-interval flow --flow-threshold 1e9 --max-non-keyframe-gap " + std::to_string(kGap) +
          " --csv " + csv.string();
+}
+
+// One CSV column's values, as written (the timings keep their decimals).
+std::vector<double> csv_column(const fs::path& p, const std::string& name) {
+  std::istringstream is(slurp(p));
+  std::string line;
+  std::getline(is, line);
+  std::istringstream hs(line);
+  size_t column = 0;
+  bool found = false;
+  for (std::string c; !found && std::getline(hs, c, ',');) found = c == name || (++column, false);
+  EXPECT_TRUE(found) << name;
+  std::vector<double> values;
+  while (std::getline(is, line)) {
+    std::istringstream ls(line);
+    std::string cell;
+    for (size_t c = 0; c <= column; ++c) std::getline(ls, cell, ',');
+    values.push_back(std::stod(cell));
+  }
+  return values;
 }
 
 // CSV rows as column name -> value.
@@ -169,6 +190,11 @@ TEST(BenchSoak, AReferenceFrameBeforeTheWindowIsFullPassesByTheFormula) {
                                          " --timing-window 1 --scale-frames 4 --kv-window 8 --kv-backend " + backend));
       ASSERT_EQ(b.exit_code, 0) << backend << " " << ref << "\n" << b.out << b.err;
       auto bs = summary_of(b.out);
+      // Dense storage grows geometrically: no reserved formula, and none is claimed.
+      EXPECT_EQ(bs["kv_reserved_formula"], "na") << backend << " " << ref;
+      EXPECT_TRUE(contains(b.out, "(formula n/a for the dense backends)")) << b.out;
+      EXPECT_TRUE(contains(b.out, "\nPASS: unbounded: KV used and camera-head growth equal the formulas exactly (KV "
+                                  "reserved: no formula for the dense backends' geometric growth)\n")) << b.out;
       EXPECT_EQ(bs["kv_used_growth"], bs["kv_used_formula"]) << backend << " " << ref;
       EXPECT_EQ(bs["camera_growth"], bs["camera_formula"]) << backend << " " << ref;
       EXPECT_GT(std::stoll(bs["kv_used_growth"]), 0) << backend << " " << ref;
@@ -205,10 +231,22 @@ TEST(BenchSoak, BoundedFromTheFillFrameTheSpecialPagesFollowTheFormula) {
 // The defaults follow --frames: reference frame min(1000, frames / 2), timing window min(200, the
 // reference frame); an explicit --reference-frame alone sets the window too.
 TEST(BenchSoak, DefaultsFollowFrames) {
-  const Result r = run_cli(tiny_soak("--frames 42"));
+  const fs::path csv = fresh_dir("soak_defaults") / "soak.csv";
+  const Result r = run_cli(tiny_soak("--frames 42 --csv " + csv.string()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(header_reference(r.out), "reference frame 21, timing window 21") << r.out;
   EXPECT_EQ(summary_of(r.out)["reference_frame"], "21");
+  // The medians leave out the 8 scale-phase pushes (the encoder alone, then the whole scale phase):
+  // frames 9..21 and 22..42.
+  const std::vector<double> cpu = csv_column(csv, "cpu_ms");
+  ASSERT_EQ(cpu.size(), 42u);
+  const auto median = [&](size_t first, size_t last) {  // 1-based frames
+    std::vector<double> v(cpu.begin() + static_cast<long>(first - 1), cpu.begin() + static_cast<long>(last));
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  EXPECT_NEAR(std::stod(summary_of(r.out)["ref_cpu_ms"]), median(9, 21), 1e-3 + 1e-5 * median(9, 21));
+  EXPECT_NEAR(std::stod(summary_of(r.out)["last_cpu_ms"]), median(22, 42), 1e-3 + 1e-5 * median(22, 42));
   EXPECT_TRUE(contains(r.out, "\nPASS: unbounded: KV and camera-head growth equal the formulas exactly\n")) << r.out;
   const Result ref = run_cli(tiny_soak("--frames 30 --reference-frame 12"));
   ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
@@ -227,12 +265,19 @@ TEST(BenchSoak, BoundedDefaultsStartAtTheFillFrame) {
   EXPECT_EQ(s["kv_used_growth"], "0");
   EXPECT_EQ(s["kv_reserved_growth"], s["kv_reserved_formula"]);
   EXPECT_EQ(s["camera_growth"], "0");
-  // Fill frame 4 + (8 + 2) x 3 + 1 = 35 (interval 3): reference 35 + (40 - 1 - 35) / 2 = 37, window 3.
-  const Result k = run_cli(tiny_soak("--frames 40 --max-special-frames 2 --scale-frames 4 --kv-window 8 "
+  // Fill frame 4 + (8 + 2) x 3 + 1 = 35 (interval 3): reference 35 + (54 - 1 - 35) / 2 = 44, window 10.
+  const Result k = run_cli(tiny_soak("--frames 54 --max-special-frames 2 --scale-frames 4 --kv-window 8 "
                                      "--keyframe-interval 3"));
   expect_only_machine_criteria_failed(k);
-  EXPECT_EQ(header_reference(k.out), "reference frame 37, timing window 3") << k.out;
+  EXPECT_EQ(header_reference(k.out), "reference frame 44, timing window 10") << k.out;
   EXPECT_EQ(summary_of(k.out)["kv_used_growth"], "0");
+  // One frame fewer would time 9 frames (reference 43): too few to call the cost flat, refused up front.
+  const Result few = run_cli(tiny_soak("--frames 53 --max-special-frames 2 --scale-frames 4 --kv-window 8 "
+                                       "--keyframe-interval 3"));
+  EXPECT_EQ(few.exit_code, 2);
+  EXPECT_EQ(few.err, "error: --frames 53 leaves a timing window of 9 frame(s) after the bounded caches fill (frame "
+                     "35), too few to judge the cost flat; give --frames 54 or more, or --reference-frame and "
+                     "--timing-window\nRun 'lingbot-map bench soak --help' for usage.\n");
 }
 
 // Too few frames for the bounded caches to fill before the last frame: refused up front, naming the
@@ -243,15 +288,17 @@ TEST(BenchSoak, TooFewFramesForTheBoundAreRefused) {
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "error: --frames 100 is too few for --max-special-frames 64: the reference frame must be at least "
                    "137, the frame by which the bounded caches have filled (scale frames 8 + (KV window 64 + max "
-                   "special frames 64) x keyframe interval 1 + 1); give --frames 138 or more\n"
+                   "special frames 64) x keyframe interval 1 + 1); give --frames 156 or more (for a timing window of 10 "
+                   "frames from there)\n"
                    "Run 'lingbot-map bench soak --help' for usage.\n");
   const Result flow = run_cli(tiny_soak("--frames 80 --max-special-frames 4 --kv-window 4 --scale-frames 2 "
                                         "--keyframe-interval flow --max-non-keyframe-gap 10"));
   EXPECT_EQ(flow.exit_code, 2);
   EXPECT_EQ(flow.err, "error: --frames 80 is too few for --max-special-frames 4: the reference frame must be at "
                       "least 83, the frame by which the bounded caches have filled (scale frames 2 + (KV window 4 + "
-                      "max special frames 4) x max non-keyframe gap 10 + 1, at the latest); give --frames 84 or "
-                      "more, or --reference-frame (flow keyframes may fill them sooner)\n"
+                      "max special frames 4) x max non-keyframe gap 10 + 1, at the latest); give --frames 102 or "
+                      "more (for a timing window of 10 frames from there), or --reference-frame (flow keyframes may "
+                      "fill them sooner)\n"
                       "Run 'lingbot-map bench soak --help' for usage.\n");
 }
 
@@ -266,6 +313,14 @@ TEST(BenchSoak, ExplicitReferenceAndWindowAreChecked) {
   const Result d = run_cli(tiny_soak("--frames 30 --timing-window 16"));  // default reference frame 15
   EXPECT_EQ(d.exit_code, 1);
   EXPECT_EQ(d.err, "error: --timing-window must be in [1, --reference-frame = 15], got 16\n");
+}
+
+// Options that exclude each other are a usage error (exit 2), as in run.
+TEST(BenchSoak, TheBoundWithDenseFullIsAUsageError) {
+  const Result r = run_cli(tiny_soak("--frames 30 --kv-backend dense-full --max-special-frames 2"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: --max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)\n"
+                   "Run 'lingbot-map bench soak --help' for usage.\n");
 }
 
 // No model, or both --model and --demo: usage errors (exit 2 and the --help hint), as in run.

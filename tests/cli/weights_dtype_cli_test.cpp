@@ -139,16 +139,27 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
             "config,weights_dtype,kv_dtype,push,results,wall_ms,cpu_ms,encoder_ms,frame_blocks_ms,global_blocks_ms,"
             "camera_ms,dpt_ms,writers_ms,rss_bytes,peak_rss_bytes,device_peak_bytes");
   int rows = 0, scale_rows = 0;
+  std::map<std::string, double> scale_cpu_ms;  // config -> CPU ms of its scale frames' pushes
   while (std::getline(is, line)) {
     ++rows;
     std::istringstream ls(line);
-    std::string f[5];
+    std::string f[7];
     for (auto& x : f) std::getline(ls, x, ',');
     if (f[4] == "2") ++scale_rows;  // the scale phase push returns both scale frames
+    if (f[3] == "1" || f[3] == "2") scale_cpu_ms[f[0]] += std::stod(f[6]);
     EXPECT_EQ(line.back(), ',') << line;  // device_peak_bytes: empty on the CPU
   }
   EXPECT_EQ(rows, 2 * 4);       // 2 configurations x 4 pushes
   EXPECT_EQ(scale_rows, 2);     // one scale-phase push per configuration
+  // The scale phase's CPU time: both scale frames' pushes (the first encodes its frame), per config.
+  ASSERT_EQ(scale_cpu_ms.size(), 2u);
+  for (const auto& [config, ms] : scale_cpu_ms) {
+    const size_t at = r.out.find("\n" + config + ": ");
+    ASSERT_NE(at, std::string::npos) << config << "\n" << r.out;
+    const size_t scale = r.out.find("scale phase ", at);
+    ASSERT_NE(scale, std::string::npos) << r.out;
+    EXPECT_NEAR(std::stod(r.out.substr(scale + 12)), ms, 1.0) << config << "\n" << r.out;
+  }
   const auto s = summary_of(r.out);
   for (const char* k : {"model", "size", "threads", "load_avg_start", "sgemm_gflops_per_cpu_s", "bf16_gemm_gflops_per_cpu_s",
                         "bf16_gemm_vs_sgemm_cpu", "wf32_kvf32_frame_cpu_ms", "wbf16_kvf32_frame_cpu_ms",
