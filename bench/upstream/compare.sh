@@ -94,8 +94,10 @@ for d in "${dtype_list[@]}"; do
   fi
   grep '^summary:' "$ours_log" | tail -n1
 
+  reused=()
   if up_summary=$(saved_summary "$d"); then
-    echo "== $d: upstream: reusing $up_summary"
+    echo "== $d: upstream: reusing $up_summary (not side by side: compare: side_by_side=no)"
+    reused=(--upstream-reused)
   else
     [[ -n "$upstream" ]] || { echo "error: --upstream DIR needed for dtype $d (no --upstream-summary for it)" >&2; exit 2; }
     echo "== $d: upstream"
@@ -112,7 +114,7 @@ for d in "${dtype_list[@]}"; do
 
   "$python" "$here/ratios.py" --dtype "$d" --ours-log "$ours_log" --ours-csv "$ours_csv" \
     --upstream-summary "$up_summary" --resolution "$resolution" --frames "$frames" \
-    --scale-frames "$scale" --kv-window "$window" --threads "$threads" || status=1
+    --scale-frames "$scale" --kv-window "$window" --threads "$threads" "${reused[@]}" || status=1
 done
 echo "logs: $out"
 exit $status

@@ -68,6 +68,8 @@ def main(argv=None):
     p.add_argument("--scale-frames", required=True, type=int)
     p.add_argument("--kv-window", required=True)
     p.add_argument("--threads", required=True)
+    p.add_argument("--upstream-reused", action="store_true",
+                   help="the upstream summary comes from an earlier run (not side by side with ours)")
     a = p.parse_args(argv)
 
     ours = read_summary(a.ours_log)
@@ -78,14 +80,21 @@ def main(argv=None):
     mismatch = [k for k in SAME if up.get(k) != want[k]]
     if up.get("dtype") != a.dtype:
         mismatch.append("dtype")
+    # A ratio of runs with other settings measures the settings: refused, not warned about.
     if mismatch:
-        print("warning: upstream summary %s differs from this comparison in %s (%s)"
+        print("error: upstream summary %s differs from this comparison in %s (%s): no ratios"
               % (a.upstream_summary, ", ".join(mismatch),
-                 " ".join("%s=%s" % (k, up.get(k)) for k in mismatch)))
+                 " ".join("%s=%s" % (k, up.get(k)) for k in mismatch)), file=sys.stderr)
+        return 1
     if ours.get("threads") != a.threads or ours.get("frames") != a.frames:
-        print("warning: our summary has threads=%s frames=%s" % (ours.get("threads"), ours.get("frames")))
+        print("error: our summary has threads=%s frames=%s, this comparison threads=%s frames=%s: no ratios"
+              % (ours.get("threads"), ours.get("frames"), a.threads, a.frames), file=sys.stderr)
+        return 1
 
-    res = [("dtype", a.dtype), ("resolution", a.resolution), ("frames", a.frames),
+    # side_by_side=no: upstream's numbers come from another run, on a machine whose load then may
+    # differ (the load averages below say how much): the ratios are not a side-by-side measurement.
+    res = [("side_by_side", "no" if a.upstream_reused else "yes"),
+           ("dtype", a.dtype), ("resolution", a.resolution), ("frames", a.frames),
            ("scale_frames", str(a.scale_frames)), ("kv_window", a.kv_window), ("threads", a.threads),
            ("torch", up.get("torch", "na")),
            ("ours_load_avg_start", ours.get("load_avg_start", "na")), ("ours_load_avg_end", ours.get("load_avg_end", "na")),

@@ -85,12 +85,16 @@ expect "global_blocks_cpu: ours 300 ms / upstream 1200 ms = 0.250"
 expect "dpt_cpu:           ours 100 ms / upstream 400 ms = 0.250"
 expect "ours 2.50 GiB / upstream 5.00 GiB = 0.500"          # peak RSS
 expect "ratio_frame_cpu=0.250"
+expect "compare: side_by_side=no "  # upstream's side was reused from another run
 grep -q "^warning" <<<"$out" && fail "unexpected warning"
 
-# A saved summary made with other settings is named in a warning.
-out=$("$here/compare.sh" --lingbot "$work/fake-lingbot" --python "$py" --upstream-summary "$work/up_f32.log" \
-  --resolution 224 --frames 4 --scale-frames 2 --threads 2 --dtypes f32 --out "$work/out2") || fail "compare.sh (threads 2)"
-expect "differs from this comparison in threads (threads=1)"
+# A saved summary made with other settings gives no ratios: exit 1, naming what differs.
+if out=$("$here/compare.sh" --lingbot "$work/fake-lingbot" --python "$py" --upstream-summary "$work/up_f32.log" \
+  --resolution 224 --frames 4 --scale-frames 2 --threads 2 --dtypes f32 --out "$work/out2" 2>&1); then
+  fail "compare.sh compared a threads-1 upstream summary with a threads-2 run"
+fi
+expect "differs from this comparison in threads (threads=1): no ratios"
+grep -q "^ratio " <<<"$out" && fail "ratio lines of mismatched runs"
 
 # No summary for bf16 and no --upstream: refused.
 if "$here/compare.sh" --lingbot "$work/fake-lingbot" --python "$py" --upstream-summary "$work/up_f32.log" \
