@@ -9,8 +9,10 @@ namespace lingbot {
 
 using kvdetail::frame_mode_name;
 
-DenseKVCache::DenseKVCache(const CacheOptions& options, Allocator& allocator, bool never_evict)
-    : opt_(options), alloc_(&allocator), never_evict_(never_evict) {
+DenseKVCache::DenseKVCache(const CacheOptions& options, Allocator& allocator, KVBackend backend)
+    : opt_(options), alloc_(&allocator), never_evict_(backend == KVBackend::DenseFull) {
+  LINGBOT_CHECK(backend == KVBackend::Dense || backend == KVBackend::DenseFull,
+                "internal: DenseKVCache is the dense and dense-full backends, not ", kv_backend_name(backend));
   validate_cache_options(opt_);
   row_ = int64_t{opt_.heads} * opt_.head_dim;
   token_bytes_ = static_cast<size_t>(row_) * dtype_size(opt_.dtype);

@@ -9,7 +9,7 @@
 //           ones are dropped by sliding the rest down).
 // Eviction copies the kept specials to the side buffer and slides later frames down (memmove).
 // Buffers grow geometrically (x2, amortised) through the allocator and are kept across reset().
-// never_evict (backend DenseFull): every stored frame stays whole; the window rule is ignored.
+// Backend DenseFull never evicts: every stored frame stays whole; the window rule is ignored.
 // store() hands out the spans [side, frames, (non-keyframe: own tokens)] (layout Spans: the caller runs
 // dense attention over them).
 // Deferred: the frame is appended like a keyframe without eviction; commit_deferred() evicts (the
@@ -25,7 +25,8 @@ namespace lingbot {
 
 class DenseKVCache final : public KVCache {
  public:
-  DenseKVCache(const CacheOptions& options, Allocator& allocator, bool never_evict);
+  // backend: KVBackend::Dense or KVBackend::DenseFull.
+  DenseKVCache(const CacheOptions& options, Allocator& allocator, KVBackend backend);
 
   void begin_step(FrameMode mode, int n_frames) override;
   kernels::VisibleKV store(int block, const kernels::KVSpan& kv) override;

@@ -53,8 +53,8 @@ void validate_cache_options(const CacheOptions& o) {
 std::unique_ptr<KVCache> make_kv_cache(KVBackend backend, const CacheOptions& options, Allocator& allocator) {
   switch (backend) {
     case KVBackend::Paged: return std::make_unique<PagedKVCache>(options, allocator);
-    case KVBackend::Dense: return std::make_unique<DenseKVCache>(options, allocator, /*never_evict=*/false);
-    case KVBackend::DenseFull: return std::make_unique<DenseKVCache>(options, allocator, /*never_evict=*/true);
+    case KVBackend::Dense:
+    case KVBackend::DenseFull: return std::make_unique<DenseKVCache>(options, allocator, backend);
   }
   throw Error("make_kv_cache: unknown backend");
 }

@@ -223,32 +223,32 @@ int32_t PagedKVCache::frame_page(int64_t frame) const {
   return window_pages_[static_cast<size_t>(frame - first_window)];
 }
 
-void PagedKVCache::write_frame(int block, int64_t frame, const kernels::KVSpan& kv) {
+PagedKVCache::FrameSlots PagedKVCache::frame_slots(int block, int64_t frame) {
   LINGBOT_CHECK(block >= 0 && block < opt_.num_blocks, "write_frame: block ", block, " out of range [0, ",
                 opt_.num_blocks, ")");
+  const size_t es = dtype_size(opt_.dtype);
+  const auto at = [&](unsigned char* base, int64_t row) { return base + static_cast<size_t>(row * row_) * es; };
+  auto* page = static_cast<unsigned char*>(pools_[block].data()) + static_cast<size_t>(frame_page(frame)) * page_bytes_;
+  const SpecialSlot where = special_slot(frame);
+  auto* special = static_cast<unsigned char*>(special_[block][static_cast<size_t>(where.page)].data());
+  // A page holds K in slots [0, page_size) and V in [page_size, 2 page_size).
+  return {at(page, 0), at(page, page_size_), at(special, where.slot), at(special, page_size_ + where.slot)};
+}
+
+void PagedKVCache::write_frame(int block, int64_t frame, const kernels::KVSpan& kv) {
   LINGBOT_CHECK(kv.n_tokens == opt_.tokens_per_frame, "write_frame: kv has ", kv.n_tokens, " tokens, expected ",
                 opt_.tokens_per_frame);
   LINGBOT_CHECK(kv.dtype == DType::F32, "write_frame: kv dtype ", dtype_name(kv.dtype), " must be f32");
   LINGBOT_CHECK(kv.token_stride >= row_, "write_frame: kv token_stride ", kv.token_stride, " < heads*head_dim ", row_);
   LINGBOT_CHECK(kv.k && kv.v, "write_frame: null k or v pointer");
-  const int32_t page = frame_page(frame);
-  const size_t es = dtype_size(opt_.dtype);
-  const int64_t slots = page_size_;
+  const FrameSlots to = frame_slots(block, frame);
   const int ns = opt_.num_special_tokens;
   const auto* k = static_cast<const float*>(kv.k);
   const auto* v = static_cast<const float*>(kv.v);
-  // Patch tokens -> slots [0, patch_tokens) of the frame's patch page.
-  auto* pbase = static_cast<unsigned char*>(pools_[block].data()) + static_cast<size_t>(page) * page_bytes_;
-  kvdetail::store_rows(k + ns * kv.token_stride, kv.token_stride, pbase, opt_.dtype, row_, patch_tokens_, row_);
-  kvdetail::store_rows(v + ns * kv.token_stride, kv.token_stride, pbase + static_cast<size_t>(slots * row_) * es,
-                       opt_.dtype, row_, patch_tokens_, row_);
-  // Special tokens -> the frame's slots in the special stream.
-  const SpecialSlot where = special_slot(frame);
-  const int64_t slot = where.slot;
-  auto* sbase = static_cast<unsigned char*>(special_[block][static_cast<size_t>(where.page)].data());
-  kvdetail::store_rows(k, kv.token_stride, sbase + static_cast<size_t>(slot * row_) * es, opt_.dtype, row_, ns, row_);
-  kvdetail::store_rows(v, kv.token_stride, sbase + static_cast<size_t>((slots + slot) * row_) * es, opt_.dtype, row_,
-                       ns, row_);
+  kvdetail::store_rows(k + ns * kv.token_stride, kv.token_stride, to.patch_k, opt_.dtype, row_, patch_tokens_, row_);
+  kvdetail::store_rows(v + ns * kv.token_stride, kv.token_stride, to.patch_v, opt_.dtype, row_, patch_tokens_, row_);
+  kvdetail::store_rows(k, kv.token_stride, to.special_k, opt_.dtype, row_, ns, row_);
+  kvdetail::store_rows(v, kv.token_stride, to.special_v, opt_.dtype, row_, ns, row_);
 }
 
 void PagedKVCache::build_plan() {

@@ -91,6 +91,17 @@ class PagedKVCache final : public KVCache {
   void rollback_last_frame();
   // Writes stored, resident frame `frame`'s K/V (tokens_per_frame f32 tokens) into `block`.
   void write_frame(int block, int64_t frame, const kernels::KVSpan& kv);
+  // Where stored, resident frame `frame`'s K/V rows go in `block` (storage dtype, rows of heads x
+  // head_dim, contiguous): K and V of its patch tokens (patch_tokens() rows each) in its patch page,
+  // and of its special tokens (num_special_tokens rows each) in the special stream. write_frame()
+  // fills them on the host; a device cache (CudaPagedKVCache) fills them with its own copies.
+  struct FrameSlots {
+    void* patch_k = nullptr;
+    void* patch_v = nullptr;
+    void* special_k = nullptr;
+    void* special_v = nullptr;
+  };
+  FrameSlots frame_slots(int block, int64_t frame);
   // The keys of `block`'s current visible set plus `extra` spans (appended after the special runs), as
   // store() returns them; valid until the next visible()/store() or a state change.
   kernels::VisibleKV visible(int block, std::span<const kernels::KVSpan> extra);

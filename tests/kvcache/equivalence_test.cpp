@@ -114,8 +114,8 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
                                     << o.max_special_frames);
   HostAllocator alloc;
   PagedKVCache paged(o, alloc);
-  DenseKVCache dense(o, alloc, false);
-  DenseKVCache full(o, alloc, true);
+  DenseKVCache dense(o, alloc, KVBackend::Dense);
+  DenseKVCache full(o, alloc, KVBackend::DenseFull);
   RefCache ref(o, false), ref_full(o, true);
   const int64_t row = int64_t{o.heads} * o.head_dim;
   const int64_t kv_stride = row + sc.kv_stride_extra;

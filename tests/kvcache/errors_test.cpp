@@ -141,7 +141,7 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
 
   // Dense: the cap bounds the side buffer of kept specials (6 per evicted frame).
   o.max_special_tokens = 6;
-  DenseKVCache dense(o, alloc, false);
+  DenseKVCache dense(o, alloc, KVBackend::Dense);
   bench::bookkeeping_step(dense, FrameMode::ScalePhase, 2);
   bench::bookkeeping_step(dense, FrameMode::Keyframe, 1);
   bench::bookkeeping_step(dense, FrameMode::Keyframe, 1);

@@ -37,17 +37,6 @@ void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
   // end_step after its attention, exactly as on the CPU. K/V are written by store() on the device.
   book_.begin_step(mode, n_frames);
 
-  const PagedCacheState st = book_.state();
-  step_pages_.clear();
-  if (mode != FrameMode::NonKeyframe) {
-    const int64_t pinned = static_cast<int64_t>(st.pinned_pages.size());
-    const int64_t first_window = pinned + st.ledger.evicted;
-    for (int i = 0; i < n_frames; ++i) {
-      const int64_t f = first_frame_ + i;
-      step_pages_.push_back(f < pinned ? st.pinned_pages[static_cast<size_t>(f)]
-                                       : st.window_pages[static_cast<size_t>(f - first_window)]);
-    }
-  }
   const PagePlan& plan = book_.plan();
   table_.upload(plan.patch_table(), book_.pool_pages(), book_.page_size(), stream_);
   const size_t es = dtype_size(o.dtype);
@@ -77,24 +66,15 @@ void CudaPagedKVCache::write_frame(int block, int i) {
   const kernels::KVSpan& kv = *pending_kv_;
   const int ns = o.num_special_tokens;
   const int patch = book_.patch_tokens();
-  const int64_t slots = book_.page_size();
-  const size_t es = dtype_size(o.dtype);
   const int64_t off = int64_t{i} * o.tokens_per_frame * kv.token_stride;
   const auto* k = static_cast<const float*>(kv.k) + off;
   const auto* v = static_cast<const float*>(kv.v) + off;
-  // Patch tokens -> slots [0, patch) of the frame's patch page.
-  auto* page = static_cast<unsigned char*>(const_cast<void*>(book_.pool_view(block).data)) +
-               static_cast<size_t>(step_pages_[static_cast<size_t>(i)]) * book_.page_bytes();
-  store_rows(k + ns * kv.token_stride, kv.token_stride, page, o.dtype, row_, patch, row_, stream_);
-  store_rows(v + ns * kv.token_stride, kv.token_stride, page + static_cast<size_t>(slots * row_) * es, o.dtype, row_,
-             patch, row_, stream_);
-  // Specials -> the frame's slots in the special stream.
-  const PagedKVCache::SpecialSlot where = book_.special_slot(first_frame_ + i);
-  const int64_t slot = where.slot;
-  auto* sp = static_cast<unsigned char*>(const_cast<void*>(book_.special_page(block, where.page)));
-  store_rows(k, kv.token_stride, sp + static_cast<size_t>(slot * row_) * es, o.dtype, row_, ns, row_, stream_);
-  store_rows(v, kv.token_stride, sp + static_cast<size_t>((slots + slot) * row_) * es, o.dtype, row_, ns, row_,
-             stream_);
+  // The host cache's addressing, device pointers (its pools are device memory).
+  const PagedKVCache::FrameSlots to = book_.frame_slots(block, first_frame_ + i);
+  store_rows(k + ns * kv.token_stride, kv.token_stride, to.patch_k, o.dtype, row_, patch, row_, stream_);
+  store_rows(v + ns * kv.token_stride, kv.token_stride, to.patch_v, o.dtype, row_, patch, row_, stream_);
+  store_rows(k, kv.token_stride, to.special_k, o.dtype, row_, ns, row_, stream_);
+  store_rows(v, kv.token_stride, to.special_v, o.dtype, row_, ns, row_, stream_);
 }
 
 kernels::VisibleKV CudaPagedKVCache::store(int block, const kernels::KVSpan& kv) {

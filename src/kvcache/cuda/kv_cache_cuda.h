@@ -57,7 +57,6 @@ class CudaPagedKVCache final : public KVCache {
   int64_t row_ = 0;
   kvdetail::StepState step_;
   int64_t first_frame_ = 0;                 // storage index of the step's first frame
-  std::vector<int32_t> step_pages_;         // patch page of each of the step's frames
   std::vector<uint8_t> written_;            // [block]
   DevicePageTable table_;                   // patch pages of the current plan
   DeviceSpanTable specials_;                // special-stream runs, runs_per_block_ per block
