@@ -25,7 +25,7 @@ struct DeviceCalibration {
   int gemm_n = 0;               // square GEMM size
   double bandwidth_gbps = 0;    // measured
   double spec_bandwidth_gbps = 0;  // CUDA only: memory clock x bus width
-  std::string gemm_library;     // CPU: bench::blas_description(); CUDA: "cuBLAS <version>"
+  std::string gemm_library;     // CPU: kernels::blas_description(); CUDA: "cuBLAS <version>"
 };
 
 class BenchDevice {

@@ -19,7 +19,7 @@
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "pipeline/session_backend.h"
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 
 namespace lingbot::bench {
 

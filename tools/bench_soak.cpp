@@ -16,7 +16,7 @@
 #include "io/preprocess.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 #include "cli_util.h"
 
 namespace lingbot::bench {

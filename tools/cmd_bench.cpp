@@ -25,7 +25,7 @@
 #include "kernels/cpu/ops.h"
 #include "lingbot/model.h"
 #include "lingbot/session.h"
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 #include "pipeline/session_backend.h"
 #include "run_modes.h"
 
@@ -296,7 +296,7 @@ void run_bench_model(const BenchModelArgs& a) {
   std::printf("bench model: %s model, %dx%d, %d frames (%d scale frames), KV window %d, %d threads, seed %llu\n",
               o.model.c_str(), o.width, o.height, o.frames, o.scale_frames, o.window, o.threads,
               static_cast<unsigned long long>(o.seed));
-  std::printf("blas: %s\n", bench::blas_description().c_str());
+  std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::fflush(stdout);
   const bench::ModelBenchResult r = bench::run_model_bench(o, stderr);
   bench::print_table(stdout, r);

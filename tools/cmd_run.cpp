@@ -50,11 +50,11 @@
 #include "io/preprocess.h"
 #include "io/video.h"
 #include "io/writers.h"
-#include "bench/harness/calibration.h"
+#include "kernels/cpu/ops.h"
 #include "pipeline/memory_estimate.h"
 #include "pipeline/session_backend.h"
 #include "lingbot/session.h"
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 #include "run_checks.h"
 #include "run_modes.h"
 #include "run_pipeline.h"
@@ -700,7 +700,7 @@ int run_command(const RunArgs& a) {
   }
   // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
   std::printf("device: %s\n", session.device_description().c_str());
-  std::printf("blas: %s\n", bench::blas_description().c_str());
+  std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::printf("weights: %s for the block linears (%s%s%s)%s\n", dtype_name(model->weights_dtype()).data(),
               gemm_path_description(device, model->weights_dtype()).c_str(), weights.rule.empty() ? "" : "; ",
               weights.rule.c_str(),
@@ -1069,7 +1069,7 @@ int run_command(const RunArgs& a) {
   // Device memory of --device cuda (SessionStats); null on the CPU, whose memory is peak_rss_bytes.
   summary["device_peak_bytes"] = stats.device_peak_bytes ? json(*stats.device_peak_bytes) : json();
   summary["device_kv_cache_bytes"] = stats.device_kv_cache_bytes ? json(*stats.device_kv_cache_bytes) : json();
-  summary["blas"] = bench::blas_description();
+  summary["blas"] = kernels::blas_description();
   summary["cache"] = cache_json(stats);
   if (input.live) {
     input.live->stop();  // the decoder may still be reading an endless source

@@ -2,7 +2,7 @@
 
 #include "commands.h"
 #include "lingbot_git_rev.h"
-#include "bench/harness/calibration.h"
+#include "kernels/cpu/ops.h"
 
 namespace lingbot::cli {
 
@@ -15,7 +15,7 @@ void add_version_command(CLI::App& app) {
 #else
     std::printf("backends: cpu\n");
 #endif
-    std::printf("blas: %s\n", bench::blas_description().c_str());
+    std::printf("blas: %s\n", kernels::blas_description().c_str());
   });
 }
 

@@ -22,15 +22,6 @@ double now_seconds() {
 
 }  // namespace
 
-std::string blas_description() {
-  std::string d = openblas_get_config();
-  while (!d.empty() && d.back() == ' ') d.pop_back();
-  d += std::string(", core ") + openblas_get_corename();
-  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
-    d += std::string(" (OPENBLAS_CORETYPE=") + forced + " set in the environment)";
-  return d;
-}
-
 SgemmCalibration calibrate_sgemm(int n, int threads, int repeats) {
   LINGBOT_CHECK(n >= 16, "calibrate_sgemm: n must be >= 16, got ", n);
   LINGBOT_CHECK(threads >= 1, "calibrate_sgemm: threads must be >= 1, got ", threads);
@@ -52,7 +43,7 @@ SgemmCalibration calibrate_sgemm(int n, int threads, int repeats) {
   SgemmCalibration r;
   r.n = n;
   r.threads = threads;
-  r.blas = blas_description();
+  r.blas = kernels::blas_description();
   double best = 0.0;
   // One untimed warm-up pass (page faults, frequency ramp), then `repeats` timed passes.
   for (int rep = 0; rep <= repeats; ++rep) {

@@ -16,18 +16,12 @@
 
 namespace lingbot::bench {
 
-// The BLAS behind kernels::gemm as OpenBLAS reports it, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ...,
-// core Cooperlake", plus " (OPENBLAS_CORETYPE=X set in the environment)" when the kernel choice was
-// forced: OpenBLAS then runs X's kernels whatever the CPU supports, which changes GEMM speed (on
-// AVX-512 machines forcing Haswell halves it).
-std::string blas_description();
-
 struct SgemmCalibration {
   int n = 0;
   int threads = 0;
   double gflops = 0.0;        // best aggregate GFLOP/s over all threads
   double seconds = 0.0;       // wall time of the best repeat
-  std::string blas;           // blas_description()
+  std::string blas;           // kernels::blas_description()
 };
 
 struct BandwidthCalibration {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "arrays.h"
-#include "bench/harness/calibration.h"
-#include "bench/harness/demo_model.h"
+#include "kernels/cpu/ops.h"
+#include "pipeline/demo_model.h"
 #include "bench/harness/verify.h"
 #include "bindings.h"
 #include "checks.h"
@@ -235,7 +235,7 @@ void bind_functions(py::module_& m) {
       "weights_dtype ('f32' the reference's precision; 'bf16' ... with tolerances scaled as the CLI's) and\n"
       "only (glob patterns of tensor names; the others are reported SKIP) as verify --weights-dtype / --only.");
 
-  m.def("blas", &bench::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
+  m.def("blas", &kernels::blas_description, "The BLAS library and kernels in use (as `run` prints them).");
 }
 
 }  // namespace lingbot::python

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "arrays.h"
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 #include "bindings.h"
 #include "fs_text.h"
 #include "checks.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "pipeline/memory_estimate.h"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -102,6 +103,15 @@ std::string gemm_path_description(DType weights) {
       return "f32 panel + OpenBLAS sgemm (no native " + std::string(dtype_name(weights)) + " GEMM on this CPU)";
   }
   return "";
+}
+
+std::string blas_description() {
+  std::string d = openblas_get_config();
+  while (!d.empty() && d.back() == ' ') d.pop_back();
+  d += std::string(", core ") + openblas_get_corename();
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
+    d += std::string(" (OPENBLAS_CORETYPE=") + forced + " set in the environment)";
+  return d;
 }
 
 DType auto_weights_dtype() { return gemm_path(DType::BF16) == GemmPath::DnnlNative ? DType::BF16 : DType::F32; }

@@ -32,6 +32,11 @@ GemmPath gemm_path(DType weights);
 // One line for banners: "oneDNN 2.6.3 bf16 matmul (brg:avx512_core_bf16)", "OpenBLAS sgemm", or
 // "f32 panel + OpenBLAS sgemm (no native f16 GEMM on this CPU)".
 std::string gemm_path_description(DType weights);
+// The BLAS behind kernels::gemm as OpenBLAS reports it, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ...,
+// core Cooperlake", plus " (OPENBLAS_CORETYPE=X set in the environment)" when the kernel choice was
+// forced: OpenBLAS then runs X's kernels whatever the CPU supports, which changes GEMM speed (on
+// AVX-512 machines forcing Haswell halves it).
+std::string blas_description();
 
 // The weights dtype `auto` stands for on this CPU: bf16 where gemm_path(bf16) is DnnlNative, else f32.
 DType auto_weights_dtype();

@@ -1,4 +1,4 @@
-#include "bench/harness/demo_model.h"
+#include "pipeline/demo_model.h"
 
 #include <algorithm>
 #include <cmath>
