@@ -1,6 +1,6 @@
 // The lingbot-map browser viewer: reads a run's viewer/NNNNNN.bin files through the server that
 // `lingbot-map view` / `run --serve` starts, follows /api/status while the run goes on, and draws
-// the per-frame point chunks, camera frustums with the frame image, and the trajectory.
+// the points (in chunks of consecutive frames), camera frustums with the frame image, and the trajectory.
 //
 // Conventions: the world frame is the run's (poses are camera -> world, OpenCV camera axes x right,
 // y down, z forward). three.js draws that world as is; only the orbit camera's "up" is set to the
@@ -13,7 +13,8 @@
 // data-cameras / data-cameras-in-view (posed frames, and those the last fit shows), data-camera
 // (the orbit camera's position as last drawn), data-points-kept / data-point-budget (the points the
 // page holds after thinning, and its budget), data-images (frames that hold their image), data-preview
-// (the frame whose image the 2D preview shows; absent while it is being fetched).
+// (the frame whose image the 2D preview shows; absent while it is being fetched), data-draw-calls
+// (WebGL draw calls of the last render).
 //
 // Memory is bounded for long and live runs (README "Viewer"): at most ?points=N points (default 4M)
 // are kept, older frames thinned to make room, and at most ?images=N frames keep their image.
@@ -25,9 +26,10 @@ const $ = (id) => document.getElementById(id);
 
 // ---- memory bounds ------------------------------------------------------------------------------
 // A 10,000-frame or live run must not hold every frame's points and image until the tab dies.
-// ?points=N: the points kept in all (JS arrays and GPU buffers, about 19 bytes each in both); over
-// it, loaded frames are thinned (enforceBudget). ?images=N: the frames that keep their image (an
-// RGBA copy and a texture, 77 kB each at 160x120); the others' frustums are lines only.
+// ?points=N: the points kept in all (JS arrays and GPU buffers, about 23 bytes each in both:
+// position, colour, confidence, frame); over it, loaded frames are thinned (enforceBudget).
+// ?images=N: the frames that keep their image (an RGBA copy and a texture, 77 kB each at 160x120);
+// the others' frustums are lines only.
 const params = new URLSearchParams(location.search);
 function positiveParam(name, fallback) {
   const v = Number(params.get(name));
@@ -72,32 +74,72 @@ function makeControls(target) {
 renderer.domElement.addEventListener('keydown', (e) => { if (/^Arrow/.test(e.code)) userMoved = true; });
 makeControls(new THREE.Vector3(0, 0, 0));
 
+// Points and frustums are drawn in few draw calls (one per chunk of frames, one for every frustum):
+// a THREE.Points and a frustum object per frame would be 20,000 draw calls per render and about
+// 110 MB of JavaScript at 10,000 frames. Which frames show is therefore decided on the GPU, by the
+// rules of frameVisibility() as uniforms; every vertex carries its frame as frameKey = 2 * frame index +
+// keyframe (exact in a float up to 2^23 frames).
+const frameUniforms = { uSelected: { value: 0 }, uEvery: { value: 1 }, uKeyframesOnly: { value: false } };
+const frameShownGlsl = `
+  uniform int uSelected;
+  uniform int uEvery;
+  uniform bool uKeyframesOnly;
+  int frameOf(float frameKey) { return int(frameKey) >> 1; }
+  bool frameShown(float frameKey) {
+    int k = int(frameKey), i = k >> 1;
+    return i <= uSelected && i % uEvery == 0 && (!uKeyframesOnly || (k & 1) == 1);
+  }`;
 const pointMaterial = new THREE.ShaderMaterial({
-  uniforms: { uSize: { value: 3 * window.devicePixelRatio }, uThreshold: { value: 0 } },
+  uniforms: { ...frameUniforms, uSize: { value: 3 * window.devicePixelRatio }, uThreshold: { value: 0 } },
   vertexShader: `
     attribute vec3 rgb;
     attribute float conf;
+    attribute float frameKey;
     uniform float uSize;
     uniform float uThreshold;
     varying vec3 vColor;
+    ${frameShownGlsl}
     void main() {
       vColor = rgb;
       gl_Position = projectionMatrix * modelViewMatrix * vec4(position, 1.0);
       // The same rule as points.ply: shown when conf > threshold. Others go outside the clip volume.
-      if (!(conf > uThreshold)) gl_Position = vec4(2.0, 2.0, 2.0, 1.0);
+      if (!(conf > uThreshold) || !frameShown(frameKey)) gl_Position = vec4(2.0, 2.0, 2.0, 1.0);
       gl_PointSize = uSize;
     }`,
   fragmentShader: `
     varying vec3 vColor;
     void main() { gl_FragColor = vec4(vColor, 1.0); }`,
 });
-const frustumMaterial = new THREE.LineBasicMaterial({ color: 0x4fc3f7 });
-const selectedMaterial = new THREE.LineBasicMaterial({ color: 0xffb300 });
+// A ShaderMaterial's colour reaches the screen as written (as the points' sRGB bytes do): sRGB values.
+const srgb = (hex) => new THREE.Vector3(((hex >> 16) & 255) / 255, ((hex >> 8) & 255) / 255, (hex & 255) / 255);
+// Each frustum vertex is its camera's centre (position) plus uScale times a direction in the world
+// (dir: the camera's rotation applied to the image corner at depth 1; zero at the apex), so a new
+// frustum scale is one uniform. The selected frame's frustum shows even where the rules hide its frame.
+const frustumMaterial = new THREE.ShaderMaterial({
+  uniforms: { ...frameUniforms, uScale: { value: 0.1 }, uColor: { value: srgb(0x4fc3f7) }, uSelectedColor: { value: srgb(0xffb300) } },
+  vertexShader: `
+    attribute vec3 dir;
+    attribute float frameKey;
+    uniform float uScale;
+    uniform vec3 uColor;
+    uniform vec3 uSelectedColor;
+    varying vec3 vColor;
+    ${frameShownGlsl}
+    void main() {
+      bool selected = frameOf(frameKey) == uSelected;
+      vColor = selected ? uSelectedColor : uColor;
+      gl_Position = projectionMatrix * modelViewMatrix * vec4(position + uScale * dir, 1.0);
+      if (!selected && !frameShown(frameKey)) gl_Position = vec4(2.0, 2.0, 2.0, 1.0);
+    }`,
+  fragmentShader: `
+    varying vec3 vColor;
+    void main() { gl_FragColor = vec4(vColor, 1.0); }`,
+});
 const trajectoryMaterial = new THREE.LineBasicMaterial({ color: 0xff5252 });
-let trajectoryLine = null;
 
-// frames[i]: parsed file (its own arrays: ownArrays), its three.js objects, how many times its
-// points were halved (level) and its image while it holds one; loaded strictly in order.
+// frames[i]: the file's header (f, without its arrays), where its points are (chunk, offset, kept),
+// how many times they were halved (level), the points shown at a threshold (shown, shownAt: counted
+// once per threshold) and its image while it holds one; loaded strictly in order.
 const frames = [];
 // totalPoints: what the files hold (= points.ply); keptPoints: what the page holds after thinning.
 let runThreshold = null, maxConf = 0, totalPoints = 0, keptPoints = 0, frustumScale = null;
@@ -109,6 +151,7 @@ function requestRender() {
     renderPending = false;
     renderer.render(scene, camera);
     document.body.dataset.camera = camera.position.toArray().map((v) => v.toPrecision(6)).join(',');
+    document.body.dataset.drawCalls = String(renderer.info.render.calls);
   });
 }
 function resize() {
@@ -125,6 +168,7 @@ resize();
 function c2wMatrix(c) {
   return new THREE.Matrix4().set(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], 0, 0, 0, 1);
 }
+function cameraCenter(fr) { const c = fr.f.c2w; return new THREE.Vector3(c[3], c[7], c[11]); }
 
 // A frame's image as RGBA (what both the texture and the 2D preview take), a copy out of the file.
 function rgbaImage(f) {
@@ -143,80 +187,211 @@ function rgbaTexture(image) {
   return t;
 }
 
-// The parser's arrays are views into the fetched file: one kept would keep all of it (points and
-// image) alive. The frame keeps copies of its points and pose; its image is returned for keepImage.
-function ownArrays(f) {
-  const image = rgbaImage(f);
-  f.xyz = f.xyz.slice(); f.conf = f.conf.slice(); f.rgb = f.rgb.slice(); f.c2w = f.c2w.slice();
-  delete f.previewRgb;
-  return image;
+// ---- point chunks -------------------------------------------------------------------------------
+// Consecutive frames share a chunk, one THREE.Points over arrays that grow by doubling: up to
+// CHUNK_FRAMES frames or CHUNK_POINTS points (a frame with more has a chunk of its own). Thinning
+// rebuilds a chunk at its new size (the memory goes back), so it costs at most CHUNK_POINTS points
+// of copying and upload. The points a chunk holds are [0, n) of its arrays, its frames' in order.
+const CHUNK_FRAMES = 64, CHUNK_POINTS = 1 << 19;
+const chunks = [];
+
+function chunkAttributes(capacity) {
+  return {
+    position: new THREE.BufferAttribute(new Float32Array(3 * capacity), 3),
+    rgb: new THREE.BufferAttribute(new Uint8Array(3 * capacity), 3, true),
+    conf: new THREE.BufferAttribute(new Float32Array(capacity), 1),
+    frameKey: new THREE.BufferAttribute(new Float32Array(capacity), 1),
+  };
 }
 
-function pointGeometry(f) {
-  const geom = new THREE.BufferGeometry();
-  geom.setAttribute('position', new THREE.BufferAttribute(f.xyz, 3));
-  geom.setAttribute('rgb', new THREE.BufferAttribute(f.rgb, 3, true));
-  geom.setAttribute('conf', new THREE.BufferAttribute(f.conf, 1));
-  geom.computeBoundingSphere();
-  return geom;
-}
-
-// A frustum in camera coordinates (apex at the origin, image plane at z = 1) scaled by the scene size,
-// placed by the frame's camera -> world matrix; the frame image, while the frame holds it
-// (setFrustumImage), textures its far rectangle.
-function makeFrustum(f) {
-  const group = new THREE.Group();
-  // Pixel centres sit at integer coordinates (README, camera convention): the image edges at -0.5, W - 0.5.
-  const l = -0.5, r = f.width - 0.5, t = -0.5, b = f.height - 0.5;
-  const corners = [[l, t], [r, t], [r, b], [l, b]].map(
-    ([u, v]) => new THREE.Vector3((u - f.cx) / f.fx, (v - f.cy) / f.fy, 1));
-  const o = new THREE.Vector3(0, 0, 0), seg = [];
-  for (let i = 0; i < 4; ++i) seg.push(o, corners[i], corners[i], corners[(i + 1) % 4]);
-  const lines = new THREE.LineSegments(new THREE.BufferGeometry().setFromPoints(seg), frustumMaterial);
-  group.add(lines);
-  group.matrixAutoUpdate = false;
-  group.userData.lines = lines;
-  group.userData.corners = corners;
-  group.userData.image = null;
-  return group;
-}
-
-// Puts the image on the frustum's far rectangle (null: takes it off, freeing its texture).
-function setFrustumImage(frustum, image) {
-  const old = frustum.userData.image;
-  if (old) {
-    frustum.remove(old);
-    old.geometry.dispose(); old.material.map.dispose(); old.material.dispose();
-    frustum.userData.image = null;
+// The bounding sphere of points [start, end) (non-finite ones left out); empty (radius -1) for none.
+function pointsSphere(xyz, start, end) {
+  const box = new THREE.Box3(), v = new THREE.Vector3(), sphere = new THREE.Sphere();
+  for (let i = start; i < end; ++i) {
+    v.fromArray(xyz, 3 * i);
+    if (Number.isFinite(v.x) && Number.isFinite(v.y) && Number.isFinite(v.z)) box.expandByPoint(v);
   }
-  if (!image) return;
-  const c = frustum.userData.corners;
+  if (box.isEmpty()) return sphere.makeEmpty();
+  box.getCenter(sphere.center);
+  let r2 = 0;
+  for (let i = start; i < end; ++i) {
+    const d = sphere.center.distanceToSquared(v.fromArray(xyz, 3 * i));
+    if (d > r2) r2 = d;  // false for NaN
+  }
+  sphere.radius = Math.sqrt(r2);
+  return sphere;
+}
+
+// New arrays holding the chunk's frames' kept points, compacted, with room for `capacity` points
+// (default: none more); the old GPU buffers are freed now, not at GC. The bounding sphere covers
+// exactly the points held (the culling of a chunk stays correct; hidden frames only make it larger).
+function rebuildChunk(chunk, capacity = 0) {
+  const held = frames.slice(chunk.first, chunk.first + chunk.frames).reduce((sum, fr) => sum + fr.kept, 0);
+  const old = chunk.points.geometry, a = chunkAttributes(Math.max(capacity, held));
+  let n = 0;
+  for (let i = chunk.first; i < chunk.first + chunk.frames; ++i) {
+    const fr = frames[i], from = fr.offset, k = fr.kept;
+    if (old.attributes.position) {
+      a.position.array.set(old.attributes.position.array.subarray(3 * from, 3 * (from + k)), 3 * n);
+      a.rgb.array.set(old.attributes.rgb.array.subarray(3 * from, 3 * (from + k)), 3 * n);
+      a.conf.array.set(old.attributes.conf.array.subarray(from, from + k), n);
+      a.frameKey.array.set(old.attributes.frameKey.array.subarray(from, from + k), n);
+    }
+    fr.offset = n;
+    n += k;
+  }
+  const geom = new THREE.BufferGeometry();
+  for (const [name, attr] of Object.entries(a)) geom.setAttribute(name, attr);
+  geom.setDrawRange(0, n);
+  geom.boundingSphere = pointsSphere(a.position.array, 0, n);
+  chunk.n = n;
+  chunk.points.geometry = geom;
+  old.dispose();
+}
+
+// Appends frame i's points (the file's arrays) to the last chunk, or to a new one when it is full.
+function addPoints(i, f) {
+  let chunk = chunks[chunks.length - 1];
+  if (!chunk || chunk.frames >= CHUNK_FRAMES || (chunk.n > 0 && chunk.n + f.count > CHUNK_POINTS)) {
+    if (chunk) rebuildChunk(chunk);  // full: its room to grow goes back
+    chunk = { first: i, frames: 0, n: 0, points: new THREE.Points(new THREE.BufferGeometry(), pointMaterial) };
+    chunks.push(chunk);
+    scene.add(chunk.points);
+  }
+  const fr = frames[i], count = f.count;
+  fr.chunk = chunk;
+  const capacity = chunk.points.geometry.attributes.position?.count ?? 0;
+  if (chunk.n + count > capacity) {
+    rebuildChunk(chunk, Math.max(chunk.n + count, Math.min(2 * (chunk.n + count), CHUNK_POINTS)));
+  }
+  const geom = chunk.points.geometry, at = chunk.n, attrs = geom.attributes;
+  attrs.position.array.set(f.xyz, 3 * at);
+  attrs.rgb.array.set(f.rgb, 3 * at);
+  attrs.conf.array.set(f.conf, at);
+  attrs.frameKey.array.fill(2 * i + (f.keyframe ? 1 : 0), at, at + count);
+  // Upload the new points only (an empty range would be "to the end" for WebGL's bufferSubData).
+  for (const attr of count ? Object.values(attrs) : []) {
+    attr.addUpdateRange(attr.itemSize * at, attr.itemSize * count);
+    attr.needsUpdate = true;
+  }
+  fr.offset = at;
+  fr.kept = count;
+  chunk.n += count;
+  chunk.frames += 1;
+  geom.setDrawRange(0, chunk.n);
+  geom.boundingSphere.union(pointsSphere(f.xyz, 0, count));
+}
+
+// ---- frustums and trajectory --------------------------------------------------------------------
+// Both are one geometry for all frames, in arrays that grow by doubling (new buffers when full);
+// posed frames only. A frustum is 8 segments: apex to each image corner, and the image rectangle.
+const FRUSTUM_VERTICES = 16;
+const frustumLines = new THREE.LineSegments(new THREE.BufferGeometry(), frustumMaterial);
+frustumLines.frustumCulled = false;  // its vertices move in the shader; one draw call either way
+const trajectoryLine = new THREE.Line(new THREE.BufferGeometry(), trajectoryMaterial);
+trajectoryLine.frustumCulled = false;
+scene.add(frustumLines, trajectoryLine);
+let frustumCount = 0;
+const posedFrames = [];  // frames[] indices of the posed frames, in order: the trajectory's vertices
+
+// Room for `needed` vertices with the given attributes (name -> item size), keeping `used` of them.
+function ensureCapacity(object, attributes, used, needed) {
+  const old = object.geometry;
+  const capacity = old.attributes.position?.count ?? 0;
+  if (needed <= capacity) return;
+  const geom = new THREE.BufferGeometry(), size = Math.max(needed, 2 * capacity, 64);
+  for (const [name, itemSize] of Object.entries(attributes)) {
+    const array = new Float32Array(itemSize * size);
+    if (old.attributes[name]) array.set(old.attributes[name].array.subarray(0, itemSize * used));
+    geom.setAttribute(name, new THREE.BufferAttribute(array, itemSize));
+  }
+  object.geometry = geom;
+  old.dispose();
+}
+
+// Writes `values` (name -> array) at vertex `at` and uploads that range only.
+function writeVertices(geom, at, values) {
+  for (const [name, array] of Object.entries(values)) {
+    const attr = geom.attributes[name];
+    attr.array.set(array, attr.itemSize * at);
+    attr.addUpdateRange(attr.itemSize * at, array.length);
+    attr.needsUpdate = true;
+  }
+}
+
+// The image's corners in camera coordinates at depth 1. Pixel centres sit at integer coordinates
+// (README, camera convention): the image edges at -0.5, W - 0.5.
+function imageCorners(f) {
+  const l = -0.5, r = f.width - 0.5, t = -0.5, b = f.height - 0.5;
+  return [[l, t], [r, t], [r, b], [l, b]].map(([u, v]) => new THREE.Vector3((u - f.cx) / f.fx, (v - f.cy) / f.fy, 1));
+}
+
+function addCamera(i, fr) {
+  const c = fr.f.c2w, key = 2 * i + (fr.f.keyframe ? 1 : 0);
+  // Rotated into the world: R * corner.
+  const dirs = imageCorners(fr.f).map((p) => [c[0] * p.x + c[1] * p.y + c[2] * p.z, c[4] * p.x + c[5] * p.y + c[6] * p.z,
+    c[8] * p.x + c[9] * p.y + c[10] * p.z]);
+  const apex = [0, 0, 0], dir = [];
+  for (let k = 0; k < 4; ++k) dir.push(...apex, ...dirs[k], ...dirs[k], ...dirs[(k + 1) % 4]);
+  ensureCapacity(frustumLines, { position: 3, dir: 3, frameKey: 1 }, FRUSTUM_VERTICES * frustumCount, FRUSTUM_VERTICES * (frustumCount + 1));
+  const center = [c[3], c[7], c[11]];
+  writeVertices(frustumLines.geometry, FRUSTUM_VERTICES * frustumCount, {
+    position: Array.from({ length: FRUSTUM_VERTICES }, () => center).flat(), dir, frameKey: new Array(FRUSTUM_VERTICES).fill(key),
+  });
+  frustumCount += 1;
+  ensureCapacity(trajectoryLine, { position: 3 }, posedFrames.length, posedFrames.length + 1);
+  writeVertices(trajectoryLine.geometry, posedFrames.length, { position: center });
+  posedFrames.push(i);
+}
+
+// The image mesh (quad in camera coordinates at depth 1) on the frustum: c2w times the frustum scale.
+function placeImage(fr) {
+  const s = frustumScale || 0.1;
+  fr.imageMesh.matrix.copy(c2wMatrix(fr.f.c2w)).scale(new THREE.Vector3(s, s, s));
+  fr.imageMesh.matrixWorldNeedsUpdate = true;
+}
+
+// Puts the image on the frame's frustum, its far rectangle (null: takes it off, freeing its texture);
+// updateScene shows or hides it with the frustum. A frame without a camera keeps its image for the 2D
+// preview only.
+function setFrustumImage(fr, image) {
+  const old = fr.imageMesh;
+  if (old) {
+    scene.remove(old);
+    old.geometry.dispose(); old.material.map.dispose(); old.material.dispose();
+    fr.imageMesh = null;
+  }
+  if (!image || !fr.posed) return;
+  const c = imageCorners(fr.f);
   const quad = new THREE.BufferGeometry().setFromPoints([c[0], c[1], c[3], c[2]]);
   quad.setAttribute('uv', new THREE.Float32BufferAttribute([0, 0, 1, 0, 0, 1, 1, 1], 2));
   quad.setIndex([0, 2, 1, 1, 2, 3]);
   const mesh = new THREE.Mesh(quad, new THREE.MeshBasicMaterial({ map: rgbaTexture(image), side: THREE.DoubleSide }));
-  frustum.add(mesh);
-  frustum.userData.image = mesh;
+  mesh.matrixAutoUpdate = false;
+  mesh.visible = ui.cameras.checked;  // a frame just loaded or selected: its frustum shows
+  scene.add(mesh);
+  fr.imageMesh = mesh;
+  placeImage(fr);
 }
 
 function addFrame(f) {
-  const image = ownArrays(f);
-  const points = new THREE.Points(pointGeometry(f), pointMaterial);
-  points.frustumCulled = f.count > 0;
-  scene.add(points);
-  const frustum = makeFrustum(f);
-  scene.add(frustum);
-  const m = c2wMatrix(f.c2w);
-  const center = new THREE.Vector3().setFromMatrixPosition(m);
+  // The parser's arrays are views into the fetched file: one kept would keep all of it (points and
+  // image) alive. The points go into a chunk, the image is copied, the header and pose kept.
+  const image = rgbaImage(f);
+  const { xyz, conf, rgb, previewRgb, ...header } = f;
+  header.c2w = f.c2w.slice();
   // A frame without a finite camera (poses.json "valid": false: a non-finite pose or intrinsics) has
   // no camera to draw or to fit.
   const posed = Array.prototype.every.call(f.c2w, Number.isFinite) && [f.fx, f.fy, f.cx, f.cy].every(Number.isFinite);
-  frames.push({ f, points, frustum, m, center, posed, level: 0, image: null });
+  const fr = { f: header, chunk: null, offset: 0, kept: 0, posed, level: 0, shown: 0, shownAt: null, image: null, imageMesh: null };
+  const i = frames.push(fr) - 1;
+  addPoints(i, f);
+  if (posed) addCamera(i, fr);
   totalPoints += f.count;
   keptPoints += f.count;
   if (runThreshold === null) runThreshold = f.confThreshold;
-  for (let i = 0; i < f.count; ++i) if (Number.isFinite(f.conf[i]) && f.conf[i] > maxConf) maxConf = f.conf[i];
-  keepImage(frames.length - 1, image);
+  for (let k = 0; k < f.count; ++k) if (Number.isFinite(conf[k]) && conf[k] > maxConf) maxConf = conf[k];
+  keepImage(i, image);
   enforceBudget();
 }
 
@@ -237,33 +412,31 @@ function enforceBudget() {
     let victim = null;
     for (let i = 0; i < frames.length; ++i) {
       const fr = frames[i];
-      if (i !== keep && fr.f.conf.length > 1 && (!victim || fr.level < victim.level)) victim = fr;
+      if (i !== keep && fr.kept > 1 && (!victim || fr.level < victim.level)) victim = fr;
     }
     if (!victim) break;
-    halvePoints(victim.f);
+    halvePoints(victim);
     victim.level += 1;
-    thinned.add(victim);
+    thinned.add(victim.chunk);
   }
-  // New GPU buffers once per frame (not per halving); the old ones are freed now, not at GC.
-  for (const fr of thinned) {
-    const old = fr.points.geometry;
-    fr.points.geometry = pointGeometry(fr.f);
-    old.dispose();
-  }
+  // Each chunk rebuilt once (not per halving), at its new size.
+  for (const chunk of thinned) rebuildChunk(chunk);
 }
 
-// Keeps every other point (the first, third, ...), in compact copies: the old arrays are released.
-function halvePoints(f) {
-  const n = f.conf.length, m = Math.ceil(n / 2);
-  const xyz = new Float32Array(3 * m), conf = new Float32Array(m), rgb = new Uint8Array(3 * m);
-  for (let k = 0; k < m; ++k) {
-    const i = 2 * k;
-    xyz[3 * k] = f.xyz[3 * i]; xyz[3 * k + 1] = f.xyz[3 * i + 1]; xyz[3 * k + 2] = f.xyz[3 * i + 2];
-    rgb[3 * k] = f.rgb[3 * i]; rgb[3 * k + 1] = f.rgb[3 * i + 1]; rgb[3 * k + 2] = f.rgb[3 * i + 2];
-    conf[k] = f.conf[i];
+// Keeps every other point (the first, third, ...), moved to the front of the frame's range in its
+// chunk; rebuildChunk then closes the gap.
+function halvePoints(fr) {
+  const n = fr.kept, m = Math.ceil(n / 2), o = fr.offset, a = fr.chunk.points.geometry.attributes;
+  const xyz = a.position.array, rgb = a.rgb.array, conf = a.conf.array;
+  for (let k = 1; k < m; ++k) {
+    const to = o + k, from = o + 2 * k;
+    xyz[3 * to] = xyz[3 * from]; xyz[3 * to + 1] = xyz[3 * from + 1]; xyz[3 * to + 2] = xyz[3 * from + 2];
+    rgb[3 * to] = rgb[3 * from]; rgb[3 * to + 1] = rgb[3 * from + 1]; rgb[3 * to + 2] = rgb[3 * from + 2];
+    conf[to] = conf[from];
   }
   keptPoints -= n - m;
-  f.xyz = xyz; f.conf = conf; f.rgb = rgb;
+  fr.kept = m;
+  fr.shownAt = null;
 }
 
 // ---- frame images -------------------------------------------------------------------------------
@@ -273,7 +446,7 @@ function halvePoints(f) {
 const imageFrames = new Map();  // frames[] index -> frame
 function keepImage(i, image) {
   const fr = frames[i];
-  if (image && !fr.image) { fr.image = image; setFrustumImage(fr.frustum, image); }
+  if (image && !fr.image) { fr.image = image; setFrustumImage(fr, image); }
   imageFrames.delete(i);
   imageFrames.set(i, fr);
   const keep = protectedFrame();
@@ -281,7 +454,7 @@ function keepImage(i, image) {
     if (imageFrames.size <= IMAGE_FRAMES) break;
     if (k === keep || k === selected()) continue;
     old.image = null;
-    setFrustumImage(old.frustum, null);
+    setFrustumImage(old, null);
     imageFrames.delete(k);
   }
   document.body.dataset.images = String(imageFrames.size);
@@ -320,14 +493,18 @@ function parseFrameOrNull(buffer) {
 
 // Drops every loaded frame (another run's files are served now): the page starts over as when opened.
 function clearFrames() {
-  for (const fr of frames) {
-    scene.remove(fr.points, fr.frustum);
-    fr.points.geometry.dispose();
-    fr.frustum.traverse((o) => {
-      if (o.geometry) o.geometry.dispose();
-      if (o.material && o.material !== frustumMaterial && o.material !== selectedMaterial) { o.material.map?.dispose(); o.material.dispose(); }
-    });
+  for (const chunk of chunks) {
+    scene.remove(chunk.points);
+    chunk.points.geometry.dispose();
   }
+  chunks.length = 0;
+  for (const fr of imageFrames.values()) setFrustumImage(fr, null);
+  for (const lines of [frustumLines, trajectoryLine]) {
+    lines.geometry.dispose();
+    lines.geometry = new THREE.BufferGeometry();
+  }
+  frustumCount = 0;
+  posedFrames.length = 0;
   frames.length = 0;
   imageFrames.clear();
   runGeneration += 1;
@@ -349,31 +526,49 @@ function clearFrames() {
 // ---- view state ---------------------------------------------------------------------------------
 function selected() { return Math.min(Number(ui.frame.value), frames.length - 1); }
 function everyNth() { return Math.max(1, Math.floor(Number(ui.every.value) || 1)); }
-function frameVisible(i) {
-  return i <= selected() && i % everyNth() === 0 && (!ui.keyframes.checked || frames[i].f.keyframe);
+// Which frames are shown, as a function of the frame index: the rules the shaders apply (frameShown)
+// with the uniforms updateScene sets from the same controls.
+function frameVisibility() {
+  const sel = selected(), every = everyNth(), keyframesOnly = ui.keyframes.checked;
+  return (i) => i <= sel && i % every === 0 && (!keyframesOnly || frames[i].f.keyframe);
+}
+
+// Frame fr's points above the threshold, counted once per threshold (and again after thinning).
+function shownPoints(fr, thr) {
+  if (fr.shownAt !== thr) {
+    const conf = fr.chunk.points.geometry.attributes.conf.array;
+    let shown = 0;
+    for (let k = fr.offset; k < fr.offset + fr.kept; ++k) if (conf[k] > thr) ++shown;
+    fr.shown = shown;
+    fr.shownAt = thr;
+  }
+  return fr.shown;
 }
 
 function updateScene() {
   enforceBudget();  // the frame selected until now may have held the page over the budget
-  const sel = selected(), thr = pointMaterial.uniforms.uThreshold.value;
+  const sel = selected(), thr = pointMaterial.uniforms.uThreshold.value, visible = frameVisibility();
+  frameUniforms.uSelected.value = sel;
+  frameUniforms.uEvery.value = everyNth();
+  frameUniforms.uKeyframesOnly.value = ui.keyframes.checked;
+  frustumMaterial.uniforms.uScale.value = frustumScale || 0.1;
+  frustumLines.visible = ui.cameras.checked && frustumCount > 0;
+  // The frames holding an image (IMAGE_FRAMES at most) have a mesh each, on their frustum.
+  for (const [i, fr] of imageFrames) {
+    if (!fr.imageMesh) continue;
+    fr.imageMesh.visible = ui.cameras.checked && (visible(i) || i === sel);
+    placeImage(fr);
+  }
+  // The trajectory: the posed frames up to the selected one, a prefix of its vertices.
+  let before = 0;
+  for (let lo = 0, hi = posedFrames.length; lo < hi;) {
+    const mid = (lo + hi) >> 1;
+    if (posedFrames[mid] <= sel) before = lo = mid + 1; else hi = mid;
+  }
+  trajectoryLine.geometry.setDrawRange(0, before);
+  trajectoryLine.visible = ui.trajectory.checked && before > 1;
   let shown = 0;
-  const centers = [];
-  for (let i = 0; i < frames.length; ++i) {
-    const fr = frames[i], vis = frameVisible(i);
-    fr.points.visible = vis;
-    fr.frustum.visible = fr.posed && ui.cameras.checked && (vis || i === sel);
-    fr.frustum.userData.lines.material = i === sel ? selectedMaterial : frustumMaterial;
-    const s = frustumScale || 0.1;
-    fr.frustum.matrix.copy(fr.m).multiply(new THREE.Matrix4().makeScale(s, s, s));
-    fr.frustum.matrixWorldNeedsUpdate = true;
-    if (i <= sel && fr.posed) centers.push(fr.center);
-    if (vis) { const c = fr.f.conf; for (let k = 0; k < c.length; ++k) if (c[k] > thr) ++shown; }
-  }
-  if (trajectoryLine) { scene.remove(trajectoryLine); trajectoryLine.geometry.dispose(); trajectoryLine = null; }
-  if (ui.trajectory.checked && centers.length > 1) {
-    trajectoryLine = new THREE.Line(new THREE.BufferGeometry().setFromPoints(centers), trajectoryMaterial);
-    scene.add(trajectoryLine);
-  }
+  for (let i = 0; i < frames.length; ++i) if (visible(i)) shown += shownPoints(frames[i], thr);
   ui.pointsShown.textContent = shown.toLocaleString('en-US');
   document.body.dataset.pointsShown = String(shown);
   updateSelection();
@@ -414,7 +609,7 @@ function updateSelection() {
   $('st-keyframe').textContent = f.keyframe ? 'yes' : 'no';
   $('st-timestamp').textContent = f.timestampSeconds === null ? f.timestamp.toFixed(3)  // version 1: unit unknown
     : f.timestampSeconds ? `${f.timestamp.toFixed(3)} s` : 'none (the input has no clock)';
-  const kept = f.conf.length;
+  const kept = fr.kept;
   $('st-points').textContent = f.count.toLocaleString('en-US') + (kept < f.count ? ` (${kept.toLocaleString('en-US')} kept)` : '');
   $('st-depth').textContent = f.depthHi > 0 ? `${f.depthLo.toPrecision(3)} – ${f.depthHi.toPrecision(3)}` : 'none valid';
   document.body.dataset.selected = String(f.index);
@@ -437,18 +632,18 @@ function updateSelection() {
 // -y axes, and the first posed frame's viewing direction.
 function sceneBounds() {
   const xs = [], ys = [], zs = [], thr = pointMaterial.uniforms.uThreshold.value;
-  const visible = frames.filter((_, i) => frameVisible(i));
-  const total = visible.reduce((s, fr) => s + fr.f.conf.length, 0), step = Math.max(1, Math.floor(total / 20000));
+  const isVisible = frameVisibility(), visible = frames.filter((_, i) => isVisible(i));
+  const total = visible.reduce((s, fr) => s + fr.kept, 0), step = Math.max(1, Math.floor(total / 20000));
   let k = 0;
   for (const fr of visible) {
-    const p = fr.f.xyz, c = fr.f.conf;
-    for (let i = 0; i < c.length; ++i, ++k) {
+    const a = fr.chunk.points.geometry.attributes, p = a.position.array, c = a.conf.array;
+    for (let i = fr.offset; i < fr.offset + fr.kept; ++i, ++k) {
       if (k % step || !(c[i] > thr) || !Number.isFinite(p[3 * i])) continue;
       xs.push(p[3 * i]); ys.push(p[3 * i + 1]); zs.push(p[3 * i + 2]);
     }
   }
-  const posed = frames.filter((fr) => fr.posed);
-  for (const fr of posed) { xs.push(fr.center.x); ys.push(fr.center.y); zs.push(fr.center.z); }
+  const posed = frames.filter((fr) => fr.posed), centers = posed.map(cameraCenter);
+  for (const c of centers) { xs.push(c.x); ys.push(c.y); zs.push(c.z); }
   if (!xs.length) { xs.push(0); ys.push(0); zs.push(0); }
   const q = (a, t) => a[Math.min(a.length - 1, Math.floor(t * a.length))];
   [xs, ys, zs].forEach((a) => a.sort((u, v) => u - v));
@@ -459,14 +654,14 @@ function sceneBounds() {
   // shrink the scene to a dot.
   const pointsRadius = Math.max(1e-3, 0.5 * spread.length());
   let radius = pointsRadius;
-  for (const fr of posed) radius = Math.max(radius, Math.min(fr.center.distanceTo(center), 10 * pointsRadius));
+  for (const c of centers) radius = Math.max(radius, Math.min(c.distanceTo(center), 10 * pointsRadius));
   const up = new THREE.Vector3();
   for (const fr of posed) up.add(new THREE.Vector3(-fr.f.c2w[1], -fr.f.c2w[5], -fr.f.c2w[9]));  // -y column of R
   if (up.lengthSq() < 1e-12) up.set(0, -1, 0);
   up.normalize();
   const c0 = posed.length ? posed[0].f.c2w : [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0];
   const forward = new THREE.Vector3(c0[2], c0[6], c0[10]).normalize();  // z column of R
-  return { center, radius, up, forward, posed };
+  return { center, radius, up, forward, centers };
 }
 
 // The orbit camera behind and above the first frame's camera, looking at the scene centre. Frustums
@@ -474,7 +669,7 @@ function sceneBounds() {
 // frames alone can be far smaller or larger than the whole run.
 function fitView(rescale = false) {
   if (!frames.length) return;
-  const { center, radius, up, forward, posed } = sceneBounds();
+  const { center, radius, up, forward, centers } = sceneBounds();
   const dist = radius / Math.tan(THREE.MathUtils.degToRad(camera.fov / 2)) * 1.1;
   camera.up.copy(up);
   camera.position.copy(center).addScaledVector(forward, -dist).addScaledVector(up, 0.35 * dist);
@@ -485,12 +680,12 @@ function fitView(rescale = false) {
   if (frustumScale === null || rescale) { frustumScale = 0.08 * radius; updateScene(); }
   // For tests: how many camera centres the fitted view shows.
   camera.updateMatrixWorld();
-  const inView = posed.filter((fr) => {
-    const p = fr.center.clone().project(camera);
+  const inView = centers.filter((c) => {
+    const p = c.project(camera);
     return Math.abs(p.x) <= 1 && Math.abs(p.y) <= 1 && p.z >= -1 && p.z <= 1;
   }).length;
   document.body.dataset.camerasInView = String(inView);
-  document.body.dataset.cameras = String(posed.length);
+  document.body.dataset.cameras = String(centers.length);
   requestRender();
 }
 
