@@ -14,7 +14,9 @@
 //     `run --demo --demo-frames 30 --image-size 56`, then `view` with a point budget of a fifth of the run's points
 //     and 4 frame images (?points=N&images=4): the page keeps at most N points, says so, still counts
 //     points.ply's, thins every frame alike (none emptied), holds at most 4 images, and an early
-//     frame selected shows its own image (fetched again).
+//     frame selected shows its own image (fetched again). Then those files cycled into a 600-frame run:
+//     the page draws it in a bounded number of draw calls (points in chunks of frames, one for all
+//     frustums) and holds far less JavaScript per frame than a three.js object per frame did.
 // Exit code 0 = pass; every failed check prints one "FAIL: ..." line.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -326,8 +328,68 @@ async function budgetTest() {
     const stats = await pngStats(page, await page.locator('#view canvas').screenshot());
     check(stats.variance > 50, `3D view not blank with thinned frames: luminance variance ${stats.variance.toFixed(1)} > 50`);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+    await manyFramesTest(launched, page, out, images);
   } finally {
     await browser.close();
+    server.child.kill('SIGINT');
+    await server.exited;
+  }
+}
+
+// The JavaScript heap after garbage collection, in bytes (the page's objects; typed arrays' data
+// is outside it).
+async function jsHeap(page) {
+  const cdp = await page.context().newCDPSession(page);
+  for (let i = 0; i < 3; ++i) await cdp.send('HeapProfiler.collectGarbage');
+  await cdp.send('Performance.enable');
+  const { metrics } = await cdp.send('Performance.getMetrics');
+  await cdp.detach();
+  return metrics.find((m) => m.name === 'JSHeapUsedSize').value;
+}
+
+// A long run without running one (the demo takes about a second per frame here): the run's frame
+// files cycled into 600 (index rewritten), in a new page once `page` (the run's own 30 frames) is
+// measured and closed. Draw calls: one per chunk of at most 64 frames, one for all frustums, the
+// trajectory and the frame images shown (a Points and a frustum per frame made 1,200).
+async function manyFramesTest(launched, page, src, images) {
+  const out = path.join(opt.work, 'many'), total = 600, chunkFrames = 64;
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(path.join(out, 'viewer'), { recursive: true });
+  const files = fs.readdirSync(path.join(src, 'viewer')).filter((n) => n.endsWith('.bin')).sort();
+  for (let i = 0; i < total; ++i) {
+    const bytes = fs.readFileSync(path.join(src, 'viewer', files[i % files.length]));
+    new DataView(bytes.buffer, bytes.byteOffset, 128).setBigInt64(16, BigInt(i), true);  // the frame index
+    fs.writeFileSync(path.join(out, 'viewer', `${String(i).padStart(6, '0')}.bin`), bytes);
+  }
+  fs.copyFileSync(path.join(src, 'summary.json'), path.join(out, 'summary.json'));
+  const heapBefore = await jsHeap(page), framesBefore = Number(await body(page, 'frames'));
+  await page.close();
+  const server = startServer(['view', out, '--port', '0']);
+  const fresh = await launched.browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const { errors } = await openPage({ browser: launched.browser, page: fresh }, `${await server.url}?images=${images}`);
+  page = fresh;
+  try {
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 120000 });
+    check(Number(await body(page, 'frames')) === total, `${total}-frame run: page frames ${await body(page, 'frames')}`);
+    await page.click('#fit');
+    await sleep(300);
+    const calls = Number(await body(page, 'drawCalls')), bound = Math.ceil(total / chunkFrames) + 2 + images;
+    check(calls > 0 && calls <= bound, `${total} frames drawn in ${calls} draw calls <= ${bound} (chunks + frustums + trajectory + images)`);
+    const perFrame = (await jsHeap(page) - heapBefore) / (total - framesBefore);
+    console.log(`  JS heap per frame: ${(perFrame / 1024).toFixed(2)} kB`);
+    check(perFrame < 4096, `JS heap per frame ${(perFrame / 1024).toFixed(2)} kB < 4 kB (about 10 kB with an object per frame)`);
+    // The frame rules run on the GPU: every 2nd frame (the run's even frames: its files repeat every
+    // 30) shows half the points and another picture.
+    const shotAll = await page.locator('#view canvas').screenshot(), shownAll = Number(await body(page, 'pointsShown'));
+    await page.fill('#every', '2');
+    await sleep(300);
+    const diff = await pngStats(page, await page.locator('#view canvas').screenshot(), shotAll);
+    const shown2 = Number(await body(page, 'pointsShown'));
+    check(shown2 < 0.6 * shownAll && diff.differing > 0.005,
+      `every 2nd frame: ${shown2} of ${shownAll} points shown, ${(100 * diff.differing).toFixed(2)}% pixels differ > 0.5%`);
+    check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
+  } finally {
+    await page.close();
     server.child.kill('SIGINT');
     await server.exited;
   }
