@@ -51,7 +51,6 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
-#include "pipeline/memory_estimate.h"
 #include "pipeline/session_backend.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
@@ -615,10 +614,11 @@ int run_command(const RunArgs& a) {
                                         mode.window);
       if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, keyframe_interval));
     }
-    mi.backend = backend;
+    mi.kv_backend = backend;
     mi.kv_dtype = kv_dtype;
     mi.weights_dtype = weights.dtype;
-    check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()));
+    check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()),
+                          run_memory_advice());
   }
 
   const auto t_model = Clock::now();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/stream_damage.h"
+#include "pipeline/memory_estimate.h"
 #include "lingbot/session.h"
 
 namespace lingbot::cli {
@@ -18,6 +19,9 @@ namespace lingbot::cli {
 // Upper bounds of run's size options besides SessionOptions' (lingbot/session.h: kMaxScaleFrames,
 // kMaxKvWindow, kMaxCameraIterations, kMaxThreads) and kMaxImageSize (lingbot/preprocess.h).
 inline constexpr int kMaxDownsample = 1 << 20;
+
+// check_memory_feasible's advice in run's flags.
+MemoryAdvice run_memory_advice();
 
 // Non-finite values of one frame's result, per field (pose_enc, extrinsic, intrinsic, depth,
 // depth_conf, world_points), and whether it has geometry (has_valid_geometry).

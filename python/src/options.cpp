@@ -218,7 +218,7 @@ MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const s
     mi.kv_window = windowed_kv_window(so.kv_window, model.config().kv_cache.include_scale_frames ? so.scale_frames : 0, *w);
     if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, w->window_size, mi.keyframe_interval));
   }
-  mi.backend = so.kv_backend;
+  mi.kv_backend = so.kv_backend;
   mi.kv_dtype = so.kv_dtype;
   mi.weights_dtype = model.weights_dtype();
   return mi;
@@ -227,8 +227,12 @@ MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const s
 void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
   mi.width = width;
   mi.height = height;
-  check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()),
-                        OptionSpelling::Python);
+  // As run's check (tools/run_checks.cpp), in the module's keywords.
+  static const MemoryAdvice advice = {
+      "the reconstruction", "lower kv_window= (frames kept in the KV cache) or image_size=",
+      "lower kv_window= (frames kept in the KV cache), use kv_dtype='bf16' (half the bytes), or lower image_size=",
+      "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval=", "lower image_size= or scale_frames="};
+  check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice);
 }
 
 }  // namespace lingbot::python

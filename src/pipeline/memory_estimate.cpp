@@ -35,8 +35,8 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
     all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (after + in.keyframe_interval - 1) / in.keyframe_interval;
   }
   int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
-  if (in.backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
-  if (in.backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
+  if (in.kv_backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
+  if (in.kv_backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
   e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
   e.kv_f32 = in.kv_dtype == DType::F32;
   const int64_t camera_frames = all_stored.value_or(stored);
@@ -48,26 +48,21 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   return e;
 }
 
-void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, OptionSpelling spelling) {
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice) {
   if (available_bytes <= 0 || e.total() <= available_bytes) return;
-  // Name the option that lowers the largest part.
-  const bool cli = spelling == OptionSpelling::Cli;
-  const std::pair<int64_t, const char*> parts[] = {
-      {e.kv_cache, e.kv_f32 ? (cli ? "lower --kv-window (frames kept in the KV cache), use --kv-dtype bf16 (half the bytes), "
-                                     "or lower --image-size"
-                                   : "lower kv_window= (frames kept in the KV cache), use kv_dtype='bf16' (half the bytes), "
-                                     "or lower image_size=")
-                            : (cli ? "lower --kv-window (frames kept in the KV cache) or --image-size"
-                                   : "lower kv_window= (frames kept in the KV cache) or image_size=")},
-      {e.camera_cache, cli ? "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval"
-                           : "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval="},
-      {e.activations, cli ? "lower --image-size or --scale-frames" : "lower image_size= or scale_frames="},
-      {e.weights, "the model's weights alone do not fit: use a machine with more memory"}};
+  // Name the options that lower the largest part.
+  const std::pair<int64_t, const std::string*> parts[] = {
+      {e.kv_cache, e.kv_f32 ? &advice.kv_cache_f32 : &advice.kv_cache},
+      {e.camera_cache, &advice.camera_cache},
+      {e.activations, &advice.activations}};
   const auto* largest = std::max_element(std::begin(parts), std::end(parts),
                                          [](const auto& a, const auto& b) { return a.first < b.first; });
-  throw Error(detail::concat(cli ? "the run" : "the reconstruction", " needs at least ", gib(e.total()), " of memory (weights ", gib(e.weights),
+  const std::string what = e.weights > largest->first
+                               ? "the model's weights alone do not fit: use a machine with more memory"
+                               : *largest->second;
+  throw Error(detail::concat(advice.subject, " needs at least ", gib(e.total()), " of memory (weights ", gib(e.weights),
                              ", KV cache ", gib(e.kv_cache), ", camera cache ", gib(e.camera_cache), ", activations ",
-                             gib(e.activations), ") but ", gib(available_bytes), " are available: ", largest->second));
+                             gib(e.activations), ") but ", gib(available_bytes), " are available: ", what));
 }
 
 }  // namespace lingbot

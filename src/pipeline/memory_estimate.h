@@ -4,6 +4,7 @@
 // naming the option to lower, not with an allocation failure (or the OOM killer) frames later.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "kvcache/kv_cache.h"
 #include "lingbot/dtype.h"
@@ -24,16 +25,23 @@ struct MemoryInputs {
   int width = 0, height = 0;                  // preprocessed frame
   std::optional<int64_t> frames;              // frames of the run, when known or estimated
   int scale_frames = 8, kv_window = 64, keyframe_interval = 1;
-  KVBackend backend = KVBackend::Paged;
+  KVBackend kv_backend = KVBackend::Paged;
   DType kv_dtype = DType::F32;
   DType weights_dtype = DType::F32;
 };
 MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in);
-// How check_memory_feasible's advice names the options: run's flags (--kv-window) or the Python
-// module's keywords (kv_window=).
-enum class OptionSpelling : uint8_t { Cli, Python };
-// Throws Error("the run (Python: the reconstruction) needs at least X GiB ... but Y GiB are available: lower <option>") when the
-// estimate exceeds `available_bytes` (0 = unknown: no check); the option named lowers the largest part.
-void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, OptionSpelling spelling = OptionSpelling::Cli);
+// What check_memory_feasible's error names, in the caller's words (run's flags, the Python module's
+// keywords): the pipeline knows the parts of the estimate, the front end the options that lower them.
+struct MemoryAdvice {
+  std::string subject;       // "the run", "the reconstruction"
+  std::string kv_cache;      // how to lower the KV cache
+  std::string kv_cache_f32;  // the same when K/V are f32 (a 16-bit K/V dtype halves it)
+  std::string camera_cache;  // how to store fewer frames
+  std::string activations;   // how to lower one scale-phase pass
+};
+// Throws Error("<subject> needs at least X GiB of memory (weights ..., KV cache ..., camera cache ...,
+// activations ...) but Y GiB are available: <advice for the largest part>") when the estimate
+// exceeds `available_bytes` (0 = unknown: no check).
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice);
 
 }  // namespace lingbot

@@ -59,7 +59,7 @@ TEST(MemoryEstimate, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
         in.scale_frames = kRunScaleFrames;
         in.kv_window = kRunKvWindow;
         in.keyframe_interval = 1;
-        in.backend = backend;
+        in.kv_backend = backend;
         in.kv_dtype = kv;
         in.weights_dtype = weights;
         const MemoryEstimate e = estimate_run_memory(model->config(), in);
@@ -79,29 +79,33 @@ TEST(MemoryEstimate, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
   }
 }
 
-TEST(MemoryEstimate, InfeasibleRunNamesTheOptionForItsLargestPart) {
+TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {
+  const MemoryAdvice advice{"the job", "shrink the KV", "shrink the f32 KV", "fewer frames", "smaller frames"};
   MemoryEstimate e;
   e.weights = int64_t{1} << 30;
   e.kv_cache = int64_t{3} << 30;
   e.kv_f32 = true;
-  try {
-    check_memory_feasible(e, int64_t{2} << 30);
-    FAIL() << "no error";
-  } catch (const Error& err) {
-    EXPECT_STREQ(err.what(),
-                 "the run needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera cache "
-                 "0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: lower --kv-window (frames kept in the "
-                 "KV cache), use --kv-dtype bf16 (half the bytes), or lower --image-size");
-  }
-  try {
-    check_memory_feasible(e, int64_t{2} << 30, OptionSpelling::Python);
-    FAIL() << "no error";
-  } catch (const Error& err) {
-    EXPECT_STREQ(err.what(),
-                 "the reconstruction needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera "
-                 "cache 0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: lower kv_window= (frames kept in "
-                 "the KV cache), use kv_dtype='bf16' (half the bytes), or lower image_size=");
-  }
-  EXPECT_NO_THROW(check_memory_feasible(e, int64_t{4} << 30));
-  EXPECT_NO_THROW(check_memory_feasible(e, 0));  // unknown: no check
+  const auto error_of = [&](const MemoryEstimate& m) -> std::string {
+    try {
+      check_memory_feasible(m, int64_t{2} << 30, advice);
+    } catch (const Error& err) {
+      return err.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(e), "the job needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera cache "
+                         "0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: shrink the f32 KV");
+  e.kv_f32 = false;
+  EXPECT_TRUE(error_of(e).ends_with(": shrink the KV")) << error_of(e);
+  MemoryEstimate camera = e;
+  camera.camera_cache = int64_t{4} << 30;
+  EXPECT_TRUE(error_of(camera).ends_with(": fewer frames")) << error_of(camera);
+  MemoryEstimate act = e;
+  act.activations = int64_t{4} << 30;
+  EXPECT_TRUE(error_of(act).ends_with(": smaller frames")) << error_of(act);
+  MemoryEstimate weights = e;
+  weights.weights = int64_t{5} << 30;
+  EXPECT_TRUE(error_of(weights).ends_with(": the model's weights alone do not fit: use a machine with more memory"));
+  EXPECT_NO_THROW(check_memory_feasible(e, int64_t{4} << 30, advice));
+  EXPECT_NO_THROW(check_memory_feasible(e, 0, advice));  // unknown: no check
 }
