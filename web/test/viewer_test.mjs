@@ -250,6 +250,15 @@ async function staticTest() {
     check(!(await body(page, 'frameError')), 'the earlier run\'s frame error is gone');
     const cameras2 = Number(await body(page, 'cameras')), inView2 = Number(await body(page, 'camerasInView'));
     check(cameras2 === 20 && inView2 === 20, `the view opens on all 20 cameras without "fit view" (${inView2} of ${cameras2} in view)`);
+    // Frames without a point (none above the threshold; a non-finite camera gives none either), the
+    // first of a chunk among them: each still shows its camera.
+    execFileSync(opt.cli, ['run', '--demo', '--demo-frames', '3', '--image-size', '56', '--conf-threshold', '1e30', '--out', out],
+      { stdio: ['ignore', 'ignore', 'inherit'] });
+    await page.waitForFunction(() => document.body.dataset.frames === '3' && document.body.dataset.ready === '1', null, { timeout: 30000 })
+      .catch(() => {});
+    const cameras3 = Number(await body(page, 'cameras'));
+    check(Number(await body(page, 'frames')) === 3 && Number(await body(page, 'points')) === 0 && cameras3 === 3,
+      `a run whose frames have no points: ${await body(page, 'frames')} frames (3), ${await body(page, 'points')} points (0), ${cameras3} cameras (3)`);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
   } finally {
     await browser.close();

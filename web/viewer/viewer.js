@@ -255,6 +255,7 @@ function addPoints(i, f) {
   if (!chunk || chunk.frames >= CHUNK_FRAMES || (chunk.n > 0 && chunk.n + f.count > CHUNK_POINTS)) {
     if (chunk) rebuildChunk(chunk);  // full: its room to grow goes back
     chunk = { first: i, frames: 0, n: 0, points: new THREE.Points(new THREE.BufferGeometry(), pointMaterial) };
+    rebuildChunk(chunk);  // empty arrays and sphere: a first frame without points has nothing to grow them
     chunks.push(chunk);
     scene.add(chunk.points);
   }
@@ -354,7 +355,8 @@ function placeImage(fr) {
 // Puts the image on the frame's frustum, its far rectangle (null: takes it off, freeing its texture);
 // updateScene shows or hides it with the frustum. A frame without a camera keeps its image for the 2D
 // preview only.
-function setFrustumImage(fr, image) {
+function setFrustumImage(i, image) {
+  const fr = frames[i];
   const old = fr.imageMesh;
   if (old) {
     scene.remove(old);
@@ -368,7 +370,8 @@ function setFrustumImage(fr, image) {
   quad.setIndex([0, 2, 1, 1, 2, 3]);
   const mesh = new THREE.Mesh(quad, new THREE.MeshBasicMaterial({ map: rgbaTexture(image), side: THREE.DoubleSide }));
   mesh.matrixAutoUpdate = false;
-  mesh.visible = ui.cameras.checked;  // a frame just loaded or selected: its frustum shows
+  // As updateScene would show it: a fetch that ends after the slider moved on must not show a hidden frame's image.
+  mesh.visible = ui.cameras.checked && (frameVisibility()(i) || i === selected());
   scene.add(mesh);
   fr.imageMesh = mesh;
   placeImage(fr);
@@ -446,7 +449,7 @@ function halvePoints(fr) {
 const imageFrames = new Map();  // frames[] index -> frame
 function keepImage(i, image) {
   const fr = frames[i];
-  if (image && !fr.image) { fr.image = image; setFrustumImage(fr, image); }
+  if (image && !fr.image) { fr.image = image; setFrustumImage(i, image); }
   imageFrames.delete(i);
   imageFrames.set(i, fr);
   const keep = protectedFrame();
@@ -454,7 +457,7 @@ function keepImage(i, image) {
     if (imageFrames.size <= IMAGE_FRAMES) break;
     if (k === keep || k === selected()) continue;
     old.image = null;
-    setFrustumImage(old, null);
+    setFrustumImage(k, null);
     imageFrames.delete(k);
   }
   document.body.dataset.images = String(imageFrames.size);
@@ -498,7 +501,7 @@ function clearFrames() {
     chunk.points.geometry.dispose();
   }
   chunks.length = 0;
-  for (const fr of imageFrames.values()) setFrustumImage(fr, null);
+  for (const i of imageFrames.keys()) setFrustumImage(i, null);
   for (const lines of [frustumLines, trajectoryLine]) {
     lines.geometry.dispose();
     lines.geometry = new THREE.BufferGeometry();
