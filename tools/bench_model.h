@@ -1,6 +1,6 @@
 #pragma once
 // `lingbot-map bench model`: end-to-end frames through a random-weight model built in memory (no
-// checkpoint file: the weights come from ModelConfig with a seeded RNG, bench/harness/demo_model.h), for
+// checkpoint file: the weights come from ModelConfig with a seeded RNG, pipeline/demo_model.h), for
 // each weights dtype x KV dtype of the sweep, one configuration after the other in one process.
 //
 // Per push_frame (the scale phase is one push returning scale_frames results) it records wall and

@@ -267,7 +267,7 @@ class Progress {
       eta = "  ETA " + format_clock(static_cast<double>(*total_ - computed) / fps);
     const std::string of = total_ ? "/" + std::to_string(*total_) : "";
     if (bar_) {
-      std::string line = "\r";
+      std::string line;
       if (total_ && *total_ > 0) {
         constexpr int kWidth = 24;
         const int filled = static_cast<int>(std::min<int64_t>(kWidth, done * kWidth / *total_));
@@ -277,10 +277,7 @@ class Progress {
       std::snprintf(buf, sizeof buf, "%lld%s frames  %.2f fps%s  KV %s   ", static_cast<long long>(done), of.c_str(), fps,
                     eta.c_str(), fmt_bytes(kv_bytes).c_str());
       line += buf;
-      if (line.size() < 72) line.resize(72, ' ');  // over a longer scale-phase line
-      std::fputs(line.c_str(), stderr);
-      std::fflush(stderr);
-      drawn_ = true;
+      draw(line);
     } else {
       // The frame's index as its files and every other output name it (from 0), then the count done.
       std::printf("frame %lld (%lld%s%s)  %.2f fps%s  KV %s\n", static_cast<long long>(r.frame_index),
@@ -297,16 +294,14 @@ class Progress {
     if (p.frames < 2) return;  // a one-frame step ends in a fraction of what a scale phase takes
     const std::lock_guard<std::mutex> lock(mutex_);
     const Clock::time_point now = Clock::now();
-    if (p.stage == StepProgress::Stage::Aggregator && p.done == 1) step_start_ = step_line_ = now;
+    if (p.stage == StepProgress::Stage::Aggregator && p.done == 0) step_start_ = step_line_ = now;
     const double secs = std::chrono::duration<double>(now - step_start_).count();
     char buf[160];
     std::snprintf(buf, sizeof buf, "scale phase: %s %lld/%lld, %s",
                   p.stage == StepProgress::Stage::Aggregator ? "aggregator block" : "heads, frame",
                   static_cast<long long>(p.done), static_cast<long long>(p.total), format_clock(secs).c_str());
     if (bar_) {
-      std::fprintf(stderr, "\r%-70s", buf);
-      std::fflush(stderr);
-      drawn_ = true;
+      draw(buf);
     } else if (std::chrono::duration<double>(now - step_line_).count() >= 10.0) {
       step_line_ = now;
       std::printf("%s\n", buf);
@@ -315,17 +310,26 @@ class Progress {
   }
   void end() {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (drawn_) std::fputc('\n', stderr);
-    drawn_ = false;
+    if (drawn_width_ > 0) std::fputc('\n', stderr);
+    drawn_width_ = 0;
   }
 
  private:
+  // Redraws the bar's line (mutex held): spaces over what is left of a longer line before it.
+  void draw(std::string line) {
+    const size_t width = line.size();
+    if (line.size() < drawn_width_) line.resize(drawn_width_, ' ');
+    std::fputs(("\r" + line).c_str(), stderr);
+    std::fflush(stderr);
+    drawn_width_ = width;
+  }
+
   std::mutex mutex_;
   bool bar_;
   std::optional<int64_t> total_;
   Clock::time_point start_;
   Clock::time_point step_start_, step_line_;  // the multi-frame step in progress
-  bool drawn_ = false;
+  size_t drawn_width_ = 0;  // of the bar's line on screen; 0: none drawn
 };
 
 // Multi-line messages (a configuration check lists every problem) as one line: "head: a; b".

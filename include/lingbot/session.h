@@ -60,7 +60,7 @@ struct StepProgress {
   enum class Stage { Aggregator, Heads };
   int64_t frames = 0;  // frames the step runs: the scale frames in the scale phase, else 1
   Stage stage = Stage::Aggregator;
-  // Aggregator: blocks finished of the model's depth. Heads: frames whose heads have finished, of
+  // Aggregator: blocks finished of the model's depth (0: the step starts). Heads: frames whose heads have finished, of
   // `frames` (the camera head runs all of them at once, the DPT head one frame at a time).
   int64_t done = 0, total = 0;
 };
@@ -120,8 +120,8 @@ struct SessionOptions {
   // so the step ends within about one block's time. That step throws lingbot::Stopped, its frames give no result, and the session is
   // closed (its caches hold a partial step) until reset(). Not owned; null = never stopped.
   const std::atomic<bool>* stop = nullptr;
-  // Called on the thread running the step after each aggregator block and after each frame's heads,
-  // in every step (the caller shows what it needs: `run` shows steps of more than one frame). An
+  // Called on the thread running the step as it starts, after each aggregator block and after each
+  // frame's heads, in every step (the caller shows what it needs: `run` shows steps of more than one frame). An
   // exception it throws fails the step, which closes the session until reset(). Empty = not called.
   std::function<void(const StepProgress&)> step_progress;
 };

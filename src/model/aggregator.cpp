@@ -128,6 +128,7 @@ void Aggregator::step(compute::Backend& be, const FrameGrid& grid, const StepFra
   // Global attention: the cache stores each block's K/V and hands out its visible keys; the backend's
   // attention runs here.
   cache.begin_step(mode, static_cast<int>(n));
+  if (frames.after_block) frames.after_block(0);  // the step's start, for an elapsed time from it
   for (int64_t d = 0; d < config_.depth; ++d) {
     const int slot = selected_slot_[static_cast<size_t>(d)];
     {

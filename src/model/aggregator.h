@@ -35,7 +35,7 @@ struct StepFrames {
   std::vector<int> register_variant;
   std::vector<int> scale_variant;
   std::vector<int64_t> time_index;      // per frame: 3D-RoPE time position
-  std::function<void(int64_t blocks_done)> after_block;  // progress; empty = not called
+  std::function<void(int64_t blocks_done)> after_block;  // progress: 0 before the first block; empty = not called
 };
 
 struct AggregatorScratch {

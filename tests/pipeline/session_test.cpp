@@ -381,7 +381,7 @@ TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
   EXPECT_TRUE(s.closed());
 }
 
-// SessionOptions::step_progress: every block of every step, then every frame's heads, in order; the
+// SessionOptions::step_progress: the start and every block of every step, then every frame's heads, in order; the
 // results do not change; an exception it throws fails the step like any error.
 TEST_F(SessionTest, StepProgressReportsEveryBlockAndFrameOfEveryStep) {
   std::vector<std::string> events;
@@ -397,7 +397,7 @@ TEST_F(SessionTest, StepProgressReportsEveryBlockAndFrameOfEveryStep) {
   ASSERT_GE(depth, 2);
   std::vector<std::string> expected;
   for (const int64_t frames : {2, 1, 1}) {  // the scale phase (frames 0 and 1), then frames 2 and 3
-    for (int64_t b = 1; b <= depth; ++b)
+    for (int64_t b = 0; b <= depth; ++b)
       expected.push_back(std::to_string(frames) + " block " + std::to_string(b) + "/" + std::to_string(depth));
     for (int64_t f = 1; f <= frames; ++f)
       expected.push_back(std::to_string(frames) + " heads " + std::to_string(f) + "/" + std::to_string(frames));
@@ -412,11 +412,11 @@ TEST_F(SessionTest, StepProgressReportsEveryBlockAndFrameOfEveryStep) {
   c.push_frame(frame(0), H(), W());
   c.push_frame(frame(1), H(), W());
   EXPECT_EQ(events.back(), "2 heads 2/2");  // the camera head runs the step's frames at once
-  EXPECT_EQ(events.size(), static_cast<size_t>(depth + 1));
+  EXPECT_EQ(events.size(), static_cast<size_t>(depth + 2));
 
   SessionOptions throwing = tiny_options();
   throwing.step_progress = [](const StepProgress& p) {
-    if (p.done == 2) throw Error("progress display failed");
+    if (p.stage == StepProgress::Stage::Aggregator && p.done == 2) throw Error("progress display failed");
   };
   Session t(model_, throwing);
   t.push_frame(frame(0), H(), W());
