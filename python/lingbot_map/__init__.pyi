@@ -1,7 +1,7 @@
 """Type stubs for lingbot_map (the native module _lingbot_map). Docstrings live in the module."""
 import os
 from types import TracebackType
-from typing import Any, Iterator, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -118,6 +118,7 @@ class Session:
         keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
         device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
         max_special_frames: int = 0,  # run's --max-special-frames: 0 keeps all; N bounds a long stream's cost
+        progress: Optional[Callable[[dict[str, Any]], None]] = None,  # {"frames", "stage", "done", "total"} per block / frame's heads
     ) -> None: ...
     def push(self, frame: Frame, *, source: Optional[str] = None, timestamp: Optional[float] = None) -> list[Result]: ...
     def finish(self) -> list[Result]: ...
@@ -193,6 +194,7 @@ def reconstruct(
     keyframes: Optional[KeyframeInterval] = None,  # deprecated spelling of keyframe_interval (DeprecationWarning)
     device: Device = "cpu",  # "cuda" needs a CUDA build and a GPU; "auto" = cuda when available
     max_special_frames: int = 0,  # run's --max-special-frames: 0 keeps all; N bounds a long stream's cost
+    progress: Optional[Callable[[dict[str, Any]], None]] = None,  # {"frames", "stage", "done", "total"} per block / frame's heads
 ) -> Reconstruction: ...
 
 class Exporter:

@@ -57,6 +57,7 @@ struct SessionArgs {
   std::optional<int> max_non_keyframe_gap;
   std::string device = "cpu";
   int64_t max_special_frames = 0;  // run's --max-special-frames: 0 keeps every stored frame's specials
+  py::object progress = py::none();  // None or callable(dict): SessionOptions::step_progress
 };
 
 // Fills the options left None from the model's configuration.

@@ -367,7 +367,7 @@ void bind_reconstruct(py::module_& m) {
          const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype, Int threads,
          Bool features, Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
          const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
-         Int64 max_special_frames) {
+         Int64 max_special_frames, const py::object& progress) {
         // As run's --fps (which needs --video): a sampling rate for frames that are not a video would do nothing.
         if (fps_arg && video.is_none()) throw py::value_error("fps= applies to video= only (a folder or list gives every frame)");
         const double fps = fps_arg.value_or(10.0);
@@ -384,6 +384,7 @@ void bind_reconstruct(py::module_& m) {
                       kv_backend_arg(kv_backend, backend), kv_dtype, threads, features, patch_tokens, flow_threshold,
                       max_non_keyframe_gap, device};
         a.max_special_frames = max_special_frames;
+        a.progress = progress;
         ModeArgs m = mode_args(mode, preprocess);
         m.window_size = window_size;
         m.overlap_size = overlap_size;
@@ -398,7 +399,7 @@ void bind_reconstruct(py::module_& m) {
       "kv_backend"_a = py::none(), "kv_dtype"_a = "bf16", "threads"_a = 0, "features"_a = false,
       "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
       "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
-      "device"_a = "cpu", "max_special_frames"_a = 0,
+      "device"_a = "cpu", "max_special_frames"_a = 0, "progress"_a = py::none(),
       "Reconstructs a sequence as `lingbot-map run` does (same options, same defaults, same results):\n"
       "images= a folder (sorted .jpg/.jpeg/.png/.bmp) or a list of arrays (uint8 [H, W, 3], preprocessed\n"
       "like run; or float32 [3, H, W] model inputs), or video= a file (sampled at `fps`). image_size=None\n"

@@ -257,11 +257,12 @@ void bind_session(py::module_& m) {
                        std::optional<Int> overlap_size, std::optional<Int> overlap_keyframes, Bool features,
                        Bool patch_tokens, std::optional<double> flow_threshold, std::optional<Int> max_non_keyframe_gap,
                        const std::optional<std::string>& backend, const py::object& keyframes, const std::string& device,
-                       Int64 max_special_frames) {
+                       Int64 max_special_frames, const py::object& progress) {
              SessionArgs a{scale_frames, kv_window, keyframe_interval_arg(keyframe_interval, keyframes),
                            camera_iterations, kv_backend_arg(kv_backend, backend), kv_dtype, threads, features,
                            patch_tokens, flow_threshold, max_non_keyframe_gap, device};
              a.max_special_frames = max_special_frames;
+             a.progress = progress;
              ModeArgs m = mode_args(mode, preprocess);
              m.window_size = window_size;
              m.overlap_size = overlap_size;
@@ -274,7 +275,7 @@ void bind_session(py::module_& m) {
            "overlap_size"_a = py::none(), "overlap_keyframes"_a = py::none(), "features"_a = false,
            "patch_tokens"_a = false, "flow_threshold"_a = py::none(),
            "max_non_keyframe_gap"_a = py::none(), "backend"_a = py::none(), "keyframes"_a = py::none(),
-           "device"_a = "cpu", "max_special_frames"_a = 0)
+           "device"_a = "cpu", "max_special_frames"_a = 0, "progress"_a = py::none())
       .def("push", constructed(&PySession::push), "frame"_a, py::kw_only(), "source"_a = py::none(), "timestamp"_a = py::none(),
            "Pushes one frame; returns the results it completed (see the class doc). The GIL is released\n"
            "while the engine computes. `source` / `timestamp` are carried into the results (defaults: ''\n"

@@ -53,6 +53,38 @@ def test_scale_phase_protocol_and_result_fields(demo_model):
     np.testing.assert_array_equal(r.image, lm.demo_frame(0).transpose(2, 0, 1).astype(np.float32) / np.float32(255))
 
 
+def test_progress_reports_every_block_and_frame_and_its_errors_fail_the_step(demo_model):
+    """progress= (SessionOptions::step_progress): the scale phase runs for minutes on a CPU with no
+    result; the callable hears each block and each frame's heads, with the GIL held."""
+    depth = 4  # the demo model's aggregator blocks
+    events = []
+    plain = run(demo_model, frames(3), scale_frames=2)
+    got = run(demo_model, frames(3), scale_frames=2, progress=events.append)
+    assert [r.frame_index for r in got] == [0, 1, 2]
+    for a, b in zip(plain, got):  # the callback changes nothing
+        np.testing.assert_array_equal(a.depth, b.depth)
+    expected = []
+    for n in (2, 1):  # the scale phase (frames 0, 1), then frame 2
+        expected += [{"frames": n, "stage": "aggregator", "done": d, "total": depth} for d in range(depth + 1)]
+        expected += [{"frames": n, "stage": "heads", "done": f, "total": n} for f in range(1, n + 1)]
+    assert events == expected
+    events.clear()
+    assert len(list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2,
+                                   image_size=112, progress=events.append))) == 3
+    assert events == expected
+
+    def fails(p):
+        if p["done"] == 2:
+            raise ValueError("the progress display broke")
+    with lm.Session(demo_model, scale_frames=2, progress=fails) as s:
+        s.push(lm.demo_frame(0))
+        with pytest.raises(ValueError, match="^the progress display broke$"):
+            s.push(lm.demo_frame(1))
+        assert s.finished  # a failed step: reset() starts again
+    with pytest.raises(TypeError, match="^progress must be None or a callable taking a dict, got int$"):
+        lm.Session(demo_model, progress=3)
+
+
 def test_short_stream_finish_runs_the_scale_phase(demo_model):
     with lm.Session(demo_model, scale_frames=4) as s:
         assert s.push(lm.demo_frame(0)) == [] and s.push(lm.demo_frame(1)) == []
