@@ -14,12 +14,7 @@
 
 namespace lingbot {
 
-namespace model {
-class Encoder;
-class Aggregator;
-class CameraHead;
-class DptHead;
-}  // namespace model
+struct ModelModules;  // the network's modules, for the streaming session (src/pipeline/model_modules.h)
 
 // "group.field" = "value" pairs applied to the inferred configuration (ModelConfig::set keys).
 using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
@@ -79,13 +74,8 @@ class Model {
   // `mapped` false and `file_bytes` 0.
   const ModelLoadStats& load_stats() const;
 
-  // Internal modules (used by the streaming session).
-  const model::Encoder& encoder() const;
-  const model::Aggregator& aggregator() const;
-  const model::CameraHead& camera_head() const;
-  const model::DptHead& dpt_head() const;
-
  private:
+  friend struct ModelModules;
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

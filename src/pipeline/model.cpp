@@ -8,6 +8,7 @@
 #include "model/camera_head.h"
 #include "model/dpt_head.h"
 #include "model/encoder.h"
+#include "pipeline/model_modules.h"
 
 namespace lingbot {
 
@@ -83,9 +84,9 @@ std::shared_ptr<const Model> Model::from_weights(io::TensorMap weights, const Mo
 const ModelConfig& Model::config() const { return impl_->config; }
 DType Model::weights_dtype() const { return impl_->options.weights_dtype; }
 const ModelLoadStats& Model::load_stats() const { return impl_->stats; }
-const model::Encoder& Model::encoder() const { return *impl_->encoder; }
-const model::Aggregator& Model::aggregator() const { return *impl_->aggregator; }
-const model::CameraHead& Model::camera_head() const { return *impl_->camera_head; }
-const model::DptHead& Model::dpt_head() const { return *impl_->dpt_head; }
+const model::Encoder& ModelModules::encoder(const Model& m) { return *m.impl_->encoder; }
+const model::Aggregator& ModelModules::aggregator(const Model& m) { return *m.impl_->aggregator; }
+const model::CameraHead& ModelModules::camera_head(const Model& m) { return *m.impl_->camera_head; }
+const model::DptHead& ModelModules::dpt_head(const Model& m) { return *m.impl_->dpt_head; }
 
 }  // namespace lingbot

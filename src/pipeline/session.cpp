@@ -17,6 +17,7 @@
 #include "model/encoder.h"
 #include "model/geometry.h"
 #include "pipeline/frame_values.h"
+#include "pipeline/model_modules.h"
 #include "pipeline/session_backend.h"
 
 namespace lingbot {
@@ -190,8 +191,8 @@ void Session::Impl::begin_sequence(int64_t H, int64_t W) {
   height = H;
   width = W;
   grid = {H / p, W / p};
-  pos_embed = model->encoder().position_embedding(*backend, H, W);
-  const int tpf = static_cast<int>(model->aggregator().tokens_per_frame(grid));
+  pos_embed = ModelModules::encoder(*model).position_embedding(*backend, H, W);
+  const int tpf = static_cast<int>(ModelModules::aggregator(*model).tokens_per_frame(grid));
   if (cache && cache->options().tokens_per_frame == tpf) {
     cache->reset();
     return;
@@ -219,14 +220,14 @@ void Session::Impl::encode(const float* image, float* out) {
   const compute::PhaseScope phase(*backend, phases.encoder);
   const int64_t n = 3 * height * width;
   backend->upload(this->image.reserve(*backend, n), image, static_cast<size_t>(n) * sizeof(float));
-  model->encoder().forward(*backend, this->image.data(), height, width, pos_embed, out, enc_scratch);
+  ModelModules::encoder(*model).forward(*backend, this->image.data(), height, width, pos_embed, out, enc_scratch);
 }
 
 std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n, FrameMode mode,
                                                  const float* patch_tokens) {
   const ModelConfig& cfg = model->config();
   const int64_t C = cfg.aggregator.embed_dim, Pp = grid.patches();
-  const int64_t P = model->aggregator().tokens_per_frame(grid);
+  const int64_t P = ModelModules::aggregator(*model).tokens_per_frame(grid);
   model::StepFrames frames;
   frames.n_frames = static_cast<int>(n);
   frames.patch_tokens = patch_tokens;
@@ -258,7 +259,7 @@ std::vector<FrameResult> Session::Impl::run_step(int64_t first_frame, int64_t n,
     frames.after_block = [this, n, depth = cfg.aggregator.depth](int64_t done) {
       opt.step_progress({n, StepProgress::Stage::Aggregator, done, depth});
     };
-  model->aggregator().step(*backend, grid, frames, mode, *cache, agg_scratch, selected);
+  ModelModules::aggregator(*model).step(*backend, grid, frames, mode, *cache, agg_scratch, selected);
   if (mode == FrameMode::ScalePhase || mode == FrameMode::Keyframe) stored += n;  // Deferred: on commit
   ++steps;
   completed += n;
@@ -286,13 +287,13 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
   const ModelConfig& cfg = model->config();
   const int64_t n = static_cast<int64_t>(results.size());
   const int64_t C2 = 2 * cfg.aggregator.embed_dim, S = cfg.aggregator.num_special_tokens;
-  const int64_t P = model->aggregator().tokens_per_frame(grid), Pp = grid.patches();
+  const int64_t P = ModelModules::aggregator(*model).tokens_per_frame(grid), Pp = grid.patches();
   const model::ImageSize size{static_cast<int>(height), static_cast<int>(width)};
   std::vector<model::Camera> cameras(static_cast<size_t>(n));
   if (opt.camera_head) {
     const compute::PhaseScope phase(*backend, phases.camera_head);
     const model::RowsView tokens{selected.back().data(), n, C2, P * C2};  // token 0 of each frame
-    const Tensor poses = model->camera_head().step(*backend, *camera_cache, mode, tokens);  // [iters, n, 9]
+    const Tensor poses = ModelModules::camera_head(*model).step(*backend, *camera_cache, mode, tokens);  // [iters, n, 9]
     const int64_t iters = poses.dim(0), D = model::kPoseEncodingDim;
     for (int64_t f = 0; f < n; ++f) {
       FrameResult& r = results[static_cast<size_t>(f)];
@@ -319,7 +320,7 @@ void Session::Impl::run_heads(FrameMode mode, std::vector<FrameResult>& results)
       std::array<model::RowsView, 4> layers;
       for (size_t i = 0; i < layers.size(); ++i)
         layers[i] = {selected[static_cast<size_t>(idx[i])].data() + (f * P + S) * C2, Pp, C2, C2};
-      model::DepthOutput d = model->dpt_head().forward(*backend, layers, size);
+      model::DepthOutput d = ModelModules::dpt_head(*model).forward(*backend, layers, size);
       r.depth = std::move(d.depth);
       r.depth_conf = std::move(d.conf);
       if (opt.camera_head)
@@ -342,7 +343,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
                   " selected aggregator outputs");
   if (impl_->opt.camera_head) {
     const SessionOptions& o = impl_->opt;
-    impl_->camera_cache.emplace(model->camera_head().make_cache(*impl_->backend, o.camera_iterations));
+    impl_->camera_cache.emplace(ModelModules::camera_head(*model).make_cache(*impl_->backend, o.camera_iterations));
     // The camera tokens the aggregator still sees: pinned scale frames, window and kept frames.
     if (o.max_special_frames > 0)
       impl_->camera_cache->set_history_bound(*o.include_scale_frames ? o.scale_frames : 0,
