@@ -8,7 +8,7 @@
 #include <exception>
 
 #include "core/error.h"
-#include "io/depth_preview.h"
+#include "io/export_depth_preview.h"
 #include "io/export_basic.h"
 #include "io/export_bss.h"
 #include "io/export_colmap.h"

@@ -9,7 +9,7 @@
 #include <span>
 
 #include "core/error.h"
-#include "io/depth_preview.h"
+#include "io/export_depth_preview.h"
 #include "io/file_util.h"
 
 namespace lingbot::io {

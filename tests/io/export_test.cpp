@@ -21,7 +21,7 @@
 
 #include "core/error.h"
 #include "io/byte_source.h"
-#include "io/depth_preview.h"
+#include "io/export_depth_preview.h"
 #include "io/export.h"
 #include "io/export_bss.h"
 #include "io/export_colmap.h"

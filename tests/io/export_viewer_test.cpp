@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "io/depth_preview.h"
+#include "io/export_depth_preview.h"
 #include "io/export_viewer.h"
 #include "test_temp_dir.h"
 

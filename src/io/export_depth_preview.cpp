@@ -1,4 +1,4 @@
-#include "io/depth_preview.h"
+#include "io/export_depth_preview.h"
 
 #include <algorithm>
 #include <cmath>
