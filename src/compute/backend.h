@@ -27,7 +27,7 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"  // QueryView, KVSpan, VisibleKV (device-neutral)
-#include "kernels/feature_map.h"      // MapRef (device-neutral)
+#include "kernels/feature_map.h"      // MapView (device-neutral)
 #include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/phase_time.h"
@@ -75,7 +75,7 @@ class Scratch {
 };
 
 // A read-only feature map [channels, height, width] (one image) in backend memory: the kernels' view.
-using MapView = kernels::MapRef;
+using MapView = kernels::MapView;
 
 // Rotary tables in backend memory: cos and sin [n_tokens, head_dim/2] each (see the RoPE ops).
 struct RopeTable {

@@ -7,7 +7,7 @@
 namespace lingbot::kernels {
 
 // A read-only feature map [channels, height, width] f32 (row-major, packed), borrowed.
-struct MapRef {
+struct MapView {
   const float* data = nullptr;
   int64_t channels = 0, height = 0, width = 0;
 };

@@ -80,7 +80,7 @@ int64_t im2col_band_rows(int64_t K, int64_t wo, int64_t ho) {
 
 // conv2d with weights in a reduced-precision dtype that has a native oneDNN matmul: the input rounded to
 // that dtype once, then im2col + GEMM as the f32 path (y already holds the bias when accumulate).
-void conv2d_native_lowp(const MapRef& x, const Tensor& weight, bool accumulate, int s, int p, int64_t ho, int64_t wo,
+void conv2d_native_lowp(const MapView& x, const Tensor& weight, bool accumulate, int s, int p, int64_t ho, int64_t wo,
                         float* yd, int nt) {
   const DType t = weight.dtype();
   const int64_t c_in = x.channels, h = x.height, w = x.width;
@@ -125,11 +125,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
   LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv2d: kernel ", weight.dim(2), "x", weight.dim(3), " does not fit input ",
                 shape_str(x.shape()), " with padding ", params.padding);
   Tensor y({weight.dim(0), ho, wo});
-  conv2d(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
+  conv2d(MapView{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
   return y;
 }
 
-ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+ConvOutSize check_conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                          const float* y) {
   constexpr const char* op = "conv2d";
   check_weight_rank(weight, op);
@@ -146,7 +146,7 @@ ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bi
   return {ho, wo};
 }
 
-ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride,
+ConvOutSize check_conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, int stride,
                                    int padding, const float* y) {
   constexpr const char* op = "conv_transpose2d";
   check_f32_rank(weight, 4, op, "weight");
@@ -164,7 +164,7 @@ ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const 
   return {ho, wo};
 }
 
-void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* yd) {
+void conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* yd) {
   const ConvOutSize out = check_conv2d(x, weight, bias, params.stride, params.padding, yd);
   const int64_t ho = out.height, wo = out.width;
   const int64_t c_in = x.channels, h = x.height, w = x.width;
@@ -217,11 +217,11 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bia
   LINGBOT_CHECK(ho >= 1 && wo >= 1, "conv_transpose2d: output size ", ho, "x", wo, " is empty for input ",
                 shape_str(x.shape()));
   Tensor y({weight.dim(1), ho, wo});
-  conv_transpose2d(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
+  conv_transpose2d(MapView{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, weight, bias, params, y.f32());
   return y;
 }
 
-void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
+void conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
                       float* yd) {
   const ConvOutSize out = check_conv_transpose2d(x, weight, bias, params.stride, params.padding, yd);
   const int64_t ho = out.height, wo = out.width;
@@ -266,7 +266,7 @@ Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out
   LINGBOT_CHECK(out_h >= 1 && out_w >= 1, "resize_bilinear_align_corners: output size ", out_h, "x", out_w,
                 " must be positive");
   Tensor y({x.dim(0), out_h, out_w});
-  resize_bilinear_align_corners(MapRef{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, out_h, out_w, y.f32(), num_threads);
+  resize_bilinear_align_corners(MapView{x.f32(), x.dim(0), x.dim(1), x.dim(2)}, out_h, out_w, y.f32(), num_threads);
   return y;
 }
 
@@ -283,7 +283,7 @@ std::vector<BilinearTap> bilinear_align_corners_taps(int64_t in, int64_t out) {
   return t;
 }
 
-void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* yd, int num_threads) {
+void resize_bilinear_align_corners(const MapView& x, int64_t out_h, int64_t out_w, float* yd, int num_threads) {
   constexpr const char* op = "resize_bilinear_align_corners";
   LINGBOT_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", out_h, "x", out_w, " must be positive");
   const int64_t c = x.channels, h = x.height, w = x.width;

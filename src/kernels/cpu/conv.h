@@ -37,9 +37,9 @@ int64_t conv_transpose2d_out_size(int64_t in, int64_t kernel, int stride, int pa
 struct ConvOutSize {
   int64_t height = 0, width = 0;
 };
-ConvOutSize check_conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+ConvOutSize check_conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                          const float* y);
-ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, int stride,
+ConvOutSize check_conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, int stride,
                                    int padding, const float* y);
 
 // y[co, oy, ox] = bias[co] + Σ_{ci,a,b} w[co, ci, a, b] · x[ci, oy·s − p + a, ox·s − p + b] (zero outside).
@@ -47,13 +47,13 @@ ConvOutSize check_conv_transpose2d(const MapRef& x, const Tensor& weight, const 
 // Returns f32 [C_out, H_out, W_out]. Throws Error naming the shape on mismatches.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
 // The same into caller memory y [C_out, H_out, W_out] (which must not overlap x).
-void conv2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* y);
+void conv2d(const MapView& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params, float* y);
 
 // The adjoint of conv2d: y[co, i·s − p + a, j·s − p + b] += Σ_ci x[ci, i, j] · w[ci, co, a, b], plus bias.
 // x: f32 [C_in, H, W]; weight: f32 [C_in, C_out, kh, kw]; bias: f32 [C_out] or nullptr.
 // Returns f32 [C_out, H_out, W_out]. Overlapping taps (kernel > stride) are summed in a fixed order.
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params);
-void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
+void conv_transpose2d(const MapView& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
                       float* y);
 
 // Bilinear resize with align_corners=True (PyTorch F.interpolate(mode="bilinear", align_corners=True)):
@@ -61,7 +61,7 @@ void conv_transpose2d(const MapRef& x, const Tensor& weight, const Tensor* bias,
 // output size is 1), with the scale and weights computed in float as PyTorch does.
 // x: f32 [C, H, W]; returns f32 [C, out_h, out_w]. Threaded over channels.
 Tensor resize_bilinear_align_corners(const Tensor& x, int64_t out_h, int64_t out_w, int num_threads);
-void resize_bilinear_align_corners(const MapRef& x, int64_t out_h, int64_t out_w, float* y, int num_threads);
+void resize_bilinear_align_corners(const MapView& x, int64_t out_h, int64_t out_w, float* y, int num_threads);
 
 // The source indices and weights of that resize along one axis of `in` samples resized to `out`:
 // output o = w0·in[i0] + w1·in[i1] (i1 = i0 at the last sample). Shared with device backends, so
