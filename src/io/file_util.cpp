@@ -119,6 +119,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text,
   write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()), on_link);
 }
 
+UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode) {
+  UniqueFile f(std::fopen(path.c_str(), mode));
+  LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
+  return f;
+}
+
 bool roll_back_failed_append(std::FILE* f, long valid_bytes) {
   __fpurge(f);
   std::clearerr(f);

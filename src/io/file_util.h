@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,15 @@ bool is_frame_file_name(std::string_view name, std::string_view suffix);
 std::filesystem::path temp_path(const std::filesystem::path& path);
 void commit_temp_file(const std::filesystem::path& path);
 void discard_temp_file(const std::filesystem::path& path);
+// An open stdio file, closed when it goes. A writer that must see the close's error (a delayed
+// write error: NFS, quota) closes it itself: std::fclose(file.release()).
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using UniqueFile = std::unique_ptr<std::FILE, FileCloser>;
+// Opens `path` with fopen `mode` ("wb", ...); Error "cannot write <path>: <reason>" when it cannot.
+UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode = "wb");
+
 // After a failed append to `f` (a full disk fails a write part way), or to take back appends that
 // succeeded: drops what stdio still buffers and cuts the file back to its first `valid_bytes`, then
 // positions the stream there. Best effort (a failed append's caller rethrows the original error,

@@ -8,28 +8,21 @@
 
 namespace lingbot::io {
 
-LineFile::LineFile(const std::filesystem::path& path) : path_(path) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  LINGBOT_CHECK(file_ != nullptr, "cannot write ", path_.string(), ": ", std::strerror(errno));
-}
-
-LineFile::~LineFile() {
-  if (file_) std::fclose(file_);
-}
+LineFile::LineFile(const std::filesystem::path& path) : path_(path), file_(open_for_writing(path)) {}
 
 void LineFile::append(std::string_view text) {
-  if (std::fwrite(text.data(), 1, text.size(), file_) == text.size() && std::fflush(file_) == 0) {
+  if (std::fwrite(text.data(), 1, text.size(), file_.get()) == text.size() && std::fflush(file_.get()) == 0) {
     size_ += static_cast<long>(text.size());
     return;
   }
   const int err = errno;
-  roll_back_failed_append(file_, size_);  // the file keeps its complete lines
+  roll_back_failed_append(file_.get(), size_);  // the file keeps its complete lines
   throw Error(detail::concat("cannot write ", path_.string(), ": ", std::strerror(err)));
 }
 
 void LineFile::rewind(const Mark& m) {
   LINGBOT_CHECK(m.bytes <= size_, "internal: ", path_.string(), ": rewind to ", m.bytes, " bytes, past its ", size_);
-  cut_file_back(file_, path_, m.bytes);
+  cut_file_back(file_.get(), path_, m.bytes);
   size_ = m.bytes;
 }
 

@@ -3,9 +3,10 @@
 // an interrupted run leaves the lines written so far. An append that fails (full disk) throws and
 // leaves the file as it was before the call; rewind() takes back appends that succeeded (a frame
 // another export failed on). Used by the line-based exports (bss, colmap).
-#include <cstdio>
 #include <filesystem>
 #include <string_view>
+
+#include "io/file_util.h"
 
 namespace lingbot::io {
 
@@ -13,7 +14,6 @@ class LineFile {
  public:
   // Creates (truncates) `path`. Error: "cannot write <path>: <reason>".
   explicit LineFile(const std::filesystem::path& path);
-  ~LineFile();
   LineFile(const LineFile&) = delete;
   LineFile& operator=(const LineFile&) = delete;
   void append(std::string_view text);  // written and flushed; no newline added
@@ -27,7 +27,7 @@ class LineFile {
 
  private:
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  UniqueFile file_;
   long size_ = 0;  // bytes of complete appends
 };
 

@@ -184,7 +184,7 @@ void write_streaming(const std::string& path, std::span<const SafetensorsEntry> 
   const std::string header = safetensors_header(entries, metadata);
   const std::filesystem::path target = output_file_target(path);  // a link's file; never a device
   const std::string tmp = temp_path(target).string();
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
+  UniqueFile f(std::fopen(tmp.c_str(), "wb"));
   LINGBOT_CHECK(f != nullptr, "cannot create '", tmp, "': ", std::strerror(errno));
   bool ok = true;
   try {

@@ -21,12 +21,6 @@ static_assert(std::endian::native == std::endian::little, "the PLY writer assume
 
 namespace {
 
-std::FILE* open_for_writing(const std::filesystem::path& path, const char* mode) {
-  std::FILE* f = std::fopen(path.c_str(), mode);
-  LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
-  return f;
-}
-
 void write_all(std::FILE* f, const std::filesystem::path& path, const void* data, size_t n) {
   if (n == 0) return;
   LINGBOT_CHECK(std::fwrite(data, 1, n, f) == n, "cannot write ", path.string(), ": ", std::strerror(errno));
@@ -85,16 +79,13 @@ PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohma
   std::string text = json_text(head);
   text.pop_back();  // drop the closing brace; "frames" follows
   text += ",\"frames\":[";
-  file_ = open_for_writing(path_, "wb");
-  write_all(file_, path_, text);
+  file_ = open_for_writing(path_);
+  write_all(file_.get(), path_, text);
   trailer_pos_ = static_cast<long>(text.size());
-  write_all(file_, path_, std::string("\n]}\n"));
-  flush_file(file_, path_);
+  write_all(file_.get(), path_, std::string("\n]}\n"));
+  flush_file(file_.get(), path_);
 }
 
-PosesJsonWriter::~PosesJsonWriter() {
-  if (file_) std::fclose(file_);
-}
 
 void PosesJsonWriter::append(const FramePose& p) {
   nlohmann::json frame = {{"index", p.index},
@@ -117,14 +108,14 @@ void PosesJsonWriter::append(const FramePose& p) {
   std::string text = (frames_ > 0 ? ",\n" : "\n") + json_text(frame);
   const std::string trailer = "\n]}\n";
   try {
-    seek(file_, path_, trailer_pos_, SEEK_SET);
+    seek(file_.get(), path_, trailer_pos_, SEEK_SET);
     // The new content is longer than the old trailer it replaced, so nothing stale remains after it.
-    write_all(file_, path_, text + trailer);
-    flush_file(file_, path_);
+    write_all(file_.get(), path_, text + trailer);
+    flush_file(file_.get(), path_);
   } catch (const Error&) {
     // Restore the document of the frames before this one (the trailer fits where it was).
-    roll_back_failed_append(file_, trailer_pos_);
-    if (std::fwrite(trailer.data(), 1, trailer.size(), file_) == trailer.size()) (void)std::fflush(file_);
+    roll_back_failed_append(file_.get(), trailer_pos_);
+    if (std::fwrite(trailer.data(), 1, trailer.size(), file_.get()) == trailer.size()) (void)std::fflush(file_.get());
     throw;
   }
   trailer_pos_ += static_cast<long>(text.size());
@@ -136,12 +127,12 @@ void PosesJsonWriter::rewind(const Mark& m) {
   // The trailer first, in place over the frames taken back (no new disk blocks on a full disk), then
   // the cut: a failure at either step leaves a document that parses.
   const std::string trailer = "\n]}\n";
-  seek(file_, path_, m.trailer_pos, SEEK_SET);
-  write_all(file_, path_, trailer);
-  flush_file(file_, path_);
+  seek(file_.get(), path_, m.trailer_pos, SEEK_SET);
+  write_all(file_.get(), path_, trailer);
+  flush_file(file_.get(), path_);
   trailer_pos_ = m.trailer_pos;
   frames_ = m.frames;
-  cut_file_back(file_, path_, m.trailer_pos + static_cast<long>(trailer.size()));
+  cut_file_back(file_.get(), path_, m.trailer_pos + static_cast<long>(trailer.size()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,12 +151,12 @@ PlyWriter::PlyWriter(const std::filesystem::path& path) : path_(path) {
   const std::string tail =
       "\nproperty float x\nproperty float y\nproperty float z\n"
       "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n";
-  file_ = open_for_writing(path_, "wb");
+  file_ = open_for_writing(path_);
   count_pos_ = static_cast<long>(head.size());
   std::string count = "0";
   count.resize(kPlyCountWidth, ' ');
-  write_all(file_, path_, head + count + tail);
-  flush_file(file_, path_);
+  write_all(file_.get(), path_, head + count + tail);
+  flush_file(file_.get(), path_);
   data_pos_ = static_cast<long>(head.size() + count.size() + tail.size());
 }
 
@@ -176,7 +167,6 @@ PlyWriter::~PlyWriter() {
   } catch (const Error&) {
     // A destructor must not throw; the file keeps the count of the last successful flush.
   }
-  std::fclose(file_);
 }
 
 void PlyWriter::append_points(std::span<const float> xyz, std::span<const uint8_t> rgb) {
@@ -197,13 +187,13 @@ void PlyWriter::flush() {
   if (pending_ == 0) return;
   const long valid = data_pos_ + static_cast<long>(written_ * 15);
   try {
-    seek(file_, path_, valid, SEEK_SET);
-    write_all(file_, path_, buffer_);
+    seek(file_.get(), path_, valid, SEEK_SET);
+    write_all(file_.get(), path_, buffer_);
     // Make the data durable in the stream before the header claims it.
-    flush_file(file_, path_);
+    flush_file(file_.get(), path_);
   } catch (const Error&) {
     // The points of this flush are dropped; the file keeps exactly the vertices its header counts.
-    roll_back_failed_append(file_, valid);
+    roll_back_failed_append(file_.get(), valid);
     buffer_.clear();
     pending_ = 0;
     throw;
@@ -212,9 +202,9 @@ void PlyWriter::flush() {
   std::string count = std::to_string(written_ + pending_);
   LINGBOT_CHECK(count.size() <= static_cast<size_t>(kPlyCountWidth), "PLY vertex count ", count, " too large");
   count.resize(kPlyCountWidth, ' ');
-  seek(file_, path_, count_pos_, SEEK_SET);
-  write_all(file_, path_, count);
-  flush_file(file_, path_);
+  seek(file_.get(), path_, count_pos_, SEEK_SET);
+  write_all(file_.get(), path_, count);
+  flush_file(file_.get(), path_);
   written_ += pending_;
   pending_ = 0;
 }
@@ -227,11 +217,11 @@ void PlyWriter::rewind(const Mark& m) {
   // counts vertices the file does not have.
   std::string count = std::to_string(m.points);
   count.resize(kPlyCountWidth, ' ');
-  seek(file_, path_, count_pos_, SEEK_SET);
-  write_all(file_, path_, count);
-  flush_file(file_, path_);
+  seek(file_.get(), path_, count_pos_, SEEK_SET);
+  write_all(file_.get(), path_, count);
+  flush_file(file_.get(), path_);
   written_ = m.points;
-  cut_file_back(file_, path_, data_pos_ + static_cast<long>(m.points * 15));
+  cut_file_back(file_.get(), path_, data_pos_ + static_cast<long>(m.points * 15));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -60,7 +60,6 @@ class PosesJsonWriter {
  public:
   // `meta` (an object, may be null) adds top-level fields such as the image size.
   PosesJsonWriter(const std::filesystem::path& path, const nlohmann::json& meta = nullptr);
-  ~PosesJsonWriter();
   PosesJsonWriter(const PosesJsonWriter&) = delete;
   PosesJsonWriter& operator=(const PosesJsonWriter&) = delete;
   void append(const FramePose& pose);
@@ -74,7 +73,7 @@ class PosesJsonWriter {
 
  private:
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  UniqueFile file_;
   long trailer_pos_ = 0;  // where the closing "\n]}\n" starts
   int64_t frames_ = 0;
 };
@@ -117,7 +116,7 @@ class PlyWriter {
 
  private:
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  UniqueFile file_;
   long count_pos_ = 0;
   long data_pos_ = 0;  // end of the header
   int64_t written_ = 0;

@@ -24,18 +24,11 @@ void le32(std::string& s, uint32_t v) {
 
 }  // namespace
 
-ZipWriter::ZipWriter(const std::filesystem::path& path) : path_(path) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  LINGBOT_CHECK(file_ != nullptr, "cannot write ", path_.string(), ": ", std::strerror(errno));
-}
-
-ZipWriter::~ZipWriter() {
-  if (file_) std::fclose(file_);
-}
+ZipWriter::ZipWriter(const std::filesystem::path& path) : path_(path), file_(open_for_writing(path)) {}
 
 void ZipWriter::put(const void* data, size_t n) {
   if (n == 0) return;
-  LINGBOT_CHECK(std::fwrite(data, 1, n, file_) == n, "cannot write ", path_.string(), ": ", std::strerror(errno));
+  LINGBOT_CHECK(std::fwrite(data, 1, n, file_.get()) == n, "cannot write ", path_.string(), ": ", std::strerror(errno));
   pos_ += n;
 }
 
@@ -78,9 +71,9 @@ void ZipWriter::end_entry() {
   le32(fields, e.crc);
   le32(fields, static_cast<uint32_t>(e.size));
   le32(fields, static_cast<uint32_t>(e.size));
-  LINGBOT_CHECK(std::fseek(file_, static_cast<long>(e.offset + 14), SEEK_SET) == 0 &&
-                    std::fwrite(fields.data(), 1, fields.size(), file_) == fields.size() &&
-                    std::fseek(file_, 0, SEEK_END) == 0,
+  LINGBOT_CHECK(std::fseek(file_.get(), static_cast<long>(e.offset + 14), SEEK_SET) == 0 &&
+                    std::fwrite(fields.data(), 1, fields.size(), file_.get()) == fields.size() &&
+                    std::fseek(file_.get(), 0, SEEK_END) == 0,
                 "cannot write ", path_.string(), ": ", std::strerror(errno));
   in_entry_ = false;
 }
@@ -127,8 +120,7 @@ void ZipWriter::close() {
   le32(cd, static_cast<uint32_t>(cd_offset));
   le16(cd, 0);  // comment
   put(cd.data(), cd.size());
-  const int rc = std::fclose(file_);
-  file_ = nullptr;
+  const int rc = std::fclose(file_.release());
   LINGBOT_CHECK(rc == 0, "cannot write ", path_.string(), ": ", std::strerror(errno));
 }
 

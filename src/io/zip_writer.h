@@ -13,13 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "io/file_util.h"
+
 namespace lingbot::io {
 
 class ZipWriter {
  public:
   // Creates (truncates) `path`. Error: "cannot write <path>: <reason>".
   explicit ZipWriter(const std::filesystem::path& path);
-  ~ZipWriter();  // closes the file; an archive not close()d lacks its directory (invalid)
+  // The file closes when the writer goes; an archive not close()d lacks its directory (invalid).
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
 
@@ -42,7 +44,7 @@ class ZipWriter {
   };
   void put(const void* data, size_t n);
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  UniqueFile file_;
   uint64_t pos_ = 0;
   std::vector<Entry> entries_;
   bool in_entry_ = false;
