@@ -173,6 +173,18 @@ class StopSignalGuard {
   bool installed_int_ = false, installed_term_ = false, installed_hup_ = false, ignoring_pipe_ = false;
 };
 
+// summary.json "status": how the run ended.
+enum class RunStatus { Completed, Damaged, Interrupted, Failed };
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::Completed: return "completed";
+    case RunStatus::Damaged: return "damaged";
+    case RunStatus::Interrupted: return "interrupted";
+    case RunStatus::Failed: return "failed";
+  }
+  return "?";
+}
+
 // ---- input ------------------------------------------------------------------------------------
 // One interface over the folder / video FrameSource and the generated demo frames.
 struct Input {
@@ -772,7 +784,7 @@ int run_command(const RunArgs& a) {
   std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
   double infer_seconds = 0;
   double first_result_seconds = 0;  // model load start -> first frame result written (time to first frame)
-  std::string status = "completed";
+  RunStatus status = RunStatus::Completed;
   std::string error;
   int stop_signal = 0;
   progress.restart_clock();
@@ -972,7 +984,7 @@ int run_command(const RunArgs& a) {
         }
       }
       if (stopped) {
-        status = "interrupted";
+        status = RunStatus::Interrupted;
         stop_signal = sigint.signal();
         deliver(session.finish_early());  // windowed: the computed tail held back for the overlap
       }
@@ -982,11 +994,11 @@ int run_command(const RunArgs& a) {
         writer->rethrow();
       }
     } catch (const std::exception& e) {
-      status = "failed";
+      status = RunStatus::Failed;
       error = one_line(e.what());
     }
     stop_stages();  // the writer's last progress update comes before the bar's end
-    if (status == "failed") {
+    if (status == RunStatus::Failed) {
       // The results already computed are kept (windowed: the tail held back for the overlap), written
       // here in this thread; when the failure was a write, writing fails again and changes nothing.
       writer.reset();
@@ -1001,8 +1013,8 @@ int run_command(const RunArgs& a) {
   try {
     exports.finish();
   } catch (const std::exception& e) {
-    if (status != "failed") error = one_line(e.what());
-    status = "failed";
+    if (status != RunStatus::Failed) error = one_line(e.what());
+    status = RunStatus::Failed;
   }
   const json export_report = exports.report();
   // The points the point filter kept: the same in every point export (scene.glb before its budget).
@@ -1021,13 +1033,13 @@ int run_command(const RunArgs& a) {
   const io::StreamDamage* damage = input.damage();
   if (damage && damage->any()) {
     warnings.add_damage(*damage);
-    if (status == "completed" && !a.allow_damaged) status = "damaged";
+    if (status == RunStatus::Completed && !a.allow_damaged) status = RunStatus::Damaged;
   }
 
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
-  summary["status"] = status;
-  summary["interrupted"] = status == "interrupted";
+  summary["status"] = run_status_name(status);
+  summary["interrupted"] = status == RunStatus::Interrupted;
   if (stop_signal != 0) summary["signal"] = stop_signal_name(stop_signal);
   if (!error.empty()) summary["error"] = error;
   if (session.windowed()) {
@@ -1091,23 +1103,23 @@ int run_command(const RunArgs& a) {
   } catch (const Error& e) {
     summary_error = e.what();
   }
-  live.finish(status, error);
+  live.finish(run_status_name(status), error);
   // The report comes first; --serve then keeps serving until Ctrl-C, and the exit code (or the
   // error, which main prints) follows. Not after SIGTERM or SIGHUP: a service manager (or the closed
   // terminal) sends it once and means the process, not only the run.
   const auto serve_until_stopped = [&] {
     if (!viewer_server || (stop_signal != 0 && stop_signal != SIGINT)) return;
-    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", status.c_str(), viewer_server->url().c_str());
+    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", run_status_name(status), viewer_server->url().c_str());
     std::fflush(stdout);
     wait_for_stop_signal();
   };
-  if (status == "failed" || !summary_error.empty()) {
+  if (status == RunStatus::Failed || !summary_error.empty()) {
     serve_until_stopped();
-    if (status == "failed") throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
+    if (status == RunStatus::Failed) throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
     throw Error(summary_error);
   }
   const auto count_of = [](int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
-  std::printf("%s: %s (%s), %s, %.3f s/frame, peak RSS %s%s%s\n", status.c_str(),
+  std::printf("%s: %s (%s), %s, %.3f s/frame, peak RSS %s%s%s\n", run_status_name(status),
               count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
               points ? (std::to_string(*points) + " points").c_str() : "no point export",
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
@@ -1117,12 +1129,12 @@ int run_command(const RunArgs& a) {
   if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
-  if (status == "damaged")
+  if (status == RunStatus::Damaged)
     std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
                          "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
   serve_until_stopped();
-  if (status == "damaged") return kExitDamagedInput;
-  if (status == "interrupted") return exit_code_of_signal(stop_signal);
+  if (status == RunStatus::Damaged) return kExitDamagedInput;
+  if (status == RunStatus::Interrupted) return exit_code_of_signal(stop_signal);
   return 0;
 }
 
