@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/attention_rule.h"  // plain C++: also in builds without CUDA
 
 #if LINGBOT_HAVE_CUDA
 #include "compute/cuda/cuda_backend.h"
@@ -82,13 +83,21 @@ std::string gemm_path_description(Device device, DType weights) {
 
 std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim) {
   if (device == Device::Cuda) {
-    // As cuda::resolve_attention_impl's Auto: the tensor-core kernel for f16 / bf16 K/V at head_dim 64
-    // (kMmaDim) on sm_80+ (the default architectures); the SIMT kernel otherwise. The encoder's and the
-    // frame blocks' attention takes bf16 K/V with bf16 weights (model/blocks.cpp), f32 otherwise.
+    // The dispatch's own rule (kernels/cuda/attention_rule.h) on the session's device. The encoder's and
+    // the frame blocks' attention takes bf16 K/V with bf16 weights (model/blocks.cpp), f32 otherwise.
+#if LINGBOT_HAVE_CUDA
+    const int sm_major = cuda::compute_capability(0).major;
+#else
+    const int sm_major = cuda::kTensorCoreMinSmMajor;  // no device in this build: what an sm_80+ one runs
+#endif
     const auto path = [&](DType k) {
+      if (cuda::auto_runs_tensor_core_attention(k, static_cast<int>(head_dim), sm_major))
+        return detail::concat("tensor cores (Q and P rounded to ", dtype_name(k), ", f32 accumulation)");
       if (k == DType::F32) return std::string("SIMT kernel, f32 math");
-      return head_dim == 64 ? detail::concat("tensor cores (Q and P rounded to ", dtype_name(k), ", f32 accumulation)")
-                            : detail::concat("SIMT kernel on ", dtype_name(k), " K/V, f32 math");
+      return detail::concat("SIMT kernel on ", dtype_name(k), " K/V, f32 math",
+                            cuda::tensor_core_attention_fits(k, static_cast<int>(head_dim))
+                                ? detail::concat(" (tensor cores need compute capability 8.0, this GPU is ", sm_major, ".x)")
+                                : std::string());
     };
     return detail::concat("CUDA: over the cache ", path(kv), " (", dtype_name(kv), " K/V); encoder and frame blocks ",
                           path(weights == DType::BF16 ? DType::BF16 : DType::F32), " (", dtype_name(weights), " weights)");

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/attention_rule.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "pipeline/session_backend.h"
@@ -86,4 +87,11 @@ TEST(WeightsDtypeForDevice, CudaAttentionDescriptionNamesTheKernelThatRuns) {
   EXPECT_EQ(attention_path_description(Device::Cuda, DType::F16, DType::F16, 32),
             "CUDA: over the cache SIMT kernel on f16 K/V, f32 math (f16 K/V); encoder and frame blocks SIMT kernel, "
             "f32 math (f16 weights)");
+  // The rule the banner shares with the dispatch: tensor cores only from compute capability 8.0 (a T4,
+  // sm_75, runs the SIMT kernel on bf16 K/V at head_dim 64).
+  EXPECT_TRUE(cuda::auto_runs_tensor_core_attention(DType::BF16, 64, 8));
+  EXPECT_TRUE(cuda::auto_runs_tensor_core_attention(DType::F16, 64, 9));
+  EXPECT_FALSE(cuda::auto_runs_tensor_core_attention(DType::BF16, 64, 7));
+  EXPECT_FALSE(cuda::auto_runs_tensor_core_attention(DType::BF16, 128, 8));
+  EXPECT_FALSE(cuda::auto_runs_tensor_core_attention(DType::F32, 64, 9));
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cuda/attention_rule.h"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -166,17 +167,18 @@ AttentionImpl parse_attention_impl(const char* name) {
 }
 
 AttentionImpl resolve_attention_impl(AttentionImpl requested, DType kv_dtype, int head_dim) {
-  const bool mma_ok = kv_dtype != DType::F32 && head_dim == kMmaDim;
   switch (requested) {
     case AttentionImpl::Simt: return AttentionImpl::Simt;
     case AttentionImpl::TensorCore:
-      LINGBOT_CHECK(mma_ok, "tensor-core attention needs f16/bf16 K/V and head_dim ", kMmaDim, ", got ",
-                    dtype_name(kv_dtype), " and head_dim ", head_dim);
-      LINGBOT_CHECK(current_sm_major() >= 8, "tensor-core attention needs compute capability 8.0 or newer");
+      LINGBOT_CHECK(tensor_core_attention_fits(kv_dtype, head_dim), "tensor-core attention needs f16/bf16 K/V and head_dim ",
+                    kTensorCoreHeadDim, ", got ", dtype_name(kv_dtype), " and head_dim ", head_dim);
+      LINGBOT_CHECK(current_sm_major() >= kTensorCoreMinSmMajor,
+                    "tensor-core attention needs compute capability 8.0 or newer");
       return AttentionImpl::TensorCore;
     case AttentionImpl::Auto: break;
   }
-  return mma_ok && current_sm_major() >= 8 ? AttentionImpl::TensorCore : AttentionImpl::Simt;
+  return auto_runs_tensor_core_attention(kv_dtype, head_dim, current_sm_major()) ? AttentionImpl::TensorCore
+                                                                                  : AttentionImpl::Simt;
 }
 
 int planned_kv_splits(int n_queries, int heads, int head_dim, int64_t n_keys, DType kv_dtype,

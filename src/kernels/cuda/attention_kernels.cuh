@@ -11,11 +11,12 @@
 #include <string_view>
 
 #include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/attention_rule.h"
 
 namespace lingbot::cuda::attn {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kMmaDim = 64;  // the tensor-core kernel's head_dim
+constexpr int kMmaDim = kTensorCoreHeadDim;  // the tensor-core kernel's head_dim
 
 // ---------------------------------------------------------------------------------------------
 // Kernel arguments (passed by value).
