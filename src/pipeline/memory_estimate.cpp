@@ -28,15 +28,15 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   // Every weight is stored in at least the weights dtype's bytes (the block linears in it, the rest f32).
   e.weights = cfg.parameter_count() * static_cast<int64_t>(dtype_size(in.weights_dtype));
   // Frames the aggregator cache holds: the paged cache reserves its whole pool (scale frames +
-  // window) up front; dense grows to at most that (fewer in a shorter run); dense-full keeps all.
+  // window) up front, but a page becomes resident only when a frame is written into it; dense grows
+  // to at most that; so both hold fewer in a shorter run. Dense-full keeps all.
   std::optional<int64_t> all_stored;
   if (in.frames) {
     const int64_t after = std::max<int64_t>(0, *in.frames - in.scale_frames);
     all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (after + in.keyframe_interval - 1) / in.keyframe_interval;
   }
   int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
-  if (in.kv_backend == KVBackend::Dense && all_stored) stored = std::min(stored, *all_stored);
-  if (in.kv_backend == KVBackend::DenseFull && all_stored) stored = *all_stored;
+  if (all_stored) stored = in.kv_backend == KVBackend::DenseFull ? *all_stored : std::min(stored, *all_stored);
   e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
   e.kv_f32 = in.kv_dtype == DType::F32;
   const int64_t camera_frames = all_stored.value_or(stored);
