@@ -301,24 +301,27 @@ class Progress {
       std::fflush(stdout);
     }
   }
-  // Bar: redrawn at each block and frame. Lines: one line after every 10 s of the step.
+  // The scale phase begins with its first frame's push (each scale frame is encoded as it comes);
+  // its clock runs from there, not from the step.
+  void begin_scale_phase() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    step_start_ = step_line_ = Clock::now();
+    scale_phase_begun_ = true;
+  }
+  void scale_frame_encoded(int64_t done, int64_t total) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    show_step("scale phase: frame " + std::to_string(done) + "/" + std::to_string(total) + " encoded");
+  }
   void step(const StepProgress& p) {
     if (p.frames < 2) return;  // a one-frame step ends in a fraction of what a scale phase takes
     const std::lock_guard<std::mutex> lock(mutex_);
-    const Clock::time_point now = Clock::now();
-    if (p.stage == StepProgress::Stage::Aggregator && p.done == 0) step_start_ = step_line_ = now;
-    const double secs = std::chrono::duration<double>(now - step_start_).count();
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "scale phase: %s %lld/%lld, %s",
-                  p.stage == StepProgress::Stage::Aggregator ? "aggregator block" : "heads, frame",
-                  static_cast<long long>(p.done), static_cast<long long>(p.total), format_clock(secs).c_str());
-    if (bar_) {
-      draw(buf);
-    } else if (std::chrono::duration<double>(now - step_line_).count() >= 10.0) {
-      step_line_ = now;
-      std::printf("%s\n", buf);
-      std::fflush(stdout);
+    if (p.stage == StepProgress::Stage::Aggregator && p.done == 0) {
+      if (!scale_phase_begun_) step_start_ = step_line_ = Clock::now();  // a window's or a short stream's
+      scale_phase_begun_ = false;
     }
+    show_step(std::string(p.stage == StepProgress::Stage::Aggregator ? "scale phase: aggregator block "
+                                                                     : "scale phase: heads, frame ") +
+              std::to_string(p.done) + "/" + std::to_string(p.total));
   }
   void end() {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -327,6 +330,19 @@ class Progress {
   }
 
  private:
+  // Where a scale phase is, with its time so far (mutex held). Bar: redrawn each time. Lines: one
+  // line after every 10 s.
+  void show_step(const std::string& what) {
+    const Clock::time_point now = Clock::now();
+    const std::string line = what + ", " + format_clock(std::chrono::duration<double>(now - step_start_).count());
+    if (bar_) {
+      draw(line);
+    } else if (std::chrono::duration<double>(now - step_line_).count() >= 10.0) {
+      step_line_ = now;
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
   // Redraws the bar's line (mutex held): spaces over what is left of a longer line before it.
   void draw(std::string line) {
     const size_t width = line.size();
@@ -340,7 +356,8 @@ class Progress {
   bool bar_;
   std::optional<int64_t> total_;
   Clock::time_point start_;
-  Clock::time_point step_start_, step_line_;  // the multi-frame step in progress
+  Clock::time_point step_start_, step_line_;  // the scale phase in progress: its start, its last log line
+  bool scale_phase_begun_ = false;  // begin_scale_phase() set step_start_ for the coming step
   size_t drawn_width_ = 0;  // of the bar's line on screen; 0: none drawn
 };
 
@@ -646,6 +663,12 @@ int run_command(const RunArgs& a) {
                 "demo: the poses, depth and points it writes are MEANINGLESS; this only shows the pipeline works.\n");
     model = make_demo_model(kDemoWeightSeed, mo);
   } else {
+    // The released checkpoint takes tens of seconds to load on a CPU: say so before, also into a pipe.
+    std::error_code size_error;
+    const auto bytes = fs::file_size(a.model, size_error);
+    std::printf("model: loading %s%s ...\n", a.model.c_str(),
+                size_error ? "" : (" (" + fmt_bytes(static_cast<double>(bytes)) + ")").c_str());
+    std::fflush(stdout);
     model = Model::load(a.model, overrides, mo);
   }
   const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
@@ -868,7 +891,7 @@ int run_command(const RunArgs& a) {
     // Results to the writer, each with the frame it belongs to (results come in push order).
     int64_t computed = 0;
     auto deliver = [&](std::vector<FrameResult>&& results) {
-      const double cache_bytes = static_cast<double>(session.stats().cache.bytes_reserved);
+      const double cache_bytes = static_cast<double>(session.stats().cache.bytes_used);  // resident, not reserved
       computed += static_cast<int64_t>(results.size());
       for (FrameResult& r : results) {
         LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
@@ -896,16 +919,24 @@ int run_command(const RunArgs& a) {
                            io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
                                              static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
       }
+      if (pushed == 0 && scale_frames > 1) {
+        std::printf("scale phase: frames 0-%lld are encoded as they are read, then run together\n",
+                    static_cast<long long>(scale_frames - 1));
+        std::fflush(stdout);
+        progress.begin_scale_phase();
+      }
       if (pushed + 1 == scale_frames) announce_scale_phase(pushed + 1);
       const auto t0 = Clock::now();
       std::vector<FrameResult> results;
       try {
         results = session.push_frame(f.image);
       } catch (const Stopped&) {
+        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
         ++pushed;  // given to the model, no result: counted in frames_without_result
         return;    // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
       }
       infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      if (pushed + 1 < scale_frames) progress.scale_frame_encoded(pushed + 1, scale_frames);
       if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
       pending.push_back(std::move(f));
       ++pushed;
@@ -1078,9 +1109,9 @@ int run_command(const RunArgs& a) {
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
-                        {"first_frame", first_result_seconds},
+                        {"first_frame", frames_done > 0 ? json(first_result_seconds) : json()},  // null: no frame
                         {"inference", infer_seconds},
-                        {"per_frame", frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0}};
+                        {"per_frame", frames_done > 0 ? json(infer_seconds / static_cast<double>(frames_done)) : json()}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
   // Device memory of --device cuda (SessionStats); null on the CPU, whose memory is peak_rss_bytes.
   summary["device_peak_bytes"] = stats.device_peak_bytes ? json(*stats.device_peak_bytes) : json();
@@ -1125,6 +1156,9 @@ int run_command(const RunArgs& a) {
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
               fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
               stats.device_peak_bytes ? fmt_bytes(static_cast<double>(*stats.device_peak_bytes)).c_str() : "");
+  if (pushed > frames_done)  // a stopped or failed step, or scale frames still waiting for the rest
+    std::printf("%s given to the model %s no result (summary.json frames_without_result)\n",
+                count_of(pushed - frames_done, "frame").c_str(), pushed - frames_done == 1 ? "has" : "have");
   if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
   if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
   std::printf("wrote %s\n", (out / "summary.json").c_str());

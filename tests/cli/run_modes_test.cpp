@@ -135,15 +135,29 @@ TEST(RunModes, ProgressShowsWhereEachScalePhaseIs) {
     return n;
   };
   // The tiny model's 4 blocks, then the heads of the 2 scale frames, once per window (4 windows).
+  EXPECT_EQ(count(bar.err, "\rscale phase: aggregator block 0/4, 0:0"), 4u) << bar.err;
   for (const char* step : {"\rscale phase: aggregator block 1/4, 0:0", "\rscale phase: aggregator block 4/4, 0:0",
                            "\rscale phase: heads, frame 1/2, 0:0", "\rscale phase: heads, frame 2/2, 0:0"})
     EXPECT_EQ(count(bar.err, step), 4u) << step << "\n" << bar.err;
   EXPECT_EQ(count(bar.err, "scale phase: heads, frame 3/"), 0u);  // streamed frames are one-frame steps
   EXPECT_TRUE(contains(bar.err, "] 10/10 frames")) << bar.err;  // the frames' bar still ends the run
+  EXPECT_EQ(count(bar.err, "frame 1/2 encoded"), 0u) << bar.err;  // windowed: no scale frames before the steps
+
+  // Streaming: each scale frame's push encodes it, before the step: the bar says so too.
+  const Result encoded = run_cli("run --images " + kTestdata + "/tiny/frames --model " + kTestdata +
+                                 "/tiny/weights.safetensors --image-size 112 --scale-frames 3 --kv-window 3 --threads 1 "
+                                 "--first-k 4 --export poses --progress bar --out " + out.string());
+  ASSERT_EQ(encoded.exit_code, 0) << encoded.err;
+  for (const char* step : {"\rscale phase: frame 1/3 encoded, 0:0", "\rscale phase: frame 2/3 encoded, 0:0",
+                           "\rscale phase: aggregator block 0/4, 0:0", "\rscale phase: heads, frame 3/3, 0:0"})
+    EXPECT_EQ(count(encoded.err, step), 1u) << step << "\n" << encoded.err;
 
   const Result lines = run_cli("run " + kBase + " --first-k 4 --export poses --progress lines --out " + out.string());
   ASSERT_EQ(lines.exit_code, 0) << lines.err;
-  EXPECT_TRUE(contains(lines.out, "scale phase: frames 0-1 together, no result until it ends\n")) << lines.out;
+  // Said at the first frame's push (each scale frame is encoded as it comes), then before the step.
+  EXPECT_TRUE(contains(lines.out, "output: " + out.string() + "\nscale phase: frames 0-1 are encoded as they are read, "
+                                  "then run together\nscale phase: frames 0-1 together, no result until it ends\n"))
+      << lines.out;
   EXPECT_FALSE(contains(lines.out, "scale phase: aggregator")) << lines.out;  // a step of well under 10 s
   EXPECT_EQ(count(lines.err, "scale phase"), 0u) << lines.err;
 }
