@@ -891,7 +891,10 @@ int run_command(const RunArgs& a) {
     // Results to the writer, each with the frame it belongs to (results come in push order).
     int64_t computed = 0;
     auto deliver = [&](std::vector<FrameResult>&& results) {
-      const double cache_bytes = static_cast<double>(session.stats().cache.bytes_used);  // resident, not reserved
+      // On the CPU the pool's pages become resident as frames are written: the bytes in use. A GPU
+      // holds the whole pool from the start.
+      const CacheStats cache = session.stats().cache;
+      const double cache_bytes = static_cast<double>(device == Device::Cuda ? cache.bytes_reserved : cache.bytes_used);
       computed += static_cast<int64_t>(results.size());
       for (FrameResult& r : results) {
         LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
@@ -909,6 +912,8 @@ int run_command(const RunArgs& a) {
     };
     // The scale phase runs its frames together and can take minutes on a CPU: say so before it.
     const int64_t scale_frames = session.windowed() ? 0 : session.options().scale_frames;
+    // A known shorter input has its scale phase over all its frames (run by finish()).
+    const int64_t scale_phase_frames = input.count ? std::min(scale_frames, *input.count) : scale_frames;
     auto announce_scale_phase = [&](int64_t frames) {
       std::printf("scale phase: frames 0-%lld together, no result until it ends\n", static_cast<long long>(frames - 1));
       std::fflush(stdout);
@@ -919,9 +924,9 @@ int run_command(const RunArgs& a) {
                            io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
                                              static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
       }
-      if (pushed == 0 && scale_frames > 1) {
+      if (pushed == 0 && scale_phase_frames > 1) {
         std::printf("scale phase: frames 0-%lld are encoded as they are read, then run together\n",
-                    static_cast<long long>(scale_frames - 1));
+                    static_cast<long long>(scale_phase_frames - 1));
         std::fflush(stdout);
         progress.begin_scale_phase();
       }
@@ -936,7 +941,7 @@ int run_command(const RunArgs& a) {
         return;    // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
       }
       infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (pushed + 1 < scale_frames) progress.scale_frame_encoded(pushed + 1, scale_frames);
+      if (pushed + 1 < scale_phase_frames) progress.scale_frame_encoded(pushed + 1, scale_phase_frames);
       if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
       pending.push_back(std::move(f));
       ++pushed;
@@ -1011,6 +1016,7 @@ int run_command(const RunArgs& a) {
           infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
           deliver(std::move(results));
         } catch (const Stopped&) {
+          infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
           stopped = true;  // a short stream's scale phase, stopped by Ctrl-C / SIGTERM
         }
       }

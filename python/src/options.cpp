@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -105,8 +106,14 @@ std::function<void(const StepProgress&)> python_step_progress(const py::object& 
   });
   return [held](const StepProgress& p) {
     py::gil_scoped_acquire gil;
-    (*held)(py::dict("frames"_a = p.frames, "stage"_a = p.stage == StepProgress::Stage::Aggregator ? "aggregator" : "heads",
-                     "done"_a = p.done, "total"_a = p.total));
+    try {
+      (*held)(py::dict("frames"_a = p.frames, "stage"_a = p.stage == StepProgress::Stage::Aggregator ? "aggregator" : "heads",
+                       "done"_a = p.done, "total"_a = p.total));
+    } catch (py::error_already_set& e) {
+      // Out of reconstruct()'s next() it would end the iteration silently (as PEP 479 for generators).
+      if (e.matches(PyExc_StopIteration)) throw std::runtime_error("the progress callable raised StopIteration");
+      throw;
+    }
   };
 }
 

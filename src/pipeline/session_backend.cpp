@@ -82,14 +82,18 @@ std::string gemm_path_description(Device device, DType weights) {
 }
 
 std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim) {
-  if (device == Device::Cuda) {
-    // The dispatch's own rule (kernels/cuda/attention_rule.h) on the session's device. The encoder's and
-    // the frame blocks' attention takes bf16 K/V with bf16 weights (model/blocks.cpp), f32 otherwise.
 #if LINGBOT_HAVE_CUDA
-    const int sm_major = cuda::compute_capability(0).major;
-#else
-    const int sm_major = cuda::kTensorCoreMinSmMajor;  // no device in this build: what an sm_80+ one runs
+  if (device == Device::Cuda)  // the session's device (CudaBackend's default, device 0)
+    return attention_path_description(device, kv, weights, head_dim, cuda::compute_capability(0).major);
 #endif
+  // No device in this build: what an sm_80+ one runs.
+  return attention_path_description(device, kv, weights, head_dim, cuda::kTensorCoreMinSmMajor);
+}
+
+std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim, int sm_major) {
+  if (device == Device::Cuda) {
+    // The dispatch's own rule (kernels/cuda/attention_rule.h). The encoder's and the frame blocks'
+    // attention takes bf16 K/V with bf16 weights (model/blocks.cpp), f32 otherwise.
     const auto path = [&](DType k) {
       if (cuda::auto_runs_tensor_core_attention(k, static_cast<int>(head_dim), sm_major))
         return detail::concat("tensor cores (Q and P rounded to ", dtype_name(k), ", f32 accumulation)");

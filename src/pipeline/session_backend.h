@@ -45,5 +45,7 @@ std::string gemm_path_description(Device device, DType weights);
 // (kernels::resolved_attention_compute; AMX tiles where head_dim % 32 == 0, else vdpbf16ps) and the
 // intra-frame attention (bf16 with bf16 weights where native, compute::AttentionPrecision).
 std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim);
+// The same for a CUDA device of compute capability `cuda_sm_major`.x (the above reads device 0's).
+std::string attention_path_description(Device device, DType kv, DType weights, int64_t head_dim, int cuda_sm_major);
 
 }  // namespace lingbot

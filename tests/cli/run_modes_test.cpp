@@ -152,6 +152,14 @@ TEST(RunModes, ProgressShowsWhereEachScalePhaseIs) {
                            "\rscale phase: aggregator block 0/4, 0:0", "\rscale phase: heads, frame 3/3, 0:0"})
     EXPECT_EQ(count(encoded.err, step), 1u) << step << "\n" << encoded.err;
 
+  // A known shorter input runs its scale phase over its frames: announced as such.
+  const Result short_input = run_cli("run --images " + kTestdata + "/tiny/frames --model " + kTestdata +
+                                     "/tiny/weights.safetensors --image-size 112 --scale-frames 8 --kv-window 3 "
+                                     "--threads 1 --first-k 3 --export poses --progress lines --out " + out.string());
+  ASSERT_EQ(short_input.exit_code, 0) << short_input.err;
+  EXPECT_TRUE(contains(short_input.out, "scale phase: frames 0-2 are encoded as they are read, then run together\n"))
+      << short_input.out;
+
   const Result lines = run_cli("run " + kBase + " --first-k 4 --export poses --progress lines --out " + out.string());
   ASSERT_EQ(lines.exit_code, 0) << lines.err;
   // Said at the first frame's push (each scale frame is encoded as it comes), then before the step.

@@ -78,15 +78,19 @@ TEST(WeightsDtypeForDevice, CudaGemmDescriptionNamesCublas) {
 // The banner names the CUDA attention kernel that runs (cuda::resolve_attention_impl's Auto): it said
 // "f32 math" while the tensor-core kernel rounded Q and P to bf16.
 TEST(WeightsDtypeForDevice, CudaAttentionDescriptionNamesTheKernelThatRuns) {
-  EXPECT_EQ(attention_path_description(Device::Cuda, DType::BF16, DType::BF16, 64),
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::BF16, DType::BF16, 64, 8),
             "CUDA: over the cache tensor cores (Q and P rounded to bf16, f32 accumulation) (bf16 K/V); encoder and "
             "frame blocks tensor cores (Q and P rounded to bf16, f32 accumulation) (bf16 weights)");
-  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F32, DType::F32, 64),
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F32, DType::F32, 64, 8),
             "CUDA: over the cache SIMT kernel, f32 math (f32 K/V); encoder and frame blocks SIMT kernel, f32 math "
             "(f32 weights)");
-  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F16, DType::F16, 32),
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::F16, DType::F16, 32, 8),
             "CUDA: over the cache SIMT kernel on f16 K/V, f32 math (f16 K/V); encoder and frame blocks SIMT kernel, "
             "f32 math (f16 weights)");
+  EXPECT_EQ(attention_path_description(Device::Cuda, DType::BF16, DType::BF16, 64, 7),
+            "CUDA: over the cache SIMT kernel on bf16 K/V, f32 math (tensor cores need compute capability 8.0, this "
+            "GPU is 7.x) (bf16 K/V); encoder and frame blocks SIMT kernel on bf16 K/V, f32 math (tensor cores need "
+            "compute capability 8.0, this GPU is 7.x) (bf16 weights)");
   // The rule the banner shares with the dispatch: tensor cores only from compute capability 8.0 (a T4,
   // sm_75, runs the SIMT kernel on bf16 K/V at head_dim 64).
   EXPECT_TRUE(cuda::auto_runs_tensor_core_attention(DType::BF16, 64, 8));

@@ -81,6 +81,11 @@ def test_progress_reports_every_block_and_frame_and_its_errors_fail_the_step(dem
         with pytest.raises(ValueError, match="^the progress display broke$"):
             s.push(lm.demo_frame(1))
         assert s.finished  # a failed step: reset() starts again
+    def stops(p):  # out of reconstruct()'s next() it would end the iteration without an error
+        raise StopIteration
+    with pytest.raises(RuntimeError, match="^the progress callable raised StopIteration$"):
+        list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(3)], model=demo_model, scale_frames=2,
+                            image_size=112, progress=stops))
     with pytest.raises(TypeError, match="^progress must be None or a callable taking a dict, got int$"):
         lm.Session(demo_model, progress=3)
 
