@@ -651,7 +651,7 @@ int run_command(const RunArgs& a) {
     mi.kv_dtype = kv_dtype;
     mi.weights_dtype = weights.dtype;
     check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()),
-                          run_memory_advice());
+                          run_memory_advice(), static_cast<int64_t>(total_memory_bytes()));
   }
 
   const auto t_model = Clock::now();

@@ -270,7 +270,8 @@ void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
       "the reconstruction", "lower kv_window= (frames kept in the KV cache) or image_size=",
       "lower kv_window= (frames kept in the KV cache), use kv_dtype='bf16' (half the bytes), or lower image_size=",
       "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval=", "lower image_size= or scale_frames="};
-  check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice);
+  check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice,
+                        static_cast<int64_t>(total_memory_bytes()));
 }
 
 }  // namespace lingbot::python

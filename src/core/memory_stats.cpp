@@ -52,6 +52,20 @@ size_t available_memory_bytes() {
   return avail;
 }
 
+size_t total_memory_bytes() {
+  size_t total = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      size_t kb = 0;
+      if (std::sscanf(line, "MemTotal: %zu kB", &kb) == 1 || std::sscanf(line, "SwapTotal: %zu kB", &kb) == 1)
+        total += kb * 1024;
+    }
+    std::fclose(f);
+  }
+  return total;
+}
+
 size_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
 size_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
 

@@ -12,5 +12,8 @@ void reset_peak_rss();
 // Memory this process can still obtain: MemAvailable of /proc/meminfo, lowered to the cgroup (v2)
 // limit's headroom (memory.max - memory.current) when one is set; 0 if unavailable.
 size_t available_memory_bytes();
+// Memory and swap of the machine (MemTotal + SwapTotal of /proc/meminfo): under Linux's default
+// overcommit heuristic no single allocation may reserve more, resident or not; 0 if unavailable.
+size_t total_memory_bytes();
 
 }  // namespace lingbot

@@ -36,8 +36,11 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
     all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (after + in.keyframe_interval - 1) / in.keyframe_interval;
   }
   int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
+  const int64_t pool = stored;
   if (all_stored) stored = in.kv_backend == KVBackend::DenseFull ? *all_stored : std::min(stored, *all_stored);
-  e.kv_cache = cfg.aggregator.depth * 2 * stored * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
+  const int64_t frame_bytes = cfg.aggregator.depth * 2 * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
+  e.kv_cache = stored * frame_bytes;
+  e.kv_reserved = in.kv_backend == KVBackend::Paged ? pool * frame_bytes : e.kv_cache;
   e.kv_f32 = in.kv_dtype == DType::F32;
   const int64_t camera_frames = all_stored.value_or(stored);
   e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
@@ -48,7 +51,14 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   return e;
 }
 
-void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice) {
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice,
+                           int64_t reservable_bytes) {
+  // The paged pool is reserved whole at the start, even where a short run makes few of its pages resident.
+  if (reservable_bytes > 0 && e.weights + e.kv_reserved > reservable_bytes)
+    throw Error(detail::concat(advice.subject, " needs at least ", gib(e.weights + e.kv_reserved),
+                               " of memory to reserve its KV cache up front (weights ", gib(e.weights), ", KV cache pool ",
+                               gib(e.kv_reserved), ") but the machine has ", gib(reservable_bytes),
+                               " of memory and swap: ", e.kv_f32 ? advice.kv_cache_f32 : advice.kv_cache));
   if (available_bytes <= 0 || e.total() <= available_bytes) return;
   // Name the options that lower the largest part.
   const std::pair<int64_t, const std::string*> parts[] = {

@@ -19,6 +19,8 @@ struct MemoryEstimate {
   int64_t camera_cache = 0;  // camera head K/V: every stored frame, never evicted
   int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
   bool kv_f32 = false;       // the K/V dtype is f32 (bf16 / f16 would halve kv_cache)
+  // The KV cache's allocation up front, resident or not (paged: its whole pool; dense: kv_cache).
+  int64_t kv_reserved = 0;
   int64_t total() const { return weights + kv_cache + camera_cache + activations; }
 };
 struct MemoryInputs {
@@ -41,7 +43,10 @@ struct MemoryAdvice {
 };
 // Throws Error("<subject> needs at least X GiB of memory (weights ..., KV cache ..., camera cache ...,
 // activations ...) but Y GiB are available: <advice for the largest part>") when the estimate
-// exceeds `available_bytes` (0 = unknown: no check).
-void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice);
+// exceeds `available_bytes`, and Error naming the KV advice when the weights and the KV cache's
+// reservation exceed `reservable_bytes` (the machine's memory and swap: no allocation gets more).
+// 0 = unknown: no check.
+void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, const MemoryAdvice& advice,
+                           int64_t reservable_bytes = 0);
 
 }  // namespace lingbot

@@ -93,6 +93,7 @@ TEST(MemoryEstimate, AShortPagedRunCountsTheFramesItStores) {
   const int64_t open_ended = estimate_run_memory(cfg, in).kv_cache;  // length unknown: the whole pool
   in.frames = 10;
   EXPECT_EQ(estimate_run_memory(cfg, in).kv_cache * 72, open_ended * 10);
+  EXPECT_EQ(estimate_run_memory(cfg, in).kv_reserved, open_ended);  // reserved whole all the same
   in.frames = 1000;
   EXPECT_EQ(estimate_run_memory(cfg, in).kv_cache, open_ended);  // a long run fills the pool
 }
@@ -126,4 +127,15 @@ TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {
   EXPECT_TRUE(error_of(weights).ends_with(": the model's weights alone do not fit: use a machine with more memory"));
   EXPECT_NO_THROW(check_memory_feasible(e, int64_t{4} << 30, advice));
   EXPECT_NO_THROW(check_memory_feasible(e, 0, advice));  // unknown: no check
+  // A pool reserved whole up front must fit the machine's memory and swap, resident or not.
+  e.kv_reserved = int64_t{10} << 30;
+  EXPECT_NO_THROW(check_memory_feasible(e, int64_t{4} << 30, advice, int64_t{11} << 30));
+  try {
+    check_memory_feasible(e, int64_t{4} << 30, advice, int64_t{8} << 30);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& err) {
+    EXPECT_STREQ(err.what(), "the job needs at least 11.00 GiB of memory to reserve its KV cache up front (weights "
+                             "1.00 GiB, KV cache pool 10.00 GiB) but the machine has 8.00 GiB of memory and swap: "
+                             "shrink the KV");
+  }
 }

@@ -821,7 +821,8 @@ def test_a_request_that_cannot_fit_in_memory_is_refused_up_front():
     to lower (an allocation failure frames later, or the OOM killer ending the interpreter, before)."""
     from conftest import TINY
     m = lm.Model.load(TINY / "model.pt")
-    advice = "are available: lower kv_window= (frames kept in the KV cache) or image_size="
+    # More than the machine's memory and swap: the pool alone could not be reserved.
+    advice = " of memory and swap: lower kv_window= (frames kept in the KV cache) or image_size="
     with pytest.raises(lm.Error) as e:
         lm.reconstruct(images=TINY / "frames", model=m, kv_window=1048576, image_size=4088, scale_frames=2)
     assert str(e.value).startswith("the reconstruction needs at least ") and str(e.value).endswith(advice), str(e.value)
