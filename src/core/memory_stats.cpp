@@ -5,8 +5,9 @@
 
 namespace lingbot {
 namespace {
-size_t read_status_kb(const char* key) {
-  FILE* f = std::fopen("/proc/self/status", "r");
+// The "<key> <n> kB" line of a /proc file (status, meminfo), in bytes; 0 when absent.
+size_t read_kb_field(const char* path, const char* key) {
+  FILE* f = std::fopen(path, "r");
   if (!f) return 0;
   char line[256];
   size_t kb = 0;
@@ -23,18 +24,7 @@ size_t read_status_kb(const char* key) {
 }  // namespace
 
 size_t available_memory_bytes() {
-  size_t avail = 0;
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f)) {
-      size_t kb = 0;
-      if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) {
-        avail = kb * 1024;
-        break;
-      }
-    }
-    std::fclose(f);
-  }
+  size_t avail = read_kb_field("/proc/meminfo", "MemAvailable:");
   auto read_number = [](const char* path, size_t* out) {
     FILE* f = std::fopen(path, "r");
     if (!f) return false;
@@ -53,21 +43,11 @@ size_t available_memory_bytes() {
 }
 
 size_t total_memory_bytes() {
-  size_t total = 0;
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f)) {
-      size_t kb = 0;
-      if (std::sscanf(line, "MemTotal: %zu kB", &kb) == 1 || std::sscanf(line, "SwapTotal: %zu kB", &kb) == 1)
-        total += kb * 1024;
-    }
-    std::fclose(f);
-  }
-  return total;
+  return read_kb_field("/proc/meminfo", "MemTotal:") + read_kb_field("/proc/meminfo", "SwapTotal:");
 }
 
-size_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
-size_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
+size_t current_rss_bytes() { return read_kb_field("/proc/self/status", "VmRSS:"); }
+size_t peak_rss_bytes() { return read_kb_field("/proc/self/status", "VmHWM:"); }
 
 void reset_peak_rss() {
   if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
