@@ -39,6 +39,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/format_bytes.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
 #include "io/export.h"
@@ -254,13 +255,6 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
 }
 
 // ---- progress ---------------------------------------------------------------------------------
-std::string fmt_bytes(double b) {
-  char buf[32];
-  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-  return buf;
-}
-
 // A one-line bar redrawn on a terminal (stderr), or one plain line per completed frame (stdout).
 // Steps of several frames (a scale phase) also show where they are, as they can take minutes on a CPU.
 // update() runs on the writer thread, step() on the model thread.
@@ -270,7 +264,7 @@ class Progress {
   void restart_clock() { start_ = Clock::now(); }  // the rate counts from the first frame's push
   // done: frames written; computed: frames the model has finished (>= done: a scale phase finishes its
   // frames at once), which the rate and the ETA count.
-  void update(int64_t done, int64_t computed, const FrameResult& r, double kv_bytes) {
+  void update(int64_t done, int64_t computed, const FrameResult& r, int64_t kv_bytes) {
     const std::lock_guard<std::mutex> lock(mutex_);
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
@@ -287,7 +281,7 @@ class Progress {
       }
       char buf[160];
       std::snprintf(buf, sizeof buf, "%lld%s frames  %.2f fps%s  KV %s   ", static_cast<long long>(done), of.c_str(), fps,
-                    eta.c_str(), fmt_bytes(kv_bytes).c_str());
+                    eta.c_str(), format_bytes(kv_bytes).c_str());
       line += buf;
       draw(line);
     } else {
@@ -297,7 +291,7 @@ class Progress {
                   r.frame_type == FrameType::Scale      ? ", scale frame"
                   : r.frame_type == FrameType::Keyframe ? ", keyframe"
                                                         : "",
-                  fps, eta.c_str(), fmt_bytes(kv_bytes).c_str());
+                  fps, eta.c_str(), format_bytes(kv_bytes).c_str());
       std::fflush(stdout);
     }
   }
@@ -429,12 +423,12 @@ struct PendingFrame {
   io::PixelRect content;  // the pixels of `image` that came from the picture (io::content_rect)
 };
 
-// A finished frame for the writer: its result, the frame it came from, the KV cache's reserved bytes
-// when it was returned (for the progress line).
+// A finished frame for the writer: its result, the frame it came from, the KV cache's bytes when it
+// was returned (for the progress line).
 struct WriteJob {
   FrameResult result;
   PendingFrame frame;
-  double cache_bytes = 0;
+  int64_t cache_bytes = 0;
   int64_t computed = 0;  // frames the model had finished with this one (a scale phase finishes several at once)
 };
 
@@ -667,7 +661,7 @@ int run_command(const RunArgs& a) {
     std::error_code size_error;
     const auto bytes = fs::file_size(a.model, size_error);
     std::printf("model: loading %s%s ...\n", a.model.c_str(),
-                size_error ? "" : (" (" + fmt_bytes(static_cast<double>(bytes)) + ")").c_str());
+                size_error ? "" : (" (" + format_bytes(static_cast<int64_t>(bytes)) + ")").c_str());
     std::fflush(stdout);
     model = Model::load(a.model, overrides, mo);
   }
@@ -894,7 +888,7 @@ int run_command(const RunArgs& a) {
       // On the CPU the pool's pages become resident as frames are written: the bytes in use. A GPU
       // holds the whole pool from the start.
       const CacheStats cache = session.stats().cache;
-      const double cache_bytes = static_cast<double>(device == Device::Cuda ? cache.bytes_reserved : cache.bytes_used);
+      const int64_t cache_bytes = device == Device::Cuda ? cache.bytes_reserved : cache.bytes_used;
       computed += static_cast<int64_t>(results.size());
       for (FrameResult& r : results) {
         LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
@@ -1160,8 +1154,8 @@ int run_command(const RunArgs& a) {
               count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
               points ? (std::to_string(*points) + " points").c_str() : "no point export",
               frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
-              fmt_bytes(static_cast<double>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
-              stats.device_peak_bytes ? fmt_bytes(static_cast<double>(*stats.device_peak_bytes)).c_str() : "");
+              format_bytes(static_cast<int64_t>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
+              stats.device_peak_bytes ? format_bytes(*stats.device_peak_bytes).c_str() : "");
   if (pushed > frames_done)  // a stopped or failed step, or scale frames still waiting for the rest
     std::printf("%s given to the model %s no result (summary.json frames_without_result)\n",
                 count_of(pushed - frames_done, "frame").c_str(), pushed - frames_done == 1 ? "has" : "have");

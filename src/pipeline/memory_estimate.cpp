@@ -1,23 +1,13 @@
 #include "pipeline/memory_estimate.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <utility>
 
 #include "core/error.h"
+#include "core/format_bytes.h"
 
 namespace lingbot {
-
-namespace {
-
-std::string gib(int64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
-  return buf;
-}
-
-}  // namespace
 
 MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in) {
   MemoryEstimate e;
@@ -55,9 +45,9 @@ void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, con
                            int64_t reservable_bytes) {
   // The paged pool is reserved whole at the start, even where a short run makes few of its pages resident.
   if (reservable_bytes > 0 && e.weights + e.kv_reserved > reservable_bytes)
-    throw Error(detail::concat(advice.subject, " needs at least ", gib(e.weights + e.kv_reserved),
-                               " of memory to reserve its KV cache up front (weights ", gib(e.weights), ", KV cache pool ",
-                               gib(e.kv_reserved), ") but the machine has ", gib(reservable_bytes),
+    throw Error(detail::concat(advice.subject, " needs at least ", format_bytes(e.weights + e.kv_reserved),
+                               " of memory to reserve its KV cache up front (weights ", format_bytes(e.weights), ", KV cache pool ",
+                               format_bytes(e.kv_reserved), ") but the machine has ", format_bytes(reservable_bytes),
                                " of memory and swap: ", e.kv_f32 ? advice.kv_cache_f32 : advice.kv_cache));
   if (available_bytes <= 0 || e.total() <= available_bytes) return;
   // Name the options that lower the largest part.
@@ -70,9 +60,9 @@ void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, con
   const std::string what = e.weights > largest->first
                                ? "the model's weights alone do not fit: use a machine with more memory"
                                : *largest->second;
-  throw Error(detail::concat(advice.subject, " needs at least ", gib(e.total()), " of memory (weights ", gib(e.weights),
-                             ", KV cache ", gib(e.kv_cache), ", camera cache ", gib(e.camera_cache), ", activations ",
-                             gib(e.activations), ") but ", gib(available_bytes), " are available: ", what));
+  throw Error(detail::concat(advice.subject, " needs at least ", format_bytes(e.total()), " of memory (weights ", format_bytes(e.weights),
+                             ", KV cache ", format_bytes(e.kv_cache), ", camera cache ", format_bytes(e.camera_cache), ", activations ",
+                             format_bytes(e.activations), ") but ", format_bytes(available_bytes), " are available: ", what));
 }
 
 }  // namespace lingbot

@@ -113,7 +113,7 @@ TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {
     return "no error";
   };
   EXPECT_EQ(error_of(e), "the job needs at least 4.00 GiB of memory (weights 1.00 GiB, KV cache 3.00 GiB, camera cache "
-                         "0.00 GiB, activations 0.00 GiB) but 2.00 GiB are available: shrink the f32 KV");
+                         "0 B, activations 0 B) but 2.00 GiB are available: shrink the f32 KV");
   e.kv_f32 = false;
   EXPECT_TRUE(error_of(e).ends_with(": shrink the KV")) << error_of(e);
   MemoryEstimate camera = e;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <vector>
 
 #include "core/error.h"
+#include "core/format_bytes.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/resize_aa.h"
 #include "kernels/cuda/cuda_allocator.h"
@@ -24,9 +24,8 @@ std::string describe(int device) {
   LINGBOT_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   LINGBOT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  char mem[32];
-  std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
-  return detail::concat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ", ", mem, ")");
+  return detail::concat("cuda:", device, " (", prop.name, ", sm_", prop.major, prop.minor, ", ",
+                        format_bytes(static_cast<int64_t>(prop.totalGlobalMem)), ")");
 }
 
 int checked_device(int device) {
