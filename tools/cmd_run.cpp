@@ -41,6 +41,7 @@
 #include "core/error.h"
 #include "core/format_bytes.h"
 #include "core/memory_stats.h"
+#include "core/scoped_signal_action.h"
 #include "io/checkpoint.h"
 #include "io/export.h"
 #include "io/file_util.h"
@@ -143,35 +144,23 @@ const char* stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig 
 // once (no summary.json; every per-frame file already written stays valid).
 class StopSignalGuard {
  public:
-  StopSignalGuard() {
-    g_interrupt_requested.store(0);
-    g_stop_step.store(false);
-    struct sigaction sa{};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    installed_int_ = sigaction(SIGINT, &sa, &previous_int_) == 0;
-    installed_term_ = sigaction(SIGTERM, &sa, &previous_term_) == 0;
-    installed_hup_ = sigaction(SIGHUP, &sa, &previous_hup_) == 0;
-    struct sigaction ignore{};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    ignoring_pipe_ = sigaction(SIGPIPE, &ignore, &previous_pipe_) == 0;
-  }
-  ~StopSignalGuard() {
-    if (installed_int_) sigaction(SIGINT, &previous_int_, nullptr);
-    if (installed_term_) sigaction(SIGTERM, &previous_term_, nullptr);
-    if (installed_hup_) sigaction(SIGHUP, &previous_hup_, nullptr);
-    if (ignoring_pipe_) sigaction(SIGPIPE, &previous_pipe_, nullptr);
-  }
+  StopSignalGuard() = default;
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;
   bool requested() const { return g_stop_step.load(std::memory_order_acquire); }
   int signal() const { return requested() ? g_interrupt_requested.load(std::memory_order_relaxed) : 0; }
 
  private:
-  struct sigaction previous_int_{}, previous_term_{}, previous_hup_{}, previous_pipe_{};
-  bool installed_int_ = false, installed_term_ = false, installed_hup_ = false, ignoring_pipe_ = false;
+  static bool clear_flags() {
+    g_interrupt_requested.store(0);
+    g_stop_step.store(false);
+    return true;
+  }
+  [[maybe_unused]] bool cleared_ = clear_flags();  // first member: the flags are cleared before any handler is installed
+  ScopedSignalAction int_{SIGINT, on_stop_signal, SA_RESETHAND};
+  ScopedSignalAction term_{SIGTERM, on_stop_signal, SA_RESETHAND};
+  ScopedSignalAction hup_{SIGHUP, on_stop_signal, SA_RESETHAND};
+  ScopedSignalAction pipe_{SIGPIPE, SIG_IGN};
 };
 
 // summary.json "status": how the run ended.

@@ -361,21 +361,14 @@ extern "C" void on_view_stop_signal(int sig) {
 
 }  // namespace
 
-StopSignals::StopSignals() {
+StopSignals::StopSignals() : cleared_(clear_pending()), int_(SIGINT, on_view_stop_signal), term_(SIGTERM, on_view_stop_signal) {}
+
+bool StopSignals::clear_pending() {
   sem_t& sem = stop_semaphore();
   while (sem_trywait(&sem) == 0) {
   }  // no stale post from an earlier StopSignals
   g_stop_signal = 0;
-  struct sigaction sa{};
-  sa.sa_handler = on_view_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &previous_int_);
-  sigaction(SIGTERM, &sa, &previous_term_);
-}
-
-StopSignals::~StopSignals() {
-  sigaction(SIGINT, &previous_int_, nullptr);
-  sigaction(SIGTERM, &previous_term_, nullptr);
+  return true;
 }
 
 int StopSignals::wait() {

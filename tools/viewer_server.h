@@ -28,6 +28,8 @@
 #include <thread>
 #include <utility>
 
+#include "core/scoped_signal_action.h"
+
 namespace httplib {
 class Server;
 }
@@ -118,13 +120,14 @@ class ViewerServer {
 class StopSignals {
  public:
   StopSignals();
-  ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
   int wait();
 
  private:
-  struct sigaction previous_int_{}, previous_term_{};
+  static bool clear_pending();
+  [[maybe_unused]] bool cleared_;  // first member: nothing stale is pending once the handlers are installed
+  ScopedSignalAction int_, term_;
 };
 
 // Blocks until SIGINT or SIGTERM arrives (the signal is consumed) and returns its number.

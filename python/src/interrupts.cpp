@@ -44,19 +44,18 @@ CtrlCStopsTheStep::CtrlCStopsTheStep(std::atomic<bool>* flag, bool armed) {
   const bool function = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != nullptr
                                                         : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
   if (!function) return;
-  g_replaced_sigint = current;
+  g_replaced_sigint = current;  // before ours is installed: the handler chains to it
   g_ctrl_c_target.store(flag);
-  struct sigaction ours {};
-  ours.sa_sigaction = ctrl_c_stops_the_step;
-  ours.sa_flags = SA_SIGINFO | (current.sa_flags & SA_RESTART);
-  sigemptyset(&ours.sa_mask);
-  installed_ = ::sigaction(SIGINT, &ours, nullptr) == 0;
-  if (!installed_) g_ctrl_c_target.store(nullptr);
+  hook_.emplace(SIGINT, ctrl_c_stops_the_step, static_cast<unsigned>(current.sa_flags & SA_RESTART));
+  if (!hook_->installed()) {
+    hook_.reset();
+    g_ctrl_c_target.store(nullptr);
+  }
 }
 
 CtrlCStopsTheStep::~CtrlCStopsTheStep() {
-  if (!installed_) return;
-  ::sigaction(SIGINT, &g_replaced_sigint, nullptr);
+  if (!hook_) return;
+  hook_.reset();  // CPython's handler back first, then the target goes
   g_ctrl_c_target.store(nullptr);
 }
 

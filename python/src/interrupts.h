@@ -11,6 +11,9 @@
 // handler decides what Ctrl-C does, and the step runs to its end. Session.push / finish check for
 // a pending Ctrl-C before returning, and keep their results for the next call if there is one.
 #include <atomic>
+#include <optional>
+
+#include "core/scoped_signal_action.h"
 
 namespace lingbot::python {
 
@@ -28,7 +31,7 @@ class CtrlCStopsTheStep {
   CtrlCStopsTheStep& operator=(const CtrlCStopsTheStep&) = delete;
 
  private:
-  bool installed_ = false;
+  std::optional<ScopedSignalAction> hook_;  // set while ours is installed
 };
 
 // fork: GNU OpenMP's thread pool does not survive fork(): a child forked after this process ran a step
