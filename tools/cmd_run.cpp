@@ -364,9 +364,9 @@ std::string one_line(const std::string& msg) {
 }
 
 // ---- outputs ----------------------------------------------------------------------------------
-io::Mat34 to_mat34(const Tensor& t, const char* what) {
+RigidTransform<double> to_rigid_transform(const Tensor& t, const char* what) {
   t.check_shape({3, 4}, what);
-  io::Mat34 m{};
+  RigidTransform<double> m{};
   for (int i = 0; i < 12; ++i) m[static_cast<size_t>(i)] = t.f32()[i];
   return m;
 }
@@ -831,8 +831,8 @@ int run_command(const RunArgs& a) {
       x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
       x.image = std::span<const float>(f.image.f32(), 3 * hw);
       x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
-      x.c2w = to_mat34(r.extrinsic_c2w, "extrinsic_c2w");
-      x.w2c = to_mat34(r.extrinsic, "extrinsic");
+      x.c2w = to_rigid_transform(r.extrinsic_c2w, "extrinsic_c2w");
+      x.w2c = to_rigid_transform(r.extrinsic, "extrinsic");
       x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
       x.depth = std::span<const float>(r.depth.f32(), hw);
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);

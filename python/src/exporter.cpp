@@ -60,11 +60,11 @@ nlohmann::json json_from_python(const py::handle& obj) {
   return nlohmann::json::parse(text);
 }
 
-io::Mat34 mat34(const py::handle& a, const char* what) {
+RigidTransform<double> rigid_transform_arg(const py::handle& a, const char* what) {
   const auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
   if (!arr || arr.ndim() != 2 || arr.shape(0) != 3 || arr.shape(1) != 4)
     throw py::value_error(std::string(what) + " must be a float array [3, 4], got " + describe_array(a));
-  io::Mat34 m{};
+  RigidTransform<double> m{};
   for (size_t i = 0; i < 12; ++i) m[i] = arr.data()[i];
   return m;
 }
@@ -170,8 +170,8 @@ class PyExporter {
     x.scale_frame = r.frame_type == FrameType::Scale;
     x.image = std::span<const float>(img.data(), 3 * hw);
     x.pose_enc = std::span<const float>(pose_enc.data(), 9);
-    x.c2w = mat34(r.c2w, "c2w");
-    x.w2c = mat34(r.w2c, "w2c");
+    x.c2w = rigid_transform_arg(r.c2w, "c2w");
+    x.w2c = rigid_transform_arg(r.w2c, "w2c");
     x.intrinsics = mat33(r.K, "K");
     x.depth = std::span<const float>(d.data(), hw);
     if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);

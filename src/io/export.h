@@ -76,8 +76,8 @@ struct ExportFrame {
   bool scale_frame = false;      // one of the first ExportRun::scale_frames frames
   std::span<const float> image;  // [3, H, W] preprocessed RGB in [0, 1]
   std::span<const float> pose_enc;      // [9] t, q (xyzw), fov_h, fov_w
-  Mat34 c2w{};                   // camera -> world, the decoded pose (FrameResult::extrinsic_c2w)
-  Mat34 w2c{};                   // world -> camera, its inverse as the engine computed it (FrameResult::extrinsic)
+  RigidTransform<double> c2w{};  // camera -> world, the decoded pose (FrameResult::extrinsic_c2w)
+  RigidTransform<double> w2c{};  // world -> camera, its inverse as the engine computed it (FrameResult::extrinsic)
   Mat33 intrinsics{};            // K
   std::span<const float> depth;         // [H, W]
   std::span<const float> depth_conf;    // [H, W], or empty

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 BssWriter::BssWriter(const fs::path& dir) : traj_(dir / "traj.txt"), intrinsics_(dir / "intrinsics.txt") {}
 
-void BssWriter::append(double timestamp, const Mat34& c2w, const Mat33& K, int width, int height) {
+void BssWriter::append(double timestamp, const RigidTransform<double>& c2w, const Mat33& K, int width, int height) {
   std::string line = printf_string("%.6f", timestamp);
   for (double v : c2w) line += printf_string(" %.9g", v);
   line += '\n';

@@ -16,7 +16,7 @@ namespace lingbot::io {
 class BssWriter {
  public:
   explicit BssWriter(const std::filesystem::path& dir);  // writes dir/traj.txt, dir/intrinsics.txt
-  void append(double timestamp, const Mat34& c2w, const Mat33& K, int width, int height);
+  void append(double timestamp, const RigidTransform<double>& c2w, const Mat33& K, int width, int height);
   struct Mark {
     LineFile::Mark traj, intrinsics;
   };

@@ -31,7 +31,7 @@ ColmapWriter::ColmapWriter(const fs::path& dir)
       "# written by lingbot-map: depth-map points, each observed once: at its pixel of the image it came from\n");
 }
 
-void ColmapWriter::append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height,
+void ColmapWriter::append(int64_t index, const RigidTransform<double>& w2c, const Mat33& K, int width, int height,
                           const PointBatch& points) {
   // Checked before anything is written: a refused frame leaves the three files as they were.
   LINGBOT_CHECK(width >= 1 && height >= 1, "colmap: image size must be positive, got ", width, "x", height);

@@ -30,7 +30,7 @@ class ColmapWriter {
   explicit ColmapWriter(const std::filesystem::path& dir);  // writes the three files in dir
   // One frame: its camera and image (w2c, K of the engine), and its points (PointBatch::pixel gives
   // their observations; a batch without pixels gets empty tracks).
-  void append(int64_t index, const Mat34& w2c, const Mat33& K, int width, int height, const PointBatch& points);
+  void append(int64_t index, const RigidTransform<double>& w2c, const Mat33& K, int width, int height, const PointBatch& points);
   int64_t images() const { return images_; }
   int64_t points() const { return next_point_id_ - 1; }
   struct Mark {

@@ -53,7 +53,7 @@ void GlbSceneBuilder::add_points(const PointBatch& points) {
   }
 }
 
-void GlbSceneBuilder::add_camera(const Mat34& c2w, const Mat33& K, int width, int height, float frustum_depth,
+void GlbSceneBuilder::add_camera(const RigidTransform<double>& c2w, const Mat33& K, int width, int height, float frustum_depth,
                                  bool keyframe) {
   auto to_world = [&c2w](double x, double y, double z, float* out) {
     for (int r = 0; r < 3; ++r)
@@ -257,7 +257,7 @@ class GlbExporter final : public Exporter {
   struct Staged {
     int64_t index;
     PointBatch points;
-    Mat34 c2w;
+    RigidTransform<double> c2w;
     Mat33 intrinsics;
     float frustum_depth;
     bool keyframe;

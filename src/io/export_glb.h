@@ -31,7 +31,7 @@ class GlbSceneBuilder {
  public:
   explicit GlbSceneBuilder(int64_t max_points = kGlbMaxPoints);
   void add_points(const PointBatch& points);
-  void add_camera(const Mat34& c2w, const Mat33& K, int width, int height, float frustum_depth, bool keyframe);
+  void add_camera(const RigidTransform<double>& c2w, const Mat33& K, int width, int height, float frustum_depth, bool keyframe);
   // Writes the scene (temporary name + rename).
   void write(const std::filesystem::path& path) const;
   int64_t points_seen() const { return seen_; }

@@ -48,15 +48,15 @@ nlohmann::json rows(const double* m, int r, int c) {
 
 }  // namespace
 
-Mat44 rigid_inverse_4x4(const Mat34& m) {
-  const Mat34 inv = rigid_inverse(m);
+Mat44 rigid_inverse_4x4(const RigidTransform<double>& m) {
+  const RigidTransform<double> inv = rigid_inverse(m);
   Mat44 out{};
   std::copy(inv.begin(), inv.end(), out.begin());
   out[15] = 1.0;
   return out;
 }
 
-std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m) {
+std::array<double, 4> rotation_to_quaternion_xyzw(const RigidTransform<double>& m) {
   const std::array<double, 4> q = rotation_to_quat_xyzw<double>({m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]});
   const double n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
   return {q[0] / n, q[1] / n, q[2] / n, q[3] / n};
@@ -100,7 +100,7 @@ void PosesJsonWriter::append(const FramePose& p) {
     Mat44 c2w{};
     std::copy(p.c2w.begin(), p.c2w.end(), c2w.begin());
     c2w[15] = 1.0;
-    const Mat34 w2c = rigid_inverse(p.c2w);
+    const RigidTransform<double> w2c = rigid_inverse(p.c2w);
     frame["c2w"] = rows(c2w.data(), 4, 4);
     frame["w2c"] = rows(w2c.data(), 3, 4);
     frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
@@ -136,7 +136,7 @@ void PosesJsonWriter::rewind(const Mark& m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-bool TumWriter::append(double timestamp, const Mat34& c2w) {
+bool TumWriter::append(double timestamp, const RigidTransform<double>& c2w) {
   if (!all_finite(c2w)) return false;
   const auto q = rotation_to_quaternion_xyzw(c2w);
   file_.append(printf_string("%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", timestamp, c2w[3], c2w[7], c2w[11], q[0], q[1],

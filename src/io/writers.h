@@ -25,23 +25,22 @@
 
 namespace lingbot::io {
 
-using Mat34 = std::array<double, 12>;  // row-major 3x4 [R | t]
 using Mat44 = std::array<double, 16>;  // row-major 4x4
 using Mat33 = std::array<double, 9>;   // row-major 3x3
 
 // Inverse of a rigid transform [R | t] -> [R^T | -R^T t] (core/rigid_transform.h's rigid_inverse,
 // which the 3x4 form is), as a 4x4 with last row 0 0 0 1.
-Mat44 rigid_inverse_4x4(const Mat34& m);
+Mat44 rigid_inverse_4x4(const RigidTransform<double>& m);
 // Unit quaternion (qx, qy, qz, qw) of a rotation matrix (rows of `m`'s left 3x3), qw >= 0:
 // core/rigid_transform.h's rotation_to_quat_xyzw, normalised in double.
-std::array<double, 4> rotation_to_quaternion_xyzw(const Mat34& m);
+std::array<double, 4> rotation_to_quaternion_xyzw(const RigidTransform<double>& m);
 
 struct FramePose {
   int64_t index = 0;        // frame number in the run (0-based)
   double timestamp = 0;     // seconds (video) or the frame index (image folders)
   bool keyframe = false;    // stored in the KV cache (scale frames count as keyframes)
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
-  Mat34 c2w{};              // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
+  RigidTransform<double> c2w{};  // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
   // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
   // listed without matrices and every geometric writer skips it.
@@ -85,7 +84,7 @@ class TumWriter {
   explicit TumWriter(const std::filesystem::path& path) : file_(path) {}
   // Appends one line of the camera -> world pose; a pose with a non-finite value is skipped
   // (returns false), as for every geometric export (io/output_validity.h).
-  bool append(double timestamp, const Mat34& c2w);
+  bool append(double timestamp, const RigidTransform<double>& c2w);
   using Mark = LineFile::Mark;
   Mark mark() const { return file_.mark(); }
   void rewind(const Mark& m) { file_.rewind(m); }

@@ -60,7 +60,7 @@ Tensor world_points_from_depth(const Tensor& depth, const Camera& camera, ImageS
   // K⁻¹ of K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
   const float fx = camera.intrinsic[0], fy = camera.intrinsic[4], cx = camera.intrinsic[2], cy = camera.intrinsic[5];
   const float ifx = 1.0f / fx, ify = 1.0f / fy, ocx = -cx / fx, ocy = -cy / fy;
-  const Mat3x4& m = camera.c2w;
+  const RigidTransform<float>& m = camera.c2w;
   Tensor out({h, w, 3});
   const float* d = depth.f32();
   float* o = out.f32();
@@ -88,8 +88,8 @@ FlowMeasure reprojection_flow(const Tensor& depth, const Camera& f, const Camera
   // K_f⁻¹ of K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
   const float ifx = 1.0f / f.intrinsic[0], ify = 1.0f / f.intrinsic[4];
   const float fcx = f.intrinsic[2], fcy = f.intrinsic[5];
-  const Mat3x4& c = f.c2w;
-  const Mat3x4& w = k.w2c;  // closed-form inverse of the reference c2w
+  const RigidTransform<float>& c = f.c2w;
+  const RigidTransform<float>& w = k.w2c;  // closed-form inverse of the reference c2w
   const Mat3x3& K = k.intrinsic;
   double sum = 0.0;
   int64_t valid = 0;

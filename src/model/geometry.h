@@ -20,6 +20,7 @@
 // Arithmetic is float32 in the same order as the reference (float-noise agreement, ~1e-6 relative).
 #include <array>
 
+#include "core/rigid_transform.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::model {
@@ -27,7 +28,6 @@ namespace lingbot::model {
 inline constexpr int kPoseEncodingDim = 9;
 
 using PoseEncoding = std::array<float, kPoseEncodingDim>;
-using Mat3x4 = std::array<float, 12>;  // row-major [R | t] (core/rigid_transform.h: rigid_inverse)
 using Mat3x3 = std::array<float, 9>;   // row-major
 
 struct ImageSize {
@@ -36,9 +36,9 @@ struct ImageSize {
 };
 
 struct Camera {
-  Mat3x4 w2c{};        // world -> camera [Rᵀ | −Rᵀt]
-  Mat3x3 intrinsic{};  // K
-  Mat3x4 c2w{};        // camera -> world [R | t], the decoded pose
+  RigidTransform<float> w2c{};  // world -> camera [Rᵀ | −Rᵀt] (core/rigid_transform.h: rigid_inverse)
+  Mat3x3 intrinsic{};           // K
+  RigidTransform<float> c2w{};  // camera -> world [R | t], the decoded pose
 };
 
 // Rotation matrix (row-major 3x3) of the xyzw quaternion q, normalised by 2/|q|². The inverse

@@ -79,7 +79,7 @@ TEST(OutputValidity, TumSkipsNonFinitePoses) {
   const auto path = dir.path / "t.tum";
   {
     TumWriter w(path);
-    Mat34 m = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    RigidTransform<double> m = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
     EXPECT_TRUE(w.append(0, m));
     m[3] = std::nan("");
     EXPECT_FALSE(w.append(1, m));

@@ -32,7 +32,7 @@ using lingbot_test::TempDir;
 using lingbot_test::slurp;
 
 // A rotation of `deg` degrees about axis (ax, ay, az) (unit) with translation t, as w2c 3x4.
-Mat34 make_pose(double deg, double ax, double ay, double az, double tx, double ty, double tz) {
+RigidTransform<double> make_pose(double deg, double ax, double ay, double az, double tx, double ty, double tz) {
   const double a = deg * M_PI / 180, c = std::cos(a), s = std::sin(a), C = 1 - c;
   return {c + ax * ax * C,      ax * ay * C - az * s, ax * az * C + ay * s, tx,
           ay * ax * C + az * s, c + ay * ay * C,      ay * az * C - ax * s, ty,
@@ -78,7 +78,7 @@ Ply parse_ply(const std::filesystem::path& p) {
 }  // namespace
 
 TEST(Writers, RigidInverseAndQuaternion) {
-  const Mat34 w2c = make_pose(30, 0, 0, 1, 1, 2, 3);
+  const RigidTransform<double> w2c = make_pose(30, 0, 0, 1, 1, 2, 3);
   const Mat44 c2w = rigid_inverse_4x4(w2c);
   // c2w * w2c = identity
   for (int i = 0; i < 3; ++i)
@@ -134,7 +134,7 @@ TEST(Writers, PosesJsonIsValidAfterEveryFrame) {
   const Mat44 c2w = rigid_inverse_4x4(make_pose(10, 0, 1, 0, 1, 0, 0));
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 4; ++c) EXPECT_NEAR(f1["c2w"][r][c].get<double>(), c2w[r * 4 + c], 1e-15);
-  const Mat34 w2c = make_pose(10, 0, 1, 0, 1, 0, 0);
+  const RigidTransform<double> w2c = make_pose(10, 0, 1, 0, 1, 0, 0);
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c) EXPECT_NEAR(f1["w2c"][r][c].get<double>(), w2c[r * 4 + c], 1e-12);
 }
