@@ -197,18 +197,25 @@ PngFacts png_facts(std::span<const uint8_t> b) {
 
 bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
 
-// What is wrong with a BMP before stb_image reads it: pixel rows that run past the end of the file
-// (stb_image reads the missing bytes as zeros: a 200-byte file decoded as 2568 x 1286, found by
-// fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does not
-// decode. "" = fine, or a header layout this check does not know (stb_image then decides).
-std::string bmp_problem(std::span<const uint8_t> b) {
+// What stb_image must be told of a BMP before it reads it. `problem`: pixel rows that run past the end
+// of the file (stb_image reads the missing bytes as zeros: a 200-byte file decoded as 2568 x 1286,
+// found by fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does
+// not decode; "" = fine, or a header layout this check does not know (stb_image then decides).
+// `padding_byte`: 32 bits per pixel without bitfields (BI_RGB) is B, G, R and an unused byte, which
+// Pillow reads as BGRX (no alpha); stb_image takes it for alpha, so a writer's junk there would
+// composite the picture towards white.
+struct BmpCheck {
+  std::string problem;
+  bool padding_byte = false;
+};
+BmpCheck check_bmp(std::span<const uint8_t> b) {
   auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
   auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
-  if (b.size() < 18) return detail::concat("BMP header is truncated (", b.size(), " bytes)");
+  if (b.size() < 18) return {detail::concat("BMP header is truncated (", b.size(), " bytes)")};
   const uint32_t header = le32(14);
-  if (header != 12 && header != 40 && header != 56 && header != 108 && header != 124) return "";
+  if (header != 12 && header != 40 && header != 56 && header != 108 && header != 124) return {};
   if (b.size() < 14 + uint64_t{header})
-    return detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")");
+    return {detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")")};
   const uint64_t offset = le32(10);
   uint64_t w = 0, h = 0, bpp = 0, compression = 0;
   if (header == 12) {  // BITMAPCOREHEADER
@@ -219,15 +226,15 @@ std::string bmp_problem(std::span<const uint8_t> b) {
     bpp = le16(28), compression = le32(30);
   }
   if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32)
-    return detail::concat("BMP with ", bpp, " bits per pixel is not supported");
+    return {detail::concat("BMP with ", bpp, " bits per pixel is not supported")};
   // stb_image refuses only RLE (1, 2) and decodes any other value as uncompressed rows.
   if (compression != 0 && compression != 3)
-    return detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)");
+    return {detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)")};
   const uint64_t row_bytes = (w * bpp + 31) / 32 * 4;
   const uint64_t needed = offset + row_bytes * h;
-  if (needed <= b.size()) return "";
-  return detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
-                        " bytes, the file has ", b.size());
+  if (needed <= b.size()) return {"", bpp == 32 && compression == 0};
+  return {detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
+                         " bytes, the file has ", b.size())};
 }
 
 // Pillow's alpha_composite of (r,g,b,a) over opaque white, integer arithmetic as in
@@ -549,12 +556,14 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
     check_pixel_limit(w, h, name);
+  BmpCheck bmp;
   if (is_bmp(file_bytes)) {
-    const std::string problem = bmp_problem(file_bytes);
-    LINGBOT_CHECK(problem.empty(), "cannot decode image ", name, ": ", problem);
+    bmp = check_bmp(file_bytes);
+    LINGBOT_CHECK(bmp.problem.empty(), "cannot decode image ", name, ": ", bmp.problem);
   }
   std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
-      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, 0));
+      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, bmp.padding_byte ? 3 : 0));
+  if (bmp.padding_byte) comp = 3;  // stb_image reports the file's 4 channels, and converted to the 3 asked for
   LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
   LINGBOT_CHECK(comp >= 1 && comp <= 4, "cannot decode image ", name, ": unsupported channel count ",
                 comp);

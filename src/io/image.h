@@ -63,9 +63,10 @@ int exif_orientation(std::span<const uint8_t> file_bytes);
 // Applies an EXIF orientation as ImageOps.exif_transpose does (1 or unknown values: unchanged).
 ImageU8 apply_exif_orientation(const ImageU8& img, int orientation);
 
-// Largest image decoded, in pixels: PIL's decompression-bomb error threshold (2 x
-// Image.MAX_IMAGE_PIXELS), checked on the header before any pixel memory is allocated.
-inline constexpr int64_t kMaxImagePixels = 2 * int64_t{178956970};
+// Largest image decoded, in pixels: PIL's decompression-bomb error threshold, 2 x Image.MAX_IMAGE_PIXELS
+// (89,478,485), past which Image.open raises DecompressionBombError; checked on the header before
+// any pixel memory is allocated.
+inline constexpr int64_t kMaxImagePixels = 2 * int64_t{89478485};
 
 // Decodes an encoded image held in memory. `name` is used in error messages.
 // Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image or

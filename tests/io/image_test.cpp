@@ -1,6 +1,7 @@
 // Image decoding: formats, EXIF orientation, alpha compositing, grey, and error messages.
 #include <gtest/gtest.h>
 
+#include "test_errors.h"
 #include "test_temp_dir.h"
 #include <png.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -249,9 +251,17 @@ TEST(Image, DecompressionBombsAreRefusedFromTheHeader) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "cannot decode image bomb.png: 20000x20000 = 400000000 pixels exceeds the limit of 357913940 "
+              "cannot decode image bomb.png: 20000x20000 = 400000000 pixels exceeds the limit of 178956970 "
               "(decompression bomb guard, as PIL's)");
   }
+  // Between PIL's limit and twice it (the limit was doubled once by mistake): 196 M pixels, which
+  // Image.open refuses too.
+  put_be(png.data() + 16, 14000, 4);
+  put_be(png.data() + 20, 14000, 4);
+  put_be(png.data() + 29, crc32_of(png.data() + 12, 17), 4);
+  lingbot_test::expect_error([&] { decode_image(png, "bomb.png"); },
+                             "cannot decode image bomb.png: 14000x14000 = 196000000 pixels exceeds the limit of "
+                             "178956970 (decompression bomb guard, as PIL's)");
   // JPEG: the baseline SOF0 frame header says 60000 x 60000.
   std::vector<uint8_t> jpg;
   stbi_write_jpg_to_func(stbi_to_vector, &jpg, img.width, img.height, 3, img.rgb.data(), 90);
@@ -265,7 +275,7 @@ TEST(Image, DecompressionBombsAreRefusedFromTheHeader) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "cannot decode image bomb.jpg: 60000x60000 = 3600000000 pixels exceeds the limit of 357913940 "
+              "cannot decode image bomb.jpg: 60000x60000 = 3600000000 pixels exceeds the limit of 178956970 "
               "(decompression bomb guard, as PIL's)");
   }
   // probe_image_size (run's up-front size pass) refuses them too, before any frame is processed.
@@ -276,7 +286,7 @@ TEST(Image, DecompressionBombsAreRefusedFromTheHeader) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image " + (dir.path / "bomb.jpg").string() +
-                                         ": 60000x60000 = 3600000000 pixels exceeds the limit of 357913940 "
+                                         ": 60000x60000 = 3600000000 pixels exceeds the limit of 178956970 "
                                          "(decompression bomb guard, as PIL's)");
   }
   // Small images are unaffected.
@@ -342,9 +352,11 @@ TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
 }
 
 namespace {
-// A 24-bit uncompressed BMP (BITMAPINFOHEADER, rows bottom-up, BGR, rows padded to 4 bytes).
-std::vector<uint8_t> encode_bmp24(const ImageU8& img) {
-  const uint32_t row = (static_cast<uint32_t>(img.width) * 3 + 3) / 4 * 4;
+// An uncompressed BMP (BITMAPINFOHEADER, BI_RGB, rows bottom-up, BGR, rows padded to 4 bytes); 32 bits
+// per pixel: BGRX, X = fourth(pixel index).
+std::vector<uint8_t> encode_bmp(const ImageU8& img, int bits, const std::function<uint8_t(size_t)>& fourth = {}) {
+  const uint32_t bytes_pp = static_cast<uint32_t>(bits / 8);
+  const uint32_t row = (static_cast<uint32_t>(img.width) * bytes_pp + 3) / 4 * 4;
   const uint32_t size = 54 + row * static_cast<uint32_t>(img.height);
   std::vector<uint8_t> b(size, 0);
   auto le = [&](size_t o, uint32_t v, int n) {
@@ -352,13 +364,17 @@ std::vector<uint8_t> encode_bmp24(const ImageU8& img) {
   };
   b[0] = 'B', b[1] = 'M';
   le(2, size, 4), le(10, 54, 4), le(14, 40, 4), le(18, static_cast<uint32_t>(img.width), 4);
-  le(22, static_cast<uint32_t>(img.height), 4), le(26, 1, 2), le(28, 24, 2);
+  le(22, static_cast<uint32_t>(img.height), 4), le(26, 1, 2), le(28, static_cast<uint32_t>(bits), 2);
   for (int y = 0; y < img.height; ++y)
-    for (int x = 0; x < img.width; ++x)
-      for (int c = 0; c < 3; ++c)
-        b[54 + (img.height - 1 - y) * row + x * 3 + c] = img.rgb[(static_cast<size_t>(y) * img.width + x) * 3 + 2 - c];
+    for (int x = 0; x < img.width; ++x) {
+      const size_t pixel = static_cast<size_t>(y) * img.width + x;
+      uint8_t* out = &b[54 + (img.height - 1 - y) * row + x * bytes_pp];
+      for (int c = 0; c < 3; ++c) out[c] = img.rgb[pixel * 3 + 2 - c];
+      if (bits == 32) out[3] = fourth(pixel);
+    }
   return b;
 }
+std::vector<uint8_t> encode_bmp24(const ImageU8& img) { return encode_bmp(img, 24); }
 }  // namespace
 
 TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
@@ -392,6 +408,17 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image short.bmp: BMP header is truncated (32 bytes, its info "
                                      "header needs 54)");
   }
+}
+
+// 32 bits per pixel without bitfields is BGRX: Pillow ignores the fourth byte. stb_image took it for
+// alpha (opaque only where it is 0 in every pixel), so an X8R8G8B8 writer's junk there turned the
+// frame white (found by a probe: one pixel's X = 1 gave an all-white frame).
+TEST(Image, Bmp32WithoutBitfieldsIgnoresTheFourthByte) {
+  ImageU8 img(5, 3);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 17 + 5);
+  EXPECT_EQ(decode_image(encode_bmp(img, 32, [](size_t) { return uint8_t{0}; }), "zero.bmp").rgb, img.rgb);
+  EXPECT_EQ(decode_image(encode_bmp(img, 32, [](size_t i) { return uint8_t(i == 7 ? 1 : 0); }), "one.bmp").rgb, img.rgb);
+  EXPECT_EQ(decode_image(encode_bmp(img, 32, [](size_t i) { return uint8_t(i * 40); }), "junk.bmp").rgb, img.rgb);
 }
 
 // A zero-length IDAT chunk is legal and carries nothing: the image decodes exactly as without it

@@ -100,6 +100,7 @@ def test_decoded_files_equal_pillow(tmp_path):
     transparent = base.quantize(16)
     files.append(write(transparent, tmp_path / "palette_trns.png", transparency=3))
     files.append(write(base, tmp_path / "plain.bmp"))
+    files.append(write(rgba, tmp_path / "bgrx.bmp"))  # 32-bit BI_RGB: Pillow reads the alpha it wrote as padding
     png_exif = Image.Exif()
     png_exif[0x0112] = 6
     files.append(write(base, tmp_path / "rotated.png", exif=png_exif.tobytes()))

@@ -340,10 +340,10 @@ def test_an_int_out_of_its_parameters_range_is_a_value_error():
 def test_demo_frame_refuses_a_frame_larger_than_push_takes_before_allocating():
     with pytest.raises(ValueError) as e:
         lm.demo_frame(0, 30000, 15000)
-    assert str(e.value) == "demo_frame of 15000x30000 pixels (HxW) would be more than the 357913940 a frame may have"
+    assert str(e.value) == "demo_frame of 15000x30000 pixels (HxW) would be more than the 178956970 a frame may have"
     with pytest.raises(ValueError) as e:
         lm.demo_frame(0, 100000, 100000)
-    assert str(e.value) == "demo_frame of 100000x100000 pixels (HxW) would be more than the 357913940 a frame may have"
+    assert str(e.value) == "demo_frame of 100000x100000 pixels (HxW) would be more than the 178956970 a frame may have"
 
 
 def test_backends_and_kv_dtypes(demo_model):
@@ -779,7 +779,7 @@ def test_a_frame_larger_than_any_image_is_refused_before_it_is_copied(demo_model
     with lm.Session(demo_model) as s:
         with pytest.raises(ValueError) as e:
             s.push(huge)
-    assert str(e.value) == "frame has 2147483662x1 pixels (HxW), more than the 357913940 a frame may have"
+    assert str(e.value) == "frame has 2147483662x1 pixels (HxW), more than the 178956970 a frame may have"
 
 
 def test_float_frames_refuse_preprocessing_options(demo_model):
