@@ -132,7 +132,7 @@ async function staticTest() {
   const url = await server.url;
   const { browser, page, errors } = await openPage(launched, url);
   try {
-    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 90000 });
     const frames = Number(await body(page, 'frames')), points = Number(await body(page, 'points'));
     check(frames === posesFrames && frames > 0, `page frames ${frames} == poses.json frames ${posesFrames}`);
     check(points === plyPoints && points > 0, `page points ${points} == points.ply vertices ${plyPoints}`);
@@ -210,7 +210,7 @@ async function staticTest() {
     new DataView(firstBytes.buffer, firstBytes.byteOffset, 128).setUint32(4, 1, true);
     fs.writeFileSync(first, firstBytes);
     await page.reload({ waitUntil: 'domcontentloaded' });
-    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 90000 });
     await page.click('#fit');
     await sleep(300);
     const statsNan = await pngStats(page, await canvas.screenshot());
@@ -230,7 +230,7 @@ async function staticTest() {
     const damaged = path.join(out, 'viewer', '000001.bin');
     fs.truncateSync(damaged, 100);
     await page.reload({ waitUntil: 'domcontentloaded' });
-    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 90000 });
     check(Number(await body(page, 'frames')) === 1, `loading stops before the damaged frame 1 (${await body(page, 'frames')} frames)`);
     const frameError = (await body(page, 'frameError')) || '';
     check(frameError === 'frame 1 (/run/viewer/000001.bin) cannot be read: 100 bytes: shorter than its 128-byte header (truncated?)',
@@ -243,7 +243,7 @@ async function staticTest() {
     // what it showed, the damaged file's error too, loads the new run and fits the view to all of it.
     execFileSync(opt.cli, ['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
     const points2 = plyVertexCount(path.join(out, 'points.ply'));
-    await page.waitForFunction(() => document.body.dataset.frames === '20' && document.body.dataset.ready === '1', null, { timeout: 30000 })
+    await page.waitForFunction(() => document.body.dataset.frames === '20' && document.body.dataset.ready === '1', null, { timeout: 90000 })
       .catch(() => {});
     check(Number(await body(page, 'frames')) === 20 && Number(await body(page, 'points')) === points2,
       `the page shows the new run: ${await body(page, 'frames')} frames (20), ${await body(page, 'points')} points (${points2})`);
@@ -254,7 +254,7 @@ async function staticTest() {
     // first of a chunk among them: each still shows its camera.
     execFileSync(opt.cli, ['run', '--demo', '--demo-frames', '3', '--image-size', '56', '--conf-threshold', '1e30', '--out', out],
       { stdio: ['ignore', 'ignore', 'inherit'] });
-    await page.waitForFunction(() => document.body.dataset.frames === '3' && document.body.dataset.ready === '1', null, { timeout: 30000 })
+    await page.waitForFunction(() => document.body.dataset.frames === '3' && document.body.dataset.ready === '1', null, { timeout: 90000 })
       .catch(() => {});
     const cameras3 = Number(await body(page, 'cameras'));
     check(Number(await body(page, 'frames')) === 3 && Number(await body(page, 'points')) === 0 && cameras3 === 3,
@@ -290,7 +290,7 @@ async function budgetTest() {
   const url = await server.url;
   const { browser, page, errors } = await openPage(launched, `${url}?points=${budget}&images=${images}`);
   try {
-    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 90000 });
     const points = Number(await body(page, 'points')), kept = Number(await body(page, 'pointsKept'));
     check(Number(await body(page, 'frames')) === total, `page frames ${await body(page, 'frames')} == ${total}`);
     check(points === plyPoints, `page points ${points} == points.ply vertices ${plyPoints} (what the files hold)`);
