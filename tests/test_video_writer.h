@@ -21,10 +21,12 @@ namespace lingbot_test {
 // extension); `display_rotation_cw` degrees adds a display-matrix side datum; `movflags` is the MP4
 // muxer option (e.g. "+faststart": index at the front, as streaming sites serve files); `pts` (in
 // frames, one per frame) gives frames other timestamps than 0, 1, 2, ... (a gap: frames that never
-// arrived). Returns false when this libavcodec lacks the encoder.
+// arrived); `pixel_aspect` (0:1 = unstated) is the stored pixels' width : height. Returns false when
+// this libavcodec lacks the encoder.
 inline bool write_test_video(const std::filesystem::path& path, const char* codec_name,
                              const std::vector<lingbot::io::ImageU8>& frames, int fps, double display_rotation_cw = 0,
-                             const char* movflags = nullptr, const std::vector<int64_t>& pts = {}) {
+                             const char* movflags = nullptr, const std::vector<int64_t>& pts = {},
+                             AVRational pixel_aspect = AVRational{0, 1}) {
   const AVCodec* codec = avcodec_find_encoder_by_name(codec_name);
   if (!codec || frames.empty()) return false;
   const int w = frames[0].width, h = frames[0].height;
@@ -36,6 +38,7 @@ inline bool write_test_video(const std::filesystem::path& path, const char* code
   ctx->height = h;
   ctx->time_base = AVRational{1, fps};
   ctx->framerate = AVRational{fps, 1};
+  ctx->sample_aspect_ratio = pixel_aspect;
   const bool lossless_rgb = std::strcmp(codec_name, "ffv1") == 0;
   ctx->pix_fmt = lossless_rgb ? AV_PIX_FMT_0RGB32 : AV_PIX_FMT_YUV420P;
   if (fmt->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
@@ -43,6 +46,7 @@ inline bool write_test_video(const std::filesystem::path& path, const char* code
   EXPECT_GE(avcodec_parameters_from_context(st->codecpar, ctx), 0);
   st->time_base = ctx->time_base;
   st->avg_frame_rate = ctx->framerate;
+  st->sample_aspect_ratio = pixel_aspect;
   if (display_rotation_cw != 0) {
     auto* m = reinterpret_cast<int32_t*>(av_stream_new_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, 9 * sizeof(int32_t)));
     av_display_rotation_set(m, display_rotation_cw);  // clockwise, per its documentation

@@ -23,6 +23,11 @@ inline std::string format_clock(double seconds) {
   return buf;
 }
 
+// "1 frame", "3 frames": a count and its noun (a regular plural).
+inline std::string count_of(int64_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // The device of `--device NAME` (lingbot::resolve_device); when auto passes over a visible GPU, one
 // line on stdout says why ("notice: device auto runs on the CPU: cuda:0 cannot be used (...)").
 inline Device resolve_device_option(const std::string& name) {

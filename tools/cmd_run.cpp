@@ -186,6 +186,7 @@ struct Input {
   io::ImageSize canvas;              // common preprocessed size of every frame
   std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
+  std::vector<std::string> notices;           // io::FrameSource::notices
 };
 
 Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
@@ -240,6 +241,7 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
   in.canvas = src->canvas(pre);
   in.next = [src](io::SourceFrame* f) { return src->next(f); };
   in.damage = [src] { return src->damage(); };
+  in.notices = src->notices();
   return in;
 }
 
@@ -693,16 +695,12 @@ int run_command(const RunArgs& a) {
     std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   if (!a.export_preprocessed.empty()) io::ensure_writable_dir(a.export_preprocessed, "--export-preprocessed folder");
   const int H = input.canvas.height, W = input.canvas.width;
-  std::printf("input: %s%s%s, %s frames, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
-              input.path.c_str(),
-              input.count ? std::to_string(*input.count).c_str()
-                          : (input.estimated ? ("about " + std::to_string(*input.estimated)).c_str() : "unknown"),
-              W, H, a.preprocess.c_str());
-  if (input.kind == "images") {
-    // Frames of another image format in the folder are not read (as upstream): say so, not silently.
-    const std::string unread = io::unread_image_files_notice(input.path);
-    if (!unread.empty()) std::printf("notice: %s\n", unread.c_str());
-  }
+  const std::string frame_count = input.count       ? count_of(*input.count, "frame")
+                                  : input.estimated ? "about " + count_of(*input.estimated, "frame")
+                                                    : "unknown frames";
+  std::printf("input: %s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
+              input.path.c_str(), frame_count.c_str(), W, H, a.preprocess.c_str());
+  for (const std::string& notice : input.notices) std::printf("notice: %s\n", notice.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
   const std::string window = backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
@@ -1111,10 +1109,9 @@ int run_command(const RunArgs& a) {
     input.live->stop();  // the decoder may still be reading an endless source
     const io::LiveStats ls = input.live->stats();
     summary["live"] = {{"frames_decoded", ls.decoded}, {"frames_processed", ls.delivered}, {"frames_dropped", ls.dropped}};
-    std::printf("live: %lld frames decoded, %lld processed, %lld dropped (newest frame first: the engine was slower "
-                "than the source)\n",
-                static_cast<long long>(ls.decoded), static_cast<long long>(ls.delivered),
-                static_cast<long long>(ls.dropped));
+    std::printf("live: %s decoded, %lld processed, %lld dropped%s\n", count_of(ls.decoded, "frame").c_str(),
+                static_cast<long long>(ls.delivered), static_cast<long long>(ls.dropped),
+                ls.dropped > 0 ? " (newest frame first: the engine was slower than the source)" : "");
   }
   // With a full disk even the summary may not fit: the run's own error stays the message.
   std::string summary_error;
@@ -1138,11 +1135,13 @@ int run_command(const RunArgs& a) {
     if (status == RunStatus::Failed) throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
     throw Error(summary_error);
   }
-  const auto count_of = [](int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
-  std::printf("%s: %s (%s), %s, %.3f s/frame, peak RSS %s%s%s\n", run_status_name(status),
-              count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
-              points ? (std::to_string(*points) + " points").c_str() : "no point export",
-              frames_done > 0 ? infer_seconds / static_cast<double>(frames_done) : 0.0,
+  // Per frame: the model's time, and the run's after the model loaded (decoding large photos or
+  // writing many exports can take longer than the model).
+  const double frames = static_cast<double>(std::max<int64_t>(frames_done, 1));
+  std::printf("%s: %s (%s), %s, %.3f s/frame in the model, %.3f s/frame in all, peak RSS %s%s%s\n",
+              run_status_name(status), count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
+              points ? (std::to_string(*points) + " points").c_str() : "no point export", infer_seconds / frames,
+              (total_seconds - model_seconds) / frames,
               format_bytes(static_cast<int64_t>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
               stats.device_peak_bytes ? format_bytes(*stats.device_peak_bytes).c_str() : "");
   if (pushed > frames_done)  // a stopped or failed step, or scale frames still waiting for the rest

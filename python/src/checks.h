@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "fs_text.h"
 
 namespace lingbot::python {
 
@@ -44,6 +45,12 @@ inline void check_signals() {
 // Python line that called it (so the warning shows by default when that line is in __main__).
 inline void warn_deprecated(const std::string& message) {
   if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+// A UserWarning whose text may quote file names, which need not be UTF-8 (fs_decode: the bytes that
+// do not decode become lone surrogates, as os.fsdecode makes them). Same stack level as above.
+inline void warn_user(const std::string& message) {
+  py::module_::import("warnings").attr("warn")(fs_decode(message), py::handle(PyExc_UserWarning), 1);
 }
 
 }  // namespace lingbot::python

@@ -84,6 +84,7 @@ class SourceFeed : public FrameFeed {
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
+  const std::vector<std::string>& notices() const { return src_.notices(); }
 
  private:
   io::FrameSource src_;
@@ -189,19 +190,16 @@ class PyReconstruction {
       sel.rotate_clockwise_90 = src.rotate_cw90;
       const fs::path path = (has_images ? images : video).cast<fs::path>();
       if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
-      std::unique_ptr<FrameFeed> feed;
+      std::unique_ptr<SourceFeed> feed;
       {
         py::gil_scoped_release nogil;
         feed = std::make_unique<SourceFeed>(has_images ? io::FrameSource::from_folder(path, sel)
                                                        : io::FrameSource::from_video(path, sel),
                                             pre);
       }
+      for (const std::string& notice : feed->notices()) warn_user(notice);  // run's "notice:" lines
       feed_ = std::move(feed);
       kind_ = has_images ? "images" : "video";
-      if (has_images) {  // as run's notice: files of another image format are not frames
-        const std::string unread = io::unread_image_files_notice(path);
-        if (!unread.empty() && PyErr_WarnEx(PyExc_UserWarning, unread.c_str(), 1) != 0) throw py::error_already_set();
-      }
     }
     const int patch = pre.patch_size;
     check_value(feed_->canvas.width >= patch && feed_->canvas.height >= patch, "preprocessed frames would be ",

@@ -14,6 +14,7 @@ struct FrameSource::Impl {
   std::optional<VideoReader> video;          // video mode
   int64_t sampled = 0;                       // video frames passed by the fps sampler so far
   int64_t produced = 0;
+  std::vector<std::string> notices;
 };
 
 FrameSource::FrameSource() : impl_(std::make_unique<Impl>()) {}
@@ -33,6 +34,8 @@ FrameSource FrameSource::from_folder(const std::filesystem::path& dir, const Fra
   FrameSource s;
   s.impl_->sel = sel;
   std::vector<std::filesystem::path> all = list_image_files(dir);
+  for (std::string notice : {unread_image_files_notice(dir), name_order_notice(all)})
+    if (!notice.empty()) s.impl_->notices.push_back(std::move(notice));
   if (sel.first_k > 0 && static_cast<int64_t>(all.size()) > sel.first_k) all.resize(static_cast<size_t>(sel.first_k));
   for (size_t i = 0; i < all.size(); i += static_cast<size_t>(sel.stride)) s.impl_->files.push_back(all[i]);
   return s;
@@ -46,8 +49,19 @@ FrameSource FrameSource::from_video(const std::filesystem::path& file, const Fra
   VideoOpenOptions open;
   open.interrupt = std::move(interrupt);
   s.impl_->video.emplace(file.string(), sel.video_fps, open);
+  const VideoInfo& info = s.impl_->video->info();
+  if (!info.fps_stated)
+    s.impl_->notices.push_back(detail::concat(file.string(), " states no frame rate: its timestamps and the fps sampling assume ",
+                                              info.fps, " fps (fps 0 keeps every frame)"));
+  if (info.pixel_aspect_num != info.pixel_aspect_den)
+    s.impl_->notices.push_back(detail::concat(
+        file.string(), "'s pixels are not square (pixel aspect ratio ", info.pixel_aspect_num, ":",
+        info.pixel_aspect_den, "): frames are used as stored, as upstream reads them, not stretched to their "
+        "displayed shape, and the intrinsics are in stored pixels"));
   return s;
 }
+
+const std::vector<std::string>& FrameSource::notices() const { return impl_->notices; }
 
 bool FrameSource::next(SourceFrame* out) {
   Impl& s = *impl_;

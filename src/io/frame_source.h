@@ -61,6 +61,11 @@ class FrameSource {
   // preprocessed height and width. Folders: from every selected file's header (no pixel decoding);
   // video: from the stream's frame size.
   ImageSize canvas(const PreprocessOptions& opt) const;
+  // What the user should know of the input before the run, one sentence each (run prints
+  // "notice: " lines, the Python module UserWarnings): a folder's files of another image format, and
+  // names whose byte order is not their numbers' order; a video that states no frame rate, or whose
+  // pixels are not square.
+  const std::vector<std::string>& notices() const;
 
  private:
   FrameSource();

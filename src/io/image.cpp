@@ -653,10 +653,69 @@ std::vector<std::filesystem::path> list_image_files(const std::filesystem::path&
   std::vector<std::filesystem::path> files;
   for (auto& [path, ext] : folder_files(dir))
     if (is_frame_extension(ext)) files.push_back(std::move(path));
-  LINGBOT_CHECK(!files.empty(), "no images (.jpg, .jpeg, .png, .bmp) in ", dir.string());
+  if (files.empty()) {
+    const std::string unread = unread_image_files_notice(dir);
+    throw Error(detail::concat("no images (.jpg, .jpeg, .png, .bmp) in ", dir.string(), unread.empty() ? "" : "; ", unread));
+  }
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.filename().string() < b.filename().string(); });
   return files;
+}
+
+namespace {
+// Whether `a` comes after `b` when runs of digits compare as numbers ("img10" after "img2"). Digits
+// after a decimal point ("1305031102.2" vs "1305031102.175304", as TUM names frames) are a fraction,
+// which byte order already sorts.
+bool after_by_numbers(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && digit(a[ei])) ++ei;
+      while (ej < b.size() && digit(b[ej])) ++ej;
+      std::string_view na(a.data() + i, ei - i), nb(b.data() + j, ej - j);
+      const bool fraction = i >= 2 && a[i - 1] == '.' && digit(a[i - 2]);  // so is b's: all before compared equal
+      if (fraction) {
+        if (na != nb) return na > nb;
+        i = ei, j = ej;
+        continue;
+      }
+      while (na.size() > 1 && na.front() == '0') na.remove_prefix(1);
+      while (nb.size() > 1 && nb.front() == '0') nb.remove_prefix(1);
+      if (na.size() != nb.size()) return na.size() > nb.size();
+      if (na != nb) return na > nb;
+      i = ei, j = ej;
+    } else {
+      if (a[i] != b[j]) return a[i] > b[j];
+      ++i, ++j;
+    }
+  }
+  return i < a.size() && j >= b.size();
+}
+
+
+// The name with every run of digits as one '#': names of one sequence share it ("img#.png").
+std::string digits_as_one(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool digit = c >= '0' && c <= '9';
+    if (!digit) out += c;
+    else if (out.empty() || out.back() != '#') out += '#';
+  }
+  return out;
+}
+}  // namespace
+
+std::string name_order_notice(const std::vector<std::filesystem::path>& sorted_files) {
+  for (size_t k = 0; k + 1 < sorted_files.size(); ++k) {
+    const std::string a = sorted_files[k].filename().string(), b = sorted_files[k + 1].filename().string();
+    if (digits_as_one(a) == digits_as_one(b) && after_by_numbers(a, b))
+      return detail::concat("frames are read in byte order of their names, as upstream sorts them: ", a,
+                            " comes before ", b, ". If the numbers count the capture order, zero-pad them to one "
+                            "width (img002.png, img010.png)");
+  }
+  return "";
 }
 
 std::map<std::string, int64_t> unread_image_files(const std::filesystem::path& dir) {

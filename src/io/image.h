@@ -100,8 +100,14 @@ ImageSize probe_image_size(const std::filesystem::path& path);
 // demo.py only globs *.jpg, *.png and *.JPG; the wider set here is a superset. Hidden files (a name
 // starting with '.', such as macOS's "._frame.png" companions) are skipped, as a glob skips them.
 // Errors: "image folder not found: <dir>", "not a folder: <dir>",
-// "no images (.jpg, .jpeg, .png, .bmp) in <dir>".
+// "no images (.jpg, .jpeg, .png, .bmp) in <dir>" (then, when there are some, "; " and
+// unread_image_files_notice).
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);
+
+// When byte order and the order of the numbers in names that differ only in their numbers differ
+// ("img10.png" sorts before "img2.png"), says so for the first such pair and how to fix it; else "". Frames stay in byte order,
+// as upstream reads them: this is the notice that un-padded numbers scramble a sequence.
+std::string name_order_notice(const std::vector<std::filesystem::path>& sorted_files);
 
 // Files directly inside `dir` (not hidden) in an image format list_image_files does not read (.webp,
 // .tif, .tiff, .jpe, .gif, .heic, ...): extension (lower case) -> count, for the notice that they

@@ -11,10 +11,12 @@ extern "C" {
 #include <fcntl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "io/file_util.h"
@@ -82,6 +84,16 @@ struct MemoryFile {
     return target;
   }
 };
+
+// Whether a packet of an MJPEG stream holds a whole JPEG: its EOI marker (FF D9) ends it, allowing
+// the few bytes of padding some cameras and muxers leave after it. Inside the picture FF D9 cannot
+// occur (entropy-coded data escapes FF as FF 00), so this is the end of the frame.
+bool ends_with_jpeg_eoi(const AVPacket* p) {
+  constexpr int kPaddingAllowed = 16;
+  for (int i = p->size - 2; i >= 0 && i >= p->size - 2 - kPaddingAllowed; --i)
+    if (p->data[i] == 0xff && p->data[i + 1] == 0xd9) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -191,9 +203,10 @@ struct VideoReader::Impl {
 VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
     : VideoReader(path.string(), target_fps, VideoOpenOptions{}) {}
 
-VideoReader::VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& opts)
+VideoReader::VideoReader(const std::string& given, double target_fps, const VideoOpenOptions& opts)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  const std::string source = given == "-" ? "pipe:0" : given;  // as most tools read stdin
   s.path = source;
   if (!is_stream_url(source)) {
     std::error_code ec;
@@ -276,6 +289,10 @@ void VideoReader::open(double target_fps) {
   LINGBOT_CHECK(r >= 0 && decoder != nullptr, "cannot open video ", s.path, ": ", av_error(r));
   s.stream_index = r;
   AVStream* st = raw->streams[r];
+  // FFmpeg prefers a moving picture to an attached one, so this is the only video stream: an audio
+  // file's cover art (one still image, stated at a made-up 90000 fps).
+  LINGBOT_CHECK(!(st->disposition & AV_DISPOSITION_ATTACHED_PIC), "no video stream in ", s.path,
+                " (only an attached picture, such as an audio file's cover art)");
 
   s.codec.reset(avcodec_alloc_context3(decoder));
   LINGBOT_CHECK(s.codec != nullptr, "cannot open video ", s.path, ": out of memory");
@@ -312,6 +329,18 @@ void VideoReader::open(double target_fps) {
   const auto rate = [](AVRational q) { return q.num > 0 && q.den > 0 ? av_q2d(q) : 0.0; };  // 0: unknown
   const double average_fps = rate(st->avg_frame_rate), nominal_fps = rate(st->r_frame_rate);
   s.info.fps = average_fps > 0 ? average_fps : nominal_fps > 0 ? nominal_fps : 30;
+  // An image pipe's (png_pipe, jpeg_pipe, ...) rate and a raw or multipart MJPEG stream's are their
+  // demuxer's option, 25 unless set: nothing in the input states it. (Other raw streams, such as H.264
+  // or MPEG-4 elementary streams, carry their rate in the bitstream.)
+  const std::string_view format_name = raw->iformat->name;
+  s.info.fps_stated = (average_fps > 0 || nominal_fps > 0) && !format_name.ends_with("_pipe") &&
+                      format_name != "mjpeg" && format_name != "mpjpeg";
+  const AVRational sar = av_guess_sample_aspect_ratio(raw, st, nullptr);
+  if (sar.num > 0 && sar.den > 0 && sar.num != sar.den) {
+    AVRational reduced{};
+    av_reduce(&reduced.num, &reduced.den, sar.num, sar.den, INT_MAX);
+    s.info.pixel_aspect_num = reduced.num, s.info.pixel_aspect_den = reduced.den;
+  }
   const double grid_fps = rate(av_guess_frame_rate(raw, st, nullptr));
   s.info.frame_count = st->nb_frames;
   if (raw->duration != AV_NOPTS_VALUE && raw->duration > 0) {
@@ -400,6 +429,10 @@ bool VideoReader::next(VideoFrame* out) {
       s.finished = true;
       return false;
     }
+    // A multipart JPEG stream (an IP camera's, or FFmpeg's mpjpeg muxer) opens a part after every
+    // frame, so its end is a part that never comes: FFmpeg's demuxer calls that invalid data.
+    if (r == AVERROR_INVALIDDATA && s.fmt->pb && avio_feof(s.fmt->pb) && std::strcmp(s.fmt->iformat->name, "mpjpeg") == 0)
+      r = AVERROR_EOF;
     if (r < 0) {
       // End of file, or the demuxer gave up on a damaged file: keep what was read, drain the decoder.
       if (r != AVERROR_EOF) track.on_read_error(av_error(r));
@@ -422,6 +455,14 @@ bool VideoReader::next(VideoFrame* out) {
         s.last_packet_bytes = s.packet->size;
       }
       track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
+      if (s.codec->codec_id == AV_CODEC_ID_MJPEG && !ends_with_jpeg_eoi(s.packet.get())) {
+        // A JPEG cut short (the end of a pipe, a dropped connection): FFmpeg's decoder would emulate
+        // the missing end and hand over a half-grey picture without a word. A decode error instead,
+        // as a damaged PNG in an image pipe is, so the frame counts as lost.
+        av_packet_unref(s.packet.get());
+        track.on_decode_error();
+        continue;
+      }
       r = avcodec_send_packet(s.codec.get(), s.packet.get());
       av_packet_unref(s.packet.get());
       if (r == AVERROR_INVALIDDATA) {

@@ -29,6 +29,12 @@ struct VideoInfo {
   int height = 0;
   int rotation = 0;           // clockwise degrees applied to decoded frames: 0, 90, 180 or 270
   double fps = 0;             // source frame rate used for sampling: average, else nominal, else 30 (above)
+  // False when the input states no frame rate and `fps` is assumed: FFmpeg's default for image
+  // streams (25: an MJPEG or PNG pipe, whose timestamps it makes up from that rate) or upstream's 30.
+  bool fps_stated = true;
+  // Sample (pixel) aspect ratio, width : height of one stored pixel; 1 : 1 when square or unstated.
+  // Frames are used as stored (as OpenCV, and so upstream, reads them), not stretched to display.
+  int pixel_aspect_num = 1, pixel_aspect_den = 1;
   int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
   double duration_s = 0;      // container duration (0 when unknown)
   std::string codec;          // decoder name, e.g. "h264"
@@ -63,7 +69,8 @@ class VideoReader {
   // The same on a file held in memory (custom AVIO; seeks within the buffer). `label` names it in
   // errors. Used by the fuzz target and for inputs that are not files.
   static VideoReader from_memory(std::vector<uint8_t> bytes, const std::string& label, double target_fps = 0);
-  // Any FFmpeg input: a file, a URL (is_stream_url: no existence check), a device with opts.format.
+  // Any FFmpeg input: a file, a URL (is_stream_url: no existence check), a device with opts.format;
+  // "-" is the standard input ("pipe:0", the name errors then use).
   VideoReader(const std::string& source, double target_fps, const VideoOpenOptions& opts);
   ~VideoReader();
   VideoReader(VideoReader&&) noexcept;

@@ -494,7 +494,7 @@ TEST(RunReliability, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
 
 // Frames in another image format in the folder (.webp, .tif, ...) are not read, as upstream; the run
 // says how many, so a sequence missing every other frame is not a surprise.
-TEST(RunReliability, ImagesOfAnotherFormatAreNamedInANotice) {
+TEST(RunReliability, InputNoticesNameUnreadFilesAndUnpaddedNumbers) {
   const fs::path dir = fresh_dir("other_formats") / "frames";
   fs::create_directories(dir);
   for (int i = 0; i < 3; ++i)
@@ -509,6 +509,17 @@ TEST(RunReliability, ImagesOfAnotherFormatAreNamedInANotice) {
   const Result plain = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel + kTinyRunArgs +
                                " --export poses --out " + (dir.parent_path() / "out2").string());
   EXPECT_FALSE(contains(plain.out, "notice: ")) << plain.out;
+  // Numbers that are not zero-padded: byte order (upstream's), and a notice naming the first pair.
+  const fs::path unpadded = dir.parent_path() / "unpadded";
+  fs::create_directories(unpadded);
+  for (int i : {1, 2, 10}) fs::copy_file(fs::path(kTinyFrames) / "000000.png", unpadded / ("img" + std::to_string(i) + ".png"));
+  const Result order = run_cli("run --images " + unpadded.string() + " --model " + kTinyModel + kTinyRunArgs +
+                               " --export poses --out " + (dir.parent_path() / "out3").string());
+  ASSERT_EQ(order.exit_code, 0) << order.out << order.err;
+  EXPECT_TRUE(contains(order.out, "notice: frames are read in byte order of their names, as upstream sorts them: "
+                                  "img10.png comes before img2.png. If the numbers count the capture order, zero-pad "
+                                  "them to one width (img002.png, img010.png)\n"))
+      << order.out;
 }
 
 }  // namespace

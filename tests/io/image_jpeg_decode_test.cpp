@@ -17,60 +17,19 @@
 #include "core/error.h"
 #include "io/image.h"
 #include "test_files.h"
+#include "test_jpeg.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
+using lingbot_test::encode_jpeg;
+using lingbot_test::EncodeOptions;
+using lingbot_test::k420;
+using lingbot_test::k422;
+using lingbot_test::k440;
+using lingbot_test::k444;
+using lingbot_test::Sampling;
 
 namespace {
-
-// Chroma sampling of an encoded JPEG: luma's factors (chroma is 1x1), as PIL's "subsampling".
-struct Sampling {
-  int h = 1;
-  int v = 1;
-};
-constexpr Sampling k444{1, 1}, k422{2, 1}, k420{2, 2}, k440{1, 2};
-
-struct EncodeOptions {
-  int quality = 95;
-  Sampling sampling = k420;
-  bool progressive = false;
-  int restart_rows = 0;  // restart interval in MCU rows (0: none)
-};
-
-// Encodes 8-bit samples (1 = grey, 3 = RGB, 4 = CMYK as stored, i.e. Adobe-inverted; 2 = no
-// colour space) with libjpeg.
-std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& px, int w, int h, int comps,
-                                 const EncodeOptions& opt) {
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);  // encoding valid input cannot fail
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = static_cast<JDIMENSION>(w);
-  c.image_height = static_cast<JDIMENSION>(h);
-  c.input_components = comps;
-  c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : comps == 4 ? JCS_CMYK : JCS_UNKNOWN;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, opt.quality, TRUE);
-  if (comps == 3) {
-    c.comp_info[0].h_samp_factor = opt.sampling.h;
-    c.comp_info[0].v_samp_factor = opt.sampling.v;
-  }
-  if (opt.progressive) jpeg_simple_progression(&c);
-  c.restart_in_rows = opt.restart_rows;
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(px.data()) + static_cast<size_t>(c.next_scanline) * w * comps;
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  std::vector<uint8_t> out(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  std::free(buf);
-  return out;
-}
 
 // libjpeg's own decode of a valid JPEG with the settings PIL uses, unless a test changes them:
 // default parameters (ISLOW IDCT, fancy upsampling), output JCS_RGB, or JCS_GRAYSCALE for grey.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -320,6 +321,37 @@ TEST(Image, ListsImageFilesSortedByName) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "image folder not found: " + (empty / "missing").string());
   }
+  // A folder of frames in formats that are not read says what it holds (a probe found a TIFF-only
+  // folder answered with "no images" alone).
+  write_file(empty / "a.tif", png);
+  write_file(empty / "b.tif", png);
+  lingbot_test::expect_error([&] { list_image_files(empty); },
+                             "no images (.jpg, .jpeg, .png, .bmp) in " + empty.string() +
+                                 "; 2 image files of another format in the folder are not read (2 .tif): frames are "
+                                 ".jpg, .jpeg, .png and .bmp files");
+}
+
+// Frames stay in byte order (upstream's sorted()); numbers of different widths get a notice naming the
+// first pair out of numeric order. Zero-padded numbers and TUM-style decimal timestamps get none.
+TEST(Image, NameOrderNoticeNamesTheFirstPairOutOfNumericOrder) {
+  auto notice = [](std::vector<std::string> names) {
+    std::sort(names.begin(), names.end());
+    std::vector<std::filesystem::path> paths(names.begin(), names.end());
+    return name_order_notice(paths);
+  };
+  EXPECT_EQ(notice({"img1.png", "img2.png", "img9.png", "img10.png", "img11.png"}),
+            "frames are read in byte order of their names, as upstream sorts them: img11.png comes before img2.png. If "
+            "the numbers count the capture order, zero-pad them to one width (img002.png, img010.png)");
+  EXPECT_EQ(notice({"img001.png", "img002.png", "img010.png", "img100.png"}), "");
+  EXPECT_EQ(notice({"1305031102.175304.png", "1305031102.2.png", "1305031102.21.png", "1305031103.01.png"}), "");
+  EXPECT_EQ(notice({"scene2_0001.png", "scene10_0001.png"}),
+            "frames are read in byte order of their names, as upstream sorts them: scene10_0001.png comes before "
+            "scene2_0001.png. If the numbers count the capture order, zero-pad them to one width (img002.png, "
+            "img010.png)");
+  EXPECT_EQ(notice({"a.png", "b.png", "frame.png", "frame1.png"}), "");
+  EXPECT_EQ(notice({"DSC_0099.JPG", "DSC_0100.JPG", "IMG_5.jpg"}), "");
+  EXPECT_EQ(notice({"000000.png", "000001.png", "00000\xe9.png"}), "");  // not one numbered sequence
+  EXPECT_EQ(notice({"a9.png", "a10b.png"}), "");
 }
 
 TEST(Image, Grey16PngIsClippedLikePil) {

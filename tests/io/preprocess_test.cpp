@@ -258,7 +258,7 @@ TEST(Preprocess, PublicEntryPointsRefuseBadInputWithExactMessages) {
   EXPECT_EQ(message([&] { lingbot::preprocess_image(rgb.data(), 0, 20, {}); }),
             "preprocess_image: image size must be positive, got 0x20");
   EXPECT_EQ(message([&] { lingbot::preprocess_image(rgb.data(), 60000, 60000, {}); }),
-            "preprocess_image: 60000x60000 is more than 357913940 pixels");
+            "preprocess_image: 60000x60000 is more than 178956970 pixels");
   EXPECT_EQ(message([&] { lingbot::load_frame("/nonexistent/x.png", {}); }), "image file not found: /nonexistent/x.png");
   EXPECT_EQ(message([&] { lingbot::load_frame("/nonexistent/x.png", {5, 14, Preprocess::Crop}); }),
             "image_size must be a multiple of the model's patch size 14, got 5");

@@ -19,6 +19,7 @@
 #include "test_temp_dir.h"
 #include "test_video_writer.h"
 #include "test_files.h"
+#include "test_jpeg.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -175,6 +176,48 @@ TEST(VideoDamage, Y4mCutInsideAFrameReportsIt) {
     EXPECT_EQ(d.lost[0].position, 4);
     EXPECT_NEAR(d.lost[0].timestamp_s, 0.4, 1e-9);
     EXPECT_EQ(d.describe(), "1 frame lost (stream positions 4), " + c.truncation);
+  }
+}
+
+// JPEG frames one after another (an MJPEG pipe, `-f mjpeg`) and as a multipart stream (an IP
+// camera's, `-f mpjpeg`). A frame cut short is a decode error and a lost frame: FFmpeg's decoder
+// emulated its missing end and handed over a half-grey picture (found by a probe: status
+// "completed"). A multipart stream's trailing boundary is its normal end, not a read error.
+TEST(VideoDamage, AJpegStreamCutInsideAFrameReportsIt) {
+  TempDir dir;
+  std::string jpegs, multipart = "--ffmpeg\r\n";
+  for (int i = 0; i < 4; ++i) {
+    const ImageU8 img = numbered_frame(i, 64, 48);
+    const std::vector<uint8_t> encoded = lingbot_test::encode_jpeg(img.rgb, img.width, img.height, 3);
+    const std::string jpeg(encoded.begin(), encoded.end());
+    jpegs += jpeg;
+    multipart += "Content-type: image/jpeg\r\nContent-length: " + std::to_string(jpeg.size()) + "\r\n\r\n" + jpeg +
+                 "\r\n--ffmpeg\r\n";
+  }
+  struct Case {
+    std::string name, bytes;
+    size_t frames;
+  };
+  const Case cases[] = {{"frames.mjpeg", jpegs, 4},
+                        {"cut.mjpeg", jpegs.substr(0, jpegs.size() - 300), 3},
+                        {"frames.mpjpeg", multipart, 4},
+                        {"cut.mpjpeg", multipart.substr(0, multipart.size() - 300), 3}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    write_file(dir.path / c.name, c.bytes);
+    VideoReader reader(dir.path / c.name, 0);
+    const auto frames = read_all(reader);
+    ASSERT_EQ(frames.size(), c.frames);
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(stamped_number(frames[i].image), static_cast<int>(i));
+    const StreamDamage& d = reader.damage();
+    if (c.frames == 4) {
+      EXPECT_FALSE(d.any()) << d.describe();
+      continue;
+    }
+    EXPECT_EQ(d.decode_errors, 1);
+    EXPECT_EQ(d.lost_frames, 1);
+    ASSERT_EQ(d.lost.size(), 1u);
+    EXPECT_EQ(d.lost[0].position, 3);
   }
 }
 

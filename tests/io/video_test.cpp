@@ -5,6 +5,7 @@
 #include "test_files.h"
 #include "test_temp_dir.h"
 #include "test_video_writer.h"
+#include <fcntl.h>
 #include <unistd.h>
 
 extern "C" {
@@ -237,6 +238,93 @@ TEST(Video, ErrorsNameTheFile) {
     f.write(silence.data(), data_bytes);
   }
   EXPECT_EQ(error_of(wav), "no video stream in " + wav.string());
+}
+
+// Found by a probe: an MP3's cover art was reconstructed as one frame, then reported as 272,717 lost
+// frames (its stated 90000 fps over the song's length). Built by hand: an ID3v2.3 tag whose APIC frame
+// holds a PNG, then MPEG-1 Layer III frames of silence (header FF FB 90 00, 417 bytes each).
+TEST(Video, AnAudioFileWithCoverArtHasNoVideoStream) {
+  TempDir dir;
+  const std::vector<uint8_t> png = encode_png_rgb8(synthetic_frame(0, 16, 8));
+  std::vector<uint8_t> apic = {0};  // text encoding
+  for (char c : std::string("image/png")) apic.push_back(static_cast<uint8_t>(c));
+  apic.insert(apic.end(), {0, 3, 0});  // MIME terminator, picture type 3 (front cover), empty description
+  apic.insert(apic.end(), png.begin(), png.end());
+  std::vector<uint8_t> file = {'I', 'D', '3', 3, 0, 0};
+  const uint32_t tag_size = 10 + static_cast<uint32_t>(apic.size());
+  for (int shift : {21, 14, 7, 0}) file.push_back(static_cast<uint8_t>((tag_size >> shift) & 0x7f));  // syncsafe
+  file.insert(file.end(), {'A', 'P', 'I', 'C'});
+  for (int shift : {24, 16, 8, 0}) file.push_back(static_cast<uint8_t>(apic.size() >> shift));
+  file.insert(file.end(), {0, 0});  // frame flags
+  file.insert(file.end(), apic.begin(), apic.end());
+  for (int frame = 0; frame < 40; ++frame) {
+    std::vector<uint8_t> mp3(417, 0);
+    mp3[0] = 0xff, mp3[1] = 0xfb, mp3[2] = 0x90, mp3[3] = 0x00;
+    file.insert(file.end(), mp3.begin(), mp3.end());
+  }
+  const auto path = dir.path / "song.mp3";
+  lingbot_test::write_file(path, file);
+  EXPECT_EQ(error_of(path),
+            "no video stream in " + path.string() + " (only an attached picture, such as an audio file's cover art)");
+}
+
+// What an input does not state is said before the run (run's notices, Python's warnings): an image
+// stream's frame rate (FFmpeg's 25 fps default: the timestamps and the fps sampling follow from it),
+// non-square pixels (used as stored, as upstream). A file that states both has no notice.
+TEST(FrameSource, NoticesSayWhatAVideoDoesNotState) {
+  TempDir dir;
+  const auto clip = dir.path / "clip.mkv";
+  ASSERT_TRUE(write_video(clip, "ffv1", 4, 10, 16, 8));
+  EXPECT_EQ(FrameSource::from_video(clip, FrameSelection{}).notices(), std::vector<std::string>{});
+
+  const auto stream = dir.path / "frames.bin";  // PNG files one after another, as a `-f image2pipe` pipe
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<uint8_t> png = encode_png_rgb8(synthetic_frame(i, 16, 8));
+    bytes.insert(bytes.end(), png.begin(), png.end());
+  }
+  lingbot_test::write_file(stream, bytes);
+  FrameSource pngs = FrameSource::from_video(stream, FrameSelection{0, 1, 0, false});
+  EXPECT_EQ(pngs.notices(), std::vector<std::string>{stream.string() + " states no frame rate: its timestamps and the "
+                                                     "fps sampling assume 25 fps (fps 0 keeps every frame)"});
+  SourceFrame f;
+  std::vector<double> timestamps;
+  while (pngs.next(&f)) timestamps.push_back(f.timestamp);
+  EXPECT_EQ(timestamps, (std::vector<double>{0, 0.04, 0.08}));
+
+  const auto wide = dir.path / "anamorphic.mkv";
+  std::vector<ImageU8> frames = {synthetic_frame(0, 16, 8), synthetic_frame(1, 16, 8)};
+  ASSERT_TRUE(lingbot_test::write_test_video(wide, "ffv1", frames, 10, 0, nullptr, {}, AVRational{4, 2}));
+  FrameSource anamorphic = FrameSource::from_video(wide, FrameSelection{});
+  EXPECT_EQ(anamorphic.notices(),
+            std::vector<std::string>{wide.string() + "'s pixels are not square (pixel aspect ratio 2:1): frames are used "
+                                     "as stored, as upstream reads them, not stretched to their displayed shape, and "
+                                     "the intrinsics are in stored pixels"});
+}
+
+// "-" is the standard input, as for most tools (it was "video file not found: -").
+TEST(Video, DashIsTheStandardInput) {
+  TempDir dir;
+  const auto clip = dir.path / "clip.nut";
+  ASSERT_TRUE(write_video(clip, "ffv1", 3, 10, 16, 8));
+  const int file = ::open(clip.c_str(), O_RDONLY);
+  ASSERT_GE(file, 0);
+  const int saved = ::dup(0);
+  ASSERT_EQ(::dup2(file, 0), 0);
+  ::close(file);
+  std::vector<std::string> names;
+  std::string error;
+  try {
+    FrameSource src = FrameSource::from_video("-", FrameSelection{0, 1, 0, false});
+    SourceFrame f;
+    while (src.next(&f)) names.push_back(f.name);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::dup2(saved, 0);
+  ::close(saved);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(names, (std::vector<std::string>{"frame_0", "frame_1", "frame_2"}));
 }
 
 TEST(FrameSource, VideoSelectionFollowsDemoOrder) {

@@ -463,7 +463,7 @@ def test_pad_margins_give_no_points(tiny_model, tmp_path):
     assert old.content_rect is None and old.frame_index == 0
 
 
-def test_image_files_of_another_format_are_named_in_a_warning(tiny_model, tmp_path):
+def test_input_notices_are_user_warnings(tiny_model, tmp_path):
     """As run's notice: files of a format the folder reader does not take are not frames, and a
     UserWarning says so (they went silently before)."""
     for name in ("000000.png", "000001.png"):
@@ -479,3 +479,14 @@ def test_image_files_of_another_format_are_named_in_a_warning(tiny_model, tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the frames' own folder: no warning
         lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS)
+    # Names whose numbers are not zero-padded: read in byte order (as upstream), and said so.
+    unpadded = tmp_path / "unpadded"
+    unpadded.mkdir()
+    for i in (1, 2, 10):
+        shutil.copy(FRAMES / "000000.png", unpadded / f"img{i}.png")
+    with pytest.warns(UserWarning) as w:
+        rec = lm.reconstruct(images=unpadded, model=tiny_model, **TINY_OPTIONS)
+    assert [str(x.message) for x in w] == [
+        "frames are read in byte order of their names, as upstream sorts them: img10.png comes before img2.png. If the "
+        "numbers count the capture order, zero-pad them to one width (img002.png, img010.png)"]
+    assert [r.source for r in rec] == ["img1.png", "img10.png", "img2.png"]
