@@ -41,6 +41,7 @@
 #include "core/error.h"
 #include "core/format_bytes.h"
 #include "core/memory_stats.h"
+#include "core/printf_string.h"
 #include "core/scoped_signal_action.h"
 #include "io/checkpoint.h"
 #include "io/export.h"
@@ -187,6 +188,7 @@ struct Input {
   std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
   std::vector<std::string> notices;           // io::FrameSource::notices
+  std::optional<io::FrameSource::VideoSampling> sampling;  // a video file or pipe (not --live)
 };
 
 Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
@@ -242,6 +244,7 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
   in.next = [src](io::SourceFrame* f) { return src->next(f); };
   in.damage = [src] { return src->damage(); };
   in.notices = src->notices();
+  in.sampling = src->video_sampling();
   return in;
 }
 
@@ -698,8 +701,15 @@ int run_command(const RunArgs& a) {
   const std::string frame_count = input.count       ? count_of(*input.count, "frame")
                                   : input.estimated ? "about " + count_of(*input.estimated, "frame")
                                                     : "unknown frames";
-  std::printf("input: %s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
-              input.path.c_str(), frame_count.c_str(), W, H, a.preprocess.c_str());
+  // A video's rate and what --fps keeps of it (--fps 7 of 30 fps keeps 1 in 4 frames: 7.5 fps).
+  const std::string sampling =
+      !input.sampling ? ""
+      : input.sampling->interval == 1
+          ? printf_string(" (%g fps, every frame)", input.sampling->source_fps)
+          : printf_string(" (%g fps, 1 in %d frames: %g fps)", input.sampling->source_fps, input.sampling->interval,
+                          input.sampling->source_fps / input.sampling->interval);
+  std::printf("input: %s%s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
+              input.path.c_str(), sampling.c_str(), frame_count.c_str(), W, H, a.preprocess.c_str());
   for (const std::string& notice : input.notices) std::printf("notice: %s\n", notice.c_str());
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
@@ -775,7 +785,11 @@ int run_command(const RunArgs& a) {
   json summary = {{"format", "lingbot-map run summary"},
                   {"version", 1},
                   {"demo", a.demo},
-                  {"input", {{"kind", input.kind}, {"path", input.path}}},
+                  {"input", {{"kind", input.kind},
+                             {"path", input.path},
+                             // video: the stream's rate and the decoded frames kept (1 in sample_interval)
+                             {"source_fps", input.sampling ? json(input.sampling->source_fps) : json()},
+                             {"sample_interval", input.sampling ? json(input.sampling->interval) : json()}}},
                   {"model", a.demo ? json("built-in demo (random weights)") : json(a.model)},
                   {"image_width", W},
                   {"image_height", H},

@@ -63,6 +63,11 @@ FrameSource FrameSource::from_video(const std::filesystem::path& file, const Fra
 
 const std::vector<std::string>& FrameSource::notices() const { return impl_->notices; }
 
+std::optional<FrameSource::VideoSampling> FrameSource::video_sampling() const {
+  if (!impl_->video) return std::nullopt;
+  return VideoSampling{impl_->video->info().fps, impl_->video->sample_interval()};
+}
+
 bool FrameSource::next(SourceFrame* out) {
   Impl& s = *impl_;
   if (!s.video) {

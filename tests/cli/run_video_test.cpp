@@ -80,6 +80,12 @@ TEST(RunVideo, FrameSelectionOrder) {
   ASSERT_EQ(poses.at("frames").size(), 2u);
   EXPECT_EQ(poses["frames"][0].at("source"), "frame_0");
   EXPECT_EQ(poses["frames"][1].at("source"), "frame_4");
+  // The rate --fps sampled and what it kept are said, on the input line and in summary.json.
+  EXPECT_TRUE(contains(r.out, "input: video " + (dir / "tiny.mkv").string() + " (10 fps, 1 in 2 frames: 5 fps), about 2 frames"))
+      << r.out;
+  const json input = read_json(dir / "out" / "summary.json").at("input");
+  EXPECT_EQ(input.at("source_fps"), 10.0);
+  EXPECT_EQ(input.at("sample_interval"), 2);
 }
 
 }  // namespace
