@@ -110,21 +110,26 @@ std::vector<uint8_t> encode_viewer_frame(const ExportFrame& f, int width, int he
   LINGBOT_CHECK(pts.xyz.size() == 3 * n && pts.rgb.size() == 3 * n && (pts.conf.empty() || pts.conf.size() == n),
                 "viewer frame ", f.index, ": ", n, " points need ", n, " confidences, got ", pts.conf.size());
 
-  // Frame preview: box average over k x k blocks, k the smallest integer bringing the longer side to
-  // preview_max_side or below.
+  // Frame preview: W / k x H / k, k the smallest integer bringing the longer side to preview_max_side
+  // or below; each preview pixel the box average of the frame pixels it spans, k or k + 1 a side, so
+  // the preview covers the whole frame (the viewer stretches it over the whole frustum: 518 / 4 with
+  // blocks of 4 left 2 columns out and shifted the picture up to 2 pixels).
   const size_t max_side = static_cast<size_t>(preview_max_side);
   const size_t k = (std::max(W, H) + max_side - 1) / max_side;
   const size_t pw = std::max<size_t>(1, W / k), ph = std::max<size_t>(1, H / k);
   std::vector<uint8_t> preview(pw * ph * 3);
   for (size_t y = 0; y < ph; ++y) {
+    const size_t y0 = y * H / ph, y1 = (y + 1) * H / ph;
     for (size_t x = 0; x < pw; ++x) {
+      const size_t x0 = x * W / pw, x1 = (x + 1) * W / pw;
       double sum[3] = {0, 0, 0};
-      for (size_t yy = y * k; yy < (y + 1) * k; ++yy)
-        for (size_t xx = x * k; xx < (x + 1) * k; ++xx)
+      for (size_t yy = y0; yy < y1; ++yy)
+        for (size_t xx = x0; xx < x1; ++xx)
           for (size_t c = 0; c < 3; ++c) sum[c] += f.image[c * hw + yy * W + xx];
+      const double count = static_cast<double>((y1 - y0) * (x1 - x0));
       for (size_t c = 0; c < 3; ++c)
         preview[(y * pw + x) * 3 + c] =
-            static_cast<uint8_t>(std::clamp(std::nearbyint(sum[c] / static_cast<double>(k * k) * 255.0), 0.0, 255.0));
+            static_cast<uint8_t>(std::clamp(std::nearbyint(sum[c] / count * 255.0), 0.0, 255.0));
     }
   }
   const DepthRange range = depth_preview_range(f.depth);

@@ -89,7 +89,8 @@ TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
   const uint32_t n = at<uint32_t>(b, 104);
   EXPECT_EQ(n, pts.size());
   EXPECT_EQ(at<float>(b, 108), 2.0f);
-  // 7 x 4 with at most 3 per side: blocks of k = 3 -> 2 x 1 preview (the remainder is dropped).
+  // 7 x 4 with at most 3 per side: k = 3 -> a 2 x 1 preview whose pixels span columns 0-2 and 3-6, rows
+  // 0-3 (the whole frame: the viewer stretches the preview over the whole frustum).
   const uint32_t pw = at<uint32_t>(b, 112), ph = at<uint32_t>(b, 116);
   EXPECT_EQ(pw, 2u);
   EXPECT_EQ(ph, 1u);
@@ -108,14 +109,16 @@ TEST(ExportViewer, LayoutMatchesTheDocumentedFormat) {
   off += 4 * n;
   for (size_t i = 0; i < 3 * n; ++i) EXPECT_EQ(b[off + i], pts.rgb[i]);
   off += pad4(3 * n);
-  // Preview pixel (x, y) = mean of the 3 x 3 block, per channel, rounded.
+  // Preview pixel x = mean of the frame pixels it spans, per channel, rounded.
   const size_t hw = static_cast<size_t>(d.W * d.H);
+  const uint32_t columns[3] = {0, 3, 7};
   for (uint32_t x = 0; x < pw; ++x) {
     for (size_t c = 0; c < 3; ++c) {
       double sum = 0;
-      for (int yy = 0; yy < 3; ++yy)
-        for (uint32_t xx = 3 * x; xx < 3 * x + 3; ++xx) sum += d.image[c * hw + static_cast<size_t>(yy * d.W) + xx];
-      EXPECT_EQ(b[off + 3 * x + c], static_cast<uint8_t>(std::lround(sum / 9 * 255))) << x << " " << c;
+      for (int yy = 0; yy < 4; ++yy)
+        for (uint32_t xx = columns[x]; xx < columns[x + 1]; ++xx) sum += d.image[c * hw + static_cast<size_t>(yy * d.W) + xx];
+      const double count = 4.0 * (columns[x + 1] - columns[x]);
+      EXPECT_EQ(b[off + 3 * x + c], static_cast<uint8_t>(std::lround(sum / count * 255))) << x << " " << c;
     }
   }
 }
