@@ -157,10 +157,16 @@ class StopSignalGuard {
     g_stop_step.store(false);
     return true;
   }
+  // SIGHUP ignored when the run starts (`nohup lingbot-map run ...`) stays ignored: the run goes on
+  // after the terminal closes, as nohup asked.
+  static bool ignored(int sig) {
+    struct sigaction now{};
+    return ::sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN;
+  }
   [[maybe_unused]] bool cleared_ = clear_flags();  // first member: the flags are cleared before any handler is installed
   ScopedSignalAction int_{SIGINT, on_stop_signal, SA_RESETHAND};
   ScopedSignalAction term_{SIGTERM, on_stop_signal, SA_RESETHAND};
-  ScopedSignalAction hup_{SIGHUP, on_stop_signal, SA_RESETHAND};
+  ScopedSignalAction hup_{SIGHUP, ignored(SIGHUP) ? SIG_IGN : on_stop_signal, SA_RESETHAND};
   ScopedSignalAction pipe_{SIGPIPE, SIG_IGN};
 };
 
@@ -226,6 +232,7 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
     in.path = a.video;
     in.canvas = in.live->canvas(pre);
     in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
+    in.notices = io::video_notices(a.video, in.live->info());
     auto found = std::make_shared<io::StreamDamage>();  // a copy: the decoder thread owns the reader's
     in.damage = [src = in.live, found]() -> const io::StreamDamage* {  // called once the run is over
       *found = src->finish_and_damage();
@@ -1150,19 +1157,21 @@ int run_command(const RunArgs& a) {
     throw Error(summary_error);
   }
   // Per frame: the model's time, and the run's after the model loaded (decoding large photos or
-  // writing many exports can take longer than the model).
-  const double frames = static_cast<double>(std::max<int64_t>(frames_done, 1));
-  std::printf("%s: %s (%s), %s, %.3f s/frame in the model, %.3f s/frame in all, peak RSS %s%s%s\n",
-              run_status_name(status), count_of(frames_done, "frame").c_str(), count_of(keyframes, "keyframe").c_str(),
-              points ? (std::to_string(*points) + " points").c_str() : "no point export", infer_seconds / frames,
-              (total_seconds - model_seconds) / frames,
+  // writing many exports can take longer than the model); none without a frame (as summary.json's null).
+  const double frames = static_cast<double>(frames_done);
+  const std::string per_frame = frames_done == 0 ? ""
+                                                 : printf_string(", %.3f s/frame in the model, %.3f s/frame in all",
+                                                                 infer_seconds / frames, (total_seconds - model_seconds) / frames);
+  std::printf("%s: %s (%s), %s%s, peak RSS %s%s%s\n", run_status_name(status), count_of(frames_done, "frame").c_str(),
+              count_of(keyframes, "keyframe").c_str(),
+              points ? (std::to_string(*points) + " points").c_str() : "no point export", per_frame.c_str(),
               format_bytes(static_cast<int64_t>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
               stats.device_peak_bytes ? format_bytes(*stats.device_peak_bytes).c_str() : "");
   if (pushed > frames_done)  // a stopped or failed step, or scale frames still waiting for the rest
     std::printf("%s given to the model %s no result (summary.json frames_without_result)\n",
                 count_of(pushed - frames_done, "frame").c_str(), pushed - frames_done == 1 ? "has" : "have");
   if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
-  if (warnings.count() > 0) std::printf("%lld warnings (listed in summary.json)\n", static_cast<long long>(warnings.count()));
+  if (warnings.count() > 0) std::printf("%s (listed in summary.json)\n", count_of(warnings.count(), "warning").c_str());
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
   if (status == RunStatus::Damaged)

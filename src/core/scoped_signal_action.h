@@ -19,7 +19,8 @@ class ScopedSignalAction {
     action.sa_handler = handler;
     install(action, flags);
   }
-  // A handler that takes siginfo (SA_SIGINFO is added to flags), e.g. one that chains to replaced().
+  // A handler that takes siginfo (SA_SIGINFO is added to flags), e.g. one that chains to the handler
+  // it replaces (which its owner reads with sigaction before).
   ScopedSignalAction(int sig, InfoHandler handler, unsigned flags = 0) : sig_(sig) {
     struct sigaction action{};
     action.sa_sigaction = handler;

@@ -49,15 +49,7 @@ FrameSource FrameSource::from_video(const std::filesystem::path& file, const Fra
   VideoOpenOptions open;
   open.interrupt = std::move(interrupt);
   s.impl_->video.emplace(file.string(), sel.video_fps, open);
-  const VideoInfo& info = s.impl_->video->info();
-  if (!info.fps_stated)
-    s.impl_->notices.push_back(detail::concat(file.string(), " states no frame rate: its timestamps and the fps sampling assume ",
-                                              info.fps, " fps (fps 0 keeps every frame)"));
-  if (info.pixel_aspect_num != info.pixel_aspect_den)
-    s.impl_->notices.push_back(detail::concat(
-        file.string(), "'s pixels are not square (pixel aspect ratio ", info.pixel_aspect_num, ":",
-        info.pixel_aspect_den, "): frames are used as stored, as upstream reads them, not stretched to their "
-        "displayed shape, and the intrinsics are in stored pixels"));
+  s.impl_->notices = video_notices(file.string(), s.impl_->video->info());
   return s;
 }
 

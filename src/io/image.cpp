@@ -1,6 +1,7 @@
 #include "io/image.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cctype>
 #include <csetjmp>
@@ -651,8 +652,16 @@ bool is_frame_extension(const std::string& ext) {
 
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
-  for (auto& [path, ext] : folder_files(dir))
-    if (is_frame_extension(ext)) files.push_back(std::move(path));
+  for (auto& [path, ext] : folder_files(dir)) {
+    if (!is_frame_extension(ext)) continue;
+    // Reading a FIFO would wait for a writer forever (found by a probe: a run stuck before its first
+    // frame). A broken link stays in the list: reading it names it ("image file not found").
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(path, ec);
+    LINGBOT_CHECK(ec || std::filesystem::is_regular_file(st) || !std::filesystem::exists(st), "image file ",
+                  path.string(), " is not a regular file (a FIFO, socket or device is not a frame)");
+    files.push_back(std::move(path));
+  }
   if (files.empty()) {
     const std::string unread = unread_image_files_notice(dir);
     throw Error(detail::concat("no images (.jpg, .jpeg, .png, .bmp) in ", dir.string(), unread.empty() ? "" : "; ", unread));
@@ -708,12 +717,17 @@ std::string digits_as_one(const std::string& name) {
 }  // namespace
 
 std::string name_order_notice(const std::vector<std::filesystem::path>& sorted_files) {
-  for (size_t k = 0; k + 1 < sorted_files.size(); ++k) {
-    const std::string a = sorted_files[k].filename().string(), b = sorted_files[k + 1].filename().string();
-    if (digits_as_one(a) == digits_as_one(b) && after_by_numbers(a, b))
+  // Each name against the previous one of its pattern, so interleaved sequences (stereo pairs:
+  // frame_1_left, frame_1_right, ...) are compared within themselves.
+  std::map<std::string, std::string> previous;
+  for (const std::filesystem::path& file : sorted_files) {
+    const std::string b = file.filename().string();
+    std::string& a = previous[digits_as_one(b)];
+    if (!a.empty() && after_by_numbers(a, b))
       return detail::concat("frames are read in byte order of their names, as upstream sorts them: ", a,
                             " comes before ", b, ". If the numbers count the capture order, zero-pad them to one "
                             "width (img002.png, img010.png)");
+    a = b;
   }
   return "";
 }

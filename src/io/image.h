@@ -101,7 +101,7 @@ ImageSize probe_image_size(const std::filesystem::path& path);
 // starting with '.', such as macOS's "._frame.png" companions) are skipped, as a glob skips them.
 // Errors: "image folder not found: <dir>", "not a folder: <dir>",
 // "no images (.jpg, .jpeg, .png, .bmp) in <dir>" (then, when there are some, "; " and
-// unread_image_files_notice).
+// unread_image_files_notice), "image file <path> is not a regular file (...)".
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);
 
 // When byte order and the order of the numbers in names that differ only in their numbers differ

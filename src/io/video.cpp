@@ -85,19 +85,51 @@ struct MemoryFile {
   }
 };
 
-// Whether a packet of an MJPEG stream holds a whole JPEG: its EOI marker (FF D9) ends it, allowing
-// the few bytes of padding some cameras and muxers leave after it. Inside the picture FF D9 cannot
-// occur (entropy-coded data escapes FF as FF 00), so this is the end of the frame.
-bool ends_with_jpeg_eoi(const AVPacket* p) {
-  constexpr int kPaddingAllowed = 16;
-  for (int i = p->size - 2; i >= 0 && i >= p->size - 2 - kPaddingAllowed; --i)
-    if (p->data[i] == 0xff && p->data[i + 1] == 0xd9) return true;
-  return false;
+// Whether a packet of an MJPEG stream holds a whole JPEG: an EOI marker (FF D9) after the start of
+// its first scan. The marker segments before the scan are skipped by their lengths (an EXIF
+// thumbnail in APP1 has its own EOI); inside scan data FF D9 cannot occur (the entropy coder escapes
+// FF as FF 00), so the first one there ends the picture, whatever padding a camera or muxer leaves
+// after it. A packet whose structure this does not follow is left to the decoder.
+bool holds_whole_jpeg(const AVPacket* p) {
+  const uint8_t* d = p->data;
+  const size_t n = p->size > 0 ? static_cast<size_t>(p->size) : 0;
+  if (n < 4 || d[0] != 0xff || d[1] != 0xd8) return true;
+  size_t i = 2;
+  while (i + 1 < n) {
+    if (d[i] != 0xff) return true;
+    const uint8_t marker = d[i + 1];
+    if (marker == 0xff) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xda) {
+      for (size_t j = i + 2; j + 1 < n; ++j)
+        if (d[j] == 0xff && d[j + 1] == 0xd9) return true;
+      return false;
+    }
+    if (marker == 0xd9 || (marker >= 0xd0 && marker <= 0xd7) || marker == 0x01) return true;  // no scan, or odd
+    if (i + 3 >= n) return false;  // cut inside the headers
+    i += 2 + ((size_t{d[i + 2]} << 8) | d[i + 3]);
+  }
+  return false;  // cut before the first scan
 }
 
 }  // namespace
 
 void quiet_libav_logging() { av_log_set_level(AV_LOG_QUIET); }
+
+std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info) {
+  std::vector<std::string> notices;
+  const std::string name = source == "-" ? "pipe:0" : source;
+  if (!info.fps_stated)
+    notices.push_back(detail::concat(name, " states no frame rate: its timestamps and the fps sampling assume ", info.fps,
+                                     " fps (fps 0 keeps every frame)"));
+  if (info.pixel_aspect_num != info.pixel_aspect_den)
+    notices.push_back(detail::concat(name, "'s pixels are not square (pixel aspect ratio ", info.pixel_aspect_num, ":",
+                                     info.pixel_aspect_den, "): frames are used as stored, as upstream reads them, not "
+                                     "stretched to their displayed shape, and the intrinsics are in stored pixels"));
+  return notices;
+}
 
 bool is_stream_url(const std::string& source) {
   return source.find("://") != std::string::npos || source.rfind("pipe:", 0) == 0;
@@ -336,7 +368,8 @@ void VideoReader::open(double target_fps) {
   s.info.fps_stated = (average_fps > 0 || nominal_fps > 0) && !format_name.ends_with("_pipe") &&
                       format_name != "mjpeg" && format_name != "mpjpeg";
   const AVRational sar = av_guess_sample_aspect_ratio(raw, st, nullptr);
-  if (sar.num > 0 && sar.den > 0 && sar.num != sar.den) {
+  // Within 1 %: a resize to an even size (scale=500:-2 states 376:375) leaves the pixels square to the eye.
+  if (sar.num > 0 && sar.den > 0 && std::fabs(av_q2d(sar) - 1.0) > 0.01) {
     AVRational reduced{};
     av_reduce(&reduced.num, &reduced.den, sar.num, sar.den, INT_MAX);
     s.info.pixel_aspect_num = reduced.num, s.info.pixel_aspect_den = reduced.den;
@@ -455,7 +488,7 @@ bool VideoReader::next(VideoFrame* out) {
         s.last_packet_bytes = s.packet->size;
       }
       track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
-      if (s.codec->codec_id == AV_CODEC_ID_MJPEG && !ends_with_jpeg_eoi(s.packet.get())) {
+      if (s.codec->codec_id == AV_CODEC_ID_MJPEG && !holds_whole_jpeg(s.packet.get())) {
         // A JPEG cut short (the end of a pipe, a dropped connection): FFmpeg's decoder would emulate
         // the missing end and hand over a half-grey picture without a word. A decode error instead,
         // as a damaged PNG in an image pipe is, so the frame counts as lost.

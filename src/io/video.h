@@ -32,7 +32,8 @@ struct VideoInfo {
   // False when the input states no frame rate and `fps` is assumed: FFmpeg's default for image
   // streams (25: an MJPEG or PNG pipe, whose timestamps it makes up from that rate) or upstream's 30.
   bool fps_stated = true;
-  // Sample (pixel) aspect ratio, width : height of one stored pixel; 1 : 1 when square or unstated.
+  // Sample (pixel) aspect ratio, width : height of one stored pixel; 1 : 1 when square (within 1 %) or
+  // unstated.
   // Frames are used as stored (as OpenCV, and so upstream, reads them), not stretched to display.
   int pixel_aspect_num = 1, pixel_aspect_den = 1;
   int64_t frame_count = 0;    // frames the container declares (0 when it does not say)
@@ -55,6 +56,10 @@ struct VideoOpenOptions {
   // returning true aborts it (stop, Ctrl-C): opening throws, next() returns false with no damage.
   std::function<bool()> interrupt;
 };
+
+// What a user should know of a video before the run (FrameSource::notices; run's notice lines for
+// --live too): that it states no frame rate (info.fps_stated), or that its pixels are not square.
+std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info);
 
 // True for inputs FFmpeg opens itself rather than a local file: "<scheme>://..." (rtsp, http, ...)
 // and "pipe:N". Device nodes such as /dev/video0 are local paths.

@@ -383,9 +383,10 @@ TEST(RunReliability, DiskFullMidRunGivesAClearErrorAndValidFiles) {
 
 // Starts `lingbot-map ARGS` in a child process, its stdout in dir/stdout and stderr in dir/log, for a
 // test to signal; the child's pid (< 0 when fork failed).
-pid_t spawn_cli(const fs::path& dir, std::vector<std::string> args) {
+pid_t spawn_cli(const fs::path& dir, std::vector<std::string> args, bool ignore_sighup = false) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
+  ::signal(SIGHUP, ignore_sighup ? SIG_IGN : SIG_DFL);  // as `nohup` starts it, or as a terminal does (whatever ran the tests)
   std::freopen((dir / "log").c_str(), "w", stderr);
   std::freopen((dir / "stdout").c_str(), "w", stdout);
   std::vector<char*> argv{const_cast<char*>(LINGBOT_CLI_PATH)};
@@ -460,6 +461,24 @@ TEST(RunReliability, SighupEndsTheRunCleanlyAndAClosedStandardOutputDoesNotStopI
   EXPECT_GE(summary.at("frames").get<int>(), 6);
   EXPECT_LT(summary.at("frames").get<int>(), 400);
   EXPECT_GT(check_files_valid(out), 0u);
+
+  // Started with SIGHUP ignored (`nohup lingbot-map run ...`): the run goes on after the terminal
+  // closes (it stopped, as the old handler replaced nohup's disposition); SIGTERM still stops it.
+  const fs::path kept = dir / "nohup";
+  fs::create_directories(kept);
+  const pid_t nohup = spawn_cli(kept, {"run", "--demo", "--demo-frames", "400", "--demo-pace", "0.02", "--scale-frames",
+                                      "2", "--threads", "1", "--progress", "lines", "--out", (kept / "out").string()},
+                                /*ignore_sighup=*/true);
+  ASSERT_GE(nohup, 0);
+  wait_for_stdout(kept, "frame 5 ", std::chrono::minutes(2));
+  ::kill(nohup, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(::waitpid(nohup, &status, WNOHANG), 0) << "SIGHUP ended a run started with it ignored";
+  ::kill(nohup, SIGTERM);
+  ASSERT_EQ(::waitpid(nohup, &status, 0), nohup);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  EXPECT_EQ(read_json(kept / "out" / "summary.json").at("signal"), "SIGTERM");
 
   const fs::path piped = dir / "piped";
   const Result r = run_command("bash -c '" + std::string(LINGBOT_CLI_PATH) + " run --demo --demo-frames 30 --scale-frames 2 "

@@ -4,6 +4,7 @@
 #include "test_errors.h"
 #include "test_temp_dir.h"
 #include <png.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -255,8 +256,8 @@ TEST(Image, DecompressionBombsAreRefusedFromTheHeader) {
               "cannot decode image bomb.png: 20000x20000 = 400000000 pixels exceeds the limit of 178956970 "
               "(decompression bomb guard, as PIL's)");
   }
-  // Between PIL's limit and twice it (the limit was doubled once by mistake): 196 M pixels, which
-  // Image.open refuses too.
+  // Between PIL's limit and twice it (the constant, already 2 x MAX_IMAGE_PIXELS, was doubled again):
+  // 196 M pixels, which Image.open refuses too.
   put_be(png.data() + 16, 14000, 4);
   put_be(png.data() + 20, 14000, 4);
   put_be(png.data() + 29, crc32_of(png.data() + 12, 17), 4);
@@ -331,6 +332,16 @@ TEST(Image, ListsImageFilesSortedByName) {
                                  ".jpg, .jpeg, .png and .bmp files");
 }
 
+// A FIFO among the frames would block the first read forever: refused when the folder is listed.
+TEST(Image, AFifoAmongTheFramesIsRefused) {
+  TempDir dir;
+  write_file(dir.path / "a.png", encode_png(3, 2, 3, pattern().rgb));
+  ASSERT_EQ(::mkfifo((dir.path / "b.png").c_str(), 0600), 0);
+  lingbot_test::expect_error([&] { list_image_files(dir.path); }, "image file " + (dir.path / "b.png").string() +
+                                                                       " is not a regular file (a FIFO, socket or "
+                                                                       "device is not a frame)");
+}
+
 // Frames stay in byte order (upstream's sorted()); numbers of different widths get a notice naming the
 // first pair out of numeric order. Zero-padded numbers and TUM-style decimal timestamps get none.
 TEST(Image, NameOrderNoticeNamesTheFirstPairOutOfNumericOrder) {
@@ -352,6 +363,12 @@ TEST(Image, NameOrderNoticeNamesTheFirstPairOutOfNumericOrder) {
   EXPECT_EQ(notice({"DSC_0099.JPG", "DSC_0100.JPG", "IMG_5.jpg"}), "");
   EXPECT_EQ(notice({"000000.png", "000001.png", "00000\xe9.png"}), "");  // not one numbered sequence
   EXPECT_EQ(notice({"a9.png", "a10b.png"}), "");
+  // Interleaved sequences (stereo pairs): each compared with the previous name of its own pattern.
+  EXPECT_EQ(notice({"frame_1_left.png", "frame_1_right.png", "frame_2_left.png", "frame_2_right.png",
+                    "frame_10_left.png", "frame_10_right.png"}),
+            "frames are read in byte order of their names, as upstream sorts them: frame_10_left.png comes before "
+            "frame_1_left.png. If the numbers count the capture order, zero-pad them to one width (img002.png, "
+            "img010.png)");
 }
 
 TEST(Image, Grey16PngIsClippedLikePil) {

@@ -182,15 +182,18 @@ TEST(VideoDamage, Y4mCutInsideAFrameReportsIt) {
 // JPEG frames one after another (an MJPEG pipe, `-f mjpeg`) and as a multipart stream (an IP
 // camera's, `-f mpjpeg`). A frame cut short is a decode error and a lost frame: FFmpeg's decoder
 // emulated its missing end and handed over a half-grey picture (found by a probe: status
-// "completed"). A multipart stream's trailing boundary is its normal end, not a read error.
+// "completed"). Bytes after a frame's end are padding, not damage (a first version allowed 16 and
+// dropped every frame of a file padded with 32). A multipart stream's trailing boundary is its
+// normal end, not a read error.
 TEST(VideoDamage, AJpegStreamCutInsideAFrameReportsIt) {
   TempDir dir;
-  std::string jpegs, multipart = "--ffmpeg\r\n";
+  std::string jpegs, padded, multipart = "--ffmpeg\r\n";
   for (int i = 0; i < 4; ++i) {
     const ImageU8 img = numbered_frame(i, 64, 48);
     const std::vector<uint8_t> encoded = lingbot_test::encode_jpeg(img.rgb, img.width, img.height, 3);
     const std::string jpeg(encoded.begin(), encoded.end());
     jpegs += jpeg;
+    padded += jpeg + std::string(40, '\0');  // what some cameras and muxers leave after a frame's end
     multipart += "Content-type: image/jpeg\r\nContent-length: " + std::to_string(jpeg.size()) + "\r\n\r\n" + jpeg +
                  "\r\n--ffmpeg\r\n";
   }
@@ -199,6 +202,7 @@ TEST(VideoDamage, AJpegStreamCutInsideAFrameReportsIt) {
     size_t frames;
   };
   const Case cases[] = {{"frames.mjpeg", jpegs, 4},
+                        {"padded.mjpeg", padded, 4},
                         {"cut.mjpeg", jpegs.substr(0, jpegs.size() - 300), 3},
                         {"frames.mpjpeg", multipart, 4},
                         {"cut.mpjpeg", multipart.substr(0, multipart.size() - 300), 3}};
