@@ -711,10 +711,10 @@ int run_command(const RunArgs& a) {
   // A video's rate and what --fps keeps of it (--fps 7 of 30 fps keeps 1 in 4 frames: 7.5 fps).
   const std::string sampling =
       !input.sampling ? ""
-      : input.sampling->interval == 1
+      : input.sampling->sample_interval == 1
           ? printf_string(" (%g fps, every frame)", input.sampling->source_fps)
-          : printf_string(" (%g fps, 1 in %d frames: %g fps)", input.sampling->source_fps, input.sampling->interval,
-                          input.sampling->source_fps / input.sampling->interval);
+          : printf_string(" (%g fps, 1 in %d frames: %g fps)", input.sampling->source_fps, input.sampling->sample_interval,
+                          input.sampling->source_fps / input.sampling->sample_interval);
   std::printf("input: %s%s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
               input.path.c_str(), sampling.c_str(), frame_count.c_str(), W, H, a.preprocess.c_str());
   for (const std::string& notice : input.notices) std::printf("notice: %s\n", notice.c_str());
@@ -796,7 +796,7 @@ int run_command(const RunArgs& a) {
                              {"path", input.path},
                              // video: the stream's rate and the decoded frames kept (1 in sample_interval)
                              {"source_fps", input.sampling ? json(input.sampling->source_fps) : json()},
-                             {"sample_interval", input.sampling ? json(input.sampling->interval) : json()}}},
+                             {"sample_interval", input.sampling ? json(input.sampling->sample_interval) : json()}}},
                   {"model", a.demo ? json("built-in demo (random weights)") : json(a.model)},
                   {"image_width", W},
                   {"image_height", H},

@@ -67,10 +67,10 @@ class FrameSource {
   // pixels are not square.
   const std::vector<std::string>& notices() const;
   // Video: the stream's frame rate (VideoInfo::fps, assumed where it states none) and the sampling
-  // FrameSelection::video_fps gives (every `interval`-th decoded frame is kept); nullopt for folders.
+  // FrameSelection::video_fps gives (every `sample_interval`-th decoded frame is kept); nullopt for folders.
   struct VideoSampling {
     double source_fps = 0;
-    int interval = 1;
+    int sample_interval = 1;
   };
   std::optional<VideoSampling> video_sampling() const;
 

@@ -404,9 +404,9 @@ async function manyFramesTest(launched, page, src, images) {
   }
 }
 
-// One live run at `pace` seconds per frame. Returns false, checking nothing, when the run had already
-// ended before the page first showed it (a loaded machine opened the browser slower than the run
-// took): that attempt says nothing about live updates, and liveTest runs again at a slower pace.
+// One live run at `pace` seconds per frame. Returns false, checking no more, when the page saw fewer
+// than two frame counts while the run went on (a loaded machine opened or drew the page slower than
+// the run took): that attempt says nothing about live updates, and liveTest runs again at a slower pace.
 async function liveAttempt(launched, pace) {
   const out = path.join(opt.work, 'live');
   fs.rmSync(out, { recursive: true, force: true });
@@ -446,13 +446,16 @@ async function liveAttempt(launched, pace) {
       await sleep(100);
     }
     console.log(`frame counts seen: ${seen.join(' ')}; while running: ${[...whileRunning].join(' ')}`);
-    if (firstStatus === 'completed') {
-      console.log(`  the run (${total} frames, --demo-pace ${pace}) had completed before the page first polled`);
+    check(seen.every((v, i) => i === 0 || v > seen[i - 1]), 'the frame count only grew');
+    if (firstStatus === 'completed' || whileRunning.size < 2) {
+      // A loaded machine (the ASan suite on 2 cores) can open the page, or draw it, slower than the run
+      // goes: the page then sees too little of the run to show that it follows it. Again, slower.
+      console.log(`  the run (${total} frames, --demo-pace ${pace}) ` +
+        (firstStatus === 'completed' ? 'had completed before the page first polled'
+          : `showed ${whileRunning.size} frame count while it went on (2 needed)`));
       conclusive = false;
       return false;
     }
-    check(seen.every((v, i) => i === 0 || v > seen[i - 1]), 'the frame count only grew');
-    check(whileRunning.size >= 2, `the frame count increased while the run went on (${whileRunning.size} counts >= 2)`);
     check(seen[seen.length - 1] === total, `frame count ends at ${total}`);
     check((await body(page, 'status')) === 'completed', 'page reports the run completed');
     const summary = JSON.parse(fs.readFileSync(path.join(out, 'summary.json'), 'utf8'));
@@ -514,7 +517,7 @@ async function liveTest() {
     for (let attempt = 1; ; ++attempt, pace *= 4) {
       if (await liveAttempt(launched, pace)) break;
       if (attempt === 3) {
-        check(false, `the page saw the run going on in one of ${attempt} attempts (last --demo-pace ${pace})`);
+        check(false, `the page saw the run going on (2 frame counts or more) in one of ${attempt} attempts (last --demo-pace ${pace})`);
         break;
       }
     }
