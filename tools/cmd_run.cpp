@@ -247,10 +247,12 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
   in.path = a.images.empty() ? a.video : a.images;
   in.count = src->count();
   in.estimated = src->estimated_count();
-  in.canvas = src->canvas(pre);
+  std::string mixed_sizes;
+  in.canvas = src->canvas(pre, &mixed_sizes);
   in.next = [src](io::SourceFrame* f) { return src->next(f); };
   in.damage = [src] { return src->damage(); };
   in.notices = src->notices();
+  if (!mixed_sizes.empty()) in.notices.push_back(mixed_sizes);
   in.sampling = src->video_sampling();
   return in;
 }

@@ -69,7 +69,10 @@ class SourceFeed : public FrameFeed {
   SourceFeed(io::FrameSource src, const PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
     count = src_.count();
     estimated = src_.estimated_count();
-    canvas = src_.canvas(pre_);
+    std::string mixed_sizes;
+    canvas = src_.canvas(pre_, &mixed_sizes);
+    notices_ = src_.notices();
+    if (!mixed_sizes.empty()) notices_.push_back(mixed_sizes);
   }
   bool next(Pending* out) override {
     py::gil_scoped_release nogil;
@@ -84,10 +87,11 @@ class SourceFeed : public FrameFeed {
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
-  const std::vector<std::string>& notices() const { return src_.notices(); }
+  const std::vector<std::string>& notices() const { return notices_; }
 
  private:
   io::FrameSource src_;
+  std::vector<std::string> notices_;  // the source's, and the canvas's mixed sizes
   PreprocessOptions pre_;
 };
 

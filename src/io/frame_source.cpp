@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/error.h"
 
@@ -107,7 +109,8 @@ std::optional<int64_t> FrameSource::estimated_count() const {
   return (sampled + s.sel.stride - 1) / s.sel.stride;
 }
 
-ImageSize FrameSource::canvas(const PreprocessOptions& opt) const {
+ImageSize FrameSource::canvas(const PreprocessOptions& opt, std::string* mixed_sizes) const {
+  if (mixed_sizes) mixed_sizes->clear();
   const Impl& s = *impl_;
   auto oriented = [&](ImageSize sz) {
     return s.sel.rotate_clockwise_90 ? ImageSize{sz.height, sz.width} : sz;
@@ -118,7 +121,18 @@ ImageSize FrameSource::canvas(const PreprocessOptions& opt) const {
   std::vector<ImageSize> sizes;
   sizes.reserve(s.files.size());
   for (const auto& p : s.files) sizes.push_back(preprocessed_size(oriented(probe_image_size(p)), opt));
-  return batch_canvas_size(sizes);
+  const ImageSize canvas = batch_canvas_size(sizes);
+  std::map<std::pair<int, int>, int64_t> counts;  // (width, height) -> frames
+  for (const ImageSize& z : sizes) ++counts[{z.width, z.height}];
+  if (mixed_sizes && counts.size() > 1) {
+    std::string list;
+    for (const auto& [size, n] : counts)
+      list += detail::concat(list.empty() ? "" : ", ", n, " at ", size.first, "x", size.second);
+    *mixed_sizes = detail::concat("the frames preprocess to ", counts.size(), " sizes (", list, "): each is centred on a ",
+                                  canvas.width, "x", canvas.height, " canvas padded with white, as upstream batches "
+                                  "mixed sizes; the padding shows no scene (frames of one size and orientation avoid it)");
+  }
+  return canvas;
 }
 
 }  // namespace lingbot::io

@@ -59,8 +59,9 @@ class FrameSource {
   std::optional<int64_t> estimated_count() const;
   // The common tensor size for all frames: upstream pads a batch of mixed sizes to the largest
   // preprocessed height and width. Folders: from every selected file's header (no pixel decoding);
-  // video: from the stream's frame size.
-  ImageSize canvas(const PreprocessOptions& opt) const;
+  // video: from the stream's frame size. `mixed_sizes` (optional): set to a notice when the frames
+  // preprocess to more than one size (then every smaller one is padded with white to the canvas), else "".
+  ImageSize canvas(const PreprocessOptions& opt, std::string* mixed_sizes = nullptr) const;
   // What the user should know of the input before the run, one sentence each (run prints
   // "notice: " lines, the Python module UserWarnings): a folder's files of another image format, and
   // names whose byte order is not their numbers' order; a video that states no frame rate, or whose

@@ -83,6 +83,11 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
   const nlohmann::json poses = read_json(dir / "out" / "poses.json");
   EXPECT_EQ(poses.at("image_width"), 112);
   EXPECT_EQ(poses.at("image_height"), 112);
+  // Said before the run (a probe found one portrait photo among landscape ones padded them all silently).
+  EXPECT_TRUE(contains(r.out, "notice: the frames preprocess to 2 sizes (2 at 112x70, 1 at 112x112): each is centred "
+                              "on a 112x112 canvas padded with white, as upstream batches mixed sizes; the padding "
+                              "shows no scene (frames of one size and orientation avoid it)\n"))
+      << r.out;
   // Frame 0 (112 x 70) sits in rows 21..90 of the 112 x 112 canvas; rows above and below are white.
   const lingbot::io::ImageU8 f0 = lingbot::io::load_image(dir / "pre" / "000000.png");
   const lingbot::io::ImageU8 src = lingbot::io::load_image(fs::path(kTestdata) / "tiny" / "frames" / "000000.png");

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import lingbot_map as lm
 from conftest import ROOT, TINY, TINY_OPTIONS
@@ -490,3 +491,12 @@ def test_input_notices_are_user_warnings(tiny_model, tmp_path):
         "frames are read in byte order of their names, as upstream sorts them: img10.png comes before img2.png. If the "
         "numbers count the capture order, zero-pad them to one width (img002.png, img010.png)"]
     assert [r.source for r in rec] == ["img1.png", "img10.png", "img2.png"]
+    # Frames of two sizes (a portrait one among landscape ones): every frame is padded to one canvas.
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name in ("000000.png", "000001.png"):
+        shutil.copy(FRAMES / name, mixed / name)
+    Image.open(FRAMES / "000002.png").transpose(Image.Transpose.ROTATE_90).save(mixed / "000002.png")
+    with pytest.warns(UserWarning) as w:
+        lm.reconstruct(images=mixed, model=tiny_model, **TINY_OPTIONS)
+    assert len(w) == 1 and str(w[0].message).startswith("the frames preprocess to 2 sizes ("), str(w[0].message)
