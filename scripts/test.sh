@@ -44,13 +44,15 @@ cmake --build build-asan -j"$JOBS"
 # checks, the grep-based layering rules, the upstream-harness self-test in python), and the static
 # viewer page in Chromium (its tests and the page's point budget), whose instrumented part (a demo run's viewer export, then `view`) the
 # ExportViewer.* and View.* tests run here; the live viewer test stays (it drives the server during a run).
-# Also left to the release run: the CUDA session's device-memory and phase-time accounting on the
+# Also left to the release run: the install-and-consume package test (it configures and builds a
+# consumer of the installed library, 26 s under the sanitizers, none of it our instrumented code), and
+# the CUDA session's device-memory and phase-time accounting on the
 # emulated device (Emulated.CudaSession.DevicePeakBytes*, PhasesHave*), whose code paths
 # Emulated.CudaSession.TinyModelMatchesTheCpuOnEveryOutput runs here.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan_suppressions.txt" \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" \
-    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|ViewerBrowser\.(Static|Budget)$|Emulated\.CudaSession\.(DevicePeakBytesCoverTheKvCache|PhasesHaveDeviceTimeOnTheDeviceOnly)$)'
+    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|Package\.InstallAndConsume$|ViewerBrowser\.(Static|Budget)$|Emulated\.CudaSession\.(DevicePeakBytesCoverTheKvCache|PhasesHaveDeviceTimeOnTheDeviceOnly)$)'
 
 # libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
 # committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,
