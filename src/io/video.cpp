@@ -120,7 +120,7 @@ void quiet_libav_logging() { av_log_set_level(AV_LOG_QUIET); }
 
 std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info) {
   std::vector<std::string> notices;
-  const std::string name = source == "-" ? "pipe:0" : source;
+  const std::string name = ffmpeg_source(source);
   if (!info.fps_stated)
     notices.push_back(detail::concat(name, " states no frame rate: its timestamps and the fps sampling assume ", info.fps,
                                      " fps (fps 0 keeps every frame)"));
@@ -130,6 +130,8 @@ std::vector<std::string> video_notices(const std::string& source, const VideoInf
                                      "stretched to their displayed shape, and the intrinsics are in stored pixels"));
   return notices;
 }
+
+std::string ffmpeg_source(const std::string& source) { return source == "-" ? "pipe:0" : source; }
 
 bool is_stream_url(const std::string& source) {
   return source.find("://") != std::string::npos || source.rfind("pipe:", 0) == 0;
@@ -238,7 +240,7 @@ VideoReader::VideoReader(const std::filesystem::path& path, double target_fps)
 VideoReader::VideoReader(const std::string& given, double target_fps, const VideoOpenOptions& opts)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  const std::string source = given == "-" ? "pipe:0" : given;  // as most tools read stdin
+  const std::string source = ffmpeg_source(given);
   s.path = source;
   if (!is_stream_url(source)) {
     std::error_code ec;

@@ -57,6 +57,9 @@ struct VideoOpenOptions {
   std::function<bool()> interrupt;
 };
 
+// The input as FFmpeg names it: "-" (the standard input, as most tools read it) is "pipe:0".
+std::string ffmpeg_source(const std::string& source);
+
 // What a user should know of a video before the run (FrameSource::notices; run's notice lines for
 // --live too): that it states no frame rate (info.fps_stated), or that its pixels are not square.
 std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info);
