@@ -231,14 +231,6 @@ Planes place_centred(const Planes& src, int w, int h) {
   return out;
 }
 
-// `r` (in an image of w x h) once that image is centred on a canvas of canvas_w x canvas_h, clipped to the canvas.
-PixelRect centre_rect(PixelRect r, int w, int h, int canvas_w, int canvas_h) {
-  const auto [left, top] = centred_offset(w, h, canvas_w, canvas_h);
-  const int x0 = std::max(r.x + left, 0), y0 = std::max(r.y + top, 0);
-  const int x1 = std::min(r.x + left + r.width, canvas_w), y1 = std::min(r.y + top + r.height, canvas_h);
-  return {x0, y0, std::max(x1 - x0, 0), std::max(y1 - y0, 0)};
-}
-
 }  // namespace
 
 Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageSize canvas) {
@@ -276,19 +268,65 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
   return t;
 }
 
-PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
-  // The steps of preprocess_image on sizes alone.
-  const ImageSize rs = resized_size(in, opt);
-  const int rows = opt.preprocess == Preprocess::Crop ? std::min(rs.height, opt.image_size) : rs.height;
-  PixelRect r{0, 0, rs.width, rows};
-  int w = rs.width, h = rows;
-  if (opt.preprocess == Preprocess::Pad && (w < opt.image_size || h < opt.image_size)) {
-    r = centre_rect(r, w, h, opt.image_size, opt.image_size);
-    w = h = opt.image_size;
+namespace {
+
+// The steps of preprocess_image on sizes alone: where the picture lands, and which frame pixels are its.
+struct Placed {
+  SourcePlacement placement;
+  PixelRect content;
+};
+Placed place(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
+  Placed r{{in, resized_size(in, opt), 0, 0}, {}};
+  SourcePlacement& p = r.placement;
+  int w = p.resized.width, h = p.resized.height;
+  r.content = {0, 0, w, h};
+  if (opt.preprocess == Preprocess::Crop && h > opt.image_size) {
+    p.top = -((h - opt.image_size) / 2);
+    h = r.content.height = opt.image_size;
   }
+  const auto centre_on = [&](int canvas_w, int canvas_h) {
+    const auto [left, top] = centred_offset(w, h, canvas_w, canvas_h);
+    p.left += left;
+    p.top += top;
+    // Clipped to the canvas (only a canvas smaller than the frame, which preprocess_image refuses, clips).
+    PixelRect& c = r.content;
+    const int x0 = std::max(c.x + left, 0), y0 = std::max(c.y + top, 0);
+    const int x1 = std::min(c.x + left + c.width, canvas_w), y1 = std::min(c.y + top + c.height, canvas_h);
+    c = {x0, y0, std::max(x1 - x0, 0), std::max(y1 - y0, 0)};
+    w = canvas_w;
+    h = canvas_h;
+  };
+  if (opt.preprocess == Preprocess::Pad && (w < opt.image_size || h < opt.image_size))
+    centre_on(opt.image_size, opt.image_size);
   if (canvas.width > 0 && canvas.height > 0 && (canvas.width != w || canvas.height != h))
-    r = centre_rect(r, w, h, canvas.width, canvas.height);
+    centre_on(canvas.width, canvas.height);
   return r;
+}
+
+}  // namespace
+
+PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
+  return place(in, opt, canvas).content;
+}
+
+SourcePlacement source_placement(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
+  return place(in, opt, canvas).placement;
+}
+
+std::array<double, 9> source_intrinsics(const std::array<double, 9>& K, const SourcePlacement& p) {
+  LINGBOT_CHECK(p.source.width > 0 && p.source.height > 0 && p.resized.width > 0 && p.resized.height > 0,
+                "source_intrinsics: sizes must be positive, got source ", p.source.width, "x", p.source.height,
+                ", resized ", p.resized.width, "x", p.resized.height);
+  const double sx = static_cast<double>(p.resized.width) / p.source.width;
+  const double sy = static_cast<double>(p.resized.height) / p.source.height;
+  // x0 = x / sx + a with a = (0.5 - left) / sx - 0.5, x = row0·X / row2·X: row0' = row0 / sx + a row2.
+  const double ax = (0.5 - p.left) / sx - 0.5, ay = (0.5 - p.top) / sy - 0.5;
+  std::array<double, 9> out = K;
+  for (int c = 0; c < 3; ++c) {
+    out[c] = K[c] / sx + ax * K[6 + c];
+    out[3 + c] = K[3 + c] / sy + ay * K[6 + c];
+  }
+  return out;
 }
 
 Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOptions& opt) {

@@ -8,6 +8,7 @@
 // height and width in the batch. A streaming caller does the same by probing all sizes first
 // (probe_image_size + preprocessed_size), taking batch_canvas_size(), and passing that canvas to
 // preprocess_image for every frame.
+#include <array>
 #include <span>
 
 #include "io/image.h"
@@ -41,6 +42,22 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
 // image of displayed size `in`: the whole frame in crop mode without a canvas; in pad mode, and on a
 // canvas larger than the frame, the rest is the white (1.0) padding, which shows no scene.
 PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
+
+// Where a picture of displayed size `source` lies on the frame preprocess_image(img, opt, canvas)
+// makes of it: resized to `resized`, then placed with its pixel (0, 0) at frame pixel (left, top)
+// (top < 0: crop mode cut -top rows off; left, top > 0: white padding before it).
+struct SourcePlacement {
+  ImageSize source, resized;
+  int left = 0, top = 0;
+  bool operator==(const SourcePlacement&) const = default;
+};
+SourcePlacement source_placement(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
+
+// The intrinsics K (row-major 3x3, frame pixels, integer coordinates at pixel centres) of a camera
+// seen through the preprocessed frame, in the pixels of the source picture instead: the same rays.
+// A frame pixel x is the source's (x - left + 0.5) / sx - 0.5 with sx = resized / source width (the
+// resizer's pixel-centre mapping), likewise y: fx0 = fx / sx, cx0 = (cx - left + 0.5) / sx - 0.5.
+std::array<double, 9> source_intrinsics(const std::array<double, 9>& K, const SourcePlacement& p);
 
 // Several images -> [N, 3, H, W], padded to the batch canvas when sizes differ (upstream batch).
 Tensor preprocess_images(std::span<const ImageU8> images, const PreprocessOptions& opt);

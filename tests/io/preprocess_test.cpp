@@ -170,6 +170,68 @@ TEST(Preprocess, ContentRectIsWherePicturePixelsLand) {
   EXPECT_EQ(content_rect({640, 480}, PreprocessOptions{}), (PixelRect{0, 0, 518, 392}));
 }
 
+// source_intrinsics gives the rays of the preprocessed frame in the source picture's pixels: a blurred
+// spot at a known sub-pixel place in the picture, preprocessed for real (bicubic resize, crop, pad,
+// a larger canvas), is found in the frame (its centroid); the ray through that frame pixel under some
+// K lands, under source_intrinsics(K), on the spot's place in the picture within 0.03 frame pixels.
+TEST(Preprocess, SourceIntrinsicsSeeTheSameRaysInTheSourcePicture) {
+  std::mt19937 rng(11);
+  struct Case {
+    ImageSize source;
+    PreprocessOptions opt;
+    ImageSize canvas;
+  };
+  const Case cases[] = {
+      {{640, 480}, {224, 14, Preprocess::Crop}, {}},         // landscape: resized to 224 x 168
+      {{480, 720}, {224, 14, Preprocess::Crop}, {}},         // portrait: 224 x 336, 56 rows cut off the top
+      {{480, 720}, {224, 14, Preprocess::Pad}, {}},          // 154 x 224 on the white 224 square
+      {{640, 480}, {224, 14, Preprocess::Pad}, {}},          // 224 x 168, 28 white rows above
+      {{500, 700}, {224, 14, Preprocess::Crop}, {238, 252}},  // on a larger canvas of mixed sizes
+      {{333, 211}, {112, 14, Preprocess::Crop}, {}},         // sides rounded: sx != sy
+  };
+  for (const Case& c : cases) {
+    const SourcePlacement p = source_placement(c.source, c.opt, c.canvas);
+    const double sx = static_cast<double>(p.resized.width) / c.source.width;
+    const double sy = static_cast<double>(p.resized.height) / c.source.height;
+    const PixelRect r = content_rect(c.source, c.opt, c.canvas);
+    for (int trial = 0; trial < 4; ++trial) {
+      // A Gaussian spot, 3 frame pixels wide, well inside the part of the picture the frame keeps.
+      const double sigma = 3.0 / sx, margin = 5 * 3.0;
+      std::uniform_real_distribution<double> fx(r.x + margin, r.x + r.width - margin), fy(r.y + margin, r.y + r.height - margin);
+      const double want_x = (fx(rng) - p.left + 0.5) / sx - 0.5, want_y = (fy(rng) - p.top + 0.5) / sy - 0.5;
+      ImageU8 img(c.source.width, c.source.height);
+      for (int y = 0; y < img.height; ++y)
+        for (int x = 0; x < img.width; ++x) {
+          const double g = std::exp(-((x - want_x) * (x - want_x) + (y - want_y) * (y - want_y)) / (2 * sigma * sigma));
+          for (int k = 0; k < 3; ++k) img.rgb[(static_cast<size_t>(y) * img.width + x) * 3 + k] = static_cast<uint8_t>(std::lround(60 + 120 * g));
+        }
+      const Tensor t = preprocess_image(img, c.opt, c.canvas);
+      const int W = static_cast<int>(t.dim(2));
+      double sum = 0, mx = 0, my = 0;
+      for (int y = r.y; y < r.y + r.height; ++y)
+        for (int x = r.x; x < r.x + r.width; ++x) {
+          const double v = t.f32()[static_cast<size_t>(y) * W + x] - 60.0 / 255.0;
+          sum += v;
+          mx += v * x;
+          my += v * y;
+        }
+      const double frame_x = mx / sum, frame_y = my / sum;
+      const std::array<double, 9> K{200, 0, W / 2.0, 0, 190, t.dim(1) / 2.0, 0, 0, 1};
+      const std::array<double, 9> K0 = source_intrinsics(K, p);
+      // The ray through the frame pixel, K^-1 [x, y, 1], projected with K0.
+      const double dx = (frame_x - K[2]) / K[0], dy = (frame_y - K[5]) / K[4];
+      const double got_x = K0[0] * dx + K0[1] * dy + K0[2], got_y = K0[3] * dx + K0[4] * dy + K0[5];
+      const std::string where = std::to_string(c.source.width) + "x" + std::to_string(c.source.height) + " " +
+                                std::string(preprocess_name(c.opt.preprocess)) + " trial " + std::to_string(trial);
+      EXPECT_NEAR(got_x, want_x, 0.03 / sx) << where;
+      EXPECT_NEAR(got_y, want_y, 0.03 / sy) << where;
+      EXPECT_EQ(K0[6], 0.0);
+      EXPECT_EQ(K0[8], 1.0);
+    }
+  }
+  EXPECT_THROW(source_intrinsics({1, 0, 0, 0, 1, 0, 0, 0, 1}, SourcePlacement{}), Error);
+}
+
 // A frame larger than the canvas fixed for its sequence (a video whose resolution grows mid-stream)
 // is refused, the message naming both sizes and the cause.
 TEST(Preprocess, AFrameLargerThanTheCanvasIsRefused) {
