@@ -424,6 +424,7 @@ struct PendingFrame {
   std::string name;
   Tensor image;  // preprocessed [3, H, W], for the point colours
   io::PixelRect content;  // the pixels of `image` that came from the picture (io::content_rect)
+  io::SourcePlacement placement;  // where the picture lies on `image` (io::source_placement)
 };
 
 // A finished frame for the writer: its result, the frame it came from, the KV cache's bytes when it
@@ -859,6 +860,7 @@ int run_command(const RunArgs& a) {
       if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
       x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
       x.content = f.content;
+      x.placement = f.placement;
       exports.frame(x);
       warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
       if (!check.geometry_valid) ++frames_without_geometry;
@@ -888,9 +890,11 @@ int run_command(const RunArgs& a) {
           throw Error("frame " + frame.name + ": " + e.what());
         }
       }();
-      const io::PixelRect content = io::content_rect({frame.image.width, frame.image.height}, pre, input.canvas);
+      const io::ImageSize size{frame.image.width, frame.image.height};
+      const io::PixelRect content = io::content_rect(size, pre, input.canvas);
+      const io::SourcePlacement placement = io::source_placement(size, pre, input.canvas);
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), content};
+      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), content, placement};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
     int64_t computed = 0;

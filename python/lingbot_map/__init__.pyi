@@ -88,6 +88,10 @@ class Result:  # read-only fields (a Result is a value: pickles by value)
     @property
     def content_rect(self) -> Optional[tuple[int, int, int, int]]: ...  # (x, y, width, height) of `image` from the picture; None: a model input given as it is
     @property
+    def source_size(self) -> Optional[tuple[int, int]]: ...  # (width, height) of the picture `image` was made from; None: a float32 [3, H, W] model input
+    @property
+    def source_K(self) -> Optional[npt.NDArray[np.float64]]: ...  # [3, 3] K in that picture's pixels (poses.json source_intrinsics); None likewise
+    @property
     def features(self) -> list[F32]: ...  # [P, 2C] per selected layer, P = (H/p)(W/p) patches + the special tokens (6 as released) (Session(features=True))
     @property
     def patch_tokens(self) -> Optional[F32]: ...  # [(H/p)(W/p), C] (Session(patch_tokens=True))

@@ -177,6 +177,7 @@ class PyExporter {
     if (conf) x.depth_conf = std::span<const float>(conf->data(), hw);
     x.world_points = std::span<const float>(pts.data(), 3 * hw);
     x.content = r.content;
+    x.placement = r.placement;
 
     py::gil_scoped_release nogil;
     if (!begun_) {

@@ -84,6 +84,7 @@ class SourceFeed : public FrameFeed {
     out->timestamp_unit = f.timestamp_unit;
     out->image = io::preprocess_image(f.image, pre_, canvas);
     out->content = io::content_rect({f.image.width, f.image.height}, pre_, canvas);
+    out->placement = io::source_placement({f.image.width, f.image.height}, pre_, canvas);
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
@@ -147,7 +148,10 @@ class ArrayFeed : public FrameFeed {
       py::gil_scoped_release nogil;
       out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
     }
-    if (in.rgb8) out->content = io::content_rect({in.rgb8->width, in.rgb8->height}, pre_, canvas);
+    if (in.rgb8) {
+      out->content = io::content_rect({in.rgb8->width, in.rgb8->height}, pre_, canvas);
+      out->placement = io::source_placement({in.rgb8->width, in.rgb8->height}, pre_, canvas);
+    }
     ++next_;
     return true;
   }

@@ -34,14 +34,32 @@ py::object content_tuple(const std::optional<io::PixelRect>& c) {
   return c ? py::object(py::make_tuple(c->x, c->y, c->width, c->height)) : py::object(py::none());
 }
 
+py::object placement_tuple(const std::optional<io::SourcePlacement>& p) {
+  if (!p) return py::none();
+  return py::make_tuple(p->source.width, p->source.height, p->resized.width, p->resized.height, p->left, p->top);
+}
+
+// K in the source picture's pixels (io::source_intrinsics, as poses.json's source_intrinsics): float64 [3, 3].
+py::object source_k(const PyResult& r) {
+  if (!r.placement || r.K.is_none()) return py::none();
+  const auto k = f32_exact(r.K, {3, 3}, "K");
+  std::array<double, 9> K{};
+  for (size_t i = 0; i < 9; ++i) K[i] = k.data()[i];
+  const std::array<double, 9> k0 = io::source_intrinsics(K, *r.placement);
+  py::array_t<double> out({3, 3});
+  std::copy(k0.begin(), k0.end(), out.mutable_data());
+  return out;
+}
+
 }  // namespace
 
 py::tuple PyResult::getstate() const {
-  return py::make_tuple(3, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+  return py::make_tuple(4, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
                         fs_decode(source), timestamp, scale_frames,
                         py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
                                        patch_tokens),
-                        features, timestamp_unit == io::TimestampUnit::Seconds, content_tuple(content));
+                        features, timestamp_unit == io::TimestampUnit::Seconds, content_tuple(content),
+                        placement_tuple(placement));
 }
 
 PyResult PyResult::setstate(const py::tuple& t) {
@@ -53,10 +71,11 @@ PyResult PyResult::setstate(const py::tuple& t) {
 }
 
 PyResult PyResult::setstate_checked(const py::tuple& t) {
-  // Version 3 added content_rect (the last field); a version 2 pickle has none (None).
+  // Version 3 added content_rect, version 4 the source placement (source_size, source_K), each as the
+  // last field; an older pickle has None for what it lacks.
   const auto version_is = [&](int v) { return PyObject_RichCompareBool(t[0].ptr(), py::int_(v).ptr(), Py_EQ) == 1; };
   if (t.size() < 1 || !py::isinstance<py::int_>(t[0]) || py::isinstance<py::bool_>(t[0]) ||
-      !((version_is(2) && t.size() == 13) || (version_is(3) && t.size() == 14)))
+      !((version_is(2) && t.size() == 13) || (version_is(3) && t.size() == 14) || (version_is(4) && t.size() == 15)))
     throw py::value_error("not a pickled lingbot_map.Result of this version");
   // A pickle can hold anything: every field must have the type getstate() writes.
   const auto refuse = [](const std::string& what) { throw py::value_error("not a pickled lingbot_map.Result: " + what); };
@@ -127,7 +146,7 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
     if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
       throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
   r.timestamp_unit = seconds ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
-  if (t.size() == 14 && !t[13].is_none()) {
+  if (t.size() >= 14 && !t[13].is_none()) {
     const py::object c = t[13];
     if (!py::isinstance<py::tuple>(c) || py::len(c) != 4) refuse("content_rect is not None or a tuple of 4 ints");
     const auto v = c.cast<py::tuple>();
@@ -140,6 +159,22 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
       xywh[i] = static_cast<int>(n);
     }
     r.content = io::PixelRect{xywh[0], xywh[1], xywh[2], xywh[3]};
+  }
+  if (t.size() == 15 && !t[14].is_none()) {
+    const py::object c = t[14];
+    if (!py::isinstance<py::tuple>(c) || py::len(c) != 6) refuse("the source placement is not None or a tuple of 6 ints");
+    const auto v = c.cast<py::tuple>();
+    std::array<int, 6> f{};
+    for (size_t i = 0; i < 6; ++i) {
+      const py::object e = v[i];
+      if (!is_int(e)) refuse("the source placement holds " + type_name(e) + ", not int");
+      const long long n = e.cast<long long>();
+      // Sizes positive, offsets either way; no side or offset beyond a picture's pixel limit.
+      const long long lo = i < 4 ? 1 : -io::kMaxImagePixels, hi = io::kMaxImagePixels;
+      if (n < lo || n > hi) refuse("source placement value " + std::to_string(n) + " is out of range");
+      f[i] = static_cast<int>(n);
+    }
+    r.placement = io::SourcePlacement{{f[0], f[1]}, {f[2], f[3]}, f[4], f[5]};
   }
   return r;
 }
@@ -174,6 +209,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.world_points = tensor_to_array(std::move(r.world_points));
     o.image = tensor_to_array(std::move(p.image));
     o.content = p.content;
+    o.placement = p.placement;
     o.patch_tokens = tensor_to_array(std::move(r.patch_tokens));
     for (Tensor& f : r.features) o.features.append(tensor_to_array(std::move(f)));
     out.push_back(std::move(o));
@@ -217,6 +253,18 @@ void bind_result(py::module_& m) {
                              "preprocessed it (image_size=, reconstruct() of files); outside is white padding\n"
                              "(preprocess='pad', mixed sizes), whose depth and points show no scene: Exporter and\n"
                              "select_points(content_rect=) leave it out. None for a model input given as it is.")
+      .def_property_readonly("source_size",
+                             [](const PyResult& r) {
+                               return r.placement ? py::object(py::make_tuple(r.placement->source.width, r.placement->source.height))
+                                                  : py::object(py::none());
+                             },
+                             "(width, height) of the picture this frame was preprocessed from (EXIF orientation and\n"
+                             "rotate_cw90 applied; a video's stored size), as poses.json's source_size. None for a\n"
+                             "float32 [3, H, W] model input.")
+      .def_property_readonly("source_K", &source_k,
+                             "[3, 3] float64: K in pixels of that picture instead of the model input's (the same rays:\n"
+                             "poses.json's source_intrinsics), for using the camera with the original image. None\n"
+                             "for a float32 [3, H, W] model input.")
       .def_readonly("features", &PyResult::features,
                     "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
                     "tokens, 6 as released); else [].")

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/image.h"
+#include "io/preprocess.h"
 #include "io/timestamp_unit.h"
 #include "lingbot/session.h"
 #include "lingbot/tensor.h"
@@ -33,6 +34,7 @@ struct PyResult {
   py::object pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image, patch_tokens;
   py::list features;
   std::optional<io::PixelRect> content;  // the pixels of `image` from the picture (io::content_rect); nullopt: all
+  std::optional<io::SourcePlacement> placement;  // where the picture lies on `image`; nullopt: a float32 model input
 
 
   // Pickled by value (multiprocessing queues, joblib): every field, the arrays as NumPy pickles them.
@@ -52,6 +54,7 @@ struct Pending {
   io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   Tensor image;  // the model input [3, H, W]
   std::optional<io::PixelRect> content;  // preprocessed here: io::content_rect; a model input given as it is: nullopt
+  std::optional<io::SourcePlacement> placement;  // likewise: io::source_placement
 };
 
 // Pairs each engine result with its pending input, popped from the front of `pending` (needs the GIL:

@@ -100,9 +100,16 @@ class PySession {
       rethrow_stopped();
     }
     std::optional<io::PixelRect> content;
-    if (in.rgb8 && pre_) content = io::content_rect({in.rgb8->width, in.rgb8->height}, *pre_);
+    std::optional<io::SourcePlacement> placement;
+    if (in.rgb8) {
+      const io::ImageSize size{in.rgb8->width, in.rgb8->height};
+      if (pre_) content = io::content_rect(size, *pre_);
+      // A picture taken as it is (/255) is the model input itself: its camera is the frame's.
+      placement = pre_ ? io::source_placement(size, *pre_) : io::SourcePlacement{size, size, 0, 0};
+    }
     pending_.push_back({index, std::move(name), timestamp.value_or(static_cast<double>(index)),
-                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image), content});
+                        timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image), content,
+                        placement});
     return deliver(to_python(std::move(results), &pending_, s.scale_frames()));
   }
 

@@ -85,6 +85,9 @@ struct ExportFrame {
   // The pixels that came from the picture (io::content_rect); the rest is padding (pad mode, frames on
   // a larger canvas), which gives no point. nullopt: every pixel.
   std::optional<PixelRect> content;
+  // Where the source picture lies on the frame (io::source_placement), for its camera in its own
+  // pixels; nullopt: a model input given as it is.
+  std::optional<SourcePlacement> placement;
 
   // upstream's frame_type: 0 = scale frame, 1 = keyframe, 2 = non-keyframe.
   uint8_t frame_type() const { return scale_frame ? 0 : (keyframe ? 1 : 2); }

@@ -29,6 +29,7 @@ class PosesExporter final : public Exporter {
     p.source = std::string(f.source);
     p.c2w = f.c2w;
     p.intrinsics = f.intrinsics;
+    p.placement = f.placement;
     p.valid = geometry_finite(f);
     writer_->append(p);
   }
@@ -38,7 +39,7 @@ class PosesExporter final : public Exporter {
     writer_.reset();
   }
   nlohmann::json report() const override {
-    return {{"files", {{"poses.json", "per frame: c2w 4x4, w2c 3x4, intrinsics 3x3, keyframe, source"}}},
+    return {{"files", {{"poses.json", "per frame: c2w 4x4, w2c 3x4, intrinsics 3x3, keyframe, source, source_size, source_intrinsics"}}},
             {"frames", writer_ ? writer_->frames() : frames_}};
   }
 

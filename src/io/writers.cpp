@@ -91,8 +91,9 @@ void PosesJsonWriter::append(const FramePose& p) {
   nlohmann::json frame = {{"index", p.index},
                           {"timestamp", p.timestamp},
                           {"keyframe", p.keyframe},
-                          {"source", p.source},
-                          {"valid", p.valid}};
+                          {"source", p.source}};
+  if (p.placement) frame["source_size"] = {p.placement->source.width, p.placement->source.height};
+  frame["valid"] = p.valid;
   // nlohmann writes a non-finite double as null: a frame must never carry such matrices.
   LINGBOT_CHECK(!p.valid || (all_finite(p.c2w) && all_finite(p.intrinsics)), "poses.json: frame ", p.index,
                 " is marked valid but has a non-finite camera value");
@@ -104,6 +105,7 @@ void PosesJsonWriter::append(const FramePose& p) {
     frame["c2w"] = rows(c2w.data(), 4, 4);
     frame["w2c"] = rows(w2c.data(), 3, 4);
     frame["intrinsics"] = rows(p.intrinsics.data(), 3, 3);
+    if (p.placement) frame["source_intrinsics"] = rows(source_intrinsics(p.intrinsics, *p.placement).data(), 3, 3);
   }
   std::string text = (frames_ > 0 ? ",\n" : "\n") + json_text(frame);
   const std::string trailer = "\n]}\n";

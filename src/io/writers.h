@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "core/rigid_transform.h"
 #include "io/image.h"
 #include "io/line_file.h"
+#include "io/preprocess.h"
 
 namespace lingbot::io {
 
@@ -42,6 +44,9 @@ struct FramePose {
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
   RigidTransform<double> c2w{};  // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
+  // Where the source picture lies on the model frame (io::source_placement): poses.json then also
+  // gives the picture's size and K in its pixels. nullopt: a model input given as it is.
+  std::optional<SourcePlacement> placement;
   // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is
   // listed without matrices and every geometric writer skips it.
   bool valid = true;
@@ -52,8 +57,9 @@ struct FramePose {
 void check_poses_metadata(const nlohmann::json& meta);
 
 // poses.json: {"format": "lingbot-map poses", "version": 1, <meta...>, "frames": [
-//   {"index", "timestamp", "keyframe", "source", "valid": true, "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3},
-//   ...]}; a frame without valid geometry has "valid": false and no matrices.
+//   {"index", "timestamp", "keyframe", "source", "source_size" [width, height], "valid": true,
+//    "c2w" 4x4, "w2c" 3x4, "intrinsics" 3x3, "source_intrinsics" 3x3}, ...]}; a frame without valid
+//   geometry has "valid": false and no matrices; one without a placement no "source_..." keys.
 // After every append the file ends with the closing "]}" (the next append overwrites it).
 class PosesJsonWriter {
  public:

@@ -5,6 +5,7 @@
 
 #include "io/image.h"
 #include "io/png.h"
+#include "io/preprocess.h"
 #include "io/safetensors.h"
 #include "run_test_util.h"
 
@@ -91,6 +92,24 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
   // Frame 0 (112 x 70) sits in rows 21..90 of the 112 x 112 canvas; rows above and below are white.
   const lingbot::io::ImageU8 f0 = lingbot::io::load_image(dir / "pre" / "000000.png");
   const lingbot::io::ImageU8 src = lingbot::io::load_image(fs::path(kTestdata) / "tiny" / "frames" / "000000.png");
+  // Each frame's camera in its own picture's pixels: the size of that picture, and K mapped through
+  // where the picture landed on the canvas (io::source_intrinsics, checked against real preprocessing
+  // in the io tests).
+  const lingbot::io::ImageSize sizes[] = {{src.width, src.height}, {src.width, src.height}, {portrait.width, portrait.height}};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("frame " + std::to_string(i));
+    const nlohmann::json& f = poses.at("frames").at(i);
+    EXPECT_EQ(f.at("source_size"), (nlohmann::json{sizes[i].width, sizes[i].height}));
+    const lingbot::io::SourcePlacement placed =
+        lingbot::io::source_placement(sizes[i], lingbot::PreprocessOptions{112, 14, lingbot::Preprocess::Crop}, {112, 112});
+    std::array<double, 9> K{};
+    for (int k = 0; k < 9; ++k) K[k] = f.at("intrinsics")[k / 3][k % 3].get<double>();
+    const std::array<double, 9> want = lingbot::io::source_intrinsics(K, placed);
+    for (int k = 0; k < 9; ++k) EXPECT_DOUBLE_EQ(f.at("source_intrinsics")[k / 3][k % 3].get<double>(), want[k]) << k;
+  }
+  // The portrait frame was cut (182 rows to 112, 35 off the top); frame 0 padded (21 rows above).
+  EXPECT_EQ(lingbot::io::source_placement(sizes[2], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).top, -35);
+  EXPECT_EQ(lingbot::io::source_placement(sizes[0], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).top, 21);
   ASSERT_EQ(f0.width, 112);
   ASSERT_EQ(f0.height, 112);
   int64_t bad = 0;

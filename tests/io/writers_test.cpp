@@ -111,6 +111,7 @@ TEST(Writers, PosesJsonIsValidAfterEveryFrame) {
     p.source = "frame" + std::to_string(i) + ".png";
     p.c2w = rigid_inverse(make_pose(10.0 * i, 0, 1, 0, i, 0, 0));  // given as c2w, checked as both
     p.intrinsics = {100, 0, 259, 0, 101, 147, 0, 0, 1};
+    if (i == 2) p.placement = SourcePlacement{{1036, 600}, {518, 300}, 0, -3};  // half size, 3 rows cut
     w.append(p);
     const nlohmann::json doc = nlohmann::json::parse(slurp(path));  // throws if invalid
     ASSERT_EQ(doc["frames"].size(), static_cast<size_t>(i + 1));
@@ -137,6 +138,13 @@ TEST(Writers, PosesJsonIsValidAfterEveryFrame) {
   const RigidTransform<double> w2c = make_pose(10, 0, 1, 0, 1, 0, 0);
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c) EXPECT_NEAR(f1["w2c"][r][c].get<double>(), w2c[r * 4 + c], 1e-12);
+  // A frame given as it is has no source picture; one preprocessed here says its picture's size and K
+  // in its pixels: fx0 = fx / 0.5, cx0 = (259 + 0.5) / 0.5 - 0.5, cy0 = (147 + 3 + 0.5) / 0.5 - 0.5.
+  EXPECT_FALSE(f1.contains("source_size"));
+  EXPECT_FALSE(f1.contains("source_intrinsics"));
+  const auto& f2 = doc["frames"][2];
+  EXPECT_EQ(f2["source_size"], (nlohmann::json{1036, 600}));
+  EXPECT_EQ(f2["source_intrinsics"], (nlohmann::json{{200.0, 0.0, 518.5}, {0.0, 202.0, 300.5}, {0.0, 0.0, 1.0}}));
 }
 
 TEST(Writers, TumHasOneLinePerFrameWithCameraCentre) {

@@ -1,5 +1,6 @@
 """reconstruct(): input kinds, run's automatic keyframe interval, input errors (exact messages, raised
 before the iterator is returned), the Exporter and select_points against the files run writes."""
+import contextlib
 import json
 import os
 import pathlib
@@ -462,6 +463,65 @@ def test_pad_margins_give_no_points(tiny_model, tmp_path):
     from_state, (state,) = results[0].__reduce__()
     old = from_state((2,) + tuple(state[1:13]))
     assert old.content_rect is None and old.frame_index == 0
+
+
+def readme_source_intrinsics(K, w0, h0, image_size, preprocess, canvas=None):
+    """The README's recipe for the intrinsics on the original picture, written out independently."""
+    longer_is_height = preprocess == "pad" and w0 < h0
+    if longer_is_height:
+        h1, w1 = image_size, round(w0 * (image_size / h0) / 14) * 14
+    else:
+        w1, h1 = image_size, round(h0 * (image_size / w0) / 14) * 14
+    H1, c = (image_size, (h1 - image_size) // 2) if preprocess == "crop" and h1 > image_size else (h1, 0)
+    W, H = canvas if canvas else ((image_size, image_size) if preprocess == "pad" else (w1, H1))
+    left, top = (W - w1) // 2, (H - H1) // 2 - c
+    sx, sy = w1 / w0, h1 / h0
+    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    return np.array([[fx / sx, 0, (cx - left + 0.5) / sx - 0.5], [0, fy / sy, (cy - top + 0.5) / sy - 0.5], [0, 0, 1]])
+
+
+def test_source_size_and_intrinsics_are_the_pictures(tiny_model, tmp_path):
+    """Result.source_size is the picture's own size and source_K the camera in its pixels: the README's
+    recipe gives the same matrix (crop with rows cut, pad, a canvas of mixed sizes), poses.json holds the
+    same values, pickles keep them, and a model input given as it is has neither."""
+    rng = np.random.default_rng(3)
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    sizes = [(160, 120), (160, 120), (90, 150)]  # the portrait one makes the canvas 112x112 in crop mode
+    for i, (w, h) in enumerate(sizes):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / f"{i:03d}.png")
+    for preprocess, canvas in (("crop", (112, 112)), ("pad", None)):
+        with pytest.warns(UserWarning, match="preprocess to 2 sizes") if canvas else contextlib.nullcontext():
+            results = list(lm.reconstruct(images=folder, model=tiny_model, scale_frames=1, image_size=112,
+                                          preprocess=preprocess, threads=1))
+        out = tmp_path / preprocess
+        with lm.Exporter(out, export="poses") as ex:
+            for r in results:
+                ex.write(r)
+        poses = json.loads((out / "poses.json").read_text())["frames"]
+        for r, (w, h), entry in zip(results, sizes, poses):
+            assert r.source_size == (w, h)
+            assert r.source_K.dtype == np.float64 and r.source_K.shape == (3, 3)
+            np.testing.assert_allclose(r.source_K, readme_source_intrinsics(r.K.astype(np.float64), w, h, 112, preprocess,
+                                                                            canvas), rtol=0, atol=1e-9)
+            assert entry["source_size"] == [w, h]
+            np.testing.assert_array_equal(np.array(entry["source_intrinsics"]), r.source_K)
+    back = pickle.loads(pickle.dumps(results[2]))
+    assert back.source_size == (90, 150)
+    np.testing.assert_array_equal(back.source_K, results[2].source_K)
+    as_given = next(iter(lm.reconstruct(images=[results[0].image], model=tiny_model, scale_frames=1)))
+    assert as_given.source_size is None and as_given.source_K is None
+    with lm.Session(tiny_model, scale_frames=1) as s:  # a picture taken as it is: its camera is the frame's
+        taken = s.push(rng.integers(0, 256, (70, 112, 3), dtype=np.uint8))[0]
+    assert taken.source_size == (112, 70)
+    np.testing.assert_array_equal(taken.source_K, taken.K)
+    # A pickle of the version before the source placement (14 fields) loads, without it.
+    from_state, (state,) = results[0].__reduce__()
+    old = from_state((3,) + tuple(state[1:14]))
+    assert old.source_size is None and old.source_K is None and old.content_rect == results[0].content_rect
+    with pytest.raises(ValueError) as e:
+        from_state(tuple(state[:14]) + ((90, 150, 0, 112, 0, 0),))
+    assert str(e.value) == "not a pickled lingbot_map.Result: source placement value 0 is out of range"
 
 
 def test_input_notices_are_user_warnings(tiny_model, tmp_path):
