@@ -48,7 +48,7 @@ class Model:
     @property
     def source(self) -> str: ...
 
-class Result:  # read-only fields (a Result is a value: pickles by value)
+class Result:  # a value: read-only fields and arrays (copy one to edit it: r.depth.copy()), pickles by value
     @property
     def frame_index(self) -> int: ...
     @property

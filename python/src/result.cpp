@@ -34,6 +34,13 @@ py::object content_tuple(const std::optional<io::PixelRect>& c) {
   return c ? py::object(py::make_tuple(c->x, c->y, c->width, c->height)) : py::object(py::none());
 }
 
+// A Result is a value: its arrays are read-only (an in-place edit of r.depth would change what an
+// Exporter writes and break c2w/w2c), whether made by the engine or unpickled.
+py::object read_only(py::object a) {
+  if (py::isinstance<py::array>(a)) a.attr("setflags")("write"_a = false);
+  return a;
+}
+
 py::object placement_tuple(const std::optional<io::SourcePlacement>& p) {
   if (!p) return py::none();
   return py::make_tuple(p->source.width, p->source.height, p->resized.width, p->resized.height, p->left, p->top);
@@ -131,20 +138,21 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
                             std::to_string(ndim) + "-d float32 array");
     return v;
   };
-  r.pose_enc = array(0, 1, "pose_enc");
-  r.pose_enc_iters = array(1, 2, "pose_enc_iters");
-  r.c2w = array(2, 2, "c2w");
-  r.w2c = array(3, 2, "w2c");
-  r.K = array(4, 2, "K");
-  r.depth = array(5, 2, "depth");
-  r.conf = array(6, 2, "conf");
-  r.world_points = array(7, 3, "world_points");
-  r.image = array(8, 3, "image");
-  r.patch_tokens = array(9, 2, "patch_tokens");
-  r.features = t[11].cast<py::list>();
-  for (const auto& f : r.features)
+  r.pose_enc = read_only(array(0, 1, "pose_enc"));
+  r.pose_enc_iters = read_only(array(1, 2, "pose_enc_iters"));
+  r.c2w = read_only(array(2, 2, "c2w"));
+  r.w2c = read_only(array(3, 2, "w2c"));
+  r.K = read_only(array(4, 2, "K"));
+  r.depth = read_only(array(5, 2, "depth"));
+  r.conf = read_only(array(6, 2, "conf"));
+  r.world_points = read_only(array(7, 3, "world_points"));
+  r.image = read_only(array(8, 3, "image"));
+  r.patch_tokens = read_only(array(9, 2, "patch_tokens"));
+  for (const auto& f : t[11].cast<py::list>()) {
     if (!py::isinstance<py::array>(f) || py::reinterpret_borrow<py::array>(f).dtype().kind() != 'f')
       throw py::value_error("not a pickled lingbot_map.Result: features holds something other than float arrays");
+    r.features.append(read_only(py::reinterpret_borrow<py::object>(f)));
+  }
   r.timestamp_unit = seconds ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
   if (t.size() >= 14 && !t[13].is_none()) {
     const py::object c = t[13];
@@ -198,20 +206,20 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.source = std::move(p.source);
     o.timestamp = p.timestamp;
     o.timestamp_unit = p.timestamp_unit;
-    o.pose_enc = tensor_to_array(std::move(r.pose_enc));
+    o.pose_enc = read_only(tensor_to_array(std::move(r.pose_enc)));
     // Engine layout [iterations, 9]; also the reference's per-frame slice of pose_enc_iters.
-    o.pose_enc_iters = tensor_to_array(std::move(r.pose_enc_iters));
-    o.c2w = tensor_to_array(std::move(r.extrinsic_c2w));
-    o.w2c = tensor_to_array(std::move(r.extrinsic));
-    o.K = tensor_to_array(std::move(r.intrinsic));
-    o.depth = tensor_to_array(std::move(r.depth));
-    o.conf = tensor_to_array(std::move(r.depth_conf));
-    o.world_points = tensor_to_array(std::move(r.world_points));
-    o.image = tensor_to_array(std::move(p.image));
+    o.pose_enc_iters = read_only(tensor_to_array(std::move(r.pose_enc_iters)));
+    o.c2w = read_only(tensor_to_array(std::move(r.extrinsic_c2w)));
+    o.w2c = read_only(tensor_to_array(std::move(r.extrinsic)));
+    o.K = read_only(tensor_to_array(std::move(r.intrinsic)));
+    o.depth = read_only(tensor_to_array(std::move(r.depth)));
+    o.conf = read_only(tensor_to_array(std::move(r.depth_conf)));
+    o.world_points = read_only(tensor_to_array(std::move(r.world_points)));
+    o.image = read_only(tensor_to_array(std::move(p.image)));
     o.content = p.content;
     o.placement = p.placement;
-    o.patch_tokens = tensor_to_array(std::move(r.patch_tokens));
-    for (Tensor& f : r.features) o.features.append(tensor_to_array(std::move(f)));
+    o.patch_tokens = read_only(tensor_to_array(std::move(r.patch_tokens)));
+    for (Tensor& f : r.features) o.features.append(read_only(tensor_to_array(std::move(f))));
     out.push_back(std::move(o));
   }
   return out;
@@ -219,8 +227,8 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
 
 void bind_result(py::module_& m) {
   py::class_<PyResult> result(m, "Result",
-                       "One frame's outputs. Arrays are float32 NumPy arrays that own their memory (they stay valid\n"
-                       "after the Session is gone). Camera convention: OpenCV axes (x right, y down, z forward);\n"
+                       "One frame's outputs, a value: its arrays are read-only float32 NumPy arrays that own their\n"
+                       "memory (they stay valid after the Session is gone; r.depth.copy() to edit one). Camera convention: OpenCV axes (x right, y down, z forward);\n"
                        "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.");
   result.def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
@@ -265,7 +273,8 @@ void bind_result(py::module_& m) {
                              "[3, 3] float64: K in pixels of that picture instead of the model input's (the same rays:\n"
                              "poses.json's source_intrinsics), for using the camera with the original image. None\n"
                              "for a float32 [3, H, W] model input.")
-      .def_readonly("features", &PyResult::features,
+      .def_property_readonly("features",  // a new list each time: the Result stays as it is
+                             [](const PyResult& r) { return py::reinterpret_steal<py::list>(PySequence_List(r.features.ptr())); },
                     "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
                     "tokens, 6 as released); else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,

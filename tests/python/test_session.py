@@ -831,3 +831,24 @@ def test_a_request_that_cannot_fit_in_memory_is_refused_up_front():
             s.push(np.zeros((3, 4088, 4088), np.float32))
         assert str(e.value).startswith("the reconstruction needs at least ") and str(e.value).endswith(advice)
         assert s.frames_pushed == 0
+
+
+def test_a_result_is_a_value(demo_model):
+    """A probe edited r.depth in place and the Exporter wrote the edit (and c2w stopped being w2c's
+    inverse); features was the Result's own list, so a cleared one made its pickle unloadable. The
+    arrays are read-only, also after unpickling, and features is a new list on each access."""
+    import pickle
+    with lm.Session(demo_model, scale_frames=1, features=True) as s:
+        r = s.push(lm.demo_frame(0))[0]
+    for back in (r, pickle.loads(pickle.dumps(r))):
+        for name in ("pose_enc", "pose_enc_iters", "c2w", "w2c", "K", "depth", "conf", "world_points", "image"):
+            a = getattr(back, name)
+            assert not a.flags.writeable, name
+            with pytest.raises(ValueError, match="read-only"):
+                a[...] = 0
+        assert back.features and all(not f.flags.writeable for f in back.features)
+        back.features.clear()
+        assert len(back.features) > 0
+    d = r.depth.copy()
+    d *= 2
+    np.testing.assert_array_equal(d, 2 * r.depth)
