@@ -194,7 +194,7 @@ struct Input {
   std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
   std::vector<std::string> notices;           // io::FrameSource::notices
-  std::optional<io::FrameSource::VideoSampling> sampling;  // a video file or pipe (not --live)
+  std::optional<io::FrameSource::VideoSampling> sampling;  // a video (file, pipe or --live source)
 };
 
 Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
@@ -233,6 +233,7 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
     in.canvas = in.live->canvas(pre);
     in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
     in.notices = io::video_notices(a.video, in.live->info());
+    in.sampling = in.live->video_sampling();
     auto found = std::make_shared<io::StreamDamage>();  // a copy: the decoder thread owns the reader's
     in.damage = [src = in.live, found]() -> const io::StreamDamage* {  // called once the run is over
       *found = src->finish_and_damage();

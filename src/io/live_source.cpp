@@ -127,6 +127,10 @@ LiveStats LiveFrameSource::stats() const {
 
 const VideoInfo& LiveFrameSource::info() const { return impl_->reader->info(); }
 
+FrameSource::VideoSampling LiveFrameSource::video_sampling() const {
+  return {info().fps, impl_->reader->sample_interval()};  // both fixed when the source opened
+}
+
 ImageSize LiveFrameSource::canvas(const PreprocessOptions& opt) const {
   const VideoInfo& i = info();
   const ImageSize size = impl_->sel.rotate_clockwise_90 ? ImageSize{i.height, i.width} : ImageSize{i.width, i.height};

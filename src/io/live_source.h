@@ -55,6 +55,8 @@ class LiveFrameSource {
   // Frames dropped for being late are not damage (stats()).
   StreamDamage finish_and_damage();
   const VideoInfo& info() const;  // the source's stream (frame_count 0 for a live source)
+  // The stream's frame rate and the sampling FrameSelection::video_fps gives, as FrameSource's.
+  FrameSource::VideoSampling video_sampling() const;
   // Preprocessed size of every frame (the stream's frame size, oriented by the selection).
   ImageSize canvas(const PreprocessOptions& opt) const;
 

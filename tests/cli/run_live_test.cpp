@@ -125,6 +125,11 @@ TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
   const auto summary = read_json(dir / "out" / "summary.json");
   EXPECT_EQ(summary["status"], "completed");
   EXPECT_EQ(summary["input"]["kind"], "live");
+  // The stream's rate and what --fps kept of it, as for a video file (a probe found both null).
+  EXPECT_EQ(summary["input"]["source_fps"], 10.0);
+  EXPECT_EQ(summary["input"]["sample_interval"], 1);
+  EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "input: live pipe:0 (10 fps, every frame), unknown frames"))
+      << slurp(dir / "stdout.txt");
   EXPECT_EQ(summary["frames"], 10);
   EXPECT_EQ(summary["live"]["frames_decoded"], 10);
   EXPECT_EQ(summary["live"]["frames_processed"], 10);
