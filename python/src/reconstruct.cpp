@@ -62,6 +62,7 @@ class FrameFeed {
   virtual const io::StreamDamage* damage() const { return nullptr; }
   std::optional<int64_t> count, estimated;
   io::ImageSize canvas;
+  std::vector<std::string> notices;  // run's "notice:" lines (UserWarnings): the source's, and mixed sizes
 };
 
 class SourceFeed : public FrameFeed {
@@ -71,8 +72,8 @@ class SourceFeed : public FrameFeed {
     estimated = src_.estimated_count();
     std::string mixed_sizes;
     canvas = src_.canvas(pre_, &mixed_sizes);
-    notices_ = src_.notices();
-    if (!mixed_sizes.empty()) notices_.push_back(mixed_sizes);
+    notices = src_.notices();
+    if (!mixed_sizes.empty()) notices.push_back(mixed_sizes);
   }
   bool next(Pending* out) override {
     py::gil_scoped_release nogil;
@@ -88,11 +89,9 @@ class SourceFeed : public FrameFeed {
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
-  const std::vector<std::string>& notices() const { return notices_; }
 
  private:
   io::FrameSource src_;
-  std::vector<std::string> notices_;  // the source's, and the canvas's mixed sizes
   PreprocessOptions pre_;
 };
 
@@ -135,6 +134,7 @@ class ArrayFeed : public FrameFeed {
       sizes.push_back(s);
     }
     canvas = io::batch_canvas_size(sizes);
+    if (const std::string mixed = io::mixed_sizes_notice(sizes); !mixed.empty()) notices.push_back(mixed);
   }
   bool model_inputs = false;  // the frames are float32 model inputs (no preprocessing)
 
@@ -188,6 +188,7 @@ class PyReconstruction {
       auto feed = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre,
                                               src.image_size.has_value() || mode.preprocess_given);
       if (feed->model_inputs) pre_.reset();  // options: image_size / preprocess None, as a Session without them
+      for (const std::string& notice : feed->notices) warn_user(notice);
       feed_ = std::move(feed);
       kind_ = "arrays";
     } else {
@@ -205,7 +206,7 @@ class PyReconstruction {
                                                        : io::FrameSource::from_video(path, sel),
                                             pre);
       }
-      for (const std::string& notice : feed->notices()) warn_user(notice);  // run's "notice:" lines
+      for (const std::string& notice : feed->notices) warn_user(notice);  // run's "notice:" lines
       feed_ = std::move(feed);
       kind_ = has_images ? "images" : "video";
     }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <utility>
 
 #include "core/error.h"
@@ -121,18 +120,8 @@ ImageSize FrameSource::canvas(const PreprocessOptions& opt, std::string* mixed_s
   std::vector<ImageSize> sizes;
   sizes.reserve(s.files.size());
   for (const auto& p : s.files) sizes.push_back(preprocessed_size(oriented(probe_image_size(p)), opt));
-  const ImageSize canvas = batch_canvas_size(sizes);
-  std::map<std::pair<int, int>, int64_t> counts;  // (width, height) -> frames
-  for (const ImageSize& z : sizes) ++counts[{z.width, z.height}];
-  if (mixed_sizes && counts.size() > 1) {
-    std::string list;
-    for (const auto& [size, n] : counts)
-      list += detail::concat(list.empty() ? "" : ", ", n, " at ", size.first, "x", size.second);
-    *mixed_sizes = detail::concat("the frames preprocess to ", counts.size(), " sizes (", list, "): each is centred on a ",
-                                  canvas.width, "x", canvas.height, " canvas padded with white, as upstream batches "
-                                  "mixed sizes; the padding shows no scene (frames of one size and orientation avoid it)");
-  }
-  return canvas;
+  if (mixed_sizes) *mixed_sizes = mixed_sizes_notice(sizes);
+  return batch_canvas_size(sizes);
 }
 
 }  // namespace lingbot::io

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "core/error.h"
@@ -191,6 +192,18 @@ ImageSize batch_canvas_size(std::span<const ImageSize> sizes) {
     c.height = std::max(c.height, s.height);
   }
   return c;
+}
+
+std::string mixed_sizes_notice(std::span<const ImageSize> sizes) {
+  std::map<std::pair<int, int>, int64_t> counts;  // (width, height) -> frames
+  for (const ImageSize& z : sizes) ++counts[{z.width, z.height}];
+  if (counts.size() < 2) return "";
+  const ImageSize canvas = batch_canvas_size(sizes);
+  std::string list;
+  for (const auto& [size, n] : counts) list += detail::concat(list.empty() ? "" : ", ", n, " at ", size.first, "x", size.second);
+  return detail::concat("the frames preprocess to ", counts.size(), " sizes (", list, "): each is centred on a ", canvas.width,
+                        "x", canvas.height, " canvas padded with white, as upstream batches mixed sizes; the padding "
+                        "shows no scene (frames of one size and orientation avoid it)");
 }
 
 namespace {

@@ -10,6 +10,7 @@
 // preprocess_image for every frame.
 #include <array>
 #include <span>
+#include <string>
 
 #include "io/image.h"
 #include "lingbot/preprocess.h"
@@ -32,6 +33,9 @@ ImageSize resized_size(ImageSize in, const PreprocessOptions& opt);
 ImageSize preprocessed_size(ImageSize in, const PreprocessOptions& opt);
 // The largest height and width over `sizes` (upstream's batch canvas). Throws on an empty list.
 ImageSize batch_canvas_size(std::span<const ImageSize> sizes);
+// For preprocessed sizes of more than one kind, the notice that says so (each smaller frame is
+// padded with white to the batch canvas: "the frames preprocess to 2 sizes (...)"); else "".
+std::string mixed_sizes_notice(std::span<const ImageSize> sizes);
 
 // One image -> float32 tensor [3, H, W], values k/255 exactly (k the 8-bit value), or 1.0 where
 // padded. With canvas = {0,0} the result has preprocessed_size(); otherwise it is padded with 1.0,

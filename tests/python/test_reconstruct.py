@@ -43,7 +43,8 @@ def test_selection_options_on_a_folder(tiny_model):
 
 def test_mixed_sizes_are_padded_to_the_batch_canvas(demo_model):
     frames = [lm.demo_frame(0, width=112, height=70), lm.demo_frame(1, width=112, height=98)]
-    it = lm.reconstruct(images=frames, model=demo_model, image_size=112, scale_frames=2)
+    with pytest.warns(UserWarning, match=r"^the frames preprocess to 2 sizes \(1 at 112x70, 1 at 112x98\)"):
+        it = lm.reconstruct(images=frames, model=demo_model, image_size=112, scale_frames=2)
     assert it.image_size == (112, 98)
     first = next(it)
     # upstream's batch padding: white (1.0), centred (14 rows above and below)
@@ -560,3 +561,8 @@ def test_input_notices_are_user_warnings(tiny_model, tmp_path):
     with pytest.warns(UserWarning) as w:
         lm.reconstruct(images=mixed, model=tiny_model, **TINY_OPTIONS)
     assert len(w) == 1 and str(w[0].message).startswith("the frames preprocess to 2 sizes ("), str(w[0].message)
+    # The same frames as a list of arrays: the same warning (a probe found arrays padded silently).
+    arrays = [lm.load_image(p) for p in sorted(mixed.iterdir())]
+    with pytest.warns(UserWarning) as from_arrays:
+        lm.reconstruct(images=arrays, model=tiny_model, **TINY_OPTIONS)
+    assert [str(x.message) for x in from_arrays] == [str(w[0].message)]
