@@ -48,16 +48,24 @@ nlohmann::json json_from_python(const py::handle& obj) {
     throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
                          " is not JSON serializable");
   });
-  std::string text;
+  py::str text;
   try {
-    text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false, "default"_a = numpy_values).cast<std::string>();
+    text = py::module_::import("json").attr("dumps")(obj, "allow_nan"_a = false, "default"_a = numpy_values,
+                                                       "ensure_ascii"_a = false);
   } catch (py::error_already_set& e) {
     const std::string what = "meta: " + py::str(e.value()).cast<std::string>();
     if (e.matches(PyExc_TypeError)) throw py::type_error(what);
     if (e.matches(PyExc_ValueError)) throw py::value_error(what);
     throw;
   }
-  return nlohmann::json::parse(text);
+  // A str from os.fsdecode (a model path that is not UTF-8) holds its undecodable bytes as lone
+  // surrogates, which JSON cannot carry: back to those bytes, then each invalid one as U+FFFD, as
+  // `run` writes the same path.
+  // (A lone surrogate that stands for no byte is U+FFFD at once.)
+  const py::object only_bytes =
+      py::module_::import("re").attr("sub")(py::str("[\\ud800-\\udc7f\\udd00-\\udfff]"), py::str("\xEF\xBF\xBD"), text);  // U+FFFD
+  const py::object raw = only_bytes.attr("encode")("utf-8", "surrogateescape");
+  return nlohmann::json::parse(raw.attr("decode")("utf-8", "replace").attr("encode")("utf-8").cast<std::string>());
 }
 
 RigidTransform<double> rigid_transform_arg(const py::handle& a, const char* what) {

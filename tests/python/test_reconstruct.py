@@ -407,6 +407,13 @@ def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
     assert model.source == str(model_dir / "model.pt")
     assert pickle.loads(pickle.dumps(model)).source == model.source
     assert model.source in repr(model)
+    # That path as poses.json's "model", as run writes it (it raised a JSON parser's RuntimeError),
+    # beside a lone surrogate of another kind and an emoji (a surrogate pair in JSON's escapes).
+    with lm.Exporter(tmp_path / "meta", export=["poses"], meta={"model": model.source, "other": "a\ud800b", "ok": "\U0001f600"}) as ex:
+        ex.write(results[0])
+    meta = json.loads((tmp_path / "meta" / "poses.json").read_text(encoding="utf-8"))
+    assert meta["model"] == str(tmp_path) + "/mod\ufffdles/model.pt"
+    assert meta["other"] == "a\ufffdb" and meta["ok"] == "\U0001f600"
 
 
 def test_huge_timestamps_are_written_whole(tiny_model, tmp_path):
