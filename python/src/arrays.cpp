@@ -65,8 +65,10 @@ Tensor rgb8_to_chw(const io::ImageU8& img) {
   return t;
 }
 
-InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
-  const std::string expected = what + " must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1])";
+InputFrame frame_from_python(const py::handle& obj, const std::string& what, FrameKinds kinds) {
+  const std::string expected = what + (kinds == FrameKinds::Picture
+                                           ? " must be a uint8 array [H, W, 3] (RGB: preprocessing works on 8-bit pictures)"
+                                           : " must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1])");
   if (!py::isinstance<py::array>(obj)) throw py::type_error(expected + ", got " + describe_array(obj));
   const auto arr = py::reinterpret_borrow<py::array>(obj);
   // Before any copy: no frame may be larger than a decoded image file (io::kMaxImagePixels).
@@ -86,7 +88,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what) {
     f.rgb8 = std::move(img);
     return f;
   }
-  if (holds<float>(arr)) {
+  if (holds<float>(arr) && kinds == FrameKinds::PictureOrModelInput) {
     if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
       throw py::value_error(expected + ", got " + describe_array(obj));
     check_pixels(arr.shape(1), arr.shape(2));

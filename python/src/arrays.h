@@ -32,9 +32,14 @@ struct InputFrame {
   Tensor chw;
 };
 
+// The frames an argument takes: a picture or a model input (Session.push, reconstruct), or a picture
+// only (preprocess()): the messages offer only what is taken.
+enum class FrameKinds { PictureOrModelInput, Picture };
+
 // Validates and copies `obj` (needs the GIL). Raises TypeError for a non-array / wrong dtype and
 // ValueError for a wrong shape or out-of-range values; `what` names the argument in messages.
-InputFrame frame_from_python(const py::handle& obj, const std::string& what);
+InputFrame frame_from_python(const py::handle& obj, const std::string& what,
+                             FrameKinds kinds = FrameKinds::PictureOrModelInput);
 
 // uint8 [H, W, 3] -> f32 [3, H, W] with values k / 255 (preprocess_image's arithmetic, no resize).
 Tensor rgb8_to_chw(const io::ImageU8& img);

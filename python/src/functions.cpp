@@ -56,8 +56,7 @@ void bind_functions(py::module_& m) {
         // mode= is the old spelling of preprocess= here too.
         if (mode && preprocess) throw py::value_error("give preprocess or its old spelling mode, not both");
         if (mode) warn_deprecated("mode= is deprecated, use preprocess=");
-        InputFrame in = frame_from_python(image, "image");
-        if (!in.rgb8) throw py::type_error("image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)");
+        InputFrame in = frame_from_python(image, "image", FrameKinds::Picture);
         const PreprocessOptions pre =
             preprocess_options(image_size, preprocess.value_or(mode.value_or("crop")), patch_size);
         Tensor t;

@@ -169,8 +169,9 @@ ImageSize resized_size(ImageSize in, const PreprocessOptions& opt) {
   } else {
     out = {ts, scaled(in.height, in.width)};
   }
-  LINGBOT_CHECK(out.width > 0 && out.height > 0, "image of ", in.width, "x", in.height,
-                " is too elongated for image_size ", ts, " (a side would be resized to 0 pixels)");
+  // HxW, as every other size in a message (an array's shape order).
+  LINGBOT_CHECK(out.width > 0 && out.height > 0, "image of ", in.height, "x", in.width,
+                " (HxW) is too elongated for image_size ", ts, " (a side would be resized to 0 pixels)");
   return out;
 }
 

@@ -93,7 +93,7 @@ TEST(Preprocess, SizesFollowUpstreamRule) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
-                 "image of 448x14 is too elongated for image_size 224 (a side would be resized to 0 pixels)");
+                 "image of 14x448 (HxW) is too elongated for image_size 224 (a side would be resized to 0 pixels)");
   }
 }
 

@@ -187,9 +187,15 @@ def test_image_helpers(tmp_path):
     with pytest.raises(lm.Error) as e:
         lm.load_image(tmp_path / "none.png")
     assert str(e.value) == f"image file not found: {tmp_path / 'none.png'}"
-    with pytest.raises(TypeError) as e:
-        lm.preprocess(pre)
-    assert str(e.value) == "image must be a uint8 array [H, W, 3] (preprocess works on 8-bit RGB)"
+    # Every refusal offers only what preprocess takes (a float32 [H, W, 3] was told to try [3, H, W],
+    # which was then refused too).
+    for bad, error, got in ((pre, TypeError, "float32 array of shape (3, 70, 112)"),
+                            (img.transpose(2, 0, 1).astype(np.float32) / 255, TypeError, "float32 array of shape (3, 70, 112)"),
+                            (img.astype(np.float32).copy(), TypeError, "float32 array of shape (70, 112, 3)"),
+                            (img[..., 0].copy(), ValueError, "uint8 array of shape (70, 112)")):
+        with pytest.raises(error) as e:
+            lm.preprocess(bad)
+        assert str(e.value) == f"image must be a uint8 array [H, W, 3] (RGB: preprocessing works on 8-bit pictures), got {got}"
     for patch in (0, -14):  # 0 was a division by zero (SIGFPE) before the range check
         with pytest.raises(ValueError) as e:
             lm.preprocess(img, 112, "crop", patch)
