@@ -32,6 +32,12 @@ using namespace py::literals;
 
 namespace {
 
+// A second call while one runs: from another thread (the GIL is released during a step), or from this
+// call's progress callback calling back into the Session.
+constexpr std::string_view kOneSessionCall =
+    " (one call at a time: from another thread, or from this call's progress callback; use one Session per thread)";
+
+
 class PySession {
  public:
   PySession(const PyModel& model, const SessionArgs& args_in, std::optional<int> image_size, const ModeArgs& mode)
@@ -56,7 +62,7 @@ class PySession {
   }
 
   std::vector<PyResult> push(const py::handle& frame, const py::object& source, std::optional<double> timestamp) {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
     if (timestamp && !std::isfinite(*timestamp))
       throw py::value_error("timestamp must be a finite number of seconds, got " + std::string(py::str(py::float_(*timestamp))));
@@ -114,7 +120,7 @@ class PySession {
   }
 
   std::vector<PyResult> finish() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     Stream& s = open();
     std::vector<FrameResult> results;
     try {
@@ -128,13 +134,13 @@ class PySession {
   }
 
   std::vector<PyResult> finish_early() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     Stream& s = open();
     return after_undelivered(to_python(s.finish_early(), &pending_, s.scale_frames()));
   }
 
   void reset() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     Stream& s = open();
     {
       py::gil_scoped_release nogil;
@@ -145,7 +151,7 @@ class PySession {
   }
 
   void close() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     {
       py::gil_scoped_release nogil;
       stream_.reset();
@@ -156,29 +162,29 @@ class PySession {
 
   // Readers take the guard too: the engine state they read changes while a push runs.
   py::dict stats() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return stats_dict(open().stats());
   }
   py::dict options() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     py::dict d = open().options_dict();
     add_preprocess(d, pre_);
     return d;
   }
   py::object windows() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return open().windows();
   }
   bool finished() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return open().closed();
   }
   bool is_closed() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return stream_ == nullptr;
   }
   int64_t frames_pushed() {
-    BusyGuard busy(busy_, "this Session");
+    BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return open().frames_pushed();
   }
   const PyModel& model() const { return model_; }
@@ -186,7 +192,7 @@ class PySession {
   std::string repr() {
     std::optional<BusyGuard> busy;
     try {
-      busy.emplace(busy_, "this Session");
+      busy.emplace(busy_, "this Session", kOneSessionCall);
     } catch (const Error&) {
       return "<lingbot_map.Session busy: a call is running>";
     }

@@ -493,7 +493,7 @@ std::vector<FrameResult> Session::finish() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "Session::finish: this Session", kOneCallAtATime);
   s.check_not_failed();
-  LINGBOT_CHECK(!s.closed, "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+  LINGBOT_CHECK(!s.closed, "finish() called twice: the session has finished its sequence (call reset() to start a new one)");
   LINGBOT_CHECK(!s.pending, "finish: frame ", s.pushed - 1,
                 " awaits its decision (call commit_frame() or rollback_frame() first)");
   s.closed = true;

@@ -454,7 +454,7 @@ std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "WindowedSession::finish: this WindowedSession", kOneCallAtATime);
   LINGBOT_CHECK(!s.failed, "the windowed session is closed after a step that failed or was stopped");
-  LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session is already closed");
+  LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session has finished its sequence");
   std::vector<FrameResult> out;
   if (s.windows.empty()) {
     s.finished = true;
@@ -482,7 +482,7 @@ std::vector<FrameResult> WindowedSession::finish() {
 std::vector<FrameResult> WindowedSession::finish_early() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "WindowedSession::finish_early: this WindowedSession", kOneCallAtATime);
-  LINGBOT_CHECK(!s.finished, "finish_early() after finish(): the windowed session is already closed");
+  LINGBOT_CHECK(!s.finished, "finish_early() after finish(): the windowed session has finished its sequence");
   s.finished = true;
   std::vector<FrameResult> out;
   if (s.windows.empty()) return out;

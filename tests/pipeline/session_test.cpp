@@ -186,7 +186,7 @@ TEST_F(SessionTest, ErrorMessages) {
   expect_error([&] { s.push_frame(img.data(), 70, 112); },
                "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)");
   expect_error([&] { s.finish(); },
-               "finish() called twice: the session is already closed (call reset() to start a new sequence)");
+               "finish() called twice: the session has finished its sequence (call reset() to start a new one)");
 
   SessionOptions bad = tiny_options();
   bad.keyframe_interval = 0;

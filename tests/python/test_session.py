@@ -213,7 +213,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     assert str(e.value) == "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)"
     with pytest.raises(lm.Error) as e:
         s.finish()
-    assert str(e.value) == "finish() called twice: the session is already closed (call reset() to start a new sequence)"
+    assert str(e.value) == "finish() called twice: the session has finished its sequence (call reset() to start a new one)"
     s.close()
     assert s.closed
     closed = "the Session is closed (close() or the end of its with-block): create a new Session"

@@ -14,6 +14,8 @@ import lingbot_map as lm
 from conftest import BUILD
 
 BIG = dict(width=224, height=140)  # 16 x 10 patches: a push takes long enough to observe
+BUSY = ("this Session is already running a call (one call at a time: from another thread, or from this call's progress "
+        "callback; use one Session per thread)")
 
 
 def test_other_python_thread_runs_while_a_frame_computes(demo_model):
@@ -69,8 +71,26 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
         # A CPU session holds no device memory.
         assert s.stats()["device_peak_bytes"] is None and s.stats()["device_kv_cache_bytes"] is None
     assert errors, "the polling thread never ran while a push was computing"
-    assert set(errors) == {"this Session is already running a call in another thread (use one object per thread)"}
+    assert set(errors) == {BUSY}
 
+
+
+def test_a_progress_callback_calling_back_into_its_session_is_refused(demo_model):
+    """The same guard, on the same thread: the message names the callback too (it said "in another
+    thread", which sent a probe looking for threads)."""
+    seen = []
+
+    def progress(p):
+        if not seen:
+            with pytest.raises(lm.Error) as e:
+                s.stats()
+            seen.append(str(e.value))
+
+    with lm.Session(demo_model, scale_frames=2, threads=1, progress=progress) as s:
+        s.push(lm.demo_frame(0))
+        s.push(lm.demo_frame(1))
+        assert s.stats()["frames_completed"] == 2
+    assert seen == [BUSY]
 
 # The child installs Python's own SIGINT handler: a process started in the background by a shell
 # without job control inherits SIGINT ignored, and Python then keeps it ignored.
