@@ -20,6 +20,7 @@
 #include "checks.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
+#include "fs_text.h"
 #include "interrupts.h"
 #include "io/frame_source.h"
 #include "io/preprocess.h"
@@ -198,6 +199,7 @@ class PyReconstruction {
       sel.video_fps = src.fps;
       sel.rotate_clockwise_90 = src.rotate_cw90;
       const fs::path path = (has_images ? images : video).cast<fs::path>();
+      path_ = path.string();
       if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
       std::unique_ptr<SourceFeed> feed;
       {
@@ -273,7 +275,16 @@ class PyReconstruction {
     }
     PyResult r = std::move(ready_.front());
     ready_.pop_front();
+    ++returned_;
     return r;
+  }
+  // "<lingbot_map.Reconstruction images '/data/seq', 12 frames, 112x70, 3 returned>" (", finished" at the end).
+  py::str repr() const {
+    std::string s = "<lingbot_map.Reconstruction " + kind_ + (path_.empty() ? "" : " '" + path_ + "'") + ", ";
+    s += feed_->count ? std::to_string(*feed_->count) + (*feed_->count == 1 ? " frame" : " frames") : "frame count unknown";
+    s += ", " + std::to_string(feed_->canvas.width) + "x" + std::to_string(feed_->canvas.height) + ", " +
+         std::to_string(returned_) + " returned" + (done_ && ready_.empty() ? ", finished>" : ">");
+    return fs_decode(s);  // a path that is not UTF-8 as os.fsdecode gives it
   }
 
   py::dict stats() {
@@ -328,6 +339,8 @@ class PyReconstruction {
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;
   std::string kind_;
+  std::string path_;      // the folder or video (file-system bytes); "" for arrays
+  int64_t returned_ = 0;  // results next() returned
   bool done_ = false;
   bool early_done_ = false;  // finish_early() ran
   bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
@@ -351,6 +364,7 @@ void bind_reconstruct(py::module_& m) {
                                "The iterator reconstruct() returns: one Result per frame, in order.")
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", constructed(&PyReconstruction::next))
+      .def("__repr__", constructed(&PyReconstruction::repr))
       .def("finish_early", constructed(&PyReconstruction::finish_early),
            "Ends the iteration without running the model (after KeyboardInterrupt or an error): returns\n"
            "the results already computed and not yet returned (mode='windowed': the tail held back for\n"

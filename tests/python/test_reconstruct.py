@@ -34,7 +34,9 @@ def test_folder_and_uint8_list_and_float_list_agree(tiny_model):
 def test_selection_options_on_a_folder(tiny_model):
     it = lm.reconstruct(images=FRAMES, model=tiny_model, first_k=7, stride=3, **TINY_OPTIONS)
     assert it.frame_count == 3
+    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames, 112x70, 0 returned>"
     assert [r.source for r in it] == ["000000.png", "000003.png", "000006.png"]
+    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames, 112x70, 3 returned, finished>"
     rot = lm.reconstruct(images=FRAMES, model=tiny_model, rotate_cw90=True, first_k=2, image_size=70, scale_frames=2)
     assert rot.image_size == (70, 70)  # upright 70x112 frames, width := 70, centre-cropped to 70 rows
     upright = np.ascontiguousarray(np.rot90(lm.load_image(FRAMES / "000000.png"), k=-1))
