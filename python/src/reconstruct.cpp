@@ -111,7 +111,11 @@ class ArrayFeed : public FrameFeed {
     int kinds = 0;
     for (int64_t i = 0; i < n; ++i) {
       const std::string what = "images[" + std::to_string(i) + "]";
-      const InputFrame f = frame_from_python(frames_[static_cast<size_t>(i)], what);
+      const py::handle item = frames_[static_cast<size_t>(i)];
+      if (py::isinstance<py::str>(item) || py::isinstance<py::bytes>(item) || py::hasattr(item, "__fspath__"))
+        throw py::type_error(what + " is a path: images= takes a folder, or a list of arrays (such as "
+                             "[lingbot_map.load_image(p) for p in paths])");
+      const InputFrame f = frame_from_python(item, what);
       kinds |= f.rgb8 ? 1 : 2;
       if (kinds == 3)
         throw py::type_error("images mixes uint8 frames (preprocessed here) and float32 frames (model inputs): use one kind");
@@ -179,10 +183,12 @@ class PyReconstruction {
     const PreprocessOptions pre =
         preprocess_options(src.image_size.value_or(kDefaultImageSize), mode.preprocess, model_.model->patch_size());
     pre_ = pre;
-    const bool folder = has_images && (py::isinstance<py::str>(images) || py::hasattr(images, "__fspath__"));
+    // A path as os.fspath takes it (str, bytes, os.PathLike), as Model.load and load_image do.
+    const bool folder = has_images && (py::isinstance<py::str>(images) || py::isinstance<py::bytes>(images) ||
+                                       py::hasattr(images, "__fspath__"));
     if (has_images && !folder) {
-      if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytes>(images) || py::isinstance<py::bytearray>(images))
-        throw py::type_error("images must be a folder path (str or os.PathLike) or a list of arrays, got " +
+      if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytearray>(images))
+        throw py::type_error("images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got " +
                              describe_array(images));
       if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
         throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");

@@ -72,9 +72,10 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=tmp_path), lm.Error, f"no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}"),
         (dict(video=tmp_path / "nope.mp4"), lm.Error, f"video file not found: {tmp_path / 'nope.mp4'}"),
         (dict(images=[]), ValueError, "images is an empty list: give at least one frame"),
-        (dict(images=42), TypeError, "images must be a folder path (str or os.PathLike) or a list of arrays, got int"),
-        (dict(images=b"/frames"), TypeError,
-         "images must be a folder path (str or os.PathLike) or a list of arrays, got bytes"),
+        (dict(images=42), TypeError, "images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got int"),
+        (dict(images=os.fsencode(tmp_path / "nope")), lm.Error, f"image folder not found: {tmp_path / 'nope'}"),  # as Model.load
+        (dict(images=[tmp_path / "a.png"]), TypeError,
+         "images[0] is a path: images= takes a folder, or a list of arrays (such as [lingbot_map.load_image(p) for p in paths])"),
         (dict(images=[np.zeros((3, 75, 112), np.float32)]), lm.Error,  # as Session.push
          "images[0]: a float32 model input must be a multiple of the patch size 14 on both sides, got 75x112 (HxW)"),
         (dict(images=[np.zeros((3, 70 + 14, 112), np.float32), np.zeros((3, 98, 112), np.float32)]), lm.Error,
