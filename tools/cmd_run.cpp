@@ -785,7 +785,7 @@ int run_command(const RunArgs& a) {
                   {"pipeline", a.pipeline},
                   {"conf_threshold", a.conf_threshold},
                   {"downsample", a.downsample},
-                  {"export_preprocessed", a.export_preprocessed},
+                  {"export_preprocessed", a.export_preprocessed.empty() ? json() : json(a.export_preprocessed)},  // null: none
                   {"export", export_names},
                   {"set", a.sets}};
   const json meta = {{"image_width", W},
@@ -1251,8 +1251,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
   cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
   cmd->add_option("--image-size", a->image_size,
-                  "model input width in crop mode / longer side in pad mode, a multiple of the patch size, "
-                  "at most 4096 (default 518; 112 with --demo)");
+                  "model input width in crop mode / longer side in pad mode, in pixels: a multiple of the patch "
+                  "size, at most 4096 (default 518; 112 with --demo)");
   cmd->add_option("--preprocess", a->preprocess,
                   "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
                   "pad (longer side := image size, white padding to a square, which gives no points); default crop")
@@ -1283,7 +1283,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
                   "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
                   "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
-                  "windowed: 1; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
+                  "windowed: 1; --live, streaming: flow; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
                   "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
       ->check(keyframe_interval_validator())
       ->capture_default_str();

@@ -245,7 +245,7 @@ class NpzExporter final : public Exporter {
          "images [3,H,W], pose_enc [9], depth [H,W,1], depth_conf [H,W], extrinsic [3,4] world->camera, "
          "intrinsic [3,3]; float32"}};
     if (frames > 0)  // written with the first frame
-      files["predictions/meta.npz"] = "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 other)";
+      files["predictions/meta.npz"] = "is_keyframe bool [S], frame_type uint8 [S] (0 scale, 1 keyframe, 2 non-keyframe)";
     nlohmann::json r = {{"frames", frames}};
     if (finished_ && combined_.empty()) files["predictions.npz"] = "the arrays above stacked over the S frames";
     if (finished_ && !combined_.empty()) r["note"] = "predictions.npz not written: " + combined_;

@@ -192,6 +192,7 @@ TEST(RunDemo, AutomaticKeyframeIntervalAbove320Frames) {
   EXPECT_EQ(summary.at("keyframes"), 165);
   EXPECT_EQ(summary.at("cache").at("frames_stored"), 165);
   EXPECT_EQ(summary.at("cache").at("frames_resident"), 8 + 64);
+  EXPECT_TRUE(summary.at("options").at("export_preprocessed").is_null());  // not given: null, as fps (it was "")
   const json poses = read_json(out / "poses.json");
   const json& fr = poses.at("frames");
   ASSERT_EQ(fr.size(), 321u);
@@ -291,6 +292,7 @@ TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   size_t pngs = 0;
   for (const auto& e : fs::directory_iterator(dir / "pre")) pngs += e.path().extension() == ".png";
   EXPECT_EQ(static_cast<int64_t>(pngs), summary.at("frames_pushed").get<int64_t>());
+  EXPECT_EQ(summary.at("options").at("export_preprocessed"), (dir / "pre").string());
 }
 
 }  // namespace
