@@ -6,6 +6,7 @@
 
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "arrays.h"
 #include "bindings.h"
@@ -154,35 +155,33 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
     r.features.append(read_only(py::reinterpret_borrow<py::object>(f)));
   }
   r.timestamp_unit = seconds ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex;
-  if (t.size() >= 14 && !t[13].is_none()) {
-    const py::object c = t[13];
-    if (!py::isinstance<py::tuple>(c) || py::len(c) != 4) refuse("content_rect is not None or a tuple of 4 ints");
+  // A tuple of n ints at field i, each within range(k) = {lo, hi}; `name` in the messages.
+  const auto int_tuple = [&](size_t i, size_t n, const std::string& name, auto range) {
+    const py::object c = t[i];
+    if (!py::isinstance<py::tuple>(c) || py::len(c) != n)
+      refuse(name + " is not None or a tuple of " + std::to_string(n) + " ints");
     const auto v = c.cast<py::tuple>();
-    std::array<int, 4> xywh{};
-    for (size_t i = 0; i < 4; ++i) {
-      const py::object e = v[i];
-      if (!is_int(e)) refuse("content_rect holds " + type_name(e) + ", not int");
-      const long long n = e.cast<long long>();
-      if (n < 0 || n > kMaxImageSize) refuse("content_rect value " + std::to_string(n) + " is out of range");
-      xywh[i] = static_cast<int>(n);
+    std::vector<int> out(n);
+    for (size_t k = 0; k < n; ++k) {
+      const py::object e = v[k];
+      if (!is_int(e)) refuse(name + " holds " + type_name(e) + ", not int");
+      const long long x = e.cast<long long>();
+      const auto [lo, hi] = range(k);
+      if (x < lo || x > hi) refuse(name + " value " + std::to_string(x) + " is out of range");
+      out[k] = static_cast<int>(x);
     }
-    r.content = io::PixelRect{xywh[0], xywh[1], xywh[2], xywh[3]};
+    return out;
+  };
+  if (t.size() >= 14 && !t[13].is_none()) {
+    const auto v = int_tuple(13, 4, "content_rect", [](size_t) { return std::pair<long long, long long>{0, kMaxImageSize}; });
+    r.content = io::PixelRect{v[0], v[1], v[2], v[3]};
   }
   if (t.size() == 15 && !t[14].is_none()) {
-    const py::object c = t[14];
-    if (!py::isinstance<py::tuple>(c) || py::len(c) != 6) refuse("the source placement is not None or a tuple of 6 ints");
-    const auto v = c.cast<py::tuple>();
-    std::array<int, 6> f{};
-    for (size_t i = 0; i < 6; ++i) {
-      const py::object e = v[i];
-      if (!is_int(e)) refuse("the source placement holds " + type_name(e) + ", not int");
-      const long long n = e.cast<long long>();
-      // Sizes positive, offsets either way; no side or offset beyond a picture's pixel limit.
-      const long long lo = i < 4 ? 1 : -io::kMaxImagePixels, hi = io::kMaxImagePixels;
-      if (n < lo || n > hi) refuse("source placement value " + std::to_string(n) + " is out of range");
-      f[i] = static_cast<int>(n);
-    }
-    r.placement = io::SourcePlacement{{f[0], f[1]}, {f[2], f[3]}, f[4], f[5]};
+    // Sizes positive, offsets either way; no side or offset beyond a picture's pixel limit.
+    const auto v = int_tuple(14, 6, "the source placement", [](size_t k) {
+      return std::pair<long long, long long>{k < 4 ? 1 : -io::kMaxImagePixels, io::kMaxImagePixels};
+    });
+    r.placement = io::SourcePlacement{{v[0], v[1]}, {v[2], v[3]}, v[4], v[5]};
   }
   return r;
 }

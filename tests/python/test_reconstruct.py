@@ -538,7 +538,7 @@ def test_source_size_and_intrinsics_are_the_pictures(tiny_model, tmp_path):
     assert old.source_size is None and old.source_K is None and old.content_rect == results[0].content_rect
     with pytest.raises(ValueError) as e:
         from_state(tuple(state[:14]) + ((90, 150, 0, 112, 0, 0),))
-    assert str(e.value) == "not a pickled lingbot_map.Result: source placement value 0 is out of range"
+    assert str(e.value) == "not a pickled lingbot_map.Result: the source placement value 0 is out of range"
 
 
 def test_input_notices_are_user_warnings(tiny_model, tmp_path):
