@@ -268,7 +268,13 @@ VideoReader::VideoReader(const std::string& given, double target_fps, const Vide
     raw->fps_probe_size = 0;                  // no waiting for frames to guess the rate
   }
   int r = avformat_open_input(&raw, s.path.c_str(), format, nullptr);  // frees `raw` on failure
-  LINGBOT_CHECK(r >= 0, "cannot open video ", s.path, ": ", av_error(r));
+  // A pipe that ended before any video arrived (an empty stdin, a producer that failed) reads as
+  // FFmpeg's "Invalid data": say what the pipe is and what likely happened.
+  const bool pipe = source.rfind("pipe:", 0) == 0;
+  LINGBOT_CHECK(r >= 0, "cannot open video ", s.path, source == "pipe:0" ? " (the standard input)" : "", ": ", av_error(r),
+                pipe && (r == AVERROR_INVALIDDATA || r == AVERROR_EOF)
+                    ? " (nothing FFmpeg recognises as video arrived: was the pipe empty, or its writer failed?)"
+                    : "");
   s.fmt.reset(raw);
   open(target_fps);
 }

@@ -321,10 +321,23 @@ TEST(Video, DashIsTheStandardInput) {
   } catch (const Error& e) {
     error = e.what();
   }
-  ::dup2(saved, 0);
-  ::close(saved);
   EXPECT_EQ(error, "");
   EXPECT_EQ(names, (std::vector<std::string>{"frame_0", "frame_1", "frame_2"}));
+  // An empty standard input says so (it was FFmpeg's bare "Invalid data found when processing input").
+  const int empty = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(empty, 0);
+  ASSERT_EQ(::dup2(empty, 0), 0);
+  ::close(empty);
+  error.clear();
+  try {
+    FrameSource::from_video("-", FrameSelection{0, 1, 0, false});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::dup2(saved, 0);
+  ::close(saved);
+  EXPECT_EQ(error, "cannot open video pipe:0 (the standard input): Invalid data found when processing input (nothing "
+                   "FFmpeg recognises as video arrived: was the pipe empty, or its writer failed?)");
 }
 
 TEST(FrameSource, VideoSelectionFollowsDemoOrder) {
