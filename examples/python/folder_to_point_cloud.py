@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--downsample", type=int, default=10)
     ap.add_argument("--export", default=lm.default_exports(),
                     help="comma list of run's exports ('all' = every kind: " + ", ".join(k["name"] for k in lm.export_kinds()) + ")")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores, as run)")
     ap.add_argument("--show", action="store_true", help="open the cloud in Open3D at the end")
     args = ap.parse_args(argv)
 
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
         extra["fps"] = args.fps
     frames = lm.reconstruct(images=args.images, video=args.video, model=model, image_size=args.image_size,
                             scale_frames=args.scale_frames, kv_window=args.kv_window,
-                            keyframe_interval=interval, mode=args.mode, **extra)
+                            keyframe_interval=interval, mode=args.mode, threads=args.threads, **extra)
     w, h = frames.image_size
     print(f"{frames.kind}: {frames.frame_count or 'unknown number of'} frames at {w}x{h}, {args.mode}, "
           f"keyframes {frames.options['keyframe_policy']}")

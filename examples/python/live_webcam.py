@@ -79,6 +79,7 @@ def main(argv=None) -> int:
                     help="keep the special tokens of only the newest N frames past the window, so memory and "
                          "time per frame stop growing on an endless stream (run's --max-special-frames; "
                          "0 = keep all, as upstream)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores, as run)")
     ap.add_argument("--out", type=pathlib.Path, help="also write run's files here")
     ap.add_argument("--view", action="store_true", help="show input and depth in an OpenCV window")
     args = ap.parse_args(argv)
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))  # checked between frames
     with lm.Session(model, scale_frames=args.scale_frames, kv_window=args.kv_window, keyframe_interval=keyframes,
-                    image_size=image_size, max_special_frames=args.max_special_frames) as session:
+                    image_size=image_size, max_special_frames=args.max_special_frames, threads=args.threads) as session:
         for i, frame in enumerate(camera_frames(args.camera, args.frames)):
             if not report(session.push(frame, source=f"camera_{i}", timestamp=time.monotonic() - t0)) or stop:
                 break

@@ -27,7 +27,7 @@ def run_example(script: str, *args) -> subprocess.CompletedProcess:
 def test_folder_to_point_cloud_matches_run(cli, tmp_path, mode):
     out = tmp_path / "py"
     proc = run_example("folder_to_point_cloud.py", "--images", TINY / "frames", "--model", TINY / "model.pt",
-                       "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", *mode, "--out", out)
+                       "--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--threads", "1", *mode, "--out", out)
     assert proc.stdout.count("\nframe ") == 10
     assert ("  window 2" in proc.stdout) == bool(mode)
     run_cli(cli, "run", "--images", TINY / "frames", "--model", TINY / "model.pt", *TINY_CLI_OPTIONS, *mode,
@@ -56,7 +56,7 @@ def test_folder_script_reports_engine_errors(tmp_path):
 
 def test_live_webcam_demo_frames(tmp_path):
     proc = run_example("live_webcam.py", "--demo", "--camera", "demo", "--frames", "5", "--scale-frames", "2",
-                       "--out", tmp_path)
+                       "--threads", "1", "--out", tmp_path)
     assert proc.stdout.count("frame ") == 5 and "5 frames;" in proc.stdout
     poses = json.loads((tmp_path / "poses.json").read_text())
     assert [f["index"] for f in poses["frames"]] == list(range(5))
