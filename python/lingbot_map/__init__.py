@@ -10,8 +10,8 @@ The native engine of the `lingbot-map` command line tool, as a Python module:
                 print(r.frame_index, r.c2w[:, 3], r.depth.shape)
 
 `reconstruct(images=..., video=..., model=...)` runs a folder, a list of arrays or a video the way
-`lingbot-map run` does and yields one Result per frame; `Exporter` writes run's files (every `run --export` kind). Arrays are
-float32 NumPy arrays that own their memory. Engine errors raise lingbot_map.Error with the
+`lingbot-map run` does and yields one Result per frame; `Exporter` writes run's files (every `run --export` kind). A
+Result's arrays are read-only float32 NumPy arrays that own their memory (`.copy()` one to edit it). Engine errors raise lingbot_map.Error with the
 engine's message; the GIL is released while the engine computes.
 """
 import numpy as _numpy  # noqa: F401  (the extension's arrays need NumPy loaded)

@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 __version__: str
 
-PathLike = Union[str, os.PathLike[str]]
+PathLike = Union[str, bytes, os.PathLike[str]]
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 Frame = Union[U8, F32]  # uint8 [H, W, 3] RGB, or float32 [3, H, W] in [0, 1]

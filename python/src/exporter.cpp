@@ -59,11 +59,13 @@ nlohmann::json json_from_python(const py::handle& obj) {
     throw;
   }
   // A str from os.fsdecode (a model path that is not UTF-8) holds its undecodable bytes as lone
-  // surrogates, which JSON cannot carry: back to those bytes, then each invalid one as U+FFFD, as
+  // surrogates, which JSON cannot carry: back to those bytes, then each invalid sequence as U+FFFD, as
   // `run` writes the same path.
-  // (A lone surrogate that stands for no byte is U+FFFD at once.)
+  // A surrogate pair given as two code points is first joined into its character; a lone surrogate that
+  // stands for no byte is U+FFFD at once.
+  const py::object joined = text.attr("encode")("utf-16", "surrogatepass").attr("decode")("utf-16", "surrogatepass");
   const py::object only_bytes =
-      py::module_::import("re").attr("sub")(py::str("[\\ud800-\\udc7f\\udd00-\\udfff]"), py::str("\xEF\xBF\xBD"), text);  // U+FFFD
+      py::module_::import("re").attr("sub")(py::str("[\\ud800-\\udc7f\\udd00-\\udfff]"), py::str("\xEF\xBF\xBD"), joined);  // U+FFFD
   const py::object raw = only_bytes.attr("encode")("utf-8", "surrogateescape");
   return nlohmann::json::parse(raw.attr("decode")("utf-8", "replace").attr("encode")("utf-8").cast<std::string>());
 }

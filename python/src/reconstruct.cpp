@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,11 @@ using namespace py::literals;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A second call while one runs: from another thread, or from this call's progress callback.
+constexpr std::string_view kOneIteratorCall =
+    " (one call at a time: from another thread, or from this call's progress callback; use one iterator per thread)";
+
 
 struct SourceArgs {
   std::optional<int> image_size;  // None: 518 (uint8 frames, folders, videos); float32 arrays go in as they are
@@ -112,9 +118,12 @@ class ArrayFeed : public FrameFeed {
     for (int64_t i = 0; i < n; ++i) {
       const std::string what = "images[" + std::to_string(i) + "]";
       const py::handle item = frames_[static_cast<size_t>(i)];
-      if (py::isinstance<py::str>(item) || py::isinstance<py::bytes>(item) || py::hasattr(item, "__fspath__"))
+      if (py::isinstance<py::str>(item) || py::hasattr(item, "__fspath__"))
         throw py::type_error(what + " is a path: images= takes a folder, or a list of arrays (such as "
                              "[lingbot_map.load_image(p) for p in paths])");
+      if (py::isinstance<py::bytes>(item))
+        throw py::type_error(what + " is bytes: images= takes a folder, or a list of decoded frames (uint8 arrays "
+                             "[H, W, 3]; lingbot_map.load_image(path) decodes a file)");
       const InputFrame f = frame_from_python(item, what);
       kinds |= f.rgb8 ? 1 : 2;
       if (kinds == 3)
@@ -204,7 +213,15 @@ class PyReconstruction {
       sel.stride = src.stride;
       sel.video_fps = src.fps;
       sel.rotate_clockwise_90 = src.rotate_cw90;
-      const fs::path path = (has_images ? images : video).cast<fs::path>();
+      const fs::path path = [&] {
+        try {
+          return (has_images ? images : video).cast<fs::path>();
+        } catch (const py::cast_error&) {  // a NUL byte (the only thing a str, bytes or PathLike path cannot hold)
+          throw py::type_error(std::string(has_images ? "images" : "video") +
+                               " is not a path: it holds a NUL byte (encoded image or video data? give a path, or "
+                               "decoded frames as a list of arrays)");
+        }
+      }();
       path_ = path.string();
       if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
       std::unique_ptr<SourceFeed> feed;
@@ -236,7 +253,7 @@ class PyReconstruction {
   }
 
   PyResult next() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
     while (ready_.empty()) {
       if (done_) {
         // After the last result: a warning raised as an error then loses no frame.
@@ -284,33 +301,35 @@ class PyReconstruction {
     ++returned_;
     return r;
   }
-  // "<lingbot_map.Reconstruction images '/data/seq', 12 frames, 112x70, 3 returned>" (", finished" at the end).
+  // "<lingbot_map.Reconstruction images '/data/seq', 12 frames of 112x70 (WxH), 3 returned>" (a video's
+  // count "about N" or unknown; ", finished" at the end).
   py::str repr() const {
+    const auto frames = [](int64_t n) { return std::to_string(n) + (n == 1 ? " frame" : " frames"); };
     std::string s = "<lingbot_map.Reconstruction " + kind_ + (path_.empty() ? "" : " '" + path_ + "'") + ", ";
-    s += feed_->count ? std::to_string(*feed_->count) + (*feed_->count == 1 ? " frame" : " frames") : "frame count unknown";
-    s += ", " + std::to_string(feed_->canvas.width) + "x" + std::to_string(feed_->canvas.height) + ", " +
+    s += feed_->count ? frames(*feed_->count) : feed_->estimated ? "about " + frames(*feed_->estimated) : "frames";
+    s += " of " + std::to_string(feed_->canvas.width) + "x" + std::to_string(feed_->canvas.height) + " (WxH), " +
          std::to_string(returned_) + " returned" + (done_ && ready_.empty() ? ", finished>" : ">");
     return fs_decode(s);  // a path that is not UTF-8 as os.fsdecode gives it
   }
 
   py::dict stats() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
     return stats_dict(stream_->stats());
   }
   py::dict options() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
     py::dict d = stream_->options_dict();
     add_preprocess(d, pre_);
     return d;
   }
   py::object windows() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
     return stream_->windows();
   }
   // Ends the iteration early: the results computed and not yet returned (queued ones, and in windowed
   // mode the tail held back for the overlap), without running the model.
   std::vector<PyResult> finish_early() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
     std::vector<PyResult> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
     ready_.clear();
     done_ = true;
@@ -318,6 +337,7 @@ class PyReconstruction {
       for (PyResult& r : to_python(stream_->finish_early(), &pending_, stream_->scale_frames())) out.push_back(std::move(r));
     early_done_ = true;
     pending_.clear();
+    returned_ += static_cast<int64_t>(out.size());
     return out;
   }
   py::object frame_count() const {
@@ -327,7 +347,7 @@ class PyReconstruction {
   std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
   // None for folders, arrays and a clean video; else the damage so far (run's summary.json "warnings").
   py::object damage() {
-    BusyGuard busy(busy_, "this reconstruct() iterator");  // the decoder updates it while next() runs
+    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);  // the decoder updates it while next() runs
     const io::StreamDamage* d = feed_->damage();
     if (!d || !d->any()) return py::none();
     return py::dict("decode_errors"_a = d->decode_errors, "lost_frames"_a = d->lost_frames,

@@ -56,7 +56,7 @@ py::object source_k(const PyResult& r) {
   const std::array<double, 9> k0 = io::source_intrinsics(K, *r.placement);
   py::array_t<double> out({3, 3});
   std::copy(k0.begin(), k0.end(), out.mutable_data());
-  return out;
+  return read_only(std::move(out));  // as every array of a Result
 }
 
 }  // namespace
@@ -144,6 +144,8 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
   r.c2w = read_only(array(2, 2, "c2w"));
   r.w2c = read_only(array(3, 2, "w2c"));
   r.K = read_only(array(4, 2, "K"));
+  if (!r.K.is_none() && (py::reinterpret_borrow<py::array>(r.K).shape(0) != 3 || py::reinterpret_borrow<py::array>(r.K).shape(1) != 3))
+    refuse("K is not [3, 3]");  // source_K and the Exporter read it as one
   r.depth = read_only(array(5, 2, "depth"));
   r.conf = read_only(array(6, 2, "conf"));
   r.world_points = read_only(array(7, 3, "world_points"));
@@ -165,7 +167,9 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
     for (size_t k = 0; k < n; ++k) {
       const py::object e = v[k];
       if (!is_int(e)) refuse(name + " holds " + type_name(e) + ", not int");
-      const long long x = e.cast<long long>();
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(e.ptr(), &overflow);
+      if (overflow != 0) refuse(name + " value " + std::string(py::str(e)) + " is out of range");
       const auto [lo, hi] = range(k);
       if (x < lo || x > hi) refuse(name + " value " + std::to_string(x) + " is out of range");
       out[k] = static_cast<int>(x);
@@ -265,15 +269,19 @@ void bind_result(py::module_& m) {
                                return r.placement ? py::object(py::make_tuple(r.placement->source.width, r.placement->source.height))
                                                   : py::object(py::none());
                              },
-                             "(width, height) of the picture this frame was preprocessed from (EXIF orientation and\n"
-                             "rotate_cw90 applied; a video's stored size), as poses.json's source_size. None for a\n"
-                             "float32 [3, H, W] model input.")
+                             "(width, height) of the picture this frame was preprocessed from (EXIF orientation, a\n"
+                             "video's rotation metadata and rotate_cw90 applied), as poses.json's source_size. None for\n"
+                             "a float32 [3, H, W] model input.")
       .def_property_readonly("source_K", &source_k,
                              "[3, 3] float64: K in pixels of that picture instead of the model input's (the same rays:\n"
                              "poses.json's source_intrinsics), for using the camera with the original image. None\n"
                              "for a float32 [3, H, W] model input.")
       .def_property_readonly("features",  // a new list each time: the Result stays as it is
-                             [](const PyResult& r) { return py::reinterpret_steal<py::list>(PySequence_List(r.features.ptr())); },
+                             [](const PyResult& r) {
+                               PyObject* copy = PySequence_List(r.features.ptr());
+                               if (!copy) throw py::error_already_set();
+                               return py::reinterpret_steal<py::list>(copy);
+                             },
                     "Session(features=True): per selected aggregator layer, [P, 2C] tokens (P: patches + the special\n"
                     "tokens, 6 as released); else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,

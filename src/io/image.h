@@ -90,6 +90,14 @@ struct PixelRect {
   bool operator==(const PixelRect&) const = default;
   bool contains(int column, int row) const { return column >= x && column < x + width && row >= y && row < y + height; }
 };
+// Where a picture of displayed size `source` lies on a model frame made of it (io::source_placement):
+// resized to `resized`, then placed with its pixel (0, 0) at frame pixel (left, top) (top < 0: crop
+// mode cut -top rows off; left, top > 0: white padding before it).
+struct SourcePlacement {
+  ImageSize source, resized;
+  int left = 0, top = 0;
+  bool operator==(const SourcePlacement&) const = default;
+};
 // Displayed size (after EXIF orientation) of an encoded image, read from its header without
 // decoding the pixels. Same errors as decode_image / load_image (the kMaxImagePixels limit included).
 ImageSize probe_image(std::span<const uint8_t> file_bytes, const std::string& name);

@@ -202,7 +202,7 @@ std::string mixed_sizes_notice(std::span<const ImageSize> sizes) {
   const ImageSize canvas = batch_canvas_size(sizes);
   std::string list;
   for (const auto& [size, n] : counts) list += detail::concat(list.empty() ? "" : ", ", n, " at ", size.first, "x", size.second);
-  return detail::concat("the frames preprocess to ", counts.size(), " sizes (", list, "): each is centred on a ", canvas.width,
+  return detail::concat("the frames preprocess to ", counts.size(), " sizes (WxH: ", list, "): each is centred on a ", canvas.width,
                         "x", canvas.height, " canvas padded with white, as upstream batches mixed sizes; the padding "
                         "shows no scene (frames of one size and orientation avoid it)");
 }
@@ -272,7 +272,7 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
   if (canvas.width > 0 && canvas.height > 0 &&
       (canvas.width != p.width || canvas.height != p.height)) {
     LINGBOT_CHECK(canvas.width >= p.width && canvas.height >= p.height, "a ", img.width, "x", img.height,
-                  " frame preprocesses to ", p.width, "x", p.height, ", larger than the ", canvas.width, "x",
+                  " (WxH) frame preprocesses to ", p.width, "x", p.height, ", larger than the ", canvas.width, "x",
                   canvas.height, " canvas the sequence was sized to (from its frames' sizes, or a video's stated "
                   "size): a video whose resolution changes mid-stream is not supported (split it where it changes)");
     p = place_centred(p, canvas.width, canvas.height);

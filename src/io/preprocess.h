@@ -47,14 +47,8 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
 // canvas larger than the frame, the rest is the white (1.0) padding, which shows no scene.
 PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
 
-// Where a picture of displayed size `source` lies on the frame preprocess_image(img, opt, canvas)
-// makes of it: resized to `resized`, then placed with its pixel (0, 0) at frame pixel (left, top)
-// (top < 0: crop mode cut -top rows off; left, top > 0: white padding before it).
-struct SourcePlacement {
-  ImageSize source, resized;
-  int left = 0, top = 0;
-  bool operator==(const SourcePlacement&) const = default;
-};
+// Where a picture lies on the frame preprocess_image(img, opt, canvas) makes of it (SourcePlacement,
+// io/image.h).
 SourcePlacement source_placement(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
 
 // The intrinsics K (row-major 3x3, frame pixels, integer coordinates at pixel centres) of a camera

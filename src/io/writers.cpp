@@ -14,6 +14,7 @@
 #include "io/npy.h"
 #include "io/output_validity.h"
 #include "io/png.h"
+#include "io/preprocess.h"
 
 namespace lingbot::io {
 

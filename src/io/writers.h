@@ -23,7 +23,6 @@
 #include "core/rigid_transform.h"
 #include "io/image.h"
 #include "io/line_file.h"
-#include "io/preprocess.h"
 
 namespace lingbot::io {
 

@@ -116,11 +116,11 @@ struct Session::Impl {
   // The messages name no call (C++ push_frame, Python push): the caller knows which one it made.
   void check_open() const {
     check_not_failed();
-    LINGBOT_CHECK(!closed, "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)");
+    LINGBOT_CHECK(!closed, "a frame pushed after finish(): the session has finished its sequence (call reset() to start a new one)");
   }
   void check_not_failed() const {
-    LINGBOT_CHECK(!failed, "the session is closed after a step that failed or was stopped (call reset() to start a "
-                           "new sequence)");
+    LINGBOT_CHECK(!failed, "the session has ended its sequence at a step that failed or was stopped (call reset() to start a "
+                           "new one)");
   }
   // Runs the work of a step; when it throws, the session closes (failed) and the error goes on.
   CacheSnapshot caches_now() const {

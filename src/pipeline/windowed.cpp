@@ -395,8 +395,8 @@ WindowedSession::Impl& WindowedSession::impl() const {
 std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "WindowedSession::push_frame: this WindowedSession", kOneCallAtATime);
-  LINGBOT_CHECK(!s.failed, "the windowed session is closed after a step that failed or was stopped");
-  LINGBOT_CHECK(!s.finished, "a frame pushed after finish(): the windowed session is closed");
+  LINGBOT_CHECK(!s.failed, "the windowed session has ended its sequence at a step that failed or was stopped");
+  LINGBOT_CHECK(!s.finished, "a frame pushed after finish(): the windowed session has finished its sequence");
   LINGBOT_CHECK(image.ndim() == 3 && image.dim(0) == 3, "image must have shape [3, H, W], got ", shape_str(image.shape()));
   LINGBOT_CHECK(image.dtype() == DType::F32, "image must be f32, got ", dtype_name(image.dtype()));
   pipeline::check_frame_values(image.f32(), image.numel(), s.pushed);  // the window's session would say its own index
@@ -453,7 +453,7 @@ std::vector<FrameResult> WindowedSession::push_frame(const Tensor& image) {
 std::vector<FrameResult> WindowedSession::finish() {
   Impl& s = impl();
   const BusyGuard busy(s.busy, "WindowedSession::finish: this WindowedSession", kOneCallAtATime);
-  LINGBOT_CHECK(!s.failed, "the windowed session is closed after a step that failed or was stopped");
+  LINGBOT_CHECK(!s.failed, "the windowed session has ended its sequence at a step that failed or was stopped");
   LINGBOT_CHECK(!s.finished, "finish() called twice: the windowed session has finished its sequence");
   std::vector<FrameResult> out;
   if (s.windows.empty()) {

@@ -161,6 +161,28 @@ TEST(RunLive, PipeStdinGivesResultsWhileFramesArrive) {
             << "frame " << i;
 }
 
+// --fps below the stream's rate keeps 1 in N decoded frames, and the run says so as for a video file
+// (summary.json input.source_fps / sample_interval were null for a live source).
+TEST(RunLive, FpsSamplesTheStreamAndTheRunSaysHow) {
+  const fs::path dir = fresh_dir("live_fps");
+  const auto frames = tiny_frames();
+  Child child(split_args("run --video pipe:0 --live --fps 5 --out " + (dir / "out").string() + kFolderArgs + "1"), dir);
+  {
+    lingbot_test::StreamVideoWriter w("pipe:" + std::to_string(child.stdin_w), 112, 70, 10);
+    for (size_t i = 0; i < frames.size(); ++i) ASSERT_TRUE(w.write(frames[i])) << "frame " << i;
+    w.close();
+  }
+  ::close(child.stdin_w);
+  child.stdin_w = -1;
+  ASSERT_EQ(child.wait(), 0) << slurp(dir / "stdout.txt") << slurp(dir / "stderr.txt");
+  const auto summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary["input"]["source_fps"], 10.0);
+  EXPECT_EQ(summary["input"]["sample_interval"], 2);
+  EXPECT_EQ(summary["live"]["frames_decoded"], 5);  // frames 0, 2, 4, 6, 8 of 10
+  EXPECT_TRUE(contains(slurp(dir / "stdout.txt"), "input: live pipe:0 (10 fps, 1 in 2 frames: 5 fps), unknown frames"))
+      << slurp(dir / "stdout.txt");
+}
+
 TEST(RunLive, SlowEngineDropsFramesAndSaysHowMany) {
   const fs::path dir = fresh_dir("live_slow");
   const auto frames = tiny_frames();

@@ -85,7 +85,7 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
   EXPECT_EQ(poses.at("image_width"), 112);
   EXPECT_EQ(poses.at("image_height"), 112);
   // Said before the run (a probe found one portrait photo among landscape ones padded them all silently).
-  EXPECT_TRUE(contains(r.out, "notice: the frames preprocess to 2 sizes (2 at 112x70, 1 at 112x112): each is centred "
+  EXPECT_TRUE(contains(r.out, "notice: the frames preprocess to 2 sizes (WxH: 2 at 112x70, 1 at 112x112): each is centred "
                               "on a 112x112 canvas padded with white, as upstream batches mixed sizes; the padding "
                               "shows no scene (frames of one size and orientation avoid it)\n"))
       << r.out;

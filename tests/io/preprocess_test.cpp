@@ -225,9 +225,23 @@ TEST(Preprocess, SourceIntrinsicsSeeTheSameRaysInTheSourcePicture) {
                                 std::string(preprocess_name(c.opt.preprocess)) + " trial " + std::to_string(trial);
       EXPECT_NEAR(got_x, want_x, 0.03 / sx) << where;
       EXPECT_NEAR(got_y, want_y, 0.03 / sy) << where;
-      EXPECT_EQ(K0[6], 0.0);
-      EXPECT_EQ(K0[8], 1.0);
     }
+  }
+  // Any K, with skew and a last row other than [0, 0, 1] (a homography's): each frame pixel K maps a
+  // ray to goes, under K0, to that pixel's place in the picture.
+  const SourcePlacement p{{333, 211}, {112, 70}, 3, -5};
+  const std::array<double, 9> K{90, 4, 50, 0, 85, 30, 0.01, -0.02, 1.3};
+  const std::array<double, 9> K0 = source_intrinsics(K, p);
+  for (const std::array<double, 3> ray : {std::array<double, 3>{0.1, -0.2, 1}, {-0.4, 0.3, 2}, {0.7, 0.1, 0.5}}) {
+    const auto project = [&](const std::array<double, 9>& M) {
+      const double w = M[6] * ray[0] + M[7] * ray[1] + M[8] * ray[2];
+      return std::array<double, 2>{(M[0] * ray[0] + M[1] * ray[1] + M[2] * ray[2]) / w,
+                                   (M[3] * ray[0] + M[4] * ray[1] + M[5] * ray[2]) / w};
+    };
+    const auto [x, y] = project(K);
+    const auto [x0, y0] = project(K0);
+    EXPECT_NEAR(x0, (x - 3 + 0.5) * 333.0 / 112 - 0.5, 1e-9);
+    EXPECT_NEAR(y0, (y + 5 + 0.5) * 211.0 / 70 - 0.5, 1e-9);
   }
   EXPECT_THROW(source_intrinsics({1, 0, 0, 0, 1, 0, 0, 0, 1}, SourcePlacement{}), Error);
 }
@@ -240,7 +254,7 @@ TEST(Preprocess, AFrameLargerThanTheCanvasIsRefused) {
     (void)preprocess_image(tall, PreprocessOptions{28, 14, Preprocess::Crop}, ImageSize{28, 14});
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "a 28x28 frame preprocesses to 28x28, larger than the 28x14 canvas the sequence was sized "
+    EXPECT_STREQ(e.what(), "a 28x28 (WxH) frame preprocesses to 28x28, larger than the 28x14 canvas the sequence was sized "
                            "to (from its frames' sizes, or a video's stated size): a video whose resolution changes "
                            "mid-stream is not supported (split it where it changes)");
   }

@@ -184,7 +184,7 @@ TEST_F(SessionTest, ErrorMessages) {
                "sequence)");
   s.finish();
   expect_error([&] { s.push_frame(img.data(), 70, 112); },
-               "a frame pushed after finish(): the session is closed (call reset() to start a new sequence)");
+               "a frame pushed after finish(): the session has finished its sequence (call reset() to start a new one)");
   expect_error([&] { s.finish(); },
                "finish() called twice: the session has finished its sequence (call reset() to start a new one)");
 
@@ -366,9 +366,9 @@ TEST_F(SessionTest, StopFlagEndsTheStepAndClosesTheSessionUntilReset) {
     EXPECT_TRUE(s.closed());
     stop = false;
     expect_error([&] { s.push_frame(frame(0), H(), W()); },
-                 "the session is closed after a step that failed or was stopped (call reset() to start a new sequence)");
+                 "the session has ended its sequence at a step that failed or was stopped (call reset() to start a new one)");
     expect_error([&] { s.finish(); },
-                 "the session is closed after a step that failed or was stopped (call reset() to start a new sequence)");
+                 "the session has ended its sequence at a step that failed or was stopped (call reset() to start a new one)");
     s.reset();
     EXPECT_FALSE(s.closed());
     EXPECT_TRUE(same_bits(run(s, 7), expected));

@@ -181,11 +181,11 @@ TEST_F(WindowedTest, AStoppedStepClosesItForGood) {
       win.push_frame(frame(4));
       ADD_FAILURE() << "the windowed session took a frame after a stopped step";
     } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), "the windowed session is closed after a step that failed or was stopped");
+      EXPECT_EQ(std::string(e.what()), "the windowed session has ended its sequence at a step that failed or was stopped");
     }
   }
   expect_error<Error>([&] { win.finish(); },
-                           "the windowed session is closed after a step that failed or was stopped");
+                           "the windowed session has ended its sequence at a step that failed or was stopped");
   // Window 1 was begun, but the stop came before its first row: it ends where it starts.
   const std::vector<FrameResult> tail = win.finish_early();
   ASSERT_EQ(win.windows().size(), 2u);
@@ -290,7 +290,7 @@ TEST_F(WindowedTest, FinishEarlyAfterAStoppedFinishReturnsTheHeldBackTail) {
   EXPECT_EQ(tail[0].frame_index, 4);
   EXPECT_EQ(tail[0].window, 0);
   expect_error<Error>([&] { win.push_frame(frame(6)); },
-                           "the windowed session is closed after a step that failed or was stopped");
+                           "the windowed session has ended its sequence at a step that failed or was stopped");
 }
 
 TEST_F(WindowedTest, OptionChecksNameTheField) {

@@ -34,9 +34,9 @@ def test_folder_and_uint8_list_and_float_list_agree(tiny_model):
 def test_selection_options_on_a_folder(tiny_model):
     it = lm.reconstruct(images=FRAMES, model=tiny_model, first_k=7, stride=3, **TINY_OPTIONS)
     assert it.frame_count == 3
-    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames, 112x70, 0 returned>"
+    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames of 112x70 (WxH), 0 returned>"
     assert [r.source for r in it] == ["000000.png", "000003.png", "000006.png"]
-    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames, 112x70, 3 returned, finished>"
+    assert repr(it) == f"<lingbot_map.Reconstruction images '{FRAMES}', 3 frames of 112x70 (WxH), 3 returned, finished>"
     rot = lm.reconstruct(images=FRAMES, model=tiny_model, rotate_cw90=True, first_k=2, image_size=70, scale_frames=2)
     assert rot.image_size == (70, 70)  # upright 70x112 frames, width := 70, centre-cropped to 70 rows
     upright = np.ascontiguousarray(np.rot90(lm.load_image(FRAMES / "000000.png"), k=-1))
@@ -45,7 +45,7 @@ def test_selection_options_on_a_folder(tiny_model):
 
 def test_mixed_sizes_are_padded_to_the_batch_canvas(demo_model):
     frames = [lm.demo_frame(0, width=112, height=70), lm.demo_frame(1, width=112, height=98)]
-    with pytest.warns(UserWarning, match=r"^the frames preprocess to 2 sizes \(1 at 112x70, 1 at 112x98\)"):
+    with pytest.warns(UserWarning, match=r"^the frames preprocess to 2 sizes \(WxH: 1 at 112x70, 1 at 112x98\)"):
         it = lm.reconstruct(images=frames, model=demo_model, image_size=112, scale_frames=2)
     assert it.image_size == (112, 98)
     first = next(it)
@@ -74,6 +74,10 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=[]), ValueError, "images is an empty list: give at least one frame"),
         (dict(images=42), TypeError, "images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got int"),
         (dict(images=os.fsencode(tmp_path / "nope")), lm.Error, f"image folder not found: {tmp_path / 'nope'}"),  # as Model.load
+        (dict(images=b"\x89PNG\r\n\x1a\n\x00\x00"), TypeError, "images is not a path: it holds a NUL byte (encoded image or "
+         "video data? give a path, or decoded frames as a list of arrays)"),
+        (dict(images=[b"\x89PNG"]), TypeError, "images[0] is bytes: images= takes a folder, or a list of decoded frames "
+         "(uint8 arrays [H, W, 3]; lingbot_map.load_image(path) decodes a file)"),
         (dict(images=[tmp_path / "a.png"]), TypeError,
          "images[0] is a path: images= takes a folder, or a list of arrays (such as [lingbot_map.load_image(p) for p in paths])"),
         (dict(images=[np.zeros((3, 75, 112), np.float32)]), lm.Error,  # as Session.push
@@ -417,12 +421,13 @@ def test_names_that_are_not_utf8_round_trip(tiny_model, tmp_path):
     assert pickle.loads(pickle.dumps(model)).source == model.source
     assert model.source in repr(model)
     # That path as poses.json's "model", as run writes it (it raised a JSON parser's RuntimeError),
-    # beside a lone surrogate of another kind and an emoji (a surrogate pair in JSON's escapes).
-    with lm.Exporter(tmp_path / "meta", export=["poses"], meta={"model": model.source, "other": "a\ud800b", "ok": "\U0001f600"}) as ex:
+    # beside a lone surrogate of another kind, an emoji, and one given as its surrogate pair.
+    meta = {"model": model.source, "other": "a\ud800b", "ok": "\U0001f600", "pair": "\ud83d\ude00"}
+    with lm.Exporter(tmp_path / "meta", export=["poses"], meta=meta) as ex:
         ex.write(results[0])
     meta = json.loads((tmp_path / "meta" / "poses.json").read_text(encoding="utf-8"))
     assert meta["model"] == str(tmp_path) + "/mod\ufffdles/model.pt"
-    assert meta["other"] == "a\ufffdb" and meta["ok"] == "\U0001f600"
+    assert meta["other"] == "a\ufffdb" and meta["ok"] == meta["pair"] == "\U0001f600"
 
 
 def test_huge_timestamps_are_written_whole(tiny_model, tmp_path):
@@ -536,9 +541,20 @@ def test_source_size_and_intrinsics_are_the_pictures(tiny_model, tmp_path):
     from_state, (state,) = results[0].__reduce__()
     old = from_state((3,) + tuple(state[1:14]))
     assert old.source_size is None and old.source_K is None and old.content_rect == results[0].content_rect
-    with pytest.raises(ValueError) as e:
-        from_state(tuple(state[:14]) + ((90, 150, 0, 112, 0, 0),))
-    assert str(e.value) == "not a pickled lingbot_map.Result: the source placement value 0 is out of range"
+    assert not results[0].source_K.flags.writeable  # a value, as every array of a Result
+    refused = "not a pickled lingbot_map.Result"
+    arrays = list(state[10])
+    arrays[4] = np.zeros((2, 2), np.float32)
+    for crafted, message in (
+            (tuple(state[:14]) + ((90, 150, 0, 112, 0, 0),), f"{refused}: the source placement value 0 is out of range"),
+            (tuple(state[:14]) + ((90, 150, 112, 0, 0),), f"{refused}: the source placement is not None or a tuple of 6 ints"),
+            (tuple(state[:14]) + ((90, 150, 112, 112, 0.5, 0),), f"{refused}: the source placement holds float, not int"),
+            (tuple(state[:14]) + ((90, 150, 112, 112, 2**70, 0),), f"{refused}: the source placement value {2**70} is out of range"),
+            (tuple(state[:14]), f"{refused} of this version"),  # version 4 with version 3's fields
+            (tuple(state[:10]) + (tuple(arrays),) + tuple(state[11:]), f"{refused}: K is not [3, 3]")):
+        with pytest.raises(ValueError) as e:
+            from_state(crafted)
+        assert str(e.value) == message
 
 
 def test_input_notices_are_user_warnings(tiny_model, tmp_path):

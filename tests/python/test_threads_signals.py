@@ -92,6 +92,22 @@ def test_a_progress_callback_calling_back_into_its_session_is_refused(demo_model
         assert s.stats()["frames_completed"] == 2
     assert seen == [BUSY]
 
+
+def test_a_progress_callback_calling_back_into_its_iterator_is_refused(demo_model):
+    seen = []
+
+    def progress(p):
+        if not seen:
+            with pytest.raises(lm.Error) as e:
+                it.stats()
+            seen.append(str(e.value))
+
+    it = lm.reconstruct(images=[lm.demo_frame(i) for i in range(2)], model=demo_model, scale_frames=2, threads=1,
+                        progress=progress)
+    assert len(list(it)) == 2
+    assert seen == ["this reconstruct() iterator is already running a call (one call at a time: from another thread, or "
+                    "from this call's progress callback; use one iterator per thread)"]
+
 # The child installs Python's own SIGINT handler: a process started in the background by a shell
 # without job control inherits SIGINT ignored, and Python then keeps it ignored.
 CHILD = r"""
@@ -265,8 +281,8 @@ def test_ctrl_c_stops_a_scale_phase_at_once(tmp_path):
     # stop came before that, 16 after; the watcher cannot see which, and both are the documented state.
     for mode in ("session", "windowed"):
         assert mode + " interrupted True 15" in lines or mode + " interrupted True 16" in lines, text
-    assert ("closed: the session is closed after a step that failed or was stopped (call reset() to "
-            "start a new sequence)") in lines, text
+    assert ("closed: the session has ended its sequence at a step that failed or was stopped (call reset() to "
+            "start a new one)") in lines, text
     assert "reset 0" in lines, text
 
 

@@ -102,18 +102,19 @@ async function launchBrowser() {
   return { browser, page };
 }
 
-// Errors of the page: its exceptions, console errors, and requests that failed or got an HTTP error.
-// Network events are numbered in the order the page made them (`order`): each error carries its
-// request's number, and `statuses` the number and run of each /api/status reply (the restart test
-// tells the requests made for the first run by them).
+// Errors of the page as a user sees them in the browser's console: its exceptions, console errors
+// (which include Chromium's "Failed to load resource" for a load that failed or got an HTTP error),
+// and requests that failed. Network events are numbered in the order they happen (`order`): each
+// error carries its own or its request's number; `http` lists the HTTP errors by request (order, status,
+// URL), `statuses` the number and run of each /api/status reply (the restart test tells the requests
+// made for the first run by them).
 async function openPage({ browser, page }, url) {
-  const errors = [], statuses = [];
+  const errors = [], statuses = [], http = [];
   const order = new Map();  // request -> its number
   let counter = 0;
   const add = (text, request) => errors.push({ text, order: (request && order.get(request)) ?? ++counter, toString: () => text });
   page.on('pageerror', (e) => add(String(e)));
-  // The console's "Failed to load resource" lines repeat the network events below, which name the URL.
-  page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) add(m.text()); });
+  page.on('console', (m) => { if (m.type() === 'error') add(m.text()); });
   // net::ERR_ABORTED is the page itself cancelling a load it no longer needs (a live run moves the
   // selected frame on while the previous frame's depth preview is still loading): not a failure.
   page.on('requestfailed', (r) => {
@@ -121,7 +122,7 @@ async function openPage({ browser, page }, url) {
     if (why !== 'net::ERR_ABORTED') add(`request failed: ${r.url()} (${why})`, r);
   });
   page.on('response', (r) => {
-    if (r.status() >= 400) add(`HTTP ${r.status()}: ${r.url()}`, r.request());
+    if (r.status() >= 400) http.push({ order: order.get(r.request()) ?? ++counter, status: r.status(), url: r.url() });
     else if (new URL(r.url()).pathname === '/api/status') {
       const at = ++counter;
       r.json().then((b) => statuses.push({ order: at, run: b.run }), () => {});
@@ -134,7 +135,7 @@ async function openPage({ browser, page }, url) {
     if (!r.url().startsWith(origin) && !r.url().startsWith('data:')) add(`external request: ${r.url()}`);
   });
   await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 90000 });
-  return { browser, page, errors, statuses, now: () => counter };
+  return { browser, page, errors, statuses, http, now: () => counter };
 }
 
 const body = (page, key) => page.evaluate((k) => document.body.dataset[k], key);
@@ -502,11 +503,11 @@ async function restartTest(launched) {
   const first = startServer(['run', '--demo', '--demo-frames', '40', '--demo-pace', '0.25', '--serve', '0', '--out', out]);
   const url = await first.url;
   const fresh = await launched.browser.newPage({ viewport: { width: 1280, height: 800 } });
-  const { page, errors, statuses, now } = await openPage({ browser: launched.browser, page: fresh }, url);
+  const { page, errors, statuses, http, now } = await openPage({ browser: launched.browser, page: fresh }, url);
   let second = null;
   try {
     await page.waitForFunction(() => Number(document.body.dataset.frames) >= 3, null, { timeout: 120000 });
-    const errorsBeforeKill = errors.length, killedAt = now();
+    const errorsBeforeKill = errors.length, httpBeforeKill = http.length, killedAt = now();
     first.child.kill('SIGKILL');
     await first.exited;
     second = startServer(['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--serve', new URL(url).port, '--out', out]);
@@ -519,13 +520,24 @@ async function restartTest(launched) {
     // Until the page hears of the second run (its first /api/status reply with another run), the
     // requests it makes are for the first run's files: to the killed server they fail (refused, reset:
     // Chromium names a dropped peer in several ways); to the second server, up before the page polled
-    // again, they are a 404 (that run has no such file yet). The page drops those replies. Any other
-    // error, one before the kill, or one of a request made for the second run is the page's or the
-    // server's.
+    // again, they are a 404 (that run has no such file yet). The page drops those replies; the console
+    // shows one "Failed to load resource" line for each. Any other error, one before the kill, or one
+    // of a request made for the second run is the page's or the server's.
     const firstRun = statuses.filter((x) => x.order < killedAt).at(-1)?.run;
     const secondSeen = Math.min(...statuses.filter((x) => x.order > killedAt && x.run !== firstRun).map((x) => x.order));
-    const forFirstRun = (e) => e.order < secondSeen && /^(request failed: .* \(net::ERR_[A-Z_]+\)|HTTP 404: .*)$/.test(e.text);
-    const other = [...errors.slice(0, errorsBeforeKill), ...errors.slice(errorsBeforeKill).filter((e) => !forFirstRun(e))];
+    check(Number.isFinite(secondSeen), 'the page polled the second run\'s server (its /api/status named another run)');
+    const stale = (e) => e.order < secondSeen;  // of the events after the kill: made for the first run
+    const failed = errors.slice(errorsBeforeKill).filter((e) => stale(e) && /^request failed: .* \(net::ERR_[A-Z_]+\)$/.test(e.text));
+    const notFound = http.slice(httpBeforeKill).filter((h) => stale(h) && h.status === 404).length;
+    let consoleFailed = failed.length, console404 = notFound;  // the console lines those explain
+    const other = [...errors.slice(0, errorsBeforeKill), ...errors.slice(errorsBeforeKill).filter((e) => {
+      if (failed.includes(e)) return false;
+      if (/^Failed to load resource: net::ERR_[A-Z_]+$/.test(e.text) && consoleFailed > 0) return (consoleFailed -= 1, false);
+      if (e.text.startsWith('Failed to load resource: the server responded with a status of 404') && console404 > 0) {
+        return (console404 -= 1, false);
+      }
+      return true;
+    })];
     check(other.length === 0, `no page errors${other.length ? ': ' + other.join(' | ') : ''}`);
   } finally {
     await page.close();
