@@ -135,7 +135,32 @@ async function openPage({ browser, page }, url) {
     if (!r.url().startsWith(origin) && !r.url().startsWith('data:')) add(`external request: ${r.url()}`);
   });
   await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 90000 });
-  return { browser, page, errors, statuses, http, now: () => counter };
+  // mark(): where the page's error lists are now, and the next event's number (`order`)
+  return { browser, page, errors, statuses, http, mark: () => ({ errors: errors.length, http: http.length, order: counter }) };
+}
+
+// The page's errors less those of loads it made for a run that another one then replaced (a run
+// written into the folder `view` shows, a `run --serve` restarted on its port): such a request fails
+// at the connection (refused, reset: Chromium names a dropped peer in several ways) or gets a 404 (the
+// new run has no such file, or not yet), and the page drops the reply; the console shows one "Failed
+// to load resource" line for each. A request was made for the run the page's latest /api/status reply
+// named; it was replaced when a later reply names another. Only errors from `mark` on (the counts of
+// `errors` and `http` when the replacing began) are excused.
+function unexplainedErrors({ errors, http, statuses }, mark) {
+  const runAt = (order) => statuses.filter((x) => x.order < order).at(-1)?.run;
+  const replaced = (order) => statuses.some((x) => x.order > order && x.run !== runAt(order));
+  const later = errors.slice(mark.errors);
+  const failed = later.filter((e) => /^request failed: .* \(net::ERR_[A-Z_]+\)$/.test(e.text) && replaced(e.order));
+  let consoleFailed = failed.length;  // the console lines those explain
+  let console404 = http.slice(mark.http).filter((h) => h.status === 404 && replaced(h.order)).length;
+  return [...errors.slice(0, mark.errors), ...later.filter((e) => {
+    if (failed.includes(e)) return false;
+    if (/^Failed to load resource: net::ERR_[A-Z_]+$/.test(e.text) && consoleFailed > 0) return (consoleFailed -= 1, false);
+    if (e.text.startsWith('Failed to load resource: the server responded with a status of 404') && console404 > 0) {
+      return (console404 -= 1, false);
+    }
+    return true;
+  })];
 }
 
 const body = (page, key) => page.evaluate((k) => document.body.dataset[k], key);
@@ -149,7 +174,8 @@ async function staticTest() {
   const launched = await launchBrowser();
   const server = startServer(['view', out, '--port', '0']);
   const url = await server.url;
-  const { browser, page, errors } = await openPage(launched, url);
+  const opened = await openPage(launched, url);
+  const { browser, page } = opened;
   try {
     await page.waitForSelector('body[data-ready="1"]', { timeout: 90000 });
     const frames = Number(await body(page, 'frames')), points = Number(await body(page, 'points'));
@@ -260,6 +286,7 @@ async function staticTest() {
     check(await page.isHidden('#preview-depth') && await page.isVisible('#depth-none'), 'no depth previews: a note, not a broken image');
     // Another run into the folder while `view` goes on (more frames, other points): the page drops
     // what it showed, the damaged file's error too, loads the new run and fits the view to all of it.
+    const rewritten = opened.mark();  // from here, loads made for a run the next one replaced may fail
     execFileSync(opt.cli, ['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
     const points2 = plyVertexCount(path.join(out, 'points.ply'));
     await page.waitForFunction(() => document.body.dataset.frames === '20' && document.body.dataset.ready === '1', null, { timeout: 90000 })
@@ -278,6 +305,7 @@ async function staticTest() {
     const cameras3 = Number(await body(page, 'cameras'));
     check(Number(await body(page, 'frames')) === 3 && Number(await body(page, 'points')) === 0 && cameras3 === 3,
       `a run whose frames have no points: ${await body(page, 'frames')} frames (3), ${await body(page, 'points')} points (0), ${cameras3} cameras (3)`);
+    const errors = unexplainedErrors(opened, rewritten);
     check(errors.length === 0, `no page errors${errors.length ? ': ' + errors.join(' | ') : ''}`);
   } finally {
     await browser.close();
@@ -503,11 +531,12 @@ async function restartTest(launched) {
   const first = startServer(['run', '--demo', '--demo-frames', '40', '--demo-pace', '0.25', '--serve', '0', '--out', out]);
   const url = await first.url;
   const fresh = await launched.browser.newPage({ viewport: { width: 1280, height: 800 } });
-  const { page, errors, statuses, http, now } = await openPage({ browser: launched.browser, page: fresh }, url);
+  const opened = await openPage({ browser: launched.browser, page: fresh }, url);
+  const { page, statuses } = opened;
   let second = null;
   try {
     await page.waitForFunction(() => Number(document.body.dataset.frames) >= 3, null, { timeout: 120000 });
-    const errorsBeforeKill = errors.length, httpBeforeKill = http.length, killedAt = now();
+    const killedAt = opened.mark();
     first.child.kill('SIGKILL');
     await first.exited;
     second = startServer(['run', '--demo', '--demo-frames', '20', '--image-size', '56', '--serve', new URL(url).port, '--out', out]);
@@ -517,27 +546,11 @@ async function restartTest(launched) {
     const summary = JSON.parse(fs.readFileSync(path.join(out, 'summary.json'), 'utf8'));
     check((await body(page, 'frames')) === '20' && Number(await body(page, 'points')) === summary.points,
       `after the restart the page shows the second run: ${await body(page, 'frames')} frames (20), ${await body(page, 'points')} points (${summary.points})`);
-    // Until the page hears of the second run (its first /api/status reply with another run), the
-    // requests it makes are for the first run's files: to the killed server they fail (refused, reset:
-    // Chromium names a dropped peer in several ways); to the second server, up before the page polled
-    // again, they are a 404 (that run has no such file yet). The page drops those replies; the console
-    // shows one "Failed to load resource" line for each. Any other error, one before the kill, or one
-    // of a request made for the second run is the page's or the server's.
-    const firstRun = statuses.filter((x) => x.order < killedAt).at(-1)?.run;
-    const secondSeen = Math.min(...statuses.filter((x) => x.order > killedAt && x.run !== firstRun).map((x) => x.order));
-    check(Number.isFinite(secondSeen), 'the page polled the second run\'s server (its /api/status named another run)');
-    const stale = (e) => e.order < secondSeen;  // of the events after the kill: made for the first run
-    const failed = errors.slice(errorsBeforeKill).filter((e) => stale(e) && /^request failed: .* \(net::ERR_[A-Z_]+\)$/.test(e.text));
-    const notFound = http.slice(httpBeforeKill).filter((h) => stale(h) && h.status === 404).length;
-    let consoleFailed = failed.length, console404 = notFound;  // the console lines those explain
-    const other = [...errors.slice(0, errorsBeforeKill), ...errors.slice(errorsBeforeKill).filter((e) => {
-      if (failed.includes(e)) return false;
-      if (/^Failed to load resource: net::ERR_[A-Z_]+$/.test(e.text) && consoleFailed > 0) return (consoleFailed -= 1, false);
-      if (e.text.startsWith('Failed to load resource: the server responded with a status of 404') && console404 > 0) {
-        return (console404 -= 1, false);
-      }
-      return true;
-    })];
+    // Loads made for the first run fail or get a 404 from the second server; nothing else may go wrong.
+    const firstRun = statuses.filter((x) => x.order < killedAt.order).at(-1)?.run;
+    check(statuses.some((x) => x.order > killedAt.order && x.run !== firstRun),
+      'the page polled the second run\'s server (its /api/status named another run)');
+    const other = unexplainedErrors(opened, killedAt);
     check(other.length === 0, `no page errors${other.length ? ': ' + other.join(' | ') : ''}`);
   } finally {
     await page.close();
