@@ -169,7 +169,7 @@ ImageSize resized_size(ImageSize in, const PreprocessOptions& opt) {
   } else {
     out = {ts, scaled(in.height, in.width)};
   }
-  // HxW, as every other size in a message (an array's shape order).
+  // Labelled, as every size in a message: a Python user thinks in array shapes (HxW).
   LINGBOT_CHECK(out.width > 0 && out.height > 0, "image of ", in.height, "x", in.width,
                 " (HxW) is too elongated for image_size ", ts, " (a side would be resized to 0 pixels)");
   return out;
