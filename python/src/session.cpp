@@ -34,6 +34,7 @@ namespace {
 
 // A second call while one runs: from another thread (the GIL is released during a step), or from this
 // call's progress callback calling back into the Session.
+constexpr const char* kSessionClosed = "the Session is closed (close() or the end of its with-block): create a new Session";
 constexpr std::string_view kOneSessionCall =
     " (one call at a time: from another thread, or from this call's progress callback; use one Session per thread)";
 
@@ -204,7 +205,7 @@ class PySession {
 
  private:
   Stream& open() {
-    if (!stream_) throw Error("the Session is closed (close() or the end of its with-block): create a new Session");
+    if (!stream_) throw Error(kSessionClosed);
     return *stream_;
   }
   // Results computed by a call go back with it unless a Ctrl-C is pending: CPython would raise
@@ -313,7 +314,12 @@ void bind_session(py::module_& m) {
       .def_property_readonly("closed", constructed(&PySession::is_closed), "True after close() / the end of a with-block.")
       .def_property_readonly("frames_pushed", constructed(&PySession::frames_pushed), "Frames pushed since the start or the last reset().")
       .def_property_readonly("model", constructed(&PySession::model), "The Model this session runs.")
-      .def("__enter__", [](py::object self) { return self; })
+      .def("__enter__",  // a closed Session entered would fail at its first call, far from the cause
+           [](Self<PySession> self) {
+             if (constructed_self<PySession>(self.handle).is_closed())
+               throw Error(kSessionClosed);
+             return py::reinterpret_borrow<py::object>(self.handle);
+           })
       .def("__exit__", [](Self<PySession> self, const py::args&) { constructed_self<PySession>(self.handle).close(); });
 }
 

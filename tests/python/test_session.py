@@ -217,7 +217,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     s.close()
     assert s.closed
     closed = "the Session is closed (close() or the end of its with-block): create a new Session"
-    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.reset, s.stats, lambda: s.options):
+    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.reset, s.stats, lambda: s.options, s.__enter__):
         with pytest.raises(lm.Error) as e:
             call()
         assert str(e.value) == closed
