@@ -75,38 +75,31 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
 
 
 
-def test_a_progress_callback_calling_back_into_its_session_is_refused(demo_model):
+@pytest.mark.parametrize("kind", ["Session", "reconstruct() iterator"])
+def test_a_progress_callback_calling_back_into_its_object_is_refused(demo_model, kind):
     """The same guard, on the same thread: the message names the callback too (it said "in another
     thread", which sent a probe looking for threads)."""
-    seen = []
+    seen, obj = [], []
 
     def progress(p):
         if not seen:
             with pytest.raises(lm.Error) as e:
-                s.stats()
+                obj[0].stats()
             seen.append(str(e.value))
 
-    with lm.Session(demo_model, scale_frames=2, threads=1, progress=progress) as s:
-        s.push(lm.demo_frame(0))
-        s.push(lm.demo_frame(1))
-        assert s.stats()["frames_completed"] == 2
-    assert seen == [BUSY]
+    frames = [lm.demo_frame(i) for i in range(2)]
+    if kind == "Session":
+        with lm.Session(demo_model, scale_frames=2, threads=1, progress=progress) as s:
+            obj.append(s)
+            for f in frames:
+                s.push(f)
+            assert s.stats()["frames_completed"] == 2
+        assert seen == [BUSY]
+    else:
+        obj.append(lm.reconstruct(images=frames, model=demo_model, scale_frames=2, threads=1, progress=progress))
+        assert len(list(obj[0])) == 2
+        assert seen == [BUSY.replace("this Session", "this reconstruct() iterator").replace("one Session", "one iterator")]
 
-
-def test_a_progress_callback_calling_back_into_its_iterator_is_refused(demo_model):
-    seen = []
-
-    def progress(p):
-        if not seen:
-            with pytest.raises(lm.Error) as e:
-                it.stats()
-            seen.append(str(e.value))
-
-    it = lm.reconstruct(images=[lm.demo_frame(i) for i in range(2)], model=demo_model, scale_frames=2, threads=1,
-                        progress=progress)
-    assert len(list(it)) == 2
-    assert seen == ["this reconstruct() iterator is already running a call (one call at a time: from another thread, or "
-                    "from this call's progress callback; use one iterator per thread)"]
 
 # The child installs Python's own SIGINT handler: a process started in the background by a shell
 # without job control inherits SIGINT ignored, and Python then keeps it ignored.
