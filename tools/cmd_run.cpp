@@ -425,7 +425,7 @@ struct PendingFrame {
   std::string name;
   Tensor image;  // preprocessed [3, H, W], for the point colours
   io::PixelRect content;  // the pixels of `image` that came from the picture (io::content_rect)
-  io::SourcePlacement placement;  // where the picture lies on `image` (io::source_placement)
+  io::SourcePlacement placement;  // where the picture lies on `image` (io::place_on_frame)
 };
 
 // A finished frame for the writer: its result, the frame it came from, the KV cache's bytes when it
@@ -891,11 +891,9 @@ int run_command(const RunArgs& a) {
           throw Error("frame " + frame.name + ": " + e.what());
         }
       }();
-      const io::ImageSize size{frame.image.width, frame.image.height};
-      const io::PixelRect content = io::content_rect(size, pre, input.canvas);
-      const io::SourcePlacement placement = io::source_placement(size, pre, input.canvas);
+      const io::FramePlacement placed = io::place_on_frame({frame.image.width, frame.image.height}, pre, input.canvas);
       frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), content, placement};
+      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), placed.content, placed.source};
     };
     // Results to the writer, each with the frame it belongs to (results come in push order).
     int64_t computed = 0;

@@ -91,8 +91,9 @@ class SourceFeed : public FrameFeed {
     out->timestamp = f.timestamp;
     out->timestamp_unit = f.timestamp_unit;
     out->image = io::preprocess_image(f.image, pre_, canvas);
-    out->content = io::content_rect({f.image.width, f.image.height}, pre_, canvas);
-    out->placement = io::source_placement({f.image.width, f.image.height}, pre_, canvas);
+    const io::FramePlacement placed = io::place_on_frame({f.image.width, f.image.height}, pre_, canvas);
+    out->content = placed.content;
+    out->placement = placed.source;
     return true;
   }
   const io::StreamDamage* damage() const override { return src_.damage(); }
@@ -163,8 +164,9 @@ class ArrayFeed : public FrameFeed {
       out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
     }
     if (in.rgb8) {
-      out->content = io::content_rect({in.rgb8->width, in.rgb8->height}, pre_, canvas);
-      out->placement = io::source_placement({in.rgb8->width, in.rgb8->height}, pre_, canvas);
+      const io::FramePlacement placed = io::place_on_frame({in.rgb8->width, in.rgb8->height}, pre_, canvas);
+      out->content = placed.content;
+      out->placement = placed.source;
     }
     ++next_;
     return true;

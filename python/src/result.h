@@ -54,7 +54,7 @@ struct Pending {
   io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;
   Tensor image;  // the model input [3, H, W]
   std::optional<io::PixelRect> content;  // preprocessed here: io::content_rect; a model input given as it is: nullopt
-  std::optional<io::SourcePlacement> placement;  // likewise: io::source_placement
+  std::optional<io::SourcePlacement> placement;  // likewise: io::place_on_frame
 };
 
 // Pairs each engine result with its pending input, popped from the front of `pending` (needs the GIL:

@@ -110,9 +110,13 @@ class PySession {
     std::optional<io::SourcePlacement> placement;
     if (in.rgb8) {
       const io::ImageSize size{in.rgb8->width, in.rgb8->height};
-      if (pre_) content = io::content_rect(size, *pre_);
       // A picture taken as it is (/255) is the model input itself: its camera is the frame's.
-      placement = pre_ ? io::source_placement(size, *pre_) : io::SourcePlacement{size, size, 0, 0};
+      placement = io::SourcePlacement{size, size, 0, 0};
+      if (pre_) {
+        const io::FramePlacement placed = io::place_on_frame(size, *pre_);
+        content = placed.content;
+        placement = placed.source;
+      }
     }
     pending_.push_back({index, std::move(name), timestamp.value_or(static_cast<double>(index)),
                         timestamp ? io::TimestampUnit::Seconds : io::TimestampUnit::FrameIndex, std::move(image), content,

@@ -85,7 +85,7 @@ struct ExportFrame {
   // The pixels that came from the picture (io::content_rect); the rest is padding (pad mode, frames on
   // a larger canvas), which gives no point. nullopt: every pixel.
   std::optional<PixelRect> content;
-  // Where the source picture lies on the frame (io::source_placement), for its camera in its own
+  // Where the source picture lies on the frame (io::place_on_frame), for its camera in its own
   // pixels; nullopt: a model input given as it is.
   std::optional<SourcePlacement> placement;
 

@@ -90,7 +90,7 @@ struct PixelRect {
   bool operator==(const PixelRect&) const = default;
   bool contains(int column, int row) const { return column >= x && column < x + width && row >= y && row < y + height; }
 };
-// Where a picture of displayed size `source` lies on a model frame made of it (io::source_placement):
+// Where a picture of displayed size `source` lies on a model frame made of it (io::place_on_frame):
 // resized to `resized`, then placed with its pixel (0, 0) at frame pixel (left, top) (top < 0: crop
 // mode cut -top rows off; left, top > 0: white padding before it).
 struct SourcePlacement {

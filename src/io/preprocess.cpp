@@ -282,16 +282,9 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
   return t;
 }
 
-namespace {
-
-// The steps of preprocess_image on sizes alone: where the picture lands, and which frame pixels are its.
-struct Placed {
-  SourcePlacement placement;
-  PixelRect content;
-};
-Placed place(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
-  Placed r{{in, resized_size(in, opt), 0, 0}, {}};
-  SourcePlacement& p = r.placement;
+FramePlacement place_on_frame(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
+  FramePlacement r{{in, resized_size(in, opt), 0, 0}, {}};
+  SourcePlacement& p = r.source;
   int w = p.resized.width, h = p.resized.height;
   r.content = {0, 0, w, h};
   if (opt.preprocess == Preprocess::Crop && h > opt.image_size) {
@@ -317,14 +310,8 @@ Placed place(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
   return r;
 }
 
-}  // namespace
-
 PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
-  return place(in, opt, canvas).content;
-}
-
-SourcePlacement source_placement(ImageSize in, const PreprocessOptions& opt, ImageSize canvas) {
-  return place(in, opt, canvas).placement;
+  return place_on_frame(in, opt, canvas).content;
 }
 
 std::array<double, 9> source_intrinsics(const std::array<double, 9>& K, const SourcePlacement& p) {

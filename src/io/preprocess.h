@@ -47,9 +47,14 @@ Tensor preprocess_image(const ImageU8& img, const PreprocessOptions& opt, ImageS
 // canvas larger than the frame, the rest is the white (1.0) padding, which shows no scene.
 PixelRect content_rect(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
 
-// Where a picture lies on the frame preprocess_image(img, opt, canvas) makes of it (SourcePlacement,
-// io/image.h).
-SourcePlacement source_placement(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
+// Where a picture of displayed size `in` lies on the frame preprocess_image(img, opt, canvas) makes
+// of it (SourcePlacement, io/image.h), and the frame pixels that came from it (content_rect): the
+// steps of preprocess_image on sizes alone, once for both.
+struct FramePlacement {
+  SourcePlacement source;
+  PixelRect content;
+};
+FramePlacement place_on_frame(ImageSize in, const PreprocessOptions& opt, ImageSize canvas = {});
 
 // The intrinsics K (row-major 3x3, frame pixels, integer coordinates at pixel centres) of a camera
 // seen through the preprocessed frame, in the pixels of the source picture instead: the same rays.

@@ -43,7 +43,7 @@ struct FramePose {
   std::string source;       // input file name, or "frame_<n>" for video (SourceFrame::name)
   RigidTransform<double> c2w{};  // camera -> world: the decoded pose (FrameResult::extrinsic_c2w)
   Mat33 intrinsics{};
-  // Where the source picture lies on the model frame (io::source_placement): poses.json then also
+  // Where the source picture lies on the model frame (io::place_on_frame): poses.json then also
   // gives the picture's size and K in its pixels. nullopt: a model input given as it is.
   std::optional<SourcePlacement> placement;
   // False when the camera is not finite (io/output_validity.h has_valid_geometry): the frame is

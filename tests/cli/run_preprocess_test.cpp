@@ -101,15 +101,15 @@ TEST(RunPreprocess, MixedSizesArePaddedToTheLargestFrame) {
     const nlohmann::json& f = poses.at("frames").at(i);
     EXPECT_EQ(f.at("source_size"), (nlohmann::json{sizes[i].width, sizes[i].height}));
     const lingbot::io::SourcePlacement placed =
-        lingbot::io::source_placement(sizes[i], lingbot::PreprocessOptions{112, 14, lingbot::Preprocess::Crop}, {112, 112});
+        lingbot::io::place_on_frame(sizes[i], lingbot::PreprocessOptions{112, 14, lingbot::Preprocess::Crop}, {112, 112}).source;
     std::array<double, 9> K{};
     for (int k = 0; k < 9; ++k) K[k] = f.at("intrinsics")[k / 3][k % 3].get<double>();
     const std::array<double, 9> want = lingbot::io::source_intrinsics(K, placed);
     for (int k = 0; k < 9; ++k) EXPECT_DOUBLE_EQ(f.at("source_intrinsics")[k / 3][k % 3].get<double>(), want[k]) << k;
   }
   // The portrait frame was cut (182 rows to 112, 35 off the top); frame 0 padded (21 rows above).
-  EXPECT_EQ(lingbot::io::source_placement(sizes[2], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).top, -35);
-  EXPECT_EQ(lingbot::io::source_placement(sizes[0], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).top, 21);
+  EXPECT_EQ(lingbot::io::place_on_frame(sizes[2], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).source.top, -35);
+  EXPECT_EQ(lingbot::io::place_on_frame(sizes[0], {112, 14, lingbot::Preprocess::Crop}, {112, 112}).source.top, 21);
   ASSERT_EQ(f0.width, 112);
   ASSERT_EQ(f0.height, 112);
   int64_t bad = 0;

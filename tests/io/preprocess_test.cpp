@@ -190,10 +190,12 @@ TEST(Preprocess, SourceIntrinsicsSeeTheSameRaysInTheSourcePicture) {
       {{333, 211}, {112, 14, Preprocess::Crop}, {}},         // sides rounded: sx != sy
   };
   for (const Case& c : cases) {
-    const SourcePlacement p = source_placement(c.source, c.opt, c.canvas);
+    const FramePlacement placed = place_on_frame(c.source, c.opt, c.canvas);
+    const SourcePlacement& p = placed.source;
     const double sx = static_cast<double>(p.resized.width) / c.source.width;
     const double sy = static_cast<double>(p.resized.height) / c.source.height;
-    const PixelRect r = content_rect(c.source, c.opt, c.canvas);
+    const PixelRect& r = placed.content;
+    ASSERT_EQ(r, content_rect(c.source, c.opt, c.canvas));
     for (int trial = 0; trial < 4; ++trial) {
       // A Gaussian spot, 3 frame pixels wide, well inside the part of the picture the frame keeps.
       const double sigma = 3.0 / sx, margin = 5 * 3.0;
