@@ -60,9 +60,8 @@ nlohmann::json json_from_python(const py::handle& obj) {
   }
   // A str from os.fsdecode (a model path that is not UTF-8) holds its undecodable bytes as lone
   // surrogates, which JSON cannot carry: back to those bytes, then each invalid sequence as U+FFFD, as
-  // `run` writes the same path.
-  // A surrogate pair given as two code points is first joined into its character; a lone surrogate that
-  // stands for no byte is U+FFFD at once.
+  // `run` writes the same path. First a surrogate pair given as two code points is joined into its
+  // character, and a lone surrogate that stands for no byte becomes U+FFFD.
   const py::object joined = text.attr("encode")("utf-16", "surrogatepass").attr("decode")("utf-16", "surrogatepass");
   const py::object only_bytes =
       py::module_::import("re").attr("sub")(py::str("[\\ud800-\\udc7f\\udd00-\\udfff]"), py::str("\xEF\xBF\xBD"), joined);  // U+FFFD

@@ -32,12 +32,12 @@ using namespace py::literals;
 
 namespace {
 
+// Any call after close(), __enter__ included.
+constexpr const char* kSessionClosed = "the Session is closed (close() or the end of its with-block): create a new Session";
 // A second call while one runs: from another thread (the GIL is released during a step), or from this
 // call's progress callback calling back into the Session.
-constexpr const char* kSessionClosed = "the Session is closed (close() or the end of its with-block): create a new Session";
 constexpr std::string_view kOneSessionCall =
     " (one call at a time: from another thread, or from this call's progress callback; use one Session per thread)";
-
 
 class PySession {
  public:
