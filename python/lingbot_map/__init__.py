@@ -12,13 +12,14 @@ The native engine of the `lingbot-map` command line tool, as a Python module:
 `reconstruct(images=..., video=..., model=...)` runs a folder, a list of arrays or a video the way
 `lingbot-map run` does and yields one Result per frame; `Exporter` writes run's files (every `run --export` kind). A
 Result's arrays are read-only float32 NumPy arrays that own their memory (`.copy()` one to edit it). Engine errors raise lingbot_map.Error with the
-engine's message; the GIL is released while the engine computes.
+engine's message (a missing file or folder its subclass FileNotFound, also a FileNotFoundError); the GIL is released while the engine computes.
 """
 import numpy as _numpy  # noqa: F401  (the extension's arrays need NumPy loaded)
 
 from ._lingbot_map import (  # noqa: F401
     Error,
     Exporter,
+    FileNotFound,
     Model,
     Reconstruction,
     Result,
@@ -219,6 +220,7 @@ def _check_arguments():
 __all__ = [
     "Error",
     "Exporter",
+    "FileNotFound",
     "Model",
     "Reconstruction",
     "Result",

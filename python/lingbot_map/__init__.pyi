@@ -20,6 +20,7 @@ Preprocess = Literal["crop", "pad"]
 Device = Literal["cpu", "cuda", "auto"]
 
 class Error(RuntimeError): ...
+class FileNotFound(Error, FileNotFoundError): ...
 
 class Model:
     @staticmethod

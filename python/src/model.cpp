@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "made_by_engine.h"
 #include "core/error.h"
+#include "io/file_util.h"
 #include "lingbot/device.h"
 #include "lingbot/model.h"
 #include "pipeline/session_backend.h"
@@ -147,7 +148,7 @@ PyModel PyModel::load(const fs::path& path, const py::object& config, const std:
     if (!py::isinstance<py::dict>(config)) throw py::type_error("config must be a dict, got " + describe_array(config));
     flatten_config(config.cast<py::dict>(), "", &overrides);
   }
-  LINGBOT_CHECK(fs::exists(path), "model file not found: ", path.string());
+  io::check_path_exists(path, "model file");  // before the options: a missing file is the first thing to fix
   const ModelLoadOptions lo = load_options(weights_dtype, device);
   PyModel m;
   {
@@ -216,7 +217,8 @@ PyModel PyModel::setstate(const py::tuple& t) {
     return demo({seed}, t[4].cast<std::string>(), "cpu");
   }
   const fs::path path = fs_encode(t[1].cast<py::str>());
-  LINGBOT_CHECK(fs::exists(path), "unpickling a Model loads its checkpoint again: model file not found: ", path.string());
+  if (!fs::exists(path))
+    throw FileNotFound("unpickling a Model loads its checkpoint again: model file not found: " + path.string());
   ConfigOverrides overrides;
   for (const auto& kv : t[2].cast<py::list>()) {
     const auto pair = kv.cast<py::tuple>();

@@ -26,6 +26,14 @@ PYBIND11_MODULE(_lingbot_map, m) {
       "a call out of order. The message is the engine's (the same text `lingbot-map` prints after "
       "'error: '). Argument values out of range or not among their choices raise ValueError.";
   m.attr("Error").attr("__module__") = "lingbot_map";  // tracebacks name the public module
+  // Registered after Error, so its translator is tried first. Also a FileNotFoundError, so
+  // `except FileNotFoundError` catches a missing model file, folder or video as Python's open() would.
+  py::register_exception<lingbot::FileNotFound>(
+      m, "FileNotFound", py::make_tuple(m.attr("Error"), py::handle(PyExc_FileNotFoundError)));
+  m.attr("FileNotFound").attr("__doc__") =
+      "A model file, image folder, video file or output folder that does not exist: both a "
+      "lingbot_map.Error and a FileNotFoundError. The message is '<what> not found: <path>'.";
+  m.attr("FileNotFound").attr("__module__") = "lingbot_map";
   bind_model(m);
   bind_result(m);
   bind_session(m);

@@ -11,8 +11,9 @@
 
 namespace lingbot::io {
 
-// Checks that `path` exists: "<what> not found: <path>", "<what> <path> is a symbolic link loop",
-// "cannot access <what> <path>: <reason>" (permissions, a file used as a folder, ...).
+// Checks that `path` exists: throws FileNotFound("<what> not found: <path>"), or Error("<what>
+// <path> is a symbolic link loop ..." / "cannot access <what> <path>: <reason>": permissions, a
+// file used as a folder, ...).
 void check_path_exists(const std::filesystem::path& path, const std::string& what);
 
 // Reads a whole file. `what` names the kind of file in errors:

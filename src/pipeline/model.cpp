@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/file_util.h"
 #include "model/aggregator.h"
 #include "model/camera_head.h"
 #include "model/dpt_head.h"
@@ -38,6 +39,7 @@ Model::~Model() = default;
 std::shared_ptr<const Model> Model::load(const std::string& path, const ConfigOverrides& overrides,
                                          const ModelLoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  io::check_path_exists(path, "model file");  // FileNotFound, as the CLI and the Python module say it
   // f32 weights are used as stored: map the file. Reduced-precision weights are converted, and a
   // converted tensor's mapped source pages would stay in the RSS: read those files instead.
   const bool map = options.weights_dtype == DType::F32;

@@ -198,7 +198,7 @@ TEST(Image, ErrorsNameTheFile) {
   try {
     load_image(missing);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const FileNotFound& e) {
     EXPECT_EQ(std::string(e.what()), "image file not found: " + missing.string());
   }
   const auto text = dir.path / "notes.png";
@@ -319,7 +319,7 @@ TEST(Image, ListsImageFilesSortedByName) {
   try {
     list_image_files(empty / "missing");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const FileNotFound& e) {
     EXPECT_EQ(std::string(e.what()), "image folder not found: " + (empty / "missing").string());
   }
   // A folder of frames in formats that are not read says what it holds (a probe found a TIFF-only

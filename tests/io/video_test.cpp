@@ -69,6 +69,8 @@ std::vector<VideoFrame> read_all(const std::filesystem::path& p, double fps) {
 std::string error_of(const std::filesystem::path& p) {
   try {
     VideoReader reader(p);
+  } catch (const FileNotFound& e) {
+    return "FileNotFound: " + std::string(e.what());
   } catch (const Error& e) {
     return e.what();
   }
@@ -208,7 +210,7 @@ TEST(Video, DecodesLossyYuvVideo) {
 
 TEST(Video, ErrorsNameTheFile) {
   TempDir dir;
-  EXPECT_EQ(error_of(dir.path / "nope.mp4"), "video file not found: " + (dir.path / "nope.mp4").string());
+  EXPECT_EQ(error_of(dir.path / "nope.mp4"), "FileNotFound: video file not found: " + (dir.path / "nope.mp4").string());
   const auto text = dir.path / "notes.mp4";
   {
     std::ofstream f(text);

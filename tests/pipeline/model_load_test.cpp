@@ -6,6 +6,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "lingbot/error.h"
 #include "lingbot/model.h"
 #include "test_temp_dir.h"
 
@@ -31,6 +32,23 @@ TEST(ModelLoad, ModelLoadMapsF32AndReadsReducedPrecision) {
   EXPECT_EQ(bf16->weights_dtype(), DType::BF16);
   EXPECT_LT(bf16->load_stats().owned_bytes, f32->load_stats().owned_bytes);
   EXPECT_GT(bf16->load_stats().seconds, 0.0);
+}
+
+// A missing file is FileNotFound (a subclass of Error) with the CLI's words, whichever access the
+// weights dtype picks (f32 maps the file, bf16 reads it: both opened it first and said "cannot open").
+TEST(ModelLoad, AMissingFileIsFileNotFound) {
+  lingbot_test::TempDir dir;
+  const std::string path = (dir.path / "missing.pt").string();
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    ModelLoadOptions o;
+    o.weights_dtype = dtype;
+    try {
+      Model::load(path, {}, o);
+      ADD_FAILURE() << "no error";
+    } catch (const FileNotFound& e) {
+      EXPECT_EQ(std::string(e.what()), "model file not found: " + path);
+    }
+  }
 }
 
 TEST(ModelLoad, ModelLoadBorrowsF32StoredWeights) {

@@ -68,12 +68,12 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
     cases = [
         (dict(), ValueError, "no input: give images= (a folder or a list of arrays) or video= (a file)"),
         (dict(images=good, video="x.mp4"), ValueError, "give either images= or video=, not both"),
-        (dict(images=tmp_path / "nope"), lm.Error, f"image folder not found: {tmp_path / 'nope'}"),
+        (dict(images=tmp_path / "nope"), lm.FileNotFound, f"image folder not found: {tmp_path / 'nope'}"),
         (dict(images=tmp_path), lm.Error, f"no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}"),
-        (dict(video=tmp_path / "nope.mp4"), lm.Error, f"video file not found: {tmp_path / 'nope.mp4'}"),
+        (dict(video=tmp_path / "nope.mp4"), lm.FileNotFound, f"video file not found: {tmp_path / 'nope.mp4'}"),
         (dict(images=[]), ValueError, "images is an empty list: give at least one frame"),
         (dict(images=42), TypeError, "images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got int"),
-        (dict(images=os.fsencode(tmp_path / "nope")), lm.Error, f"image folder not found: {tmp_path / 'nope'}"),  # as Model.load
+        (dict(images=os.fsencode(tmp_path / "nope")), lm.FileNotFound, f"image folder not found: {tmp_path / 'nope'}"),  # as Model.load
         (dict(images=b"\x89PNG\r\n\x1a\n\x00\x00"), TypeError, "images is not a path: it holds a NUL byte (encoded image or "
          "video data? give a path, or decoded frames as a list of arrays)"),
         (dict(images=[b"\x89PNG"]), TypeError, "images[0] is bytes: images= takes a folder, or a list of decoded frames "
@@ -191,8 +191,9 @@ def test_image_helpers(tmp_path):
     np.testing.assert_array_equal(pre, img.transpose(2, 0, 1).astype(np.float32) / np.float32(255))
     padded = lm.preprocess(img, image_size=224, preprocess="pad")
     assert padded.shape == (3, 224, 224) and padded[:, 0, 0].tolist() == [1.0, 1.0, 1.0]
-    with pytest.raises(lm.Error) as e:
+    with pytest.raises(FileNotFoundError) as e:  # lm.FileNotFound: as open() would raise
         lm.load_image(tmp_path / "none.png")
+    assert isinstance(e.value, lm.Error)
     assert str(e.value) == f"image file not found: {tmp_path / 'none.png'}"
     # Every refusal offers only what preprocess takes (a float32 [H, W, 3] was told to try [3, H, W],
     # which was then refused too).

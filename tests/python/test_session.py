@@ -222,6 +222,9 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
             call()
         assert str(e.value) == closed
     assert issubclass(lm.Error, RuntimeError)
+    # A missing path is caught by Python's own except clause as well as by lm.Error's.
+    assert issubclass(lm.FileNotFound, lm.Error) and issubclass(lm.FileNotFound, FileNotFoundError)
+    assert lm.FileNotFound.__module__ == "lingbot_map" and lm.FileNotFound.__doc__.startswith("A model file")
 
 
 @pytest.mark.parametrize("kwargs, exc, message", [
@@ -386,7 +389,7 @@ def test_model_load_config_and_errors(tiny_model, tmp_path):
     st = lm.Model.load(TINY / "weights.safetensors")
     assert st.config == cfg
     for path, config, exc, message in [
-        (tmp_path / "missing.pt", None, lm.Error, f"model file not found: {tmp_path / 'missing.pt'}"),
+        (tmp_path / "missing.pt", None, lm.FileNotFound, f"model file not found: {tmp_path / 'missing.pt'}"),
         (TINY / "case.json", None, lm.Error,
          f"{TINY / 'case.json'}: unrecognised checkpoint format (neither a PyTorch zip checkpoint nor safetensors)"),
         (TINY / "model.pt", {"camera.bogus": 1}, lm.Error,
@@ -578,7 +581,7 @@ def test_results_and_models_pickle(tmp_path):
     moved.write_bytes((TINY / "model.pt").read_bytes())
     state = pickle.dumps(lm.Model.load(moved))
     moved.unlink()
-    with pytest.raises(lm.Error, match="unpickling a Model loads its checkpoint again: model file not found: "):
+    with pytest.raises(lm.FileNotFound, match="unpickling a Model loads its checkpoint again: model file not found: "):
         pickle.loads(state)
 
 
