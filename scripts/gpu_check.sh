@@ -16,7 +16,7 @@
 #                           the golden directory (without one: testdata/'s copies of 3 cases, and a
 #                           failed golden_cases check saying so): f32 weights + f32 K/V (the golden README's f32
 #                           tolerances) and bf16 weights + bf16 K/V (those tolerances x2400:
-#                           verify_tolerance_scale in bench/harness/verify.h, README "verify")
+#                           verify_tolerance_scale in bench/harness/verify.h, docs/accuracy.md "Accuracy")
 #   attention_paged_vs_contiguous  `bench gpu attention` at the 518x378 streaming shape (1005
 #                           queries, 72 frames + specials): contiguous_time / paged_time >= 0.9
 #   attention_tensor_core_tuning  the same run's tensor-core timings: 32 / 16 rows per warp

@@ -58,7 +58,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 # libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
 # committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,
-# leak or timeout fails the suite. Longer campaigns: scripts/fuzz.sh SECONDS (figures in README.md).
+# leak or timeout fails the suite. Longer campaigns: scripts/fuzz.sh SECONDS (figures in docs/fuzzing.md).
 echo "== fuzz targets (fixed number of runs) ($(date +%T)) =="
 # fuzz_video decodes a whole video per input (~15 ms under the sanitizers, 150 s for 10,000 on
 # the 2-core CI machine): it gets 3,000 inputs so the suite stays well inside CI's 30 minutes.

@@ -113,7 +113,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& options, BenchDevice& device, K
 KvBenchResult run_kv_bench(const KvBenchOptions& options, KvBenchObserver* observer = nullptr);
 
 // The `summary:` keys, in print order; values are formatted numbers, "yes"/"no", or "na" when the run
-// is too short or a backend is missing/stopped. See README "Performance" for the definitions.
+// is too short or a backend is missing/stopped. See docs/performance.md for the definitions.
 std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& result);
 
 // Bytes of one token's K and V in one block: 2 * heads * head_dim * dtype_size.

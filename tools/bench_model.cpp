@@ -292,7 +292,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResul
   }
   if (base && base->frame_cpu_ms > 0)
     for (const auto& c : r.configs)
-      if (&c != base)  // every config against the first with f32 weights (the README's ratios)
+      if (&c != base)  // every config against the first with f32 weights (docs/performance.md's ratios)
         s.emplace_back(key(c) + "_vs_" + key(*base) + "_frame_cpu", fixed_str(c.frame_cpu_ms / base->frame_cpu_ms, 2));
   return s;
 }

@@ -96,7 +96,7 @@ struct ModelBenchResult {
 // Progress: one line per configuration and per push on `progress` (stderr in the CLI).
 ModelBenchResult run_model_bench(const ModelBenchOptions& options, std::FILE* progress);
 
-// The `summary:` keys in print order (README "Performance" defines them).
+// The `summary:` keys in print order (docs/performance.md defines them).
 std::vector<std::pair<std::string, std::string>> summarize(const ModelBenchResult& r);
 std::string summary_line(const ModelBenchResult& r);
 void print_table(std::FILE* f, const ModelBenchResult& r);

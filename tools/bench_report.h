@@ -42,7 +42,7 @@ std::string spinning_cpu_time_warning(double load, int cores, int threads, const
 // The same for this process now (/proc/loadavg, the online cores, OMP_WAIT_POLICY).
 std::string spinning_cpu_time_warning(int threads);
 
-// All rows as CSV (header documented in README "Performance"). Throws Error if the file cannot be written.
+// All rows as CSV (header documented in docs/performance.md). Throws Error if the file cannot be written.
 void write_csv(const std::string& path, const KvBenchResult& r);
 
 // Throws Error unless gnuplot can be run (names the Debian package gnuplot-nox).

@@ -91,7 +91,7 @@ inline CLI::Validator key_value() {
 
 // A usage error found after parsing (options that need or exclude each other, a missing input or
 // model, both spellings of a renamed option): thrown as CLI11's own, so it exits 2 with "Run '...
-// --help' for usage." like a value that does not parse (README "Exit codes and errors").
+// --help' for usage." like a value that does not parse (docs/cli.md "Exit codes and errors").
 template <typename... Parts>
 void usage_check(bool ok, const Parts&... parts) {
   if (!ok) throw CLI::ValidationError(detail::concat(parts...));

@@ -1,4 +1,4 @@
-// `lingbot-map bench kv`: paged vs dense streaming attention (see tools/bench_kv.h, README "Performance").
+// `lingbot-map bench kv`: paged vs dense streaming attention (see tools/bench_kv.h, docs/performance.md).
 // `lingbot-map bench model`: end-to-end frames through a random-weight model (tools/bench_model.h).
 #include <unistd.h>
 
@@ -439,7 +439,7 @@ void add_bench_command(CLI::App& app) {
   soak->add_option("--threads", sa->o.threads, "OpenMP threads (0 = all cores)")->capture_default_str();
   soak->add_option("--reference-frame", sa->o.reference_frame,
                    "frame compared with the last one; default (0): min(1000, --frames / 2), with --max-special-frames "
-                   "at least the frame the bounded caches fill by (README \"Soak\")");
+                   "at least the frame the bounded caches fill by (docs/performance.md \"Soak\")");
   soak->add_option("--timing-window", sa->o.timing_window,
                    "frames per per-frame-time median; default (0): min(200, the frames from that fill frame to the "
                    "reference frame)");

@@ -99,7 +99,7 @@ struct RunArgs {
   int camera_iterations = 4;
   std::string device = "cpu";
   std::string kv_backend = "paged";
-  // The defaults are the fast, lean ones (README "Defaults"); f32 / f32 reproduces the reference.
+  // The defaults are the fast, lean ones (docs/cli.md "Defaults"); f32 / f32 reproduces the reference.
   std::string kv_dtype = "bf16";
   std::string weights_dtype = "auto";
   int threads = 0;
@@ -1305,7 +1305,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--max-special-frames", a->max_special_frames,
                   "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
                   "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
-                  "(outputs move with a bound: README 'Long and live streams'); default 0, with --live (streaming mode) " +
+                  "(outputs move with a bound: docs/long-streams.md); default 0, with --live (streaming mode) " +
                       std::to_string(kLiveMaxSpecialFrames));
   cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
   cmd->add_option("--device", a->device,

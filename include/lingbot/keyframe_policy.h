@@ -10,7 +10,7 @@
 //     (it attends to the cache as it stands plus its own tokens), then decide_after(query, result)
 //     says whether to keep it; the session then commits (runs the deferred eviction) or rolls the
 //     frame back out of the aggregator cache, the camera-head caches and the 3D-RoPE time index.
-//     FlowKeyframes is of this kind (README "Long sequences: flow keyframes and windowed mode").
+//     FlowKeyframes is of this kind (docs/long-streams.md "Long sequences: flow keyframes and windowed mode").
 // Policies are immutable and may be shared by any number of sessions: every piece of per-stream state
 // they need (the reference keyframe, positions) comes in the query. Derive from KeyframePolicy for a
 // custom rule; to decide each frame by hand instead, use Session::push_frame_deferred.

@@ -130,7 +130,7 @@ struct LastFrame {
 // remove_ function pair and a row in the table of export.cpp.
 struct ExportKind {
   std::string_view name;         // the --export name
-  std::string_view description;  // one line for --help / README
+  std::string_view description;  // one line for --help / docs/cli.md
   std::string_view folder;       // the sub-folder of the output folder its files go to; "" = the folder itself
   bool default_on;               // part of the default set
   std::unique_ptr<Exporter> (*make)();

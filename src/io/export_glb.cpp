@@ -64,7 +64,7 @@ void GlbSceneBuilder::add_camera(const RigidTransform<double>& c2w, const Mat33&
   centres_.insert(centres_.end(), apex, apex + 3);
   if (!keyframe) return;
   const double s = frustum_depth, fx = K[0], fy = K[4], cx = K[2], cy = K[5];
-  // The image's edges: pixel centres sit at integer coordinates (README, camera convention).
+  // The image's edges: pixel centres sit at integer coordinates (docs/accuracy.md "Camera convention").
   const double l = -0.5, r = width - 0.5, t = -0.5, b = height - 0.5;
   const double us[4] = {l, r, r, l};
   const double vs[4] = {t, t, b, b};

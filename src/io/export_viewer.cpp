@@ -76,8 +76,8 @@ class ViewerExporter final : public Exporter {
   nlohmann::json report() const override {
     return {{"files",
              {{"viewer/NNNNNN.bin",
-               "per frame: pose, the points.ply points with confidence, a small frame image (README: Viewer frame "
-               "format); read by 'lingbot-map view'"}}},
+               "per frame: pose, the points.ply points with confidence, a small frame image (docs/viewer.md: Viewer "
+               "frame format); read by 'lingbot-map view'"}}},
             {"frames", frames_},
             {"points", points_}};
   }

@@ -5,7 +5,7 @@
 // the page what it draws for that frame: pose, intrinsics, the same points as points.ply (the
 // frame_points rule of io/export.h) with their confidence, and a small RGB preview of the frame (the
 // depth preview is the depth-preview export's PNG). Little-endian, every part 4-byte aligned so the
-// page reads it with typed arrays, no copies; documented in README.md ("Viewer frame format").
+// page reads it with typed arrays, no copies; documented in docs/viewer.md ("Viewer frame format").
 //
 // Header (kViewerHeaderBytes = 128 bytes):
 //   0 char[4] "LBVF"          4 u32 version (2)      8 u32 header bytes (128)   12 u32 flags (bit 0: keyframe,

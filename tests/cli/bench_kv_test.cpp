@@ -179,7 +179,7 @@ TEST(BenchKv, EveryBackendStoppedExits1) {
 }
 
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
-  // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (README: Exit codes).
+  // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (docs/cli.md: Exit codes).
   const std::string help = "Run 'lingbot-map bench kv --help' for usage.\n";
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"--resolution abc", "error: --resolution: must be 224 or 518, got 'abc'\n" + help},

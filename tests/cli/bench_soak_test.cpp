@@ -1,6 +1,6 @@
 // `lingbot-map bench soak` with flow keyframes: the output contract (summary keys, CSV rows) and the
 // cache invariants it reports, on short runs of the tiny model. Timings are never asserted (the
-// soak's time ratio is a benchmark figure, see README "Soak").
+// soak's time ratio is a benchmark figure, see docs/performance.md "Soak").
 //
 // Keyframes are made deterministic by a flow threshold no frame reaches: a frame is then stored iff
 // it is the first streamed frame or --max-non-keyframe-gap frames passed since the last keyframe,
@@ -157,7 +157,7 @@ TEST(BenchSoak, AFailingCheckExits1) {
 
 }  // namespace
 
-// Short runs and the defaults (README "Soak"): the formulas are exact from any reference frame,
+// Short runs and the defaults (docs/performance.md "Soak"): the formulas are exact from any reference frame,
 // also one before the KV window is full, and the defaults follow --frames.
 namespace bench_soak_short {
 

@@ -23,7 +23,7 @@ std::string expect_failure(const std::string& args, const std::string& name) {
   return r.err;
 }
 
-// A usage error (README "Exit codes and errors": options that need or exclude each other, a missing
+// A usage error (docs/cli.md "Exit codes and errors": options that need or exclude each other, a missing
 // input or model): exit 2, the error line and where the usage is; nothing created.
 std::string expect_usage_error(const std::string& args, const std::string& name) {
   const fs::path out = fresh_dir(name) / "out";

@@ -242,7 +242,7 @@ TEST(RunExport, NoPointKeptIsNoticed) {
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
   const fs::path out = fresh_dir("export_unknown") / "out";
   const Result r = run_cli("run --demo --export poses,colmp --out " + out.string());
-  EXPECT_EQ(r.exit_code, 2);  // a word that is not one of the option's (README "Exit codes and errors")
+  EXPECT_EQ(r.exit_code, 2);  // a word that is not one of the option's (docs/cli.md "Exit codes and errors")
   EXPECT_EQ(r.err,
             "error: --export: unknown export 'colmp' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, "
             "colmap, glb, bss, all)\nRun 'lingbot-map run --help' for usage.\n");

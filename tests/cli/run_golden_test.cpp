@@ -64,7 +64,7 @@ void check_against_reference(const fs::path& case_dir, const fs::path& out) {
   }
 }
 
-// The documented command of the README / issue #7 on the committed copy of the tiny case.
+// The documented command of docs/cli.md / issue #7 on the committed copy of the tiny case.
 TEST(RunGolden, TinyCaseMatchesReference) {
   const fs::path case_dir = fs::path(kTestdata) / "tiny";
   const fs::path out = fresh_dir("golden_tiny") / "out";

@@ -22,7 +22,7 @@ std::string error_of(const std::string& args, const std::string& name) {
 }
 
 
-// An option that needs another one (README "Exit codes and errors": a usage error, exit 2).
+// An option that needs another one (docs/cli.md "Exit codes and errors": a usage error, exit 2).
 std::string usage_error_of(const std::string& args, const std::string& name) {
   const fs::path out = fresh_dir("modes_" + name) / "out";
   const Result r = run_cli("run " + kBase + " " + args + " --out " + out.string());

@@ -35,7 +35,7 @@ TEST(WeightsDtypeCli, RunBannerAndSummary) {
   EXPECT_LE(s["seconds"]["first_frame"].get<double>(), s["seconds"]["total"].get<double>());
 }
 
-// The defaults of `run` (README "Defaults"): bf16 KV cache; weights `auto` = bf16 where the CPU
+// The defaults of `run` (docs/cli.md "Defaults"): bf16 KV cache; weights `auto` = bf16 where the CPU
 // has a native bf16 GEMM. The oracle for "native" is the CPU's own flag list, not the engine.
 bool cpu_has_native_bf16() {
   const std::string cpuinfo = slurp("/proc/cpuinfo");

@@ -1,4 +1,4 @@
-// The "viewer" export: viewer/NNNNNN.bin byte layout (README "Viewer frame format"), its points equal
+// The "viewer" export: viewer/NNNNNN.bin byte layout (docs/viewer.md "Viewer frame format"), its points equal
 // frame_points (the PLY's), the preview is the box average, and the exporter's file handling.
 #include <gtest/gtest.h>
 

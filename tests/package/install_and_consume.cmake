@@ -21,7 +21,7 @@ file(REMOVE_RECURSE ${WORK})
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${CONFIG})
 
 # The installed headers are exactly include/lingbot/ (no internal header travels along), and the
-# package, the libraries and the CLI are where the README says.
+# package, the libraries and the CLI are where docs/library.md says.
 file(GLOB installed_include RELATIVE ${prefix}/include ${prefix}/include/*)
 if(NOT installed_include STREQUAL "lingbot")
   message(FATAL_ERROR "installed include/ holds '${installed_include}', expected only 'lingbot'")

@@ -1,4 +1,4 @@
-// The accuracy trade-off of SessionOptions::max_special_frames (README "Long streams"), measured on
+// The accuracy trade-off of SessionOptions::max_special_frames (docs/long-streams.md), measured on
 // the golden `tiny` case (10 frames, 2 scale frames, window 3: 5 frames are evicted by the end)
 // against its upstream reference, and on the 26 frames of `windowed-tiny` (from ../shared/golden,
 // streamed here; 21 frames evicted) against the unbounded engine.
@@ -6,7 +6,7 @@
 // bound no smaller than the evicted-frame count never fires (outputs bit-identical to the unbounded
 // run); a smaller one is honoured (outputs move); paged and dense agree for every bound (1e-5
 // relative, the cache equivalence carried through the model). The deviations are printed for the
-// README table.
+// docs/long-streams.md table.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -28,7 +28,7 @@ else:
 
 TINY = ROOT / "testdata" / "tiny"
 SHARED_GOLDEN = ROOT.parent / "shared" / "golden"
-# The README's golden `run` options for the tiny case, as CLI flags and as Python keywords.
+# docs/cli.md's golden `run` options for the tiny case, as CLI flags and as Python keywords.
 TINY_CLI_OPTIONS = ["--image-size", "112", "--scale-frames", "2", "--kv-window", "3", "--keyframe-interval", "1"]
 TINY_OPTIONS = dict(image_size=112, scale_frames=2, kv_window=3, keyframe_interval=1)
 

@@ -1,4 +1,4 @@
-"""Python results equal `lingbot-map run`'s bit for bit on the golden tiny case, with the README's
+"""Python results equal `lingbot-map run`'s bit for bit on the golden tiny case, with docs/cli.md's
 golden options (folder input and video input), and the Python Exporter writes the CLI's files byte
 for byte."""
 import filecmp

@@ -489,7 +489,7 @@ def test_pad_margins_give_no_points(tiny_model, tmp_path):
 
 
 def readme_source_intrinsics(K, w0, h0, image_size, preprocess, canvas=None):
-    """The README's recipe for the intrinsics on the original picture, written out independently."""
+    """docs/cli.md's recipe for the intrinsics on the original picture, written out independently."""
     longer_is_height = preprocess == "pad" and w0 < h0
     if longer_is_height:
         h1, w1 = image_size, round(w0 * (image_size / h0) / 14) * 14
@@ -504,7 +504,7 @@ def readme_source_intrinsics(K, w0, h0, image_size, preprocess, canvas=None):
 
 
 def test_source_size_and_intrinsics_are_the_pictures(tiny_model, tmp_path):
-    """Result.source_size is the picture's own size and source_K the camera in its pixels: the README's
+    """Result.source_size is the picture's own size and source_K the camera in its pixels: docs/cli.md's
     recipe gives the same matrix (crop with rows cut, pad, a canvas of mixed sizes), poses.json holds the
     same values, pickles keep them, and a model input given as it is has neither."""
     rng = np.random.default_rng(3)

@@ -411,7 +411,7 @@ def _cpu_has_native_bf16() -> bool:
 
 
 def test_defaults_match_lingbot_map_run():
-    # README "Defaults": bf16 KV cache, weights 'auto' (bf16 where the CPU has a native bf16 GEMM);
+    # docs/cli.md "Defaults": bf16 KV cache, weights 'auto' (bf16 where the CPU has a native bf16 GEMM);
     # the oracle for "native" is the CPU's flag list.
     from conftest import TINY
     model = lm.Model.load(TINY / "model.pt")

@@ -315,7 +315,7 @@ async function staticTest() {
   }
 }
 
-// A viewer frame file's preview image (README "Viewer frame format"): { width, height, rgb }.
+// A viewer frame file's preview image (docs/viewer.md "Viewer frame format"): { width, height, rgb }.
 function framePreview(file) {
   const b = fs.readFileSync(file), dv = new DataView(b.buffer, b.byteOffset, b.length);
   const n = dv.getUint32(104, true), width = dv.getUint32(112, true), height = dv.getUint32(116, true);

@@ -16,7 +16,7 @@
 // (the frame whose image the 2D preview shows; absent while it is being fetched), data-draw-calls
 // (WebGL draw calls of the last render).
 //
-// Memory is bounded for long and live runs (README "Viewer"): at most ?points=N points (default 4M)
+// Memory is bounded for long and live runs (docs/viewer.md): at most ?points=N points (default 4M)
 // are kept, older frames thinned to make room, and at most ?images=N frames keep their image.
 import * as THREE from 'three';
 import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
@@ -321,7 +321,7 @@ function writeVertices(geom, at, values) {
 }
 
 // The image's corners in camera coordinates at depth 1. Pixel centres sit at integer coordinates
-// (README, camera convention): the image edges at -0.5, W - 0.5.
+// (docs/accuracy.md "Camera convention"): the image edges at -0.5, W - 0.5.
 function imageCorners(f) {
   const l = -0.5, r = f.width - 0.5, t = -0.5, b = f.height - 0.5;
   return [[l, t], [r, t], [r, b], [l, b]].map(([u, v]) => new THREE.Vector3((u - f.cx) / f.fx, (v - f.cy) / f.fy, 1));

@@ -1,5 +1,5 @@
 // Reader of viewer/NNNNNN.bin, the per-frame file `lingbot-map run` writes for this page
-// (src/io/export_viewer.h; README "Viewer frame format"). Little-endian; the arrays returned are
+// (src/io/export_viewer.h; docs/viewer.md "Viewer frame format"). Little-endian; the arrays returned are
 // views into the fetched buffer (every part starts on a 4-byte boundary), not copies.
 export const HEADER_BYTES = 128;
 
