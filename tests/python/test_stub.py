@@ -71,7 +71,7 @@ def test_signatures_match(name, native, node):
 
 def test_class_members_match():
     for node in TREE.body:
-        if not isinstance(node, ast.ClassDef) or node.name == "Error":
+        if not isinstance(node, ast.ClassDef) or node.name in ("Error", "FileNotFound"):  # exceptions: the members are the builtins'
             continue
         cls = getattr(lm, node.name)
         stub_members = {i.name for i in node.body if isinstance(i, ast.FunctionDef)} | {
