@@ -234,8 +234,8 @@ VerifyReport run_verify(const VerifyOptions& vo) {
       r_rope[fi] = r.rope_time_index;
       r_flow_kf[fi] = r.frame_type == FrameType::Scale ? -1 : r.flow_reference_frame;
       run.flow[fi] = r.frame_type == FrameType::Scale ? -1.0 : r.flow;
-      run.frame_window[fi] = r.window;
-      if (auto it = row_of.find({r.window, r.frame_index}); it != row_of.end()) r_source[fi] = it->second;
+      run.frame_window[fi] = r.window_index;
+      if (auto it = row_of.find({r.window_index, r.frame_index}); it != row_of.end()) r_source[fi] = it->second;
       if (r.frame_index == 0) run.patch_tokens_frame0 = std::move(r.patch_tokens);
       if (feature_frames.count(r.frame_index)) run.features[r.frame_index] = std::move(r.features);
       auto keep = [&](const char* name, Tensor& t) {

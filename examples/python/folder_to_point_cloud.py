@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         print(f"frame {r.frame_index:4d} {r.source:>16s}  camera at ({centre[0]:+.3f}, {centre[1]:+.3f}, "
               f"{centre[2]:+.3f})  depth {np.median(r.depth):.3f} (median)  {len(xyz)} points"
               f"{'  keyframe' if r.is_keyframe else ''}"
-              f"{f'  window {r.window}' if args.mode == 'windowed' else ''}", flush=True)
+              f"{f'  window {r.window_index}' if args.mode == 'windowed' else ''}", flush=True)
 
     try:
         with lm.Exporter(args.out, export=args.export,

@@ -139,7 +139,7 @@ struct FrameResult {
   // pixels, and the frame it was measured against; -1 for frames decided otherwise.
   double flow = -1.0;
   int64_t flow_reference_frame = -1;
-  int64_t window = 0;           // windowed mode (windowed.h): the window the result comes from; else 0
+  int64_t window_index = 0;     // windowed mode (windowed.h): the window the result comes from; else 0
   // Per selected aggregator layer j (ModelConfig::aggregator.selected_layers[j]): f32 [P, 2C],
   // tokens [camera, registers, scale, patches row-major], channels [frame block | global block].
   // Filled when SessionOptions::keep_features; outputs of other layers are never retained.

@@ -69,13 +69,14 @@ struct WindowInfo {
 
 // Observation hooks (verification, tracing); called synchronously. Rows are in processing order.
 struct WindowObserver {
-  // After every forward call of a window's session: window, first frame (sequence index), frames in
-  // the call, first RoPE time index and the window session's stats after the call (and its decision).
-  std::function<void(int64_t window, int64_t first_frame, int64_t n_frames, int64_t rope_time_start,
+  // After every forward call of a window's session: window index, first frame (sequence index),
+  // frames in the call, first RoPE time index and the window session's stats after the call (and its
+  // decision).
+  std::function<void(int64_t window_index, int64_t first_frame, int64_t frames, int64_t rope_time_start,
                      const SessionStats& stats)>
       on_step;
   // Every raw (unwarped, window-local) row as computed; frame_index is the sequence index.
-  std::function<void(int64_t window, int64_t row, const FrameResult& raw)> on_row;
+  std::function<void(int64_t window_index, int64_t row, const FrameResult& raw)> on_row;
 };
 
 // Throws lingbot::Error naming the field when the options cannot form windows that overlap by exactly

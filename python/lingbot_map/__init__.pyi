@@ -57,7 +57,9 @@ class Result:  # a value: read-only fields and arrays (copy one to edit it: r.de
     @property
     def rope_time_index(self) -> int: ...
     @property
-    def window(self) -> int: ...  # mode="windowed": the window the result comes from; else 0
+    def window_index(self) -> int: ...  # mode="windowed": the window the result comes from; else 0
+    @property
+    def window(self) -> int: ...  # deprecated spelling of window_index (DeprecationWarning)
     @property
     def is_scale_frame(self) -> bool: ...
     @property

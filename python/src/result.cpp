@@ -62,7 +62,7 @@ py::object source_k(const PyResult& r) {
 }  // namespace
 
 py::tuple PyResult::getstate() const {
-  return py::make_tuple(4, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window,
+  return py::make_tuple(4, frame_index, is_keyframe, static_cast<int>(frame_type), flow, rope_time_index, window_index,
                         fs_decode(source), timestamp, scale_frames,
                         py::make_tuple(pose_enc, pose_enc_iters, c2w, w2c, K, depth, conf, world_points, image,
                                        patch_tokens),
@@ -116,7 +116,7 @@ PyResult PyResult::setstate_checked(const py::tuple& t) {
   r.frame_type = static_cast<FrameType>(type);
   r.flow = float_field(4, "flow");
   r.rope_time_index = int_field(5, "rope_time_index");
-  r.window = int_field(6, "window");
+  r.window_index = int_field(6, "window_index");
   if (!py::isinstance<py::str>(t[7])) refuse("source is " + type_name(t[7]) + ", not str");
   r.source = fs_encode(t[7].cast<py::str>());
   r.timestamp = float_field(8, "timestamp");
@@ -204,7 +204,7 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
     o.frame_type = r.frame_type;
     o.flow = r.flow;
     o.rope_time_index = r.rope_time_index;
-    o.window = r.window;
+    o.window_index = r.window_index;
     o.scale_frames = scale_frames;
     o.source = std::move(p.source);
     o.timestamp = p.timestamp;
@@ -236,8 +236,15 @@ void bind_result(py::module_& m) {
   result.def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
       .def_readonly("rope_time_index", &PyResult::rope_time_index, "3D-RoPE time position (advances only for stored frames).")
-      .def_readonly("window", &PyResult::window,
+      .def_readonly("window_index", &PyResult::window_index,
                     "mode='windowed': the window the result comes from (its pose is aligned to window 0); else 0.")
+      .def_property_readonly(
+          "window",
+          [](const PyResult& r) {
+            warn_deprecated("Result.window is deprecated, use Result.window_index");
+            return r.window_index;
+          },
+          "Deprecated spelling of window_index (a DeprecationWarning).")
       .def_property_readonly("is_scale_frame", [](const PyResult& r) { return r.frame_type == FrameType::Scale; },
                              "One of the first scale_frames frames (processed together) of the session, or in\n"
                              "mode='windowed' of its window.")

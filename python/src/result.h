@@ -26,7 +26,7 @@ struct PyResult {
   FrameType frame_type = FrameType::Scale;
   double flow = -1.0;
   int64_t rope_time_index = 0;
-  int64_t window = 0;  // windowed mode: the window the result comes from (FrameResult::window)
+  int64_t window_index = 0;  // windowed mode: the window the result comes from (FrameResult::window_index)
   std::string source;
   double timestamp = 0;
   io::TimestampUnit timestamp_unit = io::TimestampUnit::FrameIndex;  // for the exports (viewer: seconds or not)

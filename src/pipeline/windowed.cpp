@@ -301,7 +301,7 @@ struct WindowedSession::Impl {
     for (FrameResult& r : results) {
       r.frame_index += start;
       if (r.flow_reference_frame >= 0) r.flow_reference_frame += start;
-      r.window = w;
+      r.window_index = w;
       if (obs.on_row) obs.on_row(w, rows_before + static_cast<int64_t>(rows.size()), r);
       if (r.frame_type == FrameType::Keyframe) ++keyframes;
       rows.push_back(std::move(r));

@@ -288,7 +288,7 @@ TEST_F(WindowedTest, FinishEarlyAfterAStoppedFinishReturnsTheHeldBackTail) {
   const std::vector<FrameResult> tail = win.finish_early();
   ASSERT_EQ(tail.size(), 1u);
   EXPECT_EQ(tail[0].frame_index, 4);
-  EXPECT_EQ(tail[0].window, 0);
+  EXPECT_EQ(tail[0].window_index, 0);
   expect_error<Error>([&] { win.push_frame(frame(6)); },
                            "the windowed session has ended its sequence at a step that failed or was stopped");
 }

@@ -207,8 +207,10 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
     np.testing.assert_array_equal(windows[0]["transform"], np.eye(4, dtype=np.float32))
     # Each frame comes from the window that owns it: the first window's frames from window 0, and
     # every later window contributes frames after the overlap.
-    assert [r.window for r in results][:3] == [0, 0, 0] and results[-1].window == len(windows) - 1
-    assert sorted({r.window for r in results}) == list(range(len(windows)))
+    assert [r.window_index for r in results][:3] == [0, 0, 0] and results[-1].window_index == len(windows) - 1
+    assert sorted({r.window_index for r in results}) == list(range(len(windows)))
+    with pytest.warns(DeprecationWarning, match=r"Result\.window is deprecated, use Result\.window_index"):
+        assert results[-1].window == results[-1].window_index > 0  # the old spelling, docs/naming.md
 
     with lm.Session(tiny_model, scale_frames=2, kv_window=3, keyframe_interval=1, image_size=112, **WINDOWED) as s:
         assert s.windows == [] and s.options["mode"] == "windowed"
@@ -241,7 +243,7 @@ def test_windowed_early_end_and_refused_frames(tiny_model):
     assert [r.frame_index for r in got] == list(range(len(got))) and len(got) < N
     assert it.finish_early() == [] and list(it) == []
     for a, b in zip(got, full):  # rows of aligned windows are final: the same as in the full run
-        if b.window < got[-1].window:
+        if b.window_index < got[-1].window_index:
             assert a.depth.tobytes() == b.depth.tobytes() and a.c2w.tobytes() == b.c2w.tobytes()
 
     with lm.Session(tiny_model, **kw) as s:
@@ -255,7 +257,7 @@ def test_windowed_early_end_and_refused_frames(tiny_model):
         assert [r.frame_index for r in out] == list(range(6))
         out += s.finish_early()  # frame 6: computed by window 1, held back for the overlap
         assert s.finished and [r.frame_index for r in out] == list(range(7))
-        assert all(a.depth.tobytes() == b.depth.tobytes() for a, b in zip(out, full) if b.window < out[-1].window)
+        assert all(a.depth.tobytes() == b.depth.tobytes() for a, b in zip(out, full) if b.window_index < out[-1].window_index)
         with pytest.raises(lm.Error, match=r"push after the end of the sequence"):
             s.push(frames[0])
         assert s.finish_early() == []

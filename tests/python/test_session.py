@@ -526,7 +526,7 @@ def test_max_special_frames_bounds_a_long_stream(demo_model):
     assert unbounded_40["camera_cache_bytes"] > unbounded_20["camera_cache_bytes"]
 
 
-RESULT_FIELDS = ("frame_index", "is_keyframe", "is_scale_frame", "frame_type", "flow", "rope_time_index", "window",
+RESULT_FIELDS = ("frame_index", "is_keyframe", "is_scale_frame", "frame_type", "flow", "rope_time_index", "window_index",
                  "source", "timestamp")
 RESULT_ARRAYS = ("pose_enc", "pose_enc_iters", "c2w", "w2c", "K", "depth", "conf", "world_points", "image")
 
