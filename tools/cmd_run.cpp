@@ -418,6 +418,69 @@ json window_cache_json(const CacheStats& c) {
 }
 
 // A frame pushed into the session whose result has not come back yet (scale phase).
+// What the frame loop counted and how the run ended: summary.json's figures and the last line's.
+struct RunTally {
+  int64_t frames_done = 0;              // frames written
+  int64_t keyframes = 0;                // of them stored (scale frames included)
+  int64_t pushed = 0;                   // frames given to the model
+  int64_t frames_without_geometry = 0;  // written without a finite camera (io/output_validity.h)
+  std::vector<int> frame_types;         // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
+  double infer_seconds = 0;             // in the model (a stopped step's time included)
+  double first_result_seconds = 0;      // model load start -> first frame result written (time to first frame)
+  RunStatus status = RunStatus::Completed;
+  std::string error;    // status Failed: the message
+  int stop_signal = 0;  // status Interrupted: the signal
+};
+
+// The run's last lines on stdout: status, counts, time per frame and memory; frames without a result;
+// the demo's reminder; the warnings' count.
+void print_run_report(const RunTally& t, std::optional<int64_t> points, double model_seconds, double total_seconds,
+                      std::optional<int64_t> device_peak_bytes, bool demo, int64_t warnings) {
+  // Per frame: the model's time, and the run's after the model loaded (decoding large photos or
+  // writing many exports can take longer than the model); none without a frame (as summary.json's null).
+  const double frames = static_cast<double>(t.frames_done);
+  const std::string per_frame = t.frames_done == 0 ? ""
+                                                   : printf_string(", %.3f s/frame in the model, %.3f s/frame in all",
+                                                                   t.infer_seconds / frames, (total_seconds - model_seconds) / frames);
+  std::printf("%s: %s (%s), %s%s, peak RSS %s%s%s\n", run_status_name(t.status), count_of(t.frames_done, "frame").c_str(),
+              count_of(t.keyframes, "keyframe").c_str(),
+              points ? (std::to_string(*points) + " points").c_str() : "no point export", per_frame.c_str(),
+              format_bytes(static_cast<int64_t>(peak_rss_bytes())).c_str(), device_peak_bytes ? ", device peak " : "",
+              device_peak_bytes ? format_bytes(*device_peak_bytes).c_str() : "");
+  if (t.pushed > t.frames_done)  // a stopped or failed step, or scale frames still waiting for the rest
+    std::printf("%s given to the model %s no result (summary.json frames_without_result)\n",
+                count_of(t.pushed - t.frames_done, "frame").c_str(), t.pushed - t.frames_done == 1 ? "has" : "have");
+  if (demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
+  if (warnings > 0) std::printf("%s (listed in summary.json)\n", count_of(warnings, "warning").c_str());
+}
+
+// summary.json "windows": each window's frames, alignment and cache.
+json windows_json(const std::vector<WindowInfo>& infos) {
+  json windows = json::array();
+  for (const WindowInfo& w : infos) {
+    json t = json::array();
+    for (int r = 0; r < 4; ++r)
+      t.push_back({w.transform[r * 4], w.transform[r * 4 + 1], w.transform[r * 4 + 2], w.transform[r * 4 + 3]});
+    windows.push_back({{"index", w.index},
+                       {"start", w.start},
+                       {"end", w.end},
+                       {"scale", w.scale},
+                       {"aligned", w.aligned},
+                       {"transform", t},
+                       {"cache", window_cache_json(w.cache)}});
+  }
+  return windows;
+}
+
+// The points the point filter kept, from the exports' report: the same in every point export
+// (scene.glb's count before its budget); none when no export keeps points.
+std::optional<int64_t> points_kept(const json& export_report) {
+  for (const auto& [name, key] : {std::pair{"ply", "points"}, std::pair{"colmap", "points"},
+                                  std::pair{"viewer", "points"}, std::pair{"glb", "points_before_budget"}})
+    if (export_report.contains(name)) return export_report[name].at(key).get<int64_t>();
+  return std::nullopt;
+}
+
 struct PendingFrame {
   int64_t index = 0;
   double timestamp = 0;
@@ -544,10 +607,22 @@ void check_args(const RunArgs& a) {
   usage_check(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
 }
 
-int run_command(const RunArgs& a) {
-  const auto t_start = Clock::now();
+// The options resolved before the input is opened (only the checkpoint's index is read: names and
+// shapes), so option and model-file problems are reported before any frame or weight is read.
+struct RunSettings {
+  std::vector<std::string> export_names;
+  KVBackend kv_backend;
+  Device device;
+  DType kv_dtype;
+  WeightsDtypeForDevice weights;
+  ConfigOverrides overrides;  // --set
+  ModelConfig model_config;   // the checkpoint's (from its index) or the demo model's, --set applied
+  PreprocessOptions pre;      // the patch size decides the preprocessing
+};
+
+RunSettings resolve_settings(const RunArgs& a) {
   check_args(a);
-  const std::vector<std::string> export_names = io::parse_export_list(a.exports);
+  std::vector<std::string> export_names = io::parse_export_list(a.exports);
   usage_check(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
               "--serve shows the viewer export: add viewer to --export");
   // parse_choice: the old spelling --attention has no validator.
@@ -558,23 +633,18 @@ int run_command(const RunArgs& a) {
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = cli::resolve_device_option(a.device);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
-  const WeightsDtypeForDevice weights = parse_weights_dtype(a.weights_dtype, device);
+  WeightsDtypeForDevice weights = parse_weights_dtype(a.weights_dtype, device);
   if (!weights.notice.empty()) std::printf("%s\n", weights.notice.c_str());
-  const ConfigOverrides overrides = parse_sets(a.sets);
+  ConfigOverrides overrides = parse_sets(a.sets);
   usage_check(!a.demo || overrides.empty(), "--set changes a loaded checkpoint's configuration; it cannot be used with --demo");
 
-  // The patch size decides the preprocessing. For a checkpoint it comes from the file's index (names
-  // and shapes only), so input problems are reported before the weights are read.
-  int patch = 0;
-  if (!a.demo) {
-    io::check_path_exists(a.model, "model file");
-  }
-  const ModelConfig model_cfg = a.demo ? demo_model_config() : [&] {
+  if (!a.demo) io::check_path_exists(a.model, "model file");
+  ModelConfig model_cfg = a.demo ? demo_model_config() : [&] {
     ModelConfig cfg = ModelConfig::infer(io::index_checkpoint(a.model).tensors);
     for (const auto& [key, value] : overrides) cfg.set(key, value);
     return cfg;
   }();
-  patch = static_cast<int>(model_cfg.encoder.patch_size);
+  const int patch = static_cast<int>(model_cfg.encoder.patch_size);
   LINGBOT_CHECK(patch > 0, a.model, ": patch size must be positive, got ", patch);
 
   PreprocessOptions pre;
@@ -583,6 +653,148 @@ int run_command(const RunArgs& a) {
   pre.preprocess = parse_preprocess(a.preprocess);  // checked by resolve_preprocess
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
+  return RunSettings{std::move(export_names), backend,           device, kv_dtype, std::move(weights),
+                     std::move(overrides),    std::move(model_cfg), pre};
+}
+
+// Memory feasibility from the configuration and options, before the weights are read: a run that
+// cannot fit is refused with the option to lower (pipeline/memory_estimate.h).
+void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode) {
+  MemoryInputs mi;
+  mi.width = input.canvas.width;
+  mi.height = input.canvas.height;
+  mi.frames = input.count ? input.count : input.estimated;
+  mi.scale_frames = a.scale_frames;
+  mi.kv_window = a.kv_window;
+  mi.keyframe_interval = mode.keyframe_interval;
+  if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
+    const ModelConfig& cfg = settings.model_config;
+    mi.kv_window = windowed_kv_window(a.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);
+    if (mi.frames)
+      mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, mode.keyframe_interval));
+  }
+  mi.kv_backend = settings.kv_backend;
+  mi.kv_dtype = settings.kv_dtype;
+  mi.weights_dtype = settings.weights.dtype;
+  check_memory_feasible(estimate_run_memory(settings.model_config, mi), static_cast<int64_t>(available_memory_bytes()),
+                        run_memory_advice(), static_cast<int64_t>(total_memory_bytes()));
+}
+
+// The run's first lines on stdout, once the model is loaded and before the first result: what runs on
+// what (input, model, session options, windows, device, BLAS, weights, attention, output folder).
+void print_run_banner(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode,
+                      const Model& model, double model_seconds, int64_t overlap_frames,
+                      const std::string& device_description, const fs::path& out) {
+  const std::string frame_count = input.count       ? count_of(*input.count, "frame")
+                                  : input.estimated ? "about " + count_of(*input.estimated, "frame")
+                                                    : "unknown frames";
+  // A video's rate and what --fps keeps of it (--fps 7 of 30 fps keeps 1 in 4 frames: 7.5 fps).
+  const std::string sampling =
+      !input.sampling ? ""
+      : input.sampling->sample_interval == 1
+          ? printf_string(" (%g fps, every frame)", input.sampling->source_fps)
+          : printf_string(" (%g fps, 1 in %d frames: %g fps)", input.sampling->source_fps, input.sampling->sample_interval,
+                          input.sampling->source_fps / input.sampling->sample_interval);
+  std::printf("input: %s%s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
+              input.path.c_str(), sampling.c_str(), frame_count.c_str(), input.canvas.width, input.canvas.height,
+              a.preprocess.c_str());
+  for (const std::string& notice : input.notices) std::printf("notice: %s\n", notice.c_str());
+  std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
+              static_cast<double>(model.config().parameter_count()) / 1e6, model_seconds);
+  const std::string window = settings.kv_backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
+                                                                         : "KV window " + std::to_string(a.kv_window);
+  std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, %s, keyframes: %s, %d camera iterations\n",
+              a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, window.c_str(),
+              mode.policy->describe().c_str(), a.camera_iterations);
+  if (mode.windowed)
+    std::printf("windows: %d stored frames each, overlap %lld frames%s\n", mode.window.window_size,
+                static_cast<long long>(overlap_frames),
+                overlap_frames == 0 ? " (no shared frames: the windows are not aligned, each keeps its own world frame)"
+                                    : "");
+  // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
+  std::printf("device: %s\n", device_description.c_str());
+  std::printf("blas: %s\n", kernels::blas_description().c_str());
+  const std::string& rule = settings.weights.rule;
+  std::printf("weights: %s for the block linears (%s%s%s)%s\n", dtype_name(model.weights_dtype()).data(),
+              gemm_path_description(settings.device, model.weights_dtype()).c_str(), rule.empty() ? "" : "; ",
+              rule.c_str(), model.load_stats().mapped ? ", checkpoint memory-mapped" : "");
+  const int64_t head_dim = model.config().aggregator.embed_dim / model.config().aggregator.num_heads;
+  std::printf("attention: %s\n",
+              attention_path_description(settings.device, settings.kv_dtype, model.weights_dtype(), head_dim).c_str());
+  std::printf("output: %s\n", out.c_str());
+  std::fflush(stdout);
+}
+
+// --max-special-frames in effect, and where it came from (summary.json max_special_frames_rule).
+struct SpecialFramesBound {
+  static constexpr const char* kGiven = "given";
+  static constexpr const char* kAutomaticLive = "automatic (live input: bounded cost)";
+  static constexpr const char* kDefault = "default (keep all, as upstream)";
+  int64_t frames = 0;  // 0: every evicted frame's special tokens are kept
+  const char* rule = kDefault;
+};
+
+// As given; unset, a live stream in streaming mode (unknown and unbounded length: its special stream,
+// camera cache and per-frame time would grow for hours) keeps the newest kLiveMaxSpecialFrames evicted
+// frames' specials; otherwise 0, every frame's (upstream).
+SpecialFramesBound resolve_max_special_frames(const RunArgs& a, bool live_input, bool windowed, KVBackend backend) {
+  if (a.max_special_frames) return {*a.max_special_frames, SpecialFramesBound::kGiven};
+  if (live_input && !windowed && backend != KVBackend::DenseFull)
+    return {kLiveMaxSpecialFrames, SpecialFramesBound::kAutomaticLive};
+  return {};
+}
+
+// summary.json "options": every option as it took effect (defaults and automatic choices resolved).
+json options_json(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode,
+                  const SpecialFramesBound& special, int64_t overlap_frames, DType weights_dtype) {
+  const auto* flow = dynamic_cast<const FlowKeyframes*>(mode.policy.get());
+  const bool video = input.kind == "video" || input.kind == "live";
+  return {{"image_size", settings.pre.image_size},
+          {"mode", a.modes.mode},
+          {"preprocess", a.preprocess},
+          {"fps", video ? json(a.fps) : json()},  // video only
+          {"first_k", a.first_k},
+          {"stride", a.stride},
+          {"rotate_cw90", a.rotate_cw90},
+          {"scale_frames", a.scale_frames},
+          {"kv_window", a.kv_window},
+          // null for flow keyframes (no interval: keyframe_policy says how frames are chosen)
+          {"keyframe_interval", mode.policy->decides_before() ? json(mode.keyframe_interval) : json()},
+          {"keyframe_interval_rule", mode.keyframe_rule},
+          {"keyframe_policy", mode.policy->describe()},
+          // flow keyframes' parameters in effect (defaults resolved); null for interval keyframes
+          {"flow_threshold", flow ? json(flow->threshold()) : json()},
+          {"max_non_keyframe_gap", flow ? json(flow->max_non_keyframe_gap()) : json()},
+          {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
+          {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
+          {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
+          {"overlap_frames", mode.windowed ? json(overlap_frames) : json()},  // either option resolved
+          {"max_special_frames", special.frames},
+          {"max_special_frames_rule", special.rule},
+          {"camera_iterations", a.camera_iterations},
+          {"device", std::string(device_name(settings.device))},
+          {"kv_backend", a.kv_backend},
+          {"kv_dtype", a.kv_dtype},
+          {"weights_dtype", std::string(dtype_name(weights_dtype))},
+          {"threads", resolve_threads(a.threads)},  // in effect (0 = all cores resolved), as Python's
+          {"pipeline", a.pipeline},
+          {"conf_threshold", a.conf_threshold},
+          {"downsample", a.downsample},
+          {"export_preprocessed", a.export_preprocessed.empty() ? json() : json(a.export_preprocessed)},  // null: none
+          {"export", settings.export_names},
+          {"set", a.sets}};
+}
+
+int run_command(const RunArgs& a) {
+  const auto t_start = Clock::now();
+  const RunSettings settings = resolve_settings(a);
+  const std::vector<std::string>& export_names = settings.export_names;
+  const KVBackend backend = settings.kv_backend;
+  const Device device = settings.device;
+  const DType kv_dtype = settings.kv_dtype;
+  const WeightsDtypeForDevice& weights = settings.weights;
+  const PreprocessOptions& pre = settings.pre;
+  const int patch = pre.patch_size;
 
   // From here on SIGINT / SIGTERM stop the run cleanly: while a live source is silent before its first
   // frame (its reader checks the flag), while the weights load, and after each frame of the loop.
@@ -613,45 +825,19 @@ int run_command(const RunArgs& a) {
 
   const ModeChoice mode = choose_mode(a.modes, input.count ? input.count : input.estimated);
   const int keyframe_interval = mode.keyframe_interval;
-  const std::string& keyframe_rule = mode.keyframe_rule;
   if (mode.keyframe_rule.rfind("automatic", 0) == 0 && keyframe_interval > 1)
     std::printf("keyframe interval %d selected automatically (%lld frames > %lld)\n", keyframe_interval,
                 static_cast<long long>(*(input.count ? input.count : input.estimated)),
                 static_cast<long long>(kAutoKeyframeFrames));
 
-  // --max-special-frames: as given; unset, a live stream in streaming mode (unknown and unbounded
-  // length: its special stream, camera cache and per-frame time would grow for hours) keeps the newest
-  // kLiveMaxSpecialFrames evicted frames' specials; otherwise 0, every frame's (upstream).
-  const bool bound_live = !a.max_special_frames && input.live && !mode.windowed && backend != KVBackend::DenseFull;
-  const int64_t max_special_frames = a.max_special_frames ? *a.max_special_frames : bound_live ? kLiveMaxSpecialFrames : 0;
-  const std::string max_special_rule = a.max_special_frames ? "given"
-                                       : bound_live         ? "automatic (live input: bounded cost)"
-                                                            : "default (keep all, as upstream)";
-  if (bound_live)
+  const SpecialFramesBound special = resolve_max_special_frames(a, input.live != nullptr, mode.windowed, backend);
+  const int64_t max_special_frames = special.frames;
+  if (special.rule == SpecialFramesBound::kAutomaticLive)
     std::printf("live input: --max-special-frames %lld (memory and time per frame stay flat however long the stream "
                 "runs; --max-special-frames 0 keeps every frame's special tokens, as upstream)\n",
                 static_cast<long long>(max_special_frames));
 
-  // Memory feasibility from the configuration and options, before the weights are read.
-  {
-    MemoryInputs mi;
-    mi.width = input.canvas.width;
-    mi.height = input.canvas.height;
-    mi.frames = input.count ? input.count : input.estimated;
-    mi.scale_frames = a.scale_frames;
-    mi.kv_window = a.kv_window;
-    mi.keyframe_interval = keyframe_interval;
-    if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
-      mi.kv_window = windowed_kv_window(a.kv_window, model_cfg.kv_cache.include_scale_frames ? a.scale_frames : 0,
-                                        mode.window);
-      if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, keyframe_interval));
-    }
-    mi.kv_backend = backend;
-    mi.kv_dtype = kv_dtype;
-    mi.weights_dtype = weights.dtype;
-    check_memory_feasible(estimate_run_memory(model_cfg, mi), static_cast<int64_t>(available_memory_bytes()),
-                          run_memory_advice(), static_cast<int64_t>(total_memory_bytes()));
-  }
+  check_run_memory(a, settings, input, mode);
 
   const auto t_model = Clock::now();
   std::shared_ptr<const Model> model;
@@ -668,7 +854,7 @@ int run_command(const RunArgs& a) {
     std::printf("model: loading %s%s ...\n", a.model.c_str(),
                 size_error ? "" : (" (" + format_bytes(static_cast<int64_t>(bytes)) + ")").c_str());
     std::fflush(stdout);
-    model = Model::load(a.model, overrides, mo);
+    model = Model::load(a.model, settings.overrides, mo);
   }
   const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
@@ -709,85 +895,15 @@ int run_command(const RunArgs& a) {
     std::printf("viewer: %s  (follows the run; Ctrl-C stops the run, then the viewer)\n", viewer_server->url().c_str());
   if (!a.export_preprocessed.empty()) io::ensure_writable_dir(a.export_preprocessed, "--export-preprocessed folder");
   const int H = input.canvas.height, W = input.canvas.width;
-  const std::string frame_count = input.count       ? count_of(*input.count, "frame")
-                                  : input.estimated ? "about " + count_of(*input.estimated, "frame")
-                                                    : "unknown frames";
-  // A video's rate and what --fps keeps of it (--fps 7 of 30 fps keeps 1 in 4 frames: 7.5 fps).
-  const std::string sampling =
-      !input.sampling ? ""
-      : input.sampling->sample_interval == 1
-          ? printf_string(" (%g fps, every frame)", input.sampling->source_fps)
-          : printf_string(" (%g fps, 1 in %d frames: %g fps)", input.sampling->source_fps, input.sampling->sample_interval,
-                          input.sampling->source_fps / input.sampling->sample_interval);
-  std::printf("input: %s%s%s%s, %s, preprocessed to %dx%d (%s)\n", input.kind.c_str(), input.path.empty() ? "" : " ",
-              input.path.c_str(), sampling.c_str(), frame_count.c_str(), W, H, a.preprocess.c_str());
-  for (const std::string& notice : input.notices) std::printf("notice: %s\n", notice.c_str());
-  std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
-              static_cast<double>(model->config().parameter_count()) / 1e6, model_seconds);
-  const std::string window = backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
-                                                              : "KV window " + std::to_string(a.kv_window);
-  std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, %s, keyframes: %s, %d camera iterations\n",
-              a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, window.c_str(),
-              mode.policy->describe().c_str(), a.camera_iterations);
   int64_t overlap_frames = 0;  // windowed: --overlap-size or --overlap-keyframes resolved
   if (mode.windowed) {
     SessionOptions with_policy = so;
     with_policy.keyframe_policy = mode.policy;
     overlap_frames = windowed_overlap(mode.window, with_policy);
-    std::printf("windows: %d stored frames each, overlap %lld frames%s\n", mode.window.window_size,
-                static_cast<long long>(overlap_frames),
-                overlap_frames == 0 ? " (no shared frames: the windows are not aligned, each keeps its own world frame)"
-                                    : "");
   }
-  // GEMMs dominate a frame: say which BLAS kernels run (an OPENBLAS_CORETYPE override shows here).
-  std::printf("device: %s\n", session.device_description().c_str());
-  std::printf("blas: %s\n", kernels::blas_description().c_str());
-  std::printf("weights: %s for the block linears (%s%s%s)%s\n", dtype_name(model->weights_dtype()).data(),
-              gemm_path_description(device, model->weights_dtype()).c_str(), weights.rule.empty() ? "" : "; ",
-              weights.rule.c_str(),
-              model->load_stats().mapped ? ", checkpoint memory-mapped" : "");
-  std::printf("attention: %s\n", attention_path_description(device, kv_dtype, model->weights_dtype(),
-                                                                 model->config().aggregator.embed_dim /
-                                                                     model->config().aggregator.num_heads)
-                                          .c_str());
-  std::printf("output: %s\n", out.c_str());
-  std::fflush(stdout);
+  print_run_banner(a, settings, input, mode, *model, model_seconds, overlap_frames, session.device_description(), out);
 
-  const auto* flow = dynamic_cast<const FlowKeyframes*>(mode.policy.get());
-  json options = {{"image_size", pre.image_size},
-                  {"mode", a.modes.mode},
-                  {"preprocess", a.preprocess},
-                  {"fps", input.kind == "video" || input.kind == "live" ? json(a.fps) : json()},  // video only
-                  {"first_k", a.first_k},
-                  {"stride", a.stride},
-                  {"rotate_cw90", a.rotate_cw90},
-                  {"scale_frames", a.scale_frames},
-                  {"kv_window", a.kv_window},
-                  // null for flow keyframes (no interval: keyframe_policy says how frames are chosen)
-                  {"keyframe_interval", mode.policy->decides_before() ? json(keyframe_interval) : json()},
-                  {"keyframe_interval_rule", keyframe_rule},
-                  {"keyframe_policy", mode.policy->describe()},
-                  // flow keyframes' parameters in effect (defaults resolved); null for interval keyframes
-                  {"flow_threshold", flow ? json(flow->threshold()) : json()},
-                  {"max_non_keyframe_gap", flow ? json(flow->max_non_keyframe_gap()) : json()},
-                  {"window_size", mode.windowed ? json(mode.window.window_size) : json()},
-                  {"overlap_size", mode.window.overlap_size ? json(*mode.window.overlap_size) : json()},
-                  {"overlap_keyframes", mode.window.overlap_keyframes ? json(*mode.window.overlap_keyframes) : json()},
-                  {"overlap_frames", mode.windowed ? json(overlap_frames) : json()},  // either option resolved
-                  {"max_special_frames", max_special_frames},
-                  {"max_special_frames_rule", max_special_rule},
-                  {"camera_iterations", a.camera_iterations},
-                  {"device", std::string(device_name(device))},
-                  {"kv_backend", a.kv_backend},
-                  {"kv_dtype", a.kv_dtype},
-                  {"weights_dtype", std::string(dtype_name(model->weights_dtype()))},
-                  {"threads", resolve_threads(a.threads)},  // in effect (0 = all cores resolved), as Python's
-                  {"pipeline", a.pipeline},
-                  {"conf_threshold", a.conf_threshold},
-                  {"downsample", a.downsample},
-                  {"export_preprocessed", a.export_preprocessed.empty() ? json() : json(a.export_preprocessed)},  // null: none
-                  {"export", export_names},
-                  {"set", a.sets}};
+  const json options = options_json(a, settings, input, mode, special, overlap_frames, model->weights_dtype());
   const json meta = {{"image_width", W},
                      {"image_height", H},
                      {"model", a.demo ? "built-in demo (random weights)" : a.model},
@@ -807,15 +923,7 @@ int run_command(const RunArgs& a) {
                   {"options", options}};
   if (a.demo) summary["warning"] = "random-weight demo model: the geometry is meaningless";
   RunWarnings warnings;
-  int64_t frames_without_geometry = 0;
-
-  int64_t frames_done = 0, keyframes = 0, pushed = 0;
-  std::vector<int> frame_types;  // per written frame: 0 scale, 1 keyframe, 2 non-keyframe
-  double infer_seconds = 0;
-  double first_result_seconds = 0;  // model load start -> first frame result written (time to first frame)
-  RunStatus status = RunStatus::Completed;
-  std::string error;
-  int stop_signal = 0;
+  RunTally tally;
   progress.restart_clock();
   std::vector<std::unique_ptr<io::Exporter>> exporters;
   for (const std::string& name : export_names) exporters.push_back(io::make_exporter(name));
@@ -864,13 +972,13 @@ int run_command(const RunArgs& a) {
       x.placement = f.placement;
       exports.frame(x);
       warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
-      if (!check.geometry_valid) ++frames_without_geometry;
-      if (frames_done == 0) first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
-      ++frames_done;
-      live.set_frames(frames_done);
-      if (r.is_keyframe) ++keyframes;
-      frame_types.push_back(static_cast<int>(r.frame_type));
-      progress.update(frames_done, job.computed, r, job.cache_bytes);
+      if (!check.geometry_valid) ++tally.frames_without_geometry;
+      if (tally.frames_done == 0) tally.first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
+      ++tally.frames_done;
+      live.set_frames(tally.frames_done);
+      if (r.is_keyframe) ++tally.keyframes;
+      tally.frame_types.push_back(static_cast<int>(r.frame_type));
+      progress.update(tally.frames_done, job.computed, r, job.cache_bytes);
     };
 
     // --pipeline on: a reader thread decodes and preprocesses ahead (not for a live source: it must
@@ -931,27 +1039,27 @@ int run_command(const RunArgs& a) {
                            io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
                                              static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
       }
-      if (pushed == 0 && scale_phase_frames > 1) {
+      if (tally.pushed == 0 && scale_phase_frames > 1) {
         std::printf("scale phase: frames 0-%lld are encoded as they are read, then run together\n",
                     static_cast<long long>(scale_phase_frames - 1));
         std::fflush(stdout);
         progress.begin_scale_phase();
       }
-      if (pushed + 1 == scale_frames) announce_scale_phase(pushed + 1);
+      if (tally.pushed + 1 == scale_frames) announce_scale_phase(tally.pushed + 1);
       const auto t0 = Clock::now();
       std::vector<FrameResult> results;
       try {
         results = session.push_frame(f.image);
       } catch (const Stopped&) {
-        infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
-        ++pushed;  // given to the model, no result: counted in frames_without_result
+        tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
+        ++tally.pushed;  // given to the model, no result: counted in frames_without_result
         return;    // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
       }
-      infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (pushed + 1 < scale_phase_frames) progress.scale_frame_encoded(pushed + 1, scale_phase_frames);
+      tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      if (tally.pushed + 1 < scale_phase_frames) progress.scale_frame_encoded(tally.pushed + 1, scale_phase_frames);
       if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
       pending.push_back(std::move(f));
-      ++pushed;
+      ++tally.pushed;
       deliver(std::move(results));
     };
     // Ends the stages on every way out of this block: the reader at once; the writer after the
@@ -1009,7 +1117,7 @@ int run_command(const RunArgs& a) {
         io::SourceFrame frame = std::move(first);
         bool have = true;
         while (have) {
-          run_model(prepare(frame, pushed));
+          run_model(prepare(frame, tally.pushed));
           if (sigint.requested()) break;
           have = input.next(&frame);
         }
@@ -1018,18 +1126,18 @@ int run_command(const RunArgs& a) {
       if (!stopped) {
         const auto t0 = Clock::now();
         try {
-          if (pushed > 0 && pushed < scale_frames) announce_scale_phase(pushed);  // a short stream's
+          if (tally.pushed > 0 && tally.pushed < scale_frames) announce_scale_phase(tally.pushed);  // a short stream's
           std::vector<FrameResult> results = session.finish();
-          infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+          tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
           deliver(std::move(results));
         } catch (const Stopped&) {
-          infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
+          tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
           stopped = true;  // a short stream's scale phase, stopped by Ctrl-C / SIGTERM
         }
       }
       if (stopped) {
-        status = RunStatus::Interrupted;
-        stop_signal = sigint.signal();
+        tally.status = RunStatus::Interrupted;
+        tally.stop_signal = sigint.signal();
         deliver(session.finish_early());  // windowed: the computed tail held back for the overlap
       }
       to_writer.close();
@@ -1038,11 +1146,11 @@ int run_command(const RunArgs& a) {
         writer->rethrow();
       }
     } catch (const std::exception& e) {
-      status = RunStatus::Failed;
-      error = one_line(e.what());
+      tally.status = RunStatus::Failed;
+      tally.error = one_line(e.what());
     }
     stop_stages();  // the writer's last progress update comes before the bar's end
-    if (status == RunStatus::Failed) {
+    if (tally.status == RunStatus::Failed) {
       // The results already computed are kept (windowed: the tail held back for the overlap), written
       // here in this thread; when the failure was a write, writing fails again and changes nothing.
       writer.reset();
@@ -1057,19 +1165,15 @@ int run_command(const RunArgs& a) {
   try {
     exports.finish();
   } catch (const std::exception& e) {
-    if (status != RunStatus::Failed) error = one_line(e.what());
-    status = RunStatus::Failed;
+    if (tally.status != RunStatus::Failed) tally.error = one_line(e.what());
+    tally.status = RunStatus::Failed;
   }
   const json export_report = exports.report();
-  // The points the point filter kept: the same in every point export (scene.glb before its budget).
-  std::optional<int64_t> points;
-  for (const auto& [name, key] : {std::pair{"ply", "points"}, std::pair{"colmap", "points"},
-                                  std::pair{"viewer", "points"}, std::pair{"glb", "points_before_budget"}})
-    if (!points && export_report.contains(name)) points = export_report[name].at(key).get<int64_t>();
+  const std::optional<int64_t> points = points_kept(export_report);
   for (const auto& [name, rep] : export_report.items())
     if (rep.contains("note")) std::printf("%s: %s\n", name.c_str(), rep["note"].get<std::string>().c_str());
   // Empty point clouds are valid files that some tools refuse to open ("number of vertex <= 0"): say why.
-  if (points && *points == 0 && frames_done > frames_without_geometry)
+  if (points && *points == 0 && tally.frames_done > tally.frames_without_geometry)
     std::printf("notice: no point passed --conf-threshold %g: the point clouds are empty (a lower threshold keeps "
                 "points)\n", a.conf_threshold);
 
@@ -1077,15 +1181,15 @@ int run_command(const RunArgs& a) {
   const io::StreamDamage* damage = input.damage();
   if (damage && damage->any()) {
     warnings.add_damage(*damage);
-    if (status == RunStatus::Completed && !a.allow_damaged) status = RunStatus::Damaged;
+    if (tally.status == RunStatus::Completed && !a.allow_damaged) tally.status = RunStatus::Damaged;
   }
 
   const double total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   const SessionStats stats = session.stats();
-  summary["status"] = run_status_name(status);
-  summary["interrupted"] = status == RunStatus::Interrupted;
-  if (stop_signal != 0) summary["signal"] = stop_signal_name(stop_signal);
-  if (!error.empty()) summary["error"] = error;
+  summary["status"] = run_status_name(tally.status);
+  summary["interrupted"] = tally.status == RunStatus::Interrupted;
+  if (tally.stop_signal != 0) summary["signal"] = stop_signal_name(tally.stop_signal);
+  if (!tally.error.empty()) summary["error"] = tally.error;
   if (session.windowed()) {
     std::vector<int64_t> unaligned;  // a window begun but stopped before its first row has nothing to align
     for (const WindowInfo& w : session.windows())
@@ -1093,28 +1197,15 @@ int run_command(const RunArgs& a) {
     warnings.add_unaligned_windows(unaligned, overlap_frames);
   }
   summary["warnings"] = warnings.list();
-  summary["frames_without_geometry"] = frames_without_geometry;
-  summary["frames"] = frames_done;
-  summary["frames_pushed"] = pushed;
-  summary["frames_without_result"] = pushed - frames_done;  // pending scale frames, a stopped step's frames
-  summary["keyframes"] = keyframes;
-  summary["frame_type"] = frame_types;
+  summary["frames_without_geometry"] = tally.frames_without_geometry;
+  summary["frames"] = tally.frames_done;
+  summary["frames_pushed"] = tally.pushed;
+  summary["frames_without_result"] = tally.pushed - tally.frames_done;  // pending scale frames, a stopped step's frames
+  summary["keyframes"] = tally.keyframes;
+  summary["frame_type"] = tally.frame_types;
   summary["frame_type_legend"] = "per frame: 0 scale frame, 1 keyframe (stored), 2 non-keyframe (used, not stored)";
   if (session.windowed()) {
-    json windows = json::array();
-    for (const WindowInfo& w : session.windows()) {
-      json t = json::array();
-      for (int r = 0; r < 4; ++r)
-        t.push_back({w.transform[r * 4], w.transform[r * 4 + 1], w.transform[r * 4 + 2], w.transform[r * 4 + 3]});
-      windows.push_back({{"index", w.index},
-                         {"start", w.start},
-                         {"end", w.end},
-                         {"scale", w.scale},
-                         {"aligned", w.aligned},
-                         {"transform", t},
-                         {"cache", window_cache_json(w.cache)}});
-    }
-    summary["windows"] = windows;
+    summary["windows"] = windows_json(session.windows());
     summary["windows_note"] = "frames [start, end) of each window; window w is mapped into window 0's frame by "
                               "x -> scale * R x + t with transform = [[R, t], [0, 0, 0, 1]] (scale not in it)";
   }
@@ -1122,9 +1213,9 @@ int run_command(const RunArgs& a) {
   summary["exports"] = export_report;
   summary["seconds"] = {{"total", total_seconds},
                         {"model_load", model_seconds},
-                        {"first_frame", frames_done > 0 ? json(first_result_seconds) : json()},  // null: no frame
-                        {"inference", infer_seconds},
-                        {"per_frame", frames_done > 0 ? json(infer_seconds / static_cast<double>(frames_done)) : json()}};
+                        {"first_frame", tally.frames_done > 0 ? json(tally.first_result_seconds) : json()},  // null: no frame
+                        {"inference", tally.infer_seconds},
+                        {"per_frame", tally.frames_done > 0 ? json(tally.infer_seconds / static_cast<double>(tally.frames_done)) : json()}};
   summary["peak_rss_bytes"] = peak_rss_bytes();
   // Device memory of --device cuda (SessionStats); null on the CPU, whose memory is peak_rss_bytes.
   summary["device_peak_bytes"] = stats.device_peak_bytes ? json(*stats.device_peak_bytes) : json();
@@ -1146,45 +1237,30 @@ int run_command(const RunArgs& a) {
   } catch (const Error& e) {
     summary_error = e.what();
   }
-  live.finish(run_status_name(status), error);
+  live.finish(run_status_name(tally.status), tally.error);
   // The report comes first; --serve then keeps serving until Ctrl-C, and the exit code (or the
   // error, which main prints) follows. Not after SIGTERM or SIGHUP: a service manager (or the closed
   // terminal) sends it once and means the process, not only the run.
   const auto serve_until_stopped = [&] {
-    if (!viewer_server || (stop_signal != 0 && stop_signal != SIGINT)) return;
-    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", run_status_name(status), viewer_server->url().c_str());
+    if (!viewer_server || (tally.stop_signal != 0 && tally.stop_signal != SIGINT)) return;
+    std::printf("viewer: run %s; still serving %s until Ctrl-C\n", run_status_name(tally.status), viewer_server->url().c_str());
     std::fflush(stdout);
     wait_for_stop_signal();
   };
-  if (status == RunStatus::Failed || !summary_error.empty()) {
+  if (tally.status == RunStatus::Failed || !summary_error.empty()) {
     serve_until_stopped();
-    if (status == RunStatus::Failed) throw Error(error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
+    if (tally.status == RunStatus::Failed) throw Error(tally.error + (summary_error.empty() ? "" : " (and " + summary_error + ")"));
     throw Error(summary_error);
   }
-  // Per frame: the model's time, and the run's after the model loaded (decoding large photos or
-  // writing many exports can take longer than the model); none without a frame (as summary.json's null).
-  const double frames = static_cast<double>(frames_done);
-  const std::string per_frame = frames_done == 0 ? ""
-                                                 : printf_string(", %.3f s/frame in the model, %.3f s/frame in all",
-                                                                 infer_seconds / frames, (total_seconds - model_seconds) / frames);
-  std::printf("%s: %s (%s), %s%s, peak RSS %s%s%s\n", run_status_name(status), count_of(frames_done, "frame").c_str(),
-              count_of(keyframes, "keyframe").c_str(),
-              points ? (std::to_string(*points) + " points").c_str() : "no point export", per_frame.c_str(),
-              format_bytes(static_cast<int64_t>(peak_rss_bytes())).c_str(), stats.device_peak_bytes ? ", device peak " : "",
-              stats.device_peak_bytes ? format_bytes(*stats.device_peak_bytes).c_str() : "");
-  if (pushed > frames_done)  // a stopped or failed step, or scale frames still waiting for the rest
-    std::printf("%s given to the model %s no result (summary.json frames_without_result)\n",
-                count_of(pushed - frames_done, "frame").c_str(), pushed - frames_done == 1 ? "has" : "have");
-  if (a.demo) std::printf("demo: random weights, so the geometry above is meaningless.\n");
-  if (warnings.count() > 0) std::printf("%s (listed in summary.json)\n", count_of(warnings.count(), "warning").c_str());
+  print_run_report(tally, points, model_seconds, total_seconds, stats.device_peak_bytes, a.demo, warnings.count());
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
-  if (status == RunStatus::Damaged)
+  if (tally.status == RunStatus::Damaged)
     std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
                          "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
   serve_until_stopped();
-  if (status == RunStatus::Damaged) return kExitDamagedInput;
-  if (status == RunStatus::Interrupted) return exit_code_of_signal(stop_signal);
+  if (tally.status == RunStatus::Damaged) return kExitDamagedInput;
+  if (tally.status == RunStatus::Interrupted) return exit_code_of_signal(tally.stop_signal);
   return 0;
 }
 
