@@ -60,6 +60,7 @@
 #include "run_checks.h"
 #include "run_modes.h"
 #include "run_pipeline.h"
+#include "run_progress.h"
 #include "viewer_server.h"
 
 namespace lingbot::cli {
@@ -257,107 +258,6 @@ Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
   in.sampling = src->video_sampling();
   return in;
 }
-
-// ---- progress ---------------------------------------------------------------------------------
-// A one-line bar redrawn on a terminal (stderr), or one plain line per completed frame (stdout).
-// Steps of several frames (a scale phase) also show where they are, as they can take minutes on a CPU.
-// update() runs on the writer thread, step() on the model thread.
-class Progress {
- public:
-  Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total), start_(Clock::now()) {}
-  void restart_clock() { start_ = Clock::now(); }  // the rate counts from the first frame's push
-  // done: frames written; computed: frames the model has finished (>= done: a scale phase finishes its
-  // frames at once), which the rate and the ETA count.
-  void update(int64_t done, int64_t computed, const FrameResult& r, int64_t kv_bytes) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
-    std::string eta;
-    if (total_ && fps > 0 && *total_ >= computed)
-      eta = "  ETA " + format_clock(static_cast<double>(*total_ - computed) / fps);
-    const std::string of = total_ ? "/" + std::to_string(*total_) : "";
-    if (bar_) {
-      std::string line;
-      if (total_ && *total_ > 0) {
-        constexpr int kWidth = 24;
-        const int filled = static_cast<int>(std::min<int64_t>(kWidth, done * kWidth / *total_));
-        line += "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] ";
-      }
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "%lld%s frames  %.2f fps%s  KV %s   ", static_cast<long long>(done), of.c_str(), fps,
-                    eta.c_str(), format_bytes(kv_bytes).c_str());
-      line += buf;
-      draw(line);
-    } else {
-      // The frame's index as its files and every other output name it (from 0), then the count done.
-      std::printf("frame %lld (%lld%s%s)  %.2f fps%s  KV %s\n", static_cast<long long>(r.frame_index),
-                  static_cast<long long>(done), of.c_str(),
-                  r.frame_type == FrameType::Scale      ? ", scale frame"
-                  : r.frame_type == FrameType::Keyframe ? ", keyframe"
-                                                        : "",
-                  fps, eta.c_str(), format_bytes(kv_bytes).c_str());
-      std::fflush(stdout);
-    }
-  }
-  // The scale phase begins with its first frame's push (each scale frame is encoded as it comes);
-  // its clock runs from there, not from the step.
-  void begin_scale_phase() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    step_start_ = step_line_ = Clock::now();
-    scale_phase_begun_ = true;
-  }
-  void scale_frame_encoded(int64_t done, int64_t total) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    show_step("scale phase: frame " + std::to_string(done) + "/" + std::to_string(total) + " encoded");
-  }
-  void step(const StepProgress& p) {
-    if (p.frames < 2) return;  // a one-frame step ends in a fraction of what a scale phase takes
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (p.stage == StepProgress::Stage::Aggregator && p.done == 0) {
-      if (!scale_phase_begun_) step_start_ = step_line_ = Clock::now();  // a window's or a short stream's
-      scale_phase_begun_ = false;
-    }
-    show_step(std::string(p.stage == StepProgress::Stage::Aggregator ? "scale phase: aggregator block "
-                                                                     : "scale phase: heads, frame ") +
-              std::to_string(p.done) + "/" + std::to_string(p.total));
-  }
-  void end() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (drawn_width_ > 0) std::fputc('\n', stderr);
-    drawn_width_ = 0;
-  }
-
- private:
-  // Where a scale phase is, with its time so far (mutex held). Bar: redrawn each time. Lines: one
-  // line after every 10 s.
-  void show_step(const std::string& what) {
-    const Clock::time_point now = Clock::now();
-    const std::string line = what + ", " + format_clock(std::chrono::duration<double>(now - step_start_).count());
-    if (bar_) {
-      draw(line);
-    } else if (std::chrono::duration<double>(now - step_line_).count() >= 10.0) {
-      step_line_ = now;
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    }
-  }
-  // Redraws the bar's line (mutex held): spaces over what is left of a longer line before it.
-  void draw(std::string line) {
-    const size_t width = line.size();
-    if (line.size() < drawn_width_) line.resize(drawn_width_, ' ');
-    std::fputs(("\r" + line).c_str(), stderr);
-    std::fflush(stderr);
-    drawn_width_ = width;
-  }
-
-  std::mutex mutex_;
-  bool bar_;
-  std::optional<int64_t> total_;
-  Clock::time_point start_;
-  Clock::time_point step_start_, step_line_;  // the scale phase in progress: its start, its last log line
-  bool scale_phase_begun_ = false;  // begin_scale_phase() set step_start_ for the coming step
-  size_t drawn_width_ = 0;  // of the bar's line on screen; 0: none drawn
-};
 
 // Multi-line messages (a configuration check lists every problem) as one line: "head: a; b".
 std::string one_line(const std::string& msg) {

@@ -1,0 +1,48 @@
+#pragma once
+// `run`'s progress display: a one-line bar redrawn on a terminal (stderr), or one plain line per
+// completed frame (stdout). Steps of several frames (a scale phase) also show where they are, as they
+// can take minutes on a CPU. update() runs on the writer thread, step() and the scale-phase calls on
+// the model thread; every call takes the one mutex.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "lingbot/session.h"
+
+namespace lingbot::cli {
+
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // bar: redraw one line on stderr (a terminal); else a line per frame on stdout. total: the frames
+  // the input holds, when known (the bar's length and the ETA).
+  Progress(bool bar, std::optional<int64_t> total);
+  void restart_clock();  // the rate counts from the first frame's push
+  // done: frames written; computed: frames the model has finished (>= done: a scale phase finishes its
+  // frames at once), which the rate and the ETA count; kv_bytes: the KV cache's bytes to show.
+  void update(int64_t done, int64_t computed, const FrameResult& r, int64_t kv_bytes);
+  // The scale phase begins with its first frame's push (each scale frame is encoded as it comes);
+  // its clock runs from there, not from the step.
+  void begin_scale_phase();
+  void scale_frame_encoded(int64_t done, int64_t total);
+  void step(const StepProgress& p);  // SessionOptions::step_progress
+  void end();                        // ends the bar's line
+
+ private:
+  void show_step(const std::string& what);
+  void draw(std::string line);
+
+  std::mutex mutex_;
+  bool bar_;
+  std::optional<int64_t> total_;
+  Clock::time_point start_;
+  Clock::time_point step_start_, step_line_;  // the scale phase in progress: its start, its last log line
+  bool scale_phase_begun_ = false;  // begin_scale_phase() set step_start_ for the coming step
+  size_t drawn_width_ = 0;  // of the bar's line on screen; 0: none drawn
+};
+
+}  // namespace lingbot::cli
