@@ -90,12 +90,13 @@ SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
 
 namespace {
 
-// SessionOptions::step_progress calling `fn` with the GIL held: fn({"frames", "stage", "done", "total"}).
-// The engine copies its options without the GIL (the step runs with it released), so the callable is
-// held through a shared_ptr, whose copies touch no Python reference count; the last one takes the
-// GIL to drop it. An exception the callable raises fails the step and reaches the caller as raised.
-std::function<void(const StepProgress&)> python_step_progress(const py::object& fn) {
-  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+// SessionOptions::step_progress calling the callable with the GIL held: fn({"frames", "stage", "done",
+// "total"}). The engine copies its options without the GIL (the step runs with it released), so the
+// callable is held through a shared_ptr, whose copies touch no Python reference count; the last one
+// takes the GIL to drop it. An exception the callable raises fails the step and reaches the caller as
+// raised.
+ProgressHolder hold_progress(const py::object& fn) {
+  return ProgressHolder(new py::object(fn), [](py::object* o) {
     if (!Py_IsInitialized()) {  // the interpreter is gone: nothing to release
       (void)o->release();
       delete o;
@@ -104,7 +105,10 @@ std::function<void(const StepProgress&)> python_step_progress(const py::object& 
     py::gil_scoped_acquire gil;
     delete o;
   });
-  return [held](const StepProgress& p) {
+}
+
+std::function<void(const StepProgress&)> python_step_progress(ProgressHolder held) {
+  return [held = std::move(held)](const StepProgress& p) {
     py::gil_scoped_acquire gil;
     try {
       (*held)(py::dict("frames"_a = p.frames, "stage"_a = p.stage == StepProgress::Stage::Aggregator ? "aggregator" : "heads",
@@ -119,13 +123,15 @@ std::function<void(const StepProgress&)> python_step_progress(const py::object& 
 
 }  // namespace
 
-SessionOptions session_options(const SessionArgs& a, int keyframe_interval) {
+SessionOptions session_options(const SessionArgs& a, int keyframe_interval, ProgressHolder* progress) {
   SessionOptions so;
   if (!a.progress.is_none()) {
     if (!PyCallable_Check(a.progress.ptr()))
       throw py::type_error("progress must be None or a callable taking a dict, got " +
                            std::string(py::str(py::type::of(a.progress).attr("__name__"))));
-    so.step_progress = python_step_progress(a.progress);
+    ProgressHolder held = hold_progress(a.progress);
+    so.step_progress = python_step_progress(held);
+    *progress = std::move(held);
   }
   so.device = value_of([&] { return parse_device(a.device); });
   so.kv_backend = value_of([&] { return parse_kv_backend(a.kv_backend); });

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -63,8 +64,15 @@ struct SessionArgs {
 // Fills the options left None from the model's configuration.
 SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c);
 
-// The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp).
-SessionOptions session_options(const SessionArgs& a, int keyframe_interval);
+// The progress callable as the engine holds it: every copy of SessionOptions::step_progress shares
+// this one reference. The Python object that owns the engine keeps a copy too and reports it to the
+// garbage collector (gc_support.h), so a callable that refers back to its Session or iterator makes a
+// cycle the collector can break.
+using ProgressHolder = std::shared_ptr<py::object>;
+
+// The SessionOptions `lingbot-map run` builds from the same values (tools/cmd_run.cpp); *progress: the
+// callable's holder (null without one).
+SessionOptions session_options(const SessionArgs& a, int keyframe_interval, ProgressHolder* progress);
 
 // preprocess= 'crop' | 'pad'; ValueError otherwise.
 Preprocess preprocess_arg(const std::string& preprocess);

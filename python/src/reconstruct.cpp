@@ -19,6 +19,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "checks.h"
+#include "gc_support.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
 #include "fs_text.h"
@@ -245,7 +246,7 @@ class PyReconstruction {
       const std::optional<int64_t> n = feed_->count ? feed_->count : feed_->estimated;
       interval = n && !windowed ? auto_keyframe_interval(*n) : 1;
     }
-    SessionOptions so = session_options(args, interval);
+    SessionOptions so = session_options(args, interval, &progress_);
     so.stop = stop_.get();
     // As run: a request that cannot fit fails here, before any frame, naming the keyword to lower.
     check_memory(*model_.model, memory_inputs(*model_.model, so, windowed, feed_->count ? feed_->count : feed_->estimated),
@@ -263,6 +264,7 @@ class PyReconstruction {
           warned_ = true;
           warn_if_damaged();
         }
+        if (!failed_) release_engine();  // after a failure finish_early() still needs it
         throw py::stop_iteration();
       }
       Pending p;
@@ -289,6 +291,7 @@ class PyReconstruction {
         // Ctrl-C stopped ends it with KeyboardInterrupt.
         // pending_ stays: finish_early() pairs the rows already computed with their inputs.
         done_ = true;
+        failed_ = true;
         try {
           throw;
         } catch (const Stopped&) {
@@ -340,6 +343,7 @@ class PyReconstruction {
     early_done_ = true;
     pending_.clear();
     returned_ += static_cast<int64_t>(out.size());
+    release_engine();
     return out;
   }
   py::object frame_count() const {
@@ -363,6 +367,7 @@ class PyReconstruction {
   std::unique_ptr<FrameFeed> feed_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   std::optional<PreprocessOptions> pre_;
+  ProgressHolder progress_;  // the progress callable, shared with the engine's options (gc_support.h)
   std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::deque<PyResult> ready_;
@@ -371,7 +376,28 @@ class PyReconstruction {
   int64_t returned_ = 0;  // results next() returned
   bool done_ = false;
   bool early_done_ = false;  // finish_early() ran
+  bool failed_ = false;      // a frame's decoding or step raised: finish_early() has rows to give
   bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
+
+  // The iteration is over: the cache (up to gigabytes) and the progress callable are freed now, not
+  // when the iterator is dropped (a notebook keeps it); stats, options and windows still answer.
+  void release_engine() {
+    {
+      py::gil_scoped_release nogil;
+      stream_->release();
+    }
+    progress_.reset();
+  }
+
+ public:
+  // gc_support.h: the progress callable, and what the collector clears when it breaks a cycle.
+  const ProgressHolder& progress_holder() const { return progress_; }
+  void clear_for_gc() {
+    if (stream_) stream_->release();
+    progress_.reset();
+  }
+
+ private:
 
   // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
   // frames that decoded were returned. warnings.simplefilter("error") turns it into an exception.
@@ -388,8 +414,8 @@ class PyReconstruction {
 }  // namespace
 
 void bind_reconstruct(py::module_& m) {
-  py::class_<PyReconstruction>(m, "Reconstruction",
-                               "The iterator reconstruct() returns: one Result per frame, in order.")
+  py::class_<PyReconstruction>(m, "Reconstruction", "The iterator reconstruct() returns: one Result per frame, in order.",
+                               collectable<PyReconstruction>())
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", constructed(&PyReconstruction::next))
       .def("__repr__", constructed(&PyReconstruction::repr))

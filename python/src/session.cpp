@@ -15,6 +15,7 @@
 #include "bindings.h"
 #include "fs_text.h"
 #include "checks.h"
+#include "gc_support.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
 #include "interrupts.h"
@@ -46,7 +47,7 @@ class PySession {
     const SessionArgs args = with_model_defaults(args_in, model.model->config());
     int interval = parse_keyframe_interval(args.keyframe_interval);
     if (interval == 0) interval = 1;  // "auto" needs the stream length; an open stream stores every frame
-    SessionOptions so = session_options(args, interval);
+    SessionOptions so = session_options(args, interval, &progress_);
     so.stop = stop_.get();
     const std::optional<WindowedOptions> windowed = windowed_options(mode, *args.scale_frames);
     if (image_size) {
@@ -163,6 +164,13 @@ class PySession {
     }
     pending_.clear();
     undelivered_.clear();
+    progress_.reset();
+  }
+  // gc_support.h: the progress callable, and what the collector clears when it breaks a cycle.
+  const ProgressHolder& progress_holder() const { return progress_; }
+  void clear_for_gc() {
+    stream_.reset();
+    progress_.reset();
   }
 
   // Readers take the guard too: the engine state they read changes while a push runs.
@@ -192,7 +200,9 @@ class PySession {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
     return open().frames_pushed();
   }
-  const PyModel& model() const { return model_; }
+  // A copy (the same engine Model): a reference into this Session would keep the Session, and its
+  // cache, alive as long as the caller keeps the Model.
+  PyModel model() const { return model_; }
   // "<lingbot_map.Session streaming, 5 frames pushed>" (", finished" / "closed" / "busy" as they apply).
   std::string repr() {
     std::optional<BusyGuard> busy;
@@ -237,6 +247,7 @@ class PySession {
   MemoryInputs memory_;                // for the memory check at a sequence's first frame (options.h check_memory)
   std::optional<PreprocessOptions> pre_;
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
+  ProgressHolder progress_;  // the progress callable, shared with the engine's options (gc_support.h)
   std::unique_ptr<Stream> stream_;
   std::deque<Pending> pending_;
   std::atomic<bool> busy_{false};
@@ -267,7 +278,7 @@ void bind_session(py::module_& m) {
       "window has been aligned (so results arrive in bursts), `windows` lists the windows. Defaults as\n"
       "run: window_size=64, overlap_size=16. mode='crop' | 'pad' is the old spelling of preprocess=.\n"
       "Used as a context manager, the Session frees its cache on exit.";
-  py::class_<PySession>(m, "Session", session_doc)
+  py::class_<PySession>(m, "Session", session_doc, collectable<PySession>())
       .def(py::init([](const PyModel& model, std::optional<Int> scale_frames, std::optional<Int> kv_window,
                        const py::object& keyframe_interval, std::optional<Int> camera_iterations, const std::optional<std::string>& kv_backend, const std::string& kv_dtype,
                        Int threads, std::optional<Int> image_size, const std::string& mode,

@@ -42,7 +42,20 @@ std::vector<FrameResult> Stream::finish_early() {
   return session_ ? std::vector<FrameResult>{} : windowed_->finish_early();
 }
 
+void Stream::release() {
+  if (released_) return;
+  Released r{stats(), options(), windowed_ ? windowed_->windows() : std::vector<WindowInfo>{},
+             windowed_ ? windowed_->overlap() : 0, frames_pushed()};
+  r.options.step_progress = nullptr;  // the Python callable goes with the engine
+  released_ = std::move(r);
+  options_.step_progress = nullptr;
+  session_.reset();
+  windowed_.reset();
+  ended_ = true;
+}
+
 void Stream::reset() {
+  LINGBOT_CHECK(!released_, "internal: reset() of a released stream");
   ended_ = false;
   if (session_) session_->reset();
   else make();
@@ -50,7 +63,8 @@ void Stream::reset() {
 
 py::dict Stream::options_dict() const {
   const SessionOptions& o = options();
-  py::dict d("mode"_a = windowed_ ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
+  const bool windowed = windowed_options_.has_value();
+  py::dict d("mode"_a = windowed ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
              "kv_window"_a = o.kv_window,
              // None for flow keyframes (as summary.json): keyframe_policy says how frames are chosen
              "keyframe_interval"_a = o.keyframe_policy->decides_before() ? py::object(py::int_(o.keyframe_interval))
@@ -60,20 +74,20 @@ py::dict Stream::options_dict() const {
              "kv_backend"_a = kv_backend_name(o.kv_backend), "kv_dtype"_a = std::string(dtype_name(o.kv_dtype)),
              "threads"_a = o.threads, "features"_a = o.keep_features, "patch_tokens"_a = o.keep_patch_tokens);
   d["keyframes"] = d["keyframe_policy"];  // the old key (docs/naming.md): removed in the next release
-  if (windowed_) {  // as summary.json's options
+  if (windowed) {  // as summary.json's options
     const WindowedOptions& w = *windowed_options_;
     d["window_size"] = w.window_size;
     d["overlap_size"] = w.overlap_size ? py::object(py::int_(*w.overlap_size)) : py::none();
     d["overlap_keyframes"] = w.overlap_keyframes ? py::object(py::int_(*w.overlap_keyframes)) : py::none();
-    d["overlap_frames"] = windowed_->overlap();  // either option resolved
+    d["overlap_frames"] = released_ ? released_->overlap : windowed_->overlap();  // either option resolved
   }
   return d;
 }
 
 py::object Stream::windows() const {
-  if (!windowed_) return py::none();
+  if (!windowed_options_) return py::none();
   py::list out;
-  for (const WindowInfo& w : windowed_->windows()) {
+  for (const WindowInfo& w : released_ ? released_->windows : windowed_->windows()) {
     py::array_t<float> t({4, 4});
     std::copy(w.transform.begin(), w.transform.end(), t.mutable_data());
     py::dict cache("frames_stored"_a = w.cache.frames_stored, "bytes_used"_a = w.cache.bytes_used,

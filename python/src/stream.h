@@ -31,9 +31,22 @@ class Stream {
   std::vector<FrameResult> finish_early();
   void reset();
 
-  SessionStats stats() const { return session_ ? session_->stats() : windowed_->stats(); }
-  const SessionOptions& options() const { return session_ ? session_->options() : windowed_->options(); }
-  int64_t frames_pushed() const { return session_ ? session_->frames_pushed() : windowed_->frames_pushed(); }
+  // The end of a sequence that will not resume (reconstruct()'s iteration is over): frees the engine's
+  // state (the KV cache: up to gigabytes) and the progress callable while the owner lives on (a
+  // notebook keeps its iterator). stats(), options(), options_dict(), windows(), frames_pushed() and
+  // closed() then answer from a copy taken here; finish_early() returns nothing; the other calls are
+  // refused as after finish_early(). Needs no GIL (the callable's holder takes it to drop it).
+  void release();
+
+  SessionStats stats() const {
+    return released_ ? released_->stats : session_ ? session_->stats() : windowed_->stats();
+  }
+  const SessionOptions& options() const {
+    return released_ ? released_->options : session_ ? session_->options() : windowed_->options();
+  }
+  int64_t frames_pushed() const {
+    return released_ ? released_->frames_pushed : session_ ? session_->frames_pushed() : windowed_->frames_pushed();
+  }
   bool closed() const { return ended_ || (session_ ? session_->closed() : windowed_->closed()); }
   int scale_frames() const { return options().scale_frames; }
 
@@ -62,6 +75,14 @@ class Stream {
   std::unique_ptr<Session> session_;
   std::unique_ptr<WindowedSession> windowed_;
   bool ended_ = false;  // the caller ended the sequence: finish_early(), or finish() in windowed mode
+  struct Released {     // what release() kept
+    SessionStats stats;
+    SessionOptions options;
+    std::vector<WindowInfo> windows;
+    int64_t overlap = 0;  // windowed: overlap_frames
+    int64_t frames_pushed = 0;
+  };
+  std::optional<Released> released_;
 };
 
 }  // namespace lingbot::python
