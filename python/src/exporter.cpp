@@ -237,8 +237,15 @@ class PyExporter {
   }
   PyExporter(const PyExporter&) = delete;
   PyExporter& operator=(const PyExporter&) = delete;
-  py::object report() const { return py::module_::import("json").attr("loads")(io::json_text(set_->report())); }
-  int64_t frames() const { return frames_; }
+  // Readers take the guard too: write() changes what they read with the GIL released.
+  py::object report() {
+    BusyGuard busy(busy_, "this Exporter");
+    return py::module_::import("json").attr("loads")(io::json_text(set_->report()));
+  }
+  int64_t frames() {
+    BusyGuard busy(busy_, "this Exporter");
+    return frames_;
+  }
 
  private:
   std::unique_ptr<io::ExportSet> set_;

@@ -75,6 +75,35 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
 
 
 
+def test_reading_an_exporter_while_another_thread_writes_is_refused(demo_model, tmp_path):
+    """report() and frames read what write() changes with the GIL released: a call meanwhile is refused
+    (they raced before: the GLB export's staged points were read while write() replaced them)."""
+    with lm.Session(demo_model, scale_frames=1, threads=1) as s:
+        results = [r for i in range(6) for r in s.push(lm.demo_frame(i, **BIG))]
+    errors, done = [], threading.Event()
+    with lm.Exporter(tmp_path, export="depth,ply,glb,npz") as ex:
+        def poll():
+            while not done.is_set():
+                for read in (ex.report, lambda: ex.frames):
+                    try:
+                        read()
+                    except lm.Error as e:
+                        errors.append(str(e))
+                time.sleep(0.0005)
+
+        t = threading.Thread(target=poll)
+        t.start()
+        try:
+            for r in results:
+                ex.write(r)
+        finally:
+            done.set()
+            t.join()
+        assert ex.frames == 6 and ex.report()["ply"]["points"] > 0
+    assert errors, "the polling thread never ran while a write was going on"
+    assert set(errors) == {"this Exporter is already running a call in another thread (use one object per thread)"}
+
+
 @pytest.mark.parametrize("kind", ["Session", "reconstruct() iterator"])
 def test_a_progress_callback_calling_back_into_its_object_is_refused(demo_model, kind):
     """The same guard, on the same thread: the message names the callback too (it said "in another
