@@ -4,7 +4,9 @@
 // and the option checks name the field.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
+#include <map>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -158,6 +160,78 @@ TEST_F(WindowedTest, FramesAreStreamedOnceInOrderAtMostOverlapBehind) {
     // Every window starts with its scale phase (one forward call for 2 frames) and then one call per row.
     for (size_t k = 0; k < win.size(); ++k)
       EXPECT_EQ(steps_per_window[k], win[k].end - win[k].start - 1) << "window " << k;
+  }
+}
+
+// A row comes out as soon as its window is aligned and it is not in the overlap the next window
+// begins with: the "at most overlap behind" bound above also holds for a session that always holds
+// back `overlap` rows, which the exact schedule does not.
+TEST_F(WindowedTest, RowsComeOutAsSoonAsTheirWindowIsAligned) {
+  WindowedOptions w;
+  w.window_size = 5;
+  w.overlap_size = 2;
+  WindowedSession s(model_, options(), w);
+  ASSERT_EQ(frames(), 10);
+  std::vector<std::vector<int64_t>> got;
+  const auto indices = [](const std::vector<FrameResult>& rows) {
+    std::vector<int64_t> out;
+    for (const FrameResult& r : rows) out.push_back(r.frame_index);
+    return out;
+  };
+  for (int64_t i = 0; i < frames(); ++i) got.push_back(indices(s.push_frame(frame(i))));
+  got.push_back(indices(s.finish()));
+  // Window 0 = frames 0-4: its scale phase gives 0 and 1, frame 2 follows; 3 and 4 are the overlap
+  // window 1 (frames 3-7) begins with, out with its first row (5) once it is aligned; and so on.
+  const std::vector<std::vector<int64_t>> want = {{}, {0, 1}, {2}, {}, {}, {3, 4, 5}, {}, {}, {6, 7, 8}, {}, {9}};
+  EXPECT_EQ(got, want);
+}
+
+// Windows whose overlap holds no frame that is a keyframe in both windows (interval 2 with an
+// overlap of one frame: it is a keyframe in one of them) are aligned on the overlap's first frame,
+// as upstream: the anchor's camera in the new window maps exactly onto its camera in window 0's frame.
+TEST_F(WindowedTest, AnOverlapWithoutSharedKeyframesIsAlignedOnItsFirstFrame) {
+  SessionOptions o = options();
+  o.keyframe_interval = 2;
+  WindowedOptions w;
+  w.window_size = 3;
+  w.overlap_size = 1;
+  std::map<std::pair<int64_t, int64_t>, std::array<float, 3>> raw_centre;  // (window, frame) -> camera centre
+  WindowObserver obs;
+  obs.on_row = [&](int64_t window, int64_t, const FrameResult& r) {
+    raw_centre[{window, r.frame_index}] = {r.pose_enc.f32()[0], r.pose_enc.f32()[1], r.pose_enc.f32()[2]};
+  };
+  WindowedSession s(model_, o, w, obs);
+  std::vector<FrameResult> out;
+  for (int64_t i = 0; i < frames(); ++i)
+    for (FrameResult& r : s.push_frame(frame(i))) out.push_back(std::move(r));
+  for (FrameResult& r : s.finish()) out.push_back(std::move(r));
+  ASSERT_EQ(static_cast<int64_t>(out.size()), frames());
+  const auto& win = s.windows();
+  ASSERT_EQ(win.size(), 3u);  // frames 0-3, 3-6, 6-9
+  // x -> scale * R x + t, transform = [[R, t], [0, 1]] row-major: a window's raw camera centre in
+  // window 0's frame.
+  const auto in_window0 = [&](size_t k, int64_t f) {
+    EXPECT_EQ(raw_centre.count({static_cast<int64_t>(k), f}), 1u) << "window " << k << " frame " << f;
+    const std::array<float, 3> c = raw_centre[{static_cast<int64_t>(k), f}];
+    std::array<double, 3> x{};
+    for (int r = 0; r < 3; ++r) {
+      const float* row = &win[k].transform[static_cast<size_t>(r) * 4];
+      x[static_cast<size_t>(r)] = win[k].scale * (row[0] * c[0] + row[1] * c[1] + row[2] * c[2]) + row[3];
+    }
+    return x;
+  };
+  for (size_t k = 1; k < win.size(); ++k) {
+    SCOPED_TRACE("window " + std::to_string(k));
+    ASSERT_TRUE(win[k].aligned);
+    const int64_t anchor = win[k].start;  // the overlap's only frame
+    const std::array<double, 3> want = in_window0(k - 1, anchor), got = in_window0(k, anchor);
+    double size = 1e-6;
+    for (double v : want) size = std::max(size, std::abs(v));
+    for (size_t r = 0; r < 3; ++r) EXPECT_NEAR(got[r], want[r], 1e-4 * size) << "coordinate " << r;
+    const std::array<float, 3> delivered = {out[static_cast<size_t>(anchor)].pose_enc.f32()[0],
+                                            out[static_cast<size_t>(anchor)].pose_enc.f32()[1],
+                                            out[static_cast<size_t>(anchor)].pose_enc.f32()[2]};
+    for (size_t r = 0; r < 3; ++r) EXPECT_NEAR(delivered[r], want[r], 1e-4 * size) << "delivered, coordinate " << r;
   }
 }
 
