@@ -186,3 +186,40 @@ TEST(DeferredFrames, ProtocolErrorsNameTheCall) {
     EXPECT_NO_THROW(run_step(*c, FrameMode::Keyframe, 1, random_frames(o, 1, rng)));
   }
 }
+
+// reset() while a Deferred frame is pending: the pending flag goes too, so the cache is a fresh one
+// (paged: the same bookkeeping state as a newly built cache, its special pages kept free) and a new
+// sequence starts with its scale phase instead of failing on a stale "deferred pending".
+TEST(DeferredFrames, ResetWhileDeferredPendingStartsFresh) {
+  HostAllocator alloc;
+  CacheOptions o;
+  o.num_blocks = 2;
+  o.heads = 1;
+  o.head_dim = 8;
+  o.num_special_tokens = 2;
+  o.tokens_per_frame = 5;
+  o.scale_frames = 2;
+  o.sliding_window = 1;
+  o.include_scale_frames = true;
+  std::mt19937 rng(99);
+  for (KVBackend backend : {KVBackend::Paged, KVBackend::Dense, KVBackend::DenseFull}) {
+    SCOPED_TRACE(kv_backend_name(backend));
+    auto c = make_kv_cache(backend, o, alloc);
+    run_step(*c, FrameMode::ScalePhase, o.scale_frames, random_frames(o, o.scale_frames, rng));
+    run_step(*c, FrameMode::Deferred, 1, random_frames(o, 1, rng));
+    ASSERT_TRUE(c->deferred_pending());
+    c->reset();
+    EXPECT_FALSE(c->deferred_pending());
+    EXPECT_EQ(c->stats().frames_stored, 0);
+    if (const auto* p = dynamic_cast<const PagedKVCache*>(c.get())) {
+      PagedKVCache fresh(o, alloc);
+      PagedCacheState expect = fresh.state();
+      const int64_t special_pages = p->special_pages_allocated();
+      expect.special_allocated = special_pages;  // capacity is kept for reuse, every page free
+      for (int64_t q = special_pages - 1; q >= 0; --q) expect.special_free.push_back(static_cast<int32_t>(q));
+      EXPECT_EQ(p->state(), expect);
+    }
+    EXPECT_NO_THROW(run_step(*c, FrameMode::ScalePhase, o.scale_frames, random_frames(o, o.scale_frames, rng)));
+    EXPECT_EQ(c->stats().frames_stored, o.scale_frames);
+  }
+}
