@@ -75,6 +75,29 @@ TEST(PagedKVCachePlan, LayoutAndRunMerging) {
   EXPECT_EQ(none.plan().visible_tokens, 5 * 33);
 }
 
+// Rounding to a power of two leaves a slot count that already is one alone: 32 patches (or 8
+// specials) need a page of 32 (8) slots, not 64 (16), and the pools reserve exactly
+// num_blocks * pool_pages * 2 (K, V) * page_size * row * 4 bytes (f32), as without rounding.
+TEST(PagedKVCachePlan, PowerOfTwoSlotCountsAreNotRoundedFurther) {
+  struct Case {
+    int tpf, ns, page, special_page_frames;
+  };
+  for (const Case& k : {Case{6 + 32, 6, 32, 5}, Case{6 + 8, 6, 8, 1}, Case{8 + 4, 8, 8, 1}}) {
+    SCOPED_TRACE("tokens_per_frame " + std::to_string(k.tpf));
+    for (bool pow2 : {true, false}) {
+      HostAllocator alloc;
+      CacheOptions o = options(k.tpf, k.ns, 2, 3);
+      o.round_pages_pow2 = pow2;
+      PagedKVCache c(o, alloc);
+      EXPECT_EQ(c.page_size(), k.page);
+      EXPECT_EQ(c.special_page_frames(), k.special_page_frames);
+      EXPECT_EQ(c.pool_pages(), 2 + 3 + 1);  // pinned + window + 1
+      EXPECT_EQ(c.page_bytes(), size_t{2} * k.page * 16 * 4);
+      EXPECT_EQ(alloc.bytes_allocated(), size_t{2} * 6 * 2 * k.page * 16 * 4);  // no special page before a frame
+    }
+  }
+}
+
 // Pages are handed out from the free list and returned to it on eviction; ids are reused, never copied.
 TEST(PagedKVCachePlan, EvictionMovesPageIdsOnly) {
   HostAllocator alloc;
