@@ -1,6 +1,7 @@
 // Bad input gets a lingbot::Error with an exact message, and leaves the cache unchanged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -152,6 +153,43 @@ TEST(KVCacheErrors, SpecialCapIsCheckedBeforeAnythingChanges) {
                "max_special_tokens, or set it to 0 for unlimited)");
   EXPECT_EQ(dense.stats().frames_stored, ds.frames_stored);
   EXPECT_EQ(dense.stats().bytes_reserved, ds.bytes_reserved);
+}
+
+// With max_special_frames the cap is checked against the stream after the frame's own eviction:
+// 2 pinned + 3 window + 2 kept evicted frames hold (2 + 3 + 2) * 6 = 42 special tokens, and an
+// immediate append or a Keyframe step (which evict the oldest window frame and drop its oldest kept
+// specials) stays at 42 forever. Counting before that eviction would see 48 and refuse at frame 8.
+// A Deferred step postpones its eviction, so it really holds 48 until committed: refused.
+TEST(KVCacheErrors, SpecialCapCountsTheStepsOwnEviction) {
+  HostAllocator alloc;
+  CacheOptions o = small_options();
+  o.include_scale_frames = true;
+  o.scale_frames = 2;
+  o.sliding_window = 3;
+  o.max_special_frames = 2;
+  o.num_special_tokens = 6;
+  o.max_special_tokens = (2 + 3 + 2) * 6;
+  PagedKVCache appended(o, alloc);
+  for (int64_t n = 1; n <= 40; ++n) {
+    ASSERT_NO_THROW(appended.append_frame()) << "frame " << n;
+    EXPECT_EQ(appended.stats().special_tokens, std::min<int64_t>(n, 7) * 6) << "frame " << n;
+  }
+  EXPECT_EQ(appended.stats().special_frames_dropped, 40 - 7);
+
+  PagedKVCache stepped(o, alloc);
+  bench::bookkeeping_step(stepped, FrameMode::ScalePhase, 2);
+  for (int i = 0; i < 38; ++i) {
+    ASSERT_NO_THROW(bench::bookkeeping_step(stepped, FrameMode::Keyframe, 1)) << "keyframe " << i;
+    ASSERT_NO_THROW(bench::bookkeeping_step(stepped, FrameMode::NonKeyframe, 1)) << "keyframe " << i;
+  }
+  EXPECT_EQ(stepped.stats().frames_stored, 40);
+  EXPECT_EQ(stepped.stats().special_tokens, 42);
+  EXPECT_EQ(stepped.state(), appended.state());
+  const PagedCacheState before = stepped.state();
+  expect_error([&] { stepped.begin_step(FrameMode::Deferred, 1); },
+               "special stream would hold 48 tokens per block, over max_special_tokens = 42 (raise "
+               "max_special_tokens, or set it to 0 for unlimited)");
+  EXPECT_EQ(stepped.state(), before);
 }
 
 TEST(KVCacheErrors, LowLevelPagedOperations) {
