@@ -140,6 +140,37 @@ TEST(Geometry, ReprojectionFlowIsTheCameraMotionInPixels) {
   EXPECT_EQ(none.flow, 0.0);
 }
 
+// Samples whose own depth is not positive are skipped even when the reference camera (one unit
+// behind, same rotation and K) would see their back-projection in front of it: depth 0 maps to the
+// frame's camera centre, depth -0.5 to a point behind the frame. The flow is the mean over the rest.
+TEST(Geometry, ReprojectionFlowSkipsSamplesWithoutPositiveDepth) {
+  const ImageSize size{70, 112};
+  Tensor depth({70, 112});
+  for (int64_t i = 0; i < depth.numel(); ++i) depth.f32()[i] = 2.0f;
+  depth.f32()[8 * 112 + 16] = 0.0f;   // sample (u 16, v 8)
+  depth.f32()[24 * 112 + 40] = -0.5f;  // sample (u 40, v 24)
+  const PoseEncoding e{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.2f};
+  const Camera cam = camera_from_pose_encoding(e, size);
+  PoseEncoding behind = e;
+  behind[2] = -1.0f;  // reference centre at z = -1: every point of the frame is in front of it
+  const FlowMeasure m = reprojection_flow(depth, cam, camera_from_pose_encoding(behind, size), size);
+  // Independent expectation: pixel (u, v) at depth 2 is ((u-cx)/fx*2, (v-cy)/fy*2, 2) in both
+  // world and frame coordinates, (.., .., 3) for the reference; it projects to f*X/3 + c.
+  const double fx = cam.intrinsic[0], fy = cam.intrinsic[4], cx = cam.intrinsic[2], cy = cam.intrinsic[5];
+  double sum = 0.0;
+  int64_t n = 0;
+  for (int v = 0; v < 70; v += 8)
+    for (int u = 0; u < 112; u += 8) {
+      if ((u == 16 && v == 8) || (u == 40 && v == 24)) continue;
+      const double px = fx * ((u - cx) / fx * 2.0) / 3.0 + cx, py = fy * ((v - cy) / fy * 2.0) / 3.0 + cy;
+      sum += std::hypot(px - u, py - v);
+      ++n;
+    }
+  EXPECT_EQ(m.valid_samples, 9 * 14 - 2);
+  EXPECT_EQ(m.valid_samples, n);
+  EXPECT_NEAR(m.flow, sum / static_cast<double>(n), 1e-3);
+}
+
 TEST(Geometry, GoldenCamerasAndWorldPointsFromReferencePoses) {
   int cases = 0;
   for (const std::string name : {"tiny", "tiny-keyframes", "small-d24"}) {
