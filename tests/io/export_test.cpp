@@ -710,6 +710,60 @@ TEST(Glb, PointBudgetKeepsAUniformSampleOfAllPoints) {
   }
 }
 
+// A keyframe's frustum: 8 line segments, apex -> each image corner and the image rectangle, the
+// corners at the image's edges (pixel centres at integer coordinates, so u = -0.5 and W - 0.5) and at
+// 1/10 of the frame's median depth. Identity pose, fx = fy = 4, cx = 3.5, cy = 2.5, 8 x 6, depth 2:
+// s = 0.2, corners (+-0.2, +-0.15, 0.2).
+TEST(Glb, FrustumCornersAreTheImageEdgesAtATenthOfTheMedianDepth) {
+  TempDir dir;
+  {
+    std::unique_ptr<Exporter> e = make_exporter("glb");
+    const ExportRun r = run_info(dir.path, 8, 6);
+    e->prepare(r);
+    e->begin(r);
+    Synth frame(0, 8, 6, 0.0, {0, 0, 0});  // yaw 0 at the origin: identity c2w; index 0 is a keyframe
+    ASSERT_TRUE(frame.f.keyframe);
+    frame.f.intrinsics = {4, 0, 3.5, 0, 4, 2.5, 0, 0, 1};
+    std::fill(frame.depth.begin(), frame.depth.end(), 2.0f);  // f.depth views this storage
+    e->frame(frame.f);
+    e->finish();
+    EXPECT_EQ(e->report().at("frustums"), 1);
+  }
+  const std::vector<float> xyz = glb_positions(dir.path / "scene.glb", "frustums");
+  ASSERT_EQ(xyz.size(), 16u * 3);  // 8 segments of 2 vertices
+  const double fx = 4, fy = 4, cx = 3.5, cy = 2.5, s = 0.1 * 2.0;
+  using P = std::array<double, 3>;
+  const P apex{0, 0, 0};
+  std::vector<P> corner;  // around the rectangle: (l, t), (r, t), (r, b), (l, b)
+  for (const auto& [u, v] : {std::pair{-0.5, -0.5}, {7.5, -0.5}, {7.5, 5.5}, {-0.5, 5.5}})
+    corner.push_back({(u - cx) / fx * s, (v - cy) / fy * s, s});
+  std::vector<std::pair<P, P>> expected;
+  for (size_t k = 0; k < 4; ++k) {
+    expected.push_back({apex, corner[k]});
+    expected.push_back({corner[k], corner[(k + 1) % 4]});
+  }
+  const auto near = [&](size_t vertex, const P& p) {
+    for (size_t c = 0; c < 3; ++c)
+      if (std::abs(xyz[3 * vertex + c] - p[c]) > 1e-6) return false;
+    return true;
+  };
+  // Each segment of the file is one expected segment (either direction), each expected one found once.
+  std::vector<int> found(expected.size(), 0);
+  for (size_t seg = 0; seg < 8; ++seg) {
+    bool matched = false;
+    for (size_t j = 0; j < expected.size() && !matched; ++j)
+      if ((near(2 * seg, expected[j].first) && near(2 * seg + 1, expected[j].second)) ||
+          (near(2 * seg, expected[j].second) && near(2 * seg + 1, expected[j].first))) {
+        ++found[j];
+        matched = true;
+      }
+    EXPECT_TRUE(matched) << "segment " << seg << ": (" << xyz[6 * seg] << ", " << xyz[6 * seg + 1] << ", "
+                         << xyz[6 * seg + 2] << ") - (" << xyz[6 * seg + 3] << ", " << xyz[6 * seg + 4] << ", "
+                         << xyz[6 * seg + 5] << ")";
+  }
+  EXPECT_EQ(found, std::vector<int>(expected.size(), 1));
+}
+
 // ---- BSS ----------------------------------------------------------------------------------------
 TEST(Bss, TrajectoryAndIntrinsicsLines) {
   TempDir dir;
