@@ -764,6 +764,48 @@ TEST(Glb, FrustumCornersAreTheImageEdgesAtATenthOfTheMedianDepth) {
   EXPECT_EQ(found, std::vector<int>(expected.size(), 1));
 }
 
+// The file's world is the engine's OpenCV frame (x right, y down, z forward) under one root node,
+// node 0 and the scene's only node, that turns it 180 degrees about x into glTF's (y up, the camera
+// looking along -z): rotation (x, y, z, w) = (1, 0, 0, 0). Every mesh node is a child of it.
+TEST(Glb, RootNodeTurnsOpenCvAxesIntoGltfAxes) {
+  GlbSceneBuilder b;
+  PointBatch batch;
+  batch.xyz = {0, 1, 2};
+  batch.rgb = {10, 20, 30};
+  b.add_points(batch);
+  const Mat33 K{4, 0, 3.5, 0, 4, 2.5, 0, 0, 1};
+  b.add_camera({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, K, 8, 6, 0.2f, true);
+  b.add_camera({1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0}, K, 8, 6, 0.2f, false);
+  TempDir dir;
+  b.write(dir.path / "r.glb");
+  const nlohmann::json gltf = glb_attribute(dir.path / "r.glb", "points", "POSITION", 3 * sizeof(float)).gltf;
+  ASSERT_TRUE(gltf.is_object());
+  EXPECT_EQ(gltf.at("scenes").at(gltf.at("scene").get<size_t>()).at("nodes"), nlohmann::json::array({0}));
+  const nlohmann::json& root = gltf.at("nodes").at(0);
+  ASSERT_EQ(root.at("rotation").size(), 4u);
+  EXPECT_EQ(root.at("rotation"), nlohmann::json::array({1.0, 0.0, 0.0, 0.0}));
+  EXPECT_FALSE(root.contains("mesh"));
+  std::set<int> mesh_nodes, children;
+  for (size_t i = 0; i < gltf.at("nodes").size(); ++i)
+    if (gltf.at("nodes").at(i).contains("mesh")) mesh_nodes.insert(static_cast<int>(i));
+  for (const nlohmann::json& c : root.at("children")) children.insert(c.get<int>());
+  EXPECT_EQ(mesh_nodes.size(), 3u);  // points, frustums, trajectory
+  EXPECT_EQ(children, mesh_nodes);
+  // The rotation as glTF applies it: p' = p + 2w (q x p) + 2 q x (q x p), q = (x, y, z).
+  const double q[3] = {root.at("rotation")[0], root.at("rotation")[1], root.at("rotation")[2]};
+  const double w = root.at("rotation")[3];
+  const auto cross = [](const double* a, const double* b) {
+    return std::array<double, 3>{a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+  };
+  const double p[3] = {0, 1, 2};  // OpenCV: below the optical axis, 2 in front of the camera
+  const std::array<double, 3> qp = cross(q, p), qqp = cross(q, qp.data());
+  const double rotated[3] = {p[0] + 2 * w * qp[0] + 2 * qqp[0], p[1] + 2 * w * qp[1] + 2 * qqp[1],
+                             p[2] + 2 * w * qp[2] + 2 * qqp[2]};
+  EXPECT_DOUBLE_EQ(rotated[0], 0.0);
+  EXPECT_DOUBLE_EQ(rotated[1], -1.0);  // glTF: y up, so below is negative y
+  EXPECT_DOUBLE_EQ(rotated[2], -2.0);  // glTF: in front of a camera is -z
+}
+
 // ---- BSS ----------------------------------------------------------------------------------------
 TEST(Bss, TrajectoryAndIntrinsicsLines) {
   TempDir dir;
