@@ -317,7 +317,6 @@ json window_cache_json(const CacheStats& c) {
   return {{"frames_stored", c.frames_stored}, {"bytes_used", c.bytes_used}, {"bytes_reserved", c.bytes_reserved}};
 }
 
-// A frame pushed into the session whose result has not come back yet (scale phase).
 // What the frame loop counted and how the run ended: summary.json's figures and the last line's.
 struct RunTally {
   int64_t frames_done = 0;              // frames written
@@ -381,6 +380,7 @@ std::optional<int64_t> points_kept(const json& export_report) {
   return std::nullopt;
 }
 
+// A frame pushed into the session whose result has not come back yet (scale phase).
 struct PendingFrame {
   int64_t index = 0;
   double timestamp = 0;

@@ -2,7 +2,7 @@
 // `run`'s progress display: a one-line bar redrawn on a terminal (stderr), or one plain line per
 // completed frame (stdout). Steps of several frames (a scale phase) also show where they are, as they
 // can take minutes on a CPU. update() runs on the writer thread, step() and the scale-phase calls on
-// the model thread; every call takes the one mutex.
+// the model thread, each under the one mutex; restart_clock() runs before either thread starts.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

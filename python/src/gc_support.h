@@ -11,9 +11,14 @@
 namespace lingbot::python {
 
 // The instance's C++ value, or null when __init__ has not run (made by __new__) or it is destroyed.
+// The collector may visit an instance before pybind11 has allocated its value/holder layout (the
+// first instance of a Python subclass allocates its type cache between tp_alloc and the layout):
+// then there is nothing to read.
 template <class T>
 T* constructed_value(PyObject* self) noexcept {
-  auto v_h = reinterpret_cast<pybind11::detail::instance*>(self)->get_value_and_holder();
+  auto* inst = reinterpret_cast<pybind11::detail::instance*>(self);
+  if (!inst->simple_layout && inst->nonsimple.values_and_holders == nullptr) return nullptr;
+  auto v_h = inst->get_value_and_holder();
   return v_h.holder_constructed() ? v_h.template value_ptr<T>() : nullptr;
 }
 

@@ -395,6 +395,7 @@ class PyReconstruction {
   void clear_for_gc() {
     if (stream_) stream_->release();
     progress_.reset();
+    done_ = early_done_ = true;  // an object a finalizer resurrects ends its iteration
   }
 
  private:

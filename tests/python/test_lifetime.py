@@ -5,12 +5,15 @@ KV cache while it is still referenced. Memory is read from glibc's allocator (ma
 heap and mmap), which is exact where RSS moves by pages."""
 import ctypes
 import gc
+import os
+import subprocess
 import sys
 import weakref
 
 import pytest
 
 import lingbot_map as lm
+from conftest import BUILD
 
 
 class _MallInfo2(ctypes.Structure):
@@ -122,3 +125,26 @@ def test_finish_early_frees_the_cache_and_returns_the_tail_first(demo_model):
     assert before - heap_bytes() >= 0.9 * reserved
     assert [r.frame_index for r in first + tail] == list(range(len(first) + len(tail))) and tail
     assert it.windows and it.stats()["bytes_reserved"] == reserved  # the figures of the last step
+
+
+def test_a_collection_while_a_subclass_instance_is_made_is_safe():
+    """The first instance of a Python subclass allocates its type cache after the object exists and
+    before pybind11 lays out its C++ value: a collection there visited an instance with nothing to
+    read, and crashed. Run in a child so that a crash fails this test, not the whole run."""
+    code = "\n".join([
+        "import gc, lingbot_map as lm",
+        "class MySession(lm.Session): pass",
+        "class MyReconstruction(lm.Reconstruction): pass",
+        "gc.set_threshold(1)",
+        "s = MySession(lm.Model.demo(), scale_frames=2, threads=1)",
+        "s.me = s  # a subclass instance has a __dict__: a cycle through it is collected too",
+        "ref = __import__('weakref').ref(s)",
+        "del s",
+        "MyReconstruction.__new__(MyReconstruction)",
+        "gc.collect()",
+        "assert ref() is None",
+        "print('ok')",
+    ])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(BUILD / "python")))
+    assert (proc.returncode, proc.stdout) == (0, "ok\n"), proc.stderr
