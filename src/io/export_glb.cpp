@@ -15,7 +15,7 @@ namespace lingbot::io {
 
 namespace fs = std::filesystem;
 
-GlbSceneBuilder::GlbSceneBuilder(int64_t max_points) : max_points_(max_points) {
+GlbSceneBuilder::GlbSceneBuilder(int64_t max_points, uint64_t seed) : max_points_(max_points), rng_(seed) {
   LINGBOT_CHECK(max_points >= 1, "glb: the point budget must be >= 1, got ", max_points);
 }
 

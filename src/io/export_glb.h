@@ -29,7 +29,9 @@ inline constexpr int64_t kGlbMaxPoints = 2'000'000;
 
 class GlbSceneBuilder {
  public:
-  explicit GlbSceneBuilder(int64_t max_points = kGlbMaxPoints);
+  // Past max_points, the points kept are a uniform sample of all points seen (reservoir sampling):
+  // the same seed, the same sample.
+  explicit GlbSceneBuilder(int64_t max_points = kGlbMaxPoints, uint64_t seed = 0);
   void add_points(const PointBatch& points);
   void add_camera(const RigidTransform<double>& c2w, const Mat33& K, int width, int height, float frustum_depth, bool keyframe);
   // Writes the scene (temporary name + rename).
@@ -46,7 +48,7 @@ class GlbSceneBuilder {
   std::vector<uint16_t> rgba_;  // linear, 65535 = 1
   std::vector<float> centres_;   // 3 per camera
   std::vector<float> frustums_;  // 16 vertices (8 segments) x 3 per keyframe
-  std::mt19937_64 rng_{0};
+  std::mt19937_64 rng_;
 };
 
 std::unique_ptr<Exporter> make_glb_exporter();
