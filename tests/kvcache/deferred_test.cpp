@@ -212,12 +212,7 @@ TEST(DeferredFrames, ResetWhileDeferredPendingStartsFresh) {
     EXPECT_FALSE(c->deferred_pending());
     EXPECT_EQ(c->stats().frames_stored, 0);
     if (const auto* p = dynamic_cast<const PagedKVCache*>(c.get())) {
-      PagedKVCache fresh(o, alloc);
-      PagedCacheState expect = fresh.state();
-      const int64_t special_pages = p->special_pages_allocated();
-      expect.special_allocated = special_pages;  // capacity is kept for reuse, every page free
-      for (int64_t q = special_pages - 1; q >= 0; --q) expect.special_free.push_back(static_cast<int32_t>(q));
-      EXPECT_EQ(p->state(), expect);
+      EXPECT_EQ(p->state(), state_after_reset(o, alloc, p->special_pages_allocated()));
     }
     EXPECT_NO_THROW(run_step(*c, FrameMode::ScalePhase, o.scale_frames, random_frames(o, o.scale_frames, rng)));
     EXPECT_EQ(c->stats().frames_stored, o.scale_frames);

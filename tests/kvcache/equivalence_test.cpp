@@ -321,16 +321,12 @@ void run_scenario(const Scenario& sc, std::mt19937& rng, Counters& cnt) {
   const int64_t special_pages = paged.special_pages_allocated();
   paged.reset();
   dense.reset();
-  PagedKVCache fresh(o, alloc);
-  PagedCacheState expect = fresh.state();
-  expect.special_allocated = special_pages;  // capacity is kept for reuse, every page free
-  for (int64_t p = special_pages - 1; p >= 0; --p) expect.special_free.push_back(static_cast<int32_t>(p));
-  ASSERT_EQ(paged.state(), expect);
+  ASSERT_EQ(paged.state(), state_after_reset(o, alloc, special_pages));  // makes a fresh cache
   ASSERT_EQ(paged.stats().frames_stored, 0);
   ASSERT_EQ(dense.stats().frames_stored, 0);
   ASSERT_EQ(dense.stats().visible_tokens, 0);
   const uint64_t allocs_after_fresh = alloc.allocation_count();
-  EXPECT_EQ(allocs_after_fresh - allocs, static_cast<uint64_t>(o.num_blocks));  // only `fresh`'s pools
+  EXPECT_EQ(allocs_after_fresh - allocs, static_cast<uint64_t>(o.num_blocks));  // only the fresh cache's pools
   // Replaying the same frame count after reset needs no allocation in the paged cache.
   for (size_t i = 0; i < ref.stored(); ++i) bench::bookkeeping_step(paged, FrameMode::Keyframe, 1);
   EXPECT_EQ(alloc.allocation_count(), allocs_after_fresh);

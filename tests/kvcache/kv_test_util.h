@@ -13,11 +13,21 @@
 #include "core/allocator.h"
 #include "kernels/cpu/attention.h"
 #include "kvcache/kv_cache.h"
+#include "kvcache/paged_kv_cache.h"
 #include "lingbot/dtype.h"
 
 namespace kvtest {
 
 using namespace lingbot;
+
+// The bookkeeping a paged cache has after reset(): a new cache's, except that the special pages it
+// had allocated are kept for reuse, every one free (handed out from page 0 again).
+inline PagedCacheState state_after_reset(const CacheOptions& o, Allocator& alloc, int64_t special_pages) {
+  PagedCacheState expect = PagedKVCache(o, alloc).state();
+  expect.special_allocated = special_pages;
+  for (int64_t p = special_pages - 1; p >= 0; --p) expect.special_free.push_back(static_cast<int32_t>(p));
+  return expect;
+}
 
 // One global block as the model runs it: the cache stores K/V and hands out the visible keys, the host
 // attention kernel reads them (scale 1/sqrt(head_dim)). The cache tests compare the visible sets
