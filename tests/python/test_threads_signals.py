@@ -48,25 +48,38 @@ def test_other_python_thread_runs_while_a_frame_computes(demo_model):
     assert inside > 0, f"no other-thread activity during {len(intervals)} pushes of {[b - a for a, b in intervals]} s"
 
 
-def test_second_thread_on_the_same_session_is_refused(demo_model):
-    errors, done = [], threading.Event()
-    with lm.Session(demo_model, scale_frames=1, threads=1) as s:
-        def poll():
-            while not done.is_set():
-                try:
-                    s.stats()
-                except lm.Error as e:
-                    errors.append(str(e))
-                time.sleep(0.001)
+class _Poller:
+    """A thread calling each of `reads` in turn until stopped, keeping the lingbot_map.Error messages."""
 
-        t = threading.Thread(target=poll)
-        t.start()
-        try:
+    def __init__(self, *reads, pause=0.001):
+        self.errors, self._done = [], threading.Event()
+
+        def poll():
+            while not self._done.is_set():
+                for read in reads:
+                    try:
+                        read()
+                    except lm.Error as e:
+                        self.errors.append(str(e))
+                time.sleep(pause)
+
+        self._thread = threading.Thread(target=poll)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+def test_second_thread_on_the_same_session_is_refused(demo_model):
+    with lm.Session(demo_model, scale_frames=1, threads=1) as s:
+        with _Poller(s.stats) as poller:
             for i in range(4):
                 s.push(lm.demo_frame(i, **BIG))
-        finally:
-            done.set()
-            t.join()
+        errors = poller.errors
         assert s.stats()["frames_completed"] == 4  # the session was not disturbed
         # A CPU session holds no device memory.
         assert s.stats()["device_peak_bytes"] is None and s.stats()["device_kv_cache_bytes"] is None
@@ -82,25 +95,11 @@ def test_reading_an_exporter_while_another_thread_writes_is_refused(demo_model, 
         results = [r for i in range(6) for r in s.push(lm.demo_frame(i, **BIG))]
     errors = []
     for attempt in range(50):  # until the poller has met a write (a loaded machine may not schedule it)
-        done = threading.Event()
         with lm.Exporter(tmp_path / str(attempt), export="depth,ply,glb,npz") as ex:
-            def poll():
-                while not done.is_set():
-                    for read in (ex.report, lambda: ex.frames):
-                        try:
-                            read()
-                        except lm.Error as e:
-                            errors.append(str(e))
-                    time.sleep(0.0005)
-
-            t = threading.Thread(target=poll)
-            t.start()
-            try:
+            with _Poller(ex.report, lambda: ex.frames, pause=0.0005) as poller:
                 for r in results:
                     ex.write(r)
-            finally:
-                done.set()
-                t.join()
+            errors += poller.errors
             assert ex.frames == 6 and ex.report()["ply"]["points"] > 0
         if errors:
             break
