@@ -26,10 +26,9 @@ struct ModelLoadOptions {
   // cache is short, less as the global attention grows with it), and of the DPT head's token
   // projections and convolutions (about a tenth of a frame's FLOPs at 518x378 by an operation count;
   // an eighth of the time, 3.6 of 28.2 CPU s a frame, in docs/performance.md's f32 measurement).
-  // f16 / bf16 halve their memory; where the CPU has a
-  // native GEMM for the dtype (bf16: AVX512_BF16 or AMX, through oneDNN) they also run faster, with the
-  // activations rounded to the dtype at each of these layers; elsewhere the weights are widened to
-  // f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms, LayerScale,
+  // f16 / bf16 halve their memory; where the CPU has a native GEMM for the dtype (bf16: AVX512_BF16
+  // or AMX, through oneDNN) they also run faster, with the activations rounded to the dtype at each
+  // of these layers; elsewhere the weights are widened to f32 on the fly (slower than f32). Everything else (patch embedding, tokens, norms, LayerScale,
   // biases, camera head, the DPT head's transposed convolutions and last 1x1 convolution) stays f32:
   // the camera path amplifies weight error. kernels::gemm_path() / gemm_path_description() say what runs.
   DType weights_dtype = DType::F32;
