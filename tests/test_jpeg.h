@@ -58,4 +58,24 @@ inline std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& px, int w, i
   return out;
 }
 
+// A JPEG whose scan data is cut at `keep` (a fraction of the file) and closed with an EOI marker:
+// libjpeg decodes it, warning "Corrupt JPEG data: premature end of data segment", and fills the
+// rest of the picture in (as Pillow, which decodes it silently).
+inline std::vector<uint8_t> cut_scan_jpeg(const std::vector<uint8_t>& jpeg, double keep = 0.75) {
+  std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(static_cast<double>(jpeg.size()) * keep));
+  cut.push_back(0xff);
+  cut.push_back(0xd9);
+  return cut;
+}
+
+// A w x h RGB picture with detail everywhere (so every scan segment holds data).
+inline std::vector<uint8_t> textured_rgb(int w, int h) {
+  std::vector<uint8_t> px(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c)
+        px[(static_cast<size_t>(y) * w + x) * 3 + c] = static_cast<uint8_t>((x * 7 + y * 13 + c * 50 + (x * y) % 23) & 255);
+  return px;
+}
+
 }  // namespace lingbot_test

@@ -11,7 +11,7 @@
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
 //   4. summary.json is written last, with "status": "completed", "damaged" (the video had decode
-//      errors or lost frames: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C, SIGTERM or SIGHUP:
+//      errors or lost frames, or a JPEG of the folder corrupt data: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C, SIGTERM or SIGHUP:
 //      exit 130 / 143 / 129) or "failed" (an error after step 2: it carries the message; exit 1), and the
 //      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
 //      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
@@ -79,7 +79,7 @@ constexpr int64_t kLiveMaxSpecialFrames = 256;
 // A run a signal stopped exits 128 + the signal, as shells report it: 130 (SIGINT), 143 (SIGTERM),
 // 129 (SIGHUP).
 int exit_code_of_signal(int sig) { return 128 + sig; }
-constexpr int kExitDamagedInput = 3;   // the run finished but the video was damaged (see --allow-damaged)
+constexpr int kExitDamagedInput = 3;   // the run finished but the input was damaged (see --allow-damaged)
 
 struct RunArgs {
   std::string images, video, model, out;
@@ -110,7 +110,7 @@ struct RunArgs {
   std::string progress = "auto";
   std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
   std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
-  bool allow_damaged = false;       // a damaged video still exits 0 (status "completed", warnings listed)
+  bool allow_damaged = false;       // a damaged input still exits 0 (status "completed", warnings listed)
   bool live = false;                // --video is a live source (io/live_source.h)
   int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
   std::string pipeline = "on";      // --pipeline: read and write on their own threads (tools/run_pipeline.h)
@@ -192,7 +192,7 @@ struct Input {
   std::optional<int64_t> count;      // exact, when known up front
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
-  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // video only
+  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // a video's or a folder's
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
   std::vector<std::string> notices;           // io::FrameSource::notices
   std::optional<io::FrameSource::VideoSampling> sampling;  // a video (file, pipe or --live source)
@@ -1156,8 +1156,9 @@ int run_command(const RunArgs& a) {
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
   if (tally.status == RunStatus::Damaged)
-    std::fprintf(stderr, "error: the input video is damaged (%s); the frames that decoded were processed and written. "
-                         "Pass --allow-damaged to accept such input with exit code 0\n", damage->describe().c_str());
+    std::fprintf(stderr, "error: the input %s damaged (%s); the frames that decoded were processed and written. "
+                         "Pass --allow-damaged to accept such input with exit code 0\n",
+                 input.kind == "images" ? "images are" : "video is", damage->describe().c_str());
   serve_until_stopped();
   if (tally.status == RunStatus::Damaged) return kExitDamagedInput;
   if (tally.status == RunStatus::Interrupted) return exit_code_of_signal(tally.stop_signal);
@@ -1198,7 +1199,8 @@ void add_run_command(CLI::App& app) {
       "result; the frames before it are kept), finalises the files and exits with code 130 (SIGTERM: 143,\n"
       "SIGHUP: 129); a second Ctrl-C terminates at once (no summary.json; files stay valid). A standard\n"
       "output that goes away (| head) does not stop the run: it ends as usual, then exits 1 saying so.\n"
-      "A damaged video (decode errors, lost frames, cut short) exits with code 3 unless --allow-damaged.\n"
+      "A damaged video (decode errors, lost frames, cut short) or a JPEG decoded with corrupt data exits\n"
+      "with code 3 unless --allow-damaged.\n"
       "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"
       "and give no points (the .npy/.npz keep them); a frame whose camera is not finite is listed in\n"
       "poses.json with \"valid\": false and no matrices, and is left out of every geometric export.\n"
@@ -1338,7 +1340,7 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--allow-damaged", a->allow_damaged,
-                "a damaged video (decode errors, lost frames, file cut short) still counts as completed "
+                "a damaged video (decode errors, lost frames, file cut short) or a JPEG with corrupt data still counts as completed "
                 "(exit 0); the damage is listed in summary.json \"warnings\" either way");
   cmd->callback([a] {
     int code = 0;

@@ -2,7 +2,7 @@
 //
 // Exit codes: 0 success; 1 bad input or a failed run (files, values out of range: one "error: ..."
 // line); 2 usage error (unknown subcommand or option, a value that does not parse, a missing
-// required option: one "error: ..." line and a hint to --help); 3 `run` finished on a damaged video
+// required option: one "error: ..." line and a hint to --help); 3 `run` finished on a damaged input
 // (see --allow-damaged); 130 / 143 `run` stopped by Ctrl-C / SIGTERM.
 #include <cerrno>
 #include <cstdio>

@@ -62,7 +62,11 @@ void RunWarnings::add_damage(const io::StreamDamage& d) {
   if (!d.any()) return;
   nlohmann::json lost = nlohmann::json::array(), damaged = nlohmann::json::array();
   for (const auto& p : d.lost) lost.push_back({{"position", p.position}, {"timestamp", p.timestamp_s}});
-  for (const auto& p : d.damaged) damaged.push_back({{"position", p.position}, {"timestamp", p.timestamp_s}});
+  for (const auto& p : d.damaged) {
+    nlohmann::json e = {{"position", p.position}, {"timestamp", p.timestamp_s}};
+    if (!p.file.empty()) e.update({{"file", p.file}, {"problem", p.problem}});
+    damaged.push_back(std::move(e));
+  }
   nlohmann::json entry = {{"kind", "input_damaged"},    {"decode_errors", d.decode_errors},
                           {"lost_frames", d.lost_frames}, {"lost", lost},
                           {"damaged_frames", d.damaged_frames}, {"damaged", damaged},

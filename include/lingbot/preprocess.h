@@ -8,6 +8,7 @@
 // shapes (upstream pads a whole batch to its largest; `run` does the same for an image folder).
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "lingbot/tensor.h"
@@ -50,8 +51,20 @@ void check_preprocess_options(const PreprocessOptions& options);
 // would shrink to 0.
 Tensor preprocess_image(const uint8_t* rgb, int width, int height, const PreprocessOptions& options = {});
 
+// What the decoder repaired in a picture it still decoded: libjpeg's "Corrupt JPEG data" warnings
+// (damaged entropy-coded data, which libjpeg, and so Pillow, conceal with grey or shifted blocks).
+// Empty for an intact file; a damaged PNG or BMP, and a JPEG cut short, are errors instead.
+struct CorruptData {
+  int64_t warnings = 0;       // libjpeg's count for the file
+  std::string first_warning;  // the first, in libjpeg's words: "Corrupt JPEG data: premature end of data segment"
+  bool any() const { return warnings > 0; }
+};
+
 // Reads a PNG, JPEG or BMP file (a JPEG's EXIF orientation applied) and returns preprocess_image
-// of it. Throws Error naming the file when it is missing, unreadable or cannot be decoded.
-Tensor load_frame(const std::filesystem::path& image_file, const PreprocessOptions& options = {});
+// of it. Throws Error naming the file when it is missing, unreadable or cannot be decoded (FileNotFound
+// when it does not exist). `corrupt` (optional; nullptr: not reported): set to what the decoder
+// repaired, as `run` reports a damaged frame.
+Tensor load_frame(const std::filesystem::path& image_file, const PreprocessOptions& options = {},
+                  CorruptData* corrupt = nullptr);
 
 }  // namespace lingbot

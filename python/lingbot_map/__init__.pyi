@@ -165,7 +165,7 @@ class Reconstruction(Iterator[Result]):
     @property
     def frame_count(self) -> Optional[int]: ...
     @property
-    def damage(self) -> Optional[dict[str, Any]]: ...  # None unless the video is damaged (then also a RuntimeWarning)
+    def damage(self) -> Optional[dict[str, Any]]: ...  # None unless the video or folder is damaged (then also a RuntimeWarning)
     @property
     def image_size(self) -> tuple[int, int]: ...
     @property

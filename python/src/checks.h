@@ -47,10 +47,11 @@ inline void warn_deprecated(const std::string& message) {
   if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 1) != 0) throw py::error_already_set();
 }
 
-// A UserWarning whose text may quote file names, which need not be UTF-8 (fs_decode: the bytes that
-// do not decode become lone surrogates, as os.fsdecode makes them). Same stack level as above.
-inline void warn_user(const std::string& message) {
-  py::module_::import("warnings").attr("warn")(fs_decode(message), py::handle(PyExc_UserWarning), 1);
+// A warning whose text may quote file names, which need not be UTF-8 (fs_decode: the bytes that do
+// not decode become lone surrogates, as os.fsdecode makes them). Same stack level as above.
+inline void warn_quoting_files(PyObject* category, const std::string& message) {
+  py::module_::import("warnings").attr("warn")(fs_decode(message), py::handle(category), 1);
 }
+inline void warn_user(const std::string& message) { warn_quoting_files(PyExc_UserWarning, message); }
 
 }  // namespace lingbot::python

@@ -40,14 +40,20 @@ void bind_functions(py::module_& m) {
       "load_image",
       [](const fs::path& path) {
         io::ImageU8 img;
+        CorruptData corrupt;
         {
           py::gil_scoped_release nogil;
-          img = io::load_image(path);
+          img = io::load_image(path, &corrupt);
         }
+        if (corrupt.any())  // Pillow decodes such a file without a word; run counts it as a damaged frame
+          warn_quoting_files(PyExc_RuntimeWarning, path.string() + ": decoded with corrupt data (libjpeg: " +
+                                                       corrupt.first_warning + "; " + std::to_string(corrupt.warnings) +
+                                                       (corrupt.warnings == 1 ? " warning)" : " warnings)"));
         return image_to_array(std::move(img));
       },
       "path"_a,
-      "Decodes an image file as `run` does (PIL-compatible: EXIF orientation, alpha on white) -> uint8 [H, W, 3].");
+      "Decodes an image file as `run` does (PIL-compatible: EXIF orientation, alpha on white) -> uint8 [H, W, 3].\n"
+      "A JPEG that libjpeg decodes with corrupt data (as Pillow does, silently) gives a RuntimeWarning.");
 
   m.def(
       "preprocess",

@@ -66,7 +66,8 @@ class FrameFeed {
   virtual ~FrameFeed() = default;
   // Next model input (needs the GIL for array lists; decoding/preprocessing release it). False at the end.
   virtual bool next(Pending* out) = 0;
-  // What the video decoder lost or repaired so far; nullptr for folders and arrays.
+  // What the video decoder lost or repaired so far, or the folder's JPEGs decoded with corrupt data;
+  // nullptr for arrays.
   virtual const io::StreamDamage* damage() const { return nullptr; }
   std::optional<int64_t> count, estimated;
   io::ImageSize canvas;
@@ -351,7 +352,7 @@ class PyReconstruction {
     return py::none();
   }
   std::pair<int, int> image_size() const { return {feed_->canvas.width, feed_->canvas.height}; }
-  // None for folders, arrays and a clean video; else the damage so far (run's summary.json "warnings").
+  // None for arrays and a clean input; else the damage so far (run's summary.json "warnings").
   py::object damage() {
     BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);  // the decoder updates it while next() runs
     const io::StreamDamage* d = feed_->damage();
@@ -400,14 +401,15 @@ class PyReconstruction {
 
  private:
 
-  // At the end of a damaged video: a RuntimeWarning (run exits 3 there unless --allow-damaged); the
-  // frames that decoded were returned. warnings.simplefilter("error") turns it into an exception.
+  // At the end of a damaged video or folder: a RuntimeWarning (run exits 3 there unless
+  // --allow-damaged); the frames that decoded were returned. warnings.simplefilter("error") turns it
+  // into an exception.
   void warn_if_damaged() const {
     const io::StreamDamage* d = feed_->damage();
     if (!d || !d->any()) return;
-    const std::string msg = "the input video is damaged (" + d->describe() +
-                            "); the frames that decoded were returned (Reconstruction.damage has the counts)";
-    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw py::error_already_set();
+    warn_quoting_files(PyExc_RuntimeWarning, std::string("the input ") + (kind_ == "images" ? "images are" : "video is") +
+                                                 " damaged (" + d->describe() +
+                                                 "); the frames that decoded were returned (Reconstruction.damage has the counts)");
   }
   std::atomic<bool> busy_{false};
 };
@@ -431,8 +433,9 @@ void bind_reconstruct(py::module_& m) {
       .def_property_readonly("image_size", constructed(&PyReconstruction::image_size), "(width, height) of every model input.")
       .def_property_readonly("kind", constructed(&PyReconstruction::kind), "'images', 'video' or 'arrays'.")
       .def_property_readonly("damage", constructed(&PyReconstruction::damage),
-                             "None, or for a damaged video a dict: decode_errors, lost_frames, damaged_frames,\n"
-                             "truncated, description. A RuntimeWarning says so at the end of the iteration.");
+                             "None, or for a damaged video or folder (JPEGs with corrupt data) a dict: decode_errors,\n"
+                             "lost_frames, damaged_frames, truncated, description. A RuntimeWarning says so at the\n"
+                             "end of the iteration.");
 
   m.def(
       "reconstruct",
@@ -483,8 +486,8 @@ void bind_reconstruct(py::module_& m) {
       "`model` is a Model or a checkpoint path. mode='windowed' runs run's --mode windowed (see Session;\n"
       "auto keyframe interval 1 there). Returns an iterator of Result, one per frame; inputs are checked\n"
       "before it is returned. Ctrl-C raises KeyboardInterrupt at the next frame boundary. A damaged video\n"
-      "(decode errors, lost frames, cut short) yields the frames that decoded, then a RuntimeWarning at\n"
-      "the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
+      "(decode errors, lost frames, cut short) or folder (JPEGs libjpeg decoded with corrupt data) yields\n"
+      "the frames that decoded, then a RuntimeWarning at the end; Reconstruction.damage has the counts. An error while running a frame ends the iteration.");
 }
 
 }  // namespace lingbot::python

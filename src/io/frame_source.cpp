@@ -13,6 +13,7 @@ struct FrameSource::Impl {
   std::vector<std::filesystem::path> files;  // folder mode: the selected files
   size_t next_file = 0;
   std::optional<VideoReader> video;          // video mode
+  StreamDamage folder_damage;                // folder mode: JPEGs decoded with corrupt data
   int64_t sampled = 0;                       // video frames passed by the fps sampler so far
   int64_t produced = 0;
   std::vector<std::string> notices;
@@ -66,8 +67,10 @@ bool FrameSource::next(SourceFrame* out) {
   if (!s.video) {
     if (s.next_file >= s.files.size()) return false;
     const std::filesystem::path& p = s.files[s.next_file++];
-    out->image = load_image(p);
+    CorruptData corrupt;
+    out->image = load_image(p, &corrupt);
     out->name = p.filename().string();
+    if (corrupt.any()) s.folder_damage.add_damaged_image(s.produced, out->name, corrupt);
     out->timestamp = static_cast<double>(s.produced);
     out->timestamp_unit = TimestampUnit::FrameIndex;
   } else {
@@ -88,7 +91,9 @@ bool FrameSource::next(SourceFrame* out) {
   return true;
 }
 
-const StreamDamage* FrameSource::damage() const { return impl_->video ? &impl_->video->damage() : nullptr; }
+const StreamDamage* FrameSource::damage() const {
+  return impl_->video ? &impl_->video->damage() : &impl_->folder_damage;
+}
 
 std::optional<int64_t> FrameSource::count() const {
   if (impl_->video) return std::nullopt;

@@ -50,7 +50,8 @@ class FrameSource {
   // The next selected frame; false when there are no more. Throws on unreadable files.
   bool next(SourceFrame* out);
   // Video: decode errors, lost frames and truncation found so far (complete once next() returned
-  // false at the end of the stream); nullptr for image folders (an unreadable image throws).
+  // false at the end of the stream). Image folders: the frames read so far whose JPEG libjpeg
+  // decoded with corrupt data (an image that cannot be decoded throws). Never nullptr.
   const StreamDamage* damage() const;
   // Number of frames that will be produced, when known up front (image folders); nullopt for video.
   std::optional<int64_t> count() const;

@@ -414,6 +414,7 @@ struct JpegErrorManager {
   jpeg_error_mgr pub;  // first member: libjpeg only sees this part
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  char first_warning[JMSG_LENGTH_MAX];
 };
 
 void jpeg_error_exit(j_common_ptr cinfo) {
@@ -421,7 +422,13 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   (*cinfo->err->format_message)(cinfo, err->message);
   std::longjmp(err->jump, 1);
 }
-void jpeg_quiet(j_common_ptr) {}  // warnings (corrupt data libjpeg can recover from) are not printed
+// Nothing is printed. Warnings (msg_level < 0: corrupt data libjpeg recovers from) are counted, as
+// libjpeg's own emit_message counts them, and the first is kept; trace messages are dropped.
+void jpeg_emit_message(j_common_ptr cinfo, int msg_level) {
+  if (msg_level >= 0) return;
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  if (err->pub.num_warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
+}
 void jpeg_source_noop(j_decompress_ptr) {}
 // The whole file is already in the buffer, so asking for more means the file is truncated.
 boolean jpeg_source_suspend(j_decompress_ptr) { return FALSE; }
@@ -441,7 +448,7 @@ class JpegSession {
   explicit JpegSession(std::span<const uint8_t> bytes) {
     cinfo_.err = jpeg_std_error(&err_.pub);
     err_.pub.error_exit = jpeg_error_exit;
-    err_.pub.output_message = jpeg_quiet;
+    err_.pub.emit_message = jpeg_emit_message;
     src_.next_input_byte = bytes.data();
     src_.bytes_in_buffer = bytes.size();
     src_.init_source = jpeg_source_noop;
@@ -456,6 +463,10 @@ class JpegSession {
 
   jpeg_decompress_struct& cinfo() { return cinfo_; }
   const char* error_message() const { return err_.message; }
+  CorruptData corrupt_data() const {
+    if (err_.pub.num_warnings == 0) return {};
+    return {err_.pub.num_warnings, err_.first_warning};
+  }
 
   // Creates the decompressor and reads the header up to the first image (tables-only datastreams
   // are skipped, as Pillow does).
@@ -517,7 +528,7 @@ void check_pixel_limit(int64_t w, int64_t h, const std::string& name) {
                 " pixels exceeds the limit of ", kMaxImagePixels, " (decompression bomb guard, as PIL's)");
 }
 
-ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name) {
+ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name, CorruptData* corrupt) {
   JpegSession s(file_bytes);
   read_jpeg_header(s, name);
   jpeg_decompress_struct& ci = s.cinfo();
@@ -536,6 +547,7 @@ ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name
       for (int c = 0; c < 3; ++c) img.rgb[i * 3 + c] = inverted_cmyk_to_rgb(raw[i * 4 + c], raw[i * 4 + 3]);
     }
   }
+  if (corrupt) *corrupt = s.corrupt_data();
   const int orientation = jpeg_orientation(file_bytes);
   return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
 }
@@ -548,11 +560,12 @@ int exif_orientation(std::span<const uint8_t> file_bytes) {
   return 1;
 }
 
-ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name) {
+ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name, CorruptData* corrupt) {
+  if (corrupt) *corrupt = {};
   LINGBOT_CHECK(!file_bytes.empty(), "cannot decode image ", name, ": file is empty");
   LINGBOT_CHECK(file_bytes.size() <= static_cast<size_t>(INT32_MAX), "cannot decode image ", name,
                 ": file too large");
-  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name);
+  if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name, corrupt);
   if (is_png(file_bytes)) return decode_png(file_bytes, name);
   int w = 0, h = 0, comp = 0;
   if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
@@ -586,9 +599,10 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
   return img;
 }
 
-ImageU8 load_image(const std::filesystem::path& path) {
+ImageU8 load_image(const std::filesystem::path& path, CorruptData* corrupt) {
+  if (corrupt) *corrupt = {};
   const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
-  return decode_image(bytes, path.string());
+  return decode_image(bytes, path.string(), corrupt);
 }
 
 ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {

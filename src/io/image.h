@@ -15,7 +15,8 @@
 //    IDCT, fancy upsampling; grey replicated to RGB; 4-component JPEGs read as Adobe-inverted CMYK
 //    and converted with PIL's CMYK -> RGB formula), so pixels match PIL on the same libjpeg-turbo.
 //    Like PIL (without LOAD_TRUNCATED_IMAGES), a JPEG whose data ends before the last scanline is
-//    an error ("image file is truncated"), while recoverable corruption is decoded silently.
+//    an error ("image file is truncated"); corruption libjpeg recovers from is decoded as PIL
+//    decodes it, and reported (CorruptData) where PIL stays silent.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "io/file_util.h"
+#include "lingbot/preprocess.h"
 
 namespace lingbot::io {
 
@@ -71,13 +73,13 @@ inline constexpr int64_t kMaxImagePixels = 2 * int64_t{89478485};
 // Decodes an encoded image held in memory. `name` is used in error messages.
 // Throws Error("cannot decode image <name>: <reason>") when the bytes are not a supported image or
 // have more than kMaxImagePixels pixels; for JPEG the reason is libjpeg's message or "image file is
-// truncated".
-ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name);
+// truncated". `corrupt` (optional): set to the corrupt data libjpeg recovered from (else cleared).
+ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& name, CorruptData* corrupt = nullptr);
 
 // Reads and decodes an image file (PNG, JPEG, BMP).
 // Errors: "image file not found: <path>", "cannot read image file <path>: <reason>",
 // "cannot decode image <path>: <reason>".
-ImageU8 load_image(const std::filesystem::path& path);
+ImageU8 load_image(const std::filesystem::path& path, CorruptData* corrupt = nullptr);
 
 struct ImageSize {
   int width = 0;

@@ -381,9 +381,9 @@ Tensor preprocess_image(const uint8_t* rgb, int width, int height, const Preproc
   return io::preprocess_image(img, options);
 }
 
-Tensor load_frame(const std::filesystem::path& image_file, const PreprocessOptions& options) {
+Tensor load_frame(const std::filesystem::path& image_file, const PreprocessOptions& options, CorruptData* corrupt) {
   check_preprocess_options(options);  // before reading a file the options would refuse
-  return io::preprocess_image(io::load_image(image_file), options);
+  return io::preprocess_image(io::load_image(image_file, corrupt), options);
 }
 
 }  // namespace lingbot

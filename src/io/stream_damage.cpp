@@ -39,11 +39,20 @@ std::string StreamDamage::describe() const {
     if (!lost.empty()) part += " (stream positions " + ranges(lost, lost_frames) + ")";
     add(part);
   }
-  if (damaged_frames > 0)
-    add(std::to_string(damaged_frames) + " frame" + (damaged_frames == 1 ? "" : "s") +
-        " decoded with errors (positions " + ranges(damaged, damaged_frames) + ")");
+  if (damaged_frames > 0) {
+    std::string part = std::to_string(damaged_frames) + " frame" + (damaged_frames == 1 ? "" : "s") +
+                       " decoded with errors (positions " + ranges(damaged, damaged_frames);
+    if (!damaged.empty() && !damaged.front().file.empty()) part += "; " + damaged.front().file + ": " + damaged.front().problem;
+    add(part + ")");
+  }
   if (truncated) add(truncation);
   return s;
+}
+
+void StreamDamage::add_damaged_image(int64_t index, const std::string& file, const CorruptData& corrupt) {
+  ++damaged_frames;
+  if (damaged.size() < kMaxListed)
+    damaged.push_back({index, static_cast<double>(index), file, corrupt.first_warning});
 }
 
 void StreamDamageTracker::on_packet(int64_t pts) {

@@ -1,7 +1,9 @@
 #pragma once
 // Integrity bookkeeping of a decoded video stream: which frames of the stream never came out of
 // the decoder (lost), which came out with decoder-reported errors (damaged, concealed), and whether
-// the file ended before the frame count its container declares (truncated).
+// the file ended before the frame count its container declares (truncated). An image folder uses
+// StreamDamage alone: its damaged frames are JPEGs libjpeg decoded with corrupt data (CorruptData),
+// their positions the frames' indices in the run.
 //
 // Stream positions are presentation-order frame numbers of the stream itself, lost frames included,
 // so labels of the frames after a loss stay those of the intact stream. They come from the packets'
@@ -26,13 +28,21 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "lingbot/preprocess.h"  // CorruptData
 
 namespace lingbot::io {
 
 struct StreamPosition {
+  StreamPosition() = default;
+  StreamPosition(int64_t position_, double timestamp_s_, std::string file_ = {}, std::string problem_ = {})
+      : position(position_), timestamp_s(timestamp_s_), file(std::move(file_)), problem(std::move(problem_)) {}
   int64_t position = 0;     // presentation-order frame number in the stream (0-based)
   double timestamp_s = 0;   // its presentation time, seconds from the stream start
+  std::string file;         // image folders: the frame's file name ("" for video)
+  std::string problem;      // image folders: what the decoder repaired, in its words ("" for video)
 };
 
 struct StreamDamage {
@@ -46,7 +56,10 @@ struct StreamDamage {
   bool truncated = false;      // the stream ended early (declared frame count not reached, read error)
   std::string truncation;      // how: "file ends at frame 20 of 40 declared", "read error: ..."
   bool any() const { return decode_errors > 0 || lost_frames > 0 || damaged_frames > 0 || truncated; }
-  // One line for logs: "3 decode errors, 20 frames lost (positions 20-39), file ends at ...".
+  // An image folder's frame `index` (its timestamp too), read from `file`, decoded with corrupt data.
+  void add_damaged_image(int64_t index, const std::string& file, const CorruptData& corrupt);
+  // One line for logs: "3 decode errors, 20 frames lost (positions 20-39), file ends at ..."; for an
+  // image folder the first damaged file and its problem follow the positions.
   std::string describe() const;
 };
 

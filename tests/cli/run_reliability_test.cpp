@@ -21,6 +21,7 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "run_test_util.h"
+#include "test_jpeg.h"
 #include "test_video_writer.h"
 
 namespace {
@@ -220,6 +221,37 @@ TEST(RunReliability, VideoCutInHalfIsReportedDamagedNotCompleted) {
   EXPECT_EQ(summary.at("status"), "completed");
   EXPECT_EQ(summary.at("warnings").size(), 1u);
   EXPECT_TRUE(contains(ok.err, "warning: input damaged: ")) << ok.err;
+}
+
+// A JPEG of the folder that libjpeg decodes with corrupt data (grey blocks where its data was lost)
+// is a damaged frame, as a concealed video frame is: processed, listed, exit 3 unless --allow-damaged.
+TEST(RunReliability, AFolderJpegWithCorruptDataIsReportedDamaged) {
+  const fs::path dir = fresh_dir("corrupt_jpeg");
+  fs::create_directories(dir / "frames");
+  const std::vector<uint8_t> good = lingbot_test::encode_jpeg(lingbot_test::textured_rgb(64, 48), 64, 48, 3);
+  for (const std::string name : {"f0.jpg", "f1.jpg", "f2.jpg", "f3.jpg"})
+    write_file(dir / "frames" / name, name == "f2.jpg" ? lingbot_test::cut_scan_jpeg(good) : good);
+  const std::string args = "run --images " + (dir / "frames").string() + " --model " + kTinyModel + kReliabilityArgs;
+  const Result r = run_cli(args + " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  const std::string what = "1 frame decoded with errors (positions 2; f2.jpg: Corrupt JPEG data: premature end of data segment)";
+  EXPECT_TRUE(contains(r.err, "warning: input damaged: " + what + "\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: the input images are damaged (" + what + "); the frames that decoded were processed")) << r.err;
+  json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "damaged");
+  EXPECT_EQ(summary.at("frames"), 4);
+  const json& w = summary.at("warnings");
+  ASSERT_EQ(w.size(), 1u) << w.dump();
+  EXPECT_EQ(w[0].at("kind"), "input_damaged");
+  EXPECT_EQ(w[0].at("damaged_frames"), 1);
+  EXPECT_EQ(w[0].at("damaged"), json::parse(R"([{"position": 2, "timestamp": 2.0, "file": "f2.jpg",
+                                                  "problem": "Corrupt JPEG data: premature end of data segment"}])"));
+
+  const Result ok = run_cli(args + " --allow-damaged --out " + (dir / "out2").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  summary = read_json(dir / "out2" / "summary.json");
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_EQ(summary.at("warnings").size(), 1u);
 }
 
 TEST(RunReliability, IntactVideoHasNoWarnings) {

@@ -102,6 +102,7 @@ std::string error_of(const std::vector<uint8_t>& bytes, const std::string& name)
 
 using lingbot_test::TempDir;
 using lingbot_test::write_file;
+using lingbot_test::cut_scan_jpeg;
 
 // APP1 "Exif" segment holding a big-endian TIFF with IFD0 Orientation = value, inserted after SOI.
 std::vector<uint8_t> with_orientation(std::vector<uint8_t> jpg, int value) {
@@ -245,17 +246,50 @@ TEST(JpegDecode, TruncatedJpegIsAnErrorLikePil) {
 TEST(JpegDecode, DataCutShortBeforeEoiDecodesLikePil) {
   // With an EOI marker after cut scan data, libjpeg pads the scan and only warns, and PIL returns
   // the image: the rows before the cut are intact.
+  // Where PIL is silent, the decoder reports the corrupt data (run counts the frame as damaged).
   const std::vector<uint8_t> full = encode_jpeg(test_pattern(kW, kH, 3), kW, kH, 3, {95, k420});
-  std::vector<uint8_t> cut(full.begin(), full.begin() + full.size() * 3 / 4);
-  cut.push_back(0xff);
-  cut.push_back(0xd9);
-  const ImageU8 a = decode_image(full, "full.jpg");
-  const ImageU8 b = decode_image(cut, "cut.jpg");
+  const std::vector<uint8_t> cut = cut_scan_jpeg(full);
+  CorruptData corrupt{5, "stale"};
+  const ImageU8 a = decode_image(full, "full.jpg", &corrupt);
+  EXPECT_FALSE(corrupt.any());  // cleared
+  EXPECT_EQ(corrupt.first_warning, "");
+  const ImageU8 b = decode_image(cut, "cut.jpg", &corrupt);
   ASSERT_EQ(b.width, kW);
   ASSERT_EQ(b.height, kH);
   EXPECT_EQ(std::vector<uint8_t>(a.rgb.begin(), a.rgb.begin() + 16 * kW * 3),
             std::vector<uint8_t>(b.rgb.begin(), b.rgb.begin() + 16 * kW * 3));
   EXPECT_NE(a.rgb, b.rgb);
+  EXPECT_EQ(corrupt.warnings, 1);
+  EXPECT_EQ(corrupt.first_warning, "Corrupt JPEG data: premature end of data segment");
+  EXPECT_EQ(decode_image(cut, "cut.jpg").rgb, b.rgb);  // the same pixels whether asked or not
+
+  // Garbage before a marker is reported too; and every damaged restart interval counts.
+  std::vector<uint8_t> extra(full.begin(), full.end() - 2);
+  for (uint8_t g : {0x01, 0x02, 0x03, 0xff, 0xd9}) extra.push_back(g);
+  (void)decode_image(extra, "extra.jpg", &corrupt);
+  EXPECT_EQ(corrupt.warnings, 1);
+  EXPECT_TRUE(corrupt.first_warning.starts_with("Corrupt JPEG data: ") &&
+              corrupt.first_warning.ends_with(" extraneous bytes before marker 0xd9"))  // the count: after its read-ahead
+      << corrupt.first_warning;
+  std::vector<uint8_t> rst = encode_jpeg(test_pattern(kW, kH, 3), kW, kH, 3, {95, k420, false, 1});
+  int renamed = 0;
+  for (size_t i = rst.size() / 4; i + 1 < rst.size() && renamed < 2; ++i) {
+    if (rst[i] == 0xff && rst[i + 1] >= 0xd0 && rst[i + 1] <= 0xd7) {  // an RSTn marker: now out of sequence
+      rst[i + 1] = static_cast<uint8_t>(0xd0 + (rst[i + 1] - 0xd0 + 4) % 8);
+      ++renamed;
+      i += 200;
+    }
+  }
+  ASSERT_EQ(renamed, 2);
+  (void)decode_image(rst, "rst.jpg", &corrupt);
+  EXPECT_GE(corrupt.warnings, 2);
+  EXPECT_EQ(corrupt.first_warning.rfind("Corrupt JPEG data: found marker 0xd", 0), 0u) << corrupt.first_warning;
+
+  // load_image reports the same.
+  TempDir dir;
+  write_file(dir.path / "cut.jpg", cut);
+  (void)load_image(dir.path / "cut.jpg", &corrupt);
+  EXPECT_EQ(corrupt.warnings, 1);
 }
 
 TEST(JpegDecode, CorruptJpegGivesLibjpegsMessage) {

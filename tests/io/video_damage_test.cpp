@@ -301,7 +301,47 @@ TEST(VideoDamage, FrameSourceExposesTheDamage) {
   }
   ASSERT_NE(src.damage(), nullptr);
   EXPECT_EQ(src.damage()->lost_frames + n, 40);
-  EXPECT_EQ(FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {}).damage(), nullptr);
+  FrameSource folder = FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {});
+  while (folder.next(&f)) {
+  }
+  ASSERT_NE(folder.damage(), nullptr);
+  EXPECT_FALSE(folder.damage()->any());
+}
+
+// A folder's JPEG that libjpeg decodes with corrupt data is a damaged frame (PIL would hand it over
+// silently): counted at its frame index, with its file and libjpeg's words. Indices are those of the
+// selected frames (--first-k / --stride applied), as the run's outputs number them.
+TEST(FrameSourceDamage, AFolderJpegWithCorruptDataIsADamagedFrame) {
+  TempDir dir;
+  const std::vector<uint8_t> good = lingbot_test::encode_jpeg(lingbot_test::textured_rgb(64, 48), 64, 48, 3);
+  for (const std::string name : {"f0.jpg", "f1.jpg", "f2.jpg", "f3.jpg", "f4.jpg", "f5.jpg"})
+    lingbot_test::write_file(dir.path / name, name == "f3.jpg" || name == "f5.jpg" ? lingbot_test::cut_scan_jpeg(good) : good);
+  FrameSelection sel;
+  sel.stride = 3;  // f0, f3
+  FrameSource src = FrameSource::from_folder(dir.path, sel);
+  SourceFrame f;
+  ASSERT_TRUE(src.next(&f));
+  EXPECT_FALSE(src.damage()->any());
+  ASSERT_TRUE(src.next(&f));
+  EXPECT_FALSE(src.next(&f));
+  const StreamDamage& d = *src.damage();
+  EXPECT_EQ(d.damaged_frames, 1);
+  EXPECT_EQ(d.decode_errors, 0);
+  EXPECT_EQ(d.lost_frames, 0);
+  EXPECT_FALSE(d.truncated);
+  ASSERT_EQ(d.damaged.size(), 1u);
+  EXPECT_EQ(d.damaged[0].position, 1);
+  EXPECT_EQ(d.damaged[0].timestamp_s, 1.0);
+  EXPECT_EQ(d.damaged[0].file, "f3.jpg");
+  EXPECT_EQ(d.damaged[0].problem, "Corrupt JPEG data: premature end of data segment");
+  EXPECT_EQ(d.describe(), "1 frame decoded with errors (positions 1; f3.jpg: Corrupt JPEG data: premature end of data segment)");
+
+  FrameSource all = FrameSource::from_folder(dir.path, {});
+  while (all.next(&f)) {
+  }
+  EXPECT_EQ(all.damage()->damaged_frames, 2);
+  EXPECT_EQ(all.damage()->describe(),
+            "2 frames decoded with errors (positions 3, 5; f3.jpg: Corrupt JPEG data: premature end of data segment)");
 }
 
 namespace {

@@ -238,6 +238,39 @@ def test_a_damaged_video_warns_and_reports_its_damage(demo_model):
     assert len(list(clean)) == 3 and clean.damage is None
 
 
+def test_a_jpeg_with_corrupt_data_is_reported_where_pillow_is_silent(demo_model, tmp_path):
+    """libjpeg repairs a JPEG whose scan data was lost (grey blocks) and Pillow hands the picture over
+    without a word; load_image gives Pillow's pixels and a RuntimeWarning, and reconstruct() counts
+    the frame as damaged, as run does (exit 3 there)."""
+    rng = np.random.default_rng(0)
+    picture = Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))
+    picture.save(tmp_path / "good.jpg", quality=90)
+    data = (tmp_path / "good.jpg").read_bytes()
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"f{i}.jpg").write_bytes(data[: len(data) * 3 // 4] + b"\xff\xd9" if i == 1 else data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pillow = np.asarray(Image.open(folder / "f1.jpg").convert("RGB"))  # silent
+        assert lm.load_image(folder / "f0.jpg").shape == (48, 64, 3)  # intact: silent too
+    problem = "Corrupt JPEG data: premature end of data segment"
+    with pytest.warns(RuntimeWarning) as w:
+        ours = lm.load_image(folder / "f1.jpg")
+    np.testing.assert_array_equal(ours, pillow)
+    assert [str(x.message) for x in w] == [f"{folder / 'f1.jpg'}: decoded with corrupt data (libjpeg: {problem}; 1 warning)"]
+
+    it = lm.reconstruct(images=folder, model=demo_model, image_size=112, scale_frames=2)
+    with pytest.warns(RuntimeWarning) as w:
+        assert [r.frame_index for r in it] == [0, 1, 2]
+    what = f"1 frame decoded with errors (positions 1; f1.jpg: {problem})"
+    assert it.damage == {"decode_errors": 0, "lost_frames": 0, "damaged_frames": 1, "truncated": False,
+                         "description": what}
+    assert [str(x.message) for x in w] == [
+        f"the input images are damaged ({what}); the frames that decoded were returned "
+        "(Reconstruction.damage has the counts)"]
+
+
 def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_path):
     results = list(lm.reconstruct(images=[lm.demo_frame(i) for i in range(4)], model=demo_model, scale_frames=2))
     with lm.Exporter(tmp_path / "all", export="poses,tum,viewer") as ex:
