@@ -69,6 +69,9 @@ class FrameFeed {
   // What the video decoder lost or repaired so far, or the folder's JPEGs decoded with corrupt data;
   // nullptr for arrays.
   virtual const io::StreamDamage* damage() const { return nullptr; }
+  // The iteration is over: lets go of the input (the video decoder, the list of frames); damage()
+  // still answers. Needs the GIL.
+  virtual void close() = 0;
   std::optional<int64_t> count, estimated;
   io::ImageSize canvas;
   std::vector<std::string> notices;  // run's "notice:" lines (UserWarnings): the source's, and mixed sizes
@@ -77,17 +80,17 @@ class FrameFeed {
 class SourceFeed : public FrameFeed {
  public:
   SourceFeed(io::FrameSource src, const PreprocessOptions& pre) : src_(std::move(src)), pre_(pre) {
-    count = src_.count();
-    estimated = src_.estimated_count();
+    count = src_->count();
+    estimated = src_->estimated_count();
     std::string mixed_sizes;
-    canvas = src_.canvas(pre_, &mixed_sizes);
-    notices = src_.notices();
+    canvas = src_->canvas(pre_, &mixed_sizes);
+    notices = src_->notices();
     if (!mixed_sizes.empty()) notices.push_back(mixed_sizes);
   }
   bool next(Pending* out) override {
     py::gil_scoped_release nogil;
     io::SourceFrame f;
-    if (!src_.next(&f)) return false;
+    if (!src_ || !src_->next(&f)) return false;
     out->index = f.index;
     out->source = std::move(f.name);
     out->timestamp = f.timestamp;
@@ -98,10 +101,16 @@ class SourceFeed : public FrameFeed {
     out->placement = placed.source;
     return true;
   }
-  const io::StreamDamage* damage() const override { return src_.damage(); }
+  const io::StreamDamage* damage() const override { return src_ ? src_->damage() : &final_damage_; }
+  void close() override {
+    if (!src_) return;
+    final_damage_ = *src_->damage();
+    src_.reset();
+  }
 
  private:
-  io::FrameSource src_;
+  std::optional<io::FrameSource> src_;
+  io::StreamDamage final_damage_;  // after close()
   PreprocessOptions pre_;
 };
 
@@ -173,6 +182,7 @@ class ArrayFeed : public FrameFeed {
     ++next_;
     return true;
   }
+  void close() override { frames_ = py::tuple(); }
 
  private:
   py::tuple frames_;
@@ -380,13 +390,15 @@ class PyReconstruction {
   bool failed_ = false;      // a frame's decoding or step raised: finish_early() has rows to give
   bool warned_ = false;  // warn_if_damaged ran (once, at the first StopIteration)
 
-  // The iteration is over: the cache (up to gigabytes) and the progress callable are freed now, not
-  // when the iterator is dropped (a notebook keeps it); stats, options and windows still answer.
+  // The iteration is over: the cache (up to gigabytes), the input (a video decoder, the list of
+  // frames) and the progress callable are freed now, not when the iterator is dropped (a notebook
+  // keeps it); stats, options, windows and damage still answer.
   void release_engine() {
     {
       py::gil_scoped_release nogil;
       stream_->release();
     }
+    feed_->close();
     progress_.reset();
   }
 

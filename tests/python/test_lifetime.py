@@ -113,6 +113,36 @@ def test_an_ended_iterator_frees_its_cache_and_callback_and_still_reports(demo_m
         next(it)
 
 
+def test_an_ended_iterator_lets_go_of_its_input(demo_model, tmp_path):
+    """The frames a list gave (the iterator holds them in a tuple) and a video's decoder are freed when
+    the iteration ends or finish_early() runs; damage, frame_count and image_size still answer."""
+    frames = [lm.demo_frame(i) for i in range(3)]
+    held = [sys.getrefcount(f) for f in frames]
+    it = lm.reconstruct(images=frames, model=demo_model, **OPTIONS)
+    assert [sys.getrefcount(f) for f in frames] == [h + 1 for h in held]
+    size = it.image_size
+    assert len(list(it)) == 3
+    assert [sys.getrefcount(f) for f in frames] == held
+    assert it.frame_count == 3 and it.image_size == size and it.damage is None
+
+    it = lm.reconstruct(images=frames, model=demo_model, **OPTIONS)
+    next(it)
+    it.finish_early()
+    assert [sys.getrefcount(f) for f in frames] == held
+
+    from test_cli_equivalence import write_y4m  # an uncompressed stream: its decoder holds frame buffers
+    video = tmp_path / "clip.y4m"
+    write_y4m(video, [lm.demo_frame(i, 640, 480) for i in range(3)])
+    it = lm.reconstruct(video=video, model=demo_model, fps=0, **OPTIONS)
+    assert len(list(it)) == 3
+    assert it.damage is None and it.frame_count is None and "finished" in repr(it)
+    gc.collect()
+    before = heap_bytes()
+    del it
+    gc.collect()
+    assert before - heap_bytes() < 64 * 1024  # nothing big was left to free (the decoder held 1.1 MB here)
+
+
 def test_finish_early_frees_the_cache_and_returns_the_tail_first(demo_model):
     it = lm.reconstruct(images=[lm.demo_frame(i, 448, 448) for i in range(12)], model=demo_model, image_size=448,
                         mode="windowed", window_size=5, overlap_size=2, scale_frames=2, kv_window=3, threads=1)
