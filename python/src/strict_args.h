@@ -28,17 +28,20 @@ struct StrictBool {  // True / False or numpy.bool_
 
 // The ValueError for an int argument outside the range of its C++ type T (pybind11 would raise its
 // TypeError "incompatible function arguments", as for a value of the wrong type): "an int argument must
-// be in LO..HI, got V". The caster does not know the argument's name: the exception carries the
-// Python int as `_lingbot_int_arg` and lingbot_map/__init__.py, which knows the call, names the
-// argument ("scale_frames must be an int in LO..HI, got V").
+// fit in a 32-bit int (LO..HI), got V" (the type's range, not the argument's: its own check, which names
+// that, runs on values the type holds). The caster does not know the argument's name: the exception
+// carries the Python int as `_lingbot_int_arg` and lingbot_map/__init__.py, which knows the call, names
+// the argument ("scale_frames must fit in a 32-bit int (LO..HI), got V").
 template <typename T>
 [[noreturn]] void raise_int_out_of_range(pybind11::handle src) {
   namespace py = pybind11;
   const auto value = py::reinterpret_steal<py::object>(PyNumber_Index(src.ptr()));
   if (!value) throw py::error_already_set();
-  const std::string range = std::to_string(std::numeric_limits<T>::min()) + ".." +
-                            std::to_string(std::numeric_limits<T>::max());
-  const std::string message = "an int argument must be in " + range + ", got " + std::string(py::str(value));
+  const std::string range = "a " + std::to_string(sizeof(T) * 8) + "-bit " +
+                            (std::numeric_limits<T>::is_signed ? "" : "unsigned ") + "int (" +
+                            std::to_string(std::numeric_limits<T>::min()) + ".." +
+                            std::to_string(std::numeric_limits<T>::max()) + ")";
+  const std::string message = "an int argument must fit in " + range + ", got " + std::string(py::str(value));
   py::object error = py::reinterpret_borrow<py::object>(PyExc_ValueError)(message);
   error.attr("_lingbot_int_arg") = value;
   error.attr("_lingbot_int_range") = range;

@@ -107,7 +107,7 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=good, kv_backend="dense-full", max_special_frames=4), ValueError,
          "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
         (dict(images=FRAMES, first_k=2**63), ValueError,
-         "first_k must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"),
+         "first_k must fit in a 64-bit int (-9223372036854775808..9223372036854775807), got 9223372036854775808"),
         (dict(images=good, firstk=3), TypeError,
          "reconstruct() got an unexpected keyword argument 'firstk' (did you mean 'first_k'?)"),
     ]

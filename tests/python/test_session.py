@@ -249,13 +249,13 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     (dict(kv_backend="dense-full", max_special_frames=4), ValueError,
      "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
     # An int its C++ parameter cannot hold: ValueError naming the argument (not pybind11's TypeError).
-    (dict(scale_frames=2**40), ValueError, "scale_frames must be an int in -2147483648..2147483647, got 1099511627776"),
+    (dict(scale_frames=2**40), ValueError, "scale_frames must fit in a 32-bit int (-2147483648..2147483647), got 1099511627776"),
     (dict(scale_frames=np.int64(2**40)), ValueError,
-     "scale_frames must be an int in -2147483648..2147483647, got 1099511627776"),
+     "scale_frames must fit in a 32-bit int (-2147483648..2147483647), got 1099511627776"),
     (dict(threads=-2**70), ValueError,
-     "threads must be an int in -2147483648..2147483647, got -1180591620717411303424"),
+     "threads must fit in a 32-bit int (-2147483648..2147483647), got -1180591620717411303424"),
     (dict(max_special_frames=2**63), ValueError,
-     "max_special_frames must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"),
+     "max_special_frames must fit in a 64-bit int (-9223372036854775808..9223372036854775807), got 9223372036854775808"),
     (dict(keyframe_interval="every"), ValueError, "keyframe_interval must be 'auto', 'flow' or an interval >= 1, got 'every'"),
     (dict(keyframe_interval=True), TypeError, "keyframe_interval must be 'auto', 'flow' or an int >= 1, got bool"),
     (dict(keyframe_interval="flow", flow_threshold=0), ValueError, "flow_threshold must be a number > 0 (pixels), got 0.0"),
@@ -331,13 +331,13 @@ def traceback_of(error):
 def test_an_int_out_of_its_parameters_range_is_a_value_error():
     with pytest.raises(ValueError) as e:
         lm.Model.demo(seed=-1)
-    assert str(e.value) == "seed must be an int in 0..18446744073709551615, got -1"
+    assert str(e.value) == "seed must fit in a 64-bit unsigned int (0..18446744073709551615), got -1"
     with pytest.raises(ValueError) as e:
         lm.demo_frame(2**63)
-    assert str(e.value) == "index must be an int in -9223372036854775808..9223372036854775807, got 9223372036854775808"
+    assert str(e.value) == "index must fit in a 64-bit int (-9223372036854775808..9223372036854775807), got 9223372036854775808"
     with pytest.raises(ValueError) as e:
         lm.demo_frame(0, 2**31)  # positional: named by its place
-    assert str(e.value) == "width must be an int in -2147483648..2147483647, got 2147483648"
+    assert str(e.value) == "width must fit in a 32-bit int (-2147483648..2147483647), got 2147483648"
 
 
 def test_demo_frame_refuses_a_frame_larger_than_push_takes_before_allocating():
@@ -754,7 +754,15 @@ def test_timestamps_must_be_finite(demo_model):
             with pytest.raises(ValueError) as e:
                 s.push(lm.demo_frame(0), timestamp=bad)
             assert str(e.value) == f"timestamp must be a finite number of seconds, got {bad}"
+        # An int no float holds: named, not pybind11's dump of every signature and argument.
+        for huge, digits in ((10**400, 401), (-(10**309), 310)):
+            with pytest.raises(TypeError) as e:
+                s.push(lm.demo_frame(0), timestamp=huge)
+            assert str(e.value) == f"timestamp must be a number a float can hold, got an int of {digits} digits"
         assert s.push(lm.demo_frame(0), timestamp=0.0) == []  # the refused pushes left no frame
+    with pytest.raises(TypeError) as e:
+        lm.Session(demo_model, keyframe_interval="flow", flow_threshold=10**309)
+    assert str(e.value) == "flow_threshold must be a number a float can hold, got an int of 310 digits"
 
 
 def test_repr_and_error_module(demo_model):
@@ -853,3 +861,30 @@ def test_a_result_is_a_value(demo_model):
         assert back.features and all(not f.flags.writeable for f in back.features)
         back.features.clear()
         assert len(back.features) > 0
+
+
+def test_a_second_init_on_a_live_object_is_refused(demo_model, tmp_path):
+    """pybind11 ignores __init__ on an object already made: s.__init__(model, scale_frames=3) would
+    leave the old session as it was without a word. It raises, for Session and Exporter, subclasses too."""
+    s = lm.Session(demo_model, scale_frames=1)
+    with pytest.raises(TypeError) as e:
+        s.__init__(demo_model, scale_frames=3)
+    assert str(e.value) == "Session.__init__ was already called on this Session: make a new Session"
+    assert s.options["scale_frames"] == 1
+
+    class Mine(lm.Session):
+        def __init__(self, model):
+            super().__init__(model, scale_frames=2)
+
+    mine = Mine(demo_model)
+    assert mine.options["scale_frames"] == 2
+    with pytest.raises(TypeError):
+        lm.Session.__init__(mine, demo_model)
+    with lm.Exporter(tmp_path / "a") as x:
+        with pytest.raises(TypeError) as e:
+            x.__init__(tmp_path / "b")
+        assert str(e.value) == "Exporter.__init__ was already called on this Exporter: make a new Exporter"
+    assert not (tmp_path / "b").exists()
+    # A dropped object's id may be reused by the next one, which initializes as usual.
+    for _ in range(50):
+        assert lm.Session(demo_model, scale_frames=3).options["scale_frames"] == 3
