@@ -685,6 +685,280 @@ json options_json(const RunArgs& a, const RunSettings& settings, const Input& in
           {"set", a.sets}};
 }
 
+// What the frame loop reports to: the run's warnings and tally, the progress display, --serve's status.
+struct LoopReports {
+  RunWarnings& warnings;
+  RunTally& tally;
+  Progress& progress;
+  LiveRunStatus& live;
+};
+
+// `run`'s frame loop: each frame decoded, preprocessed, given to the model, and its results written
+// by every export. With --pipeline on, a reader thread decodes and preprocesses ahead (not for a live
+// source: it must hand over its newest frame when the model is ready) and a writer thread writes the
+// finished frames, both overlapping the model (tools/run_pipeline.h); off, all runs in this thread in
+// turn. run() returns with the tally's status Completed, Interrupted (a stop signal) or Failed (the
+// error kept), every result computed before the end written, and the progress display ended.
+class FrameLoop {
+ public:
+  FrameLoop(const RunArgs& a, Input& input, const PreprocessOptions& pre, FrameRunner& session, io::ExportSet& exports,
+            LoopReports reports, const StopSignalGuard& sigint, Clock::time_point t_model)
+      : a_(a), input_(input), pre_(pre), session_(session), exports_(exports), r_(reports), sigint_(sigint),
+        t_model_(t_model), hw_(static_cast<size_t>(input.canvas.height) * static_cast<size_t>(input.canvas.width)),
+        scale_frames_(session.windowed() ? 0 : session.options().scale_frames),
+        // A known shorter input has its scale phase over all its frames (run by finish()).
+        scale_phase_frames_(input.count ? std::min(scale_frames_, *input.count) : scale_frames_) {}
+  FrameLoop(const FrameLoop&) = delete;
+  FrameLoop& operator=(const FrameLoop&) = delete;
+  ~FrameLoop() { stop_stages(); }  // every way out: the threads end before the queues they use
+
+  void run(io::SourceFrame first) {
+    RunTally& tally = r_.tally;
+    try {
+      if (a_.pipeline == "on") start_writer();
+      const bool read_ahead = a_.pipeline == "on" && !input_.live;
+      if (read_ahead) {
+        read_ahead_loop(std::move(first));
+      } else {
+        in_turn_loop(std::move(first));
+      }
+      finish_stream();
+      to_writer_.close();
+      if (writer_) {
+        writer_->join();
+        writer_->rethrow();
+      }
+    } catch (const std::exception& e) {
+      tally.status = RunStatus::Failed;
+      tally.error = one_line(e.what());
+    }
+    stop_stages();  // the writer's last progress update comes before the bar's end
+    if (tally.status == RunStatus::Failed) {
+      // The results already computed are kept (windowed: the tail held back for the overlap), written
+      // here in this thread; when the failure was a write, writing fails again and changes nothing.
+      writer_.reset();
+      try {
+        deliver(session_.finish_early());
+      } catch (const std::exception&) {
+      }
+    }
+    r_.progress.end();
+  }
+
+ private:
+  // One finished frame to every export, and into the tally.
+  void write_result(const WriteJob& job) {
+    const FrameResult& r = job.result;
+    const PendingFrame& f = job.frame;
+    const int H = input_.canvas.height, W = input_.canvas.width;
+    LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
+                  "the session returned no camera / depth output for frame ", r.frame_index);
+    // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
+    // raw arrays but has no geometry (io/output_validity.h).
+    const FrameCheck check = check_frame_result(r);
+    LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw_ && static_cast<size_t>(r.world_points.numel()) == 3 * hw_,
+                  "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
+    r.pose_enc.check_shape({9}, "pose_enc");
+    io::ExportFrame x;
+    x.index = r.frame_index;
+    x.timestamp = f.timestamp;
+    x.timestamp_unit = f.timestamp_unit;
+    x.source = f.name;
+    x.keyframe = r.is_keyframe;
+    x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
+    x.image = std::span<const float>(f.image.f32(), 3 * hw_);
+    x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
+    x.c2w = to_rigid_transform(r.extrinsic_c2w, "extrinsic_c2w");
+    x.w2c = to_rigid_transform(r.extrinsic, "extrinsic");
+    x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
+    x.depth = std::span<const float>(r.depth.f32(), hw_);
+    if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw_);
+    x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw_);
+    x.content = f.content;
+    x.placement = f.placement;
+    exports_.frame(x);
+    RunTally& tally = r_.tally;
+    r_.warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
+    if (!check.geometry_valid) ++tally.frames_without_geometry;
+    if (tally.frames_done == 0) tally.first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model_).count();
+    ++tally.frames_done;
+    r_.live.set_frames(tally.frames_done);
+    if (r.is_keyframe) ++tally.keyframes;
+    tally.frame_types.push_back(static_cast<int>(r.frame_type));
+    r_.progress.update(tally.frames_done, job.computed, r, job.cache_bytes);
+  }
+
+  // The preprocessed model input of a decoded frame (which it drops: only the preprocessed one is kept).
+  PendingFrame prepare(io::SourceFrame& frame, int64_t index) const {
+    Tensor image = [&] {
+      try {
+        return io::preprocess_image(frame.image, pre_, input_.canvas);
+      } catch (const Error& e) {
+        throw Error("frame " + frame.name + ": " + e.what());
+      }
+    }();
+    const io::FramePlacement placed = io::place_on_frame({frame.image.width, frame.image.height}, pre_, input_.canvas);
+    frame.image = {};
+    return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), placed.content, placed.source};
+  }
+
+  // Results to the writer, each with the frame it belongs to (results come in push order).
+  void deliver(std::vector<FrameResult>&& results) {
+    // On the CPU the pool's pages become resident as frames are written: the bytes in use. A GPU
+    // holds the whole pool from the start.
+    const CacheStats cache = session_.stats().cache;
+    const int64_t cache_bytes = session_.options().device == Device::Cuda ? cache.bytes_reserved : cache.bytes_used;
+    computed_ += static_cast<int64_t>(results.size());
+    for (FrameResult& r : results) {
+      LINGBOT_CHECK(!pending_.empty() && pending_.front().index == r.frame_index, "internal: result for frame ",
+                    r.frame_index, " does not match the frames pushed");
+      WriteJob job{std::move(r), std::move(pending_.front()), cache_bytes, computed_};
+      pending_.pop_front();
+      if (!writer_) {
+        write_result(job);
+      } else if (!to_writer_.push(std::move(job))) {
+        writer_->join();
+        writer_->rethrow();  // the writer's error ends the run
+        throw Error("internal: the writer stopped without an error");
+      }
+    }
+  }
+
+  // The scale phase runs its frames together and can take minutes on a CPU: say so before it.
+  static void announce_scale_phase(int64_t frames) {
+    std::printf("scale phase: frames 0-%lld together, no result until it ends\n", static_cast<long long>(frames - 1));
+    std::fflush(stdout);
+  }
+
+  void run_model(PendingFrame&& f) {
+    RunTally& tally = r_.tally;
+    if (!a_.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
+      io::write_png_rgb8(fs::path(a_.export_preprocessed) / io::frame_file_name(f.index, ".png"),
+                         io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
+                                           static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
+    }
+    if (tally.pushed == 0 && scale_phase_frames_ > 1) {
+      std::printf("scale phase: frames 0-%lld are encoded as they are read, then run together\n",
+                  static_cast<long long>(scale_phase_frames_ - 1));
+      std::fflush(stdout);
+      r_.progress.begin_scale_phase();
+    }
+    if (tally.pushed + 1 == scale_frames_) announce_scale_phase(tally.pushed + 1);
+    const auto t0 = Clock::now();
+    std::vector<FrameResult> results;
+    try {
+      results = session_.push_frame(f.image);
+    } catch (const Stopped&) {
+      tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
+      ++tally.pushed;  // given to the model, no result: counted in frames_without_result
+      return;          // Ctrl-C / SIGTERM ended the step: sigint_.requested() is set, the loops stop after this
+    }
+    tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (tally.pushed + 1 < scale_phase_frames_) r_.progress.scale_frame_encoded(tally.pushed + 1, scale_phase_frames_);
+    if (a_.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a_.debug_frame_delay_ms));
+    pending_.push_back(std::move(f));
+    ++tally.pushed;
+    deliver(std::move(results));
+  }
+
+  void start_writer() {
+    writer_.emplace([this] {
+      try {
+        while (std::optional<WriteJob> job = to_writer_.pop()) write_result(*job);
+      } catch (...) {
+        to_writer_.close();  // the model thread's next hand-over fails and it stops
+        throw;
+      }
+    });
+  }
+
+  void read_ahead_loop(io::SourceFrame first) {
+    reader_.emplace([this, frame = std::move(first)]() mutable {
+      struct CloseAtEnd {
+        BoundedQueue<PendingFrame>& q;
+        ~CloseAtEnd() { q.close(); }
+      } close_at_end{to_model_};
+      int64_t index = 0;
+      bool have = true;
+      while (have && !stop_reading_) {
+        if (!to_model_.push(prepare(frame, index++))) break;
+        have = input_.next(&frame);
+      }
+    });
+    while (std::optional<PendingFrame> f = to_model_.pop()) {
+      run_model(std::move(*f));
+      if (sigint_.requested()) break;
+    }
+    stop_reading_ = true;
+    to_model_.close();
+    reader_->join();
+    // A decoding error ends the run after the frames before it (after Ctrl-C it belongs to a
+    // frame the model would not have read).
+    if (!sigint_.requested()) reader_->rethrow();
+  }
+
+  void in_turn_loop(io::SourceFrame first) {
+    io::SourceFrame frame = std::move(first);
+    bool have = true;
+    while (have) {
+      run_model(prepare(frame, r_.tally.pushed));
+      if (sigint_.requested()) break;
+      have = input_.next(&frame);
+    }
+  }
+
+  // The end of the input: the session's last results (a short stream's scale phase runs here), or
+  // after a stop signal the results it computed and held back (windowed: the overlap's tail).
+  void finish_stream() {
+    RunTally& tally = r_.tally;
+    bool stopped = sigint_.requested();
+    if (!stopped) {
+      const auto t0 = Clock::now();
+      try {
+        if (tally.pushed > 0 && tally.pushed < scale_frames_) announce_scale_phase(tally.pushed);  // a short stream's
+        std::vector<FrameResult> results = session_.finish();
+        tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        deliver(std::move(results));
+      } catch (const Stopped&) {
+        tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
+        stopped = true;  // a short stream's scale phase, stopped by Ctrl-C / SIGTERM
+      }
+    }
+    if (stopped) {
+      tally.status = RunStatus::Interrupted;
+      tally.stop_signal = sigint_.signal();
+      deliver(session_.finish_early());
+    }
+  }
+
+  // Ends the stages: the reader at once; the writer after the frames already handed to it.
+  void stop_stages() {
+    stop_reading_ = true;
+    to_model_.close();
+    if (reader_) reader_->join();
+    to_writer_.close();
+    if (writer_) writer_->join();
+  }
+
+  const RunArgs& a_;
+  Input& input_;
+  const PreprocessOptions& pre_;
+  FrameRunner& session_;
+  io::ExportSet& exports_;
+  LoopReports r_;
+  const StopSignalGuard& sigint_;
+  const Clock::time_point t_model_;
+  const size_t hw_;  // pixels of a model input
+  const int64_t scale_frames_;        // the session's (0 windowed: each window runs its own)
+  const int64_t scale_phase_frames_;  // the frames of the first scale phase
+  std::deque<PendingFrame> pending_;  // pushed, no result yet
+  int64_t computed_ = 0;              // results the model returned so far
+  BoundedQueue<PendingFrame> to_model_{2};
+  BoundedQueue<WriteJob> to_writer_{4};
+  std::atomic<bool> stop_reading_{false};
+  std::optional<StageThread> reader_, writer_;  // last: joined (stop_stages) before the rest goes
+};
+
 int run_command(const RunArgs& a) {
   const auto t_start = Clock::now();
   const RunSettings settings = resolve_settings(a);
@@ -838,229 +1112,7 @@ int run_command(const RunArgs& a) {
     run.meta = meta;
     exports.begin(run, io::StaleOutputs::EveryExport);  // also removes an earlier run's summary.json
   }
-  {
-    std::deque<PendingFrame> pending;
-
-    auto write_result = [&](const WriteJob& job) {
-      const FrameResult& r = job.result;
-      const PendingFrame& f = job.frame;
-      LINGBOT_CHECK(!r.extrinsic_c2w.empty() && !r.intrinsic.empty() && !r.depth.empty() && !r.world_points.empty(),
-                    "the session returned no camera / depth output for frame ", r.frame_index);
-      // Non-finite values: reported per frame and field; a frame without a finite camera keeps its
-      // raw arrays but has no geometry (io/output_validity.h).
-      const FrameCheck check = check_frame_result(r);
-      const size_t hw = static_cast<size_t>(H) * static_cast<size_t>(W);
-      LINGBOT_CHECK(static_cast<size_t>(r.depth.numel()) == hw && static_cast<size_t>(r.world_points.numel()) == 3 * hw,
-                    "depth map of frame ", r.frame_index, " has shape ", shape_str(r.depth.shape()), ", expected [", H, ", ", W, "]");
-      r.pose_enc.check_shape({9}, "pose_enc");
-      io::ExportFrame x;
-      x.index = r.frame_index;
-      x.timestamp = f.timestamp;
-      x.timestamp_unit = f.timestamp_unit;
-      x.source = f.name;
-      x.keyframe = r.is_keyframe;
-      x.scale_frame = r.frame_type == FrameType::Scale;  // windowed: a scale frame of its window
-      x.image = std::span<const float>(f.image.f32(), 3 * hw);
-      x.pose_enc = std::span<const float>(r.pose_enc.f32(), 9);
-      x.c2w = to_rigid_transform(r.extrinsic_c2w, "extrinsic_c2w");
-      x.w2c = to_rigid_transform(r.extrinsic, "extrinsic");
-      x.intrinsics = to_mat33(r.intrinsic, "intrinsic");
-      x.depth = std::span<const float>(r.depth.f32(), hw);
-      if (!r.depth_conf.empty()) x.depth_conf = std::span<const float>(r.depth_conf.f32(), hw);
-      x.world_points = std::span<const float>(r.world_points.f32(), 3 * hw);
-      x.content = f.content;
-      x.placement = f.placement;
-      exports.frame(x);
-      warnings.add_frame(r.frame_index, check);  // after the frame is written (a frame taken back has none)
-      if (!check.geometry_valid) ++tally.frames_without_geometry;
-      if (tally.frames_done == 0) tally.first_result_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
-      ++tally.frames_done;
-      live.set_frames(tally.frames_done);
-      if (r.is_keyframe) ++tally.keyframes;
-      tally.frame_types.push_back(static_cast<int>(r.frame_type));
-      progress.update(tally.frames_done, job.computed, r, job.cache_bytes);
-    };
-
-    // --pipeline on: a reader thread decodes and preprocesses ahead (not for a live source: it must
-    // hand over its newest frame when the model is ready) and a writer thread writes the finished
-    // frames, both overlapping the model (tools/run_pipeline.h). Off: all in this thread, in turn.
-    const bool overlap = a.pipeline == "on";
-    const bool read_ahead = overlap && !input.live;
-    BoundedQueue<PendingFrame> to_model(2);
-    BoundedQueue<WriteJob> to_writer(4);
-    std::atomic<bool> stop_reading{false};
-    std::optional<StageThread> reader, writer;
-    // The preprocessed model input of a decoded frame.
-    auto prepare = [&](io::SourceFrame& frame, int64_t index) {
-      Tensor image = [&] {
-        try {
-          return io::preprocess_image(frame.image, pre, input.canvas);
-        } catch (const Error& e) {
-          throw Error("frame " + frame.name + ": " + e.what());
-        }
-      }();
-      const io::FramePlacement placed = io::place_on_frame({frame.image.width, frame.image.height}, pre, input.canvas);
-      frame.image = {};  // drop the decoded frame; only the preprocessed one is kept
-      return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), placed.content, placed.source};
-    };
-    // Results to the writer, each with the frame it belongs to (results come in push order).
-    int64_t computed = 0;
-    auto deliver = [&](std::vector<FrameResult>&& results) {
-      // On the CPU the pool's pages become resident as frames are written: the bytes in use. A GPU
-      // holds the whole pool from the start.
-      const CacheStats cache = session.stats().cache;
-      const int64_t cache_bytes = device == Device::Cuda ? cache.bytes_reserved : cache.bytes_used;
-      computed += static_cast<int64_t>(results.size());
-      for (FrameResult& r : results) {
-        LINGBOT_CHECK(!pending.empty() && pending.front().index == r.frame_index, "internal: result for frame ",
-                      r.frame_index, " does not match the frames pushed");
-        WriteJob job{std::move(r), std::move(pending.front()), cache_bytes, computed};
-        pending.pop_front();
-        if (!writer) {
-          write_result(job);
-        } else if (!to_writer.push(std::move(job))) {
-          writer->join();
-          writer->rethrow();  // the writer's error ends the run
-          throw Error("internal: the writer stopped without an error");
-        }
-      }
-    };
-    // The scale phase runs its frames together and can take minutes on a CPU: say so before it.
-    const int64_t scale_frames = session.windowed() ? 0 : session.options().scale_frames;
-    // A known shorter input has its scale phase over all its frames (run by finish()).
-    const int64_t scale_phase_frames = input.count ? std::min(scale_frames, *input.count) : scale_frames;
-    auto announce_scale_phase = [&](int64_t frames) {
-      std::printf("scale phase: frames 0-%lld together, no result until it ends\n", static_cast<long long>(frames - 1));
-      std::fflush(stdout);
-    };
-    auto run_model = [&](PendingFrame&& f) {
-      if (!a.export_preprocessed.empty()) {  // here, not in the reader: only frames the model gets
-        io::write_png_rgb8(fs::path(a.export_preprocessed) / io::frame_file_name(f.index, ".png"),
-                           io::rgb8_from_chw(std::span<const float>(f.image.f32(), static_cast<size_t>(f.image.numel())),
-                                             static_cast<int>(f.image.dim(2)), static_cast<int>(f.image.dim(1))));
-      }
-      if (tally.pushed == 0 && scale_phase_frames > 1) {
-        std::printf("scale phase: frames 0-%lld are encoded as they are read, then run together\n",
-                    static_cast<long long>(scale_phase_frames - 1));
-        std::fflush(stdout);
-        progress.begin_scale_phase();
-      }
-      if (tally.pushed + 1 == scale_frames) announce_scale_phase(tally.pushed + 1);
-      const auto t0 = Clock::now();
-      std::vector<FrameResult> results;
-      try {
-        results = session.push_frame(f.image);
-      } catch (const Stopped&) {
-        tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
-        ++tally.pushed;  // given to the model, no result: counted in frames_without_result
-        return;    // Ctrl-C / SIGTERM ended the step: sigint.requested() is set, the loops stop after this
-      }
-      tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (tally.pushed + 1 < scale_phase_frames) progress.scale_frame_encoded(tally.pushed + 1, scale_phase_frames);
-      if (a.debug_frame_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.debug_frame_delay_ms));
-      pending.push_back(std::move(f));
-      ++tally.pushed;
-      deliver(std::move(results));
-    };
-    // Ends the stages on every way out of this block: the reader at once; the writer after the
-    // frames already handed to it.
-    struct StopStages {
-      std::atomic<bool>& stop_reading;
-      BoundedQueue<PendingFrame>& to_model;
-      BoundedQueue<WriteJob>& to_writer;
-      std::optional<StageThread>& reader;
-      std::optional<StageThread>& writer;
-      void operator()() {
-        stop_reading = true;
-        to_model.close();
-        if (reader) reader->join();
-        to_writer.close();
-        if (writer) writer->join();
-      }
-      ~StopStages() { (*this)(); }
-    } stop_stages{stop_reading, to_model, to_writer, reader, writer};
-
-    try {
-      if (overlap)
-        writer.emplace([&] {
-          try {
-            while (std::optional<WriteJob> job = to_writer.pop()) write_result(*job);
-          } catch (...) {
-            to_writer.close();  // the model thread's next hand-over fails and it stops
-            throw;
-          }
-        });
-      if (read_ahead) {
-        reader.emplace([&, frame = std::move(first)]() mutable {
-          struct CloseAtEnd {
-            BoundedQueue<PendingFrame>& q;
-            ~CloseAtEnd() { q.close(); }
-          } close_at_end{to_model};
-          int64_t index = 0;
-          bool have = true;
-          while (have && !stop_reading) {
-            if (!to_model.push(prepare(frame, index++))) break;
-            have = input.next(&frame);
-          }
-        });
-        while (std::optional<PendingFrame> f = to_model.pop()) {
-          run_model(std::move(*f));
-          if (sigint.requested()) break;
-        }
-        stop_reading = true;
-        to_model.close();
-        reader->join();
-        // A decoding error ends the run after the frames before it (after Ctrl-C it belongs to a
-        // frame the model would not have read).
-        if (!sigint.requested()) reader->rethrow();
-      } else {
-        io::SourceFrame frame = std::move(first);
-        bool have = true;
-        while (have) {
-          run_model(prepare(frame, tally.pushed));
-          if (sigint.requested()) break;
-          have = input.next(&frame);
-        }
-      }
-      bool stopped = sigint.requested();
-      if (!stopped) {
-        const auto t0 = Clock::now();
-        try {
-          if (tally.pushed > 0 && tally.pushed < scale_frames) announce_scale_phase(tally.pushed);  // a short stream's
-          std::vector<FrameResult> results = session.finish();
-          tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-          deliver(std::move(results));
-        } catch (const Stopped&) {
-          tally.infer_seconds += std::chrono::duration<double>(Clock::now() - t0).count();  // the model's time all the same
-          stopped = true;  // a short stream's scale phase, stopped by Ctrl-C / SIGTERM
-        }
-      }
-      if (stopped) {
-        tally.status = RunStatus::Interrupted;
-        tally.stop_signal = sigint.signal();
-        deliver(session.finish_early());  // windowed: the computed tail held back for the overlap
-      }
-      to_writer.close();
-      if (writer) {
-        writer->join();
-        writer->rethrow();
-      }
-    } catch (const std::exception& e) {
-      tally.status = RunStatus::Failed;
-      tally.error = one_line(e.what());
-    }
-    stop_stages();  // the writer's last progress update comes before the bar's end
-    if (tally.status == RunStatus::Failed) {
-      // The results already computed are kept (windowed: the tail held back for the overlap), written
-      // here in this thread; when the failure was a write, writing fails again and changes nothing.
-      writer.reset();
-      try {
-        deliver(session.finish_early());
-      } catch (const std::exception&) {
-      }
-    }
-    progress.end();
-  }
+  FrameLoop(a, input, pre, session, exports, {warnings, tally, progress, live}, sigint, t_model).run(std::move(first));
   // Every export is finalised before the summary, whatever the status.
   try {
     exports.finish();
