@@ -75,7 +75,7 @@ class TumExporter final : public Exporter {
   nlohmann::json report() const override {
     return {{"files", {{"trajectory.tum", "timestamp tx ty tz qx qy qz qw (camera -> world)"}}},
             {"frames", frames_},
-            {"frames_skipped_non_finite", skipped_}};
+            {"frames_without_geometry", skipped_}};
   }
 
  private:

@@ -62,7 +62,7 @@ class BssExporter final : public Exporter {
              {{"bss/traj.txt", "timestamp + 3x4 camera -> world, row-major"},
               {"bss/intrinsics.txt", "timestamp fx fy cx cy width height"}}},
             {"frames", frames_},
-            {"frames_skipped_non_finite", skipped_}};
+            {"frames_without_geometry", skipped_}};
   }
 
  private:

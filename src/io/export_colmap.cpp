@@ -137,7 +137,7 @@ class ColmapExporter final : public Exporter {
               {"colmap/points3D.txt", "points as points.ply, each observed once: its pixel in its image"}}},
             {"images", images},
             {"points", points},
-            {"frames_skipped_non_finite", skipped_}};
+            {"frames_without_geometry", skipped_}};
   }
 
  private:

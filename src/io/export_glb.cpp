@@ -250,7 +250,7 @@ class GlbExporter final : public Exporter {
             {"point_budget", kGlbMaxPoints},
             {"cameras", builder_.cameras() + (staged_ ? 1 : 0)},  // every frame with a pose: the trajectory's points
             {"frustums", builder_.frustums() + (staged_ && staged_->keyframe ? 1 : 0)},  // the keyframes among them
-            {"frames_skipped_non_finite", skipped_}};
+            {"frames_without_geometry", skipped_}};
   }
 
  private:

@@ -400,7 +400,7 @@ TEST(Colmap, RealColmapReadsTheModelAndPointsReprojectOntoTheirPixels) {
     e->finish();
     EXPECT_EQ(e->report().at("images"), kFrames);
     EXPECT_EQ(e->report().at("points"), points);
-    EXPECT_EQ(e->report().at("frames_skipped_non_finite"), 1);
+    EXPECT_EQ(e->report().at("frames_without_geometry"), 1);
   }
   const fs::path model = dir.path / "colmap", bin = dir.path / "bin";
   fs::create_directories(bin);
@@ -561,7 +561,7 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
     EXPECT_EQ(rep.at("points"), points);
     EXPECT_EQ(rep.at("cameras"), 4);   // frames 0, 2, 3, 4 (1 has no finite pose)
     EXPECT_EQ(rep.at("frustums"), 3);  // the keyframes among them (Synth: even indices): 0, 2, 4
-    EXPECT_EQ(rep.at("frames_skipped_non_finite"), 1);
+    EXPECT_EQ(rep.at("frames_without_geometry"), 1);
   }
   const nlohmann::json rep = validate_gltf(dir.path / "scene.glb", dir.path);
   ASSERT_TRUE(rep.is_object());
