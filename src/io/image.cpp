@@ -664,6 +664,12 @@ bool is_frame_extension(const std::string& ext) {
 
 }  // namespace
 
+bool is_image_file_name(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return is_frame_extension(ext);
+}
+
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
   for (auto& [path, ext] : folder_files(dir)) {

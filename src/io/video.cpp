@@ -121,6 +121,14 @@ void quiet_libav_logging() { av_log_set_level(AV_LOG_QUIET); }
 std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info) {
   std::vector<std::string> notices;
   const std::string name = ffmpeg_source(source);
+  // A photo given as a video: FFmpeg reads it (image2 or an image pipe demuxer) as a one-frame video
+  // at a made-up 25 fps, as upstream's video reader (OpenCV) does, without its EXIF orientation.
+  if (!is_stream_url(name) && is_image_file_name(name) && name.find('%') == std::string::npos) {  // not a %d pattern
+    notices.push_back(detail::concat(name, " is an image file, read as a video of one frame without its EXIF "
+                                     "orientation: photos go in a folder read as an image folder (run --images, "
+                                     "Python images=)"));
+    return notices;  // its made-up frame rate is not worth a line of its own
+  }
   if (!info.fps_stated)
     notices.push_back(detail::concat(name, " states no frame rate: its timestamps and the fps sampling assume ", info.fps,
                                      " fps (fps 0 keeps every frame)"));
@@ -374,7 +382,7 @@ void VideoReader::open(double target_fps) {
   // or MPEG-4 elementary streams, carry their rate in the bitstream.)
   const std::string_view format_name = raw->iformat->name;
   s.info.fps_stated = (average_fps > 0 || nominal_fps > 0) && !format_name.ends_with("_pipe") &&
-                      format_name != "mjpeg" && format_name != "mpjpeg";
+                      format_name != "mjpeg" && format_name != "mpjpeg" && format_name != "image2";
   const AVRational sar = av_guess_sample_aspect_ratio(raw, st, nullptr);
   // Within 1 %: a resize to an even size (scale=500:-2 states 376:375) leaves the pixels square to the eye.
   if (sar.num > 0 && sar.den > 0 && std::fabs(av_q2d(sar) - 1.0) > 0.01) {

@@ -294,6 +294,17 @@ TEST(FrameSource, NoticesSayWhatAVideoDoesNotState) {
   while (pngs.next(&f)) timestamps.push_back(f.timestamp);
   EXPECT_EQ(timestamps, (std::vector<double>{0, 0.04, 0.08}));
 
+  // A photo given as a video: one frame, and a notice that photos go to an image folder instead.
+  const auto photo = dir.path / "photo.png";
+  lingbot_test::write_file(photo, encode_png_rgb8(synthetic_frame(0, 16, 8)));
+  FrameSource one = FrameSource::from_video(photo, FrameSelection{});
+  EXPECT_EQ(one.notices(), std::vector<std::string>{photo.string() + " is an image file, read as a video of one frame "
+                                                    "without its EXIF orientation: photos go in a folder read as an "
+                                                    "image folder (run --images, Python images=)"});
+  int n = 0;
+  while (one.next(&f)) ++n;
+  EXPECT_EQ(n, 1);
+
   const auto wide = dir.path / "anamorphic.mkv";
   std::vector<ImageU8> frames = {synthetic_frame(0, 16, 8), synthetic_frame(1, 16, 8)};
   ASSERT_TRUE(lingbot_test::write_test_video(wide, "ffv1", frames, 10, 0, nullptr, {}, AVRational{4, 2}));
