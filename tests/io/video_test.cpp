@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -421,6 +422,34 @@ TEST(Video, AppliesDisplayMatrixRotation) {
   // R grows with the source x (R = x at frame 0); after a clockwise turn source x runs down the rows.
   EXPECT_LT(f.image.pixel(16, 8)[0], 20);
   EXPECT_GT(f.image.pixel(16, 56)[0], 44);
+}
+
+// Every display rotation turns the frame as a player shows it: each displayed pixel holds the source
+// pixel the rotation puts there (R = source x, G = 3 * source y; lossy, so compared on average).
+TEST(Video, EveryDisplayRotationTurnsTheFrameClockwise) {
+  TempDir dir;
+  constexpr int W = 64, H = 32;
+  for (const int rotation : {90, 180, 270}) {
+    SCOPED_TRACE(rotation);
+    const auto path = dir.path / ("turned" + std::to_string(rotation) + ".mp4");
+    LINGBOT_SKIP_WITHOUT_TOOL(write_video(path, "mpeg4", 1, 10, W, H, rotation), "libavcodec lacks the mpeg4 encoder");
+    VideoReader reader(path);
+    EXPECT_EQ(reader.info().rotation, rotation);
+    VideoFrame f;
+    ASSERT_TRUE(reader.next(&f));
+    const bool swap = rotation != 180;
+    ASSERT_EQ(f.image.width, swap ? H : W);
+    ASSERT_EQ(f.image.height, swap ? W : H);
+    double error = 0;
+    for (int y = 0; y < f.image.height; ++y)
+      for (int x = 0; x < f.image.width; ++x) {
+        // The source pixel a clockwise turn by `rotation` shows at (x, y).
+        const int sx = rotation == 90 ? y : rotation == 180 ? W - 1 - x : W - 1 - y;
+        const int sy = rotation == 90 ? H - 1 - x : rotation == 180 ? H - 1 - y : x;
+        error += std::abs(f.image.pixel(x, y)[0] - sx) + std::abs(f.image.pixel(x, y)[1] - 3 * sy);
+      }
+    EXPECT_LT(error / (2.0 * W * H), 4.0);  // a wrong turn is off by tens on average
+  }
 }
 
 TEST(Video, TruncatedFileEndsCleanly) {
