@@ -11,7 +11,7 @@
 //   3. frames stream through the Session one at a time; every completed frame is appended to the
 //      files at once, so they are valid for the frames done at any moment;
 //   4. summary.json is written last, with "status": "completed", "damaged" (the video had decode
-//      errors or lost frames, or a JPEG of the folder corrupt data: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C, SIGTERM or SIGHUP:
+//      errors or lost frames, or a JPEG of the folder had lost data: exit 3 unless --allow-damaged), "interrupted" (Ctrl-C, SIGTERM or SIGHUP:
 //      exit 130 / 143 / 129) or "failed" (an error after step 2: it carries the message; exit 1), and the
 //      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
 //      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
@@ -192,7 +192,7 @@ struct Input {
   std::optional<int64_t> count;      // exact, when known up front
   std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
   io::ImageSize canvas;              // common preprocessed size of every frame
-  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // a video's or a folder's
+  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // a video's (a folder's: FrameLoop's)
   std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
   std::vector<std::string> notices;           // io::FrameSource::notices
   std::optional<io::FrameSource::VideoSampling> sampling;  // a video (file, pipe or --live source)
@@ -389,6 +389,7 @@ struct PendingFrame {
   Tensor image;  // preprocessed [3, H, W], for the point colours
   io::PixelRect content;  // the pixels of `image` that came from the picture (io::content_rect)
   io::SourcePlacement placement;  // where the picture lies on `image` (io::place_on_frame)
+  CorruptData corrupt;            // image folders: the data its JPEG lost (io::SourceFrame::corrupt)
 };
 
 // A finished frame for the writer: its result, the frame it came from, the KV cache's bytes when it
@@ -685,12 +686,14 @@ json options_json(const RunArgs& a, const RunSettings& settings, const Input& in
           {"set", a.sets}};
 }
 
-// What the frame loop reports to: the run's warnings and tally, the progress display, --serve's status.
+// What the frame loop reports to: the run's warnings and tally, the progress display, --serve's status,
+// and an image folder's damage (the frames given to the model whose JPEG lost data).
 struct LoopReports {
   RunWarnings& warnings;
   RunTally& tally;
   Progress& progress;
   LiveRunStatus& live;
+  io::StreamDamage& image_damage;
 };
 
 // `run`'s frame loop: each frame decoded, preprocessed, given to the model, and its results written
@@ -799,7 +802,8 @@ class FrameLoop {
     }();
     const io::FramePlacement placed = io::place_on_frame({frame.image.width, frame.image.height}, pre_, input_.canvas);
     frame.image = {};
-    return PendingFrame{index, frame.timestamp, frame.timestamp_unit, frame.name, std::move(image), placed.content, placed.source};
+    return PendingFrame{index,           frame.timestamp, frame.timestamp_unit, frame.name,
+                        std::move(image), placed.content,  placed.source,        frame.corrupt};
   }
 
   // Results to the writer, each with the frame it belongs to (results come in push order).
@@ -844,6 +848,8 @@ class FrameLoop {
       r_.progress.begin_scale_phase();
     }
     if (tally.pushed + 1 == scale_frames_) announce_scale_phase(tally.pushed + 1);
+    // Here, not when decoded: a frame the reader decoded ahead and the model never got is no damage of the run.
+    if (f.corrupt.any()) r_.image_damage.add_damaged_image(f.index, f.name, f.corrupt);
     const auto t0 = Clock::now();
     std::vector<FrameResult> results;
     try {
@@ -927,7 +933,7 @@ class FrameLoop {
     if (stopped) {
       tally.status = RunStatus::Interrupted;
       tally.stop_signal = sigint_.signal();
-      deliver(session_.finish_early());
+      deliver(session_.finish_early());  // windowed: the computed tail held back for the overlap
     }
   }
 
@@ -1112,7 +1118,9 @@ int run_command(const RunArgs& a) {
     run.meta = meta;
     exports.begin(run, io::StaleOutputs::EveryExport);  // also removes an earlier run's summary.json
   }
-  FrameLoop(a, input, pre, session, exports, {warnings, tally, progress, live}, sigint, t_model).run(std::move(first));
+  io::StreamDamage image_damage;
+  FrameLoop(a, input, pre, session, exports, {warnings, tally, progress, live, image_damage}, sigint, t_model)
+      .run(std::move(first));
   // Every export is finalised before the summary, whatever the status.
   try {
     exports.finish();
@@ -1129,8 +1137,8 @@ int run_command(const RunArgs& a) {
     std::printf("notice: no point passed --conf-threshold %g: the point clouds are empty (a lower threshold keeps "
                 "points)\n", a.conf_threshold);
 
-  // Damage found in the video (complete when the stream was read to its end).
-  const io::StreamDamage* damage = input.damage();
+  // Damage found in the video (complete when the stream was read to its end), or in the folder's frames.
+  const io::StreamDamage* damage = input.damage() ? input.damage() : &image_damage;
   if (damage && damage->any()) {
     warnings.add_damage(*damage);
     if (tally.status == RunStatus::Completed && !a.allow_damaged) tally.status = RunStatus::Damaged;
@@ -1208,9 +1216,8 @@ int run_command(const RunArgs& a) {
   std::printf("wrote %s\n", (out / "summary.json").c_str());
   std::fflush(stdout);
   if (tally.status == RunStatus::Damaged)
-    std::fprintf(stderr, "error: the input %s damaged (%s); the frames that decoded were processed and written. "
-                         "Pass --allow-damaged to accept such input with exit code 0\n",
-                 input.kind == "images" ? "images are" : "video is", damage->describe().c_str());
+    std::fprintf(stderr, "error: %s. Pass --allow-damaged to accept such input with exit code 0\n",
+                 io::damaged_input_message(input.kind == "images", *damage, "processed and written").c_str());
   serve_until_stopped();
   if (tally.status == RunStatus::Damaged) return kExitDamagedInput;
   if (tally.status == RunStatus::Interrupted) return exit_code_of_signal(tally.stop_signal);

@@ -51,11 +51,13 @@ void check_preprocess_options(const PreprocessOptions& options);
 // would shrink to 0.
 Tensor preprocess_image(const uint8_t* rgb, int width, int height, const PreprocessOptions& options = {});
 
-// What the decoder repaired in a picture it still decoded: libjpeg's "Corrupt JPEG data" warnings
-// (damaged entropy-coded data, which libjpeg, and so Pillow, conceal with grey or shifted blocks).
-// Empty for an intact file; a damaged PNG or BMP, and a JPEG cut short, are errors instead.
+// What the decoder repaired in a picture it still decoded: libjpeg's warnings that picture data was
+// lost (damaged entropy-coded data, which libjpeg, and so Pillow, conceal with grey or shifted blocks).
+// Empty for an intact file, and for warnings that leave every pixel as encoded (stray bytes before the
+// end marker, an unknown JFIF revision, a bad ICC profile marker); a damaged PNG or BMP, and a JPEG
+// cut short, are errors instead.
 struct CorruptData {
-  int64_t warnings = 0;       // libjpeg's count for the file
+  int64_t warnings = 0;       // libjpeg's warnings of lost data for the file
   std::string first_warning;  // the first, in libjpeg's words: "Corrupt JPEG data: premature end of data segment"
   bool any() const { return warnings > 0; }
 };

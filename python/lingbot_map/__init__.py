@@ -40,7 +40,6 @@ from . import _lingbot_map as _native
 
 import difflib as _difflib
 import functools as _functools
-import weakref as _weakref
 import operator as _operator
 import os as _os
 import re as _re
@@ -152,7 +151,7 @@ def _type_problem(params, args, kwargs):
         optional = annotation.startswith("Optional[") and annotation.endswith("]")
         inner = annotation[len("Optional["):-1] if optional else annotation
         if inner == "float" and _too_large_for_float(value):  # pybind11 would fail with its signature dump
-            return f"{name} must be a number a float can hold, got an int of {len(str(abs(int(value))))} digits"
+            return f"{name} must be a number a float can hold, got an int too large for one"
         if inner.startswith(_NATIVE):
             cls = getattr(_native, inner[len(_NATIVE):], None)
             if cls is None:
@@ -184,8 +183,9 @@ def _int_argument(params, args, kwargs, value):
     return None
 
 
-def _checked(native, name, qualname):
-    """native wrapped in _ArgumentErrors, with its name, doc, ... (functools.wraps), or native itself."""
+def _checked(native, name, qualname, init=False):
+    """native wrapped in _ArgumentErrors, with its name, doc, ... (functools.wraps), or native itself.
+    init: native is a class's __init__ (a second call on a live object raises instead of being ignored)."""
     params = _parameters(native)
     if params is None:
         return native
@@ -206,28 +206,9 @@ def _checked(native, name, qualname):
                 return ValueError(f"{arg} must fit in {error._lingbot_int_range}, got {value}")
         return None
 
-    checked = _functools.wraps(native)(_native._ArgumentErrors(native, describe))
+    checked = _functools.wraps(native)(_native._ArgumentErrors(native, describe, init=init))
     checked.__module__, checked.__qualname__ = __name__, qualname
     return checked
-
-
-_INITIALIZED = {}  # id(instance) -> weakref to it: the instances whose __init__ ran
-
-
-def _init_once(init, cls_name):
-    """init refusing a second call on a live instance, which pybind11 would ignore without a word
-    (s.__init__(model, ...) would leave the old session as it was)."""
-
-    @_functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        key = id(self)
-        ref = _INITIALIZED.get(key)
-        if ref is not None and ref() is self:
-            raise TypeError(f"{cls_name}.__init__ was already called on this {cls_name}: make a new {cls_name}")
-        init(self, *args, **kwargs)
-        _INITIALIZED[key] = _weakref.ref(self, lambda _, key=key: _INITIALIZED.pop(key, None))
-
-    return __init__
 
 
 def _check_arguments():
@@ -246,8 +227,7 @@ def _check_arguments():
             if isinstance(value, staticmethod) and isinstance(value.__func__, _types.BuiltinFunctionType):
                 setattr(cls, attr, staticmethod(_checked(value.__func__, name, qualname)))
             elif isinstance(getattr(value, "__func__", None), _types.BuiltinFunctionType):  # pybind11's instancemethod
-                checked = _checked(value.__func__, name, qualname)
-                setattr(cls, attr, _init_once(checked, cls.__name__) if attr == "__init__" else checked)
+                setattr(cls, attr, _checked(value.__func__, name, qualname, init=attr == "__init__"))
 
 
 __all__ = [

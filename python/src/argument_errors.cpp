@@ -5,6 +5,8 @@
 // raises (stacklevel 1) is still attributed to the caller's line, and tracebacks show no wrapper. Read
 // as a class attribute it binds as a method (as a Python function does), so it can stand in for a
 // method or a class's __init__; its __doc__, __name__, ... are the attributes it is given (__dict__).
+// With init=True it stands in for __init__ and refuses a second call on an object already made, which
+// pybind11 would ignore without a word (s.__init__(model, ...) leaving the old session as it was).
 #include <pybind11/pybind11.h>
 #include <structmember.h>
 
@@ -23,14 +25,17 @@ struct ArgumentErrors {
   PyObject* native;
   PyObject* describe;
   PyObject* dict;
+  int init;  // an __init__: refuse an object already initialized
 };
 
 ArgumentErrors* self_of(PyObject* o) { return reinterpret_cast<ArgumentErrors*>(o); }
 
 PyObject* ae_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject *native = nullptr, *describe = nullptr;
-  static const char* names[] = {"native", "describe", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:_ArgumentErrors", const_cast<char**>(names), &native, &describe))
+  int init = 0;
+  static const char* names[] = {"native", "describe", "init", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:_ArgumentErrors", const_cast<char**>(names), &native, &describe,
+                                   &init))
     return nullptr;
   if (!PyCallable_Check(native) || !PyCallable_Check(describe)) {
     PyErr_SetString(PyExc_TypeError, "_ArgumentErrors(native, describe) takes two callables");
@@ -43,6 +48,7 @@ PyObject* ae_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->native = native;
   self->describe = describe;
   self->dict = nullptr;
+  self->init = init;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -69,8 +75,19 @@ void ae_dealloc(PyObject* o) {
   Py_DECREF(type);
 }
 
+// A pybind11 object whose value is made (pybind11's own test before it ignores a second __init__).
+bool already_initialized(PyObject* obj) {
+  if (py::detail::all_type_info(Py_TYPE(obj)).empty()) return false;
+  return reinterpret_cast<py::detail::instance*>(obj)->get_value_and_holder().instance_registered();
+}
+
 PyObject* ae_call(PyObject* o, PyObject* args, PyObject* kwargs) {
   ArgumentErrors* self = self_of(o);
+  if (self->init && PyTuple_GET_SIZE(args) >= 1 && already_initialized(PyTuple_GET_ITEM(args, 0))) {
+    const char* name = _PyType_Name(Py_TYPE(PyTuple_GET_ITEM(args, 0)));
+    PyErr_Format(PyExc_TypeError, "%s.__init__ was already called on this %s: make a new %s", name, name, name);
+    return nullptr;
+  }
   PyObject* result = PyObject_Call(self->native, args, kwargs);
   if (result || !(PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))) return result;
   PyObject *type = nullptr, *value = nullptr, *tb = nullptr;

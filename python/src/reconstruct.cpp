@@ -70,7 +70,7 @@ class FrameFeed {
   // nullptr for arrays.
   virtual const io::StreamDamage* damage() const { return nullptr; }
   // The iteration is over: lets go of the input (the video decoder, the list of frames); damage()
-  // still answers. Needs the GIL.
+  // still answers. Called with the GIL held.
   virtual void close() = 0;
   std::optional<int64_t> count, estimated;
   io::ImageSize canvas;
@@ -91,6 +91,8 @@ class SourceFeed : public FrameFeed {
     py::gil_scoped_release nogil;
     io::SourceFrame f;
     if (!src_ || !src_->next(&f)) return false;
+    // A folder's frame is given to the model right after it is read: its damage is the run's.
+    if (f.corrupt.any()) folder_damage_.add_damaged_image(f.index, f.name, f.corrupt);
     out->index = f.index;
     out->source = std::move(f.name);
     out->timestamp = f.timestamp;
@@ -101,16 +103,22 @@ class SourceFeed : public FrameFeed {
     out->placement = placed.source;
     return true;
   }
-  const io::StreamDamage* damage() const override { return src_ ? src_->damage() : &final_damage_; }
+  const io::StreamDamage* damage() const override {
+    if (!src_) return &final_damage_;
+    const io::StreamDamage* video = src_->damage();
+    return video ? video : &folder_damage_;
+  }
   void close() override {
     if (!src_) return;
-    final_damage_ = *src_->damage();
+    final_damage_ = *damage();
+    py::gil_scoped_release nogil;  // closing a stream can wait on the network (an RTSP teardown)
     src_.reset();
   }
 
  private:
   std::optional<io::FrameSource> src_;
-  io::StreamDamage final_damage_;  // after close()
+  io::StreamDamage folder_damage_;  // an image folder's frames read so far whose JPEG lost data
+  io::StreamDamage final_damage_;   // after close()
   PreprocessOptions pre_;
 };
 
@@ -182,7 +190,7 @@ class ArrayFeed : public FrameFeed {
     ++next_;
     return true;
   }
-  void close() override { frames_ = py::tuple(); }
+  void close() override { frames_ = py::tuple(); }  // (needs the GIL: it drops references)
 
  private:
   py::tuple frames_;
@@ -419,9 +427,8 @@ class PyReconstruction {
   void warn_if_damaged() const {
     const io::StreamDamage* d = feed_->damage();
     if (!d || !d->any()) return;
-    warn_quoting_files(PyExc_RuntimeWarning, std::string("the input ") + (kind_ == "images" ? "images are" : "video is") +
-                                                 " damaged (" + d->describe() +
-                                                 "); the frames that decoded were returned (Reconstruction.damage has the counts)");
+    warn_quoting_files(PyExc_RuntimeWarning, io::damaged_input_message(kind_ == "images", *d, "returned") +
+                                                 " (Reconstruction.damage has the counts)");
   }
   std::atomic<bool> busy_{false};
 };

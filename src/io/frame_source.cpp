@@ -13,7 +13,6 @@ struct FrameSource::Impl {
   std::vector<std::filesystem::path> files;  // folder mode: the selected files
   size_t next_file = 0;
   std::optional<VideoReader> video;          // video mode
-  StreamDamage folder_damage;                // folder mode: JPEGs decoded with corrupt data
   int64_t sampled = 0;                       // video frames passed by the fps sampler so far
   int64_t produced = 0;
   std::vector<std::string> notices;
@@ -67,10 +66,8 @@ bool FrameSource::next(SourceFrame* out) {
   if (!s.video) {
     if (s.next_file >= s.files.size()) return false;
     const std::filesystem::path& p = s.files[s.next_file++];
-    CorruptData corrupt;
-    out->image = load_image(p, &corrupt);
+    out->image = load_image(p, &out->corrupt);
     out->name = p.filename().string();
-    if (corrupt.any()) s.folder_damage.add_damaged_image(s.produced, out->name, corrupt);
     out->timestamp = static_cast<double>(s.produced);
     out->timestamp_unit = TimestampUnit::FrameIndex;
   } else {
@@ -82,6 +79,7 @@ bool FrameSource::next(SourceFrame* out) {
       if (k % s.sel.stride == 0) break;
     }
     out->image = std::move(f.image);
+    out->corrupt = {};
     out->name = "frame_" + std::to_string(f.source_index);
     out->timestamp = f.timestamp_s;
     out->timestamp_unit = TimestampUnit::Seconds;
@@ -91,9 +89,7 @@ bool FrameSource::next(SourceFrame* out) {
   return true;
 }
 
-const StreamDamage* FrameSource::damage() const {
-  return impl_->video ? &impl_->video->damage() : &impl_->folder_damage;
-}
+const StreamDamage* FrameSource::damage() const { return impl_->video ? &impl_->video->damage() : nullptr; }
 
 std::optional<int64_t> FrameSource::count() const {
   if (impl_->video) return std::nullopt;

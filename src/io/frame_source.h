@@ -31,6 +31,9 @@ struct SourceFrame {
   std::string name;        // file name, or "frame_<n>" for video (n = stream position, lost frames counted)
   double timestamp = 0;    // seconds for video; the index for image folders
   TimestampUnit timestamp_unit = TimestampUnit::FrameIndex;
+  // Image folders: the data libjpeg lost and concealed in this file (StreamDamage::add_damaged_image
+  // records it once the frame is used: a frame read ahead and never used is no damage of the run).
+  CorruptData corrupt;
 };
 
 class FrameSource {
@@ -50,8 +53,8 @@ class FrameSource {
   // The next selected frame; false when there are no more. Throws on unreadable files.
   bool next(SourceFrame* out);
   // Video: decode errors, lost frames and truncation found so far (complete once next() returned
-  // false at the end of the stream). Image folders: the frames read so far whose JPEG libjpeg
-  // decoded with corrupt data (an image that cannot be decoded throws). Never nullptr.
+  // false at the end of the stream); nullptr for image folders (an image that cannot be decoded
+  // throws; one decoded with concealed damage says so in SourceFrame::corrupt).
   const StreamDamage* damage() const;
   // Number of frames that will be produced, when known up front (image folders); nullopt for video.
   std::optional<int64_t> count() const;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include <jpeglib.h>
+#include <jerror.h>  // the warning codes (JWRN_*)
 #include <png.h>
 
 #include "core/error.h"
@@ -414,6 +415,7 @@ struct JpegErrorManager {
   jpeg_error_mgr pub;  // first member: libjpeg only sees this part
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  long corrupt_warnings;  // the warnings that mean pixels were lost (jpeg_emit_message)
   char first_warning[JMSG_LENGTH_MAX];
 };
 
@@ -422,12 +424,33 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   (*cinfo->err->format_message)(cinfo, err->message);
   std::longjmp(err->jump, 1);
 }
-// Nothing is printed. Warnings (msg_level < 0: corrupt data libjpeg recovers from) are counted, as
-// libjpeg's own emit_message counts them, and the first is kept; trace messages are dropped.
+// Whether a libjpeg warning means picture data was lost and concealed (grey or shifted blocks): entropy
+// data cut short, undecodable or out of step with its restart markers, or garbage before a marker
+// inside the image data. Not: stray bytes before the end marker, after the last scan (a common quirk of
+// some writers, pixels intact), or metadata warnings (an unknown JFIF revision, a bad ICC marker).
+bool jpeg_warning_loses_pixels(const jpeg_error_mgr& e) {
+  switch (e.msg_code) {
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_MUST_RESYNC:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_JPEG_EOF:
+      return true;
+    case JWRN_EXTRANEOUS_DATA:
+      return e.msg_parm.i[1] != 0xd9;  // the marker the bytes came before: EOI follows the whole image
+    default:
+      return false;
+  }
+}
+// Nothing is printed. Warnings (msg_level < 0) are counted as libjpeg's own emit_message counts them;
+// those that lost pixels are counted apart and the first is kept. Trace messages are dropped.
 void jpeg_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level >= 0) return;
   auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-  if (err->pub.num_warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
+  ++err->pub.num_warnings;
+  if (!jpeg_warning_loses_pixels(err->pub)) return;
+  if (err->corrupt_warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
 }
 void jpeg_source_noop(j_decompress_ptr) {}
 // The whole file is already in the buffer, so asking for more means the file is truncated.
@@ -464,8 +487,8 @@ class JpegSession {
   jpeg_decompress_struct& cinfo() { return cinfo_; }
   const char* error_message() const { return err_.message; }
   CorruptData corrupt_data() const {
-    if (err_.pub.num_warnings == 0) return {};
-    return {err_.pub.num_warnings, err_.first_warning};
+    if (err_.corrupt_warnings == 0) return {};
+    return {err_.corrupt_warnings, err_.first_warning};
   }
 
   // Creates the decompressor and reads the header up to the first image (tables-only datastreams
@@ -641,6 +664,12 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
 
 namespace {
 
+std::string lower_extension(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
 // The visible (not hidden) files directly inside `dir` with their lower-case extensions.
 std::vector<std::pair<std::filesystem::path, std::string>> folder_files(const std::filesystem::path& dir) {
   std::error_code ec;
@@ -651,9 +680,7 @@ std::vector<std::pair<std::filesystem::path, std::string>> folder_files(const st
     // Hidden files (macOS's "._a.png" AppleDouble companions, editors' ".a.png.swp") are not frames;
     // upstream's glob skips them too.
     if (entry.is_directory(ec) || entry.path().filename().string().starts_with(".")) continue;
-    std::string ext = entry.path().extension().string();
-    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    files.emplace_back(entry.path(), std::move(ext));
+    files.emplace_back(entry.path(), lower_extension(entry.path()));
   }
   return files;
 }
@@ -664,11 +691,7 @@ bool is_frame_extension(const std::string& ext) {
 
 }  // namespace
 
-bool is_image_file_name(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return is_frame_extension(ext);
-}
+bool is_image_file_name(const std::filesystem::path& path) { return is_frame_extension(lower_extension(path)); }
 
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;

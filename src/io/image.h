@@ -113,7 +113,7 @@ ImageSize probe_image_size(const std::filesystem::path& path);
 // "no images (.jpg, .jpeg, .png, .bmp) in <dir>" (then, when there are some, "; " and
 // unread_image_files_notice), "image file <path> is not a regular file (...)".
 std::vector<std::filesystem::path> list_image_files(const std::filesystem::path& dir);
-// Whether list_image_files would read a file of this name (its extension, in any case).
+// Whether the name has an extension list_image_files reads (.jpg, .jpeg, .png, .bmp, in any case).
 bool is_image_file_name(const std::filesystem::path& path);
 
 // When byte order and the order of the numbers in names that differ only in their numbers differ

@@ -42,11 +42,19 @@ std::string StreamDamage::describe() const {
   if (damaged_frames > 0) {
     std::string part = std::to_string(damaged_frames) + " frame" + (damaged_frames == 1 ? "" : "s") +
                        " decoded with errors (positions " + ranges(damaged, damaged_frames);
-    if (!damaged.empty() && !damaged.front().file.empty()) part += "; " + damaged.front().file + ": " + damaged.front().problem;
+    if (!damaged.empty() && !damaged.front().file.empty())
+      part += (damaged_frames > 1 ? "; first " : "; ") + damaged.front().file + ": " + damaged.front().problem;
     add(part + ")");
   }
   if (truncated) add(truncation);
   return s;
+}
+
+std::string damaged_input_message(bool image_folder, const StreamDamage& d, std::string_view done) {
+  if (image_folder)
+    return "the input images are damaged (" + d.describe() +
+           "); libjpeg concealed the lost data in those frames, which were " + std::string(done) + " as decoded";
+  return "the input video is damaged (" + d.describe() + "); the frames that decoded were " + std::string(done);
 }
 
 void StreamDamage::add_damaged_image(int64_t index, const std::string& file, const CorruptData& corrupt) {

@@ -28,6 +28,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,8 +38,9 @@ namespace lingbot::io {
 
 struct StreamPosition {
   StreamPosition() = default;
-  StreamPosition(int64_t position_, double timestamp_s_, std::string file_ = {}, std::string problem_ = {})
-      : position(position_), timestamp_s(timestamp_s_), file(std::move(file_)), problem(std::move(problem_)) {}
+  // (A constructor, not an aggregate: most positions give the first two fields only.)
+  StreamPosition(int64_t at, double seconds, std::string file_name = {}, std::string what = {})
+      : position(at), timestamp_s(seconds), file(std::move(file_name)), problem(std::move(what)) {}
   int64_t position = 0;     // presentation-order frame number in the stream (0-based)
   double timestamp_s = 0;   // its presentation time, seconds from the stream start
   std::string file;         // image folders: the frame's file name ("" for video)
@@ -62,6 +64,12 @@ struct StreamDamage {
   // image folder the first damaged file and its problem follow the positions.
   std::string describe() const;
 };
+
+// The sentence that `run`'s error line and Python's RuntimeWarning begin with: "the input video is
+// damaged (<describe()>); the frames that decoded were <done>", or for an image folder "the input
+// images are damaged (...); libjpeg concealed the lost data in those frames, which were <done> as
+// decoded".
+std::string damaged_input_message(bool image_folder, const StreamDamage& d, std::string_view done);
 
 // Feeds StreamDamage from the decode loop. Timestamps are in the stream's time base; `seconds`
 // converts one to seconds from the stream start.

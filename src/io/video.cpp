@@ -382,7 +382,7 @@ void VideoReader::open(double target_fps) {
   // or MPEG-4 elementary streams, carry their rate in the bitstream.)
   const std::string_view format_name = raw->iformat->name;
   s.info.fps_stated = (average_fps > 0 || nominal_fps > 0) && !format_name.ends_with("_pipe") &&
-                      format_name != "mjpeg" && format_name != "mpjpeg" && format_name != "image2";
+                      format_name != "mjpeg" && format_name != "mpjpeg";
   const AVRational sar = av_guess_sample_aspect_ratio(raw, st, nullptr);
   // Within 1 %: a resize to an even size (scale=500:-2 states 376:375) leaves the pixels square to the eye.
   if (sar.num > 0 && sar.den > 0 && std::fabs(av_q2d(sar) - 1.0) > 0.01) {

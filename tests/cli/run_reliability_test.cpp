@@ -223,9 +223,9 @@ TEST(RunReliability, VideoCutInHalfIsReportedDamagedNotCompleted) {
   EXPECT_TRUE(contains(ok.err, "warning: input damaged: ")) << ok.err;
 }
 
-// A JPEG of the folder that libjpeg decodes with corrupt data (grey blocks where its data was lost)
-// is a damaged frame, as a concealed video frame is: processed, listed, exit 3 unless --allow-damaged.
-TEST(RunReliability, AFolderJpegWithCorruptDataIsReportedDamaged) {
+// A JPEG of the folder that libjpeg decodes with lost data (grey blocks where it was) is a damaged
+// frame, as a concealed video frame is: processed, listed, exit 3 unless --allow-damaged.
+TEST(RunReliability, AFolderJpegWithLostDataIsReportedDamaged) {
   const fs::path dir = fresh_dir("corrupt_jpeg");
   fs::create_directories(dir / "frames");
   const std::vector<uint8_t> good = lingbot_test::encode_jpeg(lingbot_test::textured_rgb(64, 48), 64, 48, 3);
@@ -236,7 +236,9 @@ TEST(RunReliability, AFolderJpegWithCorruptDataIsReportedDamaged) {
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   const std::string what = "1 frame decoded with errors (positions 2; f2.jpg: Corrupt JPEG data: premature end of data segment)";
   EXPECT_TRUE(contains(r.err, "warning: input damaged: " + what + "\n")) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: the input images are damaged (" + what + "); the frames that decoded were processed")) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: the input images are damaged (" + what + "); libjpeg concealed the lost data in "
+                              "those frames, which were processed and written as decoded. Pass --allow-damaged"))
+      << r.err;
   json summary = read_json(dir / "out" / "summary.json");
   EXPECT_EQ(summary.at("status"), "damaged");
   EXPECT_EQ(summary.at("frames"), 4);

@@ -301,17 +301,13 @@ TEST(VideoDamage, FrameSourceExposesTheDamage) {
   }
   ASSERT_NE(src.damage(), nullptr);
   EXPECT_EQ(src.damage()->lost_frames + n, 40);
-  FrameSource folder = FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {});
-  while (folder.next(&f)) {
-  }
-  ASSERT_NE(folder.damage(), nullptr);
-  EXPECT_FALSE(folder.damage()->any());
+  EXPECT_EQ(FrameSource::from_folder(LINGBOT_TESTDATA_DIR "/tiny/frames", {}).damage(), nullptr);
 }
 
-// A folder's JPEG that libjpeg decodes with corrupt data is a damaged frame (PIL would hand it over
-// silently): counted at its frame index, with its file and libjpeg's words. Indices are those of the
-// selected frames (--first-k / --stride applied), as the run's outputs number them.
-TEST(FrameSourceDamage, AFolderJpegWithCorruptDataIsADamagedFrame) {
+// A folder's JPEG that libjpeg decodes with lost data says so with the frame (PIL would hand it over
+// silently); whoever uses the frame records it (StreamDamage::add_damaged_image): at its frame index,
+// with its file and libjpeg's words.
+TEST(FrameSourceDamage, AFolderJpegWithLostDataSaysSoWithItsFrame) {
   TempDir dir;
   const std::vector<uint8_t> good = lingbot_test::encode_jpeg(lingbot_test::textured_rgb(64, 48), 64, 48, 3);
   for (const std::string name : {"f0.jpg", "f1.jpg", "f2.jpg", "f3.jpg", "f4.jpg", "f5.jpg"})
@@ -321,13 +317,17 @@ TEST(FrameSourceDamage, AFolderJpegWithCorruptDataIsADamagedFrame) {
   FrameSource src = FrameSource::from_folder(dir.path, sel);
   SourceFrame f;
   ASSERT_TRUE(src.next(&f));
-  EXPECT_FALSE(src.damage()->any());
+  EXPECT_FALSE(f.corrupt.any());
   ASSERT_TRUE(src.next(&f));
-  EXPECT_FALSE(src.next(&f));
-  const StreamDamage& d = *src.damage();
+  EXPECT_EQ(f.name, "f3.jpg");
+  EXPECT_EQ(f.corrupt.warnings, 1);
+  EXPECT_EQ(f.corrupt.first_warning, "Corrupt JPEG data: premature end of data segment");
+  EXPECT_EQ(src.damage(), nullptr);
+
+  StreamDamage d;
+  d.add_damaged_image(f.index, f.name, f.corrupt);
   EXPECT_EQ(d.damaged_frames, 1);
-  EXPECT_EQ(d.decode_errors, 0);
-  EXPECT_EQ(d.lost_frames, 0);
+  EXPECT_EQ(d.decode_errors + d.lost_frames, 0);
   EXPECT_FALSE(d.truncated);
   ASSERT_EQ(d.damaged.size(), 1u);
   EXPECT_EQ(d.damaged[0].position, 1);
@@ -335,13 +335,12 @@ TEST(FrameSourceDamage, AFolderJpegWithCorruptDataIsADamagedFrame) {
   EXPECT_EQ(d.damaged[0].file, "f3.jpg");
   EXPECT_EQ(d.damaged[0].problem, "Corrupt JPEG data: premature end of data segment");
   EXPECT_EQ(d.describe(), "1 frame decoded with errors (positions 1; f3.jpg: Corrupt JPEG data: premature end of data segment)");
-
-  FrameSource all = FrameSource::from_folder(dir.path, {});
-  while (all.next(&f)) {
-  }
-  EXPECT_EQ(all.damage()->damaged_frames, 2);
-  EXPECT_EQ(all.damage()->describe(),
-            "2 frames decoded with errors (positions 3, 5; f3.jpg: Corrupt JPEG data: premature end of data segment)");
+  d.add_damaged_image(5, "f5.jpg", f.corrupt);
+  EXPECT_EQ(d.describe(),
+            "2 frames decoded with errors (positions 1, 5; first f3.jpg: Corrupt JPEG data: premature end of data segment)");
+  EXPECT_EQ(damaged_input_message(true, d, "used"),
+            "the input images are damaged (" + d.describe() +
+                "); libjpeg concealed the lost data in those frames, which were used as decoded");
 }
 
 namespace {

@@ -267,8 +267,8 @@ def test_a_jpeg_with_corrupt_data_is_reported_where_pillow_is_silent(demo_model,
     assert it.damage == {"decode_errors": 0, "lost_frames": 0, "damaged_frames": 1, "truncated": False,
                          "description": what}
     assert [str(x.message) for x in w] == [
-        f"the input images are damaged ({what}); the frames that decoded were returned "
-        "(Reconstruction.damage has the counts)"]
+        f"the input images are damaged ({what}); libjpeg concealed the lost data in those frames, which were "
+        "returned as decoded (Reconstruction.damage has the counts)"]
 
 
 def test_exporter_refuses_frames_out_of_order_before_writing(demo_model, tmp_path):

@@ -755,14 +755,14 @@ def test_timestamps_must_be_finite(demo_model):
                 s.push(lm.demo_frame(0), timestamp=bad)
             assert str(e.value) == f"timestamp must be a finite number of seconds, got {bad}"
         # An int no float holds: named, not pybind11's dump of every signature and argument.
-        for huge, digits in ((10**400, 401), (-(10**309), 310)):
+        for huge in (10**400, -(10**309), 10**5000):  # (str() of the last one raises: over 4300 digits)
             with pytest.raises(TypeError) as e:
                 s.push(lm.demo_frame(0), timestamp=huge)
-            assert str(e.value) == f"timestamp must be a number a float can hold, got an int of {digits} digits"
+            assert str(e.value) == "timestamp must be a number a float can hold, got an int too large for one"
         assert s.push(lm.demo_frame(0), timestamp=0.0) == []  # the refused pushes left no frame
     with pytest.raises(TypeError) as e:
         lm.Session(demo_model, keyframe_interval="flow", flow_threshold=10**309)
-    assert str(e.value) == "flow_threshold must be a number a float can hold, got an int of 310 digits"
+    assert str(e.value) == "flow_threshold must be a number a float can hold, got an int too large for one"
 
 
 def test_repr_and_error_module(demo_model):
@@ -885,6 +885,6 @@ def test_a_second_init_on_a_live_object_is_refused(demo_model, tmp_path):
             x.__init__(tmp_path / "b")
         assert str(e.value) == "Exporter.__init__ was already called on this Exporter: make a new Exporter"
     assert not (tmp_path / "b").exists()
-    # A dropped object's id may be reused by the next one, which initializes as usual.
+    # Every new object initializes as usual (one made where a dropped one was included).
     for _ in range(50):
         assert lm.Session(demo_model, scale_frames=3).options["scale_frames"] == 3
