@@ -267,3 +267,28 @@ TEST(RunModes, SummaryHasTheFlowParametersInEffect) {
   EXPECT_TRUE(interval["max_non_keyframe_gap"].is_null());
   EXPECT_EQ(interval["keyframe_interval"], 1);
 }
+
+// summary.json "options" holds every option as given or resolved, each under its own name: a value
+// written under another option's key (first_k from --stride) fails here.
+TEST(RunModes, SummaryOptionsAreTheOptionsOfTheRun) {
+  const fs::path dir = fresh_dir("modes_options");
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel +
+                           " --image-size 98 --preprocess pad --first-k 7 --stride 2 --rotate-cw90 --scale-frames 2"
+                           " --kv-window 3 --keyframe-interval 2 --max-special-frames 5 --camera-iterations 2"
+                           " --kv-backend dense --kv-dtype f32 --weights-dtype f32 --threads 1 --pipeline off"
+                           " --conf-threshold 0.25 --downsample 3 --export ply,tum --progress lines"
+                           " --export-preprocessed " + (dir / "pre").string() + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json expected = json::parse(R"({
+    "image_size": 98, "mode": "streaming", "preprocess": "pad", "fps": null, "first_k": 7, "stride": 2,
+    "rotate_cw90": true, "scale_frames": 2, "kv_window": 3, "keyframe_interval": 2, "keyframe_interval_rule": "given",
+    "keyframe_policy": "interval 2", "flow_threshold": null, "max_non_keyframe_gap": null, "window_size": null,
+    "overlap_size": null, "overlap_keyframes": null, "overlap_frames": null, "max_special_frames": 5,
+    "max_special_frames_rule": "given", "camera_iterations": 2, "device": "cpu", "kv_backend": "dense",
+    "kv_dtype": "f32", "weights_dtype": "f32", "threads": 1, "pipeline": "off", "conf_threshold": 0.25,
+    "downsample": 3, "export": ["tum", "ply"], "set": []})");  // exports in their canonical order
+  json options = read_json(dir / "out" / "summary.json").at("options");
+  EXPECT_EQ(options.at("export_preprocessed"), (dir / "pre").string());
+  options.erase("export_preprocessed");
+  EXPECT_EQ(options, expected) << options.dump(1);
+}
