@@ -170,19 +170,44 @@ TEST(Image, JpegExifOrientationIsApplied) {
   EXPECT_EQ(probe_image_size(dir.path / "o6.jpg"), (ImageSize{16, 32}));
 }
 
-TEST(Image, PngExifChunkOrientationIsApplied) {
-  const ImageU8 img = pattern();
-  std::vector<uint8_t> png = encode_png(3, 2, 3, img.rgb);
-  // Insert an eXIf chunk right after IHDR (8 + 25 bytes).
-  const auto tiff = exif_tiff(3, false);  // rotate 180
+namespace {
+// `png` with an eXIf chunk holding Orientation = `orientation`, inserted right after IHDR (8 + 25 bytes).
+std::vector<uint8_t> png_with_orientation(std::vector<uint8_t> png, int orientation) {
+  const auto tiff = exif_tiff(orientation, false);
   std::vector<uint8_t> chunk = {0, 0, 0, static_cast<uint8_t>(tiff.size()), 'e', 'X', 'I', 'f'};
   chunk.insert(chunk.end(), tiff.begin(), tiff.end());
   const uint32_t crc = static_cast<uint32_t>(::crc32(0, chunk.data() + 4, static_cast<unsigned>(chunk.size() - 4)));
   chunk.insert(chunk.end(), {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
                              static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)});
   png.insert(png.begin() + 33, chunk.begin(), chunk.end());
+  return png;
+}
+}  // namespace
+
+TEST(Image, PngExifChunkOrientationIsApplied) {
+  const ImageU8 img = pattern();
+  const std::vector<uint8_t> png = png_with_orientation(encode_png(3, 2, 3, img.rgb), 3);  // rotate 180
   EXPECT_EQ(exif_orientation(png), 3);
   EXPECT_EQ(decode_image(png, "x.png").rgb, transpose(img, Transpose::Rotate180).rgb);
+}
+
+// run sizes the canvas from headers alone (probe_image) before decoding any frame: for every EXIF
+// orientation, JPEG and PNG, the probed size is the decoded one (5 to 8 swap the sides).
+TEST(Image, ProbedSizeIsTheDecodedSizeForEveryOrientation) {
+  ImageU8 img(6, 4);
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> png = encode_png(6, 4, 3, img.rgb);
+  for (int orientation = 1; orientation <= 8; ++orientation) {
+    SCOPED_TRACE(orientation);
+    const bool swapped = orientation >= 5;
+    for (const auto& [name, bytes] : {std::pair{std::string("o.jpg"), jpeg_with_orientation(img, orientation, false)},
+                                      std::pair{std::string("o.png"), png_with_orientation(png, orientation)}}) {
+      SCOPED_TRACE(name);
+      const ImageU8 decoded = decode_image(bytes, name);
+      EXPECT_EQ(decoded.width, swapped ? 4 : 6);
+      EXPECT_EQ(probe_image(bytes, name), (ImageSize{decoded.width, decoded.height}));
+    }
+  }
 }
 
 TEST(Image, MalformedExifIsIgnored) {
