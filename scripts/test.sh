@@ -32,8 +32,8 @@ OMP_NUM_THREADS=2 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cac
 # that the code builds warning-free with a second compiler. -O1 -g1 (line tables: sanitizer reports
 # keep file:line) compiles about twice as fast as -O2 -g; the tests run somewhat slower.
 # A unity build, as the release build (scripts/setup.sh). The CUDA step below compiles every library,
-# CLI and tests/cuda file on its own (a missing #include cannot hide in a bundle there); the other test
-# files are compiled only in bundles.
+# CLI, Python module and tests/cuda file on its own (a missing #include cannot hide in a bundle there);
+# the other test files are compiled only in bundles.
 # tests/lsan_suppressions.txt: LLVM's OpenMP runtime keeps its worker threads' bookkeeping to the end.
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build, clang) ($(date +%T)) =="
 cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -82,7 +82,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== CUDA build (compile + link; CUDA tests run or skip visibly) ($(date +%T)) =="
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG=-O0 \
     -DLINGBOT_CUDA=ON -DLINGBOT_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES=80
-  cmake --build build-cuda -j2 --target lingbot-map lingbot-gpu-check test_cuda
+  cmake --build build-cuda -j2 --target lingbot-map lingbot-gpu-check test_cuda _lingbot_map
   ctest --test-dir build-cuda --output-on-failure -j"$JOBS" -R '^Cuda'
 else
   echo "== CUDA build skipped: nvcc not found =="

@@ -10,6 +10,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "checks.h"
 #include "fs_text.h"
 #include "core/error.h"
 #include "lingbot/preprocess.h"

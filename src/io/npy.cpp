@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/file_util.h"
+#include "io/tensor_map.h"  // checked_numel
 
 namespace lingbot::io {
 
@@ -80,7 +81,6 @@ NpyArray read_npy_f32(const std::filesystem::path& path) {
   NpyArray arr;
   const std::string dims = dict.substr(sp + 10, close - sp - 10);
   size_t pos = 0;
-  int64_t n = 1;
   while (pos < dims.size()) {
     while (pos < dims.size() && (dims[pos] == ' ' || dims[pos] == ',')) ++pos;
     if (pos >= dims.size()) break;
@@ -88,12 +88,12 @@ NpyArray read_npy_f32(const std::filesystem::path& path) {
     const auto [end, ec] = std::from_chars(dims.data() + pos, dims.data() + dims.size(), d);
     LINGBOT_CHECK(ec == std::errc() && d >= 0, "invalid npy file ", name, ": bad shape (", dims, ")");
     arr.shape.push_back(d);
-    n *= d;
     pos = static_cast<size_t>(end - dims.data());
   }
-  const size_t data_start = start + hlen;
-  LINGBOT_CHECK(b.size() - data_start == static_cast<size_t>(n) * 4, "invalid npy file ", name, ": expected ",
-                n * 4, " data bytes, found ", b.size() - data_start);
+  const int64_t n = checked_numel(arr.shape, "invalid npy file " + name);  // a declared shape is untrusted: no overflow
+  const size_t data_start = start + hlen, data_bytes = b.size() - data_start;
+  LINGBOT_CHECK(data_bytes % 4 == 0 && data_bytes / 4 == static_cast<size_t>(n), "invalid npy file ", name,
+                ": the shape holds ", n, " float32 values, found ", data_bytes, " data bytes");
   arr.data.resize(static_cast<size_t>(n));
   if (n > 0) std::memcpy(arr.data.data(), b.data() + data_start, static_cast<size_t>(n) * 4);
   return arr;

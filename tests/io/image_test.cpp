@@ -171,15 +171,16 @@ TEST(Image, JpegExifOrientationIsApplied) {
 }
 
 namespace {
-// `png` with an eXIf chunk holding Orientation = `orientation`, inserted right after IHDR (8 + 25 bytes).
-std::vector<uint8_t> png_with_orientation(std::vector<uint8_t> png, int orientation) {
+// `png` with an eXIf chunk holding Orientation = `orientation`, inserted right after IHDR (8 + 25 bytes)
+// or, `after_idat`, right before IEND (libpng writes it there when it comes after the rows; PIL reads both).
+std::vector<uint8_t> png_with_orientation(std::vector<uint8_t> png, int orientation, bool after_idat = false) {
   const auto tiff = exif_tiff(orientation, false);
   std::vector<uint8_t> chunk = {0, 0, 0, static_cast<uint8_t>(tiff.size()), 'e', 'X', 'I', 'f'};
   chunk.insert(chunk.end(), tiff.begin(), tiff.end());
   const uint32_t crc = static_cast<uint32_t>(::crc32(0, chunk.data() + 4, static_cast<unsigned>(chunk.size() - 4)));
   chunk.insert(chunk.end(), {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
                              static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)});
-  png.insert(png.begin() + 33, chunk.begin(), chunk.end());
+  png.insert(after_idat ? png.end() - 12 : png.begin() + 33, chunk.begin(), chunk.end());
   return png;
 }
 }  // namespace
@@ -192,7 +193,8 @@ TEST(Image, PngExifChunkOrientationIsApplied) {
 }
 
 // run sizes the canvas from headers alone (probe_image) before decoding any frame: for every EXIF
-// orientation, JPEG and PNG, the probed size is the decoded one (5 to 8 swap the sides).
+// orientation, JPEG and PNG (its eXIf chunk before or after the image data), the picture is turned as
+// the orientation says and the probed size is the decoded one (5 to 8 swap the sides).
 TEST(Image, ProbedSizeIsTheDecodedSizeForEveryOrientation) {
   ImageU8 img(6, 4);
   for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 7);
@@ -201,13 +203,25 @@ TEST(Image, ProbedSizeIsTheDecodedSizeForEveryOrientation) {
     SCOPED_TRACE(orientation);
     const bool swapped = orientation >= 5;
     for (const auto& [name, bytes] : {std::pair{std::string("o.jpg"), jpeg_with_orientation(img, orientation, false)},
-                                      std::pair{std::string("o.png"), png_with_orientation(png, orientation)}}) {
+                                      std::pair{std::string("o.png"), png_with_orientation(png, orientation)},
+                                      std::pair{std::string("late.png"), png_with_orientation(png, orientation, true)}}) {
       SCOPED_TRACE(name);
       const ImageU8 decoded = decode_image(bytes, name);
       EXPECT_EQ(decoded.width, swapped ? 4 : 6);
       EXPECT_EQ(probe_image(bytes, name), (ImageSize{decoded.width, decoded.height}));
+      if (name != "o.jpg") {  // lossless
+        EXPECT_EQ(decoded.rgb, apply_exif_orientation(img, orientation).rgb);
+      }
     }
   }
+}
+
+// Fill bytes (0xFF) before a marker are legal (libjpeg and PIL skip them): the Exif segment after them counts.
+TEST(Image, JpegFillBytesBeforeTheExifSegmentKeepItsOrientation) {
+  std::vector<uint8_t> jpg = jpeg_with_orientation(ImageU8(32, 16), 6, false);
+  jpg.insert(jpg.begin() + 2, {0xff, 0xff});  // SOI, FF FF, then FF E1 ...
+  EXPECT_EQ(exif_orientation(jpg), 6);
+  EXPECT_EQ(decode_image(jpg, "fill.jpg").width, 16);
 }
 
 TEST(Image, MalformedExifIsIgnored) {

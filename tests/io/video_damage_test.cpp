@@ -571,3 +571,29 @@ TEST(VideoDamage, MatroskaCutInHalfReportsTheMissingFrames) {
   EXPECT_TRUE(d.truncated) << d.describe();
   EXPECT_EQ(d.lost_frames + static_cast<int64_t>(got.size()), 40) << d.describe();
 }
+
+// A late frame half a frame before an inferred slot (the edge of the half-frame match) is that slot's
+// frame after all: it gets the slot's position back and the loss is withdrawn.
+TEST(StreamDamageTracker, ALateFrameHalfAFrameBeforeAnInferredSlotRevivesIt) {
+  StreamDamageTracker t(&ms_seconds, nullptr, 25);
+  t.infer_gaps(40);  // half a frame: 20 ticks
+  for (int64_t pts : {0, 120}) t.on_packet(pts);
+  EXPECT_EQ(t.on_frame(0, false), 0);
+  EXPECT_EQ(t.on_frame(120, false), 3);  // slots 40 and 80 inferred lost: positions 1, 2
+  EXPECT_EQ(t.damage().lost_frames, 2);
+  t.on_packet(20);
+  EXPECT_EQ(t.on_frame(20, false), 1);  // 20 + half = 40: slot 40's frame
+  EXPECT_EQ(t.damage().lost_frames, 1);
+}
+
+// A read error, then a cut last frame: the first, more specific reason stays the truncation's.
+TEST(StreamDamageTracker, TheFirstTruncationReasonIsKept) {
+  StreamDamageTracker t(&pts_seconds, nullptr, 25);
+  t.on_packet(0);
+  t.on_frame(0, false);
+  t.on_read_error("Input/output error");
+  t.on_end(0);
+  t.on_cut_frame(100, 1000);
+  EXPECT_EQ(t.damage().truncation, "read error after frame 1: Input/output error");
+  EXPECT_EQ(t.damage().lost_frames, 1);
+}

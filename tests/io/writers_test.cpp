@@ -228,6 +228,23 @@ TEST(Writers, NpyRoundTripAndHeader) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "invalid npy file " + (dir.path / "bad.npy").string() + ": bad magic");
   }
+  // A declared shape is untrusted: one whose byte count wraps around (2^62 floats = 2^64 bytes, "0" data
+  // bytes) is refused by name, and a data size that does not match the shape says both.
+  const auto error_of = [&](const std::vector<int64_t>& declared, size_t data_bytes) {
+    write_file_atomic(dir.path / "h.npy", npy_header_f32(declared) + std::string(data_bytes, '\0'));
+    try {
+      read_npy_f32(dir.path / "h.npy");
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  const std::string name = "invalid npy file " + (dir.path / "h.npy").string() + ": ";
+  EXPECT_EQ(error_of({int64_t{1} << 62}, 0), name + "the shape holds 4611686018427387904 float32 values, found 0 data bytes");
+  EXPECT_EQ(error_of({int64_t{1} << 62, 4}, 0), name + "shape [4611686018427387904, 4] has too many elements");
+  EXPECT_EQ(error_of({2, 3}, 20), name + "the shape holds 6 float32 values, found 20 data bytes");
+  EXPECT_EQ(error_of({2, 3}, 25), name + "the shape holds 6 float32 values, found 25 data bytes");
+  EXPECT_EQ(error_of({2, 3}, 24), "no error");
 }
 
 TEST(Writers, DepthPng16RoundTripWithUnit) {

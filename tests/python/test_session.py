@@ -585,6 +585,18 @@ def test_results_and_models_pickle(tmp_path):
         pickle.loads(state)
 
 
+def test_every_frame_type_pickles(demo_model):
+    """Scale frames, keyframes and non-keyframes (a keyframe interval above 1, as the automatic rule picks
+    for long sequences) all go through pickle: a process pool or a joblib cache gets every Result."""
+    import pickle
+    with lm.Session(demo_model, scale_frames=2, kv_window=3, keyframe_interval=2) as s:
+        out = [r for i in range(5) for r in s.push(lm.demo_frame(i))] + s.finish()
+    assert [r.frame_type for r in out] == ["scale", "scale", "keyframe", "non-keyframe", "keyframe"]
+    for r in out:
+        back = pickle.loads(pickle.dumps(r))
+        assert [getattr(back, f) for f in RESULT_FIELDS] == [getattr(r, f) for f in RESULT_FIELDS]
+
+
 def test_a_crafted_pickle_is_refused_not_crashed_on(demo_model):
     """A Result unpickles from a tuple (its __reduce__): a field that is not a float32 array of its
     rank is a ValueError (repr and Exporter.write read the arrays' memory)."""
