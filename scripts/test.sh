@@ -56,10 +56,16 @@ cmake --build build-asan -j"$JOBS"
 # and the emulated tensor-core cache comparison (Emulated.CudaPagedKVCache.TensorCorePathMatchesCpuPagedCache,
 # 25 s; the tensor-core attention kernel's indexing runs here in Emulated.CudaAttention.*, e.g.
 # RandomPagedProblemsMatchCpuAllDtypes and SplitKeysMatchTheCpuAndTheUnsplitKernel).
+# And, since the CUDA step below also builds the Python module on its own (38 s): three tests of
+# option-parsing error lines that start dozens of CLI processes and run no frame (BenchKv.InvalidValues...,
+# RunReliability.UsageErrorsExit2..., RunErrors.VerifyAndBenchModelTakeTheSameDevice: 10-11 s each here;
+# the same parser runs under the sanitizers in every other CLI test), and the windowed scale-phase
+# equivalence (WindowedTest.ScalePhasePredictionsMatchTheStepsRun, 16 s: a numerical comparison; the
+# windowed session's code runs here in the other WindowedTest.* and RunModes.* tests).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan_suppressions.txt" \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" \
-    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|Package\.InstallAndConsume$|ViewerBrowser\.(Static|Budget|Live)$|Emulated\.CudaSession\.(DevicePeakBytesCoverTheKvCache|PhasesHaveDeviceTimeOnTheDeviceOnly)$|Emulated\.CudaPagedKVCache\.TensorCorePathMatchesCpuPagedCache$|AccuracySpecialBound\.WindowedTinyFramesStreamed$)'
+    -E '^(PublicHeader\.|Layering\.|UpstreamCompare\.SelfTest$|Package\.InstallAndConsume$|ViewerBrowser\.(Static|Budget|Live)$|Emulated\.CudaSession\.(DevicePeakBytesCoverTheKvCache|PhasesHaveDeviceTimeOnTheDeviceOnly)$|Emulated\.CudaPagedKVCache\.TensorCorePathMatchesCpuPagedCache$|AccuracySpecialBound\.WindowedTinyFramesStreamed$|BenchKv\.InvalidValuesGiveOneErrorLine$|RunReliability\.UsageErrorsExit2WithOneErrorLineAndAHelpHint$|RunErrors\.VerifyAndBenchModelTakeTheSameDevice$|WindowedTest\.ScalePhasePredictionsMatchTheStepsRun$)'
 
 # libFuzzer targets (clang 14, ASan+UBSan): every parser runs a fixed number of inputs from its
 # committed seed corpus and the mutations libFuzzer derives from it; any crash, sanitizer report,

@@ -70,6 +70,13 @@ void fix_crc(std::vector<uint8_t>& f, const PickleSpan& s) {
   std::memcpy(&f[s.crc_field], &crc, 4);
 }
 
+// A '{' at byte 8 after an implausible header length is not taken for safetensors.
+TEST(CheckpointRobustness, AHugeHeaderLengthIsNotSafetensors) {
+  std::vector<uint8_t> f(16, 0xff);
+  f[8] = '{';
+  EXPECT_EQ(load_error(f), "f: unrecognised checkpoint format (neither a PyTorch zip checkpoint nor safetensors)");
+}
+
 TEST(CheckpointRobustness, TruncatedFilesFailCleanly) {
   for (const char* name : {"/tiny/model.pt", "/torch/views.pt", "/tiny/weights.safetensors"}) {
     const std::vector<uint8_t> f = slurp_bytes(kTestdata + name);

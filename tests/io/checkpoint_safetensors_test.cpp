@@ -132,6 +132,16 @@ TEST(Safetensors, WriterRejectsDuplicateNames) {
   }
 }
 
+// A data range longer than the shape needs is refused (not read as the first numel values), and an
+// empty tensor may sit anywhere, even inside another's range (it owns no bytes).
+TEST(Safetensors, DataRangeMustMatchTheShapeExactlyAndEmptyTensorsOwnNoBytes) {
+  const std::vector<uint8_t> d8(8, 0);
+  EXPECT_EQ(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", d8)),
+            "mem.safetensors: tensor 'a': 8 data bytes do not match shape [1] of F32 (1 x 4 bytes)");
+  EXPECT_EQ(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})", d8)),
+            "");
+}
+
 TEST(Safetensors, HeaderErrors) {
   const std::vector<uint8_t> d8(8, 0);
   EXPECT_EQ(error_of({1, 2, 3}), "mem.safetensors: not a safetensors file (3 bytes, shorter than the 8-byte header length)");

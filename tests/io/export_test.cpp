@@ -369,6 +369,10 @@ TEST(Npz, MetaIsValidAfterEveryFrameAndTheWholeRunFileHasACap) {
       EXPECT_EQ(w.write_combined(dir.path / "small.npz"), "");
       EXPECT_TRUE(fs::exists(dir.path / "small.npz"));
     }
+    if (i == kPredictionsNpzMaxFrames - 1) {  // exactly the cap: still written
+      EXPECT_EQ(w.write_combined(dir.path / "at_cap.npz"), "");
+      EXPECT_TRUE(fs::exists(dir.path / "at_cap.npz"));
+    }
   }
   EXPECT_EQ(w.write_combined(dir.path / "predictions.npz"),
             "301 frames > 300 (predictions/ holds every frame)");

@@ -394,6 +394,7 @@ TEST(Image, NameOrderNoticeNamesTheFirstPairOutOfNumericOrder) {
             "the numbers count the capture order, zero-pad them to one width (img002.png, img010.png)");
   EXPECT_EQ(notice({"img001.png", "img002.png", "img010.png", "img100.png"}), "");
   EXPECT_EQ(notice({"1305031102.175304.png", "1305031102.2.png", "1305031102.21.png", "1305031103.01.png"}), "");
+  EXPECT_NE(notice({"frame.9.png", "frame.10.png"}), "");  // digits after a dot that follows a letter: a number
   EXPECT_EQ(notice({"scene2_0001.png", "scene10_0001.png"}),
             "frames are read in byte order of their names, as upstream sorts them: scene10_0001.png comes before "
             "scene2_0001.png. If the numbers count the capture order, zero-pad them to one width (img002.png, "
@@ -501,6 +502,24 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
 // 32 bits per pixel without bitfields is BGRX: Pillow ignores the fourth byte. stb_image took it for
 // alpha (opaque only where it is 0 in every pixel), so an X8R8G8B8 writer's junk there turned the
 // frame white (found by a probe: one pixel's X = 1 gave an all-white frame).
+// A 32-bit BITFIELDS BMP with an alpha mask (V4 header) is RGBA to Pillow: composited on white.
+TEST(Image, Bmp32WithAnAlphaMaskIsCompositedOnWhite) {
+  std::vector<uint8_t> b(122 + 8, 0);
+  auto le = [&](size_t o, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[o + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  b[0] = 'B', b[1] = 'M';
+  le(2, static_cast<uint32_t>(b.size())), le(10, 122), le(14, 108), le(18, 2), le(22, 1);
+  b[26] = 1, b[28] = 32, le(30, 3);                                                  // 1 plane, 32 bits, BI_BITFIELDS
+  le(54, 0x00ff0000), le(58, 0x0000ff00), le(62, 0x000000ff), le(66, 0xff000000);  // R, G, B, A masks
+  le(70, 0x73524742);                                                                // 'sRGB'
+  const uint8_t px[8] = {40, 80, 120, 255, 40, 80, 120, 0};  // B G R A: opaque, then transparent
+  std::memcpy(b.data() + 122, px, 8);
+  const ImageU8 d = decode_image(b, "alpha.bmp");
+  ASSERT_EQ(d.width, 2);
+  EXPECT_EQ(d.rgb, (std::vector<uint8_t>{120, 80, 40, 255, 255, 255}));
+}
+
 TEST(Image, Bmp32WithoutBitfieldsIgnoresTheFourthByte) {
   ImageU8 img(5, 3);
   for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 17 + 5);
