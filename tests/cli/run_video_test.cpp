@@ -7,6 +7,7 @@
 #include "io/export_viewer.h"
 #include "io/image.h"
 #include "io/npy.h"
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "run_test_util.h"
 #include "test_video_writer.h"
@@ -86,6 +87,23 @@ TEST(RunVideo, FrameSelectionOrder) {
   const json input = read_json(dir / "out" / "summary.json").at("input");
   EXPECT_EQ(input.at("source_fps"), 10.0);
   EXPECT_EQ(input.at("sample_interval"), 2);
+}
+
+// A photo given to --video is one frame with no frame rate: the input line said "(25 fps, 1 in 2 frames:
+// 12.5 fps), unknown frames" and summary.json source_fps 25, FFmpeg's made-up rate.
+TEST(RunVideo, APhotoGivenAsAVideoClaimsNoFrameRate) {
+  const fs::path dir = fresh_dir("video_photo");
+  const fs::path photo = dir / "photo.png";
+  write_file(photo, lingbot::io::encode_png_rgb8(tiny_frames()[0]));
+  const Result r = run_cli("run --video " + photo.string() + " --model " + kTestdata + "/tiny/model.pt" + kVideoArgs +
+                           " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "input: video " + photo.string() + ", about 1 frame, preprocessed")) << r.out;
+  EXPECT_TRUE(contains(r.out, "notice: " + photo.string() + " is an image file, read as a video of one frame")) << r.out;
+  const json summary = read_json(dir / "out" / "summary.json");
+  EXPECT_EQ(summary.at("frames"), 1);
+  EXPECT_EQ(summary.at("input").at("source_fps"), json());
+  EXPECT_EQ(summary.at("input").at("sample_interval"), json());
 }
 
 }  // namespace

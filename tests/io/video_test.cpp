@@ -305,6 +305,11 @@ TEST(FrameSource, NoticesSayWhatAVideoDoesNotState) {
   int n = 0;
   while (one.next(&f)) ++n;
   EXPECT_EQ(n, 1);
+  // FFmpeg's 25 fps for it is made up: no frame rate or sampling is claimed (the run's input line and
+  // summary.json's source_fps said 25 fps, 1 in 2 frames).
+  EXPECT_FALSE(one.video_sampling().has_value());
+  EXPECT_EQ(one.estimated_count(), 1);  // the input line said "unknown frames"
+  EXPECT_TRUE(pngs.video_sampling().has_value());  // an image pipe is a video, its rate assumed and said so
 
   const auto wide = dir.path / "anamorphic.mkv";
   std::vector<ImageU8> frames = {synthetic_frame(0, 16, 8), synthetic_frame(1, 16, 8)};
