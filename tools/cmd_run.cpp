@@ -1,6 +1,7 @@
 // `lingbot-map run`: frames (image folder, video, or the built-in demo) -> streaming Session ->
 // the exports chosen with --export (io/export.h: poses.json, trajectory.tum, depth/, points.ply,
-// depth_preview/, predictions/, colmap/, scene.glb, bss/) and summary.json in --out.
+// depth_preview/, predictions/, colmap/, scene.glb, bss/) and summary.json in --out. Its options and
+// their checks are in run_options.*, its frames in run_input.*, its threads in run_pipeline.h.
 //
 // Order of work, so that bad input never leaves files that look like a result:
 //   1. options are checked, the input is opened and its first frame decoded, the model is loaded and
@@ -58,7 +59,9 @@
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
 #include "run_checks.h"
+#include "run_input.h"
 #include "run_modes.h"
+#include "run_options.h"
 #include "run_pipeline.h"
 #include "run_progress.h"
 #include "viewer_server.h"
@@ -71,53 +74,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// --live's --max-special-frames unless given: each kept frame costs 6 tokens of K and V per block (576 KiB
-// in bf16 at the released model's width: 144 MiB for 256 frames), and 1,536 keys against the window's
-// 64 x 1,005 at 518x378.
-constexpr int64_t kLiveMaxSpecialFrames = 256;
-
 // A run a signal stopped exits 128 + the signal, as shells report it: 130 (SIGINT), 143 (SIGTERM),
 // 129 (SIGHUP).
 int exit_code_of_signal(int sig) { return 128 + sig; }
 constexpr int kExitDamagedInput = 3;   // the run finished but the input was damaged (see --allow-damaged)
-
-struct RunArgs {
-  std::string images, video, model, out;
-  bool demo = false;
-  int64_t demo_frames = kDemoFrameCount;
-  std::optional<int> image_size;  // unset = 518 (demo: 112)
-  std::string preprocess;  // crop | pad; "" = crop (--mode crop|pad is its deprecated spelling)
-  ModeArgs modes;          // --mode streaming|windowed, keyframe and window options (run_modes.h)
-  double fps = 10;
-  int64_t first_k = 0;
-  int64_t stride = 1;
-  bool rotate_cw90 = false;
-  int scale_frames = 8;
-  int kv_window = 64;
-  // --max-special-frames; unset: 0 (keep every evicted frame's specials, as upstream), but
-  // kLiveMaxSpecialFrames for a live stream in streaming mode (resolved with the mode).
-  std::optional<int64_t> max_special_frames;
-  int camera_iterations = 4;
-  std::string device = "cpu";
-  std::string kv_backend = "paged";
-  // The defaults are the fast, lean ones (docs/cli.md "Defaults"); f32 / f32 reproduces the reference.
-  std::string kv_dtype = "bf16";
-  std::string weights_dtype = "auto";
-  int threads = 0;
-  double conf_threshold = 1.5;
-  int downsample = 10;
-  std::vector<std::string> sets;
-  std::string progress = "auto";
-  std::string export_preprocessed;  // folder for the preprocessed frames as PNG; "" = none
-  std::string exports = io::default_export_list();  // --export: comma list of io::export_kinds() names
-  bool allow_damaged = false;       // a damaged input still exits 0 (status "completed", warnings listed)
-  bool live = false;                // --video is a live source (io/live_source.h)
-  int debug_frame_delay_ms = 0;     // test hook: sleep after every frame (a deliberately slow engine)
-  std::string pipeline = "on";      // --pipeline: read and write on their own threads (tools/run_pipeline.h)
-  int serve_port = -1;              // --serve: viewer on this loopback port while running; -1 = off
-  double demo_pace = 0;             // --demo-pace: seconds to wait before each generated frame
-  RenamedOptions renamed;           // --num-scale-frames, --attention (old spellings)
-};
 
 // ---- Ctrl-C / SIGTERM / SIGHUP -----------------------------------------------------------------
 // The flags a signal handler may touch must be lock-free globals. g_interrupt_requested holds the
@@ -181,82 +141,6 @@ const char* run_status_name(RunStatus s) {
     case RunStatus::Failed: return "failed";
   }
   return "?";
-}
-
-// ---- input ------------------------------------------------------------------------------------
-// One interface over the folder / video FrameSource and the generated demo frames.
-struct Input {
-  std::string kind;         // "images" | "video" | "live" | "demo"
-  std::string path;         // folder or file ("" for the demo)
-  std::function<bool(io::SourceFrame*)> next;
-  std::optional<int64_t> count;      // exact, when known up front
-  std::optional<int64_t> estimated;  // for progress / the automatic keyframe interval
-  io::ImageSize canvas;              // common preprocessed size of every frame
-  std::function<const io::StreamDamage*()> damage = [] { return nullptr; };  // a video's (a folder's: FrameLoop's)
-  std::shared_ptr<io::LiveFrameSource> live;  // --live: for its drop counts
-  std::vector<std::string> notices;           // io::FrameSource::notices
-  std::optional<io::FrameSource::VideoSampling> sampling;  // a video (file, pipe or --live source)
-};
-
-Input open_input(const RunArgs& a, const PreprocessOptions& pre) {
-  Input in;
-  if (a.demo) {
-    in.kind = "demo";
-    in.count = in.estimated = a.demo_frames;
-    in.canvas = io::preprocessed_size({kDemoFrameWidth, kDemoFrameHeight}, pre);
-    auto index = std::make_shared<int64_t>(0);
-    const int64_t total = a.demo_frames;
-    const auto pace = std::chrono::duration<double>(a.demo_pace);
-    in.next = [index, total, pace](io::SourceFrame* f) {
-      if (*index >= total) return false;
-      if (pace.count() > 0) std::this_thread::sleep_for(pace);  // --demo-pace: to watch --serve live
-      f->index = *index;
-      f->image = render_demo_frame(*index);
-      f->name = "demo_" + std::to_string(*index);
-      f->timestamp = static_cast<double>(*index);
-      ++*index;
-      return true;
-    };
-    return in;
-  }
-  io::FrameSelection sel;
-  sel.first_k = a.first_k;
-  sel.stride = a.stride;
-  sel.video_fps = a.fps;
-  sel.rotate_clockwise_90 = a.rotate_cw90;
-  // FFmpeg would print its own copy of every error (e.g. "moov atom not found") next to ours; the
-  // user gets one line through the exception, and VideoReader counts skipped packets itself.
-  if (!a.video.empty()) io::quiet_libav_logging();
-  if (a.live) {
-    in.live = std::make_shared<io::LiveFrameSource>(a.video, sel, [] { return g_interrupt_requested != 0; });
-    in.kind = "live";
-    in.path = a.video;
-    in.canvas = in.live->canvas(pre);
-    in.next = [src = in.live](io::SourceFrame* f) { return src->next(f); };
-    in.notices = io::video_notices(a.video, in.live->info());
-    in.sampling = in.live->video_sampling();
-    auto found = std::make_shared<io::StreamDamage>();  // a copy: the decoder thread owns the reader's
-    in.damage = [src = in.live, found]() -> const io::StreamDamage* {  // called once the run is over
-      *found = src->finish_and_damage();
-      return found.get();
-    };
-    return in;
-  }
-  auto src = std::make_shared<io::FrameSource>(
-      a.images.empty() ? io::FrameSource::from_video(a.video, sel, [] { return g_interrupt_requested != 0; })
-                       : io::FrameSource::from_folder(a.images, sel));
-  in.kind = a.images.empty() ? "video" : "images";
-  in.path = a.images.empty() ? a.video : a.images;
-  in.count = src->count();
-  in.estimated = src->estimated_count();
-  std::string mixed_sizes;
-  in.canvas = src->canvas(pre, &mixed_sizes);
-  in.next = [src](io::SourceFrame* f) { return src->next(f); };
-  in.damage = [src] { return src->damage(); };
-  in.notices = src->notices();
-  if (!mixed_sizes.empty()) in.notices.push_back(mixed_sizes);
-  in.sampling = src->video_sampling();
-  return in;
 }
 
 // Multi-line messages (a configuration check lists every problem) as one line: "head: a; b".
@@ -401,113 +285,6 @@ struct WriteJob {
   int64_t computed = 0;  // frames the model had finished with this one (a scale phase finishes several at once)
 };
 
-ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
-  ConfigOverrides o;
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");  // key_value()
-    const std::string key = s.substr(0, eq);
-    // Fields run sets from its own options (always, defaults included): a --set of them would be
-    // silently overridden.
-    for (const auto& [field, option] : {std::pair<const char*, const char*>{"camera.num_iterations", "--camera-iterations"},
-                                        {"kv_cache.scale_frames", "--scale-frames"},
-                                        {"kv_cache.sliding_window", "--kv-window"}})
-      LINGBOT_CHECK(key != field, "--set ", key, ": run sets this field from ", option, "; use that option");
-    o.emplace_back(key, s.substr(eq + 1));
-  }
-  return o;
-}
-
-// Output locations that can never work, found before anything is written (a folder that cannot be
-// created or written is found when it is created: nothing else exists yet then).
-void check_output_paths(const RunArgs& a) {
-  std::error_code ec;
-  for (const auto& [option, path] : {std::pair<const char*, const std::string*>{"--out", &a.out},
-                                     {"--export-preprocessed", &a.export_preprocessed}}) {
-    if (path->empty()) continue;
-    const fs::file_status st = fs::status(*path, ec);
-    LINGBOT_CHECK(ec.value() != ELOOP, option, " ", *path, " is a symbolic link loop");
-    LINGBOT_CHECK(!fs::exists(st) || fs::is_directory(st), option, " ", *path, " exists and is not a folder");
-    // A parent that is a file: create_directories would fail only after other outputs exist.
-    for (fs::path p = fs::path(*path).parent_path(); !p.empty(); p = p.parent_path()) {
-      const fs::file_status ps = fs::status(p, ec);
-      if (!fs::exists(ps)) continue;
-      LINGBOT_CHECK(fs::is_directory(ps), option, " ", *path, ": ", p.string(), " is not a folder");
-      break;
-    }
-  }
-  if (a.export_preprocessed.empty()) return;
-  // Its NNNNNN.png files would replace or join files of the same names: the input frames (and a next
-  // run would read them as frames), or the outputs of an export.
-  const fs::path pre = fs::weakly_canonical(a.export_preprocessed), out = fs::weakly_canonical(a.out);
-  const auto within = [](const fs::path& p, const fs::path& dir) {  // p is dir or below it
-    const fs::path rel = p.lexically_relative(dir);
-    return !rel.empty() && *rel.begin() != "..";
-  };
-  LINGBOT_CHECK(pre != out, "--export-preprocessed must not be the --out folder");
-  for (const io::ExportKind& kind : io::export_kinds())
-    if (!kind.folder.empty())
-      LINGBOT_CHECK(!within(pre, out / kind.folder), "--export-preprocessed ", a.export_preprocessed, " is inside --out's ",
-                    kind.folder, "/ folder, where an export writes: choose another folder");
-  if (!a.images.empty()) {
-    const fs::path in = fs::weakly_canonical(a.images);
-    LINGBOT_CHECK(!within(pre, in) && !within(in, pre), "--export-preprocessed ", a.export_preprocessed,
-                  " overlaps the --images folder ", a.images,
-                  " (the PNGs would replace or join the input frames): choose another folder");
-  }
-}
-
-// Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
-void check_upper_bounds(const RunArgs& a) {
-  const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
-      {"--scale-frames", {a.scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
-      {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
-      {"--downsample", {a.downsample, kMaxDownsample}}};
-  for (const auto& [option, vb] : bounds)
-    LINGBOT_CHECK(vb.first <= vb.second, option, " must be at most ", vb.second, ", got ", vb.first);
-}
-
-void check_args(const RunArgs& a) {
-  const int sources = (a.images.empty() ? 0 : 1) + (a.video.empty() ? 0 : 1);
-  if (a.demo) {
-    usage_check(sources == 0 && a.model.empty(),
-                "--demo uses generated frames and a built-in model; do not combine it with --images, --video or --model");
-    LINGBOT_CHECK(a.demo_frames >= 1, "--demo-frames must be >= 1, got ", a.demo_frames);
-  } else {
-    usage_check(sources == 1, sources == 0 ? "no input: give --images DIR or --video FILE (or --demo to try the built-in example)"
-                                           : "give either --images or --video, not both");
-    usage_check(!a.model.empty(),
-                  "no --model given: download the LingBot-Map checkpoint lingbot-map-long.pt from the "
-                  "Robbyant/lingbot-map project release and pass it with --model PATH "
-                  "(or run with --demo to try the pipeline with a built-in random-weight model)");
-  }
-  if (a.image_size)
-    LINGBOT_CHECK(*a.image_size >= 1 && *a.image_size <= kMaxImageSize, "--image-size must be in 1..", kMaxImageSize,
-                  ", got ", *a.image_size);
-  LINGBOT_CHECK(std::isfinite(a.fps), "--fps must be a finite number, got ", a.fps);
-  check_mode_args(a.modes, a.scale_frames);
-  usage_check(!a.live || !a.video.empty(),
-                "--live needs --video SOURCE (a camera /dev/video0, rtsp://..., http://..., pipe:0 or a file)");
-  LINGBOT_CHECK(a.debug_frame_delay_ms >= 0, "--debug-frame-delay-ms must be >= 0, got ", a.debug_frame_delay_ms);
-  LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
-  LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
-  LINGBOT_CHECK(a.scale_frames >= 1, "--scale-frames must be >= 1, got ", a.scale_frames);
-  LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.max_special_frames.value_or(0) >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ",
-                a.max_special_frames.value_or(0));
-  LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
-  LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
-  LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);
-  LINGBOT_CHECK(a.downsample >= 1, "--downsample must be >= 1, got ", a.downsample);
-  check_upper_bounds(a);
-  LINGBOT_CHECK(a.progress == "auto" || a.progress == "bar" || a.progress == "lines",
-                "--progress must be auto, bar or lines, got '", a.progress, "'");
-  LINGBOT_CHECK(!a.out.empty(), "--out must not be empty");
-  check_output_paths(a);
-  LINGBOT_CHECK(a.demo_pace >= 0 && a.demo_pace <= 60, "--demo-pace must be 0..60 seconds, got ", a.demo_pace);
-  usage_check(a.demo || a.demo_pace == 0, "--demo-pace paces the generated frames of --demo only");
-}
-
 // The options resolved before the input is opened (only the checkpoint's index is read: names and
 // shapes), so option and model-file problems are reported before any frame or weight is read.
 struct RunSettings {
@@ -522,7 +299,7 @@ struct RunSettings {
 };
 
 RunSettings resolve_settings(const RunArgs& a) {
-  check_args(a);
+  check_run_args(a);
   std::vector<std::string> export_names = io::parse_export_list(a.exports);
   usage_check(a.serve_port < 0 || std::find(export_names.begin(), export_names.end(), "viewer") != export_names.end(),
               "--serve shows the viewer export: add viewer to --export");
@@ -986,7 +763,7 @@ int run_command(const RunArgs& a) {
   };
   Input input = [&] {
     try {
-      return open_input(a, pre);
+      return open_input(a, pre, [] { return g_interrupt_requested != 0; });
     } catch (const Error&) {
       if (sigint.requested()) return Input{};  // the interrupt aborted the open
       throw;
@@ -1266,141 +1043,7 @@ void add_run_command(CLI::App& app) {
       "Earlier outputs of this command in --out are replaced. The checkpoint is upstream's\n"
       "lingbot-map-long.pt (project Robbyant/lingbot-map); --demo needs none.");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("--images", a->images, "folder of frames (.jpg .jpeg .png .bmp, sorted by name)");
-  CLI::Option* video_option = cmd->add_option("--video", a->video,
-                  "video file, or any FFmpeg input: a camera /dev/video0 (V4L2), rtsp://..., http://..., pipe:0 "
-                  "(stdin); decoded with FFmpeg's libraries, frame by frame");
-  cmd->add_flag("--live", a->live,
-                "--video is a live source: unknown length, decoded on its own thread keeping only the newest frame "
-                "(frames the engine is too slow for are dropped and counted in the log and summary.json); ends "
-                "at the end of the stream or on Ctrl-C");
-  cmd->add_option("--debug-frame-delay-ms", a->debug_frame_delay_ms,
-                  "test hook: sleep this long after each frame (a deliberately slow engine)")
-      ->group("");
-  CLI::Option* demo_option = cmd->add_flag("--demo", a->demo,
-                "run a built-in random-weight model on generated frames (no checkpoint needed; the "
-                "geometry is meaningless)");
-  cmd->add_option("--demo-frames", a->demo_frames, "number of generated frames for --demo")
-      ->needs(demo_option)
-      ->capture_default_str();
-  cmd->add_option("--model", a->model, "checkpoint: upstream lingbot-map-long.pt, or safetensors from 'convert'");
-  cmd->add_option("--out", a->out, "output folder (created if needed)")->required();
-  cmd->add_option("--image-size", a->image_size,
-                  "model input width in crop mode / longer side in pad mode, in pixels: a multiple of the patch "
-                  "size, at most 4096 (default 518; 112 with --demo)");
-  cmd->add_option("--preprocess", a->preprocess,
-                  "preprocessing of upstream's image loader: crop (width := image size, centre-crop height) | "
-                  "pad (longer side := image size, white padding to a square, which gives no points); default crop")
-      ->check(one_of({"crop", "pad"}, "crop or pad"));
-  cmd->add_option("--mode", a->modes.mode,
-                  "streaming (frame by frame with the KV cache) | windowed (overlapping windows with a fresh cache "
-                  "each, aligned by a similarity; for sequences beyond the ~320 stored frames the video RoPE was "
-                  "trained on), as upstream demo.py. crop | pad are the deprecated spelling of --preprocess")
-      ->check(one_of({"streaming", "windowed", "crop", "pad"},
-                     "streaming or windowed (crop | pad: the deprecated spelling of --preprocess)"))
-      ->capture_default_str();
-  cmd->add_option("--fps", a->fps, "video: frames per second to sample (<= 0: every frame)")
-      ->needs(video_option)  // a folder's frames are taken as they are (--stride, --first-k)
-      ->check(finite_number())
-      ->capture_default_str();
-  // The demo's frames are generated as --demo-frames says: these would be ignored (yet recorded).
-  cmd->add_option("--first-k", a->first_k, "use only the first K frames (after fps sampling); 0 = all")
-      ->excludes(demo_option)
-      ->capture_default_str();
-  cmd->add_option("--stride", a->stride, "then use every N-th frame")->excludes(demo_option)->capture_default_str();
-  cmd->add_flag("--rotate-cw90", a->rotate_cw90, "rotate frames 90 degrees clockwise before preprocessing")
-      ->excludes(demo_option);
-  CLI::Option* scale_frames = cmd->add_option("--scale-frames", a->scale_frames,
-                  "frames processed together first (bidirectional attention), pinned in the KV cache")
-      ->capture_default_str();
-  a->renamed.add(cmd, scale_frames, "--scale-frames", "--num-scale-frames", a->scale_frames);
-  cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
-  cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
-                  "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
-                  "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "
-                  "windowed: 1; --live, streaming: flow; 0 means auto); flow = a frame is stored when the mean camera-motion flow "
-                  "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
-      ->check(keyframe_interval_validator())
-      ->capture_default_str();
-  cmd->add_option("--flow-threshold", a->modes.flow_threshold,
-                  "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
-                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")")
-      ->check(finite_number());
-  cmd->add_option("--max-non-keyframe-gap", a->modes.max_non_keyframe_gap,
-                  "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
-                  "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
-  cmd->add_option("--window-size", a->modes.window_size,
-                  "--mode windowed: stored frames per window, its scale frames included (default " +
-                      std::to_string(kDefaultWindowSize) + "; a window spans scale-frames + (window-size - "
-                      "scale-frames) x keyframe-interval frames, or until that many are stored with flow)");
-  cmd->add_option("--overlap-size", a->modes.overlap_size,
-                  "--mode windowed: frames shared by consecutive windows (default " +
-                      std::to_string(kDefaultOverlapSize) + ")");
-  cmd->add_option("--overlap-keyframes", a->modes.overlap_keyframes,
-                  "--mode windowed: the overlap in keyframes instead: max(scale-frames, N x keyframe-interval) "
-                  "frames");
-  cmd->add_option("--max-special-frames", a->max_special_frames,
-                  "bound the cost of long streams: keep the special tokens of only the newest N frames evicted from "
-                  "the KV window (and a camera-head history of the scale frames + window + N); 0 = keep all, as upstream "
-                  "(outputs move with a bound: docs/long-streams.md); default 0, with --live (streaming mode) " +
-                      std::to_string(kLiveMaxSpecialFrames));
-  cmd->add_option("--camera-iterations", a->camera_iterations, "camera-head refinement iterations")->capture_default_str();
-  cmd->add_option("--device", a->device,
-                  "where the model runs: cpu | cuda (a -DLINGBOT_CUDA=ON build and a GPU) | auto (cuda when "
-                  "available, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  CLI::Option* kv_backend = cmd->add_option("--kv-backend", a->kv_backend,
-                                             "KV cache backend: paged | dense | dense-full")
-                                 ->check(one_of({"paged", "dense", "dense-full"}, "paged, dense or dense-full"))
-                                 ->capture_default_str();
-  a->renamed.add(cmd, kv_backend, "--kv-backend", "--attention", a->kv_backend);
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage dtype: f32 | f16 | bf16")
-      ->check(one_of({"f32", "f16", "bf16"}, "f32, f16 or bf16"))
-      ->capture_default_str();
-  cmd->add_option("--weights-dtype", a->weights_dtype,
-                  "storage dtype of the blocks' linear layers and the DPT convolutions: auto (cpu: bf16 where the CPU "
-                  "has a native bf16 GEMM, else f32; cuda: bf16 on sm_80 and later, else f32) | f32 | f16 | bf16")
-      ->check(one_of({"auto", "f32", "f16", "bf16"}, "auto, f32, f16 or bf16"))
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores); results do not depend on it")->capture_default_str();
-  cmd->add_option("--conf-threshold", a->conf_threshold,
-                  "point clouds (points.ply, scene.glb, colmap, viewer) keep points with depth confidence above this")
-      ->check(finite_number())
-      ->capture_default_str();
-  cmd->add_option("--downsample", a->downsample, "point clouds keep every N-th of the confident points")->capture_default_str();
-  cmd->add_option("--set", a->sets,
-                  "override a model configuration field, key=value (repeatable; keys as 'inspect' prints them)")
-      ->check(key_value());
-  cmd->add_option("--export-preprocessed", a->export_preprocessed,
-                  "also write each preprocessed model input as DIR/NNNNNN.png (as demo.py --export_preprocessed)");
-  cmd->add_option("--export", a->exports,
-                  "comma list of outputs: poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, or "
-                  "all; may be repeated (--export ply --export glb = --export ply,glb)")
-      ->join(',')
-      ->capture_default_str();
-  cmd->add_option("--serve", a->serve_port,
-                  "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "
-                  "on, and after it until Ctrl-C (see 'view')")
-      ->expected(0, 1)
-      ->check(CLI::Range(0, 65535))
-      ->default_str(std::to_string(kDefaultViewerPort));
-  cmd->add_option("--demo-pace", a->demo_pace,
-                  "--demo only: wait this many seconds before each generated frame, to watch --serve follow a run")
-      ->check(finite_number())
-      ->capture_default_str();
-  cmd->add_option("--progress", a->progress, "auto (bar on a terminal, else log lines) | bar | lines")
-      ->check(one_of({"auto", "bar", "lines"}, "auto, bar or lines"))
-      ->capture_default_str();
-  cmd->add_option("--pipeline", a->pipeline,
-                  "on: decode and preprocess the next frames and write the finished ones on their own threads while "
-                  "the model runs (the host's work overlaps the model's; outputs are identical) | off: one thread, "
-                  "in turn")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
-  cmd->add_flag("--allow-damaged", a->allow_damaged,
-                "a damaged video (decode errors, lost frames, file cut short) or a JPEG with corrupt data still counts as completed "
-                "(exit 0); the damage is listed in summary.json \"warnings\" either way");
+  define_run_options(cmd, a.get());
   cmd->callback([a] {
     int code = 0;
     try {
