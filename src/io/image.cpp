@@ -1,6 +1,7 @@
 #include "io/image.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <cmath>
 #include <cctype>
@@ -18,6 +19,7 @@
 
 #include "core/error.h"
 #include "io/file_util.h"
+#include "io/image_orientation.h"
 
 #define STB_IMAGE_IMPLEMENTATION
 // Internal linkage: an application that links our archives and compiles stb_image itself must not
@@ -96,131 +98,75 @@ namespace {
 
 bool orientation_swaps_axes(int orientation) { return orientation >= 5 && orientation <= 8; }
 
-// Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block; 1 when absent or malformed.
-int tiff_orientation(std::span<const uint8_t> tiff) {
-  if (tiff.size() < 8) return 1;
-  bool little;
-  if (tiff[0] == 'I' && tiff[1] == 'I') {
-    little = true;
-  } else if (tiff[0] == 'M' && tiff[1] == 'M') {
-    little = false;
-  } else {
-    return 1;
-  }
-  auto u16 = [&](size_t off) -> uint32_t {
-    return little ? (tiff[off] | (tiff[off + 1] << 8)) : ((tiff[off] << 8) | tiff[off + 1]);
-  };
-  auto u32 = [&](size_t off) -> uint32_t {
-    return little ? (u16(off) | (u16(off + 2) << 16)) : ((u16(off) << 16) | u16(off + 2));
-  };
-  if (u16(2) != 42) return 1;
-  const size_t ifd = u32(4);
-  if (ifd + 2 > tiff.size()) return 1;
-  const size_t count = u16(ifd);
-  for (size_t i = 0; i < count; ++i) {
-    const size_t e = ifd + 2 + i * 12;
-    if (e + 12 > tiff.size()) return 1;
-    if (u16(e) != 0x0112) continue;
-    const uint32_t type = u16(e + 2);
-    uint32_t value = 0;
-    if (type == 3) {        // SHORT
-      value = u16(e + 8);
-    } else if (type == 4) { // LONG (non-standard but seen in the wild)
-      value = u32(e + 8);
-    } else {
-      return 1;
-    }
-    return (value >= 1 && value <= 8) ? static_cast<int>(value) : 1;
-  }
-  return 1;
-}
-
 bool is_png(std::span<const uint8_t> b) {
   static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
   return b.size() >= 8 && std::memcmp(b.data(), sig, 8) == 0;
 }
 bool is_jpeg(std::span<const uint8_t> b) { return b.size() >= 3 && b[0] == 0xff && b[1] == 0xd8; }
 
-uint32_t be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-int jpeg_orientation(std::span<const uint8_t> b) {
-  size_t pos = 2;
-  while (pos + 4 <= b.size()) {
-    if (b[pos] != 0xff) return 1;
-    const uint8_t marker = b[pos + 1];
-    if (marker == 0xff) { ++pos; continue; }                 // fill byte
-    if (marker == 0xd9 || marker == 0xda) return 1;          // end of image / start of scan
-    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { pos += 2; continue; }
-    const size_t len = (size_t{b[pos + 2]} << 8) | b[pos + 3];
-    if (len < 2 || pos + 2 + len > b.size()) return 1;
-    const uint8_t* seg = b.data() + pos + 4;
-    const size_t seg_len = len - 2;
-    if (marker == 0xe1 && seg_len >= 6 && std::memcmp(seg, "Exif\0\0", 6) == 0) {
-      return tiff_orientation(std::span<const uint8_t>(seg + 6, seg_len - 6));
-    }
-    pos += 2 + len;
-  }
-  return 1;
-}
-
-// What libpng does not tell: the eXIf chunk's orientation (PIL applies it), and a chunk that claims
-// more bytes than the file has.
-struct PngFacts {
-  int orientation = 1;
-  std::string chunk_error;  // a chunk whose declared length runs past the end of the file
-};
-PngFacts png_facts(std::span<const uint8_t> b) {
-  PngFacts f;
-  size_t pos = 8;
-  while (pos + 12 <= b.size()) {
-    const uint32_t len = be32(b.data() + pos);
-    const uint8_t* type = b.data() + pos + 4;
-    if (len > b.size() - pos - 12) {
-      // A decoder would read towards the declared length before finding the data missing (stb_image
-      // grew its buffer to gigabytes for a 100-byte file, found by fuzz_image). Refuse it here.
-      f.chunk_error = detail::concat("PNG chunk '", printable_excerpt(std::string_view(reinterpret_cast<const char*>(type), 4)),
-                                     "' at byte ", pos, " declares ", len, " data bytes but the file has only ",
-                                     b.size() - pos - 12, " left (truncated or corrupt)");
-      break;
-    }
-    const uint8_t* data = b.data() + pos + 8;
-    if (std::memcmp(type, "eXIf", 4) == 0) {
-      f.orientation = tiff_orientation(std::span<const uint8_t>(data, len));
-    }
-    // An eXIf chunk may follow IDAT (PIL sees it once the image is loaded, which exif_transpose
-    // does first), so scan up to IEND.
-    if (std::memcmp(type, "IEND", 4) == 0) break;
-    pos += 12 + size_t{len};
-  }
-  return f;
-}
-
 bool is_bmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
 
-// What stb_image must be told of a BMP before it reads it. `problem`: pixel rows that run past the end
-// of the file (stb_image reads the missing bytes as zeros: a 200-byte file decoded as 2568 x 1286,
-// found by fuzz_image; Pillow refuses it, "image file is truncated") or a compression stb_image does
-// not decode; "" = fine, or a header layout this check does not know (stb_image then decides).
-// `padding_byte`: 32 bits per pixel without bitfields (BI_RGB) is B, G, R and an unused byte, which
-// Pillow reads as BGRX (no alpha); stb_image takes it for alpha, so a writer's junk there would
-// composite the picture towards white.
+// What stb_image must be told of a BMP before it reads it, and what its pixels then need to be
+// Pillow's (BmpImagePlugin + convert("RGB")).
+//  * `problem`: pixel rows that run past the end of the file (stb_image reads the missing bytes as
+//    zeros: a 200-byte file decoded as 2568 x 1286, found by fuzz_image; Pillow refuses it, "image
+//    file is truncated") or a compression stb_image does not decode; "" = fine, or a header layout
+//    this check does not know (stb_image then decides).
+//  * `no_alpha`: 32 bits per pixel without bitfields (BI_RGB) is B, G, R and an unused byte, which
+//    Pillow reads as BGRX; stb_image takes it for alpha, so a writer's junk there would composite the
+//    picture towards white. Likewise the alpha bit of a 16-bit file, which Pillow does not read.
+//  * `channel_bits`: 16 bits per pixel in the layouts Pillow reads (5-5-5, and 5-6-5 bitfields): the
+//    bits of R, G and B. Pillow expands a channel as v * 255 / (2^n - 1) (4 of 31 -> 32), stb_image by
+//    repeating its bits (4 -> 33); {0, 0, 0} otherwise.
+//  * `as_windows_bmp`: an OS/2 file (12-byte header) with a palette, rewritten with a Windows header:
+//    stb_image sizes an OS/2 palette wrongly (a 256-colour one as 252 colours, the last four read from
+//    the stack; a 2-colour one skips into the pixels).
 struct BmpCheck {
   std::string problem;
-  bool padding_byte = false;
+  bool no_alpha = false;
+  std::array<int, 3> channel_bits{};
+  std::vector<uint8_t> as_windows_bmp;
 };
+
+// The OS/2 palette file `b` (header checked by check_bmp) as a Windows BMP: 40-byte header, the
+// 2^bpp palette entries Pillow reads right after the 12-byte header as B, G, R, 0, then the pixels.
+std::vector<uint8_t> os2_palette_bmp_as_windows(std::span<const uint8_t> b, uint32_t w, uint32_t h, uint32_t bpp,
+                                                 uint64_t pixel_offset) {
+  const uint32_t colors = 1u << bpp;
+  const uint32_t new_offset = 14 + 40 + 4 * colors;
+  const std::span<const uint8_t> pixels = b.subspan(pixel_offset);
+  std::vector<uint8_t> out;
+  out.reserve(new_offset + pixels.size());
+  auto put16 = [&](uint32_t v) { out.push_back(static_cast<uint8_t>(v)), out.push_back(static_cast<uint8_t>(v >> 8)); };
+  auto put32 = [&](uint32_t v) { put16(v & 0xffff), put16(v >> 16); };
+  out.push_back('B'), out.push_back('M');
+  put32(static_cast<uint32_t>(new_offset + pixels.size())), put32(0), put32(new_offset);
+  put32(40), put32(w), put32(h), put16(1), put16(bpp), put32(0), put32(0), put32(0), put32(0), put32(colors), put32(0);
+  for (uint32_t i = 0; i < colors; ++i) {
+    const uint8_t* e = b.data() + 26 + 3 * i;
+    out.insert(out.end(), {e[0], e[1], e[2], 0});
+  }
+  out.insert(out.end(), pixels.begin(), pixels.end());
+  return out;
+}
+
+BmpCheck refused(std::string why) {
+  BmpCheck check;
+  check.problem = std::move(why);
+  return check;
+}
+
 BmpCheck check_bmp(std::span<const uint8_t> b) {
   auto le16 = [&](size_t o) { return uint32_t{b[o]} | (uint32_t{b[o + 1]} << 8); };
   auto le32 = [&](size_t o) { return le16(o) | (le16(o + 2) << 16); };
-  if (b.size() < 18) return {detail::concat("BMP header is truncated (", b.size(), " bytes)")};
+  if (b.size() < 18) return refused(detail::concat("BMP header is truncated (", b.size(), " bytes)"));
   const uint32_t header = le32(14);
   if (header != 12 && header != 40 && header != 56 && header != 108 && header != 124) return {};
   if (b.size() < 14 + uint64_t{header})
-    return {detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")")};
+    return refused(detail::concat("BMP header is truncated (", b.size(), " bytes, its info header needs ", 14 + header, ")"));
   const uint64_t offset = le32(10);
   uint64_t w = 0, h = 0, bpp = 0, compression = 0;
-  if (header == 12) {  // BITMAPCOREHEADER
+  if (header == 12) {  // BITMAPCOREHEADER (OS/2)
     w = le16(18), h = le16(20), bpp = le16(24);
   } else {
     w = static_cast<uint64_t>(std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(18)))));
@@ -228,15 +174,42 @@ BmpCheck check_bmp(std::span<const uint8_t> b) {
     bpp = le16(28), compression = le32(30);
   }
   if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32)
-    return {detail::concat("BMP with ", bpp, " bits per pixel is not supported")};
+    return refused(detail::concat("BMP with ", bpp, " bits per pixel is not supported"));
   // stb_image refuses only RLE (1, 2) and decodes any other value as uncompressed rows.
-  if (compression != 0 && compression != 3)
-    return {detail::concat("BMP compression ", compression, " is not supported (uncompressed and bitfields only)")};
+  if (compression != 0 && compression != 3) {
+    const char* kind = compression == 1 ? " (RLE8)" : compression == 2 ? " (RLE4)" : "";
+    return refused(detail::concat("BMP compression ", compression, kind,
+                           " is not supported (uncompressed and bitfields only): convert it to PNG"));
+  }
   const uint64_t row_bytes = (w * bpp + 31) / 32 * 4;
   const uint64_t needed = offset + row_bytes * h;
-  if (needed <= b.size()) return {"", bpp == 32 && compression == 0};
-  return {detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
-                         " bytes, the file has ", b.size())};
+  if (needed > b.size())
+    return refused(detail::concat("BMP pixel data is truncated: ", w, "x", h, " at ", bpp, " bits per pixel needs ", needed,
+                           " bytes, the file has ", b.size()));
+  BmpCheck check;
+  check.no_alpha = bpp == 32 && compression == 0;
+  if (bpp == 16) {
+    uint32_t masks[3] = {0x7c00, 0x03e0, 0x001f};  // BI_RGB: 5-5-5
+    if (compression == 3) {
+      if (b.size() < 14 + 40 + 12) return check;
+      for (int k = 0; k < 3; ++k) masks[k] = le32(14 + 40 + 4 * k);
+    }
+    if (masks[0] == 0x7c00 && masks[1] == 0x03e0 && masks[2] == 0x001f) {
+      check.channel_bits = {5, 5, 5};
+    } else if (masks[0] == 0xf800 && masks[1] == 0x07e0 && masks[2] == 0x001f) {
+      check.channel_bits = {5, 6, 5};
+    }
+    check.no_alpha = check.channel_bits[0] != 0;
+  }
+  if (header == 12 && bpp <= 8) {
+    const uint64_t palette_end = 26 + 3 * (uint64_t{1} << bpp);
+    if (palette_end > b.size() || offset < 26)
+      return refused(detail::concat("BMP palette is truncated: ", 1u << bpp, " colours need ", palette_end,
+                             " bytes, the file has ", b.size()));
+    check.as_windows_bmp = os2_palette_bmp_as_windows(b, static_cast<uint32_t>(w), static_cast<uint32_t>(h),
+                                                      static_cast<uint32_t>(bpp), offset);
+  }
+  return check;
 }
 
 // Pillow's alpha_composite of (r,g,b,a) over opaque white, integer arithmetic as in
@@ -262,8 +235,8 @@ struct StbFree {
 // that ends before its last row. Pixels as PIL's PngImagePlugin
 // + convert("RGB") give them: palette -> RGB, grey of 1/2/4 bits scaled to 8 (0 -> 0, max -> 255),
 // 16-bit samples -> their high byte (PIL's ";16B" raw modes), except 16-bit grey (mode "I;16",
-// clipped to 255), tRNS transparency ignored, the alpha of RGBA kept for the white composite and
-// that of grey+alpha dropped.
+// clipped to 255), tRNS transparency ignored, the alpha of RGBA and of 16-bit grey+alpha kept for the
+// white composite and that of 8-bit grey+alpha dropped.
 
 struct PngReadState {
   std::span<const uint8_t> bytes;
@@ -302,6 +275,7 @@ struct PngPixels {
   int channels = 0;          // of `pixels`: 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
   int bytes_per_sample = 1;  // 2 only for 16-bit grey, kept whole for PIL's clip
   int color_type = -1;       // IHDR's
+  int bit_depth = 0;         // IHDR's
   // malloc'd by read_png (no allocation that can throw there); members, not locals of read_png, so
   // their values after a longjmp are defined.
   uint8_t* pixels = nullptr;
@@ -341,6 +315,7 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
   out->height = png_get_image_height(png, info);
   out->color_type = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
+  out->bit_depth = depth;
   *too_large = static_cast<int64_t>(out->width) * out->height > max_pixels;
   if (!rows || *too_large) {
     png_destroy_read_struct(&png, &info, nullptr);
@@ -368,7 +343,7 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
 }
 
 ImageU8 decode_png(std::span<const uint8_t> file_bytes, const std::string& name) {
-  const PngFacts f = png_facts(file_bytes);
+  const PngChunkFacts f = png_chunk_facts(file_bytes);
   LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
   PngReadState st{file_bytes};
   PngPixels px;
@@ -381,7 +356,10 @@ ImageU8 decode_png(std::span<const uint8_t> file_bytes, const std::string& name)
   ImageU8 img(static_cast<int>(px.width), static_cast<int>(px.height));
   const size_t n = static_cast<size_t>(px.width) * px.height;
   const int c = px.channels;
-  const bool composite = c == 4 && px.color_type == PNG_COLOR_TYPE_RGB_ALPHA;  // PIL mode "RGBA" only
+  // PIL mode "RGBA": RGB+alpha, and 16-bit grey+alpha (PIL opens it as RGBA, raw mode "LA;16B"); an
+  // 8-bit grey+alpha PNG is mode "LA", whose alpha convert("RGB") drops.
+  const bool composite = (c == 4 && px.color_type == PNG_COLOR_TYPE_RGB_ALPHA) ||
+                         (c == 2 && px.color_type == PNG_COLOR_TYPE_GRAY_ALPHA && px.bit_depth == 16);
   for (size_t i = 0; i < n; ++i) {
     uint8_t* dst = img.rgb.data() + i * 3;
     if (px.bytes_per_sample == 2) {  // PIL "I;16" -> "RGB": values above 255 become 255
@@ -391,7 +369,9 @@ ImageU8 decode_png(std::span<const uint8_t> file_bytes, const std::string& name)
       continue;
     }
     const uint8_t* src = px.pixels + i * static_cast<size_t>(c);
-    if (c <= 2) {
+    if (composite && c == 2) {
+      dst[0] = dst[1] = dst[2] = composite_over_white(src[0], src[1]);
+    } else if (c <= 2) {
       dst[0] = dst[1] = dst[2] = src[0];
     } else if (composite) {
       for (int k = 0; k < 3; ++k) dst[k] = composite_over_white(src[k], src[3]);
@@ -571,15 +551,97 @@ ImageU8 decode_jpeg(std::span<const uint8_t> file_bytes, const std::string& name
     }
   }
   if (corrupt) *corrupt = s.corrupt_data();
-  const int orientation = jpeg_orientation(file_bytes);
+  const int orientation = jpeg_file_orientation(file_bytes);
   return orientation != 1 ? apply_exif_orientation(img, orientation) : img;
+}
+
+// ---- BMP: stb_image, told what check_bmp found ----
+ImageU8 decode_bmp(std::span<const uint8_t> file_bytes, const std::string& name) {
+  BmpCheck bmp = check_bmp(file_bytes);
+  LINGBOT_CHECK(bmp.problem.empty(), "cannot decode image ", name, ": ", bmp.problem);
+  const std::span<const uint8_t> bytes = bmp.as_windows_bmp.empty() ? file_bytes : std::span<const uint8_t>(bmp.as_windows_bmp);
+  int w = 0, h = 0, comp = 0;
+  LINGBOT_CHECK(stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp) != 0,
+                "cannot decode image ", name, ": ", stbi_failure_reason());
+  check_pixel_limit(w, h, name);
+  std::unique_ptr<stbi_uc, StbFree> data(
+      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp, bmp.no_alpha ? 3 : 0));
+  if (bmp.no_alpha) comp = 3;  // stb_image reports the file's channels, and converted to the 3 asked for
+  LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
+  LINGBOT_CHECK(comp >= 1 && comp <= 4, "cannot decode image ", name, ": unsupported channel count ", comp);
+  // stb_image's expansion of an n-bit channel keeps the value in its top n bits (see check_bmp).
+  std::array<std::array<uint8_t, 256>, 3> expand{};
+  const bool pillow_16bit = bmp.channel_bits[0] != 0;
+  for (int c = 0; c < 3 && pillow_16bit; ++c) {
+    const int n = bmp.channel_bits[c];
+    for (int o = 0; o < 256; ++o) expand[c][o] = static_cast<uint8_t>((o >> (8 - n)) * 255 / ((1 << n) - 1));
+  }
+  ImageU8 img(w, h);
+  const uint8_t* src = data.get();
+  const size_t n = static_cast<size_t>(w) * h;
+  uint8_t* dst = img.rgb.data();
+  for (size_t i = 0; i < n; ++i, src += comp, dst += 3) {
+    if (comp <= 2) {
+      dst[0] = dst[1] = dst[2] = src[0];
+    } else if (comp == 4) {
+      for (int c = 0; c < 3; ++c) dst[c] = composite_over_white(src[c], src[3]);
+    } else if (pillow_16bit) {
+      for (int c = 0; c < 3; ++c) dst[c] = expand[c][src[c]];
+    } else {
+      dst[0] = src[0];
+      dst[1] = src[1];
+      dst[2] = src[2];
+    }
+  }
+  return img;
+}
+
+// Why a file that is not a JPEG, PNG or BMP (by its first bytes, whatever its name) is not read: the
+// format when its signature is a common one, else its first bytes.
+std::string unknown_format_problem(std::span<const uint8_t> b) {
+  const std::string_view t(reinterpret_cast<const char*>(b.data()), b.size());
+  const char* format = nullptr;
+  if (t.size() >= 12 && t.starts_with("RIFF") && t.substr(8, 4) == "WEBP") {
+    format = "a WebP image";
+  } else if (t.starts_with("GIF87a") || t.starts_with("GIF89a")) {
+    format = "a GIF image";
+  } else if (t.starts_with(std::string_view("II*\0", 4)) || t.starts_with(std::string_view("MM\0*", 4))) {
+    format = "a TIFF image";
+  } else if (t.size() >= 12 && t.substr(4, 4) == "ftyp") {
+    const std::string_view brand = t.substr(8, 4);
+    format = brand == "avif" || brand == "avis" ? "an AVIF image"
+             : brand == "heic" || brand == "heix" || brand == "mif1" || brand == "msf1" || brand == "hevc"
+                 ? "a HEIF/HEIC image"
+                 : "an MP4/QuickTime file";
+  } else if (t.starts_with(std::string_view("\0\0\0\x0cjP  ", 8)) || t.starts_with("\xff\x4f\xff\x51")) {
+    format = "a JPEG 2000 image";
+  } else if (t.starts_with(std::string_view("\0\0\0\x0cJXL ", 8)) || t.starts_with("\xff\x0a")) {
+    format = "a JPEG XL image";
+  } else if (t.starts_with("8BPS")) {
+    format = "a Photoshop document";
+  } else if (t.starts_with(std::string_view("\0\0\1\0", 4))) {
+    format = "a Windows icon";
+  } else if (t.size() >= 3 && t[0] == 'P' && t[1] >= '1' && t[1] <= '7' && std::isspace(static_cast<unsigned char>(t[2]))) {
+    format = "a Netpbm (PBM/PGM/PPM/PAM) image";
+  }
+  if (format)
+    return detail::concat("it is ", format, " (by its contents), not a JPEG, PNG or BMP file, the formats frames are "
+                          "read in: convert it to PNG or JPEG");
+  std::string first;
+  for (size_t i = 0; i < std::min<size_t>(b.size(), 8); ++i) {
+    char hex[4];
+    std::snprintf(hex, sizeof hex, " %02x", b[i]);
+    first += hex;
+  }
+  return detail::concat("not a JPEG, PNG or BMP file (by its contents: the file starts with bytes", first,
+                        "), or damaged");
 }
 
 }  // namespace
 
 int exif_orientation(std::span<const uint8_t> file_bytes) {
-  if (is_jpeg(file_bytes)) return jpeg_orientation(file_bytes);
-  if (is_png(file_bytes)) return png_facts(file_bytes).orientation;
+  if (is_jpeg(file_bytes)) return jpeg_file_orientation(file_bytes);
+  if (is_png(file_bytes)) return png_chunk_facts(file_bytes).orientation;
   return 1;
 }
 
@@ -590,36 +652,8 @@ ImageU8 decode_image(std::span<const uint8_t> file_bytes, const std::string& nam
                 ": file too large");
   if (is_jpeg(file_bytes)) return decode_jpeg(file_bytes, name, corrupt);
   if (is_png(file_bytes)) return decode_png(file_bytes, name);
-  int w = 0, h = 0, comp = 0;
-  if (stbi_info_from_memory(file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp) != 0)
-    check_pixel_limit(w, h, name);
-  BmpCheck bmp;
-  if (is_bmp(file_bytes)) {
-    bmp = check_bmp(file_bytes);
-    LINGBOT_CHECK(bmp.problem.empty(), "cannot decode image ", name, ": ", bmp.problem);
-  }
-  std::unique_ptr<stbi_uc, StbFree> data(stbi_load_from_memory(
-      file_bytes.data(), static_cast<int>(file_bytes.size()), &w, &h, &comp, bmp.padding_byte ? 3 : 0));
-  if (bmp.padding_byte) comp = 3;  // stb_image reports the file's 4 channels, and converted to the 3 asked for
-  LINGBOT_CHECK(data != nullptr, "cannot decode image ", name, ": ", stbi_failure_reason());
-  LINGBOT_CHECK(comp >= 1 && comp <= 4, "cannot decode image ", name, ": unsupported channel count ",
-                comp);
-  ImageU8 img(w, h);
-  const uint8_t* src = data.get();
-  const size_t n = static_cast<size_t>(w) * h;
-  uint8_t* dst = img.rgb.data();
-  for (size_t i = 0; i < n; ++i, src += comp, dst += 3) {
-    if (comp <= 2) {
-      dst[0] = dst[1] = dst[2] = src[0];
-    } else if (comp == 4) {
-      for (int c = 0; c < 3; ++c) dst[c] = composite_over_white(src[c], src[3]);
-    } else {
-      dst[0] = src[0];
-      dst[1] = src[1];
-      dst[2] = src[2];
-    }
-  }
-  return img;
+  if (is_bmp(file_bytes)) return decode_bmp(file_bytes, name);
+  throw Error(detail::concat("cannot decode image ", name, ": ", unknown_format_problem(file_bytes)));
 }
 
 ImageU8 load_image(const std::filesystem::path& path, CorruptData* corrupt) {
@@ -636,7 +670,7 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
     read_jpeg_header(s, name);
     const int w = static_cast<int>(s.cinfo().image_width), h = static_cast<int>(s.cinfo().image_height);
     check_pixel_limit(w, h, name);
-    if (orientation_swaps_axes(jpeg_orientation(bytes))) return {h, w};
+    if (orientation_swaps_axes(jpeg_file_orientation(bytes))) return {h, w};
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
@@ -649,10 +683,15 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
     w = static_cast<int>(std::min<uint32_t>(px.width, INT32_MAX));
     h = static_cast<int>(std::min<uint32_t>(px.height, INT32_MAX));
     check_pixel_limit(px.width, px.height, name);
-  } else {
-    const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
-    LINGBOT_CHECK(ok != 0, "cannot decode image ", name, ": ", stbi_failure_reason());
+  } else if (is_bmp(bytes)) {  // refused for what decode_image refuses it for (an RLE file: its reason)
+    const BmpCheck bmp = check_bmp(bytes);
+    LINGBOT_CHECK(bmp.problem.empty(), "cannot decode image ", name, ": ", bmp.problem);
+    const std::span<const uint8_t> b = bmp.as_windows_bmp.empty() ? bytes : std::span<const uint8_t>(bmp.as_windows_bmp);
+    LINGBOT_CHECK(stbi_info_from_memory(b.data(), static_cast<int>(b.size()), &w, &h, &comp) != 0,
+                  "cannot decode image ", name, ": ", stbi_failure_reason());
     check_pixel_limit(w, h, name);
+  } else {
+    throw Error(detail::concat("cannot decode image ", name, ": ", unknown_format_problem(bytes)));
   }
   if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
   return {w, h};

@@ -1,22 +1,29 @@
 #pragma once
-// 8-bit RGB images: decoding (libjpeg-turbo for JPEG, stb_image otherwise), EXIF orientation,
-// alpha handling, transposes.
+// 8-bit RGB images: decoding (libjpeg-turbo for JPEG, libpng for PNG, stb_image for BMP; the format
+// is found from the file's first bytes, whatever its name), EXIF orientation, alpha handling,
+// transposes.
 //
 // Decoding follows what upstream's loader gets from PIL (Image.open -> ImageOps.exif_transpose ->
 // RGBA alpha-composited on white -> convert("RGB")):
-//  * EXIF Orientation (JPEG APP1 "Exif", PNG eXIf chunk) 2..8 is applied; other values are ignored.
-//  * An image with a real alpha channel (PNG colour type 6, or a 4-channel non-PNG image) is
-//    composited over opaque white with Pillow's integer alpha_composite arithmetic.
-//  * Grey+alpha PNGs (PIL mode "LA") and transparency through tRNS (PIL modes "P"/"RGB" with a
+//  * The orientation 2..8 is applied, found where Pillow's getexif finds it (io/image_orientation.h:
+//    the EXIF tag of a JPEG APP1 "Exif" segment, a PNG eXIf chunk or ImageMagick's "Raw profile type
+//    exif" PNG text; else the XMP packet's tiff:Orientation); other values are ignored.
+//  * An image with a real alpha channel (PIL mode "RGBA": PNG colour type 6, a 16-bit grey+alpha PNG,
+//    a BMP with an alpha bitfield) is composited over opaque white with Pillow's integer
+//    alpha_composite arithmetic.
+//  * 8-bit grey+alpha PNGs (PIL mode "LA") and transparency through tRNS (PIL modes "P"/"RGB" with a
 //    transparency key) lose their alpha without compositing, as PIL's convert("RGB") does.
 //  * Grey images are replicated to RGB. 16-bit channels keep their high byte, except 16-bit grey
-//    PNGs (PIL mode "I;16"), whose values are clipped to 255 as PIL's convert("RGB") does.
+//    PNGs (PIL mode "I;16"), whose values are clipped to 255 as PIL's convert("RGB") does. 16-bit
+//    BMPs (5-5-5 or 5-6-5) expand their channels as Pillow does, v * 255 / (2^n - 1).
 //  * JPEG is decoded by libjpeg-turbo with the settings PIL uses (libjpeg defaults: integer ISLOW
 //    IDCT, fancy upsampling; grey replicated to RGB; 4-component JPEGs read as Adobe-inverted CMYK
 //    and converted with PIL's CMYK -> RGB formula), so pixels match PIL on the same libjpeg-turbo.
 //    Like PIL (without LOAD_TRUNCATED_IMAGES), a JPEG whose data ends before the last scanline is
 //    an error ("image file is truncated"); corruption libjpeg recovers from is decoded as PIL
 //    decodes it, and reported (CorruptData) where PIL stays silent.
+//  * Other formats (WebP, GIF, TIFF, HEIC, ...) and RLE-compressed BMPs are refused with a message
+//    naming what the file is.
 #include <cstdint>
 #include <filesystem>
 #include <map>

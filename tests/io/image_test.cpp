@@ -224,6 +224,76 @@ TEST(Image, JpegFillBytesBeforeTheExifSegmentKeepItsOrientation) {
   EXPECT_EQ(decode_image(jpg, "fill.jpg").width, 16);
 }
 
+namespace {
+// A JPEG (no EXIF) with an APP1 XMP packet whose tiff:Orientation is `value`, written as `form`
+// (attribute or element); with `exif_orientation` > 0, an EXIF segment before it too.
+std::vector<uint8_t> jpeg_with_xmp(const ImageU8& img, const std::string& form, int exif_orientation = 0) {
+  std::vector<uint8_t> jpg = exif_orientation > 0 ? jpeg_with_orientation(img, exif_orientation, false) : [&] {
+    std::vector<uint8_t> plain;
+    stbi_write_jpg_to_func(stbi_to_vector, &plain, img.width, img.height, 3, img.rgb.data(), 100);
+    return plain;
+  }();
+  const std::string packet = std::string("http://ns.adobe.com/xap/1.0/") + '\0' +
+                             "<x:xmpmeta><rdf:RDF><rdf:Description xmlns:tiff=\"http://ns.adobe.com/tiff/1.0/\"" + form +
+                             "</rdf:Description></rdf:RDF></x:xmpmeta>";
+  const size_t len = packet.size() + 2;
+  std::vector<uint8_t> seg = {0xff, 0xe1, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len & 0xff)};
+  seg.insert(seg.end(), packet.begin(), packet.end());
+  const size_t after_exif = exif_orientation > 0 ? 2 + 4 + (size_t{jpg[4]} << 8 | jpg[5]) - 2 : 2;
+  jpg.insert(jpg.begin() + static_cast<std::ptrdiff_t>(after_exif), seg.begin(), seg.end());
+  return jpg;
+}
+}  // namespace
+
+// A JPEG's XMP orientation counts when its EXIF has no Orientation tag, as in current Pillow (11 and
+// later keep the APP1 XMP packet and getexif reads tiff:Orientation from it; Debian 12's Pillow 9.4,
+// which the Python tests compare with, reads it from PNGs only, so this is checked here).
+TEST(Image, JpegXmpOrientationCountsWithoutAnExifTag) {
+  ImageU8 img(32, 16);
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 32; ++x) std::memset(img.pixel(x, y), x < 16 ? 20 : 230, 3);
+  const std::vector<uint8_t> attr = jpeg_with_xmp(img, " tiff:Orientation=\"6\">");
+  EXPECT_EQ(exif_orientation(attr), 6);
+  const ImageU8 turned = decode_image(attr, "xmp.jpg");
+  ASSERT_EQ(turned.width, 16);
+  EXPECT_LT(turned.pixel(8, 4)[0], 60);  // clockwise: the dark left half is on top
+  EXPECT_EQ(probe_image(attr, "xmp.jpg"), (ImageSize{16, 32}));
+  EXPECT_EQ(exif_orientation(jpeg_with_xmp(img, "><tiff:Orientation>8</tiff:Orientation>")), 8);
+  EXPECT_EQ(exif_orientation(jpeg_with_xmp(img, " tiff:Orientation=\"9\">")), 1);   // not an orientation
+  EXPECT_EQ(exif_orientation(jpeg_with_xmp(img, " tiff:Orientation='6'>")), 1);      // Pillow's pattern wants "
+  EXPECT_EQ(exif_orientation(jpeg_with_xmp(img, " tiff:Orientation=\"6\">", 1)), 1);  // an EXIF tag, even 1, wins
+  EXPECT_EQ(exif_orientation(jpeg_with_xmp(img, " tiff:Orientation=\"6\">", 3)), 3);
+}
+
+// Other formats are named, when decoded and when probed (run sizes the canvas first).
+TEST(Image, OtherFormatsAreNamedByTheirContents) {
+  const std::pair<std::string, std::string> files[] = {
+      {std::string("RIFF\x10\0\0\0WEBPVP8 ", 16), "a WebP image"},
+      {"GIF89a\x01\0\x01\0", "a GIF image"},
+      {std::string("\0\0\0\x18" "ftypheic\0\0\0\0", 16), "a HEIF/HEIC image"},
+      {std::string("\0\0\0\x1c" "ftypavif\0\0\0\0", 16), "an AVIF image"},
+      {std::string("II*\0\x08\0\0\0", 8), "a TIFF image"},
+      {"P6\n2 2\n255\n", "a Netpbm (PBM/PGM/PPM/PAM) image"}};
+  for (const auto& [bytes, what] : files) {
+    const std::vector<uint8_t> b(bytes.begin(), bytes.end());
+    for (const bool probe : {false, true}) {
+      SCOPED_TRACE(what + (probe ? " (probe)" : ""));
+      try {
+        if (probe) {
+          (void)probe_image(b, "x.jpg");
+        } else {
+          (void)decode_image(b, "x.jpg");
+        }
+        FAIL() << "no error";
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), "cannot decode image x.jpg: it is " + what +
+                                             " (by its contents), not a JPEG, PNG or BMP file, the formats frames are "
+                                             "read in: convert it to PNG or JPEG");
+      }
+    }
+  }
+}
+
 TEST(Image, MalformedExifIsIgnored) {
   std::vector<uint8_t> junk = {0xff, 0xd8, 0xff, 0xe1, 0x00, 0x08, 'E', 'x', 'i', 'f', 0, 0, 0xff, 0xd9};
   EXPECT_EQ(exif_orientation(junk), 1);
@@ -246,7 +316,8 @@ TEST(Image, ErrorsNameTheFile) {
     load_image(text);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot decode image " + text.string() + ": Image not of any known type, or corrupt");
+    EXPECT_EQ(std::string(e.what()), "cannot decode image " + text.string() + ": not a JPEG, PNG or BMP file (by its contents: the file "
+                                    "starts with bytes 68 65 6c 6c 6f), or damaged");
   }
   const auto empty = dir.path / "empty.jpg";
   write_file(empty, std::string());
@@ -425,7 +496,7 @@ TEST(Image, Grey16PngIsClippedLikePil) {
 // The chunk table is now checked against the file size first.
 // stb decodes only BMP: a JPEG stream that opens with a fill byte (FF FF D8), which libjpeg
 // refuses and stb's own JPEG decoder used to take (and read out of bounds on, found by fuzz_image),
-// is refused with the plain "unknown type" error.
+// is refused as a file of no format we read.
 TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
   ImageU8 img(4, 4);
   for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 7);
@@ -436,7 +507,8 @@ TEST(Image, JpegWithLeadingFillByteIsRefusedNotHandedToStb) {
     (void)decode_image(jpg, "fill.jpg");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot decode image fill.jpg: Image not of any known type, or corrupt");
+    EXPECT_EQ(std::string(e.what()), "cannot decode image fill.jpg: not a JPEG, PNG or BMP file (by its contents: the "
+                                     "file starts with bytes ff ff d8 ff e1 00 22 45), or damaged");
   }
 }
 
@@ -486,7 +558,23 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "cannot decode image odd.bmp: BMP compression 2415919104 is not supported "
-                                     "(uncompressed and bitfields only)");
+                                     "(uncompressed and bitfields only): convert it to PNG");
+  }
+  // An RLE8 file: named, and probed (run sizes the canvas first) with the same reason: the probe said
+  // stb_image's "Image not of any known type, or corrupt".
+  bmp[30] = 1, bmp[33] = 0;
+  for (const bool probe : {false, true}) {
+    try {
+      if (probe) {
+        (void)probe_image(bmp, "rle.bmp");
+      } else {
+        (void)decode_image(bmp, "rle.bmp");
+      }
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot decode image rle.bmp: BMP compression 1 (RLE8) is not supported "
+                                       "(uncompressed and bitfields only): convert it to PNG");
+    }
   }
   bmp = encode_bmp24(img);
   bmp.resize(32);  // the 40-byte info header cut short (stb_image reads the rest as zeros)
@@ -659,6 +747,7 @@ TEST(Image, EveryPngColourTypeAndBitDepthDecodesAsPil) {
         for (size_t i = 0; i < samples.size(); ++i) {
           samples[i] = static_cast<uint16_t>((i * 7919 + 13) % (max + 1));
           if (c == 4 && i % 4 == 3) samples[i] = i % 8 == 3 ? static_cast<uint16_t>(max) : 0;  // opaque or clear
+          if (c == 2 && v.depth == 16 && i % 2 == 1) samples[i] = i % 4 == 1 ? static_cast<uint16_t>(max) : 0;
         }
         auto rows = png_rows(v, w, h, samples);
         const std::vector<uint8_t> png = write_png_variant(v, w, h, rows, palette_of(v.depth));
@@ -675,7 +764,9 @@ TEST(Image, EveryPngColourTypeAndBitDepthDecodesAsPil) {
           uint8_t want[3];
           if (v.color_type == PNG_COLOR_TYPE_PALETTE) {
             want[0] = palette[px[0]].red, want[1] = palette[px[0]].green, want[2] = palette[px[0]].blue;
-          } else if (c <= 2) {
+          } else if (c == 2 && v.depth == 16) {  // PIL opens it as RGBA ("LA;16B"): composited on white
+            want[0] = want[1] = want[2] = px[1] == 0 ? 255 : to8(px[0]);
+          } else if (c <= 2) {  // 8-bit grey+alpha is PIL mode "LA": its alpha is dropped
             want[0] = want[1] = want[2] =
                 v.depth == 16 && c == 1 ? static_cast<uint8_t>(std::min<uint16_t>(px[0], 255)) : to8(px[0]);
           } else {

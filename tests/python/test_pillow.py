@@ -5,7 +5,9 @@ on white, convert("RGB")) and resizes it with PIL's bicubic filter (lingbot_map/
 are Pillow's own output for the same files and arrays: equality, no tolerance."""
 import io
 import pathlib
+import struct
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
@@ -112,6 +114,85 @@ def test_decoded_files_equal_pillow(tmp_path):
         assert differ == 0, f"{path.name}: {differ} of {want.size} bytes differ from Pillow"
         # And through run's preprocessing, as one frame of a folder.
         assert np.array_equal(lm.preprocess(got, 112, "crop"), pillow_preprocess(want, "crop", 112)), path.name
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_file(w: int, h: int, depth: int, colour_type: int, rows: list, extra: bytes = b"") -> bytes:
+    """A PNG built chunk by chunk, for the layouts and metadata chunks Pillow cannot be asked to write."""
+    ihdr = png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, colour_type, 0, 0, 0))
+    idat = png_chunk(b"IDAT", zlib.compress(b"".join(b"\0" + r for r in rows)))
+    return b"\x89PNG\r\n\x1a\n" + ihdr + extra + idat + png_chunk(b"IEND", b"")
+
+
+def bmp_file(info_header: bytes, palette: bytes, pixels: bytes) -> bytes:
+    offset = 14 + len(info_header) + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info_header + palette + pixels
+
+
+def xmp_packet(orientation: str) -> bytes:
+    return (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/">' + orientation.encode() +
+            b"</rdf:Description></rdf:RDF></x:xmpmeta>")
+
+
+def test_orientation_metadata_and_rare_layouts_equal_pillow(tmp_path):
+    """Where Pillow's getexif finds an orientation besides EXIF (a PNG's XMP packet, as macOS Preview
+    writes it; ImageMagick's hex "Raw profile type exif" text), and layouts that were decoded otherwise:
+    16-bit grey+alpha PNG (Pillow opens it as RGBA: composited), 16-bit BMPs (Pillow's v * 255 / 31, stb's
+    bit copy gave 33 for 32), OS/2 palette BMPs (stb_image read 4 of 256 colours from its stack)."""
+    rng = np.random.default_rng(11)
+    rgb_rows = [bytes(rng.integers(0, 256, 5 * 3, dtype=np.uint8)) for _ in range(3)]  # 5x3 RGB
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    tiff = exif.tobytes()[6:]  # Pillow's bytes start with "Exif\0\0"
+    profile = f"\nexif\n{len(tiff):8d}\n{tiff.hex()}\n".encode()
+    upright = Image.Exif()
+    upright[0x0112] = 1
+    files = {
+        "xmp_attribute.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(
+            b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + xmp_packet('<rdf:li tiff:Orientation="6"/>'))),
+        "xmp_element_compressed.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(
+            b"iTXt", b"XML:com.adobe.xmp\0\1\0\0\0" + zlib.compress(xmp_packet("<tiff:Orientation>8</tiff:Orientation>")))),
+        # An EXIF Orientation tag, even 1, wins over the XMP one.
+        "exif_then_xmp.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", upright.tobytes()[6:]) + png_chunk(
+            b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + xmp_packet('<rdf:li tiff:Orientation="6"/>'))),
+        "raw_profile_ztxt.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(
+            b"zTXt", b"Raw profile type exif\0\0" + zlib.compress(profile))),
+        "raw_profile_text.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"tEXt", b"Raw profile type exif\0" + profile)),
+        "grey_alpha_16.png": png_file(4, 2, 16, 4, [struct.pack(">8H", 0, 0, 30000, 0x8000, 65535, 0, 1000, 65535)] * 2),
+    }
+    v5_565 = struct.pack("<IiiHHIIiiII", 40, 4, 2, 1, 16, 3, 16, 0, 0, 0, 0) + struct.pack("<3I", 0xF800, 0x7E0, 0x1F)
+    px16 = struct.pack("<8H", 0x0821, 0x1082, 0x2104, 0xFFFF, 0x7BEF, 0x8410, 0x001F, 0xF800)
+    files["bitfields_565.bmp"] = bmp_file(v5_565, b"", px16)
+    files["rgb_555.bmp"] = bmp_file(struct.pack("<IiiHHIIiiII", 40, 4, 2, 1, 16, 0, 16, 0, 0, 0, 0), b"", px16)
+    palette = b"".join(bytes([7, 255 - i, i]) for i in range(256))  # B, G, R: 3 bytes an entry in OS/2 files
+    files["os2_palette_8.bmp"] = bmp_file(struct.pack("<IHHHH", 12, 8, 1, 1, 8), palette,
+                                          bytes([0, 1, 250, 251, 252, 253, 254, 255]))
+    files["os2_palette_1.bmp"] = bmp_file(struct.pack("<IHHHH", 12, 8, 2, 1, 1), bytes([10, 10, 200, 200, 10, 200]),
+                                          bytes([0b10100011, 0, 0, 0, 0b01010101, 0, 0, 0]))
+    for name, data in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        want = pillow_load(path)
+        got = lm.load_image(path)
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} of {want.size} bytes differ from Pillow"
+    assert pillow_load(tmp_path / "xmp_attribute.png").shape == (5, 3, 3)  # the orientation is read: turned
+
+
+def test_other_formats_are_named_whatever_the_file_name(tmp_path):
+    """A WebP or GIF saved under a .jpg name (web downloads often are) is refused naming what it is: the
+    message was libstb's "Image not of any known type, or corrupt", as for a damaged file."""
+    for fmt, what in [("WEBP", "a WebP image"), ("GIF", "a GIF image"), ("TIFF", "a TIFF image")]:
+        path = tmp_path / f"{fmt.lower()}.jpg"
+        Image.new("RGB", (8, 8), (200, 10, 10)).save(path, format=fmt)
+        with pytest.raises(lm.Error) as e:
+            lm.load_image(path)
+        assert str(e.value) == (f"cannot decode image {path}: it is {what} (by its contents), not a JPEG, PNG or BMP "
+                                "file, the formats frames are read in: convert it to PNG or JPEG")
 
 
 def test_pillow_reads_the_preprocessed_frames_run_exports(tmp_path, cli):

@@ -1,0 +1,249 @@
+#include "io/image_orientation.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lingbot::io {
+namespace {
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+std::string_view as_text(std::span<const uint8_t> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block: its value when present (any
+// value: a present tag keeps the XMP one from being read, as in Pillow), nullopt when absent or when
+// the block is malformed. A type other than SHORT or LONG reads as 0 (not an orientation).
+std::optional<uint32_t> tiff_orientation_tag(std::span<const uint8_t> tiff) {
+  if (tiff.size() < 8) return std::nullopt;
+  bool little;
+  if (tiff[0] == 'I' && tiff[1] == 'I') {
+    little = true;
+  } else if (tiff[0] == 'M' && tiff[1] == 'M') {
+    little = false;
+  } else {
+    return std::nullopt;
+  }
+  auto u16 = [&](size_t off) -> uint32_t {
+    return little ? (tiff[off] | (tiff[off + 1] << 8)) : ((tiff[off] << 8) | tiff[off + 1]);
+  };
+  auto u32 = [&](size_t off) -> uint32_t {
+    return little ? (u16(off) | (u16(off + 2) << 16)) : ((u16(off) << 16) | u16(off + 2));
+  };
+  if (u16(2) != 42) return std::nullopt;
+  const size_t ifd = u32(4);
+  if (ifd > tiff.size() - 2) return std::nullopt;
+  const size_t count = u16(ifd);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t e = ifd + 2 + i * 12;
+    if (e + 12 > tiff.size()) return std::nullopt;
+    if (u16(e) != 0x0112) continue;
+    const uint32_t type = u16(e + 2);
+    if (type == 3) return u16(e + 8);  // SHORT
+    if (type == 4) return u32(e + 8);  // LONG (non-standard but seen in the wild)
+    return 0;
+  }
+  return std::nullopt;
+}
+
+// Pillow's re.search(r'tiff:Orientation(="|>)([0-9])', xmp): the first such digit.
+std::optional<uint32_t> xmp_orientation(std::string_view xmp) {
+  constexpr std::string_view kKey = "tiff:Orientation";
+  for (size_t at = xmp.find(kKey); at != std::string_view::npos; at = xmp.find(kKey, at + 1)) {
+    std::string_view rest = xmp.substr(at + kKey.size());
+    if (rest.starts_with("=\"")) {
+      rest.remove_prefix(2);
+    } else if (rest.starts_with(">")) {
+      rest.remove_prefix(1);
+    } else {
+      continue;
+    }
+    if (!rest.empty() && rest[0] >= '0' && rest[0] <= '9') return static_cast<uint32_t>(rest[0] - '0');
+  }
+  return std::nullopt;
+}
+
+int orientation_of(std::optional<uint32_t> exif_tag, std::string_view xmp) {
+  const std::optional<uint32_t> v = exif_tag ? exif_tag : xmp_orientation(xmp);
+  return v && *v >= 1 && *v <= 8 ? static_cast<int>(*v) : 1;
+}
+
+// Pillow's Exif.load: an "Exif\0\0" prefix is skipped.
+std::span<const uint8_t> without_exif_prefix(std::span<const uint8_t> b) {
+  return b.size() >= 6 && std::memcmp(b.data(), "Exif\0\0", 6) == 0 ? b.subspan(6) : b;
+}
+
+// A zTXt / compressed iTXt text, inflated up to Pillow's MAX_TEXT_CHUNK (1 MiB; past it Pillow
+// refuses the file, here the text is ignored). nullopt for a damaged stream.
+std::optional<std::string> inflate_text(std::span<const uint8_t> deflated) {
+  constexpr size_t kMaxText = 1 << 20;
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return std::nullopt;
+  std::string out(kMaxText, '\0');
+  z.next_in = const_cast<Bytef*>(deflated.data());
+  z.avail_in = static_cast<uInt>(deflated.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = inflate(&z, Z_FINISH);
+  out.resize(out.size() - z.avail_out);
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) return std::nullopt;
+  return out;
+}
+
+// Decodes hex digits, skipping whitespace (bytes.fromhex); nullopt on anything else.
+std::optional<std::vector<uint8_t>> from_hex(std::string_view text) {
+  std::vector<uint8_t> out;
+  int high = -1;
+  for (const char c : text) {
+    int v;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      v = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      v = c - 'A' + 10;
+    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f') {
+      if (high >= 0) return std::nullopt;  // whitespace only between bytes
+      continue;
+    } else {
+      return std::nullopt;
+    }
+    if (high < 0) {
+      high = v;
+    } else {
+      out.push_back(static_cast<uint8_t>(high << 4 | v));
+      high = -1;
+    }
+  }
+  if (high >= 0) return std::nullopt;
+  return out;
+}
+
+// The EXIF of ImageMagick's "Raw profile type exif" text: "\nexif\n<length>\n<hex lines>", of which
+// Pillow joins the lines after the third and reads them as hex.
+std::optional<std::vector<uint8_t>> raw_profile_exif(std::string_view text) {
+  for (int line = 0; line < 3; ++line) {
+    const size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) return std::vector<uint8_t>{};
+    text.remove_prefix(nl + 1);
+  }
+  return from_hex(text);
+}
+
+constexpr std::string_view kRawProfileKey = "Raw profile type exif";
+constexpr std::string_view kXmpKey = "XML:com.adobe.xmp";
+
+// A PNG text chunk (tEXt, zTXt, iTXt) of one of the two keys read here: its keyword and text; nullopt
+// for other keys and for a chunk Pillow would not store.
+struct PngText {
+  std::string key;
+  std::string text;
+};
+std::optional<PngText> png_text(std::string_view type, std::span<const uint8_t> data) {
+  const std::string_view all = as_text(data);
+  const size_t nul = all.find('\0');
+  const std::string key(all.substr(0, nul));
+  if (key != kRawProfileKey && key != kXmpKey) return std::nullopt;  // not inflated for nothing
+  if (type == "tEXt") return PngText{key, nul == std::string_view::npos ? "" : std::string(all.substr(nul + 1))};
+  if (nul == std::string_view::npos) return std::nullopt;
+  std::span<const uint8_t> rest = data.subspan(nul + 1);
+  if (type == "zTXt") {
+    if (rest.empty() || rest[0] != 0) return std::nullopt;  // compression method 0 only
+    std::optional<std::string> text = inflate_text(rest.subspan(1));
+    return PngText{key, text.value_or("")};
+  }
+  // iTXt: compression flag, method, language tag \0, translated keyword \0, text.
+  if (rest.size() < 2) return std::nullopt;
+  const bool compressed = rest[0] != 0;
+  if (compressed && rest[1] != 0) return std::nullopt;
+  const std::string_view tail = as_text(rest.subspan(2));
+  const size_t lang_end = tail.find('\0');
+  if (lang_end == std::string_view::npos) return std::nullopt;
+  const size_t tk_end = tail.find('\0', lang_end + 1);
+  if (tk_end == std::string_view::npos) return std::nullopt;
+  const std::span<const uint8_t> body = rest.subspan(2 + tk_end + 1);
+  if (!compressed) return PngText{key, std::string(as_text(body))};
+  std::optional<std::string> text = inflate_text(body);
+  if (!text) return std::nullopt;
+  return PngText{key, std::move(*text)};
+}
+
+}  // namespace
+
+int jpeg_file_orientation(std::span<const uint8_t> b) {
+  constexpr std::string_view kXmpSignature{"http://ns.adobe.com/xap/1.0/\0", 29};
+  std::optional<std::span<const uint8_t>> exif;  // the first "Exif" segment's (Pillow appends later ones)
+  std::string_view xmp;                           // the last XMP segment's (Pillow keeps the last)
+  size_t pos = 2;
+  while (pos + 4 <= b.size()) {
+    if (b[pos] != 0xff) break;
+    const uint8_t marker = b[pos + 1];
+    if (marker == 0xff) { ++pos; continue; }                 // fill byte
+    if (marker == 0xd9 || marker == 0xda) break;             // end of image / start of scan
+    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { pos += 2; continue; }
+    const size_t len = (size_t{b[pos + 2]} << 8) | b[pos + 3];
+    if (len < 2 || pos + 2 + len > b.size()) break;
+    const std::span<const uint8_t> seg = b.subspan(pos + 4, len - 2);
+    if (marker == 0xe1) {
+      if (!exif && seg.size() >= 6 && std::memcmp(seg.data(), "Exif\0\0", 6) == 0) {
+        exif = seg.subspan(6);
+      } else if (as_text(seg).starts_with(kXmpSignature)) {
+        xmp = as_text(seg.subspan(kXmpSignature.size()));
+      }
+    }
+    pos += 2 + len;
+  }
+  return orientation_of(exif ? tiff_orientation_tag(*exif) : std::nullopt, xmp);
+}
+
+PngChunkFacts png_chunk_facts(std::span<const uint8_t> b) {
+  PngChunkFacts f;
+  // Later chunks replace earlier ones of the same kind, as in Pillow's info dictionary; chunks after
+  // IDAT count too (exif_transpose loads the image, which reads them, before asking).
+  std::optional<std::span<const uint8_t>> exif;  // eXIf
+  std::optional<std::string> raw_profile, xmp;
+  size_t pos = 8;
+  while (pos + 12 <= b.size()) {
+    const uint32_t len = be32(b.data() + pos);
+    const std::string_view type = as_text(b.subspan(pos + 4, 4));
+    if (len > b.size() - pos - 12) {
+      // A decoder would read towards the declared length before finding the data missing (stb_image
+      // grew its buffer to gigabytes for a 100-byte file, found by fuzz_image). Refuse it here.
+      f.chunk_error = detail::concat("PNG chunk '", printable_excerpt(type), "' at byte ", pos, " declares ", len,
+                             " data bytes but the file has only ", b.size() - pos - 12, " left (truncated or corrupt)");
+      break;
+    }
+    const std::span<const uint8_t> data = b.subspan(pos + 8, len);
+    if (type == "eXIf") {
+      exif = data;  // Pillow prefixes "Exif\0\0" and Exif.load strips it: the chunk is the TIFF block
+    } else if (type == "tEXt" || type == "zTXt" || type == "iTXt") {
+      if (std::optional<PngText> t = png_text(type, data)) {
+        (t->key == kRawProfileKey ? raw_profile : xmp) = std::move(t->text);
+      }
+    }
+    if (type == "IEND") break;
+    pos += 12 + size_t{len};
+  }
+  std::optional<uint32_t> tag;
+  if (exif) {
+    tag = tiff_orientation_tag(*exif);
+  } else if (raw_profile) {
+    if (const std::optional<std::vector<uint8_t>> bytes = raw_profile_exif(*raw_profile))
+      tag = tiff_orientation_tag(without_exif_prefix(*bytes));
+  }
+  f.orientation = orientation_of(tag, xmp.value_or(""));
+  return f;
+}
+
+}  // namespace lingbot::io
