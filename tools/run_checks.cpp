@@ -10,8 +10,9 @@
 namespace lingbot::cli {
 
 MemoryAdvice run_memory_advice() {
-  return {"the run", "lower --kv-window (frames kept in the KV cache) or --image-size",
-          "lower --kv-window (frames kept in the KV cache), use --kv-dtype bf16 (half the bytes), or lower --image-size",
+  return {"the run", "lower --kv-window or --scale-frames (the KV cache keeps the window's and the scale frames) or --image-size",
+          "lower --kv-window or --scale-frames (the KV cache keeps the window's and the scale frames), use --kv-dtype bf16 "
+          "(half the bytes), or lower --image-size",
           "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval",
           "lower --image-size or --scale-frames"};
 }

@@ -65,11 +65,35 @@ Tensor rgb8_to_chw(const io::ImageU8& img) {
   return t;
 }
 
+namespace {
+
+// What to do about the usual wrong frames: a PIL image, or an array in the other channel order.
+std::string frame_fix_hint(const py::handle& obj, FrameKinds kinds) {
+  if (!py::isinstance<py::array>(obj)) {
+    const std::string module = py::str(py::type::of(obj).attr("__module__"));
+    if (module.starts_with("PIL."))
+      return " (np.asarray(image.convert(\"RGB\")) gives the uint8 array; lingbot_map.load_image(path) reads a file "
+             "as Pillow and upstream do)";
+    return "";
+  }
+  const auto arr = py::reinterpret_borrow<py::array>(obj);
+  if (arr.ndim() != 3) return "";
+  if (holds<uint8_t>(arr) && arr.shape(0) == 3 && arr.shape(2) != 3)
+    return " (channels first: frame.transpose(1, 2, 0) gives [H, W, 3])";
+  if (holds<float>(arr) && arr.shape(2) == 3 && arr.shape(0) != 3)
+    return kinds == FrameKinds::Picture ? " (a float picture: convert it to uint8, values 0..255)"
+                                        : " (channels last: frame.transpose(2, 0, 1) gives [3, H, W])";
+  return "";
+}
+
+}  // namespace
+
 InputFrame frame_from_python(const py::handle& obj, const std::string& what, FrameKinds kinds) {
   const std::string expected = what + (kinds == FrameKinds::Picture
                                            ? " must be a uint8 array [H, W, 3] (RGB: preprocessing works on 8-bit pictures)"
                                            : " must be a uint8 array [H, W, 3] (RGB) or a float32 array [3, H, W] (RGB in [0, 1])");
-  if (!py::isinstance<py::array>(obj)) throw py::type_error(expected + ", got " + describe_array(obj));
+  const auto refused = [&] { return expected + ", got " + describe_array(obj) + frame_fix_hint(obj, kinds); };
+  if (!py::isinstance<py::array>(obj)) throw py::type_error(refused());
   const auto arr = py::reinterpret_borrow<py::array>(obj);
   // Before any copy: no frame may be larger than a decoded image file (io::kMaxImagePixels).
   const auto check_pixels = [&](py::ssize_t h, py::ssize_t w) {
@@ -80,7 +104,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what, Fra
   InputFrame f;
   if (holds<uint8_t>(arr)) {
     if (arr.ndim() != 3 || arr.shape(2) != 3 || arr.shape(0) < 1 || arr.shape(1) < 1)
-      throw py::value_error(expected + ", got " + describe_array(obj));
+      throw py::value_error(refused());
     check_pixels(arr.shape(0), arr.shape(1));
     const auto c = c_array<uint8_t>(arr);  // copies only if strided or misaligned
     io::ImageU8 img(static_cast<int>(c.shape(1)), static_cast<int>(c.shape(0)));
@@ -90,7 +114,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what, Fra
   }
   if (holds<float>(arr) && kinds == FrameKinds::PictureOrModelInput) {
     if (arr.ndim() != 3 || arr.shape(0) != 3 || arr.shape(1) < 1 || arr.shape(2) < 1)
-      throw py::value_error(expected + ", got " + describe_array(obj));
+      throw py::value_error(refused());
     check_pixels(arr.shape(1), arr.shape(2));
     const auto c = c_array<float>(arr);
     f.chw = Tensor({3, c.shape(1), c.shape(2)});
@@ -104,7 +128,7 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what, Fra
     }
     return f;
   }
-  throw py::type_error(expected + ", got " + describe_array(obj));
+  throw py::type_error(refused());
 }
 
 CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape, const std::string& what) {

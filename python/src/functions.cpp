@@ -169,6 +169,7 @@ void bind_functions(py::module_& m) {
         std::vector<Item> items;
         {
           py::gil_scoped_release nogil;  // reading and converting need no Python objects
+          io::check_path_exists(path, "safetensors file");  // FileNotFound, as Model.load's missing file
           const io::SafetensorsReader r = io::SafetensorsReader::open(path.string());
           for (const auto& e : r.entries()) {
             Item it{e.name, {}, std::nullopt};

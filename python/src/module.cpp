@@ -31,7 +31,7 @@ PYBIND11_MODULE(_lingbot_map, m) {
   py::register_exception<lingbot::FileNotFound>(
       m, "FileNotFound", py::make_tuple(m.attr("Error"), py::handle(PyExc_FileNotFoundError)));
   m.attr("FileNotFound").attr("__doc__") =
-      "A model file, image folder, video file or output folder that does not exist: both a "
+      "A model file, image folder or file, video file, safetensors file or golden case folder that does not exist: both a "
       "lingbot_map.Error and a FileNotFoundError. The message ends with '<what> not found: <path>' (errno and\n"
       "filename are None).";
   m.attr("FileNotFound").attr("__module__") = "lingbot_map";

@@ -273,8 +273,9 @@ void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
   mi.height = height;
   // As run's check (tools/run_checks.cpp), in the module's keywords.
   static const MemoryAdvice advice = {
-      "the reconstruction", "lower kv_window= (frames kept in the KV cache) or image_size=",
-      "lower kv_window= (frames kept in the KV cache), use kv_dtype='bf16' (half the bytes), or lower image_size=",
+      "the reconstruction", "lower kv_window= or scale_frames= (the KV cache keeps the window's and the scale frames) or image_size=",
+      "lower kv_window= or scale_frames= (the KV cache keeps the window's and the scale frames), use kv_dtype='bf16' "
+      "(half the bytes), or lower image_size=",
       "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval=", "lower image_size= or scale_frames="};
   check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice,
                         static_cast<int64_t>(total_memory_bytes()));

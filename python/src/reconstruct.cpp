@@ -221,6 +221,10 @@ class PyReconstruction {
       if (!py::isinstance<py::sequence>(images) || py::isinstance<py::bytearray>(images))
         throw py::type_error("images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got " +
                              describe_array(images));
+      // One frame given as images=: its rows would be taken for frames ("images[0] must be ... got (112, 3)").
+      if (py::isinstance<py::array>(images) && py::reinterpret_borrow<py::array>(images).ndim() == 3)
+        throw py::value_error("images is one frame (" + describe_array(images) + "): images= takes a folder or a "
+                              "sequence of frames, so pass [frame] (a stack [N, H, W, 3] is a sequence too)");
       if (src.first_k != 0 || src.stride != 1 || src.rotate_cw90)
         throw py::value_error("first_k, stride and rotate_cw90 select frames of a folder or video; slice the list instead");
       auto feed = std::make_unique<ArrayFeed>(images.cast<py::sequence>(), pre,

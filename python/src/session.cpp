@@ -75,6 +75,12 @@ class PySession {
       throw py::value_error("image_size= preprocesses uint8 frames; a float32 frame is a model input already "
                             "(push uint8 [H, W, 3] frames, or make the Session without image_size)");
     const int64_t index = s.frames_pushed();
+    const int64_t patch = model_.model->patch_size();
+    if (!pre_ && in.rgb8 && (in.rgb8->height % patch != 0 || in.rgb8->width % patch != 0))
+      throw Error("image size " + std::to_string(in.rgb8->height) + "x" + std::to_string(in.rgb8->width) +
+                  " (HxW) is not a multiple of the patch size " + std::to_string(patch) +
+                  ": a Session takes pictures as they are unless image_size= asks for run's preprocessing "
+                  "(Session(model, image_size=518) resizes and crops them as run and upstream do)");
     if (pre_) {  // the engine would compare preprocessed sizes, which the caller never saw
       const io::ImageSize p = io::preprocessed_size({in.rgb8->width, in.rgb8->height}, *pre_);
       if (index == 0) {
@@ -156,8 +162,11 @@ class PySession {
     undelivered_.clear();
   }
 
-  void close() {
+  // `warn`: close() itself and a with-block left without an exception warn when pushed frames have
+  // had no result (warn_if_results_lost); the warning raised as an error (-W error) still closes first.
+  void close(bool warn = true) {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const bool warning_raised = warn && !warn_if_results_lost("closed");
     {
       py::gil_scoped_release nogil;
       stream_.reset();
@@ -165,7 +174,19 @@ class PySession {
     pending_.clear();
     undelivered_.clear();
     progress_.reset();
+    if (warning_raised) throw py::error_already_set();
   }
+  // Garbage-collected while open: as close(), the warning printed (a destructor cannot raise it).
+  ~PySession() {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (Py_IsInitialized() && !finalizing && !warn_if_results_lost("garbage-collected")) PyErr_WriteUnraisable(nullptr);
+  }
+  PySession(const PySession&) = delete;
+  PySession& operator=(const PySession&) = delete;
   // gc_support.h: the progress callable, and what the collector clears when it breaks a cycle.
   const ProgressHolder& progress_holder() const { return progress_; }
   void clear_for_gc() {
@@ -218,6 +239,21 @@ class PySession {
   }
 
  private:
+  // A RuntimeWarning when frames were pushed and the sequence left unfinished without their results
+  // (most often: finish() not called on a stream shorter than scale_frames, whose frames give their
+  // results together). False when the warning was raised as an exception (the Python error is set).
+  bool warn_if_results_lost(const char* how) {
+    if (!stream_ || stream_->closed() || pending_.empty()) return true;
+    const auto first = static_cast<long long>(pending_.front().index), last = static_cast<long long>(pending_.back().index);
+    const std::string frames = first == last ? "frame " + std::to_string(first)
+                                             : "frames " + std::to_string(first) + " to " + std::to_string(last);
+    const char* them = first == last ? "it" : "them";
+    const std::string message = std::string("lingbot_map.Session ") + how + " with " + frames + " pushed and no result for " +
+                                them + ": call finish() first, which computes " + them + " (the first scale_frames frames "
+                                "give their results together, when the last of them is pushed or at finish())";
+    return PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) == 0;
+  }
+
   Stream& open() {
     if (!stream_) throw Error(kSessionClosed);
     return *stream_;
@@ -316,7 +352,9 @@ void bind_session(py::module_& m) {
            "interrupted as it returned, and (mode='windowed') the tail held back for the overlap, aligned as\n"
            "far as known. Then reset() starts a new sequence.")
       .def("reset", constructed(&PySession::reset), "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
-      .def("close", constructed(&PySession::close), "Frees the session's memory; any later call raises lingbot_map.Error.")
+      .def("close", [](Self<PySession> self) { constructed_self<PySession>(self.handle).close(); },
+           "Frees the session's memory; any later call raises lingbot_map.Error. Pushed frames still without\n"
+           "a result (finish() not called) are lost, with a RuntimeWarning.")
       .def("stats", constructed(&PySession::stats), "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", constructed(&PySession::options), "The options in effect, every default resolved.")
       .def_property_readonly("windows", constructed(&PySession::windows),
@@ -335,7 +373,10 @@ void bind_session(py::module_& m) {
                throw Error(kSessionClosed);
              return py::reinterpret_borrow<py::object>(self.handle);
            })
-      .def("__exit__", [](Self<PySession> self, const py::args&) { constructed_self<PySession>(self.handle).close(); });
+      .def("__exit__", [](Self<PySession> self, const py::args& exc) {
+        // Left by an exception: that exception says what happened, no warning about lost results.
+        constructed_self<PySession>(self.handle).close(exc.size() == 0 || exc[0].is_none());
+      });
 }
 
 }  // namespace lingbot::python

@@ -155,7 +155,8 @@ TEST(RunReliability, InfeasibleMemoryIsRefusedBeforeAnythingIsWritten) {
   // bf16 K/V (run's default): the window and the frame size are what lower the KV cache. Three frames
   // make few pages resident, but the pool is reserved whole at the start: more than any machine has.
   EXPECT_TRUE(contains(r.err, " of memory to reserve its KV cache up front (weights ")) << r.err;
-  EXPECT_TRUE(r.err.ends_with(" of memory and swap: lower --kv-window (frames kept in the KV cache) or --image-size\n"))
+  EXPECT_TRUE(r.err.ends_with(" of memory and swap: lower --kv-window or --scale-frames (the KV cache keeps the window's and "
+                             "the scale frames) or --image-size\n"))
       << r.err;
   EXPECT_EQ(stderr_lines(r), 1u);
   EXPECT_FALSE(fs::exists(out));

@@ -142,7 +142,7 @@ TEST(Verify, OnlyThatSelectsNothingAndNonFolderCasesAreErrors) {
   o.case_dir = (tiny / "case.json").string();
   EXPECT_EQ(error_of(o), "verify: '" + o.case_dir + "' is not a folder (give the case folder, the one holding case.json)");
   o.case_dir = (tiny / "missing").string();
-  EXPECT_EQ(error_of(o), "verify: case directory '" + o.case_dir + "' does not exist");
+  EXPECT_EQ(error_of(o), "verify: golden case folder not found: " + o.case_dir);
   const fs::path loop = fs::temp_directory_path() / ("lingbot_verify_loop_" + std::to_string(::getpid()));
   fs::remove_all(loop);
   fs::create_directories(loop);

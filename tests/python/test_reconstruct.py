@@ -72,6 +72,8 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=tmp_path), lm.Error, f"no images (.jpg, .jpeg, .png, .bmp) in {tmp_path}"),
         (dict(video=tmp_path / "nope.mp4"), lm.FileNotFound, f"video file not found: {tmp_path / 'nope.mp4'}"),
         (dict(images=[]), ValueError, "images is an empty list: give at least one frame"),
+        (dict(images=good[0]), ValueError, "images is one frame (uint8 array of shape (70, 112, 3)): images= takes a "
+         "folder or a sequence of frames, so pass [frame] (a stack [N, H, W, 3] is a sequence too)"),
         (dict(images=42), TypeError, "images must be a folder path (str, bytes or os.PathLike) or a list of arrays, got int"),
         (dict(images=os.fsencode(tmp_path / "nope")), lm.FileNotFound, f"image folder not found: {tmp_path / 'nope'}"),  # as Model.load
         (dict(images=b"\x89PNG\r\n\x1a\n\x00\x00"), TypeError, "images is not a path: it holds a NUL byte (encoded image or "
@@ -199,7 +201,8 @@ def test_image_helpers(tmp_path):
     # which was then refused too).
     for bad, error, got in ((pre, TypeError, "float32 array of shape (3, 70, 112)"),
                             (img.transpose(2, 0, 1).astype(np.float32) / 255, TypeError, "float32 array of shape (3, 70, 112)"),
-                            (img.astype(np.float32).copy(), TypeError, "float32 array of shape (70, 112, 3)"),
+                            (img.astype(np.float32).copy(), TypeError,
+                             "float32 array of shape (70, 112, 3) (a float picture: convert it to uint8, values 0..255)"),
                             (img[..., 0].copy(), ValueError, "uint8 array of shape (70, 112)")):
         with pytest.raises(error) as e:
             lm.preprocess(bad)

@@ -2,6 +2,7 @@
 exact exception for every bad input or misuse."""
 import gc
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -162,7 +163,9 @@ def test_preprocessing_on_request(demo_model):
     np.testing.assert_array_equal(r.image, lm.preprocess(big, image_size=112, preprocess="crop"))
     assert r.depth.shape == (70, 112)
     with lm.Session(demo_model, scale_frames=1) as s, pytest.raises(
-            lm.Error, match=re.escape("image size 200x300 (HxW) is not a multiple of the patch size 14")):
+            lm.Error, match=re.escape("image size 200x300 (HxW) is not a multiple of the patch size 14: a Session takes "
+                                      "pictures as they are unless image_size= asks for run's preprocessing "
+                                      "(Session(model, image_size=518) resizes and crops them as run and upstream do)")):
         s.push(big)
 
 
@@ -171,12 +174,17 @@ def test_preprocessing_on_request(demo_model):
     ([[0, 1]], TypeError, FRAME_ERROR + "list"),
     (np.zeros((H, W), np.uint8), ValueError, FRAME_ERROR + "uint8 array of shape (70, 112)"),
     (np.zeros((H, W, 4), np.uint8), ValueError, FRAME_ERROR + "uint8 array of shape (70, 112, 4)"),
-    (np.zeros((H, W, 3), np.float32), ValueError, FRAME_ERROR + "float32 array of shape (70, 112, 3)"),
+    (np.zeros((H, W, 3), np.float32), ValueError,
+     FRAME_ERROR + "float32 array of shape (70, 112, 3) (channels last: frame.transpose(2, 0, 1) gives [3, H, W])"),
     (np.full((3, H, W), 255, np.float32), ValueError,
      "frame: float32 values must be RGB in [0, 1] (uint8 / 255), got 255.0 at flat index 0"),
     (np.where(np.arange(3 * H * W).reshape(3, H, W) == 5, np.nan, 0.5).astype(np.float32), ValueError,
      "frame: float32 values must be RGB in [0, 1] (uint8 / 255), got nan at flat index 5"),
-    (np.zeros((71, W, 3), np.uint8), lm.Error, "image size 71x112 (HxW) is not a multiple of the patch size 14"),
+    (np.zeros((71, W, 3), np.uint8), lm.Error, "image size 71x112 (HxW) is not a multiple of the patch size 14: a Session "
+     "takes pictures as they are unless image_size= asks for run's preprocessing (Session(model, image_size=518) "
+     "resizes and crops them as run and upstream do)"),
+    (np.zeros((3, H, W), np.uint8), ValueError,
+     FRAME_ERROR + "uint8 array of shape (3, 70, 112) (channels first: frame.transpose(1, 2, 0) gives [H, W, 3])"),
 ])
 def test_bad_frames_raise_exact_messages(demo_model, frame, exc, message):
     with lm.Session(demo_model, scale_frames=2) as s:
@@ -199,6 +207,7 @@ def test_float_frames_get_the_engines_one_percent_margin(demo_model):
         assert str(e.value) == ("frame: float32 values must be RGB in [0, 1] (uint8 / 255), got 1.25 at flat index "
                                 + str(2 * H * W))
         assert s.frames_pushed == 1
+        assert len(s.finish()) == 1
 
 
 def test_sequence_misuse_raises_engine_messages(demo_model):
@@ -225,6 +234,18 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     # A missing path is caught by Python's own except clause as well as by lm.Error's.
     assert issubclass(lm.FileNotFound, lm.Error) and issubclass(lm.FileNotFound, FileNotFoundError)
     assert lm.FileNotFound.__module__ == "lingbot_map" and lm.FileNotFound.__doc__.startswith("A model file")
+
+
+def test_every_missing_input_path_is_a_file_not_found(tmp_path):
+    # load_safetensors and verify raised a plain lm.Error ("cannot open ...", "... does not exist"), which an
+    # `except FileNotFoundError` around them did not catch, where Model.load, load_image and reconstruct's did.
+    for call, message in [(lambda: lm.load_safetensors(tmp_path / "nope.safetensors"),
+                           f"safetensors file not found: {tmp_path / 'nope.safetensors'}"),
+                          (lambda: lm.verify(tmp_path / "case"), f"verify: golden case folder not found: {tmp_path / 'case'}"),
+                          (lambda: lm.load_image(tmp_path / "a.png"), f"image file not found: {tmp_path / 'a.png'}")]:
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        assert isinstance(e.value, lm.FileNotFound) and str(e.value) == message
 
 
 @pytest.mark.parametrize("kwargs, exc, message", [
@@ -772,6 +793,7 @@ def test_timestamps_must_be_finite(demo_model):
                 s.push(lm.demo_frame(0), timestamp=huge)
             assert str(e.value) == "timestamp must be a number a float can hold, got an int too large for one"
         assert s.push(lm.demo_frame(0), timestamp=0.0) == []  # the refused pushes left no frame
+        assert len(s.finish()) == 1
     with pytest.raises(TypeError) as e:
         lm.Session(demo_model, keyframe_interval="flow", flow_threshold=10**309)
     assert str(e.value) == "flow_threshold must be a number a float can hold, got an int too large for one"
@@ -845,7 +867,7 @@ def test_a_request_that_cannot_fit_in_memory_is_refused_up_front():
     from conftest import TINY
     m = lm.Model.load(TINY / "model.pt")
     # More than the machine's memory and swap: the pool alone could not be reserved.
-    advice = " of memory and swap: lower kv_window= (frames kept in the KV cache) or image_size="
+    advice = " of memory and swap: lower kv_window= or scale_frames= (the KV cache keeps the window's and the scale frames) or image_size="
     with pytest.raises(lm.Error) as e:
         lm.reconstruct(images=TINY / "frames", model=m, kv_window=1048576, image_size=4088, scale_frames=2)
     assert str(e.value).startswith("the reconstruction needs at least ") and str(e.value).endswith(advice), str(e.value)
@@ -900,3 +922,38 @@ def test_a_second_init_on_a_live_object_is_refused(demo_model, tmp_path):
     # Every new object initializes as usual (one made where a dropped one was included).
     for _ in range(50):
         assert lm.Session(demo_model, scale_frames=3).options["scale_frames"] == 3
+
+
+def test_a_pil_image_is_refused_saying_how_to_pass_it(demo_model):
+    from PIL import Image
+    with lm.Session(demo_model, scale_frames=2) as s, pytest.raises(TypeError) as e:
+        s.push(Image.new("RGB", (W, H)))
+    assert str(e.value) == (FRAME_ERROR + 'Image (np.asarray(image.convert("RGB")) gives the uint8 array; '
+                            "lingbot_map.load_image(path) reads a file as Pillow and upstream do)")
+
+
+def test_frames_left_without_results_are_warned_about(demo_model):
+    """A stream shorter than scale_frames gives its results at finish(): closing without it lost them in
+    silence (a probe's five frames pushed, `del s`, nothing)."""
+    lost = r"lingbot_map.Session closed with frames 0 to 2 pushed and no result for them: call finish\(\) first"
+    s = lm.Session(demo_model, scale_frames=8)
+    for i in range(3):
+        assert s.push(lm.demo_frame(i)) == []
+    with pytest.warns(RuntimeWarning, match=lost):
+        s.close()
+    with pytest.warns(RuntimeWarning, match=r"closed with frame 0 pushed and no result for it"):
+        with lm.Session(demo_model, scale_frames=8) as s:
+            s.push(lm.demo_frame(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with lm.Session(demo_model, scale_frames=8) as s:  # finished: nothing lost
+            s.push(lm.demo_frame(0))
+            assert len(s.finish()) == 1
+        with pytest.raises(KeyError), lm.Session(demo_model, scale_frames=8) as s:  # the exception says it
+            s.push(lm.demo_frame(0))
+            raise KeyError("the caller's error")
+        s = lm.Session(demo_model, scale_frames=8)
+        s.push(lm.demo_frame(0))
+        with pytest.raises(RuntimeWarning):  # -W error: raised, and the Session is closed all the same
+            s.close()
+        assert s.closed
