@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             done += 1
             c = r.c2w[:, 3]
             print(f"frame {r.frame_index:5d}  camera ({c[0]:+.3f}, {c[1]:+.3f}, {c[2]:+.3f})  depth "
-                  f"{r.depth.min():.2f}..{r.depth.max():.2f}  {done / (time.monotonic() - t0):.2f} fps", flush=True)
+                  f"{r.depth.min():.2f}..{r.depth.max():.2f}  {done / (time.monotonic() - t0):.2f} fps since the start", flush=True)
             if args.view and not show(r):
                 return False
         return True

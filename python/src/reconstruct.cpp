@@ -442,6 +442,12 @@ class PyReconstruction {
 void bind_reconstruct(py::module_& m) {
   py::class_<PyReconstruction>(m, "Reconstruction", "The iterator reconstruct() returns: one Result per frame, in order.",
                                collectable<PyReconstruction>())
+      // Reconstruction() said pybind11's "No constructor defined!"; __new__ alone made an empty instance.
+      .def_static("__new__",
+                  [](const py::args&, const py::kwargs&) -> py::object {
+                    throw py::type_error(
+                        "lingbot_map.Reconstruction objects are made by lingbot_map.reconstruct(), not constructed");
+                  })
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", constructed(&PyReconstruction::next))
       .def("__repr__", constructed(&PyReconstruction::repr))

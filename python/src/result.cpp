@@ -23,13 +23,29 @@ using namespace py::literals;
 namespace {
 
 py::str result_repr(const PyResult& r) {
-  std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + (r.is_keyframe ? " keyframe" : "");
+  std::string s = "<lingbot_map.Result frame " + std::to_string(r.frame_index) + " " + frame_type_name(r.frame_type);
   if (py::isinstance<py::array>(r.depth) && py::reinterpret_borrow<py::array>(r.depth).ndim() == 2) {
     const auto d = py::reinterpret_borrow<py::array>(r.depth);
     s += " " + std::to_string(d.shape(1)) + "x" + std::to_string(d.shape(0));
   }
   if (!r.source.empty()) s += " source='" + r.source + "'";
   return fs_decode(s + ">");
+}
+
+// Upstream's names for a Result's fields (its predictions dict, VGGT's): an AttributeError that says
+// where they went, rather than a bare "has no attribute".
+py::object upstream_name(const PyResult&, const std::string& name) {
+  static const std::pair<const char*, const char*> kMoved[] = {
+      {"extrinsic", "w2c ([3, 4] world -> camera; c2w is its inverse)"},
+      {"intrinsic", "K ([3, 3], in the model input's pixels; source_K in the picture's)"},
+      {"depth_conf", "conf ([H, W])"},
+      {"world_points_conf", "conf ([H, W]: the depth head's confidence)"},
+      {"images", "image ([3, H, W], one frame)"},
+      {"pose_enc_list", "pose_enc_iters ([camera_iterations, 9])"}};
+  for (const auto& [old_name, now] : kMoved)
+    if (name == old_name)
+      throw py::attribute_error("'Result' object has no attribute '" + name + "': upstream's " + name + " is Result." + now);
+  throw py::attribute_error("'Result' object has no attribute '" + name + "'");
 }
 
 py::object content_tuple(const std::optional<io::PixelRect>& c) {
@@ -294,7 +310,8 @@ void bind_result(py::module_& m) {
                     "tokens, 6 as released); else [].")
       .def_readonly("patch_tokens", &PyResult::patch_tokens,
                     "Session(patch_tokens=True): encoder patch tokens [(H/p)(W/p), C]; else None.")
-      .def("__repr__", &result_repr);
+      .def("__repr__", &result_repr)
+      .def("__getattr__", &upstream_name, "name"_a);  // only for names the class does not have
   bind_made_by_engine(result, m, "_result_from_state", "Session.push(), finish() and reconstruct()",
                       &PyResult::getstate, &PyResult::setstate);
 }

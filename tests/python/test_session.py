@@ -702,14 +702,18 @@ def test_results_and_models_are_made_by_the_module_only(demo_model):
 
 
 def test_an_instance_made_without_init_is_refused_not_read(demo_model):
-    """Session, Exporter and Reconstruction need __init__ (or reconstruct()); one made by __new__ alone
+    """Session and Exporter need __init__; one made by __new__ alone
     has no C++ value, and pybind11 handed its methods uninitialised memory: repr read a 'closed' or a
     'busy' Session, or crashed. Every method and property now checks."""
     cases = ((lm.Session, "lingbot_map.Session(...)", ["__repr__", "push", "finish", "reset", "close", "stats"],
               ["options", "frames_pushed", "finished", "closed", "model", "windows"]),
-             (lm.Exporter, "lingbot_map.Exporter(...)", ["write", "close", "report"], ["frames"]),
-             (lm.Reconstruction, "lingbot_map.reconstruct()", ["__next__", "finish_early", "stats"],
-              ["options", "kind", "damage", "frame_count", "image_size"]))
+             (lm.Exporter, "lingbot_map.Exporter(...)", ["write", "close", "report"], ["frames"]))
+    # A Reconstruction cannot be made at all (reconstruct() makes it): not by __new__, not by calling the class,
+    # which said pybind11's "No constructor defined!".
+    for make in (lambda: lm.Reconstruction.__new__(lm.Reconstruction), lm.Reconstruction):
+        with pytest.raises(TypeError) as e:
+            make()
+        assert str(e.value) == "lingbot_map.Reconstruction objects are made by lingbot_map.reconstruct(), not constructed"
     for cls, maker, methods, properties in cases:
         obj = cls.__new__(cls)
         want = f"this lingbot_map.{cls.__name__} was made by __new__ without __init__: make one with {maker}"
@@ -957,3 +961,18 @@ def test_frames_left_without_results_are_warned_about(demo_model):
         with pytest.raises(RuntimeWarning):  # -W error: raised, and the Session is closed all the same
             s.close()
         assert s.closed
+
+
+def test_upstream_names_say_where_they_went_and_repr_names_the_frame_type(demo_model):
+    with lm.Session(demo_model, scale_frames=1) as s:
+        (scale,) = s.push(lm.demo_frame(0))
+        (kept,) = s.push(lm.demo_frame(1))
+    assert repr(scale) == "<lingbot_map.Result frame 0 scale 112x70>"  # said "keyframe" for a scale frame
+    assert repr(kept) == "<lingbot_map.Result frame 1 keyframe 112x70>"
+    for name, now in [("extrinsic", "w2c ([3, 4] world -> camera; c2w is its inverse)"),
+                      ("intrinsic", "K ([3, 3], in the model input's pixels; source_K in the picture's)"),
+                      ("depth_conf", "conf ([H, W])"), ("images", "image ([3, H, W], one frame)")]:
+        with pytest.raises(AttributeError) as e:
+            getattr(scale, name)
+        assert str(e.value) == f"'Result' object has no attribute '{name}': upstream's {name} is Result.{now}"
+    assert not hasattr(scale, "nothing") and getattr(scale, "nothing", 7) == 7
