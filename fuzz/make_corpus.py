@@ -4,7 +4,7 @@
 Usage: fuzz/make_corpus.py BUILD_FUZZ_DIR   (the video and image seeds come from the built
 make_seeds; without it they are left as they are).
 """
-import io, json, os, pickle, struct, subprocess, sys, zipfile
+import io, json, os, pickle, struct, subprocess, sys, zipfile, zlib
 from collections import OrderedDict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,6 +83,45 @@ def binary_seeds(build):
     subprocess.run([tool, os.path.join(CORPUS, "fuzz_video"), os.path.join(CORPUS, "fuzz_image")], check=True)
 
 
+def image_metadata_seeds():
+    """Seeds for the orientation parsers and the rarer layouts of fuzz_image, built by hand (no tool
+    writes them all): PNG orientation in XMP (plain and compressed iTXt) and in ImageMagick's hex
+    "Raw profile type exif" zTXt, a 16-bit grey+alpha PNG, a JPEG-less XMP APP1 file, 16-bit 5-6-5 and
+    OS/2 palette BMPs."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    def png(w, h, depth, colour, row, extra):
+        rows = b"".join(b"\0" + row for _ in range(h))
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, colour, 0, 0, 0)) + extra +
+                chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+    xmp = b'<x:xmpmeta><rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="6"/></x:xmpmeta>'
+    tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x06\0\0\0\0\0\0\0"
+    profile = b"\nexif\n%8d\n" % len(tiff) + tiff.hex().encode() + b"\n"
+    rgb_row = bytes(range(24))
+    put("fuzz_image", "xmp_itxt.png", png(8, 2, 8, 2, rgb_row, chunk(b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + xmp)))
+    put("fuzz_image", "xmp_itxt_deflated.png",
+        png(8, 2, 8, 2, rgb_row, chunk(b"iTXt", b"XML:com.adobe.xmp\0\1\0\0\0" + zlib.compress(xmp))))
+    put("fuzz_image", "raw_profile_exif.png",
+        png(8, 2, 8, 2, rgb_row, chunk(b"zTXt", b"Raw profile type exif\0\0" + zlib.compress(profile))))
+    put("fuzz_image", "grey_alpha16.png", png(4, 2, 16, 4, bytes(range(16)), b""))
+    baseline = os.path.join(CORPUS, "fuzz_image", "baseline.jpg")  # make_seeds' (committed)
+    if os.path.exists(baseline):
+        jpg = open(baseline, "rb").read()
+        app1 = b"\xff\xe1" + struct.pack(">H", 31 + len(xmp)) + b"http://ns.adobe.com/xap/1.0/\0" + xmp
+        put("fuzz_image", "xmp_app1.jpg", jpg[:2] + app1 + jpg[2:])
+
+    def bmp(info, palette, pixels):
+        offset = 14 + len(info) + len(palette)
+        return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + palette + pixels
+
+    put("fuzz_image", "bitfields565.bmp", bmp(struct.pack("<IiiHHIIiiII", 40, 4, 2, 1, 16, 3, 16, 0, 0, 0, 0) +
+                                              struct.pack("<3I", 0xF800, 0x7E0, 0x1F), b"", bytes(range(16))))
+    put("fuzz_image", "os2_palette8.bmp",
+        bmp(struct.pack("<IHHHH", 12, 4, 1, 1, 8), bytes(range(256)) * 3, bytes([0, 127, 254, 255])))
+
+
 def golden():
     case = json.load(open(os.path.join(ROOT, "testdata", "tiny", "case.json")))
     small = {k: case[k] for k in ("case", "weights_file", "scenario", "model", "constructor_kwargs") if k in case}
@@ -93,7 +132,7 @@ def golden():
 
 if __name__ == "__main__":
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build-fuzz")
-    pickles(); zips_and_torch(); safetensors(); binary_seeds(build); golden()
+    pickles(); zips_and_torch(); safetensors(); binary_seeds(build); image_metadata_seeds(); golden()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)
