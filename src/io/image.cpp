@@ -674,7 +674,13 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
     return {w, h};
   }
   int w = 0, h = 0, comp = 0;
+  int orientation = 1;
   if (is_png(bytes)) {
+    // The chunk table first, as decode_png: libpng allocates a text chunk's declared length before
+    // finding the file shorter (a 77-byte file declaring a 2 GB zTXt: fuzz_image, out of memory).
+    const PngChunkFacts f = png_chunk_facts(bytes);
+    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
+    orientation = f.orientation;
     PngReadState st{bytes};
     PngPixels px;
     bool too_large = false;
@@ -693,7 +699,7 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
   } else {
     throw Error(detail::concat("cannot decode image ", name, ": ", unknown_format_problem(bytes)));
   }
-  if (orientation_swaps_axes(exif_orientation(bytes))) return {h, w};
+  if (orientation_swaps_axes(orientation)) return {h, w};
   return {w, h};
 }
 

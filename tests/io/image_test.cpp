@@ -642,6 +642,25 @@ TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
                                      "bytes but the file has only " + std::to_string(png.size() - 45) +
                                      " left (truncated or corrupt)");
   }
+  // A text chunk before the image data claiming 2 GB: the probe (run sizes the canvas from headers)
+  // let libpng allocate its declared length before finding the file shorter (fuzz_image, out of memory).
+  std::vector<uint8_t> text(png.begin(), png.begin() + idat);
+  const std::string ztxt = "zTXtRaw profile type exif";
+  text.insert(text.end(), {0x7a, 0x00, 0x00, 0x45});  // the declared length
+  text.insert(text.end(), ztxt.begin(), ztxt.end());
+  for (const bool probe : {true, false}) {
+    try {
+      if (probe) {
+        (void)lingbot::io::probe_image(text, "text.png");
+      } else {
+        (void)lingbot::io::decode_image(text, "text.png");
+      }
+      FAIL() << "no error";
+    } catch (const lingbot::Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot decode image text.png: PNG chunk 'zTXt' at byte 33 declares 2046820421 "
+                                       "data bytes but the file has only 17 left (truncated or corrupt)");
+    }
+  }
 }
 
 // ---- PNG through libpng ----------------------------------------------------------------------
