@@ -166,7 +166,10 @@ class PySession {
   // had no result (warn_if_results_lost); the warning raised as an error (-W error) still closes first.
   void close(bool warn = true) {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    const bool warning_raised = warn && !warn_if_results_lost("closed");
+    // Fetched (the error indicator cleared) before the clean-up below runs Python code (freeing the
+    // progress callable), then raised.
+    std::optional<py::error_already_set> raised;
+    if (warn && !warn_if_results_lost("closed")) raised.emplace();
     {
       py::gil_scoped_release nogil;
       stream_.reset();
@@ -174,22 +177,16 @@ class PySession {
     pending_.clear();
     undelivered_.clear();
     progress_.reset();
-    if (warning_raised) throw py::error_already_set();
+    if (raised) throw *raised;
   }
   // Garbage-collected while open: as close(), the warning printed (a destructor cannot raise it).
-  ~PySession() {
-#if PY_VERSION_HEX >= 0x030D0000
-    const bool finalizing = Py_IsFinalizing();
-#else
-    const bool finalizing = _Py_IsFinalizing();
-#endif
-    if (Py_IsInitialized() && !finalizing && !warn_if_results_lost("garbage-collected")) PyErr_WriteUnraisable(nullptr);
-  }
+  ~PySession() { warn_at_collection(); }
   PySession(const PySession&) = delete;
   PySession& operator=(const PySession&) = delete;
   // gc_support.h: the progress callable, and what the collector clears when it breaks a cycle.
   const ProgressHolder& progress_holder() const { return progress_; }
   void clear_for_gc() {
+    warn_at_collection();  // the cycle collector frees the engine before the destructor runs
     stream_.reset();
     progress_.reset();
   }
@@ -252,6 +249,17 @@ class PySession {
                                 them + ": call finish() first, which computes " + them + " (the first scale_frames frames "
                                 "give their results together, when the last of them is pushed or at finish())";
     return PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) == 0;
+  }
+
+  // At garbage collection (GIL held, no caller to raise to): the warning of lost results printed, or
+  // written as unraisable when warnings are errors; nothing while the interpreter finalizes.
+  void warn_at_collection() {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (Py_IsInitialized() && !finalizing && !warn_if_results_lost("garbage-collected")) PyErr_WriteUnraisable(nullptr);
   }
 
   Stream& open() {

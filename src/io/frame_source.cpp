@@ -13,7 +13,7 @@ struct FrameSource::Impl {
   std::vector<std::filesystem::path> files;  // folder mode: the selected files
   size_t next_file = 0;
   std::optional<VideoReader> video;          // video mode
-  bool picture = false;                      // video mode: a photo (is_picture_file), one frame
+  bool still_image = false;                  // video mode: an image file (is_still_image), one frame
   int64_t sampled = 0;                       // video frames passed by the fps sampler so far
   int64_t produced = 0;
   std::vector<std::string> notices;
@@ -52,14 +52,14 @@ FrameSource FrameSource::from_video(const std::filesystem::path& file, const Fra
   open.interrupt = std::move(interrupt);
   s.impl_->video.emplace(file.string(), sel.video_fps, open);
   s.impl_->notices = video_notices(file.string(), s.impl_->video->info());
-  s.impl_->picture = is_picture_file(ffmpeg_source(file.string()));
+  s.impl_->still_image = is_still_image(ffmpeg_source(file.string()), s.impl_->video->info());
   return s;
 }
 
 const std::vector<std::string>& FrameSource::notices() const { return impl_->notices; }
 
 std::optional<FrameSource::VideoSampling> FrameSource::video_sampling() const {
-  if (!impl_->video || impl_->picture) return std::nullopt;
+  if (!impl_->video || impl_->still_image) return std::nullopt;
   return VideoSampling{impl_->video->info().fps, impl_->video->sample_interval()};
 }
 
@@ -101,7 +101,7 @@ std::optional<int64_t> FrameSource::count() const {
 std::optional<int64_t> FrameSource::estimated_count() const {
   const Impl& s = *impl_;
   if (!s.video) return count();
-  if (s.picture) return 1;  // FFmpeg states no frame count for it (an animated PNG would have more)
+  if (s.still_image) return 1;  // FFmpeg states no frame count for it
   const VideoInfo& info = s.video->info();
   int64_t decoded = info.frame_count;
   if (decoded <= 0 && info.duration_s > 0) decoded = static_cast<int64_t>(std::llround(info.duration_s * info.fps));

@@ -72,8 +72,8 @@ class FrameSource {
   // pixels are not square.
   const std::vector<std::string>& notices() const;
   // Video: the stream's frame rate (VideoInfo::fps, assumed where it states none) and the sampling
-  // FrameSelection::video_fps gives (every `sample_interval`-th decoded frame is kept); nullopt for folders and for a photo given as a
-  // video (is_picture_file: one frame, no frame rate).
+  // FrameSelection::video_fps gives (every `sample_interval`-th decoded frame is kept); nullopt for folders and for an image file given as a
+  // video (is_still_image: one frame, no frame rate).
   struct VideoSampling {
     double source_fps = 0;
     int sample_interval = 1;

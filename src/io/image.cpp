@@ -203,9 +203,10 @@ BmpCheck check_bmp(std::span<const uint8_t> b) {
   }
   if (header == 12 && bpp <= 8) {
     const uint64_t palette_end = 26 + 3 * (uint64_t{1} << bpp);
-    if (palette_end > b.size() || offset < 26)
+    if (palette_end > b.size())
       return refused(detail::concat("BMP palette is truncated: ", 1u << bpp, " colours need ", palette_end,
-                             " bytes, the file has ", b.size()));
+                                    " bytes, the file has ", b.size()));
+    if (offset < 26) return refused(detail::concat("BMP pixel data offset ", offset, " is inside its 26-byte header"));
     check.as_windows_bmp = os2_palette_bmp_as_windows(b, static_cast<uint32_t>(w), static_cast<uint32_t>(h),
                                                       static_cast<uint32_t>(bpp), offset);
   }
@@ -310,6 +311,10 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
   png_set_read_fn(png, st, png_read_bytes);
   png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);  // a bad CRC in any chunk is an error
   png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  // No chunk (nor an inflated text or profile) larger than the file, 8 MiB at least: Debian's libpng
+  // sets no limit, and allocates a chunk's declared length before reading it (png_chunk_facts refuses
+  // such files first; this keeps libpng bounded by itself).
+  png_set_chunk_malloc_max(png, st->bytes.size() > (size_t{8} << 20) ? st->bytes.size() : (size_t{8} << 20));
   png_read_info(png, info);
   out->width = png_get_image_width(png, info);
   out->height = png_get_image_height(png, info);
@@ -676,10 +681,11 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
   int w = 0, h = 0, comp = 0;
   int orientation = 1;
   if (is_png(bytes)) {
-    // The chunk table first, as decode_png: libpng allocates a text chunk's declared length before
-    // finding the file shorter (a 77-byte file declaring a 2 GB zTXt: fuzz_image, out of memory).
+    // The chunk table first: libpng allocates a text chunk's declared length before finding the
+    // file shorter (a 77-byte file declaring a 2 GB zTXt: fuzz_image, out of memory). A file cut
+    // inside its image data still has a readable header: it fails at decode_png, at its turn.
     const PngChunkFacts f = png_chunk_facts(bytes);
-    LINGBOT_CHECK(f.chunk_error.empty(), "cannot decode image ", name, ": ", f.chunk_error);
+    LINGBOT_CHECK(!f.error_in_header, "cannot decode image ", name, ": ", f.chunk_error);
     orientation = f.orientation;
     PngReadState st{bytes};
     PngPixels px;

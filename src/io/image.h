@@ -66,8 +66,9 @@ enum class Transpose {
 };
 ImageU8 transpose(const ImageU8& img, Transpose op);
 
-// The EXIF Orientation value (1..8) stored in an encoded JPEG or PNG file; 1 when there is none
-// or it cannot be parsed (malformed EXIF is ignored, like a missing tag).
+// The orientation of an encoded JPEG or PNG file, in EXIF's codes 1..8, where Pillow's getexif finds
+// it (io/image_orientation.h: the EXIF tag, else the XMP packet's); 1 when there is none or it cannot
+// be parsed (malformed EXIF is ignored, like a missing tag).
 int exif_orientation(std::span<const uint8_t> file_bytes);
 // Applies an EXIF orientation as ImageOps.exif_transpose does (1 or unknown values: unchanged).
 ImageU8 apply_exif_orientation(const ImageU8& img, int orientation);

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -21,9 +22,12 @@ std::string_view as_text(std::span<const uint8_t> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block: its value when present (any
-// value: a present tag keeps the XMP one from being read, as in Pillow), nullopt when absent or when
-// the block is malformed. A type other than SHORT or LONG reads as 0 (not an orientation).
+// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block as Pillow's
+// ImageFileDirectory_v2 reads it: nullopt when absent (no entry, count 0, an unknown type, data past
+// the block, a malformed header); else its value when it is one number equal to an integer (any
+// numeric type: Pillow's dict lookup finds 6 for a SHORT 6, a RATIONAL 6/1 or a FLOAT 6.0), else 0
+// (present, not an orientation: text, several values). A present tag keeps XMP's from being read.
+// Of duplicate entries the last counts; entries before a truncated directory count.
 std::optional<uint32_t> tiff_orientation_tag(std::span<const uint8_t> tiff) {
   if (tiff.size() < 8) return std::nullopt;
   bool little;
@@ -43,17 +47,56 @@ std::optional<uint32_t> tiff_orientation_tag(std::span<const uint8_t> tiff) {
   if (u16(2) != 42) return std::nullopt;
   const size_t ifd = u32(4);
   if (ifd > tiff.size() - 2) return std::nullopt;
+  // Bytes per value of TIFF types 1..12: BYTE ASCII SHORT LONG RATIONAL SBYTE UNDEFINED SSHORT SLONG
+  // SRATIONAL FLOAT DOUBLE.
+  constexpr size_t kTypeSize[13] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8};
+  std::optional<uint32_t> found;
   const size_t count = u16(ifd);
   for (size_t i = 0; i < count; ++i) {
     const size_t e = ifd + 2 + i * 12;
-    if (e + 12 > tiff.size()) return std::nullopt;
+    if (e + 12 > tiff.size()) break;
     if (u16(e) != 0x0112) continue;
-    const uint32_t type = u16(e + 2);
-    if (type == 3) return u16(e + 8);  // SHORT
-    if (type == 4) return u32(e + 8);  // LONG (non-standard but seen in the wild)
-    return 0;
+    const uint32_t type = u16(e + 2), n = u32(e + 4);
+    if (type == 0 || type > 12 || n == 0) continue;  // Pillow skips unknown types; no value: absent
+    const uint64_t bytes = uint64_t{kTypeSize[type]} * n;
+    size_t at = e + 8;
+    if (bytes > 4) {
+      at = u32(e + 8);
+      if (at > tiff.size() || bytes > tiff.size() - at) continue;  // data past the block: skipped
+    }
+    double v = -1;  // not a number
+    if (n == 1) {
+      switch (type) {
+        case 1: v = tiff[at]; break;
+        case 3: v = u16(at); break;
+        case 4: v = u32(at); break;
+        case 6: v = static_cast<int8_t>(tiff[at]); break;
+        case 8: v = static_cast<int16_t>(u16(at)); break;
+        case 9: v = static_cast<int32_t>(u32(at)); break;
+        case 5: v = u32(at + 4) ? static_cast<double>(u32(at)) / u32(at + 4) : -1; break;
+        case 10: {
+          const auto den = static_cast<int32_t>(u32(at + 4));
+          v = den ? static_cast<double>(static_cast<int32_t>(u32(at))) / den : -1;
+          break;
+        }
+        case 11: {
+          const uint32_t raw = u32(at);
+          float f;
+          std::memcpy(&f, &raw, 4);
+          v = f;
+          break;
+        }
+        case 12: {
+          const uint64_t raw = little ? (uint64_t{u32(at + 4)} << 32 | u32(at)) : (uint64_t{u32(at)} << 32 | u32(at + 4));
+          std::memcpy(&v, &raw, 8);
+          break;
+        }
+        default: break;  // ASCII, UNDEFINED: not a number
+      }
+    }
+    found = v >= 1 && v <= 8 && v == static_cast<double>(static_cast<uint32_t>(v)) ? static_cast<uint32_t>(v) : 0;
   }
-  return std::nullopt;
+  return found;
 }
 
 // Pillow's re.search(r'tiff:Orientation(="|>)([0-9])', xmp): the first such digit.
@@ -84,12 +127,17 @@ std::span<const uint8_t> without_exif_prefix(std::span<const uint8_t> b) {
 }
 
 // A zTXt / compressed iTXt text, inflated up to Pillow's MAX_TEXT_CHUNK (1 MiB; past it Pillow
-// refuses the file, here the text is ignored). nullopt for a damaged stream.
-std::optional<std::string> inflate_text(std::span<const uint8_t> deflated) {
+// refuses the file, here the text is ignored) and within `budget`, the bytes a file's texts may still
+// take (a file of many small deflate bombs would otherwise cost 1 MiB each). nullopt for a damaged
+// stream, one past the limits, or a spent budget.
+std::optional<std::string> inflate_text(std::span<const uint8_t> deflated, size_t* budget) {
   constexpr size_t kMaxText = 1 << 20;
+  const size_t cap = std::min(kMaxText, *budget);
+  if (cap == 0) return std::nullopt;
+  *budget -= cap;
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return std::nullopt;
-  std::string out(kMaxText, '\0');
+  std::string out(cap, '\0');
   z.next_in = const_cast<Bytef*>(deflated.data());
   z.avail_in = static_cast<uInt>(deflated.size());
   z.next_out = reinterpret_cast<Bytef*>(out.data());
@@ -98,6 +146,7 @@ std::optional<std::string> inflate_text(std::span<const uint8_t> deflated) {
   out.resize(out.size() - z.avail_out);
   inflateEnd(&z);
   if (rc != Z_STREAM_END) return std::nullopt;
+  *budget += cap - out.size();  // what the text did not use
   return out;
 }
 
@@ -131,18 +180,22 @@ std::optional<std::vector<uint8_t>> from_hex(std::string_view text) {
 }
 
 // The EXIF of ImageMagick's "Raw profile type exif" text: "\nexif\n<length>\n<hex lines>", of which
-// Pillow joins the lines after the third and reads them as hex.
+// Pillow joins the lines after the third (a byte may straddle two) and reads them as hex.
 std::optional<std::vector<uint8_t>> raw_profile_exif(std::string_view text) {
   for (int line = 0; line < 3; ++line) {
     const size_t nl = text.find('\n');
     if (nl == std::string_view::npos) return std::vector<uint8_t>{};
     text.remove_prefix(nl + 1);
   }
-  return from_hex(text);
+  std::string joined;
+  for (const char c : text)
+    if (c != '\n') joined += c;
+  return from_hex(joined);
 }
 
 constexpr std::string_view kRawProfileKey = "Raw profile type exif";
 constexpr std::string_view kXmpKey = "XML:com.adobe.xmp";
+constexpr std::string_view kExifKey = "exif";  // a tEXt "exif" is Pillow's info["exif"], as raw bytes
 
 // A PNG text chunk (tEXt, zTXt, iTXt) of one of the two keys read here: its keyword and text; nullopt
 // for other keys and for a chunk Pillow would not store.
@@ -150,17 +203,17 @@ struct PngText {
   std::string key;
   std::string text;
 };
-std::optional<PngText> png_text(std::string_view type, std::span<const uint8_t> data) {
+std::optional<PngText> png_text(std::string_view type, std::span<const uint8_t> data, size_t* budget) {
   const std::string_view all = as_text(data);
   const size_t nul = all.find('\0');
   const std::string key(all.substr(0, nul));
-  if (key != kRawProfileKey && key != kXmpKey) return std::nullopt;  // not inflated for nothing
+  if (key != kRawProfileKey && key != kXmpKey && key != kExifKey) return std::nullopt;  // not inflated for nothing
   if (type == "tEXt") return PngText{key, nul == std::string_view::npos ? "" : std::string(all.substr(nul + 1))};
   if (nul == std::string_view::npos) return std::nullopt;
   std::span<const uint8_t> rest = data.subspan(nul + 1);
   if (type == "zTXt") {
     if (rest.empty() || rest[0] != 0) return std::nullopt;  // compression method 0 only
-    std::optional<std::string> text = inflate_text(rest.subspan(1));
+    std::optional<std::string> text = inflate_text(rest.subspan(1), budget);
     return PngText{key, text.value_or("")};
   }
   // iTXt: compression flag, method, language tag \0, translated keyword \0, text.
@@ -174,7 +227,7 @@ std::optional<PngText> png_text(std::string_view type, std::span<const uint8_t> 
   if (tk_end == std::string_view::npos) return std::nullopt;
   const std::span<const uint8_t> body = rest.subspan(2 + tk_end + 1);
   if (!compressed) return PngText{key, std::string(as_text(body))};
-  std::optional<std::string> text = inflate_text(body);
+  std::optional<std::string> text = inflate_text(body, budget);
   if (!text) return std::nullopt;
   return PngText{key, std::move(*text)};
 }
@@ -187,7 +240,10 @@ int jpeg_file_orientation(std::span<const uint8_t> b) {
   std::string_view xmp;                           // the last XMP segment's (Pillow keeps the last)
   size_t pos = 2;
   while (pos + 4 <= b.size()) {
-    if (b[pos] != 0xff) break;
+    if (b[pos] != 0xff) {  // junk between segments: Pillow skips it byte by byte
+      ++pos;
+      continue;
+    }
     const uint8_t marker = b[pos + 1];
     if (marker == 0xff) { ++pos; continue; }                 // fill byte
     if (marker == 0xd9 || marker == 0xda) break;             // end of image / start of scan
@@ -196,8 +252,8 @@ int jpeg_file_orientation(std::span<const uint8_t> b) {
     if (len < 2 || pos + 2 + len > b.size()) break;
     const std::span<const uint8_t> seg = b.subspan(pos + 4, len - 2);
     if (marker == 0xe1) {
-      if (!exif && seg.size() >= 6 && std::memcmp(seg.data(), "Exif\0\0", 6) == 0) {
-        exif = seg.subspan(6);
+      if (!exif && seg.size() >= 5 && std::memcmp(seg.data(), "Exif\0", 5) == 0) {  // Pillow 9.4's test
+        exif = without_exif_prefix(seg);
       } else if (as_text(seg).starts_with(kXmpSignature)) {
         xmp = as_text(seg.subspan(kXmpSignature.size()));
       }
@@ -209,30 +265,47 @@ int jpeg_file_orientation(std::span<const uint8_t> b) {
 
 PngChunkFacts png_chunk_facts(std::span<const uint8_t> b) {
   PngChunkFacts f;
-  // Later chunks replace earlier ones of the same kind, as in Pillow's info dictionary; chunks after
-  // IDAT count too (exif_transpose loads the image, which reads them, before asking).
-  std::optional<std::span<const uint8_t>> exif;  // eXIf
-  std::optional<std::string> raw_profile, xmp;
+  // Pillow's info dictionary: later chunks replace earlier ones of the same key. Chunks after the
+  // image data count only when no EXIF came before it (getexif loads the image, reading them, only
+  // when info has no "exif").
+  std::optional<std::span<const uint8_t>> exif;  // info["exif"]: an eXIf chunk, or a tEXt "exif"
+  std::optional<std::string> raw_profile, xmp, exif_text;
+  bool metadata_done = false, image_data = false;
+  size_t text_budget = size_t{4} << 20;  // inflated text bytes, all chunks together
   size_t pos = 8;
-  while (pos + 12 <= b.size()) {
+  while (pos + 8 <= b.size()) {
     const uint32_t len = be32(b.data() + pos);
     const std::string_view type = as_text(b.subspan(pos + 4, 4));
-    if (len > b.size() - pos - 12) {
-      // A decoder would read towards the declared length before finding the data missing (stb_image
-      // grew its buffer to gigabytes for a 100-byte file, found by fuzz_image). Refuse it here.
+    if (type == "IEND") break;
+    const size_t left = b.size() - pos - 8 >= 4 ? b.size() - pos - 12 : 0;  // after the header and CRC
+    if (len > left) {
+      // libpng (header probe included) allocates a chunk's declared length before finding the data
+      // missing, stb_image grew its buffer to gigabytes for a 100-byte file (fuzz_image): refused here.
       f.chunk_error = detail::concat("PNG chunk '", printable_excerpt(type), "' at byte ", pos, " declares ", len,
-                             " data bytes but the file has only ", b.size() - pos - 12, " left (truncated or corrupt)");
+                                     " data bytes but the file has only ", left, " left (truncated or corrupt)");
+      f.error_in_header = !image_data && type != "IDAT";
       break;
     }
     const std::span<const uint8_t> data = b.subspan(pos + 8, len);
-    if (type == "eXIf") {
+    if (type == "IDAT") {
+      image_data = true;
+      metadata_done = metadata_done || exif.has_value();
+    }
+    if (!metadata_done && type == "eXIf") {
       exif = data;  // Pillow prefixes "Exif\0\0" and Exif.load strips it: the chunk is the TIFF block
-    } else if (type == "tEXt" || type == "zTXt" || type == "iTXt") {
-      if (std::optional<PngText> t = png_text(type, data)) {
-        (t->key == kRawProfileKey ? raw_profile : xmp) = std::move(t->text);
+    } else if (!metadata_done && (type == "tEXt" || type == "zTXt" || type == "iTXt")) {
+      if (std::optional<PngText> t = png_text(type, data, &text_budget)) {
+        if (t->key == kExifKey) {
+          if (type == "tEXt") {  // raw bytes (Pillow decodes the other text chunks)
+            exif_text = std::move(t->text);
+            exif = without_exif_prefix(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(exif_text->data()),
+                                                                exif_text->size()));
+          }
+        } else {
+          (t->key == kRawProfileKey ? raw_profile : xmp) = std::move(t->text);
+        }
       }
     }
-    if (type == "IEND") break;
     pos += 12 + size_t{len};
   }
   std::optional<uint32_t> tag;

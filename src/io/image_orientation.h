@@ -19,10 +19,13 @@ namespace lingbot::io {
 int jpeg_file_orientation(std::span<const uint8_t> file_bytes);
 
 // What a PNG file's chunk table says besides the pixels: its orientation, and a chunk that claims
-// more bytes than the file has (a message; "" = none).
+// more bytes than the file has (a message; "" = none). `error_in_header`: that chunk comes before
+// the image data and is not IDAT, so reading the header alone (libpng's png_read_info, which loads
+// such chunks whole) meets it; a file cut inside its image data has a readable header.
 struct PngChunkFacts {
   int orientation = 1;
   std::string chunk_error;
+  bool error_in_header = false;
 };
 PngChunkFacts png_chunk_facts(std::span<const uint8_t> file_bytes);
 

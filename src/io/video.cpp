@@ -123,7 +123,7 @@ std::vector<std::string> video_notices(const std::string& source, const VideoInf
   const std::string name = ffmpeg_source(source);
   // A photo given as a video: FFmpeg reads it (image2 or an image pipe demuxer) as a one-frame video
   // at a made-up 25 fps, as upstream's video reader (OpenCV) does, without its EXIF orientation.
-  if (is_picture_file(name)) {
+  if (is_still_image(name, info)) {
     notices.push_back(detail::concat(name, " is an image file, read as a video of one frame without its EXIF "
                                      "orientation: photos go in a folder read as an image folder (run --images, "
                                      "Python images=)"));
@@ -139,8 +139,9 @@ std::vector<std::string> video_notices(const std::string& source, const VideoInf
   return notices;
 }
 
-bool is_picture_file(const std::string& source) {
-  return !is_stream_url(source) && is_image_file_name(source) && source.find('%') == std::string::npos;
+bool is_still_image(const std::string& source, const VideoInfo& info) {
+  return !is_stream_url(source) && is_image_file_name(source) && source.find('%') == std::string::npos &&
+         info.codec != "apng";
 }
 
 std::string ffmpeg_source(const std::string& source) { return source == "-" ? "pipe:0" : source; }

@@ -64,10 +64,11 @@ std::string ffmpeg_source(const std::string& source);
 // --live too): that it states no frame rate (info.fps_stated), or that its pixels are not square.
 std::vector<std::string> video_notices(const std::string& source, const VideoInfo& info);
 
-// True for a photo given as a video: a local image file name (not a URL, not a %d pattern), which
-// FFmpeg reads as a video of one frame at a made-up 25 fps (video_notices says so; its VideoInfo::fps
-// is not a frame rate, and FrameSource::video_sampling is nullopt for it).
-bool is_picture_file(const std::string& source);
+// True for a still image given as a video: a local image file name (not a URL, not a %d pattern)
+// whose stream is not animated (an APNG is a video), which FFmpeg reads as one frame at a made-up
+// 25 fps (video_notices says so; its VideoInfo::fps is not a frame rate, and
+// FrameSource::video_sampling is nullopt for it).
+bool is_still_image(const std::string& source, const VideoInfo& info);
 
 // True for inputs FFmpeg opens itself rather than a local file: "<scheme>://..." (rtsp, http, ...)
 // and "pipe:N". Device nodes such as /dev/video0 are local paths.

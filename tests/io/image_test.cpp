@@ -294,6 +294,14 @@ TEST(Image, OtherFormatsAreNamedByTheirContents) {
   }
 }
 
+// Bytes that are not a marker between segments are skipped, as Pillow skips them: the Exif segment
+// after them counts (the scan stopped there).
+TEST(Image, JunkBetweenJpegSegmentsIsSkippedAsPillowSkipsIt) {
+  std::vector<uint8_t> jpg = jpeg_with_orientation(ImageU8(32, 16), 6, false);
+  jpg.insert(jpg.begin() + 2, {0x00, 0x13, 0x37});  // SOI, junk, then FF E1 ...
+  EXPECT_EQ(exif_orientation(jpg), 6);
+}
+
 TEST(Image, MalformedExifIsIgnored) {
   std::vector<uint8_t> junk = {0xff, 0xd8, 0xff, 0xe1, 0x00, 0x08, 'E', 'x', 'i', 'f', 0, 0, 0xff, 0xd9};
   EXPECT_EQ(exif_orientation(junk), 1);
@@ -659,6 +667,22 @@ TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
     } catch (const lingbot::Error& e) {
       EXPECT_EQ(std::string(e.what()), "cannot decode image text.png: PNG chunk 'zTXt' at byte 33 declares 2046820421 "
                                        "data bytes but the file has only 17 left (truncated or corrupt)");
+    }
+  }
+  // The same header with fewer than 4 bytes after it (it was not checked: a 41-byte file made libpng
+  // allocate 2 GB, a review finding).
+  text.resize(idat + 8 + 3);
+  for (const bool probe : {true, false}) {
+    try {
+      if (probe) {
+        (void)lingbot::io::probe_image(text, "end.png");
+      } else {
+        (void)lingbot::io::decode_image(text, "end.png");
+      }
+      FAIL() << "no error";
+    } catch (const lingbot::Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot decode image end.png: PNG chunk 'zTXt' at byte 33 declares 2046820421 "
+                                       "data bytes but the file has only 0 left (truncated or corrupt)");
     }
   }
 }

@@ -4,6 +4,7 @@ on white, convert("RGB")) and resizes it with PIL's bicubic filter (lingbot_map/
 `run` / lm.load_image / lm.preprocess claim to give the same bytes and floats. The expected values here
 are Pillow's own output for the same files and arrays: equality, no tolerance."""
 import io
+import json
 import pathlib
 import struct
 import subprocess
@@ -183,6 +184,53 @@ def test_orientation_metadata_and_rare_layouts_equal_pillow(tmp_path):
     assert pillow_load(tmp_path / "xmp_attribute.png").shape == (5, 3, 3)  # the orientation is read: turned
 
 
+def tiff_ifd(*entries) -> bytes:
+    """A little-endian TIFF block with IFD0 holding `entries` (tag, type, count, 4 value bytes), then 8
+    bytes of data at offset 26 + 12 * len(entries) (for a RATIONAL's numerator and denominator)."""
+    head = b"II*\0" + struct.pack("<I", 8) + struct.pack("<H", len(entries))
+    body = b"".join(struct.pack("<HHI", t, ty, n) + v for t, ty, n, v in entries)
+    return head + body + b"\0\0\0\0" + struct.pack("<II", 6, 1)
+
+
+def test_orientation_edge_cases_equal_pillow(tmp_path):
+    """Pillow's reading of the Orientation entry and of where the metadata chunks are, one file each:
+    any numeric type (a RATIONAL 6/1 rotates), an unknown type or a count of 0 (absent: the XMP one is
+    read), duplicate entries (the last), the raw profile's hex split inside a byte, XMP after the image
+    data when an EXIF came before it (not read) and when none did (read)."""
+    rgb_rows = [bytes(np.random.default_rng(5).integers(0, 256, 5 * 3, dtype=np.uint8)) for _ in range(3)]
+    rational_at = struct.pack("<I", 8 + 2 + 12 + 4)
+    xmp6 = png_chunk(b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0" + xmp_packet('<rdf:li tiff:Orientation="6"/>'))
+    split = bytes.fromhex("49492a0008000000010012010300010000000800000000000000")  # Orientation SHORT 8
+    hex_lines = "\n".join(split.hex()[i:i + 7] for i in range(0, 2 * len(split), 7))  # odd: bytes straddle lines
+    profile = f"\nexif\n{len(split):8d}\n{hex_lines}\n".encode()
+
+    def with_image_data_then(extra_after: bytes, extra_before: bytes = b"") -> bytes:
+        return png_file(5, 3, 8, 2, rgb_rows, extra_before)[:-12] + extra_after + png_chunk(b"IEND", b"")
+
+    files = {
+        "rational.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd((0x0112, 5, 1, rational_at)))),
+        "unknown_type_then_xmp.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(
+            b"eXIf", tiff_ifd((0x0112, 99, 1, struct.pack("<HH", 3, 0)))) + xmp6),
+        "count_0_then_xmp.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(
+            b"eXIf", tiff_ifd((0x0112, 3, 0, struct.pack("<HH", 3, 0)))) + xmp6),
+        "duplicates.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd(
+            (0x0112, 3, 1, struct.pack("<HH", 3, 0)), (0x0112, 3, 1, struct.pack("<HH", 8, 0))))),
+        "raw_profile_split.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"tEXt", b"Raw profile type exif\0" + profile)),
+        "exif_then_late_xmp.png": with_image_data_then(xmp6, png_chunk(b"eXIf", tiff_ifd((0x0110, 3, 1, b"\0\0\0\0")))),
+        "late_xmp.png": with_image_data_then(xmp6),
+    }
+    for name, data in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        want = pillow_load(path)
+        got = lm.load_image(path)
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        assert np.array_equal(got, want), name
+    assert pillow_load(tmp_path / "rational.png").shape == (5, 3, 3)  # the cases do turn the picture
+    assert pillow_load(tmp_path / "late_xmp.png").shape == (5, 3, 3)
+    assert pillow_load(tmp_path / "exif_then_late_xmp.png").shape == (3, 5, 3)
+
+
 def test_other_formats_are_named_whatever_the_file_name(tmp_path):
     """A WebP or GIF saved under a .jpg name (web downloads often are) is refused naming what it is: the
     message was libstb's "Image not of any known type, or corrupt", as for a damaged file."""
@@ -226,3 +274,19 @@ def test_an_animated_webp_is_refused_naming_the_file(cli, tmp_path):
     assert proc.stderr == (f"error: cannot open video {path}: its webp stream states no frame size (0x0); "
                            "FFmpeg cannot decode this file\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_animated_png_given_as_a_video_is_a_video(cli, tmp_path):
+    """A still image given to --video is one frame with no frame rate; an animated PNG (Pillow writes
+    one with save_all) is a video of its frames: it was announced as "about 1 frame" and its progress
+    read 2/1, 3/1."""
+    frames = [Image.fromarray(picture(64, 48, seed=30 + i)) for i in range(3)]
+    path = tmp_path / "clip.png"
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    proc = subprocess.run([str(cli), "run", "--video", str(path), "--fps", "0", "--model", str(TINY / "model.pt"),
+                           *TINY_CLI_OPTIONS, "--export", "poses", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "is an image file" not in proc.stdout and "about 1 frame" not in proc.stdout, proc.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["frames"] == 3 and summary["input"]["sample_interval"] == 1, summary["input"]

@@ -976,3 +976,17 @@ def test_upstream_names_say_where_they_went_and_repr_names_the_frame_type(demo_m
             getattr(scale, name)
         assert str(e.value) == f"'Result' object has no attribute '{name}': upstream's {name} is Result.{now}"
     assert not hasattr(scale, "nothing") and getattr(scale, "nothing", 7) == 7
+
+
+def test_a_session_freed_by_the_cycle_collector_warns_too(demo_model):
+    # The collector frees the engine (tp_clear) before the destructor runs: the warning came or not
+    # depending on the order the collector took (a review finding).
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.session = lm.Session(demo_model, scale_frames=8, progress=lambda info: holder)  # a cycle
+    holder.session.push(lm.demo_frame(0))
+    with pytest.warns(RuntimeWarning, match=r"Session garbage-collected with frame 0 pushed and no result for it"):
+        del holder
+        gc.collect()
