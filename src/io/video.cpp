@@ -192,6 +192,10 @@ struct VideoReader::Impl {
   AVRational time_base{0, 1};
   int64_t start_pts = 0;
   int64_t declared_frames = 0;  // container's frame count, or from its duration; 0 = unknown
+  // Packets the demuxer marks as not presented (AV_PKT_FLAG_DISCARD: an MP4 edit list's preroll, the
+  // frames before the cut of a clip trimmed with `ffmpeg -ss T -c copy`). They are decoded, as later
+  // frames may need them, but no frame of theirs comes out, and the container's frame count has them.
+  int64_t discarded_packets = 0;
   std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
@@ -211,7 +215,7 @@ struct VideoReader::Impl {
   // sws_scale's SIMD paths store whole vectors, past a row's last pixel and past the last row (a
   // 1-pixel-wide frame overran a tight width*3 buffer into unmapped memory: a fuzz finding), so it
   // writes into an FFmpeg frame with aligned, padded rows; to_rgb copies the pixels out.
-  std::unique_ptr<AVFrame, FrameFreer> rgb;
+  std::unique_ptr<AVFrame, FrameFreer> bgr_frame;
 
   static double pts_seconds(int64_t pts, const void* ctx) {
     const auto* s = static_cast<const Impl*>(ctx);
@@ -221,28 +225,35 @@ struct VideoReader::Impl {
 
   ImageU8 to_rgb(const AVFrame* f) {
     LINGBOT_CHECK(f->width > 0 && f->height > 0, "error decoding video ", path, ": empty frame");
+    // BGR24, as OpenCV (upstream's reader) asks swscale for, then swapped to RGB: swscale rounds the
+    // two orders differently on its general path (10-bit video, 8-bit 4:2:0 of odd height: up to 9
+    // levels apart), so this gives OpenCV's pixels on the same FFmpeg.
     SwsContext* ctx = sws_getCachedContext(sws.release(), f->width, f->height,
                                            static_cast<AVPixelFormat>(f->format), f->width, f->height,
-                                           AV_PIX_FMT_RGB24, SWS_BICUBIC, nullptr, nullptr, nullptr);
+                                           AV_PIX_FMT_BGR24, SWS_BICUBIC, nullptr, nullptr, nullptr);
     sws.reset(ctx);
     LINGBOT_CHECK(ctx != nullptr, "error decoding video ", path, ": cannot convert pixel format ",
                   av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to RGB");
-    if (!rgb || rgb->width != f->width || rgb->height != f->height) {
+    if (!bgr_frame || bgr_frame->width != f->width || bgr_frame->height != f->height) {
       std::unique_ptr<AVFrame, FrameFreer> next(av_frame_alloc());  // kept only once it has its buffer
       LINGBOT_CHECK(next != nullptr, "error decoding video ", path, ": out of memory");
-      next->format = AV_PIX_FMT_RGB24;
+      next->format = AV_PIX_FMT_BGR24;
       next->width = f->width;
       next->height = f->height;
       const int err = av_frame_get_buffer(next.get(), 0);
       LINGBOT_CHECK(err >= 0, "error decoding video ", path, ": cannot allocate a ", f->width, "x", f->height,
                     " RGB frame: ", av_error(err));
-      rgb = std::move(next);
+      bgr_frame = std::move(next);
     }
-    const int rows = sws_scale(ctx, f->data, f->linesize, 0, f->height, rgb->data, rgb->linesize);
+    const int rows = sws_scale(ctx, f->data, f->linesize, 0, f->height, bgr_frame->data, bgr_frame->linesize);
     LINGBOT_CHECK(rows == f->height, "error decoding video ", path, ": converting a ", f->width, "x", f->height, " ",
                   av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " frame to RGB failed");
     ImageU8 img(f->width, f->height);
-    av_image_copy_plane(img.rgb.data(), f->width * 3, rgb->data[0], rgb->linesize[0], f->width * 3, f->height);
+    for (int y = 0; y < f->height; ++y) {
+      const uint8_t* bgr = bgr_frame->data[0] + static_cast<ptrdiff_t>(y) * bgr_frame->linesize[0];
+      uint8_t* out = img.rgb.data() + static_cast<size_t>(y) * f->width * 3;
+      for (int x = 0; x < f->width; ++x, bgr += 3, out += 3) out[0] = bgr[2], out[1] = bgr[1], out[2] = bgr[0];
+    }
     return img;
   }
 };
@@ -455,7 +466,7 @@ bool VideoReader::next(VideoFrame* out) {
       // A container without a frame count only says its duration: the frames missing at the end are
       // the time after the last decoded frame (so a variable rate, whose positions are decoded frames,
       // is not taken for a cut); a shortfall of one or two frames there is rounding, not a cut.
-      int64_t declared = s.declared_frames;
+      int64_t declared = std::max<int64_t>(0, s.declared_frames - s.discarded_packets);
       if (s.fmt->streams[s.stream_index]->nb_frames <= 0) {
         if (s.last_frame_pts != AV_NOPTS_VALUE && s.info.duration_s > 0) {
           const double tail_s = s.info.duration_s - Impl::pts_seconds(s.last_frame_pts, &s);
@@ -508,7 +519,11 @@ bool VideoReader::next(VideoFrame* out) {
         s.last_packet_end = s.packet->pos + s.packet->size;
         s.last_packet_bytes = s.packet->size;
       }
-      track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
+      if (s.packet->flags & AV_PKT_FLAG_DISCARD) {
+        ++s.discarded_packets;  // not awaited as a frame: it was counted lost (a trimmed clip was "damaged")
+      } else {
+        track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
+      }
       if (s.codec->codec_id == AV_CODEC_ID_MJPEG && !holds_whole_jpeg(s.packet.get())) {
         // A JPEG cut short (the end of a pipe, a dropped connection): FFmpeg's decoder would emulate
         // the missing end and hand over a half-grey picture without a word. A decode error instead,

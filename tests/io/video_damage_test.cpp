@@ -84,6 +84,31 @@ TEST(VideoDamage, IntactVideoReportsNoDamage) {
   EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
 }
 
+// A clip trimmed without re-encoding (`ffmpeg -ss T -i in.mp4 -c copy out.mp4`) keeps the frames from
+// the keyframe before T, marked by an edit list as not presented: FFmpeg decodes and drops them. They
+// were taken for lost frames (a new user's trimmed phone clip: "32 frames lost (stream positions
+// 0-31)", status damaged, exit 3) and shifted the --fps sampling by their count.
+TEST(VideoDamage, AnEditListsHiddenFramesAreNotLost) {
+  TempDir dir;
+  const auto path = dir.path / "trimmed.mp4";
+  std::vector<int64_t> pts;
+  for (int64_t i = -7; i < 23; ++i) pts.push_back(i);  // 7 frames before the cut, 23 after
+  ASSERT_TRUE(lingbot_test::write_test_video(path, lossy_codec(), numbered_frames(30, 64, 48), 10, 0, nullptr, pts));
+  VideoReader reader(path);
+  const auto frames = read_all(reader);
+  ASSERT_EQ(frames.size(), 23u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i].source_index, static_cast<int64_t>(i));
+    EXPECT_EQ(stamped_number(frames[i].image), static_cast<int>(i) + 7);
+    EXPECT_NEAR(frames[i].timestamp_s, 0.1 * static_cast<double>(i), 1e-9);
+  }
+  EXPECT_FALSE(reader.damage().any()) << reader.damage().describe();
+  VideoReader sampled(path, 5);  // 1 in 2, from the first presented frame
+  const auto kept = read_all(sampled);
+  ASSERT_EQ(kept.size(), 12u);
+  EXPECT_EQ(stamped_number(kept[1].image), 9);
+}
+
 // The issue's reproduction: 40 frames, index at the front (+faststart), only the first half kept.
 TEST(VideoDamage, FileCutInHalfReportsTheMissingFrames) {
   TempDir dir;
