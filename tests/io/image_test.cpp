@@ -95,6 +95,20 @@ std::vector<uint8_t> jpeg_with_orientation(const ImageU8& img, int orientation, 
   return jpg;
 }
 
+// What probe_image (run's canvas pass: headers only) or decode_image says of `bytes`; "" when it takes them.
+std::string refusal(const std::vector<uint8_t>& bytes, const std::string& name, bool probe) {
+  try {
+    if (probe) {
+      (void)probe_image(bytes, name);
+    } else {
+      (void)decode_image(bytes, name);
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST(Image, TransposesMatchPilDefinitions) {
@@ -276,21 +290,11 @@ TEST(Image, OtherFormatsAreNamedByTheirContents) {
       {"P6\n2 2\n255\n", "a Netpbm (PBM/PGM/PPM/PAM) image"}};
   for (const auto& [bytes, what] : files) {
     const std::vector<uint8_t> b(bytes.begin(), bytes.end());
-    for (const bool probe : {false, true}) {
-      SCOPED_TRACE(what + (probe ? " (probe)" : ""));
-      try {
-        if (probe) {
-          (void)probe_image(b, "x.jpg");
-        } else {
-          (void)decode_image(b, "x.jpg");
-        }
-        FAIL() << "no error";
-      } catch (const Error& e) {
-        EXPECT_EQ(std::string(e.what()), "cannot decode image x.jpg: it is " + what +
-                                             " (by its contents), not a JPEG, PNG or BMP file, the formats frames are "
-                                             "read in: convert it to PNG or JPEG");
-      }
-    }
+    for (const bool probe : {false, true})
+      EXPECT_EQ(refusal(b, "x.jpg", probe), "cannot decode image x.jpg: it is " + what +
+                                                " (by its contents), not a JPEG, PNG or BMP file, the formats frames "
+                                                "are read in: convert it to PNG or JPEG")
+          << (probe ? "probe" : "decode");
   }
 }
 
@@ -571,19 +575,9 @@ TEST(Image, BmpDecodesExactlyAndATruncatedOneIsRefused) {
   // An RLE8 file: named, and probed (run sizes the canvas first) with the same reason: the probe said
   // stb_image's "Image not of any known type, or corrupt".
   bmp[30] = 1, bmp[33] = 0;
-  for (const bool probe : {false, true}) {
-    try {
-      if (probe) {
-        (void)probe_image(bmp, "rle.bmp");
-      } else {
-        (void)decode_image(bmp, "rle.bmp");
-      }
-      FAIL() << "no error";
-    } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), "cannot decode image rle.bmp: BMP compression 1 (RLE8) is not supported "
-                                       "(uncompressed and bitfields only): convert it to PNG");
-    }
-  }
+  for (const bool probe : {false, true})
+    EXPECT_EQ(refusal(bmp, "rle.bmp", probe), "cannot decode image rle.bmp: BMP compression 1 (RLE8) is not supported "
+                                              "(uncompressed and bitfields only): convert it to PNG");
   bmp = encode_bmp24(img);
   bmp.resize(32);  // the 40-byte info header cut short (stb_image reads the rest as zeros)
   try {
@@ -656,35 +650,15 @@ TEST(Image, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
   const std::string ztxt = "zTXtRaw profile type exif";
   text.insert(text.end(), {0x7a, 0x00, 0x00, 0x45});  // the declared length
   text.insert(text.end(), ztxt.begin(), ztxt.end());
-  for (const bool probe : {true, false}) {
-    try {
-      if (probe) {
-        (void)lingbot::io::probe_image(text, "text.png");
-      } else {
-        (void)lingbot::io::decode_image(text, "text.png");
-      }
-      FAIL() << "no error";
-    } catch (const lingbot::Error& e) {
-      EXPECT_EQ(std::string(e.what()), "cannot decode image text.png: PNG chunk 'zTXt' at byte 33 declares 2046820421 "
-                                       "data bytes but the file has only 17 left (truncated or corrupt)");
-    }
-  }
+  for (const bool probe : {true, false})
+    EXPECT_EQ(refusal(text, "text.png", probe), "cannot decode image text.png: PNG chunk 'zTXt' at byte 33 declares "
+                                                "2046820421 data bytes but the file has only 17 left (truncated or corrupt)");
   // The same header with fewer than 4 bytes after it (it was not checked: a 41-byte file made libpng
   // allocate 2 GB, a review finding).
   text.resize(idat + 8 + 3);
-  for (const bool probe : {true, false}) {
-    try {
-      if (probe) {
-        (void)lingbot::io::probe_image(text, "end.png");
-      } else {
-        (void)lingbot::io::decode_image(text, "end.png");
-      }
-      FAIL() << "no error";
-    } catch (const lingbot::Error& e) {
-      EXPECT_EQ(std::string(e.what()), "cannot decode image end.png: PNG chunk 'zTXt' at byte 33 declares 2046820421 "
-                                       "data bytes but the file has only 0 left (truncated or corrupt)");
-    }
-  }
+  for (const bool probe : {true, false})
+    EXPECT_EQ(refusal(text, "end.png", probe), "cannot decode image end.png: PNG chunk 'zTXt' at byte 33 declares "
+                                               "2046820421 data bytes but the file has only 0 left (truncated or corrupt)");
 }
 
 // ---- PNG through libpng ----------------------------------------------------------------------

@@ -117,6 +117,17 @@ def test_decoded_files_equal_pillow(tmp_path):
         assert np.array_equal(lm.preprocess(got, 112, "crop"), pillow_preprocess(want, "crop", 112)), path.name
 
 
+def assert_each_decodes_as_pillow(folder: pathlib.Path, files: dict) -> None:
+    """Writes each {name: bytes} into `folder`; lm.load_image must give Pillow's shape and pixels."""
+    for name, data in files.items():
+        path = folder / name
+        path.write_bytes(data)
+        want = pillow_load(path)
+        got = lm.load_image(path)
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} of {want.size} bytes differ from Pillow"
+
+
 def png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -174,13 +185,7 @@ def test_orientation_metadata_and_rare_layouts_equal_pillow(tmp_path):
                                           bytes([0, 1, 250, 251, 252, 253, 254, 255]))
     files["os2_palette_1.bmp"] = bmp_file(struct.pack("<IHHHH", 12, 8, 2, 1, 1), bytes([10, 10, 200, 200, 10, 200]),
                                           bytes([0b10100011, 0, 0, 0, 0b01010101, 0, 0, 0]))
-    for name, data in files.items():
-        path = tmp_path / name
-        path.write_bytes(data)
-        want = pillow_load(path)
-        got = lm.load_image(path)
-        assert got.shape == want.shape, (name, got.shape, want.shape)
-        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} of {want.size} bytes differ from Pillow"
+    assert_each_decodes_as_pillow(tmp_path, files)
     assert pillow_load(tmp_path / "xmp_attribute.png").shape == (5, 3, 3)  # the orientation is read: turned
 
 
@@ -219,13 +224,7 @@ def test_orientation_edge_cases_equal_pillow(tmp_path):
         "exif_then_late_xmp.png": with_image_data_then(xmp6, png_chunk(b"eXIf", tiff_ifd((0x0110, 3, 1, b"\0\0\0\0")))),
         "late_xmp.png": with_image_data_then(xmp6),
     }
-    for name, data in files.items():
-        path = tmp_path / name
-        path.write_bytes(data)
-        want = pillow_load(path)
-        got = lm.load_image(path)
-        assert got.shape == want.shape, (name, got.shape, want.shape)
-        assert np.array_equal(got, want), name
+    assert_each_decodes_as_pillow(tmp_path, files)
     assert pillow_load(tmp_path / "rational.png").shape == (5, 3, 3)  # the cases do turn the picture
     assert pillow_load(tmp_path / "late_xmp.png").shape == (5, 3, 3)
     assert pillow_load(tmp_path / "exif_then_late_xmp.png").shape == (3, 5, 3)
