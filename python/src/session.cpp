@@ -154,12 +154,15 @@ class PySession {
   void reset() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
     Stream& s = open();
+    std::optional<py::error_already_set> raised;  // as close(): the sequence is forgotten all the same
+    if (!warn_if_results_lost("reset")) raised.emplace();
     {
       py::gil_scoped_release nogil;
       s.reset();
     }
     pending_.clear();
     undelivered_.clear();
+    if (raised) throw *raised;
   }
 
   // `warn`: close() itself and a with-block left without an exception warn when pushed frames have
@@ -359,7 +362,9 @@ void bind_session(py::module_& m) {
            "results already computed and not yet returned: those of a push / finish that a Ctrl-C\n"
            "interrupted as it returned, and (mode='windowed') the tail held back for the overlap, aligned as\n"
            "far as known. Then reset() starts a new sequence.")
-      .def("reset", constructed(&PySession::reset), "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size.")
+      .def("reset", constructed(&PySession::reset),
+           "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size. Pushed\n"
+           "frames still without a result (finish() not called) are lost, with a RuntimeWarning.")
       .def("close", [](Self<PySession> self) { constructed_self<PySession>(self.handle).close(); },
            "Frees the session's memory; any later call raises lingbot_map.Error. Pushed frames still without\n"
            "a result (finish() not called) are lost, with a RuntimeWarning.")

@@ -948,6 +948,14 @@ def test_frames_left_without_results_are_warned_about(demo_model):
     with pytest.warns(RuntimeWarning, match=r"closed with frame 0 pushed and no result for it"):
         with lm.Session(demo_model, scale_frames=8) as s:
             s.push(lm.demo_frame(0))
+    with lm.Session(demo_model, scale_frames=8) as s:  # one Session, several clips: reset() between them
+        s.push(lm.demo_frame(0))
+        s.push(lm.demo_frame(1))
+        with pytest.warns(RuntimeWarning, match=r"Session reset with frames 0 to 1 pushed and no result for them"):
+            s.reset()
+        assert s.frames_pushed == 0
+        s.push(lm.demo_frame(0))
+        assert len(s.finish()) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with lm.Session(demo_model, scale_frames=8) as s:  # finished: nothing lost
