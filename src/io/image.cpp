@@ -311,10 +311,12 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
   png_set_read_fn(png, st, png_read_bytes);
   png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);  // a bad CRC in any chunk is an error
   png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-  // No chunk (nor an inflated text or profile) larger than the file, 8 MiB at least: Debian's libpng
-  // sets no limit, and allocates a chunk's declared length before reading it (png_chunk_facts refuses
-  // such files first; this keeps libpng bounded by itself).
-  png_set_chunk_malloc_max(png, st->bytes.size() > (size_t{8} << 20) ? st->bytes.size() : (size_t{8} << 20));
+  // libpng allocates a chunk's declared length (or an inflated text or profile) before reading it,
+  // up to its chunk_malloc_max (8,000,000 bytes as Debian builds it): lowered to the file's size, 1 MiB
+  // at least, as no chunk can be larger than the file (png_chunk_facts refuses those first). Never raised.
+  const png_alloc_size_t bound = st->bytes.size() > (size_t{1} << 20) ? st->bytes.size() : (size_t{1} << 20);
+  const png_alloc_size_t current = png_get_chunk_malloc_max(png);
+  png_set_chunk_malloc_max(png, current == 0 || bound < current ? bound : current);
   png_read_info(png, info);
   out->width = png_get_image_width(png, info);
   out->height = png_get_image_height(png, info);

@@ -22,12 +22,13 @@ std::string_view as_text(std::span<const uint8_t> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block as Pillow's
-// ImageFileDirectory_v2 reads it: nullopt when absent (no entry, count 0, an unknown type, data past
-// the block, a malformed header); else its value when it is one number equal to an integer (any
+// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block as Pillow 9.4's
+// ImageFileDirectory_v2 reads it: nullopt when absent (no entry, count 0, a type Pillow does not
+// know, a malformed header); else its first value when that is a number equal to an integer (any
 // numeric type: Pillow's dict lookup finds 6 for a SHORT 6, a RATIONAL 6/1 or a FLOAT 6.0), else 0
-// (present, not an orientation: text, several values). A present tag keeps XMP's from being read.
-// Of duplicate entries the last counts; entries before a truncated directory count.
+// (present, not an orientation: BYTE, which Pillow reads as bytes, text). A present tag keeps XMP's
+// from being read. Of duplicate entries the last counts; an entry whose data lies past the block
+// ends the directory there (Pillow stops reading at the failed read), as does a truncated one.
 std::optional<uint32_t> tiff_orientation_tag(std::span<const uint8_t> tiff) {
   if (tiff.size() < 8) return std::nullopt;
   bool little;
@@ -44,55 +45,58 @@ std::optional<uint32_t> tiff_orientation_tag(std::span<const uint8_t> tiff) {
   auto u32 = [&](size_t off) -> uint32_t {
     return little ? (u16(off) | (u16(off + 2) << 16)) : ((u16(off) << 16) | u16(off + 2));
   };
+  auto u64 = [&](size_t off) -> uint64_t {
+    return little ? (uint64_t{u32(off + 4)} << 32 | u32(off)) : (uint64_t{u32(off)} << 32 | u32(off + 4));
+  };
   if (u16(2) != 42) return std::nullopt;
   const size_t ifd = u32(4);
   if (ifd > tiff.size() - 2) return std::nullopt;
-  // Bytes per value of TIFF types 1..12: BYTE ASCII SHORT LONG RATIONAL SBYTE UNDEFINED SSHORT SLONG
-  // SRATIONAL FLOAT DOUBLE.
-  constexpr size_t kTypeSize[13] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8};
+  // Bytes per value of the TIFF types Pillow loads (0: unknown to it): 1 BYTE, 2 ASCII, 3 SHORT,
+  // 4 LONG, 5 RATIONAL, 6 SBYTE, 7 UNDEFINED, 8 SSHORT, 9 SLONG, 10 SRATIONAL, 11 FLOAT, 12 DOUBLE,
+  // 13 IFD, 16 LONG8, 17 SLONG8, 18 IFD8.
+  constexpr size_t kTypeSize[19] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8, 8, 8};
   std::optional<uint32_t> found;
   const size_t count = u16(ifd);
   for (size_t i = 0; i < count; ++i) {
     const size_t e = ifd + 2 + i * 12;
     if (e + 12 > tiff.size()) break;
-    if (u16(e) != 0x0112) continue;
     const uint32_t type = u16(e + 2), n = u32(e + 4);
-    if (type == 0 || type > 12 || n == 0) continue;  // Pillow skips unknown types; no value: absent
+    if (type > 18 || kTypeSize[type] == 0) continue;  // Pillow skips a type it does not know
     const uint64_t bytes = uint64_t{kTypeSize[type]} * n;
     size_t at = e + 8;
     if (bytes > 4) {
       at = u32(e + 8);
-      if (at > tiff.size() || bytes > tiff.size() - at) continue;  // data past the block: skipped
+      if (at > tiff.size() || bytes > tiff.size() - at) break;  // Pillow's read fails: the directory ends
     }
+    if (u16(e) != 0x0112 || n == 0) continue;  // no value: absent
     double v = -1;  // not a number
-    if (n == 1) {
-      switch (type) {
-        case 1: v = tiff[at]; break;
-        case 3: v = u16(at); break;
-        case 4: v = u32(at); break;
-        case 6: v = static_cast<int8_t>(tiff[at]); break;
-        case 8: v = static_cast<int16_t>(u16(at)); break;
-        case 9: v = static_cast<int32_t>(u32(at)); break;
-        case 5: v = u32(at + 4) ? static_cast<double>(u32(at)) / u32(at + 4) : -1; break;
-        case 10: {
-          const auto den = static_cast<int32_t>(u32(at + 4));
-          v = den ? static_cast<double>(static_cast<int32_t>(u32(at))) / den : -1;
-          break;
-        }
-        case 11: {
-          const uint32_t raw = u32(at);
-          float f;
-          std::memcpy(&f, &raw, 4);
-          v = f;
-          break;
-        }
-        case 12: {
-          const uint64_t raw = little ? (uint64_t{u32(at + 4)} << 32 | u32(at)) : (uint64_t{u32(at)} << 32 | u32(at + 4));
-          std::memcpy(&v, &raw, 8);
-          break;
-        }
-        default: break;  // ASCII, UNDEFINED: not a number
+    switch (type) {
+      case 3: v = u16(at); break;
+      case 4: case 13: v = u32(at); break;
+      case 6: v = static_cast<int8_t>(tiff[at]); break;
+      case 8: v = static_cast<int16_t>(u16(at)); break;
+      case 9: v = static_cast<int32_t>(u32(at)); break;
+      case 16: case 18: v = static_cast<double>(u64(at)); break;
+      case 17: v = static_cast<double>(static_cast<int64_t>(u64(at))); break;
+      case 5: v = u32(at + 4) ? static_cast<double>(u32(at)) / u32(at + 4) : -1; break;
+      case 10: {
+        const auto den = static_cast<int32_t>(u32(at + 4));
+        v = den ? static_cast<double>(static_cast<int32_t>(u32(at))) / den : -1;
+        break;
       }
+      case 11: {
+        const uint32_t raw = u32(at);
+        float f;
+        std::memcpy(&f, &raw, 4);
+        v = f;
+        break;
+      }
+      case 12: {
+        const uint64_t raw = u64(at);
+        std::memcpy(&v, &raw, 8);
+        break;
+      }
+      default: break;  // BYTE (bytes to Pillow), ASCII, UNDEFINED: not a number
     }
     found = v >= 1 && v <= 8 && v == static_cast<double>(static_cast<uint32_t>(v)) ? static_cast<uint32_t>(v) : 0;
   }
@@ -134,7 +138,6 @@ std::optional<std::string> inflate_text(std::span<const uint8_t> deflated, size_
   constexpr size_t kMaxText = 1 << 20;
   const size_t cap = std::min(kMaxText, *budget);
   if (cap == 0) return std::nullopt;
-  *budget -= cap;
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return std::nullopt;
   std::string out(cap, '\0');
@@ -144,10 +147,12 @@ std::optional<std::string> inflate_text(std::span<const uint8_t> deflated, size_
   z.avail_out = static_cast<uInt>(out.size());
   const int rc = inflate(&z, Z_FINISH);
   out.resize(out.size() - z.avail_out);
+  const bool input_ended = z.avail_in == 0;
   inflateEnd(&z);
-  if (rc != Z_STREAM_END) return std::nullopt;
-  *budget += cap - out.size();  // what the text did not use
-  return out;
+  *budget -= out.size();  // what this text took, whatever became of it
+  // Pillow keeps what a stream cut short inflated to (zlib's decompressobj raises nothing for it).
+  if (rc == Z_STREAM_END || (rc == Z_BUF_ERROR && input_ended)) return out;
+  return std::nullopt;  // damaged, or past the limit (Pillow refuses the file)
 }
 
 // Decodes hex digits, skipping whitespace (bytes.fromhex); nullopt on anything else.

@@ -196,6 +196,7 @@ struct VideoReader::Impl {
   // frames before the cut of a clip trimmed with `ffmpeg -ss T -c copy`). They are decoded, as later
   // frames may need them, but no frame of theirs comes out, and the container's frame count has them.
   int64_t discarded_packets = 0;
+  bool declared_shown_only = false;  // declared_frames counts shown frames only (an MP4's index)
   std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
@@ -416,6 +417,20 @@ void VideoReader::open(double target_fps) {
   // The frame count the stream should have: stated by the container (MP4), else from its duration
   // (Matroska), which only the gap at the end is compared against (see next()).
   s.declared_frames = std::max<int64_t>(0, st->nb_frames);
+  // MP4 / MOV: the frames its edit list shows, from the sample index (nb_frames counts every sample,
+  // also those the edit list hides or, past an edit that ends early, drops from the index unread).
+  if (st->nb_frames > 0 && std::string_view(raw->iformat->name).starts_with("mov,")) {
+    const int entries = avformat_index_get_entries_count(st);
+    int64_t shown = 0;
+    for (int i = 0; i < entries; ++i) {
+      const AVIndexEntry* e = avformat_index_get_entry(st, i);
+      if (e && !(e->flags & AVINDEX_DISCARD_FRAME)) ++shown;
+    }
+    if (entries > 0) {
+      s.declared_frames = shown;
+      s.declared_shown_only = true;
+    }
+  }
   if (s.declared_frames == 0 && s.info.duration_s > 0)
     s.declared_frames = std::llround(s.info.duration_s * s.info.fps);
   s.tracker.emplace(&Impl::pts_seconds, &s, s.info.fps);
@@ -466,7 +481,8 @@ bool VideoReader::next(VideoFrame* out) {
       // A container without a frame count only says its duration: the frames missing at the end are
       // the time after the last decoded frame (so a variable rate, whose positions are decoded frames,
       // is not taken for a cut); a shortfall of one or two frames there is rounding, not a cut.
-      int64_t declared = std::max<int64_t>(0, s.declared_frames - s.discarded_packets);
+      int64_t declared =
+          s.declared_shown_only ? s.declared_frames : std::max<int64_t>(0, s.declared_frames - s.discarded_packets);
       if (s.fmt->streams[s.stream_index]->nb_frames <= 0) {
         if (s.last_frame_pts != AV_NOPTS_VALUE && s.info.duration_s > 0) {
           const double tail_s = s.info.duration_s - Impl::pts_seconds(s.last_frame_pts, &s);

@@ -189,14 +189,15 @@ def test_orientation_metadata_and_rare_layouts_equal_pillow(tmp_path):
     assert pillow_load(tmp_path / "xmp_attribute.png").shape == (5, 3, 3)  # the orientation is read: turned
 
 
-def tiff_ifd(*entries) -> bytes:
-    """A little-endian TIFF block with IFD0 holding `entries` (tag, type, count, 4 value bytes), then 8
-    bytes of data at offset 26 + 12 * len(entries) (for a RATIONAL's numerator and denominator)."""
+def tiff_ifd(*entries, tail: bytes = struct.pack("<II", 6, 1)) -> bytes:
+    """A little-endian TIFF block with IFD0 holding `entries` (tag, type, count, 4 value bytes), then
+    `tail` at offset 14 + 12 * len(entries) (by default a RATIONAL's 6 / 1)."""
     head = b"II*\0" + struct.pack("<I", 8) + struct.pack("<H", len(entries))
     body = b"".join(struct.pack("<HHI", t, ty, n) + v for t, ty, n, v in entries)
-    return head + body + b"\0\0\0\0" + struct.pack("<II", 6, 1)
+    return head + body + b"\0\0\0\0" + tail
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning:PIL.TiffImagePlugin")  # Pillow's notes on the odd EXIF blocks
 def test_orientation_edge_cases_equal_pillow(tmp_path):
     """Pillow's reading of the Orientation entry and of where the metadata chunks are, one file each:
     any numeric type (a RATIONAL 6/1 rotates), an unknown type or a count of 0 (absent: the XMP one is
@@ -223,11 +224,23 @@ def test_orientation_edge_cases_equal_pillow(tmp_path):
         "raw_profile_split.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"tEXt", b"Raw profile type exif\0" + profile)),
         "exif_then_late_xmp.png": with_image_data_then(xmp6, png_chunk(b"eXIf", tiff_ifd((0x0110, 3, 1, b"\0\0\0\0")))),
         "late_xmp.png": with_image_data_then(xmp6),
+        # An entry whose data lies past the block ends the directory: the Orientation after it is not read.
+        "data_past_the_block.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd(
+            (0x010E, 2, 100, struct.pack("<I", 9999)), (0x0112, 3, 1, struct.pack("<HH", 6, 0))))),
+        "byte_type.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd((0x0112, 1, 1, b"\x06\0\0\0")))),
+        "two_shorts.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd((0x0112, 3, 2, struct.pack("<HH", 6, 6))))),
+        "long8.png": png_file(5, 3, 8, 2, rgb_rows, png_chunk(b"eXIf", tiff_ifd(
+            (0x0112, 16, 1, rational_at), tail=struct.pack("<Q", 6)))),
+        # Damaged deflate streams before the XMP that counts: they spent the text budget (a review finding).
+        "damaged_texts_then_xmp.png": png_file(5, 3, 8, 2, rgb_rows, b"".join(
+            png_chunk(b"zTXt", b"XML:com.adobe.xmp\0\0\x78\x9c\xff") for _ in range(5)) + xmp6),
     }
     assert_each_decodes_as_pillow(tmp_path, files)
     assert pillow_load(tmp_path / "rational.png").shape == (5, 3, 3)  # the cases do turn the picture
     assert pillow_load(tmp_path / "late_xmp.png").shape == (5, 3, 3)
     assert pillow_load(tmp_path / "exif_then_late_xmp.png").shape == (3, 5, 3)
+    assert pillow_load(tmp_path / "two_shorts.png").shape == (5, 3, 3) and pillow_load(tmp_path / "long8.png").shape == (5, 3, 3)
+    assert pillow_load(tmp_path / "damaged_texts_then_xmp.png").shape == (5, 3, 3)
 
 
 def test_other_formats_are_named_whatever_the_file_name(tmp_path):
