@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -132,27 +133,37 @@ std::span<const uint8_t> without_exif_prefix(std::span<const uint8_t> b) {
 
 // A zTXt / compressed iTXt text, inflated up to Pillow's MAX_TEXT_CHUNK (1 MiB; past it Pillow
 // refuses the file, here the text is ignored) and within `budget`, the bytes a file's texts may still
-// take (a file of many small deflate bombs would otherwise cost 1 MiB each). nullopt for a damaged
-// stream, one past the limits, or a spent budget.
+// take (a file of many small deflate bombs cost 1 MiB each, a review finding). The work is what the
+// stream inflates to: nothing is allocated ahead. nullopt for a damaged stream, one past the limits,
+// or a spent budget; a stream cut short gives what it inflated to, as Pillow keeps it.
 std::optional<std::string> inflate_text(std::span<const uint8_t> deflated, size_t* budget) {
   constexpr size_t kMaxText = 1 << 20;
   const size_t cap = std::min(kMaxText, *budget);
   if (cap == 0) return std::nullopt;
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return std::nullopt;
-  std::string out(cap, '\0');
   z.next_in = const_cast<Bytef*>(deflated.data());
   z.avail_in = static_cast<uInt>(deflated.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = inflate(&z, Z_FINISH);
-  out.resize(out.size() - z.avail_out);
-  const bool input_ended = z.avail_in == 0;
+  std::string out;
+  std::array<char, 16384> piece;
+  int rc = Z_OK;
+  bool too_long = false;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(piece.data());
+    z.avail_out = static_cast<uInt>(piece.size());
+    rc = inflate(&z, Z_NO_FLUSH);
+    const size_t got = piece.size() - z.avail_out;
+    if (got > cap - out.size()) {
+      too_long = true;
+      break;
+    }
+    out.append(piece.data(), got);
+  }
   inflateEnd(&z);
-  *budget -= out.size();  // what this text took, whatever became of it
-  // Pillow keeps what a stream cut short inflated to (zlib's decompressobj raises nothing for it).
-  if (rc == Z_STREAM_END || (rc == Z_BUF_ERROR && input_ended)) return out;
-  return std::nullopt;  // damaged, or past the limit (Pillow refuses the file)
+  *budget -= out.size();
+  // Z_BUF_ERROR: no progress possible, the input ended before the stream did (cut short).
+  if (!too_long && (rc == Z_STREAM_END || rc == Z_BUF_ERROR)) return out;
+  return std::nullopt;
 }
 
 // Decodes hex digits, skipping whitespace (bytes.fromhex); nullopt on anything else.
@@ -202,7 +213,7 @@ constexpr std::string_view kRawProfileKey = "Raw profile type exif";
 constexpr std::string_view kXmpKey = "XML:com.adobe.xmp";
 constexpr std::string_view kExifKey = "exif";  // a tEXt "exif" is Pillow's info["exif"], as raw bytes
 
-// A PNG text chunk (tEXt, zTXt, iTXt) of one of the two keys read here: its keyword and text; nullopt
+// A PNG text chunk (tEXt, zTXt, iTXt) of one of the three keys read here: its keyword and text; nullopt
 // for other keys and for a chunk Pillow would not store.
 struct PngText {
   std::string key;
