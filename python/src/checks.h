@@ -54,4 +54,15 @@ inline void warn_quoting_files(PyObject* category, const std::string& message) {
 }
 inline void warn_user(const std::string& message) { warn_quoting_files(PyExc_UserWarning, message); }
 
+// Whether a warning may be issued from a destructor or a garbage collection (GIL held): the
+// interpreter is up and not finalizing (then the warnings machinery may be gone).
+inline bool python_can_warn() {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  return Py_IsInitialized() && !finalizing;
+}
+
 }  // namespace lingbot::python

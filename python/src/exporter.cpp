@@ -223,12 +223,7 @@ class PyExporter {
       std::fprintf(stderr, "lingbot_map.Exporter: finishing %s at garbage collection failed: %s\n",
                    run_.out_dir.c_str(), e.what());
     }
-#if PY_VERSION_HEX >= 0x030D0000
-    const bool finalizing = Py_IsFinalizing();
-#else
-    const bool finalizing = _Py_IsFinalizing();
-#endif
-    if (Py_IsInitialized() && !finalizing &&
+    if (python_can_warn() &&
         PyErr_WarnFormat(PyExc_ResourceWarning, 1,
                          "lingbot_map.Exporter for %s was not closed: its files were finished at garbage "
                          "collection (call close(), or use a with-block)",

@@ -257,12 +257,7 @@ class PySession {
   // At garbage collection (GIL held, no caller to raise to): the warning of lost results printed, or
   // written as unraisable when warnings are errors; nothing while the interpreter finalizes.
   void warn_at_collection() {
-#if PY_VERSION_HEX >= 0x030D0000
-    const bool finalizing = Py_IsFinalizing();
-#else
-    const bool finalizing = _Py_IsFinalizing();
-#endif
-    if (Py_IsInitialized() && !finalizing && !warn_if_results_lost("garbage-collected")) PyErr_WriteUnraisable(nullptr);
+    if (python_can_warn() && !warn_if_results_lost("garbage-collected")) PyErr_WriteUnraisable(nullptr);
   }
 
   Stream& open() {

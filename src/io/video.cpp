@@ -191,12 +191,9 @@ struct VideoReader::Impl {
   int stream_index = -1;
   AVRational time_base{0, 1};
   int64_t start_pts = 0;
-  int64_t declared_frames = 0;  // container's frame count, or from its duration; 0 = unknown
-  // Packets the demuxer marks as not presented (AV_PKT_FLAG_DISCARD: an MP4 edit list's preroll, the
-  // frames before the cut of a clip trimmed with `ffmpeg -ss T -c copy`). They are decoded, as later
-  // frames may need them, but no frame of theirs comes out, and the container's frame count has them.
-  int64_t discarded_packets = 0;
-  bool declared_shown_only = false;  // declared_frames counts shown frames only (an MP4's index)
+  // Frames the container says it shows (MP4: its edit list's, from the sample index), or from its
+  // duration; 0 = unknown.
+  int64_t declared_frames = 0;
   std::optional<StreamDamageTracker> tracker;
   bool flushing = false;    // the demuxer is exhausted and the decoder was told so
   bool finished = false;
@@ -426,10 +423,7 @@ void VideoReader::open(double target_fps) {
       const AVIndexEntry* e = avformat_index_get_entry(st, i);
       if (e && !(e->flags & AVINDEX_DISCARD_FRAME)) ++shown;
     }
-    if (entries > 0) {
-      s.declared_frames = shown;
-      s.declared_shown_only = true;
-    }
+    if (entries > 0) s.declared_frames = shown;
   }
   if (s.declared_frames == 0 && s.info.duration_s > 0)
     s.declared_frames = std::llround(s.info.duration_s * s.info.fps);
@@ -481,8 +475,7 @@ bool VideoReader::next(VideoFrame* out) {
       // A container without a frame count only says its duration: the frames missing at the end are
       // the time after the last decoded frame (so a variable rate, whose positions are decoded frames,
       // is not taken for a cut); a shortfall of one or two frames there is rounding, not a cut.
-      int64_t declared =
-          s.declared_shown_only ? s.declared_frames : std::max<int64_t>(0, s.declared_frames - s.discarded_packets);
+      int64_t declared = s.declared_frames;
       if (s.fmt->streams[s.stream_index]->nb_frames <= 0) {
         if (s.last_frame_pts != AV_NOPTS_VALUE && s.info.duration_s > 0) {
           const double tail_s = s.info.duration_s - Impl::pts_seconds(s.last_frame_pts, &s);
@@ -535,11 +528,11 @@ bool VideoReader::next(VideoFrame* out) {
         s.last_packet_end = s.packet->pos + s.packet->size;
         s.last_packet_bytes = s.packet->size;
       }
-      if (s.packet->flags & AV_PKT_FLAG_DISCARD) {
-        ++s.discarded_packets;  // not awaited as a frame: it was counted lost (a trimmed clip was "damaged")
-      } else {
+      // A packet the demuxer marks as not shown (AV_PKT_FLAG_DISCARD: an MP4 edit list's preroll, the
+      // frames before the cut of a clip trimmed with `ffmpeg -ss T -c copy`) is decoded, as later frames
+      // may need it, but gives no frame: not awaited (it was counted lost: a trimmed clip was "damaged").
+      if (!(s.packet->flags & AV_PKT_FLAG_DISCARD))
         track.on_packet(pts != AV_NOPTS_VALUE ? pts : StreamDamageTracker::kNoTimestamp);
-      }
       if (s.codec->codec_id == AV_CODEC_ID_MJPEG && !holds_whole_jpeg(s.packet.get())) {
         // A JPEG cut short (the end of a pipe, a dropped connection): FFmpeg's decoder would emulate
         // the missing end and hand over a half-grey picture without a word. A decode error instead,
