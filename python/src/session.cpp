@@ -239,20 +239,36 @@ class PySession {
   }
 
  private:
-  // A RuntimeWarning when frames were pushed and the sequence left unfinished without their results
+  // A RuntimeWarning when results would be lost: computed by a call that a Ctrl-C interrupted and not
+  // returned yet (deliver), or frames pushed and the sequence left unfinished without their results
   // (most often: finish() not called on a stream shorter than scale_frames, whose frames give their
   // results together). False when the warning was raised as an exception (the Python error is set).
   bool warn_if_results_lost(const char* how) {
-    if (!stream_ || stream_->closed() || pending_.empty()) return true;
-    const auto first = static_cast<long long>(pending_.front().index), last = static_cast<long long>(pending_.back().index);
-    const std::string frames = first == last ? "frame " + std::to_string(first)
-                                             : "frames " + std::to_string(first) + " to " + std::to_string(last);
-    const char* them = first == last ? "it" : "them";
-    const std::string message = std::string("lingbot_map.Session ") + how + " with " + frames + " pushed and no result for " +
-                                them + ": call finish() first, which computes " + them + " (the first scale_frames frames "
-                                "give their results together, when the last of them is pushed or at finish())";
+    if (!stream_) return true;
+    const std::string session = std::string("lingbot_map.Session ") + how + " with ";
+    if (!undelivered_.empty()) {
+      const FrameSpan held{undelivered_.front().frame_index, undelivered_.back().frame_index};
+      const std::string message = session + "the results of " + held.frames() + " computed and not returned (a "
+                                  "KeyboardInterrupt was raised in their place): call finish_early() first, which "
+                                  "returns " + held.them();
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) != 0) return false;
+    }
+    if (stream_->closed() || pending_.empty()) return true;
+    const FrameSpan waiting{pending_.front().index, pending_.back().index};
+    const std::string message = session + waiting.frames() + " pushed and no result for " + waiting.them() +
+                                ": call finish() first, which computes " + waiting.them() + " (the first scale_frames "
+                                "frames give their results together, when the last of them is pushed or at finish())";
     return PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) == 0;
   }
+  // Consecutive frame indices, as a warning names them.
+  struct FrameSpan {
+    int64_t first, last;
+    std::string frames() const {
+      return first == last ? "frame " + std::to_string(first)
+                           : "frames " + std::to_string(first) + " to " + std::to_string(last);
+    }
+    const char* them() const { return first == last ? "it" : "them"; }
+  };
 
   // At garbage collection (GIL held, no caller to raise to): the warning of lost results printed, or
   // written as unraisable when warnings are errors; nothing while the interpreter finalizes.

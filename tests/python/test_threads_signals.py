@@ -363,6 +363,24 @@ try:
 except KeyboardInterrupt:
     got += s.finish_early()
     print("kept", s.frames_pushed > 16, [r.frame_index for r in got] == list(range(s.frames_pushed)), flush=True)
+# Closed after such a KeyboardInterrupt without finish_early(): the held results are lost, and a
+# warning says so (it was silent: only frames pushed without results were warned about).
+s = lm.Session(lm.Model.demo(), scale_frames=1, threads=1)
+s.push(frames[0])  # the scale phase: Ctrl-C there would stop the step instead
+ctrl_c_when(lambda: in_a_push(s))
+try:
+    for i in range(200):
+        s.push(frames[i % 2])
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    n = s.frames_pushed
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        s.close()
+    print("warned", [str(x.message) for x in w] == [f"lingbot_map.Session closed with the results of frame {n - 1} "
+          "computed and not returned (a KeyboardInterrupt was raised in their place): call finish_early() first, "
+          "which returns it"], [str(x.message) for x in w], flush=True)
 """
 
 
@@ -370,6 +388,7 @@ def test_ctrl_c_with_a_programs_own_handler_or_during_a_push_loses_no_result(tmp
     lines, text = run_child(tmp_path, "child_kept.py", CHILD_RESULTS_KEPT)
     assert "custom handler 1 True" in lines, text
     assert "kept True True" in lines, text
+    assert any(line.startswith("warned True") for line in lines), text
 
 
 CHILD_FORKED = r"""
