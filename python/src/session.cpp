@@ -173,10 +173,11 @@ class PySession {
     // progress callable), then raised.
     std::optional<py::error_already_set> raised;
     if (warn && !warn_if_results_lost("closed")) raised.emplace();
-    {
+    if (stream_ && !closed_) {
       py::gil_scoped_release nogil;
-      stream_.reset();
+      stream_->release();  // the cache freed; stats(), options, windows keep their last figures
     }
+    closed_ = true;
     pending_.clear();
     undelivered_.clear();
     progress_.reset();
@@ -195,19 +196,20 @@ class PySession {
   }
 
   // Readers take the guard too: the engine state they read changes while a push runs.
+  // After close() they answer with the last figures (as a reconstruct() iterator after its end).
   py::dict stats() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return stats_dict(open().stats());
+    return stats_dict(readable().stats());
   }
   py::dict options() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    py::dict d = open().options_dict();
+    py::dict d = readable().options_dict();
     add_preprocess(d, pre_);
     return d;
   }
   py::object windows() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return open().windows();
+    return readable().windows();
   }
   bool finished() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
@@ -215,11 +217,11 @@ class PySession {
   }
   bool is_closed() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return stream_ == nullptr;
+    return closed_ || stream_ == nullptr;
   }
   int64_t frames_pushed() {
     BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return open().frames_pushed();
+    return readable().frames_pushed();
   }
   // A copy (the same engine Model): a reference into this Session would keep the Session, and its
   // cache, alive as long as the caller keeps the Model.
@@ -232,7 +234,7 @@ class PySession {
     } catch (const Error&) {
       return "<lingbot_map.Session busy: a call is running>";
     }
-    if (!stream_) return "<lingbot_map.Session closed>";
+    if (closed_ || !stream_) return "<lingbot_map.Session closed>";
     const int64_t n = stream_->frames_pushed();
     return "<lingbot_map.Session " + py::str(stream_->options_dict()["mode"]).cast<std::string>() + ", " +
            std::to_string(n) + (n == 1 ? " frame" : " frames") + " pushed" + (stream_->closed() ? ", finished>" : ">");
@@ -244,7 +246,7 @@ class PySession {
   // (most often: finish() not called on a stream shorter than scale_frames, whose frames give their
   // results together). False when the warning was raised as an exception (the Python error is set).
   bool warn_if_results_lost(const char* how) {
-    if (!stream_) return true;
+    if (closed_ || !stream_) return true;
     const std::string session = std::string("lingbot_map.Session ") + how + " with ";
     if (!undelivered_.empty()) {
       const FrameSpan held{undelivered_.front().frame_index, undelivered_.back().frame_index};
@@ -255,9 +257,13 @@ class PySession {
     }
     if (stream_->closed() || pending_.empty()) return true;
     const FrameSpan waiting{pending_.front().index, pending_.back().index};
+    const char* why = stream_->windows().is_none()
+                          ? " (the first scale_frames frames give their results together, when the last of them is "
+                            "pushed or at finish())"
+                          : " (mode='windowed' returns frames in bursts, as windows are aligned; the last ones at "
+                            "finish())";
     const std::string message = session + waiting.frames() + " pushed and no result for " + waiting.them() +
-                                ": call finish() first, which computes " + waiting.them() + " (the first scale_frames "
-                                "frames give their results together, when the last of them is pushed or at finish())";
+                                ": call finish() first, which computes " + waiting.them() + why;
     return PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) == 0;
   }
   // Consecutive frame indices, as a warning names them.
@@ -277,7 +283,12 @@ class PySession {
   }
 
   Stream& open() {
-    if (!stream_) throw Error(kSessionClosed);
+    if (closed_ || !stream_) throw Error(kSessionClosed);
+    return *stream_;
+  }
+  // For the readers: after close() the released stream's copy of its last figures.
+  const Stream& readable() const {
+    if (!stream_) throw Error(kSessionClosed);  // only after the garbage collector cleared it
     return *stream_;
   }
   // Results computed by a call go back with it unless a Ctrl-C is pending: CPython would raise
@@ -307,6 +318,7 @@ class PySession {
   std::unique_ptr<std::atomic<bool>> stop_ = std::make_unique<std::atomic<bool>>(false);  // SessionOptions::stop
   ProgressHolder progress_;  // the progress callable, shared with the engine's options (gc_support.h)
   std::unique_ptr<Stream> stream_;
+  bool closed_ = false;  // close() ran: stream_ is released (its readers' figures kept), every other call refused
   std::deque<Pending> pending_;
   std::atomic<bool> busy_{false};
 };
@@ -377,8 +389,9 @@ void bind_session(py::module_& m) {
            "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size. Pushed\n"
            "frames still without a result (finish() not called) are lost, with a RuntimeWarning.")
       .def("close", [](Self<PySession> self) { constructed_self<PySession>(self.handle).close(); },
-           "Frees the session's memory; any later call raises lingbot_map.Error. Pushed frames still without\n"
-           "a result (finish() not called) are lost, with a RuntimeWarning.")
+           "Frees the session's memory (its KV cache); stats(), options, windows and frames_pushed then keep\n"
+           "their last figures, any other call raises lingbot_map.Error. Pushed frames still without a result\n"
+           "(finish() not called) are lost, with a RuntimeWarning.")
       .def("stats", constructed(&PySession::stats), "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", constructed(&PySession::options), "The options in effect, every default resolved.")
       .def_property_readonly("windows", constructed(&PySession::windows),

@@ -227,6 +227,14 @@ def test_windowed_mode_equals_cli(cli, tiny_model, tmp_path):
                 s.push(lm.load_image(sorted(FRAMES.iterdir())[0]))
             s.reset()
             assert s.frames_pushed == 0 and s.windows == [] and not s.finished
+        for _ in FRAMES.iterdir():
+            s.push(lm.load_image(sorted(FRAMES.iterdir())[0]))
+        held = s.windows
+        with pytest.warns(RuntimeWarning, match=r"with frame 9 pushed and no result for it: call finish\(\) first, which "
+                          r"computes it \(mode='windowed' returns frames in bursts, as windows are aligned; the last ones at "
+                          r"finish\(\)\)"):
+            s.close()
+    assert [w["start"] for w in s.windows] == [w["start"] for w in held]  # kept after close (its cache freed)
 
 
 def test_windowed_early_end_and_refused_frames(tiny_model):

@@ -37,6 +37,10 @@ def test_scale_phase_protocol_and_result_fields(demo_model):
         st = s.stats()
         assert st["steps"] == 2 and st["frames_completed"] == 4 and st["frames_stored"] == 4
         assert s.options["scale_frames"] == 3 and s.options["kv_window"] == 4 and s.options["keyframe_interval"] == 1
+    # After the with-block (the cache freed) the readers keep their last figures, as reconstruct()'s
+    # iterator does; they raised "the Session is closed".
+    assert s.closed and s.stats() == st and s.frames_pushed == 4 and s.options["kv_window"] == 4
+    assert s.windows is None and repr(s) == "<lingbot_map.Session closed>"
     r = got[0]
     shapes = {"pose_enc": (9,), "pose_enc_iters": (4, 9), "c2w": (3, 4), "w2c": (3, 4), "K": (3, 3),
               "depth": (H, W), "conf": (H, W), "world_points": (H, W, 3), "image": (3, H, W)}
@@ -226,7 +230,7 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     s.close()
     assert s.closed
     closed = "the Session is closed (close() or the end of its with-block): create a new Session"
-    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.reset, s.stats, lambda: s.options, s.__enter__):
+    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.finish_early, s.reset, lambda: s.finished, s.__enter__):
         with pytest.raises(lm.Error) as e:
             call()
         assert str(e.value) == closed
