@@ -337,19 +337,21 @@ RunSettings resolve_settings(const RunArgs& a) {
 
 // Memory feasibility from the configuration and options, before the weights are read: a run that
 // cannot fit is refused with the option to lower (pipeline/memory_estimate.h).
-void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode) {
+void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode,
+                      int64_t max_special_frames) {
   MemoryInputs mi;
   mi.width = input.canvas.width;
   mi.height = input.canvas.height;
   mi.frames = input.count ? input.count : input.estimated;
   mi.scale_frames = a.scale_frames;
   mi.kv_window = a.kv_window;
-  mi.keyframe_interval = mode.keyframe_interval;
+  mi.keyframe_interval = mode.policy->max_keyframe_spacing();
+  mi.max_special_frames = max_special_frames;
   if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
     const ModelConfig& cfg = settings.model_config;
     mi.kv_window = windowed_kv_window(a.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);
     if (mi.frames)
-      mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, mode.keyframe_interval));
+      mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, mi.keyframe_interval));
   }
   mi.kv_backend = settings.kv_backend;
   mi.kv_dtype = settings.kv_dtype;
@@ -794,7 +796,7 @@ int run_command(const RunArgs& a) {
                 "runs; --max-special-frames 0 keeps every frame's special tokens, as upstream)\n",
                 static_cast<long long>(max_special_frames));
 
-  check_run_memory(a, settings, input, mode);
+  check_run_memory(a, settings, input, mode, max_special_frames);
 
   const auto t_model = Clock::now();
   std::shared_ptr<const Model> model;

@@ -13,7 +13,8 @@ MemoryAdvice run_memory_advice() {
   return {"the run", "lower --kv-window or --scale-frames (the KV cache keeps the window's and the scale frames) or --image-size",
           "lower --kv-window or --scale-frames (the KV cache keeps the window's and the scale frames), use --kv-dtype bf16 "
           "(half the bytes), or lower --image-size",
-          "process fewer frames (--first-k, --stride, --fps) or a larger --keyframe-interval",
+          "process fewer frames (--first-k, --stride, --fps), a larger --keyframe-interval, or bound the history with "
+          "--max-special-frames N (the newest N past frames keep their special tokens and camera-head entries)",
           "lower --image-size or --scale-frames"};
 }
 

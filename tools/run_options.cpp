@@ -111,8 +111,8 @@ void check_run_args(const RunArgs& a) {
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.scale_frames >= 1, "--scale-frames must be >= 1, got ", a.scale_frames);
   LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
-  LINGBOT_CHECK(a.max_special_frames.value_or(0) >= 0, "--max-special-frames must be >= 0 (0 = keep all), got ",
-                a.max_special_frames.value_or(0));
+  LINGBOT_CHECK(a.max_special_frames.value_or(0) >= 0 && a.max_special_frames.value_or(0) <= kMaxSpecialFrames,
+                "--max-special-frames must be in 0..", kMaxSpecialFrames, " (0 = keep all), got ", a.max_special_frames.value_or(0));
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
   LINGBOT_CHECK(a.threads >= 0, "--threads must be >= 0, got ", a.threads);
   LINGBOT_CHECK(std::isfinite(a.conf_threshold), "--conf-threshold must be a finite number, got ", a.conf_threshold);

@@ -60,6 +60,9 @@ class KeyframePolicy {
   virtual void check(const SessionOptions& options) const;
   // One line for logs and summaries, e.g. "interval 4" or "flow > 5 px, max non-keyframe gap 30".
   virtual std::string describe() const = 0;
+  // The most streamed frames from one keyframe to the next (the interval; flow: the gap bound), so
+  // that a run stores at least one in this many: memory estimates' lower bound. 0: no bound known.
+  virtual int max_keyframe_spacing() const { return 0; }
 };
 
 // Every `interval`-th streamed frame is a keyframe: frame i >= K is one iff (i - K) % interval == 0.
@@ -69,6 +72,7 @@ class IntervalKeyframes final : public KeyframePolicy {
   bool decides_before() const override { return true; }
   bool is_keyframe(const KeyframeQuery& query) const override;
   std::string describe() const override;
+  int max_keyframe_spacing() const override { return interval_; }
   int interval() const { return interval_; }
 
  private:
@@ -93,6 +97,7 @@ class FlowKeyframes final : public KeyframePolicy {
   KeyframeDecision decide_after(const KeyframeQuery& query, const FrameResult& result) const override;
   void check(const SessionOptions& options) const override;
   std::string describe() const override;
+  int max_keyframe_spacing() const override { return max_gap_; }
   double threshold() const { return threshold_; }
   int max_non_keyframe_gap() const { return max_gap_; }
 

@@ -52,6 +52,9 @@ inline constexpr int kMaxScaleFrames = 1024;
 inline constexpr int kMaxKvWindow = 1 << 20;
 inline constexpr int kMaxCameraIterations = 64;
 inline constexpr int kMaxThreads = 4096;
+// max_special_frames: each kept frame's specials take ~0.6 MB of K/V at the release size, so 2^30 is
+// far past any machine (and sums with kv_window stay far from overflowing).
+inline constexpr int64_t kMaxSpecialFrames = int64_t{1} << 30;
 
 // Where a forward step is (SessionOptions::step_progress). A step runs the aggregator's blocks over its
 // frames, then the heads frame by frame; the scale phase is one step over all the scale frames, which

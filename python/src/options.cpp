@@ -169,7 +169,8 @@ SessionOptions session_options(const SessionArgs& a, int keyframe_interval, Prog
   check_value(*a.kv_window >= 1, "kv_window must be >= 1, got ", *a.kv_window);
   check_value(*a.camera_iterations >= 1, "camera_iterations must be >= 1, got ", *a.camera_iterations);
   check_value(a.threads >= 0, "threads must be >= 0 (0 = all cores), got ", a.threads);
-  check_value(a.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ", a.max_special_frames);
+  check_value(a.max_special_frames >= 0 && a.max_special_frames <= kMaxSpecialFrames, "max_special_frames must be in 0..",
+              kMaxSpecialFrames, " (0 = keep all), got ", a.max_special_frames);
   // The upper bounds and the combination the Session constructor refuses (resolve() in
   // src/pipeline/session.cpp, which the engine does not export): the same constants and messages, here
   // so that they are ValueErrors raised before any Session is built, as the lower bounds above.
@@ -257,7 +258,8 @@ MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const s
   mi.frames = frames;
   mi.scale_frames = so.scale_frames;
   mi.kv_window = so.kv_window;
-  mi.keyframe_interval = std::max(so.keyframe_interval, 1);  // flow keyframes: at most every frame
+  mi.keyframe_interval = so.keyframe_policy ? so.keyframe_policy->max_keyframe_spacing() : std::max(so.keyframe_interval, 1);
+  mi.max_special_frames = so.max_special_frames;
   if (w) {  // each window runs in a fresh cache: what one window holds (as run)
     mi.kv_window = windowed_kv_window(so.kv_window, model.config().kv_cache.include_scale_frames ? so.scale_frames : 0, *w);
     if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, w->window_size, mi.keyframe_interval));
@@ -276,7 +278,9 @@ void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
       "the reconstruction", "lower kv_window= or scale_frames= (the KV cache keeps the window's and the scale frames) or image_size=",
       "lower kv_window= or scale_frames= (the KV cache keeps the window's and the scale frames), use kv_dtype='bf16' "
       "(half the bytes), or lower image_size=",
-      "process fewer frames (first_k=, stride=, fps=) or a larger keyframe_interval=", "lower image_size= or scale_frames="};
+      "process fewer frames (first_k=, stride=, fps=), a larger keyframe_interval=, or bound the history with "
+      "max_special_frames=N (the newest N past frames keep their special tokens and camera-head entries)",
+      "lower image_size= or scale_frames="};
   check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice,
                         static_cast<int64_t>(total_memory_bytes()));
 }

@@ -106,7 +106,7 @@ void check_store(const CacheOptions& o, const StepState& step, int block, const 
 void check_mark_block_written(const CacheOptions& o, const StepState& step, int block,
                               const std::vector<uint8_t>& written) {
   LINGBOT_CHECK(step.open && step.mode != FrameMode::NonKeyframe,
-                "mark_block_written: no Keyframe or ScalePhase step in progress");
+                "mark_block_written: no ScalePhase, Keyframe or Deferred step in progress");
   LINGBOT_CHECK(block >= 0 && block < o.num_blocks, "mark_block_written: block ", block, " out of range [0, ",
                 o.num_blocks, ")");
   LINGBOT_CHECK(!written[static_cast<size_t>(block)], "mark_block_written: block ", block,

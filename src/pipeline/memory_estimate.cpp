@@ -17,22 +17,36 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
   const int64_t C = cfg.aggregator.embed_dim;
   // Every weight is stored in at least the weights dtype's bytes (the block linears in it, the rest f32).
   e.weights = cfg.parameter_count() * static_cast<int64_t>(dtype_size(in.weights_dtype));
-  // Frames the aggregator cache holds: the paged cache reserves its whole pool (scale frames +
-  // window) up front, but a page becomes resident only when a frame is written into it; dense grows
-  // to at most that; so both hold fewer in a shorter run. Dense-full keeps all.
+  // Frames stored (scale frames and keyframes): at least one in every keyframe_interval streamed frames.
   std::optional<int64_t> all_stored;
   if (in.frames) {
     const int64_t after = std::max<int64_t>(0, *in.frames - in.scale_frames);
-    all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (after + in.keyframe_interval - 1) / in.keyframe_interval;
+    const int64_t every = in.keyframe_interval;
+    all_stored = std::min<int64_t>(*in.frames, in.scale_frames) + (every > 0 ? (after + every - 1) / every : 0);
   }
+  // Frames the aggregator cache holds whole: the paged cache reserves its whole pool (scale frames +
+  // window) up front, but a page becomes resident only when a frame is written into it; dense grows
+  // to at most that; so both hold fewer in a shorter run. Dense-full keeps all.
   int64_t stored = static_cast<int64_t>(in.scale_frames) + in.kv_window;
   const int64_t pool = stored;
   if (all_stored) stored = in.kv_backend == KVBackend::DenseFull ? *all_stored : std::min(stored, *all_stored);
-  const int64_t frame_bytes = cfg.aggregator.depth * 2 * tokens * C * static_cast<int64_t>(dtype_size(in.kv_dtype));
-  e.kv_cache = stored * frame_bytes;
+  const int64_t kv_bytes = static_cast<int64_t>(dtype_size(in.kv_dtype));
+  const int64_t frame_bytes = cfg.aggregator.depth * 2 * tokens * C * kv_bytes;
+  // The frames that left the window keep their special tokens (all of them, or the newest
+  // max_special_frames); the camera head keeps the pinned frames and the newest kv_window +
+  // max_special_frames stored frames (Session's history bound).
+  const int64_t pinned = cfg.kv_cache.include_scale_frames ? in.scale_frames : 0;
+  int64_t evicted = all_stored ? std::max<int64_t>(0, *all_stored - stored) : 0;
+  int64_t camera_frames = all_stored.value_or(stored);
+  if (in.max_special_frames > 0) {
+    const int64_t kept = std::min(in.max_special_frames, camera_frames);  // no overflow for a huge bound
+    evicted = std::min(evicted, kept);
+    camera_frames = std::min(camera_frames, pinned + in.kv_window + kept);
+  }
+  const int64_t special_bytes = cfg.aggregator.depth * 2 * cfg.aggregator.num_special_tokens * C * kv_bytes;
+  e.kv_cache = stored * frame_bytes + evicted * special_bytes;
   e.kv_reserved = in.kv_backend == KVBackend::Paged ? pool * frame_bytes : e.kv_cache;
   e.kv_f32 = in.kv_dtype == DType::F32;
-  const int64_t camera_frames = all_stored.value_or(stored);
   e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
   const int64_t mlp = std::max(cfg.encoder.mlp_hidden, cfg.aggregator.mlp_hidden);
   const int64_t selected = static_cast<int64_t>(cfg.aggregator.selected_layers.size());

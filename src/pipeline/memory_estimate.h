@@ -15,8 +15,11 @@ namespace lingbot {
 // A lower bound of the memory a run needs, in bytes, from the model configuration and options.
 struct MemoryEstimate {
   int64_t weights = 0;       // the parameters, each at least the weights dtype's size
-  int64_t kv_cache = 0;      // aggregator K/V: the paged pool (scale frames + window) or the frames kept
-  int64_t camera_cache = 0;  // camera head K/V: every stored frame, never evicted
+  // Aggregator K/V: the frames kept (paged: at most the pool of scale frames + window), plus the
+  // special tokens of the stored frames beyond them (the append-only special stream; max_special_frames
+  // > 0 bounds it).
+  int64_t kv_cache = 0;
+  int64_t camera_cache = 0;  // camera head K/V: every stored frame (max_special_frames > 0: the frames it keeps)
   int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
   bool kv_f32 = false;       // the K/V dtype is f32 (bf16 / f16 would halve kv_cache)
   // The KV cache's allocation up front, resident or not (paged: its whole pool; dense: kv_cache).
@@ -26,7 +29,12 @@ struct MemoryEstimate {
 struct MemoryInputs {
   int width = 0, height = 0;                  // preprocessed frame
   std::optional<int64_t> frames;              // frames of the run, when known or estimated
-  int scale_frames = 8, kv_window = 64, keyframe_interval = 1;
+  int scale_frames = 8, kv_window = 64;
+  // The most frames from one keyframe to the next (KeyframePolicy::max_keyframe_spacing: the interval,
+  // flow keyframes' max_non_keyframe_gap); 0 = unknown: only the scale frames and the first streamed
+  // frame count as stored.
+  int keyframe_interval = 1;
+  int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = keep all)
   KVBackend kv_backend = KVBackend::Paged;
   DType kv_dtype = DType::F32;
   DType weights_dtype = DType::F32;

@@ -44,8 +44,8 @@ SessionOptions resolve(const SessionOptions& in, const ModelConfig& cfg) {
   LINGBOT_CHECK(o.threads >= 1, "threads must be >= 0, got ", in.threads);
   LINGBOT_CHECK(o.max_special_tokens >= 0, "max_special_tokens must be >= 0, got ",
                 o.max_special_tokens);
-  LINGBOT_CHECK(o.max_special_frames >= 0, "max_special_frames must be >= 0 (0 = keep all), got ",
-                o.max_special_frames);
+  LINGBOT_CHECK(o.max_special_frames >= 0 && o.max_special_frames <= kMaxSpecialFrames, "max_special_frames must be in 0..",
+                kMaxSpecialFrames, " (0 = keep all), got ", o.max_special_frames);
   for (const auto& [name, value, bound] : {std::tuple{"scale_frames", o.scale_frames, kMaxScaleFrames},
                                            std::tuple{"kv_window", o.kv_window, kMaxKvWindow},
                                            std::tuple{"camera_iterations", o.camera_iterations, kMaxCameraIterations},

@@ -132,6 +132,9 @@ TEST(RunReliability, OutOfRangeValuesExit1BeforeAnythingIsWritten) {
       {demo + " --kv-window 2147483647", "error: --kv-window must be at most 1048576, got 2147483647"},
       {demo + " --scale-frames 5000", "error: --scale-frames must be at most 1024, got 5000"},
       {demo + " --camera-iterations 1000", "error: --camera-iterations must be at most 64, got 1000"},
+      // Its sum with the KV window overflowed, and the camera head named internals ("keep_recent -9223...").
+      {demo + " --max-special-frames 9223372036854775807",
+       "error: --max-special-frames must be in 0..1073741824 (0 = keep all), got 9223372036854775807"},
       {demo + " --export-preprocessed " + (dir / "a_file").string(),
        "error: --export-preprocessed " + (dir / "a_file").string() + " exists and is not a folder"},
   };

@@ -239,7 +239,7 @@ TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
     auto c = make_kv_cache(backend, o, alloc), ref = make_kv_cache(backend, o, alloc);
     const int64_t row = 16;
     std::vector<float> k(30 * row, 0.5f), v(30 * row, 0.25f);
-    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no ScalePhase, Keyframe or Deferred step in progress");
     c->begin_step(FrameMode::ScalePhase, 3);
     expect_error([&] { c->mark_block_written(2); }, "mark_block_written: block 2 out of range [0, 2)");
     c->mark_block_written(0);
@@ -269,7 +269,7 @@ TEST(KVCacheErrors, MarkBlockWrittenFollowsTheStepProtocol) {
     same_bookkeeping();
     EXPECT_EQ(c->stats().frames_resident, backend == KVBackend::DenseFull ? 3 : 2);  // window 2
     c->begin_step(FrameMode::NonKeyframe, 1);
-    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no Keyframe or ScalePhase step in progress");
+    expect_error([&] { c->mark_block_written(0); }, "mark_block_written: no ScalePhase, Keyframe or Deferred step in progress");
     c->end_step();
     bench::bookkeeping_step(*c, FrameMode::Keyframe, 1);
     ref->begin_step(FrameMode::Keyframe, 1);

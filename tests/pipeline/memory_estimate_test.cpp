@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pipeline/demo_model.h"
+#include "lingbot/keyframe_policy.h"
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "pipeline/memory_estimate.h"
@@ -21,8 +22,10 @@ struct HeldBytes {
   int64_t weights, kv_cache, camera_cache;
 };
 
-HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBackend backend, DType kv_dtype) {
+HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBackend backend, DType kv_dtype,
+                                int frames = kRunFrames, int64_t max_special_frames = 0) {
   SessionOptions o;
+  o.max_special_frames = max_special_frames;
   o.scale_frames = kRunScaleFrames;
   o.kv_window = kRunKvWindow;
   o.kv_backend = backend;
@@ -31,7 +34,7 @@ HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBac
   Session s(model, o);
   PreprocessOptions pre;
   pre.image_size = kDemoImageSize;
-  for (int i = 0; i < kRunFrames; ++i) {
+  for (int i = 0; i < frames; ++i) {
     const io::ImageU8 rgb = render_demo_frame(i);
     s.push_frame(preprocess_image(rgb.rgb.data(), rgb.width, rgb.height, pre));
   }
@@ -94,8 +97,53 @@ TEST(MemoryEstimate, AShortPagedRunCountsTheFramesItStores) {
   in.frames = 10;
   EXPECT_EQ(estimate_run_memory(cfg, in).kv_cache * 72, open_ended * 10);
   EXPECT_EQ(estimate_run_memory(cfg, in).kv_reserved, open_ended);  // reserved whole all the same
-  in.frames = 1000;
-  EXPECT_EQ(estimate_run_memory(cfg, in).kv_cache, open_ended);  // a long run fills the pool
+  in.frames = 1000;  // a long run fills the pool, and the special tokens of the 928 frames evicted stay
+  const int64_t special_bytes = cfg.aggregator.depth * 2 * cfg.aggregator.num_special_tokens * cfg.aggregator.embed_dim * 4;
+  EXPECT_EQ(estimate_run_memory(cfg, in).kv_cache, open_ended + 928 * special_bytes);
+}
+
+// Past the window a stream keeps every stored frame's special tokens and camera-head entries, or the
+// newest max_special_frames: the estimate counted neither the special stream nor the bound, so a
+// 40,000-frame run with --max-special-frames 256 was refused for a camera cache it never holds.
+TEST(MemoryEstimate, LongStreamsCountTheSpecialStreamAndItsBound) {
+  const std::shared_ptr<const Model> model = make_demo_model(kDemoWeightSeed, {});
+  constexpr int kFrames = 14;  // 2 scale frames + 12 keyframes, 10 of them evicted from a window of 2
+  for (const int64_t bound : {int64_t{0}, int64_t{3}}) {
+    MemoryInputs in;
+    in.width = kDemoFrameWidth;
+    in.height = kDemoFrameHeight;
+    in.frames = kFrames;
+    in.scale_frames = kRunScaleFrames;
+    in.kv_window = kRunKvWindow;
+    in.max_special_frames = bound;
+    const MemoryEstimate e = estimate_run_memory(model->config(), in);
+    const HeldBytes held = run_demo_for_estimate(model, KVBackend::Paged, DType::F32, kFrames, bound);
+    const std::string what = "max_special_frames " + std::to_string(bound);
+    EXPECT_LE(e.kv_cache, held.kv_cache) << what;
+    EXPECT_GE(3 * e.kv_cache, held.kv_cache) << what;
+    EXPECT_LE(e.camera_cache, held.camera_cache) << what;
+    EXPECT_GE(3 * e.camera_cache, held.camera_cache) << what;
+  }
+  const ModelConfig cfg = demo_model_config();
+  const int64_t camera_frame_bytes = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * cfg.camera.dim_in * 4;
+  MemoryInputs in;
+  in.width = kDemoFrameWidth;
+  in.height = kDemoFrameHeight;
+  in.frames = 40'000;
+  in.scale_frames = 8;
+  in.kv_window = 64;
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, 40'000 * camera_frame_bytes);
+  in.max_special_frames = 256;
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, (8 + 64 + 256) * camera_frame_bytes);
+  in.max_special_frames = kMaxSpecialFrames;  // no overflow in the sums
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, 40'000 * camera_frame_bytes);
+  // Flow keyframes store at least one frame in every max_non_keyframe_gap (counting every frame as
+  // stored was an upper bound, which refused runs that fit).
+  in.max_special_frames = 0;
+  in.keyframe_interval = FlowKeyframes(5.0, 30).max_keyframe_spacing();
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, (8 + (40'000 - 8 + 29) / 30) * camera_frame_bytes);
+  in.keyframe_interval = 0;  // a policy without a bound: the scale frames only
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, 8 * camera_frame_bytes);
 }
 
 TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {

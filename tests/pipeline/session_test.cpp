@@ -205,6 +205,10 @@ TEST_F(SessionTest, ErrorMessages) {
   bad.threads = 100000;
   expect_error([&] { Session x(model_, bad); }, "threads must be at most 4096, got 100000");
   bad = tiny_options();
+  bad.max_special_frames = INT64_MAX;  // kv_window + it overflowed
+  expect_error([&] { Session x(model_, bad); },
+               "max_special_frames must be in 0..1073741824 (0 = keep all), got 9223372036854775807");
+  bad = tiny_options();
   bad.kv_dtype = static_cast<DType>(7);
   expect_error([&] { Session x(model_, bad); }, "kv_dtype: unknown value 7");
   bad = tiny_options();

@@ -106,6 +106,8 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
         (dict(images=good, kv_window=2**21), ValueError, "kv_window must be at most 1048576, got 2097152"),
         (dict(images=good, camera_iterations=65), ValueError, "camera_iterations must be at most 64, got 65"),
         (dict(images=good, threads=5000), ValueError, "threads must be at most 4096, got 5000"),
+        (dict(images=good, max_special_frames=2**40), ValueError,
+         "max_special_frames must be in 0..1073741824 (0 = keep all), got 1099511627776"),
         (dict(images=good, kv_backend="dense-full", max_special_frames=4), ValueError,
          "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
         (dict(images=FRAMES, first_k=2**63), ValueError,

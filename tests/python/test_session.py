@@ -265,7 +265,7 @@ def test_every_missing_input_path_is_a_file_not_found(tmp_path):
     (dict(preprocess="pad"), ValueError, "preprocess= applies to run's preprocessing, which image_size= asks for: "
      "give image_size too (frames without it go in as they are)"),
     (dict(image_size=5012), ValueError, "image_size must be in 1..4096, got 5012"),
-    (dict(max_special_frames=-1), ValueError, "max_special_frames must be >= 0 (0 = keep all), got -1"),
+    (dict(max_special_frames=-1), ValueError, "max_special_frames must be in 0..1073741824 (0 = keep all), got -1"),
     # The engine's upper bounds (lingbot/session.h) are option values too: ValueError, its message.
     (dict(scale_frames=1025), ValueError, "scale_frames must be at most 1024, got 1025"),
     (dict(kv_window=2**21), ValueError, "kv_window must be at most 1048576, got 2097152"),
