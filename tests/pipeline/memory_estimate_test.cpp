@@ -44,6 +44,26 @@ HeldBytes run_demo_for_estimate(const std::shared_ptr<const Model>& model, KVBac
           st.cache.bytes_reserved, st.camera_cache_bytes};
 }
 
+// The estimate's inputs for run_demo_for_estimate's session.
+MemoryInputs demo_run_inputs(int frames = kRunFrames, int64_t max_special_frames = 0) {
+  MemoryInputs in;
+  in.width = kDemoFrameWidth;
+  in.height = kDemoFrameHeight;
+  in.frames = frames;
+  in.scale_frames = kRunScaleFrames;
+  in.kv_window = kRunKvWindow;
+  in.keyframe_interval = 1;
+  in.max_special_frames = max_special_frames;
+  return in;
+}
+
+// A useful bound, not just any small number: at most what is held and at least a third of it (the
+// dense cache grows its capacity by doubling, so it may hold up to twice the frames it keeps).
+void expect_useful_lower_bound(int64_t estimate, int64_t held, const std::string& what) {
+  EXPECT_LE(estimate, held) << what;
+  EXPECT_GE(3 * estimate, held) << what;
+}
+
 }  // namespace
 
 TEST(MemoryEstimate, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
@@ -55,28 +75,17 @@ TEST(MemoryEstimate, MemoryEstimateIsALowerBoundOfWhatASessionHolds) {
       for (const DType kv : {DType::F32, DType::BF16}) {
         const std::string what = std::string(dtype_name(weights)) + " weights, " + kv_backend_name(backend) + ", " +
                                  std::string(dtype_name(kv)) + " K/V";
-        MemoryInputs in;
-        in.width = kDemoFrameWidth;
-        in.height = kDemoFrameHeight;
-        in.frames = kRunFrames;
-        in.scale_frames = kRunScaleFrames;
-        in.kv_window = kRunKvWindow;
-        in.keyframe_interval = 1;
+        MemoryInputs in = demo_run_inputs();
         in.kv_backend = backend;
         in.kv_dtype = kv;
         in.weights_dtype = weights;
         const MemoryEstimate e = estimate_run_memory(model->config(), in);
         const HeldBytes held = run_demo_for_estimate(model, backend, kv);
         EXPECT_GT(e.weights, 0) << what;
-        EXPECT_LE(e.weights, held.weights) << what;
-        // A useful bound, not just any small number: at least a third of what is held (the dense
-        // cache grows its capacity by doubling, so it may hold up to twice the frames it keeps).
-        EXPECT_GE(3 * e.weights, held.weights) << what;
+        expect_useful_lower_bound(e.weights, held.weights, what);
         EXPECT_GT(e.kv_cache, 0) << what;
-        EXPECT_LE(e.kv_cache, held.kv_cache) << what;
-        EXPECT_GE(3 * e.kv_cache, held.kv_cache) << what;
-        EXPECT_LE(e.camera_cache, held.camera_cache) << what;
-        EXPECT_GE(3 * e.camera_cache, held.camera_cache) << what;
+        expect_useful_lower_bound(e.kv_cache, held.kv_cache, what);
+        expect_useful_lower_bound(e.camera_cache, held.camera_cache, what);
       }
     }
   }
@@ -109,20 +118,11 @@ TEST(MemoryEstimate, LongStreamsCountTheSpecialStreamAndItsBound) {
   const std::shared_ptr<const Model> model = make_demo_model(kDemoWeightSeed, {});
   constexpr int kFrames = 14;  // 2 scale frames + 12 keyframes, 10 of them evicted from a window of 2
   for (const int64_t bound : {int64_t{0}, int64_t{3}}) {
-    MemoryInputs in;
-    in.width = kDemoFrameWidth;
-    in.height = kDemoFrameHeight;
-    in.frames = kFrames;
-    in.scale_frames = kRunScaleFrames;
-    in.kv_window = kRunKvWindow;
-    in.max_special_frames = bound;
-    const MemoryEstimate e = estimate_run_memory(model->config(), in);
+    const MemoryEstimate e = estimate_run_memory(model->config(), demo_run_inputs(kFrames, bound));
     const HeldBytes held = run_demo_for_estimate(model, KVBackend::Paged, DType::F32, kFrames, bound);
     const std::string what = "max_special_frames " + std::to_string(bound);
-    EXPECT_LE(e.kv_cache, held.kv_cache) << what;
-    EXPECT_GE(3 * e.kv_cache, held.kv_cache) << what;
-    EXPECT_LE(e.camera_cache, held.camera_cache) << what;
-    EXPECT_GE(3 * e.camera_cache, held.camera_cache) << what;
+    expect_useful_lower_bound(e.kv_cache, held.kv_cache, what);
+    expect_useful_lower_bound(e.camera_cache, held.camera_cache, what);
   }
   const ModelConfig cfg = demo_model_config();
   const int64_t camera_frame_bytes = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * cfg.camera.dim_in * 4;
