@@ -131,19 +131,39 @@ InputFrame frame_from_python(const py::handle& obj, const std::string& what, Fra
   throw py::type_error(refused());
 }
 
+namespace {
+
+// ValueError naming `what` unless `arr` has exactly `shape`.
+void check_shape(const py::array& arr, const std::vector<py::ssize_t>& shape, const std::string& what) {
+  bool same = arr.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (size_t i = 0; same && i < shape.size(); ++i) same = arr.shape(static_cast<py::ssize_t>(i)) == shape[i];
+  if (same) return;
+  std::string want = "(";
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  throw py::value_error(what + " must have shape " + want + (shape.size() == 1 ? ",)" : ")") + ", got " +
+                        describe_array(arr));
+}
+
+}  // namespace
+
 CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape, const std::string& what) {
   if (!py::isinstance<py::array>(a) || !holds<float>(py::reinterpret_borrow<py::array>(a)))
     throw py::type_error(what + " must be a float32 array, got " + describe_array(a));
   const auto arr = c_array<float>(a);
-  bool same = arr.ndim() == static_cast<py::ssize_t>(shape.size());
-  for (size_t i = 0; same && i < shape.size(); ++i) same = arr.shape(static_cast<py::ssize_t>(i)) == shape[i];
-  if (!same) {
-    std::string want = "(";
-    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
-    throw py::value_error(what + " must have shape " + want + (shape.size() == 1 ? ",)" : ")") + ", got " +
-                          describe_array(a));
-  }
+  check_shape(arr, shape, what);
   return arr;
+}
+
+CArray<uint8_t> mask_exact(const py::handle& a, py::ssize_t height, py::ssize_t width, const std::string& what) {
+  const bool is_array = py::isinstance<py::array>(a);
+  const auto arr = is_array ? py::reinterpret_borrow<py::array>(a) : py::array();
+  if (!is_array || !(holds<bool>(arr) || holds<uint8_t>(arr)))
+    throw py::type_error(what + " must be a bool or uint8 array (nonzero: the pixel may give a point), got " +
+                         describe_array(a));
+  check_shape(arr, {height, width}, what);
+  // A bool is one byte, 0 or 1: the same bytes read as uint8 (copied only where not C-contiguous).
+  return c_array<uint8_t>(holds<bool>(arr) ? py::module_::import("numpy").attr("ascontiguousarray")(arr).attr("view")("uint8")
+                                           : py::object(arr));
 }
 
 }  // namespace lingbot::python

@@ -69,5 +69,8 @@ std::string describe_array(const py::handle& obj);
 // A float32 C-contiguous view of `a`, which must have exactly `shape`: TypeError for another dtype,
 // ValueError for another shape, each naming `what`.
 CArray<float> f32_exact(const py::handle& a, const std::vector<py::ssize_t>& shape, const std::string& what);
+// A point mask (PointArea::mask): a bool or uint8 array of shape (H, W), nonzero = the pixel may give a
+// point, as a C-contiguous uint8 array; TypeError for another dtype, ValueError for another shape.
+CArray<uint8_t> mask_exact(const py::handle& a, py::ssize_t height, py::ssize_t width, const std::string& what);
 
 }  // namespace lingbot::python

@@ -143,7 +143,7 @@ class PyExporter {
     io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
   }
 
-  void write(const PyResult& r) {
+  void write(const PyResult& r, const py::object& mask) {
     BusyGuard busy(busy_, "this Exporter");
     LINGBOT_CHECK(!closed_, "the Exporter is closed: create a new one");
     // Order first, before any file is touched: a refused frame leaves every export as it was.
@@ -170,6 +170,8 @@ class PyExporter {
     const auto img = f32_exact(r.image, {3, H, W}, "image");
     std::optional<CArray<float>> conf;  // (a default array_t is not "none")
     if (!r.conf.is_none()) conf = f32_exact(r.conf, {H, W}, "conf");
+    std::optional<CArray<uint8_t>> keep;
+    if (!mask.is_none()) keep = mask_exact(mask, H, W, "mask");
     io::ExportFrame x;
     x.index = r.frame_index;
     x.timestamp = r.timestamp;
@@ -187,6 +189,7 @@ class PyExporter {
     x.world_points = std::span<const float>(pts.data(), 3 * hw);
     x.content = r.content;
     x.placement = r.placement;
+    if (keep) x.point_mask = std::span<const uint8_t>(keep->data(), hw);
 
     py::gil_scoped_release nogil;
     if (!begun_) {
@@ -269,7 +272,10 @@ void bind_exporter(py::module_& m) {
       .def(py::init<const fs::path&, const py::object&, double, Int, const py::object&, const py::object&>(),
            "out"_a, py::kw_only(), "export"_a = py::none(),
            "conf_threshold"_a = 1.5, "downsample"_a = 10, "meta"_a = py::none(), "exports"_a = py::none())
-      .def("write", constructed(&PyExporter::write), "result"_a, "Appends one frame's result to every export (frames in order).")
+      .def("write", constructed(&PyExporter::write), "result"_a, py::kw_only(), "mask"_a = py::none(),
+           "Appends one frame's result to every export (frames in order). mask: bool or uint8 [H, W] over the\n"
+           "model input (Result.image), False / 0 where the pixel gives no point (sky, moving objects): the point\n"
+           "clouds (PLY, GLB, COLMAP, viewer) leave those pixels out; depth maps and poses are unchanged.")
       .def("close", constructed(&PyExporter::close), "Finalises every export (a second close() does nothing).")
       .def("report", constructed(&PyExporter::report), "Per export: the files written and counts (summary.json's 'exports').")
       .def_property_readonly("frames", constructed(&PyExporter::frames), "Frames written so far.")

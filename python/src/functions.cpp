@@ -99,7 +99,7 @@ void bind_functions(py::module_& m) {
   m.def(
       "select_points",
       [](const py::handle& world_points, const py::handle& image, const py::object& conf, const py::object& depth,
-         double conf_threshold, Int downsample, const py::object& content_rect) {
+         double conf_threshold, Int downsample, const py::object& content_rect, const py::object& mask) {
         if (!py::isinstance<py::array>(world_points))
           throw py::type_error("world_points must be a float32 array [H, W, 3], got " + describe_array(world_points));
         const auto wp = py::reinterpret_borrow<py::array>(world_points);
@@ -133,8 +133,14 @@ void bind_functions(py::module_& m) {
           check_value(v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[3] >= 0 && v[0] + v[2] <= W && v[1] + v[3] <= H,
                       "content_rect (", v[0], ", ", v[1], ", ", v[2], ", ", v[3], ") is not inside the ", H, "x", W,
                       " (HxW) frame");
-          area = {static_cast<int>(W), io::PixelRect{static_cast<int>(v[0]), static_cast<int>(v[1]),
-                                                     static_cast<int>(v[2]), static_cast<int>(v[3])}};
+          area.frame_width = static_cast<int>(W);
+          area.rect = io::PixelRect{static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]),
+                                    static_cast<int>(v[3])};
+        }
+        std::optional<CArray<uint8_t>> keep;
+        if (!mask.is_none()) {
+          keep = mask_exact(mask, H, W, "mask");
+          area.mask = std::span<const uint8_t>(keep->data(), hw);
         }
         io::PointBatch b;
         {
@@ -152,10 +158,11 @@ void bind_functions(py::module_& m) {
         return py::make_tuple(xyz, rgb);
       },
       "world_points"_a, "image"_a, "conf"_a = py::none(), "depth"_a = py::none(), "conf_threshold"_a = 1.5,
-      "downsample"_a = 10, "content_rect"_a = py::none(),
+      "downsample"_a = 10, "content_rect"_a = py::none(), "mask"_a = py::none(),
       "The points `run` puts into points.ply for a frame with finite pose: finite points whose depth and\n"
       "conf (when given) are valid (finite, > 0), conf > conf_threshold, inside content_rect (when given:\n"
-      "Result.content_rect, the picture's part of a padded frame), then every downsample-th\n"
+      "Result.content_rect, the picture's part of a padded frame) and where mask (bool or uint8 [H, W], as\n"
+      "Exporter.write's) is nonzero, then every downsample-th\n"
       "-> (xyz float32 [N, 3], rgb uint8 [N, 3]) coloured from the model input `image`.");
 
   m.def(

@@ -60,7 +60,12 @@ bool geometry_finite(const ExportFrame& f) {
 
 PointBatch frame_points(const ExportFrame& f, int width, const PointFilter& filter) {
   if (!geometry_finite(f)) return {};
-  const PointArea area = f.content ? PointArea{width, *f.content} : PointArea{};
+  PointArea area;
+  if (f.content) {
+    area.frame_width = width;
+    area.rect = *f.content;
+  }
+  area.mask = f.point_mask;
   return select_points(f.world_points, f.image, f.depth_conf, filter.conf_threshold, filter.downsample, f.depth, area);
 }
 

@@ -88,6 +88,9 @@ struct ExportFrame {
   // Where the source picture lies on the frame (io::place_on_frame), for its camera in its own
   // pixels; nullopt: a model input given as it is.
   std::optional<SourcePlacement> placement;
+  // [H, W], 0 = the pixel gives no point (the caller's mask: sky, moving objects), or empty = every
+  // pixel. Only the point clouds (PLY / GLB / COLMAP / viewer) read it; depth maps stay whole.
+  std::span<const uint8_t> point_mask;
 
   // upstream's frame_type: 0 = scale frame, 1 = keyframe, 2 = non-keyframe.
   uint8_t frame_type() const { return scale_frame ? 0 : (keyframe ? 1 : 2); }
@@ -96,8 +99,8 @@ struct ExportFrame {
 // The rules above as predicates, shared by every writer (pixels: io::is_valid_map_value).
 bool geometry_finite(const ExportFrame& f);  // pose_enc, c2w and K all finite
 // The frame's points for a point cloud (PLY / GLB / COLMAP / viewer) of a run `width` pixels wide:
-// none when !geometry_finite, else select_points with invalid depth / confidence pixels and the
-// pixels outside f.content removed.
+// none when !geometry_finite, else select_points with invalid depth / confidence pixels, the
+// pixels outside f.content and those f.point_mask leaves out removed.
 PointBatch frame_points(const ExportFrame& f, int width, const PointFilter& filter);
 
 class Exporter {

@@ -285,6 +285,7 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
   const size_t fw = static_cast<size_t>(std::max(area.frame_width, 0));
   LINGBOT_CHECK(area.frame_width >= 0 && (fw == 0 || n % fw == 0), "point area: ", n, " points are not rows of ",
                 area.frame_width, " pixels");
+  LINGBOT_CHECK(area.mask.empty() || area.mask.size() == n, "point mask: ", area.mask.size(), " values, expected ", n);
   PointBatch out;
   size_t kept = 0;  // points that passed the filters so far; every downsample-th is emitted
   for (size_t i = 0; i < n; ++i) {
@@ -293,6 +294,7 @@ PointBatch select_points(std::span<const float> points, std::span<const float> i
     if (!conf.empty() && (!is_valid_map_value(conf[i]) || !(conf[i] > conf_threshold))) continue;
     if (!depth.empty() && !is_valid_map_value(depth[i])) continue;
     if (fw != 0 && !area.rect.contains(static_cast<int>(i % fw), static_cast<int>(i / fw))) continue;
+    if (!area.mask.empty() && area.mask[i] == 0) continue;
     if (kept++ % static_cast<size_t>(downsample) != 0) continue;
     out.xyz.insert(out.xyz.end(), p, p + 3);
     out.pixel.push_back(static_cast<uint32_t>(i));

@@ -172,10 +172,12 @@ struct PointBatch {
 // depth: [H*W] or empty; when given, pixels whose depth or confidence is non-finite or <= 0 are
 // dropped first (the invalid-value rule of io/export.h).
 // The pixels points may come from: `rect` of a frame `frame_width` pixels wide (io::content_rect: the
-// rest is padding); frame_width 0 (the default) means every pixel.
+// rest is padding); frame_width 0 (the default) means every pixel. `mask`: [H*W], 0 = the pixel gives
+// no point (a caller's mask of sky or moving objects: ExportFrame::point_mask); empty = every pixel.
 struct PointArea {
   int frame_width = 0;
   PixelRect rect;
+  std::span<const uint8_t> mask;
 };
 PointBatch select_points(std::span<const float> points, std::span<const float> image_chw, std::span<const float> conf,
                          float conf_threshold, int downsample, std::span<const float> depth = {},

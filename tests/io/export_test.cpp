@@ -183,11 +183,40 @@ TEST(Export, PaddingGivesNoPoints) {
   EXPECT_EQ(frame_points(s.f, s.w, all).size(), 0u);
   s.f.content.reset();
   EXPECT_EQ(frame_points(s.f, s.w, all).size(), 19u);
+  PointArea narrow;
+  narrow.frame_width = 3;
+  narrow.rect = PixelRect{0, 0, 1, 1};
   try {
-    select_points(s.points, s.image, s.conf, 1.5f, 1, s.depth, PointArea{3, PixelRect{0, 0, 1, 1}});
+    select_points(s.points, s.image, s.conf, 1.5f, 1, s.depth, narrow);
     ADD_FAILURE() << "a frame width that does not divide the points was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "point area: 20 points are not rows of 3 pixels");
+  }
+}
+
+// A caller's mask (ExportFrame::point_mask: sky, moving objects) leaves its pixels out of every point
+// cloud, together with the padding and the invalid pixels; the depth maps are not its business.
+TEST(Export, PointMaskLeavesItsPixelsOut) {
+  Synth s(0, 5, 4, 0.0, {0, 0, 0});
+  const PointFilter all{1.5f, 1};
+  std::vector<uint8_t> mask(20, 1);
+  mask[0] = mask[7] = mask[19] = 0;
+  mask[12] = 255;  // any nonzero value keeps the pixel
+  s.f.point_mask = mask;
+  PointBatch b = frame_points(s.f, s.w, all);
+  ASSERT_EQ(b.size(), 17u);
+  for (uint32_t p : {0u, 7u, 19u}) EXPECT_EQ(std::count(b.pixel.begin(), b.pixel.end(), p), 0) << p;
+  s.f.content = PixelRect{1, 1, 3, 2};  // with the padding rule: both apply
+  EXPECT_EQ(frame_points(s.f, s.w, all).pixel, (std::vector<uint32_t>{6, 8, 11, 12, 13}));
+  s.depth[8] = NAN;
+  EXPECT_EQ(frame_points(s.f, s.w, {1.5f, 2}).pixel, (std::vector<uint32_t>{6, 12}));  // then every 2nd
+  std::vector<uint8_t> short_mask(19, 1);
+  s.f.point_mask = short_mask;
+  try {
+    frame_points(s.f, s.w, all);
+    ADD_FAILURE() << "a mask of another size was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "point mask: 19 values, expected 20");
   }
 }
 

@@ -188,6 +188,44 @@ def test_exporter_points_equal_select_points(tiny_model, tmp_path):
     assert str(e.value) == "downsample must be >= 1, got 0"
 
 
+def test_a_mask_leaves_its_pixels_out_of_every_point_cloud(tiny_model, tmp_path):
+    """Exporter.write(mask=): upstream's demo can drop sky points (--mask_sky, with a segmentation model of
+    its own); here the caller brings any mask over the model input and every point cloud leaves it out."""
+    results = list(lm.reconstruct(images=FRAMES, model=tiny_model, **TINY_OPTIONS))
+    H, W = results[0].depth.shape
+    sky = np.zeros((H, W), bool)
+    sky[: H // 2] = True  # the upper half, as a sky segmenter might say
+    clouds = "ply,colmap,glb,viewer"
+    with lm.Exporter(tmp_path / "all", export=clouds, downsample=1) as ex:
+        for r in results:
+            ex.write(r)
+    with lm.Exporter(tmp_path / "masked", export=clouds + ",depth", downsample=1) as ex:
+        for i, r in enumerate(results):
+            ex.write(r, mask=~sky if i % 2 else (~sky).astype(np.uint8) * 7)  # bool, or uint8 nonzero
+        report = ex.report()
+    xyz, rgb = read_ply(tmp_path / "masked" / "points.ply")
+    sel = [lm.select_points(r.world_points, r.image, r.conf, r.depth, downsample=1, mask=~sky) for r in results]
+    np.testing.assert_array_equal(xyz, np.concatenate([s[0] for s in sel]))
+    np.testing.assert_array_equal(rgb, np.concatenate([s[1] for s in sel]))
+    # The masked points are the unmasked run's points from the lower half, in the same order.
+    lower = [lm.select_points(r.world_points[H // 2:], r.image[:, H // 2:], r.conf[H // 2:], r.depth[H // 2:], downsample=1)
+             for r in results]
+    np.testing.assert_array_equal(xyz, np.concatenate([s[0] for s in lower]))
+    assert 0 < len(xyz) < len(read_ply(tmp_path / "all" / "points.ply")[0])
+    assert {report[k]["points"] for k in clouds.split(",")} == {len(xyz)}  # every cloud, the same points
+    for r in results:  # the depth maps stay whole
+        np.testing.assert_array_equal(np.load(tmp_path / "masked" / "depth" / f"{r.frame_index:06d}.npy"), r.depth)
+    with lm.Exporter(tmp_path / "bad", export="ply") as ex:
+        with pytest.raises(TypeError) as e:
+            ex.write(results[0], mask=sky.astype(np.float32))
+        assert str(e.value) == ("mask must be a bool or uint8 array (nonzero: the pixel may give a point), got float32 "
+                                f"array of shape ({H}, {W})")
+        with pytest.raises(ValueError) as e:
+            ex.write(results[0], mask=sky[1:])
+        assert str(e.value) == f"mask must have shape ({H}, {W}), got bool array of shape ({H - 1}, {W})"
+        assert ex.frames == 0  # refused before anything was written
+
+
 def test_image_helpers(tmp_path):
     img = lm.load_image(FRAMES / "000000.png")
     assert img.dtype == np.uint8 and img.shape == (70, 112, 3)
