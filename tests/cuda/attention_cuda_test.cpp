@@ -415,6 +415,35 @@ TEST(CudaAttention, AutoSplitsTheKeysOfASmallGrid) {
             "paged_attention: kv_splits must be 0 (auto) to 16, got 17");
 }
 
+// A workspace whose growth failed (out of device memory) holds nothing: a later, smaller request
+// allocates again. It returned a null pointer for it (the old capacity was kept), which the kernel
+// would have written through.
+TEST(CudaAttention, AWorkspaceWhoseGrowthFailedAllocatesAgain) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  struct FailingOnce final : Allocator {
+    CudaAllocator inner;
+    bool fail_next = false;
+    void* allocate(size_t bytes) override {
+      if (fail_next) {
+        fail_next = false;
+        throw Error("out of device memory (test)");
+      }
+      return inner.allocate(bytes);
+    }
+    void deallocate(void* p, size_t bytes) noexcept override { inner.deallocate(p, bytes); }
+    MemoryKind kind() const override { return inner.kind(); }
+    size_t bytes_allocated() const override { return inner.bytes_allocated(); }
+    uint64_t allocation_count() const override { return inner.allocation_count(); }
+  } alloc;
+  AttentionWorkspace ws(alloc);
+  ASSERT_NE(ws.reserve(1000), nullptr);
+  alloc.fail_next = true;
+  EXPECT_EQ(error_of([&] { ws.reserve(4000); }), "out of device memory (test)");
+  EXPECT_EQ(ws.capacity_floats(), 0);
+  EXPECT_NE(ws.reserve(500), nullptr);
+  EXPECT_EQ(ws.capacity_floats(), 500);
+}
+
 TEST(CudaAttention, DenseMatchesCpuDense) {
   LINGBOT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(21);

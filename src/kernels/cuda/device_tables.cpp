@@ -115,6 +115,7 @@ float* AttentionWorkspace::reserve(int64_t floats) {
   LINGBOT_CHECK(floats >= 0, "AttentionWorkspace: negative size ", floats);
   if (floats > capacity_) {
     device_.reset();  // before allocating the new one: the peak holds one workspace, not two
+    capacity_ = 0;    // should the allocation throw, a later smaller call allocates again (no null workspace)
     device_ = Buffer(*alloc_, static_cast<size_t>(floats) * sizeof(float));
     capacity_ = floats;
   }
