@@ -415,6 +415,38 @@ TEST(CudaAttention, AutoSplitsTheKeysOfASmallGrid) {
             "paged_attention: kv_splits must be 0 (auto) to 16, got 17");
 }
 
+// The tensor-core kernel's softmax denominator sums the probabilities it multiplies V by (rounded to
+// the K/V dtype), as the CPU's bf16 kernel does: each output row is a convex combination of V rows, so
+// a V that is the same in every key comes out exactly (to f32 rounding). The denominator summed the
+// unrounded probabilities: outputs off by up to the dtype's rounding, a bias that does not average out.
+TEST(CudaAttention, TensorCoreWeightsSumToTheirDenominator) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(57);
+  CudaAllocator alloc;
+  for (const DType dt : {DType::BF16, DType::F16}) {
+    Problem p = make_problem(rng, 2, 64, 40, 16, 6, 1, dt);
+    const int64_t row = int64_t{p.heads} * p.d;
+    const auto same_v = [&](int64_t i) { return 0.5f + static_cast<float>(i % 32) / 64.0f; };  // exact in both
+    for (size_t e = 0; e < p.ids.size(); ++e)
+      for (int t = p.start[e]; t < p.start[e] + p.len[e]; ++t)
+        for (int64_t i = 0; i < row; ++i)
+          p.pool.set(((static_cast<size_t>(p.ids[e]) * 2 + 1) * p.page_size + t) * row + i, same_v(i));
+    for (Span& s : p.spans)
+      for (int t = 0; t < s.n; ++t)
+        for (int64_t i = 0; i < row; ++i) s.v.set(t * s.stride + i, same_v(i));
+    for (float& x : p.q) x *= 4.0f;  // peaked weights: few keys carry the row, their rounding shows
+    DeviceProblem dev(alloc, p);
+    AttentionWorkspace ws(alloc);
+    for (const int splits : {1, 2}) {
+      const std::vector<float> out = dev.run(p, AttentionImpl::TensorCore, 0, splits, &ws);
+      float worst = 0;
+      for (int q = 0; q < p.n_q; ++q)
+        for (int64_t i = 0; i < row; ++i) worst = std::max(worst, std::fabs(out[q * row + i] - same_v(i)) / same_v(i));
+      EXPECT_LE(worst, 1e-5f) << dtype_name(dt) << ", " << splits << " key ranges";
+    }
+  }
+}
+
 // A workspace whose growth failed (out of device memory) holds nothing: a later, smaller request
 // allocates again. It returned a null pointer for it (the old capacity was kept), which the kernel
 // would have written through.

@@ -26,9 +26,12 @@ namespace lingbot::cuda {
 // Which kernel runs. Auto = TensorCore when it applies (f16/bf16 K/V, head_dim 64, sm_80+), else Simt.
 //   Simt:       f32 math throughout (queries stay f32); any dtype, head_dim 1..128. At most 8 query
 //               rows (the camera head's one token per frame) split the keys over a block per row.
-//   TensorCore: mma.sync m16n8k16 with f32 accumulation; queries are rounded to the K/V dtype for
-//               Q·K^T and probabilities to the V dtype for P·V (as FlashAttention/FlashInfer do), so
-//               results differ from the CPU kernel by about the storage dtype's rounding.
+//   TensorCore: mma.sync m16n8k16 with f32 accumulation; q * scale * log2(e) is rounded to the K/V
+//               dtype once for Q·K^T and the probabilities to the V dtype for P·V (as
+//               FlashAttention/FlashInfer do), the softmax sums adding those rounded probabilities:
+//               the CPU bf16 kernel's contract (kernels/cpu/attention.h), so results differ from the
+//               CPU's f32 kernel by about the storage dtype's rounding, every row a convex
+//               combination of V rows.
 enum class AttentionImpl : uint8_t { Auto, Simt, TensorCore };
 const char* attention_impl_name(AttentionImpl impl);  // "auto" | "simt" | "tensor-core"
 AttentionImpl parse_attention_impl(const char* name);  // throws Error naming the bad value

@@ -30,6 +30,7 @@ struct MmaTraits<__half> {
     memcpy(&r, &v, 4);
     return r;
   }
+  __device__ static float round(float x) { return __half2float(__float2half_rn(x)); }
   __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     ptx::mma_m16n8k16_f16(c, a, b0, b1);
   }
@@ -42,6 +43,7 @@ struct MmaTraits<__nv_bfloat16> {
     memcpy(&r, &v, 4);
     return r;
   }
+  __device__ static float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
   __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     ptx::mma_m16n8k16_bf16(c, a, b0, b1);
   }
@@ -150,7 +152,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
   // Row tile i of this warp: rows base + 16i + g (fragment rows 0-7) and + 8 (rows 8-15).
   const int base = (blockIdx.x * kMmaWarps + warp) * 16 * RT;
 
-  // Q fragments (A operand, row-major 16x16 per k-chunk of 16 dims), rounded to T.
+  // Q fragments (A operand, row-major 16x16 per k-chunk of 16 dims): q * qscale rounded to T once, as
+  // the CPU's bf16 kernel rounds it (scores then come out in the log2 domain).
   uint32_t qa[RT][kMmaDim / 16][4];
 #pragma unroll
   for (int i = 0; i < RT; ++i) {
@@ -161,10 +164,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
 #pragma unroll
     for (int c = 0; c < kMmaDim / 16; ++c) {
       const int d = c * 16 + 2 * t;
-      qa[i][c][0] = v0 ? Tr::pack(q0[d], q0[d + 1]) : 0u;
-      qa[i][c][1] = v1 ? Tr::pack(q1[d], q1[d + 1]) : 0u;
-      qa[i][c][2] = v0 ? Tr::pack(q0[d + 8], q0[d + 9]) : 0u;
-      qa[i][c][3] = v1 ? Tr::pack(q1[d + 8], q1[d + 9]) : 0u;
+      qa[i][c][0] = v0 ? Tr::pack(q0[d] * qscale, q0[d + 1] * qscale) : 0u;
+      qa[i][c][1] = v1 ? Tr::pack(q1[d] * qscale, q1[d + 1] * qscale) : 0u;
+      qa[i][c][2] = v0 ? Tr::pack(q0[d + 8] * qscale, q0[d + 9] * qscale) : 0u;
+      qa[i][c][3] = v1 ? Tr::pack(q1[d + 8] * qscale, q1[d + 9] * qscale) : 0u;
     }
   }
 
@@ -222,15 +225,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
     }
 #pragma unroll
     for (int i = 0; i < RT; ++i) {
-      // Scale, mask keys past the tile, row max (the 4 threads of a group share rows g / g + 8).
+      // Mask keys past the tile, row max (the 4 threads of a group share rows g / g + 8).
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kMmaKeys / 8; ++j) {
         const int col = 8 * j + 2 * t;
-        s[i][j][0] = col < cur.nk ? s[i][j][0] * qscale : -INFINITY;
-        s[i][j][1] = col + 1 < cur.nk ? s[i][j][1] * qscale : -INFINITY;
-        s[i][j][2] = col < cur.nk ? s[i][j][2] * qscale : -INFINITY;
-        s[i][j][3] = col + 1 < cur.nk ? s[i][j][3] * qscale : -INFINITY;
+        s[i][j][0] = col < cur.nk ? s[i][j][0] : -INFINITY;
+        s[i][j][1] = col + 1 < cur.nk ? s[i][j][1] : -INFINITY;
+        s[i][j][2] = col < cur.nk ? s[i][j][2] : -INFINITY;
+        s[i][j][3] = col + 1 < cur.nk ? s[i][j][3] : -INFINITY;
         mx0 = fmaxf(mx0, fmaxf(s[i][j][0], s[i][j][1]));
         mx1 = fmaxf(mx1, fmaxf(s[i][j][2], s[i][j][3]));
       }
@@ -251,12 +254,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attn_mma_kernel(QueryArgs q, K
         o[i][j][2] *= a1;
         o[i][j][3] *= a1;
       }
+      // The probabilities rounded to T here, as the PV mma takes them, and the row sums add those
+      // rounded values: each output row is a convex combination of V rows (the CPU's bf16 contract).
 #pragma unroll
       for (int j = 0; j < kMmaKeys / 8; ++j) {
-        s[i][j][0] = exp2f(s[i][j][0] - mn0);
-        s[i][j][1] = exp2f(s[i][j][1] - mn0);
-        s[i][j][2] = exp2f(s[i][j][2] - mn1);
-        s[i][j][3] = exp2f(s[i][j][3] - mn1);
+        s[i][j][0] = Tr::round(exp2f(s[i][j][0] - mn0));
+        s[i][j][1] = Tr::round(exp2f(s[i][j][1] - mn0));
+        s[i][j][2] = Tr::round(exp2f(s[i][j][2] - mn1));
+        s[i][j][3] = Tr::round(exp2f(s[i][j][3] - mn1));
         l[i][0] += s[i][j][0] + s[i][j][1];
         l[i][1] += s[i][j][2] + s[i][j][3];
       }
