@@ -185,6 +185,29 @@ TEST(CudaPagedKVCache, StepRulesAreChecked) {
   }
 }
 
+// A frame step's tables (patch page table, special-stream runs) go up through pinned memory: from
+// pageable memory each upload would wait for the previous frame's queued work on the device.
+TEST(CudaPagedKVCache, StepTablesUploadThroughPinnedMemory) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+#ifndef LINGBOT_CUDA_RUNTIME_SHIM
+  GTEST_SKIP() << "counts the host emulation's pageable copies (tests/cuda_emulated)";
+#else
+  CudaAllocator alloc;
+  CacheOptions o;
+  o.num_blocks = 2;
+  o.heads = 1;
+  o.head_dim = 8;
+  o.tokens_per_frame = 6 + 4;
+  o.sliding_window = 2;
+  o.scale_frames = 2;
+  CudaPagedKVCache cache(o, alloc);
+  const long before = emulated_pageable_uploads();
+  cache.begin_step(FrameMode::ScalePhase, 2);
+  EXPECT_GT(cache.keys_in_step(), 0);
+  EXPECT_EQ(emulated_pageable_uploads(), before);
+#endif
+}
+
 // Needs no device: the allocator kind is checked before any pool is allocated.
 TEST(CudaPagedKVCache, RejectsAHostAllocator) {
   CacheOptions o;

@@ -170,6 +170,28 @@ TEST(CudaSession, DevicePeakBytesCoverTheKvCache) {
   }
 }
 
+// A streamed frame's host -> device copies (its image, the cache's tables, the normalisation
+// constants, ...) all go through pinned memory: from pageable memory each would first wait for the
+// work queued on the stream, and the host could not queue the next frame's work meanwhile.
+TEST(CudaSession, AStreamedFrameMakesNoPageableUpload) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+#ifndef LINGBOT_CUDA_RUNTIME_SHIM
+  GTEST_SKIP() << "counts the host emulation's pageable copies (tests/cuda_emulated)";
+#else
+  const std::optional<Tiny> tiny = load_tiny();
+  ASSERT_TRUE(tiny);
+  const auto& [model, images] = *tiny;
+  const int64_t H = images.dim(2), W = images.dim(3);
+  SessionOptions o = tiny_options();
+  o.device = Device::Cuda;
+  Session s(model, o);
+  for (int64_t i = 0; i < o.scale_frames; ++i) s.push_frame(images.f32() + i * 3 * H * W, H, W);
+  const long before = emulated_pageable_uploads();
+  ASSERT_EQ(s.push_frame(images.f32() + o.scale_frames * 3 * H * W, H, W).size(), 1u);
+  EXPECT_EQ(emulated_pageable_uploads(), before);
+#endif
+}
+
 // Phase times: on the device every phase gains device time (CUDA events around its queued work;
 // emulated, the host clock) with every step; a CPU session's phases have none. Wall time grows on both.
 TEST(CudaSession, PhasesHaveDeviceTimeOnTheDeviceOnly) {

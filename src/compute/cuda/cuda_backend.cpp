@@ -313,9 +313,8 @@ void CudaBackend::normalize_channels(const float* x, int64_t channels, int64_t p
   if (channels == 0) return;
   // [mean | stdev] on the device; rewriting it is ordered after the previous op that read it.
   auto* stats = static_cast<float*>(scratch(channel_stats_, 2 * mean.size() * sizeof(float)));
-  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(stats, mean.data(), mean.size() * sizeof(float), cudaMemcpyHostToDevice, stream()));
-  LINGBOT_CUDA_CHECK(cudaMemcpyAsync(stats + channels, stdev.data(), stdev.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream()));
+  staging_.copy_to_device(stats, mean.data(), mean.size() * sizeof(float), stream());
+  staging_.copy_to_device(stats + channels, stdev.data(), stdev.size() * sizeof(float), stream());
   cuda::normalize_channels(x, channels, plane, stats, stats + channels, y, stream());
 }
 

@@ -20,6 +20,7 @@
 
 #include "core/allocator.h"
 #include "kernels/attention_views.h"
+#include "kernels/cuda/pinned_staging.h"
 
 namespace lingbot::cuda {
 
@@ -90,8 +91,10 @@ class DevicePageTable {
  public:
   explicit DevicePageTable(Allocator& device_allocator);  // allocator must be MemoryKind::Device
   // Checks every entry like the CPU kernel does (page id in [0, num_pages), slots inside the page;
-  // same messages) and copies the table to the device asynchronously on `stream`.
-  void upload(const kernels::PageTableView& host, int num_pages, int page_size, cudaStream_t stream = nullptr);
+  // same messages) and copies the table to the device asynchronously on `stream`: through `staging`
+  // when given (the host does not wait for the stream's queued work), else from pageable memory.
+  void upload(const kernels::PageTableView& host, int num_pages, int page_size, cudaStream_t stream = nullptr,
+              PinnedStaging* staging = nullptr);
   // Device pointers; valid until the next upload.
   kernels::PageTableView view() const;
   int num_entries() const { return num_entries_; }
@@ -126,7 +129,9 @@ class DeviceSpanTable {
  public:
   explicit DeviceSpanTable(Allocator& device_allocator);  // allocator must be MemoryKind::Device
   // Spans hold device pointers; all share `dtype`; token_stride >= row (= heads*head_dim).
-  void upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream = nullptr);
+  // `staging` as for DevicePageTable::upload.
+  void upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream = nullptr,
+              PinnedStaging* staging = nullptr);
   int size() const { return static_cast<int>(keys_before_.size()) - 1; }
   DType dtype() const { return dtype_; }
   int64_t row() const { return row_; }

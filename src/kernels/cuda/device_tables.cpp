@@ -13,7 +13,8 @@ DevicePageTable::DevicePageTable(Allocator& device_allocator) : alloc_(&device_a
                 "DevicePageTable: the allocator must allocate device memory");
 }
 
-void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int page_size, cudaStream_t stream) {
+void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int page_size, cudaStream_t stream,
+                             PinnedStaging* staging) {
   const int n = t.num_entries;
   const int64_t keys = kernels::check_page_table("paged_attention", t, num_pages, page_size);
   if (n > capacity_) {
@@ -22,7 +23,13 @@ void DevicePageTable::upload(const kernels::PageTableView& t, int num_pages, int
     staging_.assign(static_cast<size_t>(cap) * 3, 0);
     capacity_ = cap;
   }
-  if (n > 0) {
+  if (n > 0 && staging) {  // the n entries of each array, straight from the caller's table
+    int32_t* d = static_cast<int32_t*>(device_.data());
+    const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
+    staging->copy_to_device(d, t.page_ids, bytes, stream);
+    staging->copy_to_device(d + capacity_, t.start, bytes, stream);
+    staging->copy_to_device(d + 2 * capacity_, t.len, bytes, stream);
+  } else if (n > 0) {
     int32_t* s = staging_.data();
     std::memcpy(s, t.page_ids, n * sizeof(int32_t));
     std::memcpy(s + capacity_, t.start, n * sizeof(int32_t));
@@ -55,7 +62,8 @@ DeviceSpanTable::DeviceSpanTable(Allocator& device_allocator) : alloc_(&device_a
                 "DeviceSpanTable: the allocator must allocate device memory");
 }
 
-void DeviceSpanTable::upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream) {
+void DeviceSpanTable::upload(std::span<const kernels::KVSpan> spans, DType dtype, int64_t row, cudaStream_t stream,
+                             PinnedStaging* staging) {
   LINGBOT_CHECK(row > 0, "DeviceSpanTable: row must be > 0, got ", row);
   const int n = static_cast<int>(spans.size());
   for (int i = 0; i < n; ++i) {
@@ -81,10 +89,9 @@ void DeviceSpanTable::upload(std::span<const kernels::KVSpan> spans, DType dtype
     staging_[i] = DeviceSpan{s.k, s.v, s.token_stride, s.n_tokens, 0};
     keys_before_.push_back(keys_before_.back() + s.n_tokens);
   }
-  if (n > 0) {
-    LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), staging_.data(), static_cast<size_t>(n) * sizeof(DeviceSpan),
-                                       cudaMemcpyHostToDevice, stream));
-  }
+  const size_t bytes = static_cast<size_t>(n) * sizeof(DeviceSpan);
+  if (n > 0 && staging) staging->copy_to_device(device_.data(), staging_.data(), bytes, stream);
+  else if (n > 0) LINGBOT_CUDA_CHECK(cudaMemcpyAsync(device_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, stream));
   dtype_ = dtype;
   row_ = row;
 }

@@ -38,7 +38,7 @@ void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
   book_.begin_step(mode, n_frames);
 
   const PagePlan& plan = book_.plan();
-  table_.upload(plan.patch_table(), book_.pool_pages(), book_.page_size(), stream_);
+  table_.upload(plan.patch_table(), book_.pool_pages(), book_.page_size(), stream_, &staging_);
   const size_t es = dtype_size(o.dtype);
   const int64_t slots = book_.page_size();
   runs_per_block_ = static_cast<int>(plan.special_page_ids.size());
@@ -52,7 +52,7 @@ void CudaPagedKVCache::begin_step(FrameMode mode, int n_frames) {
                                               plan.special_len[r], int64_t{plan.special_stride[r]} * row_});
     }
   }
-  specials_.upload(span_scratch_, o.dtype, row_, stream_);
+  specials_.upload(span_scratch_, o.dtype, row_, stream_, &staging_);
 
   step_.open = true;
   step_.mode = mode;

@@ -65,6 +65,9 @@ class CudaPagedKVCache final : public KVCache {
   Buffer own_;                              // non-keyframe own K/V in the storage dtype [2][tokens][row]
   kernels::KVSpan own_span_;                // the own tokens of the current non-keyframe store()
   const kernels::KVSpan* pending_kv_ = nullptr;  // kv of the store() in progress (write_frame input)
+  // The tables' uploads go through pinned memory: a pageable copy would wait for the stream's queued
+  // work (the previous frame) every step. Last: destroyed first, it waits for its transfers.
+  PinnedStaging staging_;
 };
 
 // Device KV cache factory for benchmarks and the model's GPU path. Only KVBackend::Paged exists on

@@ -7,6 +7,8 @@
 // whose launches are checked like a device's (emulated_launch.h: limits, device pointers) and then
 // run as whole grids of threads (emulated_grid.h, in the kernels' translation units, built with
 // LINGBOT_EMULATED_GRID). Test code only.
+#define LINGBOT_CUDA_RUNTIME_SHIM 1  // tests that read the emulation's own counters test for it
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -156,7 +158,14 @@ inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
+// Host -> device async copies from pageable memory (not cudaHostAlloc'd), which on a device first wait
+// for the stream's queued work (kernels/cuda/pinned_staging.h): tests check the hot paths make none.
+inline std::atomic<long>& emulated_pageable_uploads() {
+  static std::atomic<long> n{0};
+  return n;
+}
 inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) {
+  if (n != 0 && k == cudaMemcpyHostToDevice && emulated_memory_type(s) != cudaMemoryTypeHost) ++emulated_pageable_uploads();
   return cudaMemcpy(d, s, n, k);
 }
 inline cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h,
