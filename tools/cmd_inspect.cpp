@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "io/checkpoint.h"
+#include "lingbot/model.h"
 #include "lingbot/model_config.h"
 
 namespace lingbot::cli {
@@ -123,8 +124,13 @@ void run_inspect(const InspectOptions& o) {
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  ModelLoadStats not_run;
+  not_run.ignored = modules_not_run(idx.tensors);
+  size_t model_keys = idx.tensors.size();
+  for (const auto& m : not_run.ignored) model_keys -= static_cast<size_t>(m.tensors);
   if (problems.empty())
-    std::printf("\nconfig check: OK (all %zu keys present with the expected shapes)\n", idx.tensors.size());
+    std::printf("\nconfig check: OK (all %zu keys present with the expected shapes)\n", model_keys);
+  if (!not_run.ignored.empty()) std::printf("%s\n", not_run.ignored_description().c_str());
   else
     std::printf("\nconfig check: FAILED (%zu problem(s))\n", problems.size());
   for (const auto& p : problems) std::printf("  %s\n", p.c_str());

@@ -398,6 +398,8 @@ void print_run_banner(const RunArgs& a, const RunSettings& settings, const Input
   std::printf("weights: %s for the block linears (%s%s%s)%s\n", dtype_name(model.weights_dtype()).data(),
               gemm_path_description(settings.device, model.weights_dtype()).c_str(), rule.empty() ? "" : "; ",
               rule.c_str(), model.load_stats().mapped ? ", checkpoint memory-mapped" : "");
+  if (const std::string ignored = model.load_stats().ignored_description(); !ignored.empty())
+    std::printf("notice: %s\n", ignored.c_str());
   const int64_t head_dim = model.config().aggregator.embed_dim / model.config().aggregator.num_heads;
   std::printf("attention: %s\n",
               attention_path_description(settings.device, settings.kv_dtype, model.weights_dtype(), head_dim).c_str());

@@ -47,7 +47,19 @@ struct ModelLoadStats {
   uint64_t file_bytes = 0;
   size_t borrowed_bytes = 0;   // weight bytes read straight from the mapping (no copy)
   size_t owned_bytes = 0;      // weight bytes held in the process's own memory
+  // Checkpoint tensors of modules this model does not run (ModelConfig::is_model_key), dropped at
+  // load: one entry per module (the key's first component), in name order.
+  struct Ignored {
+    std::string module;  // "point_head"
+    int64_t tensors = 0, parameters = 0;
+  };
+  std::vector<Ignored> ignored;
+  // "checkpoint tensors of modules this model does not run are ignored (as upstream's demo drops them):
+  // point_head (34 tensors, 32505858 parameters)"; empty when nothing was ignored.
+  std::string ignored_description() const;
 };
+// The checkpoint tensors a model would ignore (ModelLoadStats::ignored), from names and shapes.
+std::vector<ModelLoadStats::Ignored> modules_not_run(const io::TensorInfoMap& index);
 
 class Model {
  public:

@@ -150,11 +150,18 @@ struct ModelConfig {
   // Every state_dict key this configuration needs, with its exact shape, in upstream order.
   std::vector<ExpectedTensor> expected_keys() const;
 
+  // Whether a checkpoint key lies under one of this model's modules (aggregator, camera_head,
+  // depth_head). Keys that do not are tensors of heads this model does not run (upstream's
+  // point_head / track_head, which checkpoints of its base model class carry; upstream's demo loads
+  // with strict=False and drops them): validate() and problems() leave them out, Model::load ignores
+  // them and says which (ModelLoadStats::ignored). Unexpected keys under the modules stay errors.
+  static bool is_model_key(std::string_view key);
+
   // Throws one Error listing all missing, unexpected and mis-shaped keys (and non-float tensors).
   void validate(const io::TensorMap& weights) const;
   void validate(const io::TensorInfoMap& index) const;
   // The same check as a list of problems (empty when valid): "missing <key> <shape>",
-  // "wrong shape <key>: ...", "wrong dtype <key>: ...", "unexpected <key> <shape>".
+  // "wrong shape <key>: ...", "wrong dtype <key>: ...", "unexpected <key> <shape>" (is_model_key keys only).
   std::vector<std::string> problems(const io::TensorMap& weights) const;
   std::vector<std::string> problems(const io::TensorInfoMap& index) const;
 

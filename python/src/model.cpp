@@ -155,6 +155,9 @@ PyModel PyModel::load(const fs::path& path, const py::object& config, const std:
     py::gil_scoped_release nogil;
     m.model = Model::load(path.string(), overrides, lo);
   }
+  // As run's notice: the heads upstream's demo drops too (a checkpoint of its base model class).
+  if (const std::string ignored = m.model->load_stats().ignored_description(); !ignored.empty())
+    if (PyErr_WarnEx(PyExc_UserWarning, ignored.c_str(), 1) != 0) throw py::error_already_set();
   m.source = path.string();
   m.path = fs::absolute(path);
   m.overrides = std::move(overrides);

@@ -432,6 +432,12 @@ int64_t ModelConfig::parameter_count() const {
   return n;
 }
 
+bool ModelConfig::is_model_key(std::string_view key) {
+  for (std::string_view module : {"aggregator.", "camera_head.", "depth_head."})
+    if (key.starts_with(module)) return true;
+  return false;
+}
+
 std::vector<std::string> ModelConfig::problems(const io::TensorMap& weights) const { return problems(io::index_of(weights)); }
 
 std::vector<std::string> ModelConfig::problems(const io::TensorInfoMap& weights) const {
@@ -452,7 +458,8 @@ std::vector<std::string> ModelConfig::problems(const io::TensorInfoMap& weights)
     }
   }
   for (const auto& [name, t] : weights)
-    if (!expected_names.count(name)) unexpected.push_back(detail::concat("unexpected ", name, " ", shape_str(t.shape)));
+    if (is_model_key(name) && !expected_names.count(name))
+      unexpected.push_back(detail::concat("unexpected ", name, " ", shape_str(t.shape)));
   std::vector<std::string> out;
   for (auto* v : {&missing, &misshaped, &unexpected}) out.insert(out.end(), v->begin(), v->end());
   return out;

@@ -33,6 +33,27 @@ bool uses_weights_dtype(std::string_view name) {
   return false;
 }
 
+std::vector<ModelLoadStats::Ignored> modules_not_run(const io::TensorInfoMap& index) {
+  std::vector<ModelLoadStats::Ignored> out;
+  for (const auto& [name, info] : index) {  // in name order: one module's keys are consecutive
+    if (ModelConfig::is_model_key(name)) continue;
+    const std::string module = name.substr(0, name.find('.'));
+    if (out.empty() || out.back().module != module) out.push_back({module});
+    out.back().tensors += 1;
+    out.back().parameters += io::checked_numel(info.shape, name);
+  }
+  return out;
+}
+
+std::string ModelLoadStats::ignored_description() const {
+  if (ignored.empty()) return "";
+  std::string s = "checkpoint tensors of modules this model does not run are ignored (as upstream's demo drops them):";
+  for (size_t i = 0; i < ignored.size(); ++i)
+    s += detail::concat(i ? ", " : " ", ignored[i].module, " (", ignored[i].tensors, " tensors, ", ignored[i].parameters,
+                        " parameters)");
+  return s;
+}
+
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
@@ -61,6 +82,8 @@ std::shared_ptr<const Model> Model::from_weights(io::TensorMap weights, const Mo
   config.check();
   config.validate(weights);
   auto impl = std::make_unique<Impl>();
+  impl->stats.ignored = modules_not_run(io::index_of(weights));
+  std::erase_if(weights, [](const auto& entry) { return !ModelConfig::is_model_key(entry.first); });
   impl->config = config;
   impl->options = options;
   const DType wd = options.weights_dtype;

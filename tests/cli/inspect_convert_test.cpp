@@ -36,6 +36,26 @@ TEST(InspectCli, TinyCheckpointPassesAllChecks) {
   EXPECT_TRUE(contains(run_cli("inspect " + kTestdata + "/tiny/weights.safetensors").out, "  F16      258 tensors        3,463,256 bytes"));
 }
 
+// A checkpoint with tensors of heads the model does not run (upstream's point_head): inspect passes it
+// and names them; run says it ignores them (it refused the file before).
+TEST(InspectCli, TensorsOfOtherHeadsAreNamedAndRunIgnoresThem) {
+  lingbot::io::TensorMap w = lingbot::io::load_checkpoint(kTestdata + "/tiny/weights.safetensors").tensors;
+  w.emplace("point_head.fc.weight", lingbot::Tensor(lingbot::Shape{3, 4}));
+  const fs::path path = inspect_convert_dir() / "with_point_head.safetensors";
+  lingbot::io::write_safetensors(path.string(), w);
+  const std::string line =
+      "checkpoint tensors of modules this model does not run are ignored (as upstream's demo drops them): "
+      "point_head (1 tensors, 12 parameters)\n";
+  const Result r = run_cli("inspect " + path.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "config check: OK (all 258 keys present with the expected shapes)\n" + line)) << r.out;
+  const fs::path out = inspect_convert_dir() / "with_point_head_out";
+  const Result run = run_cli("run --images " + kTestdata + "/tiny/frames --first-k 2 --scale-frames 2 --image-size 112 "
+                             "--export poses --out " + out.string() + " --model " + path.string());
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "notice: " + line)) << run.out;
+}
+
 TEST(InspectCli, LoadReportsPeakMemory) {
   const Result r = run_cli("inspect " + kTestdata + "/tiny/model.pt --load");
   EXPECT_EQ(r.exit_code, 0) << r.err;

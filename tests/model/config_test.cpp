@@ -139,7 +139,8 @@ TEST(ModelConfig, ValidateListsAllProblemsAtOnce) {
   w.erase("camera_head.token_norm.bias");
   w.erase("aggregator.scale_token");
   w.at("depth_head.norm.weight") = Tensor(Shape{255}, DType::F16);
-  w.emplace("module.extra", Tensor(Shape{2, 2}));
+  w.emplace("aggregator.extra", Tensor(Shape{2, 2}));
+  w.emplace("point_head.extra", Tensor(Shape{2, 2}));  // a module the model does not have: not a problem
   try {
     c.validate(w);
     FAIL() << "validate accepted a broken checkpoint";
@@ -149,8 +150,23 @@ TEST(ModelConfig, ValidateListsAllProblemsAtOnce) {
                  "  missing aggregator.scale_token [1, 2, 1, 128]\n"
                  "  missing camera_head.token_norm.bias [256]\n"
                  "  wrong shape depth_head.norm.weight: expected [256], got [255]\n"
-                 "  unexpected module.extra [2, 2]");
+                 "  unexpected aggregator.extra [2, 2]");
   }
+}
+
+// Tensors of heads the model does not have are not problems (tests/pipeline/model_load_test.cpp:
+// ModelLoad.TensorsOfHeadsTheModelDoesNotRunAreIgnoredAndNamed); unexpected keys inside the model's
+// modules are (ValidateListsAllProblemsAtOnce).
+TEST(ModelConfig, KeysOutsideTheModelsModulesAreNotProblems) {
+  io::TensorMap w = io::SafetensorsReader::open(kTestdata + "/tiny/weights.safetensors").read_all();
+  const ModelConfig c = ModelConfig::infer(w);
+  w.emplace("point_head.scratch.output_conv1.weight", Tensor(Shape{4, 8, 3, 3}));
+  w.emplace("point_head.scratch.output_conv1.bias", Tensor(Shape{4}));
+  w.emplace("track_head.fc.weight", Tensor(Shape{2, 5}));
+  EXPECT_TRUE(c.problems(w).empty());
+  EXPECT_TRUE(ModelConfig::is_model_key("depth_head.norm.weight"));
+  EXPECT_FALSE(ModelConfig::is_model_key("depth_headx.norm.weight"));
+  EXPECT_FALSE(ModelConfig::is_model_key("point_head.norm.weight"));
 }
 
 TEST(ModelConfig, SetOverridesAndErrors) {

@@ -34,6 +34,46 @@ TEST(ModelLoad, ModelLoadMapsF32AndReadsReducedPrecision) {
   EXPECT_GT(bf16->load_stats().seconds, 0.0);
 }
 
+// Upstream's base model class builds a point head (and can build a track head) that its streaming
+// model does not; upstream's demo loads with strict=False, so a checkpoint carrying them runs there.
+// They were refused here ("N unexpected key(s)"): now dropped and named (run's notice, a Python
+// UserWarning, inspect's line), whether the file is mapped (f32) or read (bf16).
+TEST(ModelLoad, TensorsOfHeadsTheModelDoesNotRunAreIgnoredAndNamed) {
+  lingbot_test::TempDir dir;
+  io::TensorMap w = load_checkpoint(kTiny + "/weights.safetensors").tensors;
+  w.emplace("point_head.scratch.output_conv1.weight", Tensor(Shape{4, 8, 3, 3}));
+  w.emplace("point_head.scratch.output_conv1.bias", Tensor(Shape{4}));
+  w.emplace("track_head.fc.weight", Tensor(Shape{2, 5}));
+  const std::string path = (dir.path / "with_heads.safetensors").string();
+  write_safetensors(path, w);
+  for (const DType wd : {DType::F32, DType::BF16}) {
+    ModelLoadOptions o;
+    o.weights_dtype = wd;
+    const auto model = Model::load(path, {}, o);
+    const ModelLoadStats& s = model->load_stats();
+    ASSERT_EQ(s.ignored.size(), 2u);
+    EXPECT_EQ(s.ignored[0].module, "point_head");
+    EXPECT_EQ(s.ignored[0].tensors, 2);
+    EXPECT_EQ(s.ignored[0].parameters, 4 * 8 * 3 * 3 + 4);
+    EXPECT_EQ(s.ignored_description(),
+              "checkpoint tensors of modules this model does not run are ignored (as upstream's demo drops them): "
+              "point_head (2 tensors, 292 parameters), track_head (1 tensors, 10 parameters)");
+    EXPECT_EQ(s.owned_bytes + s.borrowed_bytes, Model::load(kTiny + "/weights.safetensors", {}, o)->load_stats().owned_bytes +
+                                                    Model::load(kTiny + "/weights.safetensors", {}, o)->load_stats().borrowed_bytes);
+  }
+  EXPECT_TRUE(Model::load(kTiny + "/weights.safetensors")->load_stats().ignored_description().empty());
+  // Inside the model's own modules an unexpected key is still an error: another architecture.
+  w.emplace("aggregator.extra_token", Tensor(Shape{4}));
+  write_safetensors(path, w);
+  try {
+    Model::load(path);
+    ADD_FAILURE() << "an unexpected key inside the aggregator was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 unexpected key(s):\n  unexpected aggregator.extra_token [4]"),
+              std::string::npos) << e.what();
+  }
+}
+
 // A missing file is FileNotFound (a subclass of Error) with the CLI's words, whichever access the
 // weights dtype picks (f32 maps the file, bf16 reads it: both opened it first and said "cannot open").
 TEST(ModelLoad, AMissingFileIsFileNotFound) {

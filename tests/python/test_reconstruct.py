@@ -374,6 +374,29 @@ def test_load_safetensors_keeps_empty_tensors(tmp_path):
     assert t["one"].tolist() == [2.5]
 
 
+def test_tensors_of_heads_the_model_does_not_run_are_ignored_with_a_warning(tmp_path):
+    """A checkpoint of upstream's base model class carries a point head the streaming model does not run
+    (upstream's demo loads with strict=False); Model.load refused it, now it warns as run's notice."""
+    weights = lm.load_safetensors(TINY / "weights.safetensors")
+    weights["point_head.fc.weight"] = np.ones((3, 4), np.float32)
+    header, blobs, at = {}, [], 0
+    for name, a in weights.items():
+        data = np.ascontiguousarray(a, np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    text = json.dumps(header).encode()
+    path = tmp_path / "with_point_head.safetensors"
+    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+    with pytest.warns(UserWarning) as w:
+        model = lm.Model.load(path)
+    assert [str(x.message) for x in w] == [
+        "checkpoint tensors of modules this model does not run are ignored (as upstream's demo drops them): "
+        "point_head (1 tensors, 12 parameters)"]
+    with lm.Session(model, scale_frames=1) as s:
+        assert len(s.push(lm.load_image(sorted(FRAMES.iterdir())[0]))) == 1
+
+
 def test_viewer_frames_say_whether_the_timestamp_is_seconds(demo_model, tmp_path):
     """A timestamp given to push() (or a video's) is seconds: the viewer file's flags bit 1 is set and
     survives pickling; frames without one carry their index, and the bit is clear."""
