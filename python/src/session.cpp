@@ -257,7 +257,7 @@ class PySession {
     }
     if (stream_->closed() || pending_.empty()) return true;
     const FrameSpan waiting{pending_.front().index, pending_.back().index};
-    const char* why = stream_->windows().is_none()
+    const char* why = !stream_->windowed()
                           ? " (the first scale_frames frames give their results together, when the last of them is "
                             "pushed or at finish())"
                           : " (mode='windowed' returns frames in bursts, as windows are aligned; the last ones at "

@@ -63,7 +63,7 @@ void Stream::reset() {
 
 py::dict Stream::options_dict() const {
   const SessionOptions& o = options();
-  const bool windowed = windowed_options_.has_value();
+  const bool windowed = this->windowed();
   py::dict d("mode"_a = windowed ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
              "kv_window"_a = o.kv_window,
              // None for flow keyframes (as summary.json): keyframe_policy says how frames are chosen

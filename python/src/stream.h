@@ -49,6 +49,7 @@ class Stream {
   }
   bool closed() const { return ended_ || (session_ ? session_->closed() : windowed_->closed()); }
   int scale_frames() const { return options().scale_frames; }
+  bool windowed() const { return windowed_options_.has_value(); }
 
   // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once):
   // the first scale_frames frames, and in windowed mode every window's.
