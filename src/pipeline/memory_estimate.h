@@ -31,8 +31,7 @@ struct MemoryInputs {
   std::optional<int64_t> frames;              // frames of the run, when known or estimated
   int scale_frames = 8, kv_window = 64;
   // The most frames from one keyframe to the next (KeyframePolicy::max_keyframe_spacing: the interval,
-  // flow keyframes' max_non_keyframe_gap); 0 = unknown: only the scale frames and the first streamed
-  // frame count as stored.
+  // flow keyframes' max_non_keyframe_gap); 0 = unknown: only the scale frames count as stored.
   int keyframe_interval = 1;
   int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = keep all)
   KVBackend kv_backend = KVBackend::Paged;
