@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <tiny_gltf.h>
 
 #include "core/error.h"
@@ -185,13 +186,14 @@ void GlbSceneBuilder::write(const fs::path& path) const {
   m.scenes.push_back(scene);
   m.defaultScene = 0;
 
+  // Serialised in memory, then written by write_file_atomic, which checks every write and the close:
+  // TinyGLTF's file writer (2.7) reports success whatever its stream did, so a full disk gave a
+  // truncated scene.glb under its final name.
   tinygltf::TinyGLTF gltf;
-  if (!gltf.WriteGltfSceneToFile(&m, temp_path(path).string(), /*embedImages=*/true, /*embedBuffers=*/true,
-                                 /*prettyPrint=*/false, /*writeBinary=*/true)) {
-    discard_temp_file(path);
+  std::ostringstream glb(std::ios::binary);
+  if (!gltf.WriteGltfSceneToStream(&m, glb, /*prettyPrint=*/false, /*writeBinary=*/true) || !glb)
     throw Error("cannot write " + path.string() + " (TinyGLTF failed)");
-  }
-  commit_temp_file(path);
+  write_file_atomic(path, glb.view());
 }
 
 namespace {

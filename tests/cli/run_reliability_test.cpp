@@ -361,6 +361,12 @@ size_t check_exports_agree(const fs::path& out) {
   EXPECT_EQ(static_cast<int64_t>(points), parse_ply_header(slurp(out / "points.ply")).vertices);
   EXPECT_EQ(read_lines(out / "bss" / "traj.txt").size(), frames);
   EXPECT_EQ(read_lines(out / "bss" / "intrinsics.txt").size(), frames);
+  if (fs::exists(out / "scene.glb")) {  // GLB's header states the file's length: a cut file is invalid
+    const std::string glb = slurp(out / "scene.glb");
+    uint32_t length = 0;
+    if (glb.size() >= 12) std::memcpy(&length, glb.data() + 8, 4);
+    EXPECT_EQ(length, glb.size()) << "scene.glb is cut short (TinyGLTF's file writer did not say)";
+  }
   if (fs::exists(out / "summary.json")) {
     const json summary = read_json(out / "summary.json");
     EXPECT_EQ(summary.at("frames"), frames);

@@ -1,7 +1,10 @@
 // Exporters (io/export.h): the --export list, the invalid-value rule, and every new format read by
 // the tool of its field: numpy (NPZ), COLMAP 3.8 (text model), the Khronos glTF validator (GLB).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cmath>
@@ -603,6 +606,41 @@ TEST(Glb, KhronosValidatorReportsNoErrors) {
   EXPECT_EQ(rep.at("info").at("drawCallCount"), 3) << rep.dump(1);  // points, frustums, trajectory
   // Vertices: the points, 16 per keyframe frustum (frames 0, 2, 4), one per camera centre.
   EXPECT_EQ(rep.at("info").at("totalVertexCount"), points + 16 * 3 + 4) << rep.dump(1);
+  EXPECT_FALSE(fs::exists(dir.path / "scene.glb.tmp"));
+}
+
+// A write that fails (a full disk; here a file size limit: EFBIG) is an error and leaves no scene.glb:
+// TinyGLTF's file writer reported success whatever its stream did, so a cut file took the final name.
+TEST(Glb, AFailedWriteIsAnErrorAndLeavesNoFile) {
+  TempDir dir;
+  GlbSceneBuilder b;
+  PointBatch pts;
+  for (int i = 0; i < 4000; ++i) {
+    pts.xyz.insert(pts.xyz.end(), {0.001f * i, 1.0f, 2.0f});
+    pts.rgb.insert(pts.rgb.end(), {1, 2, 3});
+  }
+  b.add_points(pts);
+  const fs::path path = dir.path / "scene.glb";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // the limit stays in the child
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{16 * 1024, 16 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    int code = 3;
+    try {
+      b.write(path);
+      code = 1;  // no error
+    } catch (const Error& e) {
+      code = std::string(e.what()).find("File too large") != std::string::npos ? 0 : 2;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error, 2: another error";
+  EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(dir.path / "scene.glb.tmp"));
 }
 
