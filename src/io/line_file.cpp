@@ -1,6 +1,7 @@
 #include "io/line_file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -8,7 +9,12 @@
 
 namespace lingbot::io {
 
-LineFile::LineFile(const std::filesystem::path& path) : path_(path), file_(open_for_writing(path)) {}
+LineFile::LineFile(const std::filesystem::path& path) : path_(path), file_(open_for_writing(path)) {
+  // Unbuffered: an append is one write(2) whatever its size. Buffered, glibc split an append larger
+  // than its buffer (a COLMAP frame's POINTS2D line: ~500 KB) into several, and a kill -9 between
+  // them left a cut line that COLMAP's reader cannot parse.
+  std::setvbuf(file_.get(), nullptr, _IONBF, 0);
+}
 
 void LineFile::append(std::string_view text) {
   if (std::fwrite(text.data(), 1, text.size(), file_.get()) == text.size() && std::fflush(file_.get()) == 0) {

@@ -1,6 +1,6 @@
 #pragma once
-// A text file written by appending: every append() reaches the file (fflush) before it returns, so
-// an interrupted run leaves the lines written so far. An append that fails (full disk) throws and
+// A text file written by appending: every append() reaches the file in one write(2) before it
+// returns, so an interrupted run (even kill -9) leaves the lines written so far, none cut. An append that fails (full disk) throws and
 // leaves the file as it was before the call; rewind() takes back appends that succeeded (a frame
 // another export failed on). Used by the line-based exports (bss, colmap).
 #include <filesystem>
