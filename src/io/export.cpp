@@ -133,7 +133,10 @@ void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    if (!entry.is_regular_file() || !match(entry.path().filename().string())) continue;
+    // A matching file's temporary too (write_file_atomic's NAME.tmp, left by a run killed mid-write).
+    std::string name = entry.path().filename().string();
+    if (name.ends_with(".tmp")) name.resize(name.size() - 4);
+    if (!entry.is_regular_file() || !match(name)) continue;
     fs::remove(entry.path(), ec);
     LINGBOT_CHECK(!ec, "cannot remove old ", entry.path().string(), ": ", ec.message());
   }

@@ -214,8 +214,7 @@ std::string PredictionsWriter::write_combined(const fs::path& path) const {
 namespace {
 
 bool is_predictions_name(const std::string& n) {
-  return n == "meta.npz" || n == "meta.npz.tmp" ||
-         (n.rfind("frame_", 0) == 0 && (n.ends_with(".npz") || n.ends_with(".npz.tmp")));
+  return n == "meta.npz" || (n.rfind("frame_", 0) == 0 && n.ends_with(".npz"));  // remove_files_in: NAME.tmp too
 }
 
 class NpzExporter final : public Exporter {

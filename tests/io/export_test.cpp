@@ -965,6 +965,25 @@ TEST(ExportSet, BadSubFolderFailsBeforeAnythingIsWritten) {
     }
 }
 
+// A run killed while writing a per-frame file leaves its temporary (write_file_atomic's NAME.tmp): the
+// next run into the folder removes it with the earlier run's files (it stayed, mixing the two runs);
+// a file of the user's that only ends in .tmp stays.
+TEST(ExportSet, AnEarlierRunsTemporariesGoWithItsFiles) {
+  TempDir dir;
+  const std::vector<fs::path> left = {dir.path / "depth" / "000003.npy.tmp", dir.path / "depth_preview" / "000001.png.tmp",
+                                      dir.path / "viewer" / "000002.bin.tmp", dir.path / "colmap" / "images" / "000004.png.tmp",
+                                      dir.path / "predictions" / "frame_000005.npz.tmp", dir.path / "poses.json.tmp"};
+  for (const fs::path& p : left) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "cut";
+  }
+  std::ofstream(dir.path / "depth" / "notes.tmp") << "the user's";
+  ExportSet set(exporters("all"));
+  set.begin(run_info(dir.path, 4, 3), StaleOutputs::EveryExport);
+  for (const fs::path& p : left) EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_TRUE(fs::exists(dir.path / "depth" / "notes.tmp"));
+}
+
 TEST(ExportSet, FinishReachesEveryExporterAndReportsTheFirstError) {
   TempDir dir;
   ExportSet set(exporters("glb,ply"));
