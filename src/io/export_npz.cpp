@@ -37,29 +37,30 @@ std::span<const uint8_t> as_bytes(std::span<const float> v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size_bytes()};
 }
 
-// The per-frame arrays of one frame, in the order they are written (and stacked).
+// The per-frame arrays of one frame, in the order they are written (and stacked). `arrays` views
+// w2c and K of the object itself: built in place, never copied or moved.
 struct FrameArrays {
   std::array<float, 12> w2c{};
   std::array<float, 9> K{};
   std::vector<NpzArray> arrays;
-};
 
-FrameArrays frame_arrays(const ExportFrame& f, int64_t w, int64_t h) {
-  const size_t hw = static_cast<size_t>(w * h);
-  LINGBOT_CHECK(f.image.size() == 3 * hw && f.depth.size() == hw && (f.depth_conf.empty() || f.depth_conf.size() == hw) &&
-                    f.pose_enc.size() == 9,
-                "npz: frame ", f.index, " arrays do not match the ", w, "x", h, " run");
-  FrameArrays a;
-  for (size_t i = 0; i < 12; ++i) a.w2c[i] = static_cast<float>(f.w2c[i]);  // f32 values of the engine: exact
-  for (size_t i = 0; i < 9; ++i) a.K[i] = static_cast<float>(f.intrinsics[i]);
-  a.arrays.push_back({"images", "<f4", {3, h, w}, as_bytes(f.image)});
-  a.arrays.push_back({"pose_enc", "<f4", {9}, as_bytes(f.pose_enc)});
-  a.arrays.push_back({"depth", "<f4", {h, w, 1}, as_bytes(f.depth)});
-  if (!f.depth_conf.empty()) a.arrays.push_back({"depth_conf", "<f4", {h, w}, as_bytes(f.depth_conf)});
-  a.arrays.push_back({"extrinsic", "<f4", {3, 4}, as_bytes(a.w2c)});
-  a.arrays.push_back({"intrinsic", "<f4", {3, 3}, as_bytes(a.K)});
-  return a;
-}
+  FrameArrays(const ExportFrame& f, int64_t w, int64_t h) {
+    const size_t hw = static_cast<size_t>(w * h);
+    LINGBOT_CHECK(f.image.size() == 3 * hw && f.depth.size() == hw &&
+                      (f.depth_conf.empty() || f.depth_conf.size() == hw) && f.pose_enc.size() == 9,
+                  "npz: frame ", f.index, " arrays do not match the ", w, "x", h, " run");
+    for (size_t i = 0; i < 12; ++i) w2c[i] = static_cast<float>(f.w2c[i]);  // f32 values of the engine: exact
+    for (size_t i = 0; i < 9; ++i) K[i] = static_cast<float>(f.intrinsics[i]);
+    arrays.push_back({"images", "<f4", {3, h, w}, as_bytes(f.image)});
+    arrays.push_back({"pose_enc", "<f4", {9}, as_bytes(f.pose_enc)});
+    arrays.push_back({"depth", "<f4", {h, w, 1}, as_bytes(f.depth)});
+    if (!f.depth_conf.empty()) arrays.push_back({"depth_conf", "<f4", {h, w}, as_bytes(f.depth_conf)});
+    arrays.push_back({"extrinsic", "<f4", {3, 4}, as_bytes(w2c)});
+    arrays.push_back({"intrinsic", "<f4", {3, 3}, as_bytes(K)});
+  }
+  FrameArrays(const FrameArrays&) = delete;
+  FrameArrays& operator=(const FrameArrays&) = delete;
+};
 
 // Reads the data of entry "<key>.npy" (after its .npy header) of an .npz we wrote.
 struct EntryData {
@@ -113,7 +114,7 @@ fs::path PredictionsWriter::frame_path(int64_t index) const {
 
 void PredictionsWriter::append(const ExportFrame& f) {
   LINGBOT_CHECK(indices_.empty() || f.index > indices_.back(), "npz: frame ", f.index, " after frame ", indices_.back());
-  const FrameArrays a = frame_arrays(f, width_, height_);
+  const FrameArrays a(f, width_, height_);
   write_npz(frame_path(f.index), a.arrays);
   indices_.push_back(f.index);
   is_keyframe_.push_back(f.keyframe ? 1 : 0);
