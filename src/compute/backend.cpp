@@ -79,6 +79,8 @@ void Backend::attention_grouped_by_dense(const kernels::QueryView& q, const kern
                                          float* out, float scale) {
   LINGBOT_CHECK(group > 0 && q.n_tokens % group == 0, "grouped attention: ", q.n_tokens,
                 " tokens are not a multiple of the group size ", group);
+  LINGBOT_CHECK(kv.n_tokens == q.n_tokens, "grouped attention: ", kv.n_tokens, " key tokens for ", q.n_tokens,
+                " query tokens (each group attends to its own tokens)");
   const int64_t groups = q.n_tokens / group;
   const int64_t kv_elem = static_cast<int64_t>(dtype_size(kv.dtype));
   for (int64_t g = 0; g < groups; ++g) {

@@ -148,6 +148,10 @@ TEST(CpuBackend, GroupedAttentionIsDenseAttentionPerGroup) {
   EXPECT_EQ(0, std::memcmp(out.data(), ref.data(), out.size() * sizeof(float)));
   expect_error([&] { be.attention_grouped(q, kv, 4, out.data(), 0.3f, compute::AttentionPrecision::F32); },
                "grouped attention: 15 tokens are not a multiple of the group size 4");
+  // Fewer keys than queries: the groups past them would read past the keys (and the bf16 copy).
+  const kernels::KVSpan short_kv{kv.k, kv.v, DType::F32, n - group, stride};
+  expect_error([&] { be.attention_grouped(q, short_kv, group, out.data(), 0.3f, compute::AttentionPrecision::F32); },
+               "grouped attention: 10 key tokens for 15 query tokens (each group attends to its own tokens)");
 }
 
 TEST(CpuBackend, Bf16GroupedAttentionIsTheBf16KernelOnRoundedKeys) {

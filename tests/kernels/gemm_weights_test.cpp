@@ -126,3 +126,21 @@ TEST(GemmWeights, AutoPicksANativeGemm) {
 
 }  // namespace
 }  // namespace lingbot::kernels
+
+namespace lingbot::kernels {
+namespace {
+
+// An empty inner dimension: C = beta * C, and beta 0 overwrites C (BLAS's rule: C need not hold numbers
+// then); it kept NaN from uninitialised memory.
+TEST(GemmWeights, EmptyInnerDimensionScalesOrOverwritesC) {
+  const float nan = std::nanf("");
+  std::vector<float> c = {nan, 2.0f, 3.0f, nan};
+  gemm(nullptr, 0, nullptr, 2, false, c.data(), 2, 2, 2, 0, 0.0f, 1);
+  EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+  c = {1.0f, 2.0f, 3.0f, 4.0f};
+  gemm(nullptr, 0, nullptr, 2, false, c.data(), 2, 2, 2, 0, 0.5f, 1);
+  EXPECT_EQ(c, (std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f}));
+}
+
+}  // namespace
+}  // namespace lingbot::kernels

@@ -362,6 +362,9 @@ __attribute__((noinline)) LINGBOT_AMX void pv_amx(const uint16_t* p, const uint1
     float* orow = o + static_cast<size_t>(r) * dp;
     for (int c = 0; c < dp; c += 16) _mm512_storeu_ps(orow + c, _mm512_mul_ps(a, _mm512_loadu_ps(orow + c)));
   }
+  // GCC 12's _tile_loadd takes its address as a register operand, with no memory operand or clobber:
+  // nothing stops the compiler from sinking the rescaling stores above past the tile loads of o.
+  __asm__ volatile("" ::: "memory");
   const size_t ostride = static_cast<size_t>(dp) * 4, vstride = static_cast<size_t>(dp) * 4;  // bytes
   const size_t vstep = static_cast<size_t>(16) * 2 * dp;  // uint16 per 16 key pairs
   for (int r0 = 0; r0 < rows; r0 += kAmxRows) {

@@ -53,9 +53,12 @@ void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, bool trans_b
     const int64_t i0 = (t / tn) * tile_m, j0 = (t % tn) * kTileN;
     const int64_t mi = std::min(tile_m, m - i0), nj = std::min(kTileN, n - j0);
     const float* b_tile = trans_b ? B + j0 * ldb : B + j0;
-    if (k == 0) {
+    if (k == 0) {  // C = beta * C, where beta 0 overwrites (BLAS: C need not hold numbers then)
       for (int64_t i = 0; i < mi; ++i)
-        for (int64_t j = 0; j < nj; ++j) C[(i0 + i) * ldc + j0 + j] *= beta;
+        for (int64_t j = 0; j < nj; ++j) {
+          float& c = C[(i0 + i) * ldc + j0 + j];
+          c = beta == 0.0f ? 0.0f : c * beta;
+        }
       continue;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(mi),
@@ -181,9 +184,7 @@ void layer_norm(const float* x, int64_t n, int64_t dim, const float* gamma, cons
                 int num_threads, int64_t x_stride, int64_t y_stride) {
   if (x_stride == 0) x_stride = dim;
   if (y_stride == 0) y_stride = dim;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads)) \
-    if (n > 1 && num_threads > 1 && n * dim >= kMinParallelWork)
-  for (int64_t r = 0; r < n; ++r) {
+  const auto row = [&](int64_t r) {
     const float* xr = x + r * x_stride;
     float* yr = y + r * y_stride;
     double sum = 0.0;
@@ -203,6 +204,14 @@ void layer_norm(const float* x, int64_t n, int64_t dim, const float* gamma, cons
       if (beta) v += beta[c];
       yr[c] = v;
     }
+  };
+  // Serial calls (CpuBackend::head_norm's, one per token inside its own loop) open no region: an
+  // inactive one still costs libgomp a team (~5 us), ~100k of them per frame.
+  if (n > 1 && num_threads > 1 && n * dim >= kMinParallelWork) {
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t r = 0; r < n; ++r) row(r);
+  } else {
+    for (int64_t r = 0; r < n; ++r) row(r);
   }
 }
 
