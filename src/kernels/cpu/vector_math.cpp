@@ -1,6 +1,8 @@
 #include "kernels/cpu/vector_math.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +14,8 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 
 float gelu_scalar(float v) { return 0.5f * v * (1.0f + std::erf(v * kInvSqrt2)); }
+
+#if defined(__x86_64__)  // elsewhere: the portable loop (as the attention kernels' fallbacks)
 
 // glibc's libmvec erff (x86_64 vector ABI names); the target attribute on the declaration lets
 // clang accept the vector argument in a file built without -mavx512f.
@@ -49,6 +53,8 @@ __attribute__((target("avx2"))) void gelu_avx2(float* x, int64_t n) {
   }
 }
 
+#endif
+
 void gelu_portable(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = gelu_scalar(x[i]);
 }
@@ -56,6 +62,7 @@ void gelu_portable(float* x, int64_t n) {
 enum class Isa { Avx512, Avx2, Scalar };
 
 Isa isa() {
+#if defined(__x86_64__)
   static const Isa chosen = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
@@ -63,14 +70,22 @@ Isa isa() {
     return Isa::Scalar;
   }();
   return chosen;
+#else
+  return Isa::Scalar;
+#endif
 }
 
 }  // namespace
 
 void gelu_erf(float* x, int64_t n) {
   switch (isa()) {
+#if defined(__x86_64__)
     case Isa::Avx512: gelu_avx512(x, n); return;
     case Isa::Avx2: gelu_avx2(x, n); return;
+#else
+    case Isa::Avx512:
+    case Isa::Avx2:
+#endif
     case Isa::Scalar: gelu_portable(x, n); return;
   }
 }
