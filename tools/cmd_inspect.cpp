@@ -130,10 +130,10 @@ void run_inspect(const InspectOptions& o) {
   for (const auto& m : not_run.ignored) model_keys -= static_cast<size_t>(m.tensors);
   if (problems.empty())
     std::printf("\nconfig check: OK (all %zu keys present with the expected shapes)\n", model_keys);
-  if (!not_run.ignored.empty()) std::printf("%s\n", not_run.ignored_description().c_str());
   else
     std::printf("\nconfig check: FAILED (%zu problem(s))\n", problems.size());
   for (const auto& p : problems) std::printf("  %s\n", p.c_str());
+  if (!not_run.ignored.empty()) std::printf("%s\n", not_run.ignored_description().c_str());
   failures += problems.size();
   if (!o.manifest.empty()) {
     std::printf("manifest check (%s): %s\n", o.manifest.c_str(), manifest.empty() ? "OK" : "FAILED");

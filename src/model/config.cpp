@@ -468,6 +468,20 @@ std::vector<std::string> ModelConfig::problems(const io::TensorInfoMap& weights)
 void ModelConfig::validate(const io::TensorMap& weights) const { validate(io::index_of(weights)); }
 
 void ModelConfig::validate(const io::TensorInfoMap& weights) const {
+  // Not one key of the model (all ignored as other heads' would be): say so instead of listing every
+  // key as missing; most often a prefix on every key ("model.aggregator...").
+  if (!weights.empty() && std::none_of(weights.begin(), weights.end(), [](const auto& e) { return is_model_key(e.first); })) {
+    std::set<std::string> starts;
+    for (const auto& [name, t] : weights) {
+      starts.insert(name.substr(0, name.find('.') + 1));
+      if (starts.size() == 4) break;
+    }
+    std::string list;
+    for (const std::string& s : starts) list += (list.empty() ? "'" : ", '") + s + "'";
+    throw Error(detail::concat("checkpoint holds no tensor of this model: no key starts with aggregator., camera_head. or "
+                               "depth_head. (its keys start with ", list, starts.size() == 4 ? ", ..." : "",
+                               "): a checkpoint of another model, or one whose keys carry a prefix"));
+  }
   const std::vector<std::string> p = problems(weights);
   if (p.empty()) return;
   size_t n_missing = 0, n_shape = 0, n_unexpected = 0;

@@ -97,7 +97,7 @@ std::shared_ptr<const Model> Model::from_weights(io::TensorMap weights, const Mo
   impl->aggregator = std::make_unique<model::Aggregator>(config.aggregator, weights, wd);
   impl->camera_head = std::make_unique<model::CameraHead>(config.camera, weights);
   impl->dpt_head = std::make_unique<model::DptHead>(config.dpt, weights, wd, std::string(kDptPrefix));
-  // validate() accepted exactly the expected keys, and every module took its own.
+  // validate() accepted exactly the expected keys (the other heads' were dropped), and every module took its own.
   LINGBOT_CHECK(weights.empty(), "checkpoint tensor '", weights.empty() ? "" : weights.begin()->first,
                 "' is not used by any module");
   impl->stats.borrowed_bytes = borrowed;

@@ -27,6 +27,7 @@ TEST(InspectCli, TinyCheckpointPassesAllChecks) {
     EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.out << r.err;
     EXPECT_TRUE(contains(r.out, "tensors: 258, parameters: 1,731,628")) << r.out;
     EXPECT_TRUE(contains(r.out, "config check: OK (all 258 keys present with the expected shapes)")) << r.out;
+    EXPECT_FALSE(contains(r.out, "FAILED")) << r.out;
     EXPECT_TRUE(contains(r.out, "  aggregator.num_heads = 16\n")) << r.out;
     EXPECT_TRUE(contains(r.out, "  aggregator.rope3d_fhw = 4,2,2\n")) << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;
@@ -49,6 +50,7 @@ TEST(InspectCli, TensorsOfOtherHeadsAreNamedAndRunIgnoresThem) {
   const Result r = run_cli("inspect " + path.string());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "config check: OK (all 258 keys present with the expected shapes)\n" + line)) << r.out;
+  EXPECT_FALSE(contains(r.out, "FAILED")) << r.out;
   const fs::path out = inspect_convert_dir() / "with_point_head_out";
   const Result run = run_cli("run --images " + kTestdata + "/tiny/frames --first-k 2 --scale-frames 2 --image-size 112 "
                              "--export poses --out " + out.string() + " --model " + path.string());

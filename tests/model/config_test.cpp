@@ -167,6 +167,17 @@ TEST(ModelConfig, KeysOutsideTheModelsModulesAreNotProblems) {
   EXPECT_TRUE(ModelConfig::is_model_key("depth_head.norm.weight"));
   EXPECT_FALSE(ModelConfig::is_model_key("depth_headx.norm.weight"));
   EXPECT_FALSE(ModelConfig::is_model_key("point_head.norm.weight"));
+  // Not one key of the model: said in one line (every key listed as missing hid the prefix).
+  io::TensorMap prefixed;
+  for (auto& [name, t] : w) prefixed.emplace("model." + name, std::move(t));
+  try {
+    c.validate(prefixed);
+    FAIL() << "a checkpoint without one model key was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "checkpoint holds no tensor of this model: no key starts with aggregator., camera_head. or "
+                           "depth_head. (its keys start with 'model.'): a checkpoint of another model, or one whose "
+                           "keys carry a prefix");
+  }
 }
 
 TEST(ModelConfig, SetOverridesAndErrors) {
