@@ -347,6 +347,7 @@ void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input
   mi.kv_window = a.kv_window;
   mi.keyframe_interval = mode.policy->max_keyframe_spacing();
   mi.max_special_frames = max_special_frames;
+  mi.camera_iterations = a.camera_iterations;
   if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
     const ModelConfig& cfg = settings.model_config;
     mi.kv_window = windowed_kv_window(a.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);

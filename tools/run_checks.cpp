@@ -15,7 +15,9 @@ MemoryAdvice run_memory_advice() {
           "(half the bytes), or lower --image-size",
           "process fewer frames (--first-k, --stride, --fps), a larger --keyframe-interval, or bound the history with "
           "--max-special-frames N (the newest N past frames keep their special tokens and camera-head entries)",
-          "lower --image-size or --scale-frames"};
+          "lower --image-size or --scale-frames",
+          "bound the special tokens past the window with --max-special-frames N (the newest N past frames keep theirs), "
+          "process fewer frames (--first-k, --stride, --fps) or use a larger --keyframe-interval"};
 }
 
 namespace {

@@ -260,6 +260,7 @@ MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const s
   mi.kv_window = so.kv_window;
   mi.keyframe_interval = so.keyframe_policy ? so.keyframe_policy->max_keyframe_spacing() : std::max(so.keyframe_interval, 1);
   mi.max_special_frames = so.max_special_frames;
+  mi.camera_iterations = so.camera_iterations;
   if (w) {  // each window runs in a fresh cache: what one window holds (as run)
     mi.kv_window = windowed_kv_window(so.kv_window, model.config().kv_cache.include_scale_frames ? so.scale_frames : 0, *w);
     if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, w->window_size, mi.keyframe_interval));
@@ -280,7 +281,9 @@ void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
       "(half the bytes), or lower image_size=",
       "process fewer frames (first_k=, stride=, fps=), a larger keyframe_interval=, or bound the history with "
       "max_special_frames=N (the newest N past frames keep their special tokens and camera-head entries)",
-      "lower image_size= or scale_frames="};
+      "lower image_size= or scale_frames=",
+      "bound the special tokens past the window with max_special_frames=N (the newest N past frames keep theirs), "
+      "process fewer frames (first_k=, stride=, fps=) or use a larger keyframe_interval="};
   check_memory_feasible(estimate_run_memory(model.config(), mi), static_cast<int64_t>(available_memory_bytes()), advice,
                         static_cast<int64_t>(total_memory_bytes()));
 }

@@ -43,11 +43,20 @@ MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& i
     evicted = std::min(evicted, kept);
     camera_frames = std::min(camera_frames, pinned + in.kv_window + kept);
   }
-  const int64_t special_bytes = cfg.aggregator.depth * 2 * cfg.aggregator.num_special_tokens * C * kv_bytes;
-  e.kv_cache = stored * frame_bytes + evicted * special_bytes;
+  // Paged: the special stream keeps every stored frame's specials (a rule may hide some from attention);
+  // dense: the side buffer keeps the visible ones (kept_specials_per_evicted_frame).
+  CacheOptions co;
+  co.num_special_tokens = static_cast<int>(cfg.aggregator.num_special_tokens);
+  co.cross_frame_special = cfg.kv_cache.cross_frame_special;
+  co.camera_only = cfg.kv_cache.camera_only;
+  const int64_t specials = in.kv_backend == KVBackend::Paged ? co.num_special_tokens : kept_specials_per_evicted_frame(co);
+  const int64_t special_bytes = cfg.aggregator.depth * 2 * specials * C * kv_bytes;
+  e.kv_special = evicted * special_bytes;
+  e.kv_cache = stored * frame_bytes + e.kv_special;
   e.kv_reserved = in.kv_backend == KVBackend::Paged ? pool * frame_bytes : e.kv_cache;
   e.kv_f32 = in.kv_dtype == DType::F32;
-  e.camera_cache = cfg.camera.trunk_depth * cfg.camera.num_iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
+  const int64_t iterations = in.camera_iterations > 0 ? in.camera_iterations : cfg.camera.num_iterations;
+  e.camera_cache = cfg.camera.trunk_depth * iterations * 2 * camera_frames * cfg.camera.dim_in * 4;
   const int64_t mlp = std::max(cfg.encoder.mlp_hidden, cfg.aggregator.mlp_hidden);
   const int64_t selected = static_cast<int64_t>(cfg.aggregator.selected_layers.size());
   e.activations = static_cast<int64_t>(in.scale_frames) * tokens * (mlp + selected * 2 * C) * 4 +
@@ -65,8 +74,12 @@ void check_memory_feasible(const MemoryEstimate& e, int64_t available_bytes, con
                                " of memory and swap: ", e.kv_f32 ? advice.kv_cache_f32 : advice.kv_cache));
   if (available_bytes <= 0 || e.total() <= available_bytes) return;
   // Name the options that lower the largest part.
+  // A KV cache mostly of special tokens past the window (a long stream) is lowered by bounding them.
+  const std::string* kv_advice = e.kv_special > e.kv_cache - e.kv_special ? &advice.special_tokens
+                                 : e.kv_f32                               ? &advice.kv_cache_f32
+                                                                          : &advice.kv_cache;
   const std::pair<int64_t, const std::string*> parts[] = {
-      {e.kv_cache, e.kv_f32 ? &advice.kv_cache_f32 : &advice.kv_cache},
+      {e.kv_cache, kv_advice},
       {e.camera_cache, &advice.camera_cache},
       {e.activations, &advice.activations}};
   const auto* largest = std::max_element(std::begin(parts), std::end(parts),

@@ -19,6 +19,7 @@ struct MemoryEstimate {
   // special tokens of the stored frames beyond them (the append-only special stream; max_special_frames
   // > 0 bounds it).
   int64_t kv_cache = 0;
+  int64_t kv_special = 0;    // of kv_cache: the special tokens of the stored frames past the window
   int64_t camera_cache = 0;  // camera head K/V: every stored frame (max_special_frames > 0: the frames it keeps)
   int64_t activations = 0;   // one scale-phase pass: tokens x MLP width, plus the DPT head's maps
   bool kv_f32 = false;       // the K/V dtype is f32 (bf16 / f16 would halve kv_cache)
@@ -34,6 +35,7 @@ struct MemoryInputs {
   // flow keyframes' max_non_keyframe_gap); 0 = unknown: only the scale frames count as stored.
   int keyframe_interval = 1;
   int64_t max_special_frames = 0;  // SessionOptions::max_special_frames (0 = keep all)
+  int camera_iterations = 0;       // SessionOptions::camera_iterations (0 = the model's camera.num_iterations)
   KVBackend kv_backend = KVBackend::Paged;
   DType kv_dtype = DType::F32;
   DType weights_dtype = DType::F32;
@@ -47,6 +49,7 @@ struct MemoryAdvice {
   std::string kv_cache_f32;  // the same when K/V are f32 (a 16-bit K/V dtype halves it)
   std::string camera_cache;  // how to store fewer frames
   std::string activations;   // how to lower one scale-phase pass
+  std::string special_tokens;  // how to bound the special tokens past the window (when they outweigh the rest of the KV cache)
 };
 // Throws Error("<subject> needs at least X GiB of memory (weights ..., KV cache ..., camera cache ...,
 // activations ...) but Y GiB are available: <advice for the largest part>") when the estimate

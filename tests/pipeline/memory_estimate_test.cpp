@@ -144,10 +144,23 @@ TEST(MemoryEstimate, LongStreamsCountTheSpecialStreamAndItsBound) {
   EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, (8 + (40'000 - 8 + 29) / 30) * camera_frame_bytes);
   in.keyframe_interval = 0;  // a policy without a bound: the scale frames only
   EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache, 8 * camera_frame_bytes);
+  in.keyframe_interval = 1;
+  in.camera_iterations = 1;  // the session's count, not the model's default of 4
+  EXPECT_EQ(estimate_run_memory(cfg, in).camera_cache * cfg.camera.num_iterations, 40'000 * camera_frame_bytes);
+  // Dense keeps the visible specials of evicted frames: none without cross_frame_special (paged keeps
+  // them all in its stream, hidden or not).
+  ModelConfig hidden = cfg;
+  hidden.kv_cache.cross_frame_special = false;
+  in.kv_backend = KVBackend::Dense;
+  EXPECT_EQ(estimate_run_memory(hidden, in).kv_special, 0);
+  EXPECT_GT(estimate_run_memory(cfg, in).kv_special, 0);
+  in.kv_backend = KVBackend::Paged;
+  EXPECT_EQ(estimate_run_memory(hidden, in).kv_special, estimate_run_memory(cfg, in).kv_special);
 }
 
 TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {
-  const MemoryAdvice advice{"the job", "shrink the KV", "shrink the f32 KV", "fewer frames", "smaller frames"};
+  const MemoryAdvice advice{"the job", "shrink the KV", "shrink the f32 KV", "fewer frames", "smaller frames",
+                            "bound the specials"};
   MemoryEstimate e;
   e.weights = int64_t{1} << 30;
   e.kv_cache = int64_t{3} << 30;
@@ -167,6 +180,11 @@ TEST(MemoryEstimate, InfeasibleRunNamesTheAdviceForItsLargestPart) {
   MemoryEstimate camera = e;
   camera.camera_cache = int64_t{4} << 30;
   EXPECT_TRUE(error_of(camera).ends_with(": fewer frames")) << error_of(camera);
+  MemoryEstimate specials = e;  // a long stream: most of the KV cache is special tokens past the window
+  specials.kv_special = int64_t{2} << 30;
+  EXPECT_TRUE(error_of(specials).ends_with(": bound the specials")) << error_of(specials);
+  specials.kv_special = int64_t{1} << 30;  // half or less: the window's advice
+  EXPECT_TRUE(error_of(specials).ends_with(": shrink the KV")) << error_of(specials);
   MemoryEstimate act = e;
   act.activations = int64_t{4} << 30;
   EXPECT_TRUE(error_of(act).ends_with(": smaller frames")) << error_of(act);
