@@ -115,7 +115,8 @@ struct SessionOptions {
   // max_special_frames keep their special tokens (the older ones' are dropped), and the camera
   // head's causal cache keeps only the pinned scale frames and the newest kv_window +
   // max_special_frames stored frames. Memory and per-frame cost then stop growing; outputs move
-  // (docs/long-streams.md "Long and live streams"). 0 = keep every frame's (upstream).
+  // (docs/long-streams.md "Long and live streams"). 0 = keep every frame's (upstream); at most
+  // kMaxSpecialFrames.
   int64_t max_special_frames = 0;
   // A flag the caller may set at any time, from another thread or a signal handler, to end the
   // push_frame() / finish() in progress early (Ctrl-C during a long scale phase): checked before

@@ -33,7 +33,7 @@ using namespace py::literals;
 
 namespace {
 
-// Any call after close(), __enter__ included.
+// Any call after close() but the readers (stats(), options, windows, frames_pushed, closed), __enter__ included.
 constexpr const char* kSessionClosed = "the Session is closed (close() or the end of its with-block): create a new Session";
 // A second call while one runs: from another thread (the GIL is released during a step), or from this
 // call's progress callback calling back into the Session.

@@ -56,9 +56,9 @@ void Stream::release() {
 
 void Stream::reset() {
   LINGBOT_CHECK(!released_, "internal: reset() of a released stream");
+  if (!session_) return make();  // sets ended_ once the new WindowedSession exists
+  session_->reset();
   ended_ = false;
-  if (session_) session_->reset();
-  else make();
 }
 
 py::dict Stream::options_dict() const {
@@ -99,15 +99,18 @@ py::object Stream::windows() const {
 }
 
 void Stream::make() {
-  session_.reset();
-  windowed_.reset();
-  ended_ = false;
+  // The new engine first: should it throw (out of memory), the old one stays and every reader works.
   if (!windowed_options_) {
-    session_ = std::make_unique<Session>(model_, options_);
-    return;
+    auto s = std::make_unique<Session>(model_, options_);
+    windowed_.reset();
+    session_ = std::move(s);
+  } else {
+    auto w = std::make_unique<WindowedSession>(model_, options_, *windowed_options_);
+    value_of([&] { check_windowed_options(*windowed_options_, w->options()); });  // up front, as run
+    session_.reset();
+    windowed_ = std::move(w);
   }
-  windowed_ = std::make_unique<WindowedSession>(model_, options_, *windowed_options_);
-  value_of([&] { check_windowed_options(*windowed_options_, windowed_->options()); });  // up front, as run
+  ended_ = false;
 }
 
 void Stream::check_open(const char* call) const {

@@ -12,7 +12,7 @@ namespace lingbot::io {
 LineFile::LineFile(const std::filesystem::path& path) : path_(path), file_(open_for_writing(path)) {
   // Unbuffered: an append is one write(2) whatever its size. Buffered, glibc split an append larger
   // than its buffer (a COLMAP frame's POINTS2D line: ~500 KB) into several, and a kill -9 between
-  // them left a cut line that COLMAP's reader cannot parse.
+  // them left a cut line.
   std::setvbuf(file_.get(), nullptr, _IONBF, 0);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // A text file written by appending: every append() reaches the file in one write(2) before it
-// returns, so an interrupted run (even kill -9) leaves the lines written so far, none cut. An append that fails (full disk) throws and
+// returns, so an interrupted run leaves the lines written so far (a kill -9 could still cut the one
+// being written, in the microseconds the kernel copies it). An append that fails (full disk) throws and
 // leaves the file as it was before the call; rewind() takes back appends that succeeded (a frame
 // another export failed on). Used by the line-based exports (bss, colmap).
 #include <filesystem>

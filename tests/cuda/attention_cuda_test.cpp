@@ -5,9 +5,10 @@
 // Tolerances (|cuda - cpu| <= tol * max(1, |cpu|)):
 //   Simt kernel (f32 math like the CPU's f32 path, AttentionCompute::F32, which every reference here uses;
 //   different summation order and exp2): 5e-5.
-//   Tensor-core kernel: queries are rounded to the K/V dtype for Q·K^T and probabilities to it for
-//   P·V (f32 accumulation), so the error is of the order of that dtype's rounding on O(1) data: one
-//   unit of the dtype at 1, f16 2^-11, bf16 2^-8 (attention_tolerance in cuda_test_util.h says why).
+//   Tensor-core kernel: q * scale * log2(e) is rounded to the K/V dtype for Q·K^T and the
+//   probabilities to it for P·V (f32 accumulation, sums of the rounded P), so the error is of the
+//   order of that dtype's rounding on O(1) data: one unit of the dtype at 1, f16 2^-11, bf16 2^-8
+//   (attention_tolerance in cuda_test_util.h says why).
 #include <gtest/gtest.h>
 
 #include <algorithm>

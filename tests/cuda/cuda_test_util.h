@@ -90,11 +90,12 @@ std::vector<T> to_host(const void* device, size_t n) {
 }
 
 // Error allowed of a CUDA attention output against the CPU kernel's f32 path, relative to
-// max(1, |cpu|): the SIMT kernel keeps f32 through softmax. The tensor-core kernel rounds P to the
-// K/V dtype for P·V (to nearest) but sums the unrounded P: with V in [-1, 1) that moves an output by
-// at most half a unit of the dtype at 1 (2^-9 bf16, 2^-12 f16); rounding Q moves the scores by a
-// zero-mean error of about as much. Tolerance: one unit (2^-8 bf16, 2^-11 f16). Measured over every
-// tensor-core problem of the emulated suite: 1.43e-3 bf16 (8 keys), 2.41e-4 f16.
+// max(1, |cpu|): the SIMT kernel keeps f32 through softmax. The tensor-core kernel follows the CPU
+// bf16 contract (kernels/cpu/attention.h): q * scale * log2(e) rounded to the K/V dtype once, P
+// rounded to it for P·V and summed as rounded, so each output is a convex combination of V rows
+// whose weights are off by the dtype's rounding. Tolerance: one unit of the dtype at 1 (2^-8 bf16,
+// 2^-11 f16). Measured over every tensor-core problem of the emulated suite before the sums used the
+// rounded P (2026-12-06): 1.43e-3 bf16 (8 keys), 2.41e-4 f16.
 inline double attention_tolerance(AttentionImpl impl, DType dt) {
   if (impl == AttentionImpl::Simt) return 5e-5;
   return dt == DType::F16 ? 0x1p-11 : 0x1p-8;

@@ -318,6 +318,9 @@ __attribute__((noinline)) LINGBOT_AMX void amx_release() { _tile_release(); }
 // s[r][j] = q_r . k_j for rows (a multiple of 16) x cols (a multiple of 16); dp a multiple of 32.
 // Tiles: 0, 1 = S of two panels, 2 = q (32 dims), 3, 4 = the two panels' dim pairs.
 __attribute__((noinline)) LINGBOT_AMX void qk_amx(const uint16_t* q, const uint16_t* kp, int rows, int cols, int dp, float* s) {
+  // The tile loads below read q and kp through register operands only (GCC 12): the barrier keeps the
+  // caller's stores to them before (interprocedural analysis may otherwise see no read here).
+  __asm__ volatile("" ::: "memory");
   const int ksteps = dp / 32;
   const size_t qstride = static_cast<size_t>(dp) * 2, pstride = static_cast<size_t>(dp) * kKeyPanel;
   for (int r0 = 0; r0 < rows; r0 += kAmxRows) {
@@ -356,6 +359,7 @@ __attribute__((noinline)) LINGBOT_AMX void qk_amx(const uint16_t* q, const uint1
 // (32 keys), 5-7 = V (16 key pairs x 16 columns), reused in turn.
 __attribute__((noinline)) LINGBOT_AMX void pv_amx(const uint16_t* p, const uint16_t* vp, const float* alpha, int rows,
                                                   int n_keys, int dp, float* o) {
+  __asm__ volatile("" ::: "memory");  // as in qk_amx: the caller's stores to p and vp come first
   const int ksteps = (n_keys + 31) / 32;
   for (int r = 0; r < rows; ++r) {
     const __m512 a = _mm512_set1_ps(alpha[r]);
