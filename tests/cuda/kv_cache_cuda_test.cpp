@@ -151,9 +151,9 @@ TEST(CudaPagedKVCache, OnlyThePagedBackendExistsOnCuda) {
   EXPECT_EQ(alloc.allocation_count(), 0u);
 }
 
-TEST(CudaPagedKVCache, StepRulesAreChecked) {
-  LINGBOT_REQUIRE_CUDA_DEVICE();
-  CudaAllocator alloc;
+namespace {
+// One block of one 8-wide head, 4 patch tokens a frame, window 2, 4 unpinned scale frames.
+CacheOptions one_block_options() {
   CacheOptions o;
   o.num_blocks = 1;
   o.heads = 1;
@@ -162,7 +162,14 @@ TEST(CudaPagedKVCache, StepRulesAreChecked) {
   o.include_scale_frames = false;
   o.sliding_window = 2;
   o.scale_frames = 4;
-  CudaPagedKVCache cache(o, alloc);
+  return o;
+}
+}  // namespace
+
+TEST(CudaPagedKVCache, StepRulesAreChecked) {
+  LINGBOT_REQUIRE_CUDA_DEVICE();
+  CudaAllocator alloc;
+  CudaPagedKVCache cache(one_block_options(), alloc);
   try {
     cache.end_step();
     FAIL() << "expected an error";
@@ -193,16 +200,9 @@ TEST(CudaPagedKVCache, StepTablesUploadThroughPinnedMemory) {
   GTEST_SKIP() << "counts the host emulation's pageable copies (tests/cuda_emulated)";
 #else
   CudaAllocator alloc;
-  CacheOptions o;
-  o.num_blocks = 2;
-  o.heads = 1;
-  o.head_dim = 8;
-  o.tokens_per_frame = 6 + 4;
-  o.sliding_window = 2;
-  o.scale_frames = 2;
-  CudaPagedKVCache cache(o, alloc);
+  CudaPagedKVCache cache(one_block_options(), alloc);
   const long before = emulated_pageable_uploads();
-  cache.begin_step(FrameMode::ScalePhase, 2);
+  cache.begin_step(FrameMode::ScalePhase, 3);
   EXPECT_GT(cache.keys_in_step(), 0);
   EXPECT_EQ(emulated_pageable_uploads(), before);
 #endif
