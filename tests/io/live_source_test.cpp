@@ -4,12 +4,21 @@
 //   * a slow consumer gets newest-frame-first: frames are dropped, counted exactly
 //     (decoded = delivered + dropped), never queued (the frame it gets is the newest written);
 //   * stop() ends a source that is silent (writer paused, pipe open) promptly, and so does the
-//     interrupt callback; a source that cannot be opened is one clear error.
+//     interrupt callback; a source that cannot be opened is one clear error;
+//   * FFmpeg's device inputs are loaded (libavdevice, not linked) only when a /dev/video source is opened.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
+extern "C" {
+#include <libavdevice/version.h>
+#include <libavformat/avformat.h>
+}
+
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "core/error.h"
@@ -177,4 +186,23 @@ TEST(LiveFrameSource, UnopenableSourceIsOneClearError) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("cannot open video http://127.0.0.1:1/none.nut: ", 0), 0u) << e.what();
   }
+}
+
+// A /dev/video source loads libavdevice and registers its inputs before the open: the library is not
+// in the process before (not linked: it costs every process ~0.1 s to start; each ctest test is its
+// own process, and no other test here opens a camera path), and the V4L2 input format exists after.
+TEST(LiveFrameSource, ACameraPathLoadsFFmpegsDeviceInputs) {
+  const std::string lib = "libavdevice.so." + std::to_string(LIBAVDEVICE_VERSION_MAJOR);
+  EXPECT_EQ(dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr) << lib << " is linked";
+  EXPECT_EQ(av_find_input_format("video4linux2"), nullptr);
+  try {
+    LiveFrameSource src("/dev/video-lingbot-test-none", every_frame());
+    ADD_FAILURE() << "opened a missing camera";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "video file not found: /dev/video-lingbot-test-none");
+  }
+  void* loaded = dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD);  // a new reference, if it is in the process
+  EXPECT_NE(loaded, nullptr);
+  if (loaded != nullptr) dlclose(loaded);
+  EXPECT_NE(av_find_input_format("video4linux2"), nullptr);
 }
