@@ -135,7 +135,7 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   LINGBOT_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "verify: cannot access case directory '",
                 vo.case_dir, "': ", ec.message());
   // FileNotFound (Python: also a FileNotFoundError), with its "<what> not found: <path>" message.
-  if (!fs::exists(st)) throw FileNotFound(detail::concat("verify: golden case folder not found: ", vo.case_dir));
+  if (!fs::exists(st)) throw FileNotFound(detail::concat("verify: golden case folder not found: ", vo.case_dir), vo.case_dir);
   LINGBOT_CHECK(fs::is_directory(dir), "verify: '", vo.case_dir, "' is not a folder (give the case folder, the one holding case.json)");
   const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
   const int K = gc.scale_frames;

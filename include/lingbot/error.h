@@ -6,6 +6,7 @@
 // exceptions only come from the standard library itself (std::bad_alloc).
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace lingbot {
 
@@ -21,11 +22,15 @@ class Stopped : public Error {
 };
 
 // A file or folder the caller named (a model file, an image folder, a video file, an output folder)
-// does not exist. The message is "<what> not found: <path>". A path that exists but cannot be read
-// throws Error.
+// does not exist. The message is "<what> not found: <path>"; path() is that path (as given, or
+// empty where the thrower had none). A path that exists but cannot be read throws Error.
 class FileNotFound : public Error {
  public:
-  explicit FileNotFound(const std::string& what) : Error(what) {}
+  explicit FileNotFound(const std::string& what, std::string path = {}) : Error(what), path_(std::move(path)) {}
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
 };
 
 }  // namespace lingbot

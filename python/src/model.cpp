@@ -221,7 +221,8 @@ PyModel PyModel::setstate(const py::tuple& t) {
   }
   const fs::path path = fs_encode(t[1].cast<py::str>());
   if (!fs::exists(path))
-    throw FileNotFound("unpickling a Model loads its checkpoint again: model file not found: " + path.string());
+    throw FileNotFound("unpickling a Model loads its checkpoint again: model file not found: " + path.string(),
+                       path.string());
   ConfigOverrides overrides;
   for (const auto& kv : t[2].cast<py::list>()) {
     const auto pair = kv.cast<py::tuple>();

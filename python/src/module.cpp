@@ -9,11 +9,49 @@
 
 #include <pthread.h>
 
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <string_view>
+
 #include "bindings.h"
+#include "fs_text.h"
 #include "core/error.h"
 #include "interrupts.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// The engine's messages name paths, which are bytes on POSIX: they are decoded as UTF-8 with any
+// other byte written \xNN (pybind11's own translators drop a message that is not UTF-8, raising an
+// exception with no text). A FileNotFound also gets errno and filename as open()'s error has them
+// (filename as os.fsdecode() gives it, so it names the file again).
+void translate_engine_error(std::exception_ptr p) {
+  const auto raise = [](const char* type_name, const lingbot::Error& e, const std::string& path) {
+    const std::string_view what = e.what();
+    PyObject* text = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace");
+    if (text == nullptr) return;  // MemoryError is set
+    const py::object type = py::module_::import("lingbot_map._lingbot_map").attr(type_name);
+    const py::object exc = type(py::reinterpret_steal<py::str>(text));
+    if (!path.empty()) {
+      exc.attr("errno") = ENOENT;
+      exc.attr("strerror") = std::strerror(ENOENT);
+      exc.attr("filename") = lingbot::python::fs_decode(path);
+    }
+    PyErr_SetObject(type.ptr(), exc.ptr());
+  };
+  try {
+    std::rethrow_exception(p);
+  } catch (const lingbot::FileNotFound& e) {
+    raise("FileNotFound", e, e.path());
+  } catch (const lingbot::Error& e) {
+    raise("Error", e, {});
+  }
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_lingbot_map, m) {
   using namespace lingbot::python;
@@ -32,9 +70,14 @@ PYBIND11_MODULE(_lingbot_map, m) {
       m, "FileNotFound", py::make_tuple(m.attr("Error"), py::handle(PyExc_FileNotFoundError)));
   m.attr("FileNotFound").attr("__doc__") =
       "A model file, image folder or file, video file, safetensors file or golden case folder that does not exist: both a "
-      "lingbot_map.Error and a FileNotFoundError. The message ends with '<what> not found: <path>' (errno and\n"
-      "filename are None).";
+      "lingbot_map.Error and a FileNotFoundError. The message ends with '<what> not found: <path>'; errno is\n"
+      "errno.ENOENT and filename the path, as for open().";
   m.attr("FileNotFound").attr("__module__") = "lingbot_map";
+  // str(e) is the message, as for Error: OSError's own str would read "[Errno 2] ...: 'path'" once
+  // filename is set.
+  m.attr("FileNotFound").attr("__str__") = py::module_::import("builtins").attr("BaseException").attr("__str__");
+  // Tried before the two translators above (the last registered goes first).
+  py::register_exception_translator(translate_engine_error);
   bind_model(m);
   bind_result(m);
   bind_session(m);

@@ -19,7 +19,7 @@ void check_path_exists(const std::filesystem::path& path, const std::string& wha
   LINGBOT_CHECK(ec.value() != ELOOP, what, " ", path.string(), " is a symbolic link loop (", ec.message(), ")");
   if (ec && ec != std::errc::no_such_file_or_directory)
     throw Error(detail::concat("cannot access ", what, " ", path.string(), ": ", ec.message()));
-  if (!std::filesystem::exists(st)) throw FileNotFound(detail::concat(what, " not found: ", path.string()));
+  if (!std::filesystem::exists(st)) throw FileNotFound(detail::concat(what, " not found: ", path.string()), path.string());
 }
 
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what) {

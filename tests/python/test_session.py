@@ -1,6 +1,8 @@
 """Session: protocol, memory ownership of the result arrays, context manager, reset, stats, and the
 exact exception for every bad input or misuse."""
+import errno
 import gc
+import os
 import re
 import warnings
 
@@ -250,6 +252,24 @@ def test_every_missing_input_path_is_a_file_not_found(tmp_path):
         with pytest.raises(FileNotFoundError) as e:
             call()
         assert isinstance(e.value, lm.FileNotFound) and str(e.value) == message
+        assert e.value.errno == errno.ENOENT and e.value.filename == message.rsplit(": ", 1)[1]  # as open()'s
+
+
+def test_an_error_naming_a_path_that_is_not_utf8_keeps_its_message(tmp_path):
+    # POSIX names are bytes: pybind11's translation of a message that is not UTF-8 raised an exception with
+    # no text at all ("FileNotFound()"). The message writes the byte as \xNN; filename names the file again.
+    missing = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.pt")
+    with pytest.raises(lm.FileNotFound) as e:
+        lm.Model.load(missing)
+    assert str(e.value) == f"model file not found: {tmp_path}/caf\\xe9.pt"
+    assert e.value.filename == missing and os.fsencode(e.value.filename).endswith(b"/caf\xe9.pt")
+    assert e.value.errno == errno.ENOENT
+    bad = os.fsencode(tmp_path) + b"/caf\xe9.png"
+    with open(bad, "wb") as f:
+        f.write(b"not an image")
+    with pytest.raises(lm.Error) as e:
+        lm.load_image(os.fsdecode(bad))
+    assert type(e.value) is lm.Error and "caf\\xe9.png" in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("kwargs, exc, message", [
