@@ -484,15 +484,29 @@ void ModelConfig::validate(const io::TensorInfoMap& weights) const {
   }
   const std::vector<std::string> p = problems(weights);
   if (p.empty()) return;
-  size_t n_missing = 0, n_shape = 0, n_unexpected = 0;
-  for (const auto& s : p) {
-    n_missing += s.rfind("missing ", 0) == 0;
-    n_shape += s.rfind("wrong ", 0) == 0;
-    n_unexpected += s.rfind("unexpected ", 0) == 0;
+  // The first few of each kind: a checkpoint of another size misses every key of a block (144 lines
+  // for one block too many), which buried the mis-shaped keys that say why.
+  constexpr size_t kShownPerKind = 5;
+  struct Kind {
+    const char* prefix;
+    const char* more;
+    std::vector<const std::string*> lines;
+  };
+  Kind kinds[] = {{"missing ", "missing", {}}, {"wrong ", "mis-shaped", {}}, {"unexpected ", "unexpected", {}}};
+  for (const auto& s : p)
+    for (Kind& k : kinds)
+      if (s.rfind(k.prefix, 0) == 0) k.lines.push_back(&s);
+  std::string msg = detail::concat("checkpoint does not match the model config: ", kinds[0].lines.size(), " missing, ",
+                                   kinds[1].lines.size(), " mis-shaped, ", kinds[2].lines.size(), " unexpected key(s):");
+  bool cut = false;
+  for (const Kind& k : kinds) {
+    for (size_t i = 0; i < k.lines.size() && i < kShownPerKind; ++i) msg += "\n  " + *k.lines[i];
+    if (k.lines.size() > kShownPerKind) {
+      msg += detail::concat("\n  ... and ", k.lines.size() - kShownPerKind, " more ", k.more);
+      cut = true;
+    }
   }
-  std::string msg = detail::concat("checkpoint does not match the model config: ", n_missing, " missing, ", n_shape,
-                                   " mis-shaped, ", n_unexpected, " unexpected key(s):");
-  for (const auto& s : p) msg += "\n  " + s;
+  if (cut) msg += "\n(lingbot-map inspect MODEL lists every key)";
   throw Error(msg);
 }
 

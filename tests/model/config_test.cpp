@@ -154,6 +154,34 @@ TEST(ModelConfig, ValidateListsAllProblemsAtOnce) {
   }
 }
 
+// A checkpoint of another size misses whole blocks: the message lists the first five of each kind and
+// counts the rest (it listed all, 144 lines for one block too many, burying the mis-shaped keys).
+TEST(ModelConfig, ValidateListsTheFirstFewOfEachKind) {
+  io::TensorMap w = io::SafetensorsReader::open(kTestdata + "/tiny/weights.safetensors").read_all();
+  const ModelConfig c = ModelConfig::infer(w);
+  std::vector<std::string> block;
+  for (const auto& [name, t] : w)
+    if (name.rfind("aggregator.frame_blocks.0.", 0) == 0) block.push_back(name);
+  ASSERT_GT(block.size(), 6u);
+  for (const auto& name : block) w.erase(name);
+  w.at("depth_head.norm.weight") = Tensor(Shape{255});
+  try {
+    c.validate(w);
+    FAIL() << "validate accepted a broken checkpoint";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const auto lines = std::count(what.begin(), what.end(), '\n');
+    EXPECT_EQ(lines, 5 + 1 + 1 + 1) << what;  // 5 missing, "... and N more missing", 1 mis-shaped, the hint
+    EXPECT_EQ(what.rfind(detail::concat("checkpoint does not match the model config: ", block.size(),
+                                        " missing, 1 mis-shaped, 0 unexpected key(s):\n  missing aggregator.frame_blocks.0."),
+                         0), 0u) << what;
+    EXPECT_NE(what.find(detail::concat("\n  ... and ", block.size() - 5, " more missing\n"
+                                       "  wrong shape depth_head.norm.weight: expected [256], got [255]\n"
+                                       "(lingbot-map inspect MODEL lists every key)")),
+              std::string::npos) << what;
+  }
+}
+
 // Tensors of heads the model does not have are not problems (tests/pipeline/model_load_test.cpp:
 // ModelLoad.TensorsOfHeadsTheModelDoesNotRunAreIgnoredAndNamed); unexpected keys inside the model's
 // modules are (ValidateListsAllProblemsAtOnce).
