@@ -206,15 +206,19 @@ void check_windowed_options(const WindowedOptions& w, const SessionOptions& o) {
   const int64_t K = o.scale_frames;
   check_window_fields(w);
   const int64_t ov = windowed_overlap(w, o);
+  // Named by the fields (the Python keywords too), so the message says which value to change.
+  const std::string overlap = w.overlap_keyframes
+                                  ? detail::concat("overlap_keyframes ", *w.overlap_keyframes, " (= ", ov, " frames)")
+                                  : detail::concat("overlap_size ", ov);
   if (interval_policy(o)) {
     const int64_t n = keyframe_interval_of(o);
     const int64_t L = windowed_span(static_cast<int>(K), w.window_size, static_cast<int>(n));
-    LINGBOT_CHECK(ov < L, "the overlap (", ov, " frames) must be smaller than a window (", L, " frames: ", K,
-                  " scale frames + ", std::max<int64_t>(w.window_size - K, 0), " keyframes x interval ", n, ")");
+    LINGBOT_CHECK(ov < L, overlap, " must be smaller than a window (", L, " frames: scale_frames ", K,
+                  " + (window_size ", w.window_size, " - ", K, ") keyframes x keyframe_interval ", n, ")");
   } else {
-    LINGBOT_CHECK(w.window_size >= ov + K, "window_size (", w.window_size,
-                  ") must be at least the overlap (", ov, " frames) + the ", K,
-                  " scale frames with keyframes chosen while running, or consecutive windows would not overlap");
+    LINGBOT_CHECK(w.window_size >= ov + K, "window_size ", w.window_size, " must be at least ", overlap,
+                  " + scale_frames ", K, " with keyframes chosen while running (keyframe_interval 'flow'), "
+                  "or consecutive windows would not overlap by it");
   }
 }
 

@@ -402,16 +402,16 @@ TEST_F(WindowedTest, OptionChecksNameTheField) {
   w.window_size = 4;
   w.overlap_size = 4;
   expect_error(options(), w,
-               "the overlap (4 frames) must be smaller than a window (4 frames: 2 scale frames + 2 keyframes x "
-               "interval 1)");
+               "overlap_size 4 must be smaller than a window (4 frames: scale_frames 2 + (window_size 4 - 2) "
+               "keyframes x keyframe_interval 1)");
   w.overlap_size = -1;
   expect_error(options(), w, "overlap_size must be >= 0, got -1");
   w.overlap_size = 3;
   SessionOptions flow = options();
   flow.keyframe_policy = std::make_shared<FlowKeyframes>(5.0, 3);
   expect_error(flow, w,
-               "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with "
-               "keyframes chosen while running, or consecutive windows would not overlap");
+               "window_size 4 must be at least overlap_size 3 + scale_frames 2 with keyframes chosen while "
+               "running (keyframe_interval 'flow'), or consecutive windows would not overlap by it");
   w.overlap_keyframes = 1;
   expect_error(options(), w, "set overlap_size or overlap_keyframes, not both");
   w.overlap_size.reset();

@@ -319,8 +319,8 @@ def test_an_error_naming_a_path_that_is_not_utf8_keeps_its_message(tmp_path):
     (dict(keyframe_interval=2, max_non_keyframe_gap=3), ValueError,
      "max_non_keyframe_gap only applies to keyframe_interval='flow'"),
     (dict(mode="windowed", scale_frames=2, window_size=4, overlap_size=3, keyframe_interval="flow"), ValueError,
-     "window_size (4) must be at least the overlap (3 frames) + the 2 scale frames with keyframes chosen while "
-     "running, or consecutive windows would not overlap"),
+     "window_size 4 must be at least overlap_size 3 + scale_frames 2 with keyframes chosen while running "
+     "(keyframe_interval 'flow'), or consecutive windows would not overlap by it"),
     (dict(overlap_size=2), ValueError, "overlap_size only applies to mode='windowed'"),
     (dict(mode="windowed", overlap_size=2, overlap_keyframes=1), ValueError, "give overlap_size or overlap_keyframes, not both"),
     (dict(mode="windowed", overlap_size=-1), ValueError, "overlap_size must be >= 0, got -1"),
@@ -329,7 +329,14 @@ def test_an_error_naming_a_path_that_is_not_utf8_keeps_its_message(tmp_path):
     (dict(mode="windowed", scale_frames=8, window_size=8), ValueError,
      "window_size 8 must be larger than scale_frames 8: a window stores its scale frames plus at least one keyframe"),
     (dict(mode="windowed", scale_frames=2, window_size=6, overlap_size=6), ValueError,
-     "the overlap (6 frames) must be smaller than a window (6 frames: 2 scale frames + 4 keyframes x interval 1)"),
+     "overlap_size 6 must be smaller than a window (6 frames: scale_frames 2 + (window_size 6 - 2) keyframes x "
+     "keyframe_interval 1)"),
+    (dict(mode="windowed", scale_frames=2, window_size=4, overlap_keyframes=4, keyframe_interval=1), ValueError,
+     "overlap_keyframes 4 (= 4 frames) must be smaller than a window (4 frames: scale_frames 2 + (window_size 4 - 2) "
+     "keyframes x keyframe_interval 1)"),
+    (dict(mode="windowed", scale_frames=1, window_size=3), ValueError,  # the default overlap is named too
+     "overlap_size 16 must be smaller than a window (3 frames: scale_frames 1 + (window_size 3 - 1) keyframes x "
+     "keyframe_interval 1)"),
 ])
 def test_bad_options_raise_exact_messages(demo_model, kwargs, exc, message):
     with pytest.raises(exc) as e:
