@@ -4,7 +4,8 @@
 //
 // Threads: every call into the engine (loading, decoding, preprocessing, inference, writing) runs
 // with the GIL released. A Session / Reconstruction / Exporter serves one call at a time; a second
-// thread calling the same object meanwhile gets lingbot_map.Error instead of racing.
+// thread calling the same object meanwhile gets lingbot_map.Error instead of racing (a Session's and
+// an iterator's readers answer meanwhile from the figures of the call's start: Stream::Call).
 #include <pybind11/pybind11.h>
 
 #include <pthread.h>

@@ -279,7 +279,7 @@ class PyReconstruction {
   }
 
   PyResult next() {
-    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
+    const Stream::Call call(busy_, stream_.get(), "this reconstruct() iterator", kOneIteratorCall);
     while (ready_.empty()) {
       if (done_) {
         // After the last result: a warning raised as an error then loses no frame.
@@ -340,24 +340,19 @@ class PyReconstruction {
     return fs_decode(s);  // a path that is not UTF-8 as os.fsdecode gives it
   }
 
-  py::dict stats() {
-    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
-    return stats_dict(stream_->stats());
-  }
-  py::dict options() {
-    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
-    py::dict d = stream_->options_dict();
+  // Readers answer at any time: while next() runs (another thread, or its progress callback) with the
+  // figures of its start (Stream::Call), after the iteration with the last ones.
+  py::dict stats() const { return stats_dict(stream_->readings().stats); }
+  py::dict options() const {
+    py::dict d = stream_->options_dict(stream_->readings());
     add_preprocess(d, pre_);
     return d;
   }
-  py::object windows() {
-    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
-    return stream_->windows();
-  }
+  py::object windows() const { return stream_->windows(stream_->readings()); }
   // Ends the iteration early: the results computed and not yet returned (queued ones, and in windowed
   // mode the tail held back for the overlap), without running the model.
   std::vector<PyResult> finish_early() {
-    BusyGuard busy(busy_, "this reconstruct() iterator", kOneIteratorCall);
+    const Stream::Call call(busy_, stream_.get(), "this reconstruct() iterator", kOneIteratorCall);
     std::vector<PyResult> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
     ready_.clear();
     done_ = true;

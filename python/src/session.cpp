@@ -16,7 +16,6 @@
 #include "fs_text.h"
 #include "checks.h"
 #include "gc_support.h"
-#include "core/busy_guard.h"
 #include "core/error.h"
 #include "interrupts.h"
 #include "io/preprocess.h"
@@ -64,7 +63,7 @@ class PySession {
   }
 
   std::vector<PyResult> push(const py::handle& frame, const py::object& source, std::optional<double> timestamp) {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const Stream::Call call(busy_, stream_.get(), "this Session", kOneSessionCall);
     // The exports write it as it is (TUM, poses.json): NaN or inf would make them unreadable.
     if (timestamp && !std::isfinite(*timestamp))
       throw py::value_error("timestamp must be a finite number of seconds, got " + std::string(py::str(py::float_(*timestamp))));
@@ -132,7 +131,7 @@ class PySession {
   }
 
   std::vector<PyResult> finish() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const Stream::Call call(busy_, stream_.get(), "this Session", kOneSessionCall);
     Stream& s = open();
     std::vector<FrameResult> results;
     try {
@@ -146,13 +145,13 @@ class PySession {
   }
 
   std::vector<PyResult> finish_early() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const Stream::Call call(busy_, stream_.get(), "this Session", kOneSessionCall);
     Stream& s = open();
     return after_undelivered(to_python(s.finish_early(), &pending_, s.scale_frames()));
   }
 
   void reset() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const Stream::Call call(busy_, stream_.get(), "this Session", kOneSessionCall);
     Stream& s = open();
     std::optional<py::error_already_set> raised;  // as close(): the sequence is forgotten all the same
     if (!warn_if_results_lost("reset")) raised.emplace();
@@ -168,7 +167,7 @@ class PySession {
   // `warn`: close() itself and a with-block left without an exception warn when pushed frames have
   // had no result (warn_if_results_lost); the warning raised as an error (-W error) still closes first.
   void close(bool warn = true) {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
+    const Stream::Call call(busy_, stream_.get(), "this Session", kOneSessionCall);
     // Fetched (the error indicator cleared) before the clean-up below runs Python code (freeing the
     // progress callable), then raised.
     std::optional<py::error_already_set> raised;
@@ -195,49 +194,33 @@ class PySession {
     progress_.reset();
   }
 
-  // Readers take the guard too: the engine state they read changes while a push runs.
-  // After close() they answer with the last figures (as a reconstruct() iterator after its end).
-  py::dict stats() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return stats_dict(readable().stats());
-  }
-  py::dict options() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    py::dict d = readable().options_dict();
+  // Readers answer at any time: while a call runs (another thread, or its progress callback) with the
+  // figures of its start (Stream::Call), after close() with the last ones.
+  py::dict stats() const { return stats_dict(readable().readings().stats); }
+  py::dict options() const {
+    const Stream& s = readable();
+    py::dict d = s.options_dict(s.readings());
     add_preprocess(d, pre_);
     return d;
   }
-  py::object windows() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return readable().windows();
+  py::object windows() const {
+    const Stream& s = readable();
+    return s.windows(s.readings());
   }
-  bool finished() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return open().closed();
-  }
-  bool is_closed() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return closed_ || stream_ == nullptr;
-  }
-  int64_t frames_pushed() {
-    BusyGuard busy(busy_, "this Session", kOneSessionCall);
-    return readable().frames_pushed();
-  }
+  bool finished() { return open().readings().closed; }
+  bool is_closed() const { return closed_ || stream_ == nullptr; }
+  int64_t frames_pushed() const { return readable().readings().frames_pushed; }
   // A copy (the same engine Model): a reference into this Session would keep the Session, and its
   // cache, alive as long as the caller keeps the Model.
   PyModel model() const { return model_; }
-  // "<lingbot_map.Session streaming, 5 frames pushed>" (", finished" / "closed" / "busy" as they apply).
-  std::string repr() {
-    std::optional<BusyGuard> busy;
-    try {
-      busy.emplace(busy_, "this Session", kOneSessionCall);
-    } catch (const Error&) {
-      return "<lingbot_map.Session busy: a call is running>";
-    }
+  // "<lingbot_map.Session streaming, 5 frames pushed>" (", finished" / ", a call running" / "closed" as they apply).
+  std::string repr() const {
     if (closed_ || !stream_) return "<lingbot_map.Session closed>";
-    const int64_t n = stream_->frames_pushed();
-    return "<lingbot_map.Session " + py::str(stream_->options_dict()["mode"]).cast<std::string>() + ", " +
-           std::to_string(n) + (n == 1 ? " frame" : " frames") + " pushed" + (stream_->closed() ? ", finished>" : ">");
+    const Stream::Readings r = stream_->readings();
+    const int64_t n = r.frames_pushed;
+    return "<lingbot_map.Session " + std::string(stream_->windowed() ? "windowed" : "streaming") + ", " +
+           std::to_string(n) + (n == 1 ? " frame" : " frames") + " pushed" + (r.closed ? ", finished" : "") +
+           (busy_.load() ? ", a call running>" : ">");
   }
 
  private:

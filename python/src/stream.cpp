@@ -42,11 +42,29 @@ std::vector<FrameResult> Stream::finish_early() {
   return session_ ? std::vector<FrameResult>{} : windowed_->finish_early();
 }
 
+Stream::Readings Stream::now() const {
+  if (released_) return *released_;
+  Readings r{stats(), options(), windowed_ ? windowed_->windows() : std::vector<WindowInfo>{},
+             windowed_ ? windowed_->overlap() : 0, frames_pushed(), closed()};
+  r.options.step_progress = nullptr;
+  return r;
+}
+
+Stream::Readings Stream::readings() const { return at_call_start_ ? *at_call_start_ : now(); }
+
+Stream::Call::Call(std::atomic<bool>& busy, Stream* stream, std::string_view what, std::string_view detail)
+    : busy_(busy, what, detail), stream_(stream) {
+  if (stream_) stream_->at_call_start_ = stream_->now();
+}
+
+Stream::Call::~Call() {
+  if (stream_) stream_->at_call_start_.reset();
+}
+
 void Stream::release() {
   if (released_) return;
-  Released r{stats(), options(), windowed_ ? windowed_->windows() : std::vector<WindowInfo>{},
-             windowed_ ? windowed_->overlap() : 0, frames_pushed()};
-  r.options.step_progress = nullptr;  // the Python callable goes with the engine
+  Readings r = now();
+  r.closed = true;
   released_ = std::move(r);
   options_.step_progress = nullptr;
   session_.reset();
@@ -61,8 +79,8 @@ void Stream::reset() {
   ended_ = false;
 }
 
-py::dict Stream::options_dict() const {
-  const SessionOptions& o = options();
+py::dict Stream::options_dict(const Readings& r) const {
+  const SessionOptions& o = r.options;
   const bool windowed = this->windowed();
   py::dict d("mode"_a = windowed ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
              "kv_window"_a = o.kv_window,
@@ -79,15 +97,15 @@ py::dict Stream::options_dict() const {
     d["window_size"] = w.window_size;
     d["overlap_size"] = w.overlap_size ? py::object(py::int_(*w.overlap_size)) : py::none();
     d["overlap_keyframes"] = w.overlap_keyframes ? py::object(py::int_(*w.overlap_keyframes)) : py::none();
-    d["overlap_frames"] = released_ ? released_->overlap : windowed_->overlap();  // either option resolved
+    d["overlap_frames"] = r.overlap;  // either option resolved
   }
   return d;
 }
 
-py::object Stream::windows() const {
+py::object Stream::windows(const Readings& r) const {
   if (!windowed_options_) return py::none();
   py::list out;
-  for (const WindowInfo& w : released_ ? released_->windows : windowed_->windows()) {
+  for (const WindowInfo& w : r.windows) {
     py::array_t<float> t({4, 4});
     std::copy(w.transform.begin(), w.transform.end(), t.mutable_data());
     py::dict cache("frames_stored"_a = w.cache.frames_stored, "bytes_used"_a = w.cache.bytes_used,

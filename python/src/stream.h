@@ -4,11 +4,14 @@
 // reconstruct(). A WindowedSession has no reset of its own: reset() makes a new one with the same options.
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
+#include "core/busy_guard.h"
 #include "lingbot/model.h"
 #include "lingbot/session.h"
 #include "lingbot/windowed.h"
@@ -33,10 +36,40 @@ class Stream {
 
   // The end of a sequence that will not resume (reconstruct()'s iteration is over): frees the engine's
   // state (the KV cache: up to gigabytes) and the progress callable while the owner lives on (a
-  // notebook keeps its iterator). stats(), options(), options_dict(), windows(), frames_pushed() and
-  // closed() then answer from a copy taken here; finish_early() returns nothing; the other calls are
-  // refused as after finish_early(). Needs no GIL (the callable's holder takes it to drop it).
+  // notebook keeps its iterator). stats(), options(), frames_pushed(), closed() and readings() then
+  // answer from a copy taken here; finish_early() returns nothing; the other calls are refused as after
+  // finish_early(). Needs no GIL (the callable's holder takes it to drop it).
   void release();
+
+  // What the Python objects' readers show (stats(), options, windows, frames_pushed, finished): a copy,
+  // so they answer while a call runs, from the readings of its start (the engine changes under the
+  // call, which releases the GIL), and after release().
+  struct Readings {
+    SessionStats stats;
+    SessionOptions options;  // step_progress cleared: the Python callable stays with the engine
+    std::vector<WindowInfo> windows;
+    int64_t overlap = 0;  // windowed: overlap_frames
+    int64_t frames_pushed = 0;
+    bool closed = false;
+  };
+  // Those of the running Call's start, else the stream's own now. Needs no GIL.
+  Readings readings() const;
+
+  // A call on the stream from Python: one at a time on its object (`busy`: a second one, from another
+  // thread or from this call's progress callback, is refused with "<what> is already running a
+  // call<detail>"); while it runs, readings() gives those of its start. Made and ended with the GIL
+  // held; `stream` null (an object the garbage collector cleared) guards the call only.
+  class Call {
+   public:
+    Call(std::atomic<bool>& busy, Stream* stream, std::string_view what, std::string_view detail);
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+   private:
+    BusyGuard busy_;
+    Stream* stream_;
+  };
 
   SessionStats stats() const {
     return released_ ? released_->stats : session_ ? session_->stats() : windowed_->stats();
@@ -62,9 +95,9 @@ class Stream {
   }
 
   // The options in effect as Session.options shows them (summary.json's names). Needs the GIL.
-  py::dict options_dict() const;
+  py::dict options_dict(const Readings& r) const;
   // Windowed: every window begun so far (summary.json's "windows"); streaming: None. Needs the GIL.
-  py::object windows() const;
+  py::object windows(const Readings& r) const;
 
  private:
   void make();
@@ -76,14 +109,9 @@ class Stream {
   std::unique_ptr<Session> session_;
   std::unique_ptr<WindowedSession> windowed_;
   bool ended_ = false;  // the caller ended the sequence: finish_early(), or finish() in windowed mode
-  struct Released {     // what release() kept
-    SessionStats stats;
-    SessionOptions options;
-    std::vector<WindowInfo> windows;
-    int64_t overlap = 0;  // windowed: overlap_frames
-    int64_t frames_pushed = 0;
-  };
-  std::optional<Released> released_;
+  Readings now() const;
+  std::optional<Readings> released_;       // what release() kept
+  std::optional<Readings> at_call_start_;  // while a Call runs
 };
 
 }  // namespace lingbot::python

@@ -76,7 +76,13 @@ class _Poller:
 
 def test_second_thread_on_the_same_session_is_refused(demo_model):
     with lm.Session(demo_model, scale_frames=1, threads=1) as s:
-        with _Poller(s.stats) as poller:
+        def second_call():
+            try:
+                s.push(None)
+            except TypeError:  # no call running: the frame is refused, nothing pushed
+                pass
+
+        with _Poller(second_call) as poller:
             for i in range(4):
                 s.push(lm.demo_frame(i, **BIG))
         errors = poller.errors
@@ -86,6 +92,29 @@ def test_second_thread_on_the_same_session_is_refused(demo_model):
     assert errors, "the polling thread never ran while a push was computing"
     assert set(errors) == {BUSY}
 
+
+def test_readers_answer_from_another_thread_while_a_push_runs(demo_model):
+    """stats(), options, windows, frames_pushed, finished and repr answer while a push computes, with the
+    figures of the push's start (they were refused: a monitor thread or a UI could not show
+    frames_pushed during a scale phase that runs minutes)."""
+    seen = []
+
+    def read():
+        seen.append((s.frames_pushed, s.stats()["frames_completed"], s.options["scale_frames"], s.windows,
+                     s.finished, repr(s)))
+
+    with lm.Session(demo_model, scale_frames=2, threads=1) as s:
+        with _Poller(read) as poller:
+            for i in range(5):
+                s.push(lm.demo_frame(i, **BIG))
+        assert not poller.errors
+        assert (s.frames_pushed, s.stats()["frames_completed"]) == (5, 5)
+    assert any(r[5].endswith(", a call running>") for r in seen), "the polling thread never ran during a push"
+    for pushed, completed, scale_frames, windows, finished, text in seen:
+        assert 0 <= completed <= pushed <= 5 and scale_frames == 2 and windows is None and not finished
+        assert text.startswith(f"<lingbot_map.Session streaming, {pushed} frame")
+    pushed = [r[0] for r in seen]
+    assert pushed == sorted(pushed)
 
 
 def test_reading_an_exporter_while_another_thread_writes_is_refused(demo_model, tmp_path):
@@ -110,14 +139,16 @@ def test_reading_an_exporter_while_another_thread_writes_is_refused(demo_model, 
 @pytest.mark.parametrize("kind", ["Session", "reconstruct() iterator"])
 def test_a_progress_callback_calling_back_into_its_object_is_refused(demo_model, kind):
     """The same guard, on the same thread: the message names the callback too (it said "in another
-    thread", which sent a probe looking for threads)."""
-    seen, obj = [], []
+    thread", which sent a probe looking for threads). Its readers answer, with the figures of the call's
+    start (they were refused too)."""
+    seen, read, obj = [], [], []
 
     def progress(p):
         if not seen:
             with pytest.raises(lm.Error) as e:
-                obj[0].stats()
+                obj[0].push(frames[0]) if kind == "Session" else next(obj[0])
             seen.append(str(e.value))
+            read.append((obj[0].stats()["frames_completed"], obj[0].options["scale_frames"], obj[0].windows))
 
     frames = [lm.demo_frame(i) for i in range(2)]
     if kind == "Session":
@@ -131,6 +162,7 @@ def test_a_progress_callback_calling_back_into_its_object_is_refused(demo_model,
         obj.append(lm.reconstruct(images=frames, model=demo_model, scale_frames=2, threads=1, progress=progress))
         assert len(list(obj[0])) == 2
         assert seen == [BUSY.replace("this Session", "this reconstruct() iterator").replace("one Session", "one iterator")]
+    assert read == [(0, 2, None)]  # during the scale phase: no frame completed at its start
 
 
 # The child installs Python's own SIGINT handler: a process started in the background by a shell
@@ -196,7 +228,7 @@ def test_ctrl_c_raises_keyboard_interrupt_at_the_next_frame(tmp_path):
 # machine's speed would land before the step on a slow one and after it on a fast one.
 # armed(): the engine's own SIGINT handler is installed, which happens only around a scale phase's
 # nogil block (python/src/interrupts.cpp, CtrlCStopsTheStep) with the default Python handler.
-# in_a_push(obj): obj.stats() is refused while a call runs and the main thread's innermost Python
+# in_a_push(obj): obj's repr says a call is running and the main thread's innermost Python
 # frame is the script's own, so it is in the engine, not in Python code the call made. The watcher
 # holds the GIL whenever it looks, so the main thread is then in the step's nogil block.
 WATCHER = r"""
@@ -228,11 +260,9 @@ def armed():
 
 
 def in_a_push(obj):
-    try:
-        obj.stats()
+    if not repr(obj).endswith(", a call running>"):
         return False
-    except lm.Error:
-        return sys._current_frames()[threading.main_thread().ident].f_code.co_filename == __file__
+    return sys._current_frames()[threading.main_thread().ident].f_code.co_filename == __file__
 
 
 def ctrl_c_when(inside):
