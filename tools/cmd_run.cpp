@@ -17,12 +17,14 @@
 //      "warnings" list (input damage, non-finite outputs). A run killed hard (SIGKILL, a second
 //      Ctrl-C) leaves no summary.json, but every per-frame file already written is valid.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <csignal>
 #include <cstdio>
 #include <deque>
@@ -87,11 +89,32 @@ constexpr int kExitDamagedInput = 3;   // the run finished but the input was dam
 // stored before the flag is released, so whoever sees the flag (acquire) sees the number.
 std::atomic<int> g_interrupt_requested{0};
 std::atomic<bool> g_stop_step{false};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+std::atomic<int64_t> g_first_signal_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free,
               "a signal handler sets them");
+// A second signal this soon after the first is the same interrupt delivered twice: timeout(1) without
+// --foreground signals the process and then its process group, which lost the summary.
+constexpr int64_t kSameInterruptNs = 1'000'000'000;
 extern "C" void on_stop_signal(int sig) {
-  g_interrupt_requested.store(sig, std::memory_order_relaxed);
-  g_stop_step.store(true, std::memory_order_release);
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const int64_t t = std::max<int64_t>(int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec, 1);
+  int64_t first = 0;
+  if (g_first_signal_ns.compare_exchange_strong(first, t)) {
+    g_interrupt_requested.store(sig, std::memory_order_relaxed);
+    g_stop_step.store(true, std::memory_order_release);
+    return;
+  }
+  if (t - first < kSameInterruptNs) return;
+  // A second Ctrl-C: the signal's default action (the process ends at once), said first.
+  static constexpr char kMessage[] =
+      "\nlingbot-map: second interrupt: terminating at once (no summary.json; the files written so far stay valid)\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);  // delivered when this handler returns (the signal is blocked while it runs)
 }
 
 // summary.json's "signal".
@@ -102,8 +125,8 @@ const char* stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig 
 // output that went away (`| head`, a restarted logger) must not kill the run before its summary
 // (the writes fail instead, and the run exits 1 at the end saying so). The signals stop the run at once: the model step in progress (a frame, or the scale phase, which
 // can take minutes on a CPU) ends at its next block and gives no result; the frames done before it
-// are kept. SA_RESETHAND: a second signal gets the default action, so a second Ctrl-C terminates at
-// once (no summary.json; every per-frame file already written stays valid).
+// are kept. A second signal (1 s or more after the first) gets the default action, so a second Ctrl-C
+// terminates at once (no summary.json; every per-frame file already written stays valid).
 class StopSignalGuard {
  public:
   StopSignalGuard() = default;
@@ -116,6 +139,7 @@ class StopSignalGuard {
   static bool clear_flags() {
     g_interrupt_requested.store(0);
     g_stop_step.store(false);
+    g_first_signal_ns.store(0);
     return true;
   }
   // SIGHUP ignored when the run starts (`nohup lingbot-map run ...`) stays ignored: the run goes on
@@ -125,9 +149,9 @@ class StopSignalGuard {
     return ::sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN;
   }
   [[maybe_unused]] bool cleared_ = clear_flags();  // first member: the flags are cleared before any handler is installed
-  ScopedSignalAction int_{SIGINT, on_stop_signal, SA_RESETHAND};
-  ScopedSignalAction term_{SIGTERM, on_stop_signal, SA_RESETHAND};
-  ScopedSignalAction hup_{SIGHUP, ignored(SIGHUP) ? SIG_IGN : on_stop_signal, SA_RESETHAND};
+  ScopedSignalAction int_{SIGINT, on_stop_signal};
+  ScopedSignalAction term_{SIGTERM, on_stop_signal};
+  ScopedSignalAction hup_{SIGHUP, ignored(SIGHUP) ? SIG_IGN : on_stop_signal};
   ScopedSignalAction pipe_{SIGPIPE, SIG_IGN};
 };
 
@@ -1038,8 +1062,9 @@ void add_run_command(CLI::App& app) {
       "                 bounds, scale, transform), seconds per frame, peak memory, cache stats, options\n"
       "Ctrl-C, SIGTERM or SIGHUP ends the model step in progress at its next block (its frames give no\n"
       "result; the frames before it are kept), finalises the files and exits with code 130 (SIGTERM: 143,\n"
-      "SIGHUP: 129); a second Ctrl-C terminates at once (no summary.json; files stay valid). A standard\n"
-      "output that goes away (| head) does not stop the run: it ends as usual, then exits 1 saying so.\n"
+      "SIGHUP: 129); a second Ctrl-C (a second or more after the first) terminates at once (no\n"
+      "summary.json; files stay valid). A standard output that goes away (| head) does not stop the\n"
+      "run: it ends as usual, then exits 1 saying so.\n"
       "A damaged video (decode errors, lost frames, cut short) or a JPEG decoded with corrupt data exits\n"
       "with code 3 unless --allow-damaged.\n"
       "Non-finite model outputs: depth/confidence pixels that are NaN, inf or <= 0 are 0 in the PNGs\n"

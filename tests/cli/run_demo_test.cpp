@@ -135,7 +135,8 @@ void check_outputs(const fs::path& out, int64_t frames) {
 
 // Starts `run --demo` on a million frames, waits for `min_frames` TUM lines, sends `sig`.
 // Returns the wait status; the log is in dir/log.
-int run_demo_and_signal(const fs::path& dir, const fs::path& out, int sig, size_t min_frames) {
+// `times`: the signal sent that many times back to back (as timeout(1) signals the process, then its group).
+int run_demo_and_signal(const fs::path& dir, const fs::path& out, int sig, size_t min_frames, int times = 1) {
   const pid_t pid = ::fork();
   EXPECT_GE(pid, 0);
   if (pid == 0) {
@@ -152,7 +153,7 @@ int run_demo_and_signal(const fs::path& dir, const fs::path& out, int sig, size_
     if (fs::exists(out / "trajectory.tum") && read_lines(out / "trajectory.tum").size() >= min_frames) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ::kill(pid, sig);
+  for (int i = 0; i < times; ++i) ::kill(pid, sig);
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);
   return status;
@@ -293,6 +294,20 @@ TEST(RunDemo, InterruptLeavesValidFilesAndExits130) {
   for (const auto& e : fs::directory_iterator(dir / "pre")) pngs += e.path().extension() == ".png";
   EXPECT_EQ(static_cast<int64_t>(pngs), summary.at("frames_pushed").get<int64_t>());
   EXPECT_EQ(summary.at("options").at("export_preprocessed"), (dir / "pre").string());
+}
+
+// The same interrupt delivered twice at once (`timeout -s INT` without --foreground signals the process,
+// then its process group) is one Ctrl-C: the run stops cleanly. It ended at once, without summary.json.
+TEST(RunDemo, AnInterruptDeliveredTwiceAtOnceIsOneCtrlC) {
+  const fs::path dir = fresh_dir("demo_sigint_twice");
+  const fs::path out = dir / "out";
+  const int status = run_demo_and_signal(dir, out, SIGINT, 10, 2);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "log");
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "log");
+  const json summary = read_json(out / "summary.json");
+  EXPECT_EQ(summary.at("status"), "interrupted");
+  EXPECT_FALSE(contains(slurp(dir / "log"), "second interrupt"));
+  check_outputs(out, summary.at("frames").get<int64_t>());
 }
 
 }  // namespace
