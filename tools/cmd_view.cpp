@@ -51,7 +51,9 @@ void add_view_command(CLI::App& app) {
       "is needed. Only files inside OUT_DIR are served. A run still going on is followed live.");
   auto a = std::make_shared<ViewArgs>();
   cmd->add_option("OUT_DIR", a->out, "output folder of 'lingbot-map run'")->required();
-  cmd->add_option("--port", a->port, "TCP port (0 = any free port; the URL printed says which)")->capture_default_str();
+  cmd->add_option("--port", a->port, "TCP port (0 = any free port; the URL printed says which)")
+      ->check(CLI::Range(0, 65535))  // as run's --serve: a usage error (exit 2)
+      ->capture_default_str();
   cmd->add_option("--host", a->host,
                   "address to listen on; the default is loopback only. Another address (e.g. 0.0.0.0) "
                   "makes the folder readable from the network")

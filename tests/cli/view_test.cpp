@@ -462,6 +462,10 @@ TEST(View, Errors) {
   r = run_cli("view " + demo_out().string() + " --host example.com --port 0");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --host must be an IP address or localhost, got 'example.com'\n");
+  // A port out of range is a usage error, as run's --serve (it exited 1 where --serve exits 2).
+  r = run_cli("view " + demo_out().string() + " --port 99999");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "error: --port: Value 99999 not in range 0 to 65535\nRun 'lingbot-map view --help' for usage.\n");
   // run --serve binds before writing anything: a busy port leaves no output folder.
   ServerProcess busy({"view", demo_out().string(), "--port", "0"});
   const int port = busy.wait_for_port();
