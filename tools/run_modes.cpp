@@ -61,6 +61,9 @@ PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_o
   if (m.mode == "crop" || m.mode == "pad") {
     LINGBOT_CHECK(preprocess_option.empty() || preprocess_option == m.mode, "--mode ", m.mode,
                   " (the deprecated spelling of --preprocess ", m.mode, ") contradicts --preprocess ", preprocess_option);
+    // As every option and its old spelling (docs/naming.md): both given is refused, even alike.
+    LINGBOT_CHECK(preprocess_option.empty(), "give --preprocess ", m.mode, " or its old spelling --mode ", m.mode,
+                  ", not both");
     c.preprocess = m.mode;
     c.alias_used = true;
     m.mode = "streaming";

@@ -52,6 +52,8 @@ ModeArgs mode_args(const std::string& mode, const std::optional<std::string>& pr
     if (preprocess && *preprocess != mode)
       throw py::value_error("mode='" + mode + "' (the old spelling of preprocess=) contradicts preprocess='" +
                             *preprocess + "'");
+    if (preprocess)  // as every other old spelling (and preprocess()'s mode=): even alike
+      throw py::value_error("give preprocess='" + mode + "' or its old spelling mode='" + mode + "', not both");
     warn_deprecated("mode='" + mode + "' is deprecated, use preprocess='" + mode +
                     "' (mode= is now 'streaming' or 'windowed', as run's --mode)");
     m.preprocess = mode;

@@ -36,6 +36,8 @@ std::string usage_error_of(const std::string& args, const std::string& name) {
 TEST(RunModes, InconsistentOptionsNameTheOption) {
   EXPECT_EQ(usage_error_of("--mode crop --preprocess pad", "alias_conflict"),
             "error: --mode crop (the deprecated spelling of --preprocess crop) contradicts --preprocess pad\n");
+  EXPECT_EQ(usage_error_of("--mode pad --preprocess pad", "alias_twice"),  // was accepted, unlike every other pair
+            "error: give --preprocess pad or its old spelling --mode pad, not both\n");
   EXPECT_EQ(usage_error_of("--flow-threshold 5", "flow_without_flow"),
             "error: --flow-threshold only applies to --keyframe-interval flow (got --keyframe-interval auto)\n");
   EXPECT_EQ(usage_error_of("--keyframe-interval 2 --max-non-keyframe-gap 4", "gap_without_flow"),

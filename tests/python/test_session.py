@@ -314,6 +314,7 @@ def test_an_error_naming_a_path_that_is_not_utf8_keeps_its_message(tmp_path):
     (dict(keyframe_interval=2, keyframes=2), ValueError, "give keyframe_interval or its old spelling keyframes, not both"),
     (dict(mode="pad", preprocess="crop"), ValueError,
      "mode='pad' (the old spelling of preprocess=) contradicts preprocess='crop'"),
+    (dict(mode="pad", preprocess="pad"), ValueError, "give preprocess='pad' or its old spelling mode='pad', not both"),
     (dict(window_size=8), ValueError, "window_size only applies to mode='windowed'"),
     (dict(flow_threshold=3.0), ValueError, "flow_threshold only applies to keyframe_interval='flow'"),
     (dict(keyframe_interval=2, max_non_keyframe_gap=3), ValueError,
