@@ -924,6 +924,13 @@ int run_command(const RunArgs& a) {
     run.meta = meta;
     exports.begin(run, io::StaleOutputs::EveryExport);  // also removes an earlier run's summary.json
   }
+  if (!a.export_preprocessed.empty()) {  // an earlier run's frames beyond this run's would pass for its own
+    const size_t removed = io::remove_files_in(
+        a.export_preprocessed, [](const std::string& n) { return io::is_frame_file_name(n, ".png"); });
+    if (removed > 0)
+      std::printf("notice: --export-preprocessed %s: %zu frame PNG(s) of an earlier run removed\n",
+                  a.export_preprocessed.c_str(), removed);
+  }
   io::StreamDamage image_damage;
   FrameLoop(a, input, pre, session, exports, {warnings, tally, progress, live, image_damage}, sigint, t_model)
       .run(std::move(first));

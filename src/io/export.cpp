@@ -129,9 +129,10 @@ void ensure_writable_dir(const fs::path& dir, std::string_view what) {
   fs::remove(probe, ec);
 }
 
-void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)) {
+size_t remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
+  size_t removed = 0;
+  if (!fs::is_directory(dir, ec)) return removed;
   for (const auto& entry : fs::directory_iterator(dir)) {
     // A matching file's temporary too (write_file_atomic's NAME.tmp, left by a run killed mid-write).
     std::string name = entry.path().filename().string();
@@ -139,7 +140,9 @@ void remove_files_in(const fs::path& dir, bool (*match)(const std::string& name)
     if (!entry.is_regular_file() || !match(name)) continue;
     fs::remove(entry.path(), ec);
     LINGBOT_CHECK(!ec, "cannot remove old ", entry.path().string(), ": ", ec.message());
+    ++removed;
   }
+  return removed;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -152,8 +152,8 @@ std::unique_ptr<Exporter> make_exporter(std::string_view name);
 // folder: "cannot create <what> <dir>: <reason>" / "<what> <dir> is not writable: <reason>".
 void ensure_writable_dir(const std::filesystem::path& dir, std::string_view what = "folder");
 // Removes the regular files in `dir` whose name `match` accepts, and their NAME.tmp temporaries (left
-// by a run killed mid-write); a missing dir is fine.
-void remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::string& name));
+// by a run killed mid-write); a missing dir is fine. Returns how many files it removed.
+size_t remove_files_in(const std::filesystem::path& dir, bool (*match)(const std::string& name));
 
 // Drives the selected exporters through the protocol above. When an exporter throws in frame(),
 // the frame is discarded from every exporter that was given it and the error is rethrown (with

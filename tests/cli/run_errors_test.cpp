@@ -1,6 +1,7 @@
 // `lingbot-map run` on bad input: one "error: ..." line, exit code 1, and no file claiming success.
 // Errors found before the run starts leave --out untouched (not even created); an error after
 // frames were written leaves summary.json with "status": "failed" and the message.
+#include <algorithm>
 #include <fstream>
 
 #include "lingbot/device.h"
@@ -158,6 +159,19 @@ TEST(RunErrors, ExportPreprocessedNeverOverlapsInputsOrExports) {
   const Result ok = run_cli("run " + base + " --export poses --export-preprocessed " + (out / "pre").string() + " --out " + out.string());
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(lingbot::io::list_image_files(out / "pre").size(), lingbot::io::list_image_files(kTinyFrames).size());
+  // A shorter run into the same folder replaces the frames: the earlier run's later ones stayed, passing
+  // for this run's. Files not named as frames are not touched.
+  write_file(out / "pre" / "notes.png", "x");
+  const Result again = run_cli("run " + base + " --first-k 2 --export poses --export-preprocessed " + (out / "pre").string() +
+                               " --out " + out.string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out, "notice: --export-preprocessed " + (out / "pre").string() + ": " +
+                                      std::to_string(lingbot::io::list_image_files(kTinyFrames).size()) +
+                                      " frame PNG(s) of an earlier run removed\n")) << again.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(out / "pre")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"000000.png", "000001.png", "notes.png"}));
 }
 
 // Options that only mean something with another one are usage errors (exit 2), not silently ignored.
