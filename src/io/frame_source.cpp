@@ -40,6 +40,7 @@ FrameSource FrameSource::from_folder(const std::filesystem::path& dir, const Fra
     if (!notice.empty()) s.impl_->notices.push_back(std::move(notice));
   if (sel.first_k > 0 && static_cast<int64_t>(all.size()) > sel.first_k) all.resize(static_cast<size_t>(sel.first_k));
   for (size_t i = 0; i < all.size(); i += static_cast<size_t>(sel.stride)) s.impl_->files.push_back(all[i]);
+  if (std::string notice = grey16_png_notice(s.impl_->files); !notice.empty()) s.impl_->notices.push_back(std::move(notice));
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including their headers
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <memory>
 #include <string_view>
@@ -811,6 +812,24 @@ std::string digits_as_one(const std::string& name) {
   return out;
 }
 }  // namespace
+
+std::string grey16_png_notice(const std::vector<std::filesystem::path>& files) {
+  static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  size_t count = 0;
+  std::string first;
+  for (const std::filesystem::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    unsigned char h[26];  // signature, IHDR's length and type, width, height, bit depth, colour type
+    if (!in.read(reinterpret_cast<char*>(h), sizeof h)) continue;  // decoding it says what is wrong
+    if (std::memcmp(h, kSignature, 8) != 0 || std::memcmp(h + 12, "IHDR", 4) != 0) continue;
+    if (h[24] == 16 && h[25] == PNG_COLOR_TYPE_GRAY && count++ == 0) first = file.filename().string();
+  }
+  if (count == 0) return "";
+  return detail::concat(count, count == 1 ? " frame is a 16-bit greyscale PNG (" : " frames are 16-bit greyscale PNGs (",
+                        first, count > 1 ? ", ...): their" : "): its",
+                        " values above 255 become 255, as Pillow converts such a PNG to RGB and upstream reads it, so "
+                        "it comes out nearly white: convert to 8 bits first (e.g. ffmpeg -i in.png -pix_fmt gray out.png)");
+}
 
 std::string name_order_notice(const std::vector<std::filesystem::path>& sorted_files) {
   // Each name against the previous one of its pattern, so interleaved sequences (stereo pairs:

@@ -129,6 +129,11 @@ bool is_image_file_name(const std::filesystem::path& path);
 // as upstream reads them: this is the notice that un-padded numbers scramble a sequence.
 std::string name_order_notice(const std::vector<std::filesystem::path>& sorted_files);
 
+// When some of `files` are 16-bit greyscale PNGs (a depth or infrared camera's frames), says how many
+// and that they come out nearly white: Pillow converts them to RGB clipping every value above 255,
+// and so do upstream and this reader (decode_image); else "". Reads each file's first 26 bytes.
+std::string grey16_png_notice(const std::vector<std::filesystem::path>& files);
+
 // Files directly inside `dir` (not hidden) in an image format list_image_files does not read (.webp,
 // .tif, .tiff, .jpe, .gif, .heic, ...): extension (lower case) -> count, for the notice that they
 // are not frames. Errors as list_image_files for a missing folder.

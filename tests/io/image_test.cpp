@@ -503,6 +503,32 @@ TEST(Image, Grey16PngIsClippedLikePil) {
   EXPECT_EQ(grey, (std::vector<uint8_t>{0, 200, 255, 255, 255, 255}));
 }
 
+// Such frames come out nearly white: a folder run says so (a 16-bit depth or IR camera's frames gave a
+// meaningless reconstruction without a hint). Only 16-bit grey: 8-bit grey and 16-bit grey+alpha are read well.
+TEST(Image, Grey16PngFramesAreNamedInANotice) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "grey16_notice";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::vector<uint16_t> v(6, 1000);
+  const std::vector<uint8_t> g16 = encode_png_gray16(3, 2, v);
+  const auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
+    std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                       static_cast<std::streamsize>(bytes.size()));
+    return dir / name;
+  };
+  const ImageU8 rgb(3, 2);
+  const fs::path a = write("a.png", encode_png_rgb8(rgb)), b = write("b.png", g16), c = write("c.jpg", g16),
+                 d = write("d.png", {0x89, 'P', 'N'});
+  EXPECT_EQ(grey16_png_notice({a, d}), "");
+  EXPECT_EQ(grey16_png_notice({a, b}),
+            "1 frame is a 16-bit greyscale PNG (b.png): its values above 255 become 255, as Pillow converts such a "
+            "PNG to RGB and upstream reads it, so it comes out nearly white: convert to 8 bits first (e.g. ffmpeg -i "
+            "in.png -pix_fmt gray out.png)");
+  EXPECT_EQ(grey16_png_notice({a, b, c, d}).substr(0, 56), "2 frames are 16-bit greyscale PNGs (b.png, ...): their v");
+  fs::remove_all(dir);
+}
+
 // Found by fuzz_image: a PNG whose IDAT chunk declares 1 GiB in a 100-byte file made stb_image grow
 // its buffer towards that length (gigabytes reserved, seconds of work) before seeing the data end.
 // The chunk table is now checked against the file size first.
