@@ -247,8 +247,8 @@ std::vector<PyResult> to_python(std::vector<FrameResult>&& results, std::deque<P
 
 void bind_result(py::module_& m) {
   py::class_<PyResult> result(m, "Result",
-                       "One frame's outputs, a value: its arrays are read-only float32 NumPy arrays that own their\n"
-                       "memory (they stay valid after the Session is gone; r.depth.copy() to edit one). Camera convention: OpenCV axes (x right, y down, z forward);\n"
+                       "One frame's outputs, a value: its arrays are read-only NumPy arrays (float32; source_K float64)\n"
+                       "that own their memory (they stay valid after the Session is gone; r.depth.copy() to edit one). Camera convention: OpenCV axes (x right, y down, z forward);\n"
                        "c2w maps camera to world, w2c is its inverse; K is in pixels of the model input.");
   result.def_readonly("frame_index", &PyResult::frame_index, "Position in the sequence, from 0.")
       .def_readonly("is_keyframe", &PyResult::is_keyframe, "Stored in the KV cache (scale frames and keyframes).")
