@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/file_util.h"
 #include "lingbot/preprocess.h"
 #include "lingbot/session.h"
 #include "run_checks.h"
@@ -37,21 +38,9 @@ namespace {
 // Output locations that can never work, found before anything is written (a folder that cannot be
 // created or written is found when it is created: nothing else exists yet then).
 void check_output_paths(const RunArgs& a) {
-  std::error_code ec;
   for (const auto& [option, path] : {std::pair<const char*, const std::string*>{"--out", &a.out},
-                                     {"--export-preprocessed", &a.export_preprocessed}}) {
-    if (path->empty()) continue;
-    const fs::file_status st = fs::status(*path, ec);
-    LINGBOT_CHECK(ec.value() != ELOOP, option, " ", *path, " is a symbolic link loop");
-    LINGBOT_CHECK(!fs::exists(st) || fs::is_directory(st), option, " ", *path, " exists and is not a folder");
-    // A parent that is a file: create_directories would fail only after other outputs exist.
-    for (fs::path p = fs::path(*path).parent_path(); !p.empty(); p = p.parent_path()) {
-      const fs::file_status ps = fs::status(p, ec);
-      if (!fs::exists(ps)) continue;
-      LINGBOT_CHECK(fs::is_directory(ps), option, " ", *path, ": ", p.string(), " is not a folder");
-      break;
-    }
-  }
+                                     {"--export-preprocessed", &a.export_preprocessed}})
+    if (!path->empty()) io::check_output_folder_path(*path, option);
   if (a.export_preprocessed.empty()) return;
   // Its NNNNNN.png files would replace or join files of the same names: the input frames (and a next
   // run would read them as frames), or the outputs of an export.

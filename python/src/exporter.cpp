@@ -136,6 +136,7 @@ class PyExporter {
       consecutive_ = consecutive_ || name == "viewer";  // viewer/NNNNNN.bin: frames 0, 1, 2, ... (the page loads them so)
       exporters.push_back(io::make_exporter(name));
     }
+    io::check_output_folder_path(out, "Exporter folder");  // now, not at the first write after the computation
     set_ = std::make_unique<io::ExportSet>(std::move(exporters));
     run_.out_dir = out;
     run_.points = {static_cast<float>(conf_threshold), downsample};

@@ -22,6 +22,20 @@ void check_path_exists(const std::filesystem::path& path, const std::string& wha
   if (!std::filesystem::exists(st)) throw FileNotFound(detail::concat(what, " not found: ", path.string()), path.string());
 }
 
+void check_output_folder_path(const std::filesystem::path& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  LINGBOT_CHECK(ec.value() != ELOOP, what, " ", path.string(), " is a symbolic link loop");
+  LINGBOT_CHECK(!fs::exists(st) || fs::is_directory(st), what, " ", path.string(), " exists and is not a folder");
+  for (fs::path p = path.parent_path(); !p.empty(); p = p.parent_path()) {
+    const fs::file_status ps = fs::status(p, ec);
+    if (!fs::exists(ps)) continue;
+    LINGBOT_CHECK(fs::is_directory(ps), what, " ", path.string(), ": ", p.string(), " is not a folder");
+    break;
+  }
+}
+
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what) {
   std::error_code ec;
   check_path_exists(path, what);

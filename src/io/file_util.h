@@ -76,5 +76,11 @@ void remove_output_file(const std::filesystem::path& path);
 // For an exporter's prepare(), before anything is removed or written: throws unless `path` is
 // absent or not a folder: "cannot write <path>: a folder of that name exists (move or remove it)".
 void check_output_file_target(const std::filesystem::path& path);
+// An output folder that can never be made, found before anything is written (create_directories
+// would fail only after other outputs exist): `path` exists and is not a folder, or the nearest of
+// its parents that exists is not one, or a symbolic link loop. Errors name it as "<what> <path>":
+// "... exists and is not a folder", "<what> <path>: <parent> is not a folder", "... is a symbolic
+// link loop". A folder that cannot be created or written is found when it is created.
+void check_output_folder_path(const std::filesystem::path& path, std::string_view what);
 
 }  // namespace lingbot::io

@@ -464,6 +464,18 @@ def test_exporter_meta_is_checked_at_construction(tmp_path):
         assert str(e.value) == why
 
 
+def test_exporter_refuses_a_folder_that_can_never_be_made_at_construction(tmp_path):
+    # It failed only at the first write, after the computation ("cannot create folder ...: Not a directory").
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(lm.Error) as e:
+        lm.Exporter(tmp_path / "notes.txt" / "out")
+    assert str(e.value) == f"Exporter folder {tmp_path}/notes.txt/out: {tmp_path}/notes.txt is not a folder"
+    with pytest.raises(lm.Error) as e:
+        lm.Exporter(tmp_path / "notes.txt")
+    assert str(e.value) == f"Exporter folder {tmp_path}/notes.txt exists and is not a folder"
+    assert not (tmp_path / "out").exists()
+
+
 def test_reconstruct_takes_the_list_as_it_was_given(demo_model):
     frames = [lm.demo_frame(i) for i in range(3)]
     it = lm.reconstruct(images=frames, model=demo_model, scale_frames=2)
