@@ -128,6 +128,18 @@ int run_cli(int argc, char** argv) {
     }
     std::string message = first_line(e.what());
     if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) message = conversion_message(*parsed, message);
+    // A misspelt option (--output for --out) was reported as the required option it left out: CLI11
+    // checks requirements before the arguments it could not place. Those come first.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !parsed->remaining().empty()) {
+      const std::vector<std::string> extra = parsed->remaining();
+      std::string words;
+      for (const std::string& w : extra) words += " " + w;
+      message = std::string(extra.size() == 1 ? "The following argument was not expected:" : "The following arguments "
+                            "were not expected:") + words + " (and " + message + ")";
+    }
+    // "--image-size: At Most 1 required but received 2": an option given twice.
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && message.find(": At Most 1 required but received ") != std::string::npos)
+      message = message.substr(0, message.find(':')) + " is given more than once (give it once)";
     std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", message.c_str(), help.c_str());
     return kExitUsage;
   } catch (const std::exception& e) {

@@ -106,6 +106,12 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
        "lingbot-map run"},
       {"run --demo --progress loud" + o, "error: --progress: must be auto, bar or lines, got 'loud'", "lingbot-map run"},
       {"run --demo", "error: --out is required", "lingbot-map run"},
+      // A misspelt option was reported as the one it missed ("--out is required").
+      {"run --demo --output " + out.string(),
+       "error: The following arguments were not expected: --output " + out.string() + " (and --out is required)",
+       "lingbot-map run"},
+      // An option given twice ("--fps: At Most 1 required but received 2").
+      {"run --demo --fps 5 --fps 6" + o, "error: --fps is given more than once (give it once)", "lingbot-map run"},
   };
   for (const Case& c : cases) {
     const Result r = run_cli(c.args);
