@@ -140,9 +140,11 @@ int run_cli(int argc, char** argv) {
     // "--image-size: At Most 1 required but received 2": an option given twice.
     if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && message.find(": At Most 1 required but received ") != std::string::npos)
       message = message.substr(0, message.find(':')) + " is given more than once (give it once)";
+    std::fflush(stdout);  // what the command printed comes first in a log of both streams
     std::fprintf(stderr, "error: %s\nRun '%s --help' for usage.\n", message.c_str(), help.c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
+    std::fflush(stdout);  // the notices before the error stay before it in a log of both streams (`2>&1 | tee`)
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -169,6 +169,16 @@ TEST(RunReliability, InfeasibleMemoryIsRefusedBeforeAnythingIsWritten) {
       << r.err;
   EXPECT_EQ(stderr_lines(r), 1u);
   EXPECT_FALSE(fs::exists(out));
+  // In one log of both streams (`2>&1 | tee`), what run printed before the error stays before it (the
+  // error came first: standard output was still in its buffer).
+  const Result merged = run_command("sh -c '" + std::string(LINGBOT_CLI_PATH) +
+                                    " run --demo --demo-frames 700 --image-size 4088 --kv-window 1000000 --out " +
+                                    out.string() + " 2>&1'");
+  const size_t error_at = merged.out.find("error: the run needs at least ");
+  ASSERT_NE(error_at, std::string::npos) << merged.out;
+  EXPECT_EQ(merged.out.rfind("keyframe interval 3 selected automatically (700 frames > 320)\n", 0), 0u) << merged.out;
+  EXPECT_EQ(merged.out.find('\n', error_at), merged.out.size() - 1) << merged.out;  // the last line
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(RunReliability, SymlinkLoopIsReportedAsSuch) {
