@@ -1085,6 +1085,7 @@ void add_run_command(CLI::App& app) {
     int code = 0;
     try {
       a->renamed.resolve();
+      std::replace(a->exports.begin(), a->exports.end(), '\n', ',');  // repeated --export options (run_options.cpp)
       // An option contradicting its old spelling, an unknown export: usage errors (exit 2).
       const PreprocessChoice pre = parse_choice("", [&] { return resolve_preprocess(a->modes, a->preprocess); });
       (void)parse_choice("--export", [&] { return io::parse_export_list(a->exports); });

@@ -227,7 +227,10 @@ void define_run_options(CLI::App* cmd, RunArgs* a) {
   cmd->add_option("--export", a->exports,
                   "comma list of outputs: poses, tum, depth, ply, depth-preview, viewer, npz, colmap, glb, bss, or "
                   "all; may be repeated (--export ply --export glb = --export ply,glb)")
-      ->join(',')
+      // Joined with newlines, which the run's callback turns into commas: CLI11's join(',') splits each
+      // value at its commas and drops the empty items, so `ply,,glb` passed as `ply,glb`, and a lone `,`
+      // left the option without a value to take the next argument (--out) as its own.
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join)
       ->capture_default_str();
   cmd->add_option("--serve", a->serve_port,
                   "also serve the viewer on 127.0.0.1:PORT (default 8080; 0 = any free port) while the run goes "

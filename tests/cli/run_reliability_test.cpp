@@ -110,6 +110,16 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
       {"run --demo --output " + out.string(),
        "error: The following arguments were not expected: --output " + out.string() + " (and --out is required)",
        "lingbot-map run"},
+      // An empty item of an export list (CLI11 dropped it: `ply,,glb` ran as `ply,glb`, and a lone `,` took --out
+      // as its value).
+      {"run --demo --export ply,,glb" + o,
+       "error: --export: empty export name in 'ply,,glb' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, "
+       "colmap, glb, bss, all)",
+       "lingbot-map run"},
+      {"run --demo --export ," + o,
+       "error: --export: empty export name in ',' (choose from poses, tum, depth, ply, depth-preview, viewer, npz, "
+       "colmap, glb, bss, all)",
+       "lingbot-map run"},
       // An option given twice ("--fps: At Most 1 required but received 2").
       {"run --demo --fps 5 --fps 6" + o, "error: --fps is given more than once (give it once)", "lingbot-map run"},
   };
