@@ -316,6 +316,7 @@ struct RunSettings {
   KVBackend kv_backend;
   Device device;
   DType kv_dtype;
+  int kv_window;  // --kv-window or its default (dense-full: unused)
   WeightsDtypeForDevice weights;
   ConfigOverrides overrides;  // --set
   ModelConfig model_config;   // the checkpoint's (from its index) or the demo model's, --set applied
@@ -332,6 +333,8 @@ RunSettings resolve_settings(const RunArgs& a) {
   // dense-full keeps every frame (the no-eviction reference): a bound on what is kept cannot apply.
   usage_check(backend != KVBackend::DenseFull || a.max_special_frames.value_or(0) == 0,
                 "--max-special-frames does not apply to --kv-backend dense-full (it keeps every frame)");
+  usage_check(backend != KVBackend::DenseFull || !a.kv_window,
+              "--kv-window does not apply to --kv-backend dense-full (it keeps every frame)");
   // Checked before anything is loaded: a missing device is one error line.
   const Device device = cli::resolve_device_option(a.device);
   const DType kv_dtype = parse_dtype(a.kv_dtype);
@@ -355,8 +358,8 @@ RunSettings resolve_settings(const RunArgs& a) {
   pre.preprocess = parse_preprocess(a.preprocess);  // checked by resolve_preprocess
   LINGBOT_CHECK(pre.image_size % patch == 0, "--image-size must be a multiple of the model's patch size ", patch,
                 ", got ", pre.image_size);
-  return RunSettings{std::move(export_names), backend,           device, kv_dtype, std::move(weights),
-                     std::move(overrides),    std::move(model_cfg), pre};
+  return RunSettings{std::move(export_names), backend,   device, kv_dtype, a.kv_window.value_or(kDefaultKvWindow),
+                     std::move(weights),      std::move(overrides), std::move(model_cfg), pre};
 }
 
 // Memory feasibility from the configuration and options, before the weights are read: a run that
@@ -368,13 +371,13 @@ void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input
   mi.height = input.canvas.height;
   mi.frames = input.count ? input.count : input.estimated;
   mi.scale_frames = a.scale_frames;
-  mi.kv_window = a.kv_window;
+  mi.kv_window = settings.kv_window;
   mi.keyframe_interval = mode.policy->max_keyframe_spacing();
   mi.max_special_frames = max_special_frames;
   mi.camera_iterations = a.camera_iterations;
   if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
     const ModelConfig& cfg = settings.model_config;
-    mi.kv_window = windowed_kv_window(a.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);
+    mi.kv_window = windowed_kv_window(settings.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);
     if (mi.frames)
       mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, mi.keyframe_interval));
   }
@@ -407,7 +410,7 @@ void print_run_banner(const RunArgs& a, const RunSettings& settings, const Input
   std::printf("model: %s, %.1f M parameters, loaded in %.2f s\n", a.demo ? "built-in demo (random weights)" : a.model.c_str(),
               static_cast<double>(model.config().parameter_count()) / 1e6, model_seconds);
   const std::string window = settings.kv_backend == KVBackend::DenseFull ? "no window (dense-full keeps every frame)"
-                                                                         : "KV window " + std::to_string(a.kv_window);
+                                                                         : "KV window " + std::to_string(settings.kv_window);
   std::printf("session: %s mode, KV backend %s, KV %s, %d scale frames, %s, keyframes: %s, %d camera iterations\n",
               a.modes.mode.c_str(), a.kv_backend.c_str(), a.kv_dtype.c_str(), a.scale_frames, window.c_str(),
               mode.policy->describe().c_str(), a.camera_iterations);
@@ -464,7 +467,7 @@ json options_json(const RunArgs& a, const RunSettings& settings, const Input& in
           {"stride", a.stride},
           {"rotate_cw90", a.rotate_cw90},
           {"scale_frames", a.scale_frames},
-          {"kv_window", a.kv_window},
+          {"kv_window", settings.kv_backend == KVBackend::DenseFull ? json() : json(settings.kv_window)},  // null: no window
           // null for flow keyframes (no interval: keyframe_policy says how frames are chosen)
           {"keyframe_interval", mode.policy->decides_before() ? json(mode.keyframe_interval) : json()},
           {"keyframe_interval_rule", mode.keyframe_rule},
@@ -850,7 +853,7 @@ int run_command(const RunArgs& a) {
   so.kv_backend = backend;
   so.kv_dtype = kv_dtype;
   so.scale_frames = a.scale_frames;
-  so.kv_window = a.kv_window;
+  so.kv_window = settings.kv_window;
   so.max_special_frames = max_special_frames;
   so.camera_iterations = a.camera_iterations;
   so.threads = a.threads;

@@ -65,7 +65,7 @@ void check_output_paths(const RunArgs& a) {
 // Sizes beyond which no run can be useful (run_checks.h); memory is checked later, from the model.
 void check_upper_bounds(const RunArgs& a) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> bounds[] = {
-      {"--scale-frames", {a.scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window, kMaxKvWindow}},
+      {"--scale-frames", {a.scale_frames, kMaxScaleFrames}}, {"--kv-window", {a.kv_window.value_or(kDefaultKvWindow), kMaxKvWindow}},
       {"--camera-iterations", {a.camera_iterations, kMaxCameraIterations}}, {"--threads", {a.threads, kMaxThreads}},
       {"--downsample", {a.downsample, kMaxDownsample}}};
   for (const auto& [option, vb] : bounds)
@@ -99,7 +99,7 @@ void check_run_args(const RunArgs& a) {
   LINGBOT_CHECK(a.first_k >= 0, "--first-k must be >= 0, got ", a.first_k);
   LINGBOT_CHECK(a.stride >= 1, "--stride must be >= 1, got ", a.stride);
   LINGBOT_CHECK(a.scale_frames >= 1, "--scale-frames must be >= 1, got ", a.scale_frames);
-  LINGBOT_CHECK(a.kv_window >= 1, "--kv-window must be >= 1, got ", a.kv_window);
+  LINGBOT_CHECK(a.kv_window.value_or(kDefaultKvWindow) >= 1, "--kv-window must be >= 1, got ", *a.kv_window);
   LINGBOT_CHECK(a.max_special_frames.value_or(0) >= 0 && a.max_special_frames.value_or(0) <= kMaxSpecialFrames,
                 "--max-special-frames must be in 0..", kMaxSpecialFrames, " (0 = keep all), got ", a.max_special_frames.value_or(0));
   LINGBOT_CHECK(a.camera_iterations >= 1, "--camera-iterations must be >= 1, got ", a.camera_iterations);
@@ -164,7 +164,9 @@ void define_run_options(CLI::App* cmd, RunArgs* a) {
                   "frames processed together first (bidirectional attention), pinned in the KV cache")
       ->capture_default_str();
   a->renamed.add(cmd, scale_frames, "--scale-frames", "--num-scale-frames", a->scale_frames);
-  cmd->add_option("--kv-window", a->kv_window, "sliding window of the KV cache, in stored frames")->capture_default_str();
+  cmd->add_option("--kv-window", a->kv_window,
+                  "sliding window of the KV cache, in stored frames (not with --kv-backend dense-full: it keeps every frame)")
+      ->default_str(std::to_string(kDefaultKvWindow));
   cmd->add_option("--keyframe-interval", a->modes.keyframe_interval,
                   "which frames after the scale frames are stored in the KV cache: N = every N-th; auto = as "
                   "upstream, 1 up to 320 frames, else ceil(frames / 320) (video: from the estimated count; "

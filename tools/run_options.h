@@ -22,6 +22,8 @@ namespace lingbot::cli {
 // 64 x 1,005 at 518x378.
 inline constexpr int64_t kLiveMaxSpecialFrames = 256;
 
+inline constexpr int kDefaultKvWindow = 64;  // the released model's kv_cache.sliding_window
+
 struct RunArgs {
   std::string images, video, model, out;
   bool demo = false;
@@ -34,7 +36,8 @@ struct RunArgs {
   int64_t stride = 1;
   bool rotate_cw90 = false;
   int scale_frames = 8;
-  int kv_window = 64;
+  // --kv-window; unset: kDefaultKvWindow. Refused with --kv-backend dense-full, which has no window.
+  std::optional<int> kv_window;
   // --max-special-frames; unset: 0 (keep every evicted frame's specials, as upstream), but
   // kLiveMaxSpecialFrames for a live stream in streaming mode (resolved with the mode).
   std::optional<int64_t> max_special_frames;

@@ -76,6 +76,9 @@ std::string kv_backend_arg(const std::optional<std::string>& kv_backend, const s
 }
 
 SessionArgs with_model_defaults(SessionArgs a, const ModelConfig& c) {
+  // As run: a window the backend does not have would be silently ignored (only a given one: the
+  // model's default fills it below).
+  check_value(!a.kv_window || a.kv_backend != "dense-full", "kv_window does not apply to the dense-full KV backend (it keeps every frame)");
   // A value from the config is checked here, naming its config key: session_options' messages name
   // the keyword, which the caller did not give.
   const auto from_config = [](std::optional<int>& arg, int64_t value, const char* key, const char* keyword, int max) {

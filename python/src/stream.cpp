@@ -83,7 +83,8 @@ py::dict Stream::options_dict(const Readings& r) const {
   const SessionOptions& o = r.options;
   const bool windowed = this->windowed();
   py::dict d("mode"_a = windowed ? "windowed" : "streaming", "scale_frames"_a = o.scale_frames,
-             "kv_window"_a = o.kv_window,
+             // None for dense-full (as summary.json): it has no window
+             "kv_window"_a = o.kv_backend == KVBackend::DenseFull ? py::object(py::none()) : py::object(py::int_(o.kv_window)),
              // None for flow keyframes (as summary.json): keyframe_policy says how frames are chosen
              "keyframe_interval"_a = o.keyframe_policy->decides_before() ? py::object(py::int_(o.keyframe_interval))
                                                                          : py::object(py::none()),

@@ -294,3 +294,23 @@ TEST(RunModes, SummaryOptionsAreTheOptionsOfTheRun) {
   options.erase("export_preprocessed");
   EXPECT_EQ(options, expected) << options.dump(1);
 }
+
+// dense-full has no window: a --kv-window is refused (it was silently ignored), the banner says so and
+// summary.json records none (not the unused default).
+TEST(RunModes, DenseFullHasNoKvWindow) {
+  const fs::path dir = fresh_dir("modes_dense_full");
+  const Result given = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel +
+                               " --kv-backend dense-full --kv-window 8 --out " + (dir / "given").string());
+  EXPECT_EQ(given.exit_code, 2);
+  EXPECT_EQ(given.err, "error: --kv-window does not apply to --kv-backend dense-full (it keeps every frame)\n"
+                       "Run 'lingbot-map run --help' for usage.\n");
+  EXPECT_FALSE(fs::exists(dir / "given"));
+  const Result r = run_cli("run --images " + kTinyFrames + " --model " + kTinyModel +
+                           " --image-size 98 --first-k 3 --scale-frames 2 --kv-backend dense-full --threads 1"
+                           " --export tum --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", 2 scale frames, no window (dense-full keeps every frame), "), std::string::npos) << r.out;
+  const json options = read_json(dir / "out" / "summary.json").at("options");
+  EXPECT_TRUE(options.at("kv_window").is_null()) << options.dump(1);
+  EXPECT_EQ(options.at("kv_backend"), "dense-full");
+}

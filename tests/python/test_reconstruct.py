@@ -110,6 +110,8 @@ def test_input_errors_are_raised_before_iterating(demo_model, tmp_path):
          "max_special_frames must be in 0..1073741824 (0 = keep all), got 1099511627776"),
         (dict(images=good, kv_backend="dense-full", max_special_frames=4), ValueError,
          "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
+        (dict(images=good, kv_backend="dense-full", kv_window=8), ValueError,
+         "kv_window does not apply to the dense-full KV backend (it keeps every frame)"),
         (dict(images=FRAMES, first_k=2**63), ValueError,
          "first_k must fit in a 64-bit int (-9223372036854775808..9223372036854775807), got 9223372036854775808"),
         (dict(images=good, firstk=3), TypeError,

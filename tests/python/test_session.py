@@ -293,6 +293,8 @@ def test_an_error_naming_a_path_that_is_not_utf8_keeps_its_message(tmp_path):
     (dict(threads=5000), ValueError, "threads must be at most 4096, got 5000"),
     (dict(kv_backend="dense-full", max_special_frames=4), ValueError,
      "max_special_frames does not apply to the dense-full KV backend (it keeps every frame)"),
+    (dict(kv_backend="dense-full", kv_window=8), ValueError,  # was silently ignored
+     "kv_window does not apply to the dense-full KV backend (it keeps every frame)"),
     # An int its C++ parameter cannot hold: ValueError naming the argument (not pybind11's TypeError).
     (dict(scale_frames=2**40), ValueError, "scale_frames must fit in a 32-bit int (-2147483648..2147483647), got 1099511627776"),
     (dict(scale_frames=np.int64(2**40)), ValueError,
@@ -419,6 +421,9 @@ def test_backends_and_kv_dtypes(demo_model):
         bound = 2.0**-8 * max(float(np.abs(getattr(x, name)).max()) for x in ref)
         assert 0 < diff <= bound, (name, diff, bound)
     assert lm.Session(demo_model, kv_dtype="bf16").options["kv_dtype"] == "bf16"
+    # dense-full has no window: options says none (as summary.json), not the unused default
+    assert lm.Session(demo_model, kv_backend="dense-full").options["kv_window"] is None
+    assert lm.Session(demo_model, kv_backend="dense").options["kv_window"] == 64
 
 
 def test_old_backend_keyword_still_works_with_a_deprecation_warning(demo_model):
