@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "bench/harness/kv_bookkeeping.h"
+#include "core/phase_clock.h"
 
 namespace lingbot::bench {
 namespace {
@@ -24,11 +24,7 @@ double now_ms() {
 
 // CPU time of the whole process (all threads): unlike wall time, barely affected by other processes
 // competing for the cores.
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
+double cpu_ms() { return 1e3 * PhaseClock::cpu_now(); }
 
 // Thrown by CappedAllocator before an allocation that would take a backend's KV bytes past its cap, or
 // all backends' past the shared budget (`budget`).

@@ -1,7 +1,5 @@
 #include "bench_soak.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "core/printf_string.h"
 #include "io/file_util.h"
 #include "core/memory_stats.h"
+#include "core/phase_clock.h"
 #include "io/preprocess.h"
 #include "lingbot/keyframe_policy.h"
 #include "lingbot/session.h"
@@ -23,14 +22,6 @@ namespace lingbot::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// CPU seconds of the whole process (all threads): what a frame costs, independent of how many other
-// processes share the cores (wall time is recorded too).
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
 
 // The median CPU time of the window ending at last_frame, without the scale phase's pushes.
 double median_ms(const std::vector<SoakRow>& rows, int64_t last_frame, int64_t window, int64_t scale_frames) {
@@ -190,9 +181,9 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   r.rows.assign(static_cast<size_t>(o.frames), SoakRow{});
   for (int64_t f = 0; f < o.frames; ++f) {
     const auto t0 = Clock::now();
-    const double c0 = process_cpu_ms();
+    const double c0 = 1e3 * PhaseClock::cpu_now();
     const std::vector<FrameResult> results = session.push_frame(frames[static_cast<size_t>(f % o.loop_frames)]);
-    const double cpu = process_cpu_ms() - c0;
+    const double cpu = 1e3 * PhaseClock::cpu_now() - c0;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     SoakRow& row = r.rows[static_cast<size_t>(f)];
     row.frame = f + 1;

@@ -2,7 +2,6 @@
 
 #include <cblas.h>
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/phase_clock.h"
 #include "kernels/cpu/ops.h"
 
 namespace lingbot::bench {
@@ -126,13 +126,9 @@ LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int6
   r.path = kernels::gemm_path_description(weights);
   const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
   for (int rep = 0; rep <= repeats; ++rep) {
-    timespec c0{}, c1{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    const double t0 = now_seconds();
+    const double c0 = PhaseClock::cpu_now(), t0 = now_seconds();
     kernels::linear(x.data(), rows, in, view, nullptr, out, y.data(), threads);
-    const double dt = now_seconds() - t0;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-    const double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
+    const double dt = now_seconds() - t0, cpu = PhaseClock::cpu_now() - c0;
     if (rep == 0 || dt <= 0 || cpu <= 0) continue;
     r.gflops = std::max(r.gflops, flops / dt * 1e-9);
     r.gflops_per_cpu_s = std::max(r.gflops_per_cpu_s, flops / cpu * 1e-9);
