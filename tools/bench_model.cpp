@@ -12,6 +12,7 @@
 #include "bench_report.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "core/printf_string.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 #include "io/writers.h"
@@ -38,11 +39,7 @@ ModelConfig bench_config(const ModelBenchOptions& o) {
   return o.model == "demo" ? demo_model_config() : ModelConfig::release();
 }
 
-std::string fixed_str(double v, int prec = 3) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
+std::string fixed_str(double v, int prec = 3) { return printf_string("%.*f", prec, v); }
 
 std::string key(const ModelBenchConfig& c) {
   std::string k = "w";  // appended piecewise: GCC 12 warns (-Wrestrict, a false positive) on "w" + string

@@ -6,6 +6,7 @@
 
 #include "cli_util.h"
 #include "core/error.h"
+#include "core/printf_string.h"
 
 namespace lingbot::cli {
 
@@ -42,11 +43,7 @@ int parse_interval(const std::string& s) {
   return static_cast<int>(interval_number(s));
 }
 
-std::string shortest_str(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
+std::string shortest_str(double v) { return printf_string("%g", v); }
 
 }  // namespace
 

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,8 @@
 
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "core/printf_string.h"
+#include "io/file_util.h"
 #include "io/image.h"
 #include "io/safetensors.h"
 #include "lingbot/session.h"
@@ -32,14 +33,6 @@ bool VerifyReport::passed() const {
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  LINGBOT_CHECK(in.good(), "cannot open ", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string frames_str(const std::vector<int64_t>& f) {
   if (f.empty()) return "-";
   bool contiguous = true;
@@ -53,11 +46,7 @@ std::string frames_str(const std::vector<int64_t>& f) {
   return s;
 }
 
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", v);
-  return buf;
-}
+std::string sci(double v) { return printf_string("%.2e", v); }
 
 // Everything the engine produced during the run, kept only for what the reference stores.
 struct EngineRun {
@@ -137,7 +126,8 @@ VerifyReport run_verify(const VerifyOptions& vo) {
   // FileNotFound (Python: also a FileNotFoundError), with its "<what> not found: <path>" message.
   if (!fs::exists(st)) throw FileNotFound(detail::concat("verify: golden case folder not found: ", vo.case_dir), vo.case_dir);
   LINGBOT_CHECK(fs::is_directory(dir), "verify: '", vo.case_dir, "' is not a folder (give the case folder, the one holding case.json)");
-  const GoldenCase gc = parse_case_json(read_text(dir / "case.json"), (dir / "case.json").string());
+  const std::vector<uint8_t> case_json = io::read_file_bytes(dir / "case.json", "golden case file");
+  const GoldenCase gc = parse_case_json(std::string(case_json.begin(), case_json.end()), (dir / "case.json").string());
   const int K = gc.scale_frames;
 
   VerifyReport report;
