@@ -100,13 +100,16 @@ def test_engine_verify_passes(case_dir):
 def test_verify_bad_case_raises(tmp_path):
     with pytest.raises(lm.Error) as e:
         lm.verify(tmp_path)
-    assert str(e.value) == f"cannot open {tmp_path / 'case.json'}"
+    missing = f"golden case file not found: {tmp_path / 'case.json'}"
+    assert str(e.value) == missing
+    assert isinstance(e.value, FileNotFoundError)
     with pytest.raises(lm.Error) as e:  # the keyword is verify --golden's name
         lm.verify(golden=tmp_path)
-    assert str(e.value) == f"cannot open {tmp_path / 'case.json'}"
+    assert str(e.value) == missing
     with pytest.warns(DeprecationWarning, match=r"case_dir= is deprecated, use golden= \(verify --golden\)"):
-        with pytest.raises(lm.Error):
+        with pytest.raises(lm.Error) as e:
             lm.verify(case_dir=tmp_path)
+    assert str(e.value) == missing  # the folder given, not an empty one
     with pytest.raises(ValueError) as e:
         lm.verify(tmp_path, case_dir=tmp_path)
     assert str(e.value) == "give golden or its old spelling case_dir, not both"
