@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "lingbot/device.h"
+#include "lingbot/model.h"
 
 namespace lingbot::cli {
 
@@ -78,15 +81,29 @@ auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
   }
 }
 
+// `--set key=value` split at its first '=': nullopt without a '=' or a key.
+inline std::optional<std::pair<std::string, std::string>> split_key_value(const std::string& s) {
+  const size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) return std::nullopt;
+  return std::pair{s.substr(0, eq), s.substr(eq + 1)};
+}
+
 // Validator for `--set key=value` (a missing '=' or key is a usage error; the key itself is checked
 // against the configuration later).
 inline CLI::Validator key_value() {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
-        const size_t eq = s.find('=');
-        return eq != std::string::npos && eq > 0 ? "" : "expects key=value, got '" + s + "'";
-      },
-      "");
+      [](std::string& s) -> std::string { return split_key_value(s) ? "" : "expects key=value, got '" + s + "'"; }, "");
+}
+
+// The `--set` values (checked by key_value() when parsed) as configuration overrides, in order.
+inline ConfigOverrides config_overrides(const std::vector<std::string>& sets) {
+  ConfigOverrides o;
+  for (const std::string& s : sets) {
+    auto kv = split_key_value(s);
+    LINGBOT_CHECK(kv.has_value(), "--set expects key=value, got '", s, "'");
+    o.push_back(std::move(*kv));
+  }
+  return o;
 }
 
 // A usage error found after parsing (options that need or exclude each other, a missing input or

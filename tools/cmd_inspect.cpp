@@ -28,15 +28,6 @@ struct InspectOptions {
   bool load = false;
 };
 
-// Applies "key=value" overrides in order.
-void apply_overrides(ModelConfig& c, const std::vector<std::string>& sets) {
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");
-    c.set(s.substr(0, eq), s.substr(eq + 1));
-  }
-}
-
 std::string with_commas(uint64_t n) {
   const std::string digits = std::to_string(n);
   std::string s;
@@ -108,7 +99,7 @@ void run_inspect(const InspectOptions& o) {
     std::printf("  %-5s %6s tensors %16s bytes\n", dtype.c_str(), with_commas(v.first).c_str(), with_commas(v.second).c_str());
 
   ModelConfig cfg = ModelConfig::infer(idx.tensors);
-  apply_overrides(cfg, o.overrides);
+  for (const auto& [key, value] : config_overrides(o.overrides)) cfg.set(key, value);
   std::printf("\nconfig (shape-visible fields inferred; heads, iterations, eps, RoPE, KV cache are defaults or --set):\n");
   std::string text = cfg.describe();
   for (size_t p = 0; p < text.size();) {

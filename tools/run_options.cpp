@@ -17,19 +17,14 @@ namespace lingbot::cli {
 namespace fs = std::filesystem;
 
 ConfigOverrides parse_sets(const std::vector<std::string>& sets) {
-  ConfigOverrides o;
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    LINGBOT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", s, "'");  // key_value()
-    const std::string key = s.substr(0, eq);
-    // Fields run sets from its own options (always, defaults included): a --set of them would be
-    // silently overridden.
+  ConfigOverrides o = config_overrides(sets);
+  // Fields run sets from its own options (always, defaults included): a --set of them would be
+  // silently overridden.
+  for (const auto& [key, value] : o)
     for (const auto& [field, option] : {std::pair<const char*, const char*>{"camera.num_iterations", "--camera-iterations"},
                                         {"kv_cache.scale_frames", "--scale-frames"},
                                         {"kv_cache.sliding_window", "--kv-window"}})
       LINGBOT_CHECK(key != field, "--set ", key, ": run sets this field from ", option, "; use that option");
-    o.emplace_back(key, s.substr(eq + 1));
-  }
   return o;
 }
 
