@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/unique_fd.h"
 
 namespace lingbot::io {
 
@@ -19,30 +20,34 @@ void check_range(const ByteSource& s, uint64_t offset, size_t n) {
                 " is past the end of the data (", s.size(), " bytes); the file is truncated or corrupt");
 }
 
+// An open regular file and its size. Errors: "cannot open '<path>': <reason>", "'<path>' is not a
+// regular file".
+struct RegularFile {
+  UniqueFd fd;
+  uint64_t size = 0;
+};
+
+RegularFile open_regular_file(const std::string& path) {
+  RegularFile f{UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC))};
+  LINGBOT_CHECK(f.fd.valid(), "cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  LINGBOT_CHECK(::fstat(f.fd.get(), &st) == 0 && S_ISREG(st.st_mode), "'", path, "' is not a regular file");
+  f.size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
 class FileSource final : public ByteSource {
  public:
-  explicit FileSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    LINGBOT_CHECK(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw Error(detail::concat("'", path, "' is not a regular file"));
-    }
-    size_ = static_cast<uint64_t>(st.st_size);
-  }
-  ~FileSource() override { ::close(fd_); }
-  FileSource(const FileSource&) = delete;
-  FileSource& operator=(const FileSource&) = delete;
+  explicit FileSource(const std::string& path) : path_(path), file_(open_regular_file(path)) {}
 
-  uint64_t size() const override { return size_; }
+  uint64_t size() const override { return file_.size; }
   const std::string& label() const override { return path_; }
   void read_at(uint64_t offset, void* dst, size_t n) const override {
     check_range(*this, offset, n);
     auto* p = static_cast<char*>(dst);
     while (n > 0) {
       const size_t chunk = n < (size_t{1} << 30) ? n : (size_t{1} << 30);
-      const ssize_t got = ::pread(fd_, p, chunk, static_cast<off_t>(offset));
+      const ssize_t got = ::pread(file_.fd.get(), p, chunk, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
       LINGBOT_CHECK(got > 0, path_, ": read failed at offset ", offset, ": ", got < 0 ? std::strerror(errno) : "unexpected end of file");
       p += got;
@@ -53,30 +58,20 @@ class FileSource final : public ByteSource {
 
  private:
   std::string path_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
+  RegularFile file_;
 };
 
 class MappedSource final : public ByteSource {
  public:
   explicit MappedSource(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    LINGBOT_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw Error(detail::concat("'", path, "' is not a regular file"));
-    }
-    size_ = static_cast<uint64_t>(st.st_size);
+    const RegularFile file = open_regular_file(path);  // closed on return: the mapping keeps the file referenced
+    size_ = file.size;
     if (size_ == 0) {  // mmap of 0 bytes fails; an empty mapping is a valid empty source
-      ::close(fd);
       map_ = std::shared_ptr<uint8_t>(new uint8_t[1], std::default_delete<uint8_t[]>());
       return;
     }
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);  // the mapping keeps the file referenced
-    LINGBOT_CHECK(p != MAP_FAILED, "cannot memory-map '", path, "': ", std::strerror(err));
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd.get(), 0);
+    LINGBOT_CHECK(p != MAP_FAILED, "cannot memory-map '", path, "': ", std::strerror(errno));
     const size_t len = size_;
     map_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [len](uint8_t* q) { ::munmap(q, len); });
   }

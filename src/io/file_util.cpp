@@ -107,26 +107,20 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_
       on_link == OnLink::WriteThrough || !std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored))
           ? output_file_target(path)  // a link replaced needs no check of what it names
           : path;
-  const std::filesystem::path tmp = temp_path(target);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  UniqueFile f(std::fopen(temp_path(target).c_str(), "wb"));
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
-  const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
-  bool ok = written == bytes.size() && std::fflush(f) == 0;
+  const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f.get());
+  bool ok = written == bytes.size() && std::fflush(f.get()) == 0;
   int err = errno;
-  if (std::fclose(f) != 0 && ok) {  // a delayed write error (NFS, quota) shows at close
+  if (std::fclose(f.release()) != 0 && ok) {  // a delayed write error (NFS, quota) shows at close
     ok = false;
     err = errno;
   }
   if (!ok) {
-    std::remove(tmp.c_str());
+    discard_temp_file(target);
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", ec.message());
-  }
+  commit_temp_file(target);
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text, OnLink on_link) {

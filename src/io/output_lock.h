@@ -6,6 +6,8 @@
 // going on from one that ended without writing summary.json.
 #include <filesystem>
 
+#include "io/unique_fd.h"
+
 namespace lingbot::io {
 
 inline constexpr const char* kOutputLockName = ".lingbot-run.lock";
@@ -23,7 +25,7 @@ class OutputLock {
 
  private:
   std::filesystem::path path_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 enum class OutputWriter {
