@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -79,6 +81,14 @@ auto parse_choice(const std::string& name, F parse) -> decltype(parse()) {
   } catch (const Error& e) {
     throw CLI::ValidationError(name.empty() ? std::string(e.what()) : name + ": " + e.what());
   }
+}
+
+// What a failure says to the user: the exception's message, except std::bad_alloc's, which is the bare
+// "std::bad_alloc" and names no cause.
+inline std::string error_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of memory: an allocation failed (smaller sizes in the options, or more free memory, would let it run)";
+  return e.what();
 }
 
 // `--set key=value` split at its first '=': nullopt without a '=' or a key.

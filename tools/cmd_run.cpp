@@ -542,7 +542,7 @@ class FrameLoop {
       }
     } catch (const std::exception& e) {
       tally.status = RunStatus::Failed;
-      tally.error = one_line(e.what());
+      tally.error = one_line(error_text(e));
     }
     stop_stages();  // the writer's last progress update comes before the bar's end
     if (tally.status == RunStatus::Failed) {
@@ -941,7 +941,7 @@ int run_command(const RunArgs& a) {
   try {
     exports.finish();
   } catch (const std::exception& e) {
-    if (tally.status != RunStatus::Failed) tally.error = one_line(e.what());
+    if (tally.status != RunStatus::Failed) tally.error = one_line(error_text(e));
     tally.status = RunStatus::Failed;
   }
   const json export_report = exports.report();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "lingbot_git_rev.h"
 
@@ -145,7 +146,7 @@ int run_cli(int argc, char** argv) {
     return kExitUsage;
   } catch (const std::exception& e) {
     std::fflush(stdout);  // the notices before the error stay before it in a log of both streams (`2>&1 | tee`)
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", lingbot::cli::error_text(e).c_str());
     return 1;
   }
   return 0;

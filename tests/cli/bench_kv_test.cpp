@@ -9,6 +9,7 @@
 
 #include "bench_report.h"
 #include "run_test_util.h"
+#include "sanitizer_build.h"
 #include "test_tools.h"
 
 namespace {
@@ -176,6 +177,29 @@ TEST(BenchKv, EveryBackendStoppedExits1) {
   EXPECT_EQ(s["stopped_paged_at_frame"], "1");
   EXPECT_EQ(s["peak_rss_bytes"], "na");
   EXPECT_NE(r.err.find("\nerror: bench kv: every backend stopped ("), std::string::npos) << r.err;  // after progress
+}
+
+// Step buffers larger than the machine's memory are refused before the run, naming the options.
+TEST(BenchKv, StepBuffersBeyondMemoryAreRefused) {
+  const Result r = run_cli("bench kv --resolution 518 --scale-frames 1024 --frames 1025 --heads 256 --head-dim 1024 "
+                           "--blocks 1 --kv-backends paged --calibrate off --mem-cap-gb 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.err.starts_with("error: bench kv: the step buffers (q, k, v and output of 1029120 tokens x 256 heads x "
+                                "1024 head_dim, f32) need 4020.00 GiB, more than the "))
+      << r.err;
+  EXPECT_TRUE(r.err.ends_with(" available: lower --scale-frames, --heads or --head-dim\n")) << r.err;
+}
+
+// An allocation that fails anyway (here under a 1.3 GB address-space limit: the paged cache's 0.5 GB
+// fits, the scale phase's 1 GB of step buffers does not) says what happened, not "std::bad_alloc".
+TEST(BenchKv, AFailedAllocationIsNamedOutOfMemory) {
+  if (LINGBOT_ASAN_BUILD) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
+  const Result r = run_command("ulimit -v 1300000; " + std::string(LINGBOT_CLI_PATH) +
+                               " bench kv --resolution 518 --scale-frames 64 --frames 65 --blocks 1 --kv-backends paged "
+                               "--calibrate off --mem-cap-gb 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: out of memory: an allocation failed (smaller sizes in the options, or more free memory, would "
+                   "let it run)\n");
 }
 
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
