@@ -8,12 +8,15 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/format_bytes.h"
 #include "core/memory_stats.h"
-#include "bench/harness/kv_bookkeeping.h"
 #include "core/phase_clock.h"
+#include "bench/harness/kv_bookkeeping.h"
+#include "lingbot/session.h"
 
 namespace lingbot::bench {
 namespace {
@@ -101,15 +104,16 @@ struct Step {
   int frame_end;  // frames processed after this step (1-based index of its last frame)
 };
 
-std::vector<Step> schedule(const KvBenchOptions& o) {
-  std::vector<Step> steps;
+// The run's steps: the scale phase, then one step per frame (computed when needed: a list of all of
+// them grew with --frames before any was run).
+int step_count(const KvBenchOptions& o) { return 1 + o.frames - std::min(o.scale_frames, o.frames); }
+
+Step step_at(const KvBenchOptions& o, int index) {
   const int scale = std::min(o.scale_frames, o.frames);
-  steps.push_back({FrameMode::ScalePhase, scale, scale});
-  for (int i = scale; i < o.frames; ++i) {
-    const bool key = o.keyframe_interval <= 1 || (i - o.scale_frames) % o.keyframe_interval == 0;
-    steps.push_back({key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1, i + 1});
-  }
-  return steps;
+  if (index == 0) return {FrameMode::ScalePhase, scale, scale};
+  const int i = scale + index - 1;  // 0-based frame
+  const bool key = o.keyframe_interval <= 1 || (i - o.scale_frames) % o.keyframe_interval == 0;
+  return {key ? FrameMode::Keyframe : FrameMode::NonKeyframe, 1, i + 1};
 }
 
 struct LiveBackend {
@@ -160,7 +164,20 @@ void validate(const KvBenchOptions& o) {
   LINGBOT_CHECK(o.scale_frames >= 1, "--scale-frames must be >= 1, got ", o.scale_frames);
   LINGBOT_CHECK(o.keyframe_interval >= 1, "--keyframe-interval must be >= 1, got ", o.keyframe_interval);
   LINGBOT_CHECK(o.frames >= 1, "--frames must be >= 1, got ", o.frames);
+  // As bench model: with only the scale phase, no single-frame step is measured (every figure na).
+  LINGBOT_CHECK(o.frames > o.scale_frames, "--frames must exceed --scale-frames (", o.scale_frames,
+                ") so that single-frame steps are measured, got ", o.frames);
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
+  // Upper bounds: beyond them the run cannot be useful, and the buffers the sizes ask for would fail
+  // to allocate part way (std::bad_alloc) instead of being refused here.
+  for (const auto& [option, value, bound] : {std::tuple{"--blocks", o.blocks, kMaxBlocks},
+                                             std::tuple{"--heads", o.heads, kMaxHeads},
+                                             std::tuple{"--head-dim", o.head_dim, kMaxHeadDim},
+                                             std::tuple{"--kv-window", o.window, kMaxKvWindow},
+                                             std::tuple{"--scale-frames", o.scale_frames, kMaxScaleFrames},
+                                             std::tuple{"--frames", o.frames, kMaxFrames},
+                                             std::tuple{"--threads", o.threads, kMaxThreads}})
+    LINGBOT_CHECK(value <= bound, option, " must be at most ", bound, ", got ", value);
   LINGBOT_CHECK(o.attend_every >= 1, "--attend-every must be >= 1, got ", o.attend_every);
   LINGBOT_CHECK(std::isfinite(o.mem_cap_gb) && o.mem_cap_gb >= 0, "--mem-cap-gb must be >= 0, got ", o.mem_cap_gb);
   LINGBOT_CHECK(std::isfinite(o.mem_budget_gb) && o.mem_budget_gb >= 0, "the KV memory budget must be >= 0 GiB, got ",
@@ -213,6 +230,17 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
   reset_peak_rss();  // the calibration buffers do not count as benchmark memory
   if (observer) observer->on_calibrated(res);
 
+  const int steps = step_count(o);
+  const int64_t row = static_cast<int64_t>(o.heads) * o.head_dim;
+  const int64_t max_q = static_cast<int64_t>(step_at(o, 0).n_frames) * res.tokens_per_frame;
+  // q, k, v of one block (f32 [n_q, heads, head_dim] each, generated on the host and staged where the
+  // caches read them) and the output, reused for every block. The scale phase's are the largest: a
+  // size they cannot have is refused with the options to lower, not a std::bad_alloc part way.
+  const int64_t buffer_bytes = (o.attention_ab ? 6 : 4) * max_q * row * static_cast<int64_t>(sizeof(float));
+  const auto available = static_cast<int64_t>(available_memory_bytes());
+  LINGBOT_CHECK(available == 0 || buffer_bytes <= available, "bench kv: the step buffers (q, k, v and output of ",
+                max_q, " tokens x ", o.heads, " heads x ", o.head_dim, " head_dim, f32) need ", format_bytes(buffer_bytes),
+                ", more than the ", format_bytes(available), " available: lower --scale-frames, --heads or --head-dim");
   CacheOptions co;
   co.num_blocks = o.blocks;
   co.heads = o.heads;
@@ -249,11 +277,6 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     }
   }
 
-  const std::vector<Step> steps = schedule(o);
-  const int64_t row = static_cast<int64_t>(o.heads) * o.head_dim;
-  const int64_t max_q = static_cast<int64_t>(steps.front().n_frames) * res.tokens_per_frame;
-  // q, k, v of one block (f32 [n_q, heads, head_dim] each, generated on the host and staged where the
-  // caches read them) and the output, reused for every block.
   std::vector<float> q(max_q * row), k(max_q * row), v(max_q * row);
   float* out = device.output(max_q * row);
   std::vector<float> ab_out[2];  // --attention-ab: Auto, F32
@@ -264,8 +287,8 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     fill_uniform(q.data(), max_q * row, o.seed, o.threads);
   }
 
-  for (size_t si = 0; si < steps.size() && !live.empty(); ++si) {
-    const Step& st = steps[si];
+  for (int si = 0; si < steps && !live.empty(); ++si) {
+    const Step st = step_at(o, si);
     const int64_t n_q = static_cast<int64_t>(st.n_frames) * res.tokens_per_frame;
     const bool attend = o.attention && is_attended_frame(o, st.frame_end, si == 0);
     for (auto& b : live) {

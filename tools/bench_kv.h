@@ -21,6 +21,13 @@
 
 namespace lingbot::bench {
 
+// Upper bounds of the options (validate): the released model has 24 blocks x 16 heads x 64 head_dim;
+// the rows a run keeps grow with --frames (one per frame and backend).
+inline constexpr int kMaxBlocks = 1024;
+inline constexpr int kMaxHeads = 256;
+inline constexpr int kMaxHeadDim = 1024;
+inline constexpr int kMaxFrames = 1000000;
+
 struct KvBenchOptions {
   int resolution = 518;          // 224 -> 16x16 = 256 patches, 518 -> 37x27 = 999 patches (518x378)
   int blocks = 24;

@@ -157,7 +157,7 @@ TEST(BenchKv, BadOutputFilesAreRefusedBeforeTheRunAndLeaveExistingFiles) {
   const fs::path dir = fresh_dir("bench_kv_outputs");
   const std::string csv = (dir / "keep.csv").string();
   std::ofstream(csv) << "keep\n";
-  const std::string args = "bench kv --resolution 224 --frames 2 --blocks 1 --calibrate off --csv " + csv;
+  const std::string args = "bench kv --resolution 224 --frames 10 --blocks 1 --calibrate off --csv " + csv;
   const Result folder = run_cli(args + " --plot " + dir.string());
   EXPECT_EQ(folder.exit_code, 1);
   EXPECT_EQ(folder.err, "error: cannot write " + dir.string() + ": it is a directory\n");
@@ -232,6 +232,15 @@ TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   // Values out of range: bad input, exit 1.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--frames 0", "error: --frames must be >= 1, got 0\n"},
+      // Only the scale phase: nothing single-frame measured (every figure was na), as bench model refuses.
+      {"--frames 2 --scale-frames 2",
+       "error: --frames must exceed --scale-frames (2) so that single-frame steps are measured, got 2\n"},
+      // Sizes no run can use: refused, not a std::bad_alloc part way (--frames 2e9 grew to 2.6 GB first).
+      {"--heads 100000", "error: --heads must be at most 256, got 100000\n"},
+      {"--head-dim 100000", "error: --head-dim must be at most 1024, got 100000\n"},
+      {"--blocks 5000", "error: --blocks must be at most 1024, got 5000\n"},
+      {"--frames 2000000000", "error: --frames must be at most 1000000, got 2000000000\n"},
+      {"--kv-window 2000000", "error: --kv-window must be at most 1048576, got 2000000\n"},
       {"--attention-ab on --attention off", "error: --attention-ab needs --attention on\n"},
       {"--attend-every 5 --attention off", "error: --attend-every needs --attention on (nothing is attended)\n"},
       {"--attention-ab on --kv-backends dense", "error: --attention-ab needs the paged backend in --kv-backends\n"},
