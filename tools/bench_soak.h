@@ -43,6 +43,8 @@ inline constexpr int64_t kDefaultReferenceFrame = 1000;
 inline constexpr int64_t kDefaultTimingWindow = 200;
 inline constexpr int64_t kMinDefaultTimingWindow = 10;
 
+inline constexpr int64_t kMaxSoakFrames = 10000000;  // --frames
+
 struct SoakOptions {
   int64_t frames = 10000;
   int64_t reference_frame = 0;  // compare the last frame with this one (1-based frame count); 0 = default
@@ -80,9 +82,9 @@ struct SoakResult {
   double peak_rss_growth = 0;       // fraction
   // median(last window) / median(reference window); a window holds no scale-phase push (those run
   // the encoder alone, then the whole scale phase), so it may hold fewer frames than timing_window,
-  // and none (time ratio 0) when it ends in the scale phase.
-  double time_ratio = 0;
-  double ref_median_ms = 0, last_median_ms = 0;
+  // and none (no median, no ratio: "na") when it ends in the scale phase.
+  std::optional<double> time_ratio;
+  std::optional<double> ref_median_ms, last_median_ms;
   int64_t kv_reserved_growth = 0;
   std::optional<int64_t> kv_reserved_formula;  // none for dense backends (geometric growth: no exact formula)
   int64_t kv_used_growth = 0, kv_used_formula = 0;

@@ -313,6 +313,28 @@ TEST(BenchSoak, ExplicitReferenceAndWindowAreChecked) {
   const Result d = run_cli(tiny_soak("--frames 30 --timing-window 16"));  // default reference frame 15
   EXPECT_EQ(d.exit_code, 1);
   EXPECT_EQ(d.err, "error: --timing-window must be in [1, --reference-frame = 15], got 16\n");
+  const Result many = run_cli(tiny_soak("--frames 2000000000"));  // a row a frame: std::bad_alloc before
+  EXPECT_EQ(many.exit_code, 1);
+  EXPECT_EQ(many.err, "error: --frames must be at most 10000000, got 2000000000\n");
+}
+
+// A window in the scale phase times no single-frame push: its median and the ratio are "na" (they
+// read 0.000 ms and x0.0000, as if measured). The tiny model has 8 scale frames; --frames 9 puts the
+// default reference frame at 4.
+TEST(BenchSoak, AWindowInTheScalePhaseHasNoMedian) {
+  const Result r = run_cli(tiny_soak("--frames 9"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto s = summary_of(r.out);
+  EXPECT_EQ(s["reference_frame"], "4");
+  EXPECT_EQ(s["ref_cpu_ms"], "na");
+  EXPECT_EQ(s["time_ratio"], "na");
+  ASSERT_NE(s["last_cpu_ms"], "na");  // frame 9, a single-frame push
+  EXPECT_GT(std::stod(s["last_cpu_ms"]), 0);
+  EXPECT_TRUE(contains(r.out, "frame 4 -> 9: peak RSS ")) << r.out;
+  EXPECT_TRUE(contains(r.out, ", median CPU per frame na -> " + s["last_cpu_ms"] + " ms (xna), ")) << r.out;
+  const Result scale_only = run_cli(tiny_soak("--frames 5"));
+  ASSERT_EQ(scale_only.exit_code, 0) << scale_only.out << scale_only.err;
+  EXPECT_EQ(summary_of(scale_only.out)["last_cpu_ms"], "na");
 }
 
 // Options that exclude each other are a usage error (exit 2), as in run.
