@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "bench_report.h"
 #include "core/error.h"
@@ -61,6 +62,11 @@ void validate(const ModelBenchOptions& o) {
                 ") so that single-frame steps are measured, got ", o.frames);
   LINGBOT_CHECK(o.window >= 1, "--kv-window must be >= 1, got ", o.window);
   LINGBOT_CHECK(o.threads >= 1, "--threads must be >= 0 (0 = all cores), got ", o.threads);
+  // The session's bounds, with the flags' names and before the model is made (it takes a minute and GBs).
+  for (const auto& [option, value, bound] : {std::tuple{"--scale-frames", o.scale_frames, kMaxScaleFrames},
+                                             std::tuple{"--kv-window", o.window, kMaxKvWindow},
+                                             std::tuple{"--threads", o.threads, kMaxThreads}})
+    LINGBOT_CHECK(value <= bound, option, " must be at most ", bound, ", got ", value);
   LINGBOT_CHECK(!o.weights_dtypes.empty() && !o.kv_dtypes.empty(), "--weights-dtype and --kv-dtype need a value");
   LINGBOT_CHECK(o.width <= kMaxImageSize && o.height <= kMaxImageSize, "--resolution ", o.width, "x", o.height,
                 " must be at most ", kMaxImageSize, " a side");

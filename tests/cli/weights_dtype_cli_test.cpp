@@ -177,6 +177,16 @@ TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "error: --frames must exceed --scale-frames (2) so that single-frame steps are measured, got 2\n");
+  // The session's bounds, named as the flags, before the model is made (the full-size model took 15 s
+  // and 3 GB before "threads must be at most 4096").
+  for (const auto& [args, error] : {std::pair<std::string, std::string>{"--threads 5000", "--threads must be at most 4096, got 5000"},
+                                    {"--kv-window 2000000", "--kv-window must be at most 1048576, got 2000000"},
+                                    {"--scale-frames 2000 --frames 2001", "--scale-frames must be at most 1024, got 2000"}}) {
+    r = run_cli("bench model --model-size full --calibrate off " + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "error: " + error + "\n") << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
   r = run_cli("bench model --model-size huge");
   EXPECT_EQ(r.exit_code, 2);  // not one of the option's words: a usage error
   EXPECT_EQ(r.err, "error: --model-size: must be full or demo, got 'huge'\nRun 'lingbot-map bench model --help' for usage.\n");
