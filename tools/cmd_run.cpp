@@ -66,6 +66,7 @@
 #include "run_options.h"
 #include "run_pipeline.h"
 #include "run_progress.h"
+#include "stop_signals.h"
 #include "viewer_server.h"
 
 namespace lingbot::cli {
@@ -82,79 +83,6 @@ int exit_code_of_signal(int sig) { return 128 + sig; }
 constexpr int kExitDamagedInput = 3;   // the run finished but the input was damaged (see --allow-damaged)
 
 // ---- Ctrl-C / SIGTERM / SIGHUP -----------------------------------------------------------------
-// The flags a signal handler may touch must be lock-free globals. g_interrupt_requested holds the
-// signal number (SIGINT, SIGTERM or SIGHUP), 0 when none arrived; g_stop_step is the session's
-// SessionOptions::stop, which ends the model step in progress within about one block.
-// The handler may run on any thread (reader, writer, OpenMP workers): atomics, and the number is
-// stored before the flag is released, so whoever sees the flag (acquire) sees the number.
-std::atomic<int> g_interrupt_requested{0};
-std::atomic<bool> g_stop_step{false};
-std::atomic<int64_t> g_first_signal_ns{0};  // CLOCK_MONOTONIC of the first stop signal; 0: none yet
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free &&
-                  std::atomic<int64_t>::is_always_lock_free,
-              "a signal handler sets them");
-// A second signal this soon after the first is the same interrupt delivered twice: timeout(1) without
-// --foreground signals the process and then its process group, which lost the summary.
-constexpr int64_t kSameInterruptNs = 1'000'000'000;
-extern "C" void on_stop_signal(int sig) {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
-  const int64_t t = std::max<int64_t>(int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec, 1);
-  int64_t first = 0;
-  if (g_first_signal_ns.compare_exchange_strong(first, t)) {
-    g_interrupt_requested.store(sig, std::memory_order_relaxed);
-    g_stop_step.store(true, std::memory_order_release);
-    return;
-  }
-  if (t - first < kSameInterruptNs) return;
-  // A second Ctrl-C: the signal's default action (the process ends at once), said first.
-  static constexpr char kMessage[] =
-      "\nlingbot-map: second interrupt: terminating at once (no summary.json; the files written so far stay valid)\n";
-  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
-  struct sigaction dfl{};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(sig, &dfl, nullptr);
-  ::raise(sig);  // delivered when this handler returns (the signal is blocked while it runs)
-}
-
-// summary.json's "signal".
-const char* stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT"; }
-
-// Installs the SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) handlers for the
-// streaming loop and restores the previous ones on exit, and ignores SIGPIPE meanwhile: a standard
-// output that went away (`| head`, a restarted logger) must not kill the run before its summary
-// (the writes fail instead, and the run exits 1 at the end saying so). The signals stop the run at once: the model step in progress (a frame, or the scale phase, which
-// can take minutes on a CPU) ends at its next block and gives no result; the frames done before it
-// are kept. A second signal (1 s or more after the first) gets the default action, so a second Ctrl-C
-// terminates at once (no summary.json; every per-frame file already written stays valid).
-class StopSignalGuard {
- public:
-  StopSignalGuard() = default;
-  StopSignalGuard(const StopSignalGuard&) = delete;
-  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
-  bool requested() const { return g_stop_step.load(std::memory_order_acquire); }
-  int signal() const { return requested() ? g_interrupt_requested.load(std::memory_order_relaxed) : 0; }
-
- private:
-  static bool clear_flags() {
-    g_interrupt_requested.store(0);
-    g_stop_step.store(false);
-    g_first_signal_ns.store(0);
-    return true;
-  }
-  // SIGHUP ignored when the run starts (`nohup lingbot-map run ...`) stays ignored: the run goes on
-  // after the terminal closes, as nohup asked.
-  static bool ignored(int sig) {
-    struct sigaction now{};
-    return ::sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN;
-  }
-  [[maybe_unused]] bool cleared_ = clear_flags();  // first member: the flags are cleared before any handler is installed
-  ScopedSignalAction int_{SIGINT, on_stop_signal};
-  ScopedSignalAction term_{SIGTERM, on_stop_signal};
-  ScopedSignalAction hup_{SIGHUP, ignored(SIGHUP) ? SIG_IGN : on_stop_signal};
-  ScopedSignalAction pipe_{SIGPIPE, SIG_IGN};
-};
-
 // summary.json "status": how the run ended.
 enum class RunStatus { Completed, Damaged, Interrupted, Failed };
 const char* run_status_name(RunStatus s) {
@@ -787,15 +715,16 @@ int run_command(const RunArgs& a) {
 
   // From here on SIGINT / SIGTERM stop the run cleanly: while a live source is silent before its first
   // frame (its reader checks the flag), while the weights load, and after each frame of the loop.
-  StopSignalGuard sigint;
+  // (stop_signals.h: SIGHUP too, SIGPIPE ignored; a second signal terminates at once).
+  StopSignalGuard sigint("no summary.json; the files written so far stay valid");
   const auto interrupted_before_any_frame = [&] {
     std::fprintf(stderr, "interrupted before the first frame (%s): nothing was written\n",
-                 sigint.signal() == SIGINT ? "Ctrl-C" : stop_signal_name(sigint.signal()));
+                 stop_signal_words(sigint.signal()));
     return exit_code_of_signal(sigint.signal());
   };
   Input input = [&] {
     try {
-      return open_input(a, pre, [] { return g_interrupt_requested != 0; });
+      return open_input(a, pre, [&sigint] { return sigint.requested(); });
     } catch (const Error&) {
       if (sigint.requested()) return Input{};  // the interrupt aborted the open
       throw;
@@ -860,7 +789,7 @@ int run_command(const RunArgs& a) {
   so.keep_features = false;
   so.camera_head = true;
   so.depth_head = true;
-  so.stop = &g_stop_step;
+  so.stop = sigint.flag();
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);
   so.step_progress = [&progress](const StepProgress& p) { progress.step(p); };
