@@ -288,6 +288,10 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
   }
 
   for (int si = 0; si < steps && !live.empty(); ++si) {
+    if (o.stop && o.stop->load(std::memory_order_acquire)) {
+      res.interrupted = true;
+      break;
+    }
     const Step st = step_at(o, si);
     const int64_t n_q = static_cast<int64_t>(st.n_frames) * res.tokens_per_frame;
     const bool attend = o.attention && is_attended_frame(o, st.frame_end, si == 0);
@@ -381,7 +385,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     if (observer) observer->on_step(st.frame_end, o.frames);
   }
   live.clear();  // free the caches before calibrating again
-  calibrate();
+  if (!res.interrupted) calibrate();
   res.wall_seconds = (now_ms() - t_start) * 1e-3;
   return res;
 }

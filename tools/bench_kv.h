@@ -10,6 +10,7 @@
 // All backends run interleaved on one seeded random stream: for each step and block the q/k/v of that
 // block are generated once (f32 [n_q, heads, head_dim] each) and fed to every live backend, so the
 // inputs are identical and only one block's inputs exist at a time.
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -52,6 +53,9 @@ struct KvBenchOptions {
   BenchDeviceKind device = BenchDeviceKind::Cpu;  // cuda: device page pools and kernels (backend paged only)
   bool attention_ab = false;     // cpu: per attended paged step, also time the kernel alone with
                                  // AttentionCompute::Auto and ::F32 on the same keys (order alternating)
+  // Set (by a signal handler) to end the run early: checked before each step; the result then holds
+  // the steps done (KvBenchResult::interrupted). Not owned; null = never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Token counts per frame for a resolution; throws Error for anything but 224 or 518.
@@ -103,6 +107,7 @@ struct KvBenchResult {
   std::vector<FrameRow> rows;    // in step order, backends in option order within a step
   std::vector<BackendStop> stops;
   double wall_seconds = 0;
+  bool interrupted = false;      // options.stop ended the run before its last step (no second calibration)
 };
 
 // Live notifications while the benchmark runs (progress display, stop lines).

@@ -134,8 +134,11 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
 
   const std::filesystem::path out_dir =
       std::filesystem::temp_directory_path() / ("lingbot-bench-model-" + std::to_string(::getpid()));
+  const auto stop_requested = [&] { return o.stop && o.stop->load(std::memory_order_acquire); };
   for (DType wd : o.weights_dtypes) {
     for (DType kv : o.kv_dtypes) {
+      if (stop_requested()) r.interrupted = true;
+      if (r.interrupted) break;
       ModelBenchConfig c;
       c.weights = wd;
       c.kv = kv;
@@ -160,6 +163,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
       so.camera_iterations = o.camera_iterations;
       so.threads = o.threads;
       so.keep_features = false;
+      so.stop = o.stop;
       Session session(model, so);
       std::filesystem::remove_all(out_dir);
       std::filesystem::create_directories(out_dir / "depth");
@@ -172,10 +176,17 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
           const Tensor img = frame(i);
           const auto w0 = std::chrono::steady_clock::now();
           const double c0 = PhaseClock::cpu_now();
-          std::vector<FrameResult> results = session.push_frame(img);
-          if (i + 1 == o.frames) {
-            auto tail = session.finish();
-            for (auto& t : tail) results.push_back(std::move(t));
+          std::vector<FrameResult> results;
+          try {
+            if (stop_requested()) throw Stopped("stopped");
+            results = session.push_frame(img);
+            if (i + 1 == o.frames) {
+              auto tail = session.finish();
+              for (auto& t : tail) results.push_back(std::move(t));
+            }
+          } catch (const Stopped&) {
+            r.interrupted = true;  // this configuration keeps the pushes done
+            break;
           }
           ModelBenchRow row;
           row.config = ci;

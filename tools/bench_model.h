@@ -10,6 +10,7 @@
 // so it covers building the weights, the scale phase and the stream). A same-run calibration times
 // kernels::linear at the model's fc1 shape for f32 (OpenBLAS sgemm) and each reduced weights dtype.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct ModelBenchOptions {
   // it: f32 (memory-mapped) twice -- the second is warm (page cache) -- and each reduced weights dtype
   // (read + convert). The file is left in place.
   std::string load_test_file;
+  // Set (by a signal handler) to end the run early: the push in progress ends within about a block
+  // (SessionOptions::stop); the result holds the pushes done (ModelBenchResult::interrupted). Not owned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct LoadTiming {
@@ -91,6 +95,7 @@ struct ModelBenchResult {
   std::vector<LoadTiming> loads;  // with load_test_file: f32 first load, f32 warm, then reduced dtypes
   std::string load_average_start, load_average_end;   // /proc/loadavg's first three fields
   double wall_seconds = 0;
+  bool interrupted = false;  // options.stop ended it: the configuration in progress has the pushes done
 };
 
 // Progress: one line per configuration and per push on `progress` (stderr in the CLI).

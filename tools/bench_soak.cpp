@@ -175,6 +175,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   so.keyframe_policy = o.keyframe_policy;
   so.max_special_frames = o.max_special_frames;
   so.threads = o.threads;
+  so.stop = o.stop;
   so.keep_features = false;
   Session session(model, so);
   // The bounded caches' used bytes, visible keys and camera rows are final once the window and the
@@ -188,7 +189,16 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   for (int64_t f = 0; f < o.frames; ++f) {
     const auto t0 = Clock::now();
     const double c0 = 1e3 * PhaseClock::cpu_now();
-    const std::vector<FrameResult> results = session.push_frame(frames[static_cast<size_t>(f % o.loop_frames)]);
+    std::vector<FrameResult> results;
+    try {
+      if (o.stop && o.stop->load(std::memory_order_acquire)) throw Stopped("stopped");
+      results = session.push_frame(frames[static_cast<size_t>(f % o.loop_frames)]);
+    } catch (const Stopped&) {
+      r.interrupted = true;
+      r.rows.resize(static_cast<size_t>(f));
+      r.verdict = "interrupted after " + std::to_string(f) + " of " + std::to_string(o.frames) + " frames: nothing compared";
+      return r;
+    }
     const double cpu = 1e3 * PhaseClock::cpu_now() - c0;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     SoakRow& row = r.rows[static_cast<size_t>(f)];
@@ -373,6 +383,7 @@ void print_soak_report(std::FILE* f, const SoakResult& r) {
                  static_cast<long long>(row.cache.special_frames_dropped),
                  static_cast<long long>(row.cache.visible_tokens), static_cast<double>(row.camera_cache_bytes) / 1024.0);
   }
+  if (r.interrupted) return;  // no comparison: the run ended before its last frame
   std::fprintf(f,
                "frame %lld -> %lld: peak RSS %+.3f%%, median CPU per frame %s -> %s ms (x%s), KV reserved %+lld B "
                "(formula %s), KV used %+lld B (formula %+lld), camera head %+lld B (formula %+lld)\n",

@@ -20,6 +20,7 @@
 // policy: a fixed interval, or flow keyframes where rolled-back frames leave no trace.
 #include <cstdint>
 #include <memory>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,6 +59,9 @@ struct SoakOptions {
   DType kv_dtype = DType::F32;
   int threads = 1;
   int loop_frames = 64;  // distinct demo frames, cycled
+  // Set (by a signal handler) to end the soak early: the push in progress ends within about a block
+  // (SessionOptions::stop) and the result holds the frames done (SoakResult::interrupted). Not owned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct SoakRow {
@@ -95,6 +99,7 @@ struct SoakResult {
   // frames: kv_reserved_formula counts them.
   int64_t fill_frame = 0;
   int64_t frames_stored = 0;  // keyframes stored over the whole run, the scale frames included
+  bool interrupted = false;  // options.stop ended it: rows holds the frames pushed, nothing is compared
   bool pass = false;
   std::string verdict;  // what was checked and why it passed / failed
 };

@@ -28,6 +28,7 @@
 #include "pipeline/demo_model.h"
 #include "pipeline/session_backend.h"
 #include "run_modes.h"
+#include "stop_signals.h"
 
 namespace lingbot::cli {
 namespace {
@@ -97,6 +98,22 @@ struct BenchKvArgs {
   std::string device = "cpu", csv, plot;
   RenamedOptions renamed;  // --window, --dtype, --backends (old spellings)
 };
+
+// A bench stopped by Ctrl-C (or SIGTERM / SIGHUP) ends at the step in progress and prints what it
+// measured (table, CSV, plot), without the summary line, whose figures need the whole run.
+constexpr const char* kSecondInterruptLoses = "no table, no CSV";
+
+// After the measured part is printed: the line saying so, and the exit status of the signal (130 for
+// Ctrl-C). `configs` (bench model): the configurations started, the last one cut short.
+[[noreturn]] void end_interrupted(const StopSignalGuard& stop, int64_t frames_done, int64_t frames, bool csv,
+                                  size_t configs = 0) {
+  std::fflush(stdout);  // the table before the line, in a log of both streams
+  const std::string where = configs > 1 ? " of configuration " + std::to_string(configs) : "";
+  std::fprintf(stderr, "interrupted (%s) after %lld of %lld frames%s: %s what was measured; no summary line\n",
+               stop_signal_words(stop.signal()), static_cast<long long>(frames_done), static_cast<long long>(frames),
+               where.c_str(), csv ? "the table and the CSV hold" : "the table holds");
+  throw CLI::RuntimeError(exit_code_of_signal(stop.signal()));
+}
 
 // Backends when --kv-backends is not given: all three on the CPU; CUDA has only the paged cache.
 std::string default_backends(bench::BenchDeviceKind device) {
@@ -175,7 +192,10 @@ void run_bench_kv(const BenchKvArgs& args) {
                                                 : " (CPU has AVX512_BF16, no AMX)");
   std::fflush(stdout);
   bench::ProgressReporter progress(::isatty(STDERR_FILENO) == 1);
-  const bench::KvBenchResult r = bench::run_kv_bench(o, *device, &progress);
+  const StopSignalGuard stop(kSecondInterruptLoses);
+  bench::KvBenchOptions run_options = o;
+  run_options.stop = stop.flag();
+  const bench::KvBenchResult r = bench::run_kv_bench(run_options, *device, &progress);
   progress.finish();
   bench::print_table(stdout, r);
   if (!args.csv.empty()) {
@@ -186,6 +206,7 @@ void run_bench_kv(const BenchKvArgs& args) {
     bench::write_plot(args.plot, r);
     std::printf("plot: %s\n", args.plot.c_str());
   }
+  if (r.interrupted) end_interrupted(stop, r.rows.empty() ? 0 : r.rows.back().frame, o.frames, !args.csv.empty());
   print_spinning_warning(o.device == bench::BenchDeviceKind::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);
@@ -242,12 +263,15 @@ void run_bench_soak(BenchSoakArgs a) {
               a.o.threads, static_cast<long long>(a.o.reference_frame), static_cast<long long>(a.o.timing_window));
   std::fflush(stdout);
   SoakProgress progress;
+  const StopSignalGuard stop(kSecondInterruptLoses);
+  a.o.stop = stop.flag();
   const bench::SoakResult r = bench::run_soak(model, a.o, &progress);
   bench::print_soak_report(stdout, r);
   if (!a.csv.empty()) {
     bench::write_soak_csv(a.csv, r);
     std::printf("csv: %s (%zu rows)\n", a.csv.c_str(), r.rows.size());
   }
+  if (r.interrupted) end_interrupted(stop, static_cast<int64_t>(r.rows.size()), a.o.frames, !a.csv.empty());
   print_spinning_warning(a.o.threads);
   std::printf("%s\n", bench::soak_summary_line(r).c_str());
   std::fflush(stdout);
@@ -298,6 +322,8 @@ void run_bench_model(const BenchModelArgs& a) {
               static_cast<unsigned long long>(o.seed));
   std::printf("blas: %s\n", kernels::blas_description().c_str());
   std::fflush(stdout);
+  const StopSignalGuard stop(kSecondInterruptLoses);
+  o.stop = stop.flag();
   const bench::ModelBenchResult r = bench::run_model_bench(o, stderr);
   bench::print_table(stdout, r);
   if (!a.csv.empty()) {
@@ -308,6 +334,7 @@ void run_bench_model(const BenchModelArgs& a) {
     bench::write_plot(a.plot, r);
     std::printf("plot: %s\n", a.plot.c_str());
   }
+  if (r.interrupted) end_interrupted(stop, r.rows.empty() ? 0 : r.rows.back().push, o.frames, !a.csv.empty(), r.configs.size());
   print_spinning_warning(o.device == Device::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);

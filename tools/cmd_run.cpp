@@ -79,7 +79,6 @@ using Clock = std::chrono::steady_clock;
 
 // A run a signal stopped exits 128 + the signal, as shells report it: 130 (SIGINT), 143 (SIGTERM),
 // 129 (SIGHUP).
-int exit_code_of_signal(int sig) { return 128 + sig; }
 constexpr int kExitDamagedInput = 3;   // the run finished but the input was damaged (see --allow-damaged)
 
 // ---- Ctrl-C / SIGTERM / SIGHUP -----------------------------------------------------------------

@@ -37,5 +37,7 @@ class StopSignalGuard {
 const char* stop_signal_name(int sig);
 // How a user says it: "Ctrl-C" for SIGINT, else the signal's name.
 const char* stop_signal_words(int sig);
+// A command stopped by `sig` exits 128 + sig, as a shell reports it (130 for Ctrl-C).
+inline int exit_code_of_signal(int sig) { return 128 + sig; }
 
 }  // namespace lingbot::cli

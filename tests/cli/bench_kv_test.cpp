@@ -202,6 +202,25 @@ TEST(BenchKv, AFailedAllocationIsNamedOutOfMemory) {
                    "let it run)\n");
 }
 
+// Ctrl-C ends the run at the next step and keeps what it measured: the table, the CSV (a row a step:
+// the scale phase's 2 frames, then one a frame), no summary line, exit 130. It printed nothing before.
+TEST(BenchKv, CtrlCKeepsTheTableAndCsv) {
+  const fs::path csv = fresh_dir("bench_kv_ctrl_c") / "kv.csv";
+  const Result r = run_command("timeout --preserve-status -s INT 4 " + std::string(LINGBOT_CLI_PATH) + " " + kBenchKvTiny +
+                               "--frames 1000000 --attention off --kv-backends paged --calibrate off --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  const std::string prefix = "interrupted (Ctrl-C) after ";
+  const size_t at = r.err.rfind(prefix);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const long frames = std::stol(r.err.substr(at + prefix.size()));
+  EXPECT_GT(frames, 2);
+  EXPECT_EQ(r.err.substr(at), prefix + std::to_string(frames) + " of 1000000 frames: the table and the CSV hold what was "
+                                  "measured; no summary line\n");
+  EXPECT_EQ(lines_of(slurp(csv)).size(), static_cast<size_t>(1 + frames - 1)) << "header + scale step + one row a frame";
+  EXPECT_TRUE(contains(r.out, "csv: " + csv.string() + " (" + std::to_string(frames - 1) + " rows)\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, "summary:")) << r.out;
+}
+
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (docs/cli.md: Exit codes).
   const std::string help = "Run 'lingbot-map bench kv --help' for usage.\n";

@@ -169,6 +169,24 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
   EXPECT_FALSE(s.count("wf32_kvf32_device_peak_bytes")) << "device memory keys are for device runs only\n" << r.out;
 }
 
+// Ctrl-C ends bench model at the push in progress and keeps the pushes measured: the table, the CSV
+// (a row a push), no summary line, exit 130. It printed nothing before.
+TEST(WeightsDtypeCli, BenchModelCtrlCKeepsTheTableAndCsv) {
+  const fs::path csv = fresh_dir("bench_model_ctrl_c") / "model.csv";
+  const Result r = run_command("timeout --preserve-status -s INT 5 " + std::string(LINGBOT_CLI_PATH) +
+                               " bench model --model-size demo --resolution 112x70 --frames 100000 --scale-frames 2 "
+                               "--threads 1 --weights-dtype f32 --kv-dtype f32 --calibrate off --csv " + csv.string());
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  const std::string prefix = "interrupted (Ctrl-C) after ";
+  const size_t at = r.err.rfind(prefix);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const long pushes = std::stol(r.err.substr(at + prefix.size()));
+  EXPECT_EQ(r.err.substr(at), prefix + std::to_string(pushes) + " of 100000 frames: the table and the CSV hold what was "
+                                  "measured; no summary line\n");
+  EXPECT_TRUE(contains(r.out, "csv: " + csv.string() + " (" + std::to_string(pushes) + " rows)\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, "summary:")) << r.out;
+}
+
 TEST(WeightsDtypeCli, BenchModelRejectsBadOptions) {
   Result r = run_cli("bench model --model-size demo --resolution 100x70");
   EXPECT_EQ(r.exit_code, 1);
