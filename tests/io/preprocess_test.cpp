@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/image.h"
 #include "io/preprocess.h"
+#include "test_errors.h"
 
 using namespace lingbot;
 using namespace lingbot::io;
@@ -245,7 +246,12 @@ TEST(Preprocess, SourceIntrinsicsSeeTheSameRaysInTheSourcePicture) {
     EXPECT_NEAR(x0, (x - 3 + 0.5) * 333.0 / 112 - 0.5, 1e-9);
     EXPECT_NEAR(y0, (y + 5 + 0.5) * 211.0 / 70 - 0.5, 1e-9);
   }
-  EXPECT_THROW(source_intrinsics({1, 0, 0, 0, 1, 0, 0, 0, 1}, SourcePlacement{}), Error);
+  // Either size empty would give a scale of 0 or an infinite one: refused, naming both.
+  const std::array<double, 9> eye{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  lingbot_test::expect_error([&] { source_intrinsics(eye, SourcePlacement{}); },
+                             "source_intrinsics: sizes must be positive, got source 0x0, resized 0x0");
+  lingbot_test::expect_error([&] { source_intrinsics(eye, SourcePlacement{{640, 480}, {0, 0}}); },
+                             "source_intrinsics: sizes must be positive, got source 640x480, resized 0x0");
 }
 
 // A frame larger than the canvas fixed for its sequence (a video whose resolution grows mid-stream)

@@ -953,8 +953,10 @@ def test_a_second_init_on_a_live_object_is_refused(demo_model, tmp_path):
 
     mine = Mine(demo_model)
     assert mine.options["scale_frames"] == 2
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as e:
         lm.Session.__init__(mine, demo_model)
+    assert str(e.value) == "Mine.__init__ was already called on this Mine: make a new Mine"  # the runtime type
+    assert mine.options["scale_frames"] == 2  # left as it was
     with lm.Exporter(tmp_path / "a") as x:
         with pytest.raises(TypeError) as e:
             x.__init__(tmp_path / "b")
