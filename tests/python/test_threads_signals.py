@@ -75,12 +75,20 @@ class _Poller:
 
 
 def test_second_thread_on_the_same_session_is_refused(demo_model):
-    with lm.Session(demo_model, scale_frames=1, threads=1) as s:
+    refused = threading.Event()
+
+    def hold(progress):  # the push waits (GIL released) until the other thread has met it
+        refused.wait(timeout=60)
+
+    with lm.Session(demo_model, scale_frames=1, threads=1, progress=hold) as s:
         def second_call():
             try:
                 s.push(None)
             except TypeError:  # no call running: the frame is refused, nothing pushed
                 pass
+            except lm.Error:
+                refused.set()
+                raise
 
         with _Poller(second_call) as poller:
             for i in range(4):
@@ -97,13 +105,18 @@ def test_readers_answer_from_another_thread_while_a_push_runs(demo_model):
     """stats(), options, windows, frames_pushed, finished and repr answer while a push computes, with the
     figures of the push's start (they were refused: a monitor thread or a UI could not show
     frames_pushed during a scale phase that runs minutes)."""
-    seen = []
+    seen, met = [], threading.Event()
 
     def read():
         seen.append((s.frames_pushed, s.stats()["frames_completed"], s.options["scale_frames"], s.windows,
                      s.finished, repr(s)))
+        if seen[-1][5].endswith(", a call running>"):
+            met.set()
 
-    with lm.Session(demo_model, scale_frames=2, threads=1) as s:
+    def hold(progress):  # the push waits (GIL released) until the other thread has read during it
+        met.wait(timeout=60)
+
+    with lm.Session(demo_model, scale_frames=2, threads=1, progress=hold) as s:
         with _Poller(read) as poller:
             for i in range(5):
                 s.push(lm.demo_frame(i, **BIG))
