@@ -118,7 +118,9 @@ void BM_Sgemm(benchmark::State& state) {
             k = static_cast<int>(state.range(3));
   std::vector<float> a(static_cast<size_t>(m) * k, 0.5f), b(static_cast<size_t>(n) * k, 0.25f),
       c(static_cast<size_t>(m) * n);
-  openblas_set_num_threads(threads);  // benchmark-only: the library never changes BLAS threading
+  // The library's GEMMs call OpenBLAS single-threaded inside their own OpenMP tiles and set it to one
+  // thread for the whole process (kernels::linear); this baseline sets its own count per run.
+  openblas_set_num_threads(threads);
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
     benchmark::DoNotOptimize(c.data());

@@ -154,7 +154,7 @@ void print_table(std::FILE* f, const KvBenchResult& r) {
                          row.frame == 320 || row.frame == o.frames;
     if (sampled && (row.attended || !o.attention)) frames.insert(row.frame);
   }
-  std::fprintf(f, "%6s  %-10s  %-6s  %7s  %10s  %11s  %9s  %7s  %10s  %10s  %9s\n", "frame", "backend", "mode",
+  std::fprintf(f, "%6s  %-10s  %-6s  %7s  %10s  %11s  %9s  %7s  %10s  %10s  %9s\n", "frame", "kv_backend", "mode",
                "keys", "attn_ms", "attn_cpu_ms", "maint_ms", "GFLOP/s", "kv_used_MiB", "kv_res_MiB", "peak_rss_MiB");
   for (const auto& row : r.rows) {
     if (!frames.count(row.frame)) continue;
@@ -218,8 +218,9 @@ void write_plot(const std::string& path, const KvBenchResult& r) {
      << "set output " << gnuplot_output(path) << "\n"
      << "set multiplot layout 2,1 title \"lingbot-map bench kv: " << o.resolution << " px ("
      << r.tokens_per_frame << " tokens/frame), " << dtype_name(o.dtype) << ", " << o.blocks << " blocks x "
-     << o.heads << " heads x " << o.head_dim << ", window " << o.window << ", scale frames " << o.scale_frames
-     << ", attention " << (o.attention ? "on" : "off") << "\"\n"
+     << o.heads << " heads x " << o.head_dim << ", KV window " << o.window << ", scale frames " << o.scale_frames
+     << ", attention " << (!o.attention ? "off" : o.attend_every > 1 ? "sampled every " + std::to_string(o.attend_every) + " frames" : "on")
+     << "\"\n"
      << "set grid\nset key top left\nset xlabel 'frame'\nset yrange [0:*]\n"
      << "set ylabel 'KV cache MiB (solid: reserved, dashed: used)'\n";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};

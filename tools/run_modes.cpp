@@ -120,7 +120,7 @@ void check_mode_args(const ModeArgs& m, int K) {
                   ov, " + ", K, ") with --keyframe-interval flow: ", ov_text,
                   " would not fit in a window, and consecutive windows would not overlap by it");
   } else {
-    const int64_t L = K + int64_t{window - K} * n;
+    const int64_t L = windowed_span(K, window, n);
     LINGBOT_CHECK(ov < L, ov_text, " must be smaller than a window (", L, " frames: --scale-frames ", K, " + (",
                   "--window-size ", window, " - ", K, ") keyframes x --keyframe-interval ", n, ")");
   }
