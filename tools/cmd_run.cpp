@@ -289,28 +289,14 @@ RunSettings resolve_settings(const RunArgs& a) {
                      std::move(weights),      std::move(overrides), std::move(model_cfg), pre};
 }
 
-// Memory feasibility from the configuration and options, before the weights are read: a run that
-// cannot fit is refused with the option to lower (pipeline/memory_estimate.h).
-void check_run_memory(const RunArgs& a, const RunSettings& settings, const Input& input, const ModeChoice& mode,
-                      int64_t max_special_frames) {
-  MemoryInputs mi;
+// Memory feasibility from the configuration and the session's options, before the weights are read:
+// a run that cannot fit is refused with the option to lower (pipeline/memory_estimate.h).
+void check_run_memory(const RunSettings& settings, const Input& input, const SessionOptions& so, const ModeChoice& mode) {
+  MemoryInputs mi = memory_inputs(settings.model_config, so, settings.weights.dtype,
+                                  mode.windowed ? std::optional(mode.window) : std::nullopt,
+                                  input.count ? input.count : input.estimated);
   mi.width = input.canvas.width;
   mi.height = input.canvas.height;
-  mi.frames = input.count ? input.count : input.estimated;
-  mi.scale_frames = a.scale_frames;
-  mi.kv_window = settings.kv_window;
-  mi.keyframe_interval = mode.policy->max_keyframe_spacing();
-  mi.max_special_frames = max_special_frames;
-  mi.camera_iterations = a.camera_iterations;
-  if (mode.windowed) {  // each window runs in a fresh cache: what one window holds
-    const ModelConfig& cfg = settings.model_config;
-    mi.kv_window = windowed_kv_window(settings.kv_window, cfg.kv_cache.include_scale_frames ? a.scale_frames : 0, mode.window);
-    if (mi.frames)
-      mi.frames = std::min(*mi.frames, windowed_span(a.scale_frames, mode.window.window_size, mi.keyframe_interval));
-  }
-  mi.kv_backend = settings.kv_backend;
-  mi.kv_dtype = settings.kv_dtype;
-  mi.weights_dtype = settings.weights.dtype;
   check_memory_feasible(estimate_run_memory(settings.model_config, mi), static_cast<int64_t>(available_memory_bytes()),
                         run_memory_advice(), static_cast<int64_t>(total_memory_bytes()));
 }
@@ -754,7 +740,21 @@ int run_command(const RunArgs& a) {
                 "runs; --max-special-frames 0 keeps every frame's special tokens, as upstream)\n",
                 static_cast<long long>(max_special_frames));
 
-  check_run_memory(a, settings, input, mode, max_special_frames);
+  SessionOptions so;  // the stop flag and the progress callback are added below
+  so.device = device;
+  so.kv_backend = backend;
+  so.kv_dtype = kv_dtype;
+  so.scale_frames = a.scale_frames;
+  so.kv_window = settings.kv_window;
+  so.max_special_frames = max_special_frames;
+  so.camera_iterations = a.camera_iterations;
+  so.threads = a.threads;
+  so.keep_features = false;
+  so.camera_head = true;
+  so.depth_head = true;
+  so.keyframe_policy = mode.policy;
+  so.keyframe_interval = mode.keyframe_interval;
+  check_run_memory(settings, input, so, mode);
 
   const auto t_model = Clock::now();
   std::shared_ptr<const Model> model;
@@ -776,18 +776,6 @@ int run_command(const RunArgs& a) {
   const double model_seconds = std::chrono::duration<double>(Clock::now() - t_model).count();
   LINGBOT_CHECK(model->patch_size() == patch, "internal: patch size ", model->patch_size(), " differs from the index's ", patch);
 
-  SessionOptions so;
-  so.device = device;
-  so.kv_backend = backend;
-  so.kv_dtype = kv_dtype;
-  so.scale_frames = a.scale_frames;
-  so.kv_window = settings.kv_window;
-  so.max_special_frames = max_special_frames;
-  so.camera_iterations = a.camera_iterations;
-  so.threads = a.threads;
-  so.keep_features = false;
-  so.camera_head = true;
-  so.depth_head = true;
   so.stop = sigint.flag();
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);

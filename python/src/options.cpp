@@ -257,25 +257,6 @@ std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_fra
   return w;
 }
 
-MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const std::optional<WindowedOptions>& w,
-                           std::optional<int64_t> frames) {
-  MemoryInputs mi;
-  mi.frames = frames;
-  mi.scale_frames = so.scale_frames;
-  mi.kv_window = so.kv_window;
-  mi.keyframe_interval = so.keyframe_policy ? so.keyframe_policy->max_keyframe_spacing() : std::max(so.keyframe_interval, 1);
-  mi.max_special_frames = so.max_special_frames;
-  mi.camera_iterations = so.camera_iterations;
-  if (w) {  // each window runs in a fresh cache: what one window holds (as run)
-    mi.kv_window = windowed_kv_window(so.kv_window, model.config().kv_cache.include_scale_frames ? so.scale_frames : 0, *w);
-    if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, w->window_size, mi.keyframe_interval));
-  }
-  mi.kv_backend = so.kv_backend;
-  mi.kv_dtype = so.kv_dtype;
-  mi.weights_dtype = model.weights_dtype();
-  return mi;
-}
-
 void check_memory(const Model& model, MemoryInputs mi, int width, int height) {
   mi.width = width;
   mi.height = height;

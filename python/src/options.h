@@ -90,11 +90,9 @@ py::dict stats_dict(const SessionStats& s);
 // the Python keywords); None when m.mode is streaming, where the window keywords are refused.
 std::optional<WindowedOptions> windowed_options(const ModeArgs& m, int scale_frames);
 
-// run's memory feasibility check (pipeline/memory_estimate.h) for a session of `so` (windowed: what one
-// window holds) on a model: memory_inputs() fills all but the frame size, check_memory() adds the
-// preprocessed frame size and throws lingbot::Error naming the keyword to lower when it cannot fit.
-MemoryInputs memory_inputs(const Model& model, const SessionOptions& so, const std::optional<WindowedOptions>& w,
-                           std::optional<int64_t> frames);
+// run's memory feasibility check (pipeline/memory_estimate.h) for a session on a model: `mi` from
+// memory_inputs() (all but the frame size); adds the preprocessed frame size and throws lingbot::Error
+// naming the keyword to lower when it cannot fit.
 void check_memory(const Model& model, MemoryInputs mi, int width, int height);
 
 }  // namespace lingbot::python

@@ -272,7 +272,10 @@ class PyReconstruction {
     SessionOptions so = session_options(args, interval, &progress_);
     so.stop = stop_.get();
     // As run: a request that cannot fit fails here, before any frame, naming the keyword to lower.
-    check_memory(*model_.model, memory_inputs(*model_.model, so, windowed, feed_->count ? feed_->count : feed_->estimated),
+    const Model& loaded = *model_.model;
+    check_memory(loaded,
+                 memory_inputs(loaded.config(), so, loaded.weights_dtype(), windowed,
+                               feed_->count ? feed_->count : feed_->estimated),
                  feed_->canvas.width, feed_->canvas.height);
     py::gil_scoped_release nogil;
     stream_ = std::make_unique<Stream>(model_.model, so, windowed);

@@ -57,7 +57,7 @@ class PySession {
         throw py::value_error("preprocess= applies to run's preprocessing, which image_size= asks for: give image_size "
                               "too (frames without it go in as they are)");
     }
-    memory_ = memory_inputs(*model.model, so, windowed, std::nullopt);
+    memory_ = memory_inputs(model.model->config(), so, model.model->weights_dtype(), windowed, std::nullopt);
     py::gil_scoped_release nogil;
     stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }

@@ -9,6 +9,25 @@
 
 namespace lingbot {
 
+MemoryInputs memory_inputs(const ModelConfig& cfg, const SessionOptions& so, DType weights_dtype,
+                           const std::optional<WindowedOptions>& window, std::optional<int64_t> frames) {
+  MemoryInputs mi;
+  mi.frames = frames;
+  mi.scale_frames = so.scale_frames;
+  mi.kv_window = so.kv_window;
+  mi.keyframe_interval = so.keyframe_policy ? so.keyframe_policy->max_keyframe_spacing() : std::max(so.keyframe_interval, 1);
+  mi.max_special_frames = so.max_special_frames;
+  mi.camera_iterations = so.camera_iterations;
+  if (window) {
+    mi.kv_window = windowed_kv_window(so.kv_window, cfg.kv_cache.include_scale_frames ? so.scale_frames : 0, *window);
+    if (mi.frames) mi.frames = std::min(*mi.frames, windowed_span(so.scale_frames, window->window_size, mi.keyframe_interval));
+  }
+  mi.kv_backend = so.kv_backend;
+  mi.kv_dtype = so.kv_dtype;
+  mi.weights_dtype = weights_dtype;
+  return mi;
+}
+
 MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in) {
   MemoryEstimate e;
   const int64_t p = cfg.encoder.patch_size;

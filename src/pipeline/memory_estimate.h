@@ -9,6 +9,8 @@
 #include "kvcache/kv_cache.h"
 #include "lingbot/dtype.h"
 #include "lingbot/model_config.h"
+#include "lingbot/session.h"
+#include "lingbot/windowed.h"
 
 namespace lingbot {
 
@@ -40,6 +42,12 @@ struct MemoryInputs {
   DType kv_dtype = DType::F32;
   DType weights_dtype = DType::F32;
 };
+// The inputs of a run of a session with options `so` (sizes resolved: no 0 = model default) and
+// weights in `weights_dtype`: its keyframe spacing from so.keyframe_policy (else keyframe_interval),
+// and with `window` (windowed mode) what one window holds, since each runs in a fresh cache. The
+// frame size is left 0 for the caller (it is known once the input is).
+MemoryInputs memory_inputs(const ModelConfig& cfg, const SessionOptions& so, DType weights_dtype,
+                           const std::optional<WindowedOptions>& window, std::optional<int64_t> frames);
 MemoryEstimate estimate_run_memory(const ModelConfig& cfg, const MemoryInputs& in);
 // What check_memory_feasible's error names, in the caller's words (run's flags, the Python module's
 // keywords): the pipeline knows the parts of the estimate, the front end the options that lower them.
