@@ -57,6 +57,7 @@
 #include "io/video.h"
 #include "io/writers.h"
 #include "kernels/cpu/ops.h"
+#include "pipeline/sequence_runner.h"
 #include "pipeline/session_backend.h"
 #include "lingbot/session.h"
 #include "pipeline/demo_model.h"
@@ -426,7 +427,7 @@ struct LoopReports {
 // error kept), every result computed before the end written, and the progress display ended.
 class FrameLoop {
  public:
-  FrameLoop(const RunArgs& a, Input& input, const PreprocessOptions& pre, FrameRunner& session, io::ExportSet& exports,
+  FrameLoop(const RunArgs& a, Input& input, const PreprocessOptions& pre, SequenceRunner& session, io::ExportSet& exports,
             LoopReports reports, const StopSignalGuard& sigint, Clock::time_point t_model)
       : a_(a), input_(input), pre_(pre), session_(session), exports_(exports), r_(reports), sigint_(sigint),
         t_model_(t_model), hw_(static_cast<size_t>(input.canvas.height) * static_cast<size_t>(input.canvas.width)),
@@ -671,7 +672,7 @@ class FrameLoop {
   const RunArgs& a_;
   Input& input_;
   const PreprocessOptions& pre_;
-  FrameRunner& session_;
+  SequenceRunner& session_;
   io::ExportSet& exports_;
   LoopReports r_;
   const StopSignalGuard& sigint_;
@@ -780,7 +781,7 @@ int run_command(const RunArgs& a) {
   const bool bar = a.progress == "bar" || (a.progress == "auto" && ::isatty(STDERR_FILENO));
   Progress progress(bar, input.count ? input.count : input.estimated);
   so.step_progress = [&progress](const StepProgress& p) { progress.step(p); };
-  FrameRunner session(model, so, mode);
+  SequenceRunner session(model, so, mode.windowed ? std::optional(mode.window) : std::nullopt);
   // A stop while the weights loaded (tens of seconds for the released checkpoint) ends the run here,
   // before exports.begin() below replaces an earlier run's outputs.
   if (sigint.requested()) return interrupted_before_any_frame();

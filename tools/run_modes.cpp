@@ -159,30 +159,4 @@ ModeChoice choose_mode(const ModeArgs& m, std::optional<int64_t> frames) {
   return c;
 }
 
-FrameRunner::FrameRunner(std::shared_ptr<const Model> model, const SessionOptions& options, const ModeChoice& mode) {
-  SessionOptions o = options;
-  o.keyframe_policy = mode.policy;
-  o.keyframe_interval = mode.keyframe_interval;
-  if (mode.windowed) windowed_ = std::make_unique<WindowedSession>(std::move(model), o, mode.window);
-  else session_ = std::make_unique<Session>(std::move(model), o);
-}
-
-std::vector<FrameResult> FrameRunner::push_frame(const Tensor& image) {
-  return windowed_ ? windowed_->push_frame(image) : session_->push_frame(image);
-}
-
-std::vector<FrameResult> FrameRunner::finish() { return windowed_ ? windowed_->finish() : session_->finish(); }
-
-std::vector<FrameResult> FrameRunner::finish_early() { return windowed_ ? windowed_->finish_early() : std::vector<FrameResult>{}; }
-
-SessionStats FrameRunner::stats() const { return windowed_ ? windowed_->stats() : session_->stats(); }
-
-std::string FrameRunner::device_description() const {
-  return windowed_ ? windowed_->device_description() : session_->device_description();
-}
-
-const SessionOptions& FrameRunner::options() const { return windowed_ ? windowed_->options() : session_->options(); }
-
-const std::vector<WindowInfo>& FrameRunner::windows() const { return windowed_ ? windowed_->windows() : none_; }
-
 }  // namespace lingbot::cli

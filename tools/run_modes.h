@@ -1,8 +1,8 @@
 #pragma once
 // `lingbot-map run`: the inference mode (--mode streaming | windowed, upstream demo.py's names) and the
 // keyframe options (--keyframe-interval N | auto | flow, --flow-threshold, --max-non-keyframe-gap,
-// --window-size, --overlap-size, --overlap-keyframes): their checks, with messages naming the options,
-// and one frame loop interface over Session (streaming) and WindowedSession (windowed).
+// --window-size, --overlap-size, --overlap-keyframes): their checks, with messages naming the options.
+// The frame loop drives them through pipeline/sequence_runner.h.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -53,26 +53,5 @@ struct ModeChoice {
 };
 // frames: the sequence length when known (for auto).
 ModeChoice choose_mode(const ModeArgs& m, std::optional<int64_t> frames);
-
-// Session or WindowedSession behind one loop.
-class FrameRunner {
- public:
-  FrameRunner(std::shared_ptr<const Model> model, const SessionOptions& options, const ModeChoice& mode);
-  std::vector<FrameResult> push_frame(const Tensor& image);
-  std::vector<FrameResult> finish();
-  // After a run that ends early: the results already computed and not yet returned (windowed: the
-  // tail held back for the overlap); none in streaming mode. Runs no model step.
-  std::vector<FrameResult> finish_early();
-  SessionStats stats() const;
-  const SessionOptions& options() const;  // resolved
-  std::string device_description() const;
-  bool windowed() const { return windowed_ != nullptr; }
-  const std::vector<WindowInfo>& windows() const;  // empty in streaming mode
-
- private:
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<WindowedSession> windowed_;
-  std::vector<WindowInfo> none_;
-};
 
 }  // namespace lingbot::cli

@@ -17,21 +17,23 @@ namespace lingbot::python {
 using namespace py::literals;
 
 Stream::Stream(std::shared_ptr<const Model> model, const SessionOptions& options, std::optional<WindowedOptions> windowed)
-    : model_(std::move(model)), options_(options), windowed_options_(std::move(windowed)) {
-  make();
+    : windowed_options_(std::move(windowed)),
+      runner_(std::make_unique<SequenceRunner>(std::move(model), options, windowed_options_)) {
+  if (windowed_options_)  // up front, as run
+    value_of([&] { check_windowed_options(*windowed_options_, runner_->options()); });
 }
 
 std::vector<FrameResult> Stream::push_frame(const Tensor& image) {
   check_open("push");
   check_threads_after_fork(options().threads);
-  return session_ ? session_->push_frame(image) : windowed_->push_frame(image);
+  return runner_->push_frame(image);
 }
 
 std::vector<FrameResult> Stream::finish() {
   check_open("finish()");
   check_threads_after_fork(options().threads);
-  if (session_) return session_->finish();  // the Session closes itself (its own messages afterwards)
-  std::vector<FrameResult> r = windowed_->finish();
+  if (!runner_->windowed()) return runner_->finish();  // the Session closes itself (its own messages afterwards)
+  std::vector<FrameResult> r = runner_->finish();
   ended_ = true;
   return r;
 }
@@ -39,13 +41,12 @@ std::vector<FrameResult> Stream::finish() {
 std::vector<FrameResult> Stream::finish_early() {
   if (ended_) return {};
   ended_ = true;  // streaming: the frames waiting for a scale phase give no result
-  return session_ ? std::vector<FrameResult>{} : windowed_->finish_early();
+  return runner_->finish_early();
 }
 
 Stream::Readings Stream::now() const {
   if (released_) return *released_;
-  Readings r{stats(), options(), windowed_ ? windowed_->windows() : std::vector<WindowInfo>{},
-             windowed_ ? windowed_->overlap() : 0, frames_pushed(), closed()};
+  Readings r{stats(), options(), runner_->windows(), runner_->overlap(), frames_pushed(), closed()};
   r.options.step_progress = nullptr;
   return r;
 }
@@ -66,16 +67,13 @@ void Stream::release() {
   Readings r = now();
   r.closed = true;
   released_ = std::move(r);
-  options_.step_progress = nullptr;
-  session_.reset();
-  windowed_.reset();
+  runner_.reset();
   ended_ = true;
 }
 
 void Stream::reset() {
   LINGBOT_CHECK(!released_, "internal: reset() of a released stream");
-  if (!session_) return make();  // sets ended_ once the new WindowedSession exists
-  session_->reset();
+  runner_->reset();  // windowed: a new WindowedSession (it has no reset of its own)
   ended_ = false;
 }
 
@@ -117,26 +115,11 @@ py::object Stream::windows(const Readings& r) const {
   return out;
 }
 
-void Stream::make() {
-  // The new engine first: should it throw (out of memory), the old one stays and every reader works.
-  if (!windowed_options_) {
-    auto s = std::make_unique<Session>(model_, options_);
-    windowed_.reset();
-    session_ = std::move(s);
-  } else {
-    auto w = std::make_unique<WindowedSession>(model_, options_, *windowed_options_);
-    value_of([&] { check_windowed_options(*windowed_options_, w->options()); });  // up front, as run
-    session_.reset();
-    windowed_ = std::move(w);
-  }
-  ended_ = false;
-}
-
 void Stream::check_open(const char* call) const {
   if (ended_)
     throw Error(std::string(call) + " after the end of the sequence (finish() or finish_early()): call reset() to "
                                     "start a new sequence");
-  if (windowed_ && windowed_->closed())  // a WindowedSession has no reset of its own
+  if (runner_->windowed() && runner_->closed())  // a WindowedSession has no reset of its own
     throw Error(std::string(call) + " after a step that failed or was stopped: call reset() to start a new sequence");
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// One sequence through a Session (streaming) or a WindowedSession (windowed mode: overlapping windows
-// aligned by Sim(3), as run --mode windowed), behind one interface for lingbot_map.Session and
-// reconstruct(). A WindowedSession has no reset of its own: reset() makes a new one with the same options.
+// One sequence for lingbot_map.Session and reconstruct(): a SequenceRunner (pipeline/sequence_runner.h:
+// a Session, or in windowed mode a WindowedSession, as run drives them) with what the Python objects
+// add: the end of a sequence the caller declared, readings that answer while a call runs, release().
 #include <pybind11/pybind11.h>
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "lingbot/model.h"
 #include "lingbot/session.h"
 #include "lingbot/windowed.h"
+#include "pipeline/sequence_runner.h"
 
 namespace lingbot::python {
 
@@ -72,27 +73,22 @@ class Stream {
   };
 
   SessionStats stats() const {
-    return released_ ? released_->stats : session_ ? session_->stats() : windowed_->stats();
+    return released_ ? released_->stats : runner_->stats();
   }
   const SessionOptions& options() const {
-    return released_ ? released_->options : session_ ? session_->options() : windowed_->options();
+    return released_ ? released_->options : runner_->options();
   }
   int64_t frames_pushed() const {
-    return released_ ? released_->frames_pushed : session_ ? session_->frames_pushed() : windowed_->frames_pushed();
+    return released_ ? released_->frames_pushed : runner_->frames_pushed();
   }
-  bool closed() const { return ended_ || (session_ ? session_->closed() : windowed_->closed()); }
+  bool closed() const { return ended_ || runner_->closed(); }
   int scale_frames() const { return options().scale_frames; }
   bool windowed() const { return windowed_options_.has_value(); }
 
   // Whether the next push_frame() / finish() runs a scale phase (the step Ctrl-C may stop at once):
   // the first scale_frames frames, and in windowed mode every window's.
-  bool push_runs_scale_phase() const {
-    return session_ ? session_->frames_pushed() + 1 == scale_frames() : windowed_->next_push_runs_scale_phase();
-  }
-  bool finish_runs_scale_phase() const {
-    return session_ ? session_->frames_pushed() > 0 && session_->frames_pushed() < scale_frames()
-                    : windowed_->finish_runs_scale_phase();
-  }
+  bool push_runs_scale_phase() const { return runner_->push_runs_scale_phase(); }
+  bool finish_runs_scale_phase() const { return runner_->finish_runs_scale_phase(); }
 
   // The options in effect as Session.options shows them (summary.json's names). Needs the GIL.
   py::dict options_dict(const Readings& r) const;
@@ -100,14 +96,10 @@ class Stream {
   py::object windows(const Readings& r) const;
 
  private:
-  void make();
   void check_open(const char* call) const;
 
-  std::shared_ptr<const Model> model_;
-  SessionOptions options_;
   std::optional<WindowedOptions> windowed_options_;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<WindowedSession> windowed_;
+  std::unique_ptr<SequenceRunner> runner_;  // null after release()
   bool ended_ = false;  // the caller ended the sequence: finish_early(), or finish() in windowed mode
   Readings now() const;
   std::optional<Readings> released_;       // what release() kept
