@@ -950,7 +950,9 @@ int run_command(const RunArgs& a) {
   std::fflush(stdout);
   if (tally.status == RunStatus::Damaged)
     std::fprintf(stderr, "error: %s. Pass --allow-damaged to accept such input with exit code 0\n",
-                 io::damaged_input_message(input.kind == "images", *damage, "processed and written").c_str());
+                 io::damaged_input_message(input.kind == "images" ? io::DamagedInput::ImageFolder : io::DamagedInput::Video,
+                                           *damage, "processed and written")
+                     .c_str());
   serve_until_stopped();
   if (tally.status == RunStatus::Damaged) return kExitDamagedInput;
   if (tally.status == RunStatus::Interrupted) return exit_code_of_signal(tally.stop_signal);

@@ -429,7 +429,8 @@ class PyReconstruction {
   void warn_if_damaged() const {
     const io::StreamDamage* d = feed_->damage();
     if (!d || !d->any()) return;
-    warn_quoting_files(PyExc_RuntimeWarning, io::damaged_input_message(kind_ == "images", *d, "returned") +
+    const io::DamagedInput input = kind_ == "images" ? io::DamagedInput::ImageFolder : io::DamagedInput::Video;
+    warn_quoting_files(PyExc_RuntimeWarning, io::damaged_input_message(input, *d, "returned") +
                                                  " (Reconstruction.damage has the counts)");
   }
   std::atomic<bool> busy_{false};

@@ -50,8 +50,8 @@ std::string StreamDamage::describe() const {
   return s;
 }
 
-std::string damaged_input_message(bool image_folder, const StreamDamage& d, std::string_view done) {
-  if (image_folder)
+std::string damaged_input_message(DamagedInput input, const StreamDamage& d, std::string_view done) {
+  if (input == DamagedInput::ImageFolder)
     return "the input images are damaged (" + d.describe() +
            "); libjpeg concealed the lost data in those frames, which were " + std::string(done) + " as decoded";
   return "the input video is damaged (" + d.describe() + "); the frames that decoded were " + std::string(done);

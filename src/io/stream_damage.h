@@ -69,7 +69,8 @@ struct StreamDamage {
 // damaged (<describe()>); the frames that decoded were <done>", or for an image folder "the input
 // images are damaged (...); libjpeg concealed the lost data in those frames, which were <done> as
 // decoded".
-std::string damaged_input_message(bool image_folder, const StreamDamage& d, std::string_view done);
+enum class DamagedInput { ImageFolder, Video };
+std::string damaged_input_message(DamagedInput input, const StreamDamage& d, std::string_view done);
 
 // Feeds StreamDamage from the decode loop. Timestamps are in the stream's time base; `seconds`
 // converts one to seconds from the stream start.

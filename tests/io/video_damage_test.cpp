@@ -363,7 +363,7 @@ TEST(FrameSourceDamage, AFolderJpegWithLostDataSaysSoWithItsFrame) {
   d.add_damaged_image(5, "f5.jpg", f.corrupt);
   EXPECT_EQ(d.describe(),
             "2 frames decoded with errors (positions 1, 5; first f3.jpg: Corrupt JPEG data: premature end of data segment)");
-  EXPECT_EQ(damaged_input_message(true, d, "used"),
+  EXPECT_EQ(damaged_input_message(DamagedInput::ImageFolder, d, "used"),
             "the input images are damaged (" + d.describe() +
                 "); libjpeg concealed the lost data in those frames, which were used as decoded");
 }
