@@ -56,9 +56,9 @@ class CappedAllocator final : public Allocator {
       : cap_(cap), budget_(budget), inner_(std::move(inner)) {}
   void* allocate(size_t bytes) override {
     if (cap_ > 0 && inner_->bytes_allocated() + bytes > cap_)
-      throw MemCapExceeded(inner_->bytes_allocated(), bytes, cap_, false);
+      throw MemCapExceeded(inner_->bytes_allocated(), bytes, cap_, /*budget=*/false);
     if (budget_->cap > 0 && budget_->used + bytes > budget_->cap)
-      throw MemCapExceeded(budget_->used, bytes, budget_->cap, true);
+      throw MemCapExceeded(budget_->used, bytes, budget_->cap, /*budget=*/true);
     void* p = inner_->allocate(bytes);
     budget_->used += bytes;
     return p;
@@ -446,7 +446,7 @@ std::vector<std::pair<std::string, std::string>> summarize(const KvBenchResult& 
   s.emplace_back("paged_reserved_vs_min" + at_last, fmt(reserved_vs_min(last)));
   const double lp = latency_at(KVBackend::Paged, last), ld = latency_at(KVBackend::Dense, last);
   s.emplace_back("lat_ratio_paged_vs_dense" + at_last, fmt(lp / ld));
-  const double lpc = latency_at(KVBackend::Paged, last, true), ldc = latency_at(KVBackend::Dense, last, true);
+  const double lpc = latency_at(KVBackend::Paged, last, /*cpu=*/true), ldc = latency_at(KVBackend::Dense, last, /*cpu=*/true);
   s.emplace_back("cpu_ratio_paged_vs_dense" + at_last, fmt(lpc / ldc));
   s.emplace_back("lat_ms_paged" + at_last, fmt(lp));
   s.emplace_back("lat_ms_dense" + at_last, fmt(ld));

@@ -360,7 +360,7 @@ std::string soak_summary_line(const SoakResult& r) {
                 static_cast<long long>(r.options.reference_frame), r.peak_rss_growth * 100,
                 figure_or_na("%.4f", r.time_ratio).c_str(), figure_or_na("%.3f", r.ref_median_ms).c_str(),
                 figure_or_na("%.3f", r.last_median_ms).c_str(), static_cast<long long>(r.kv_reserved_growth),
-                reserved_formula_text(r, false).c_str(), static_cast<long long>(r.kv_used_growth),
+                reserved_formula_text(r, /*report=*/false).c_str(), static_cast<long long>(r.kv_used_growth),
                 static_cast<long long>(r.kv_used_formula), static_cast<long long>(r.camera_growth),
                 static_cast<long long>(r.camera_formula), r.pass ? "yes" : "no");
   return buf;
@@ -390,7 +390,7 @@ void print_soak_report(std::FILE* f, const SoakResult& r) {
                static_cast<long long>(r.options.reference_frame), static_cast<long long>(r.options.frames),
                r.peak_rss_growth * 100, figure_or_na("%.3f", r.ref_median_ms).c_str(),
                figure_or_na("%.3f", r.last_median_ms).c_str(), figure_or_na("%.4f", r.time_ratio).c_str(),
-               static_cast<long long>(r.kv_reserved_growth), reserved_formula_text(r, true).c_str(),
+               static_cast<long long>(r.kv_reserved_growth), reserved_formula_text(r, /*report=*/true).c_str(),
                static_cast<long long>(r.kv_used_growth), static_cast<long long>(r.kv_used_formula),
                static_cast<long long>(r.camera_growth), static_cast<long long>(r.camera_formula));
   std::fprintf(f, "%s: %s\n", r.pass ? "PASS" : "FAIL", r.verdict.c_str());

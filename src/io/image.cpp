@@ -293,11 +293,13 @@ struct PngPixels {
 
 void check_pixel_limit(int64_t w, int64_t h, const std::string& name);
 
-// Reads the header (into `out`), then, when `rows` is true and the size is within `max_pixels`, every
-// row and the end of the file. Kept free of C++ objects with destructors and of throwing calls
-// between setjmp and the libpng calls (libpng reports errors by longjmp). Returns false with the
-// message in `st`.
-bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, bool* too_large) {
+enum class PngRead { HeaderOnly, Pixels };
+
+// Reads the header (into `out`), then, for PngRead::Pixels and a size within `max_pixels`, every row
+// and the end of the file. Kept free of C++ objects with destructors and of throwing calls between
+// setjmp and the libpng calls (libpng reports errors by longjmp). Returns false with the message in
+// `st`.
+bool read_png(PngReadState* st, PngPixels* out, PngRead what, int64_t max_pixels, bool* too_large) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, st, png_read_error, png_read_warning);
   if (!png) return false;
   png_infop info = png_create_info_struct(png);
@@ -325,7 +327,7 @@ bool read_png(PngReadState* st, PngPixels* out, bool rows, int64_t max_pixels, b
   const int depth = png_get_bit_depth(png, info);
   out->bit_depth = depth;
   *too_large = static_cast<int64_t>(out->width) * out->height > max_pixels;
-  if (!rows || *too_large) {
+  if (what == PngRead::HeaderOnly || *too_large) {
     png_destroy_read_struct(&png, &info, nullptr);
     return true;
   }
@@ -358,7 +360,7 @@ ImageU8 decode_png(std::span<const uint8_t> file_bytes, const std::string& name)
   bool too_large = false;
   // A file that ends after its last row (no IEND) is accepted, as PIL does; one whose stream
   // is damaged before that is not.
-  const bool ok = read_png(&st, &px, true, kMaxImagePixels, &too_large) || (st.rows_done && st.truncated);
+  const bool ok = read_png(&st, &px, PngRead::Pixels, kMaxImagePixels, &too_large) || (st.rows_done && st.truncated);
   LINGBOT_CHECK(ok, "cannot decode image ", name, ": ", st.message[0] ? st.message : "out of memory");
   if (too_large) check_pixel_limit(px.width, px.height, name);
   ImageU8 img(static_cast<int>(px.width), static_cast<int>(px.height));
@@ -693,7 +695,7 @@ ImageSize probe_image(std::span<const uint8_t> bytes, const std::string& name) {
     PngReadState st{bytes};
     PngPixels px;
     bool too_large = false;
-    LINGBOT_CHECK(read_png(&st, &px, false, kMaxImagePixels, &too_large), "cannot decode image ", name, ": ",
+    LINGBOT_CHECK(read_png(&st, &px, PngRead::HeaderOnly, kMaxImagePixels, &too_large), "cannot decode image ", name, ": ",
                   st.message[0] ? st.message : "out of memory");
     w = static_cast<int>(std::min<uint32_t>(px.width, INT32_MAX));
     h = static_cast<int>(std::min<uint32_t>(px.height, INT32_MAX));

@@ -131,34 +131,35 @@ DptHead::DptHead(const DptHeadConfig& config, io::TensorMap& w, DType weights_dt
   auto take = [&](const std::string& name, const Shape& shape) {
     return take_weight(w, prefix + name, shape, keeps_weights_dtype(name) ? weights_dtype : DType::F32);
   };
-  auto conv = [&](const std::string& name, const Shape& shape, bool bias) {
-    Conv c{take(name + ".weight", shape), Tensor()};
-    if (bias) c.b = take(name + ".bias", {shape[0]});
-    return c;
+  auto conv = [&](const std::string& name, const Shape& shape) {  // weight and bias
+    return Conv{take(name + ".weight", shape), take(name + ".bias", {shape[0]})};
+  };
+  auto conv_without_bias = [&](const std::string& name, const Shape& shape) {
+    return Conv{take(name + ".weight", shape), Tensor()};
   };
   norm_w_ = take("norm.weight", {D});
   norm_b_ = take("norm.bias", {D});
   for (int l = 0; l < 4; ++l) {
-    projects_[l] = conv("projects." + std::to_string(l), {oc[l], D, 1, 1}, true);
+    projects_[l] = conv("projects." + std::to_string(l), {oc[l], D, 1, 1});
     projects_[l].w.reshape({oc[l], D});  // a 1x1 conv on token rows is a linear layer
-    layer_rn_[l] = conv("scratch.layer" + std::to_string(l + 1) + "_rn", {F, oc[l], 3, 3}, false);
+    layer_rn_[l] = conv_without_bias("scratch.layer" + std::to_string(l + 1) + "_rn", {F, oc[l], 3, 3});
   }
   // ConvTranspose2d weights are [in, out, k, k]; their bias has `out` entries (= in here).
-  resize0_ = conv("resize_layers.0", {oc[0], oc[0], 4, 4}, true);
-  resize1_ = conv("resize_layers.1", {oc[1], oc[1], 2, 2}, true);
-  resize3_ = conv("resize_layers.3", {oc[3], oc[3], 3, 3}, true);
+  resize0_ = conv("resize_layers.0", {oc[0], oc[0], 4, 4});
+  resize1_ = conv("resize_layers.1", {oc[1], oc[1], 2, 2});
+  resize3_ = conv("resize_layers.3", {oc[3], oc[3], 3, 3});
   for (int i = 0; i < 4; ++i) {
     const std::string p = "scratch.refinenet" + std::to_string(i + 1) + ".";
     Fusion& f = refine_[i];
     f.has_residual = i != 3;  // refinenet4 has no skip input
     if (f.has_residual)
-      f.rcu1 = {conv(p + "resConfUnit1.conv1", {F, F, 3, 3}, true), conv(p + "resConfUnit1.conv2", {F, F, 3, 3}, true)};
-    f.rcu2 = {conv(p + "resConfUnit2.conv1", {F, F, 3, 3}, true), conv(p + "resConfUnit2.conv2", {F, F, 3, 3}, true)};
-    f.out_conv = conv(p + "out_conv", {F, F, 1, 1}, true);
+      f.rcu1 = {conv(p + "resConfUnit1.conv1", {F, F, 3, 3}), conv(p + "resConfUnit1.conv2", {F, F, 3, 3})};
+    f.rcu2 = {conv(p + "resConfUnit2.conv1", {F, F, 3, 3}), conv(p + "resConfUnit2.conv2", {F, F, 3, 3})};
+    f.out_conv = conv(p + "out_conv", {F, F, 1, 1});
   }
-  out_conv1_ = conv("scratch.output_conv1", {F / 2, F, 3, 3}, true);
-  out_conv2a_ = conv("scratch.output_conv2.0", {F2, F / 2, 3, 3}, true);
-  out_conv2b_ = conv("scratch.output_conv2.2", {cfg_.output_dim, F2, 1, 1}, true);
+  out_conv1_ = conv("scratch.output_conv1", {F / 2, F, 3, 3});
+  out_conv2a_ = conv("scratch.output_conv2.0", {F2, F / 2, 3, 3});
+  out_conv2b_ = conv("scratch.output_conv2.2", {cfg_.output_dim, F2, 1, 1});
 }
 
 Array DptHead::rcu(compute::Backend& be, const Rcu& u, const Array& x) const {

@@ -279,7 +279,7 @@ struct WindowedSession::Impl {
     delivered = warped = keyframes = 0;
     full = false;
     xf.reset();
-    if (info.index == 0) set_transform(Sim3{}, true);
+    if (info.index == 0) set_transform(Sim3{}, /*aligned=*/true);
   }
 
   // `aligned`: x came from the overlap (or is window 0's identity); else x is the identity and the
