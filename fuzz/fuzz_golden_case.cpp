@@ -1,11 +1,11 @@
-// libFuzzer target: the golden-case reader (pipeline/golden_case.h parse_case_json): case.json text ->
+// libFuzzer target: the golden-case reader (bench/harness/golden_case.h parse_case_json): case.json text ->
 // scenario, model overrides and weights file; then the overrides applied to a model configuration
 // as Model::load would (ModelConfig::set + check).
 #include <string_view>
 
 #include "fuzz_util.h"
 #include "lingbot/model_config.h"
-#include "pipeline/golden_case.h"
+#include "bench/harness/golden_case.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lingbot_fuzz::expect_only_lingbot_errors([&] {

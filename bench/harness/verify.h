@@ -18,7 +18,7 @@
 #include "lingbot/device.h"
 #include "lingbot/dtype.h"
 #include "lingbot/tensor.h"
-#include "pipeline/golden_case.h"
+#include "bench/harness/golden_case.h"
 
 namespace lingbot {
 

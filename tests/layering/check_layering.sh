@@ -7,7 +7,7 @@
 #   3. no file in src/model/ touches page ids or the paged cache's internals (page_ids, PageTableView,
 #      PagePlan, PagedKVCache, kvcache/paged_kv_cache.h): the model passes the cache's views through;
 #   4. no file in src/ includes a bench/ or tools/ header: measurement and harness code (calibration,
-#      verify, the demo model, GPU timings) lives beside the tools, outside the core libraries;
+#      verify and its golden-case reader, GPU timings) lives beside the tools, outside the core libraries;
 #   5. no file in src/model/ includes a backend's kernels (src/kernels/cpu/, src/kernels/cuda/, a
 #      compute/<backend>/ header) or names the cuda namespace: the model runs every op through the
 #      compute interface (src/compute/backend.h), so it has no per-backend branch.

@@ -1,4 +1,4 @@
-// case.json parsing (pipeline/golden_case.h): integer fields are checked as integers in range before
+// case.json parsing (bench/harness/golden_case.h): integer fields are checked as integers in range before
 // they are converted (a float such as 1.8e67 read as int was undefined behaviour, found by
 // fuzz_golden_case).
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "pipeline/golden_case.h"
+#include "bench/harness/golden_case.h"
 
 namespace {
 

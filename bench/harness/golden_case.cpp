@@ -1,4 +1,4 @@
-#include "pipeline/golden_case.h"
+#include "bench/harness/golden_case.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
