@@ -134,6 +134,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::FILE* progress
 
   const std::filesystem::path out_dir =
       std::filesystem::temp_directory_path() / ("lingbot-bench-model-" + std::to_string(::getpid()));
+  wait_for_quiet_process();  // CPU times from here on are ours only (calibration.h)
   const auto stop_requested = [&] { return o.stop && o.stop->load(std::memory_order_acquire); };
   for (DType wd : o.weights_dtypes) {
     for (DType kv : o.kv_dtypes) {

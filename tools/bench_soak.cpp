@@ -7,6 +7,7 @@
 #include <sstream>
 #include <fstream>
 
+#include "bench/harness/calibration.h"
 #include "core/error.h"
 #include "core/printf_string.h"
 #include "io/file_util.h"
@@ -186,6 +187,7 @@ SoakResult run_soak(std::shared_ptr<const Model> model, const SoakOptions& optio
   // All rows exist (and their memory is touched) before the first frame, so the harness's own
   // records never show up as RSS growth of the engine.
   r.rows.assign(static_cast<size_t>(o.frames), SoakRow{});
+  wait_for_quiet_process();  // CPU times from here on are ours only (calibration.h)
   for (int64_t f = 0; f < o.frames; ++f) {
     const auto t0 = Clock::now();
     const double c0 = 1e3 * PhaseClock::cpu_now();

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -22,12 +23,23 @@ double now_seconds() {
 
 }  // namespace
 
+bool wait_for_quiet_process(int limit_ms) {
+  constexpr int kProbeMs = 50;
+  for (int waited = 0; waited < limit_ms; waited += kProbeMs) {
+    const double c0 = PhaseClock::cpu_now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(kProbeMs));
+    if (PhaseClock::cpu_now() - c0 < 0.05 * kProbeMs * 1e-3) return true;
+  }
+  return false;
+}
+
 SgemmCalibration calibrate_sgemm(int n, int threads, int repeats) {
   LINGBOT_CHECK(n >= 16, "calibrate_sgemm: n must be >= 16, got ", n);
   LINGBOT_CHECK(threads >= 1, "calibrate_sgemm: threads must be >= 1, got ", threads);
   LINGBOT_CHECK(repeats >= 1, "calibrate_sgemm: repeats must be >= 1, got ", repeats);
   // Same model as kernels::gemm: OpenMP threads, each calling single-threaded OpenBLAS.
   openblas_set_num_threads(1);
+  wait_for_quiet_process();
   const size_t nn = static_cast<size_t>(n) * n;
   // One A, B, C per thread so threads never share cache lines; values are arbitrary but finite.
   std::vector<std::vector<float>> a(threads), b(threads), c(threads);
@@ -111,6 +123,7 @@ LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int6
   LINGBOT_CHECK(rows >= 1 && in >= 1 && out >= 1, "calibrate_linear: shape must be positive, got ", rows, "x", in,
                 "x", out);
   LINGBOT_CHECK(threads >= 1 && repeats >= 1, "calibrate_linear: threads and repeats must be >= 1");
+  wait_for_quiet_process();
   std::vector<float> x(static_cast<size_t>(rows * in)), w(static_cast<size_t>(in * out)), y(static_cast<size_t>(rows * out));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 13) * 0.01f - 0.06f;
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 11) * 0.01f - 0.05f;

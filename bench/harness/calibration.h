@@ -43,6 +43,13 @@ struct LinearCalibration {
 };
 LinearCalibration calibrate_linear(DType weights, int64_t rows, int64_t in, int64_t out, int threads, int repeats);
 
+// OpenBLAS's worker threads, started with the library, busy-wait for about a second after they start
+// (or last worked) before they sleep, so process CPU time taken meanwhile counts a core that does no
+// work of ours (a calibration read half its GFLOP per CPU-second with --threads 1). Waits, at most
+// `limit_ms`, until the process uses under 5% of a core while this thread sleeps; returns whether it
+// did. The calibrations call it first; a bench calls it before its first timed step.
+bool wait_for_quiet_process(int limit_ms = 3000);
+
 // n >= 16, threads >= 1, repeats >= 1; throws Error naming a bad value.
 SgemmCalibration calibrate_sgemm(int n, int threads, int repeats);
 // bytes_per_array >= 4096, threads >= 1, repeats >= 1; throws Error naming a bad value.

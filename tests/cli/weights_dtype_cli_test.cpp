@@ -166,6 +166,10 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
                         "wbf16_kvf32_peak_rss_gib", "wbf16_kvf32_vs_wf32_kvf32_frame_cpu"})
     EXPECT_TRUE(s.count(k)) << k << "\n" << r.out;
   EXPECT_EQ(s.at("size"), "112x70");
+  // One thread: the calibration's CPU seconds are its wall seconds, give or take, never twice them
+  // (OpenBLAS's idle worker threads busy-wait their first second: they were counted, 38 vs 77 GFLOP/s).
+  // A loaded machine only stretches wall time, so per CPU-second can only read higher.
+  EXPECT_GE(std::stod(s.at("sgemm_gflops_per_cpu_s")), 0.75 * std::stod(s.at("sgemm_gflops"))) << r.out;
   EXPECT_FALSE(s.count("wf32_kvf32_device_peak_bytes")) << "device memory keys are for device runs only\n" << r.out;
 }
 
