@@ -82,15 +82,19 @@ int run_cli(int argc, char** argv) {
   const auto all = [](const CLI::App*) { return true; };
   const CLI::App* level = &app;
   std::string path = "lingbot-map";
-  for (int k = 1; k < argc; ++k) {
+  const auto names_of = [](const std::vector<const CLI::App*>& subs) {
+    std::string names;
+    for (const CLI::App* sub : subs) names += (names.empty() ? "" : ", ") + sub->get_name();
+    return names;
+  };
+  int k = 1;
+  for (; k < argc; ++k) {
     const std::vector<const CLI::App*> subs = level->get_subcommands(all);
     if (subs.empty()) break;
-    std::string names;
+    const std::string names = names_of(subs);
     const CLI::App* next = nullptr;
-    for (const CLI::App* sub : subs) {
-      names += (names.empty() ? "" : ", ") + sub->get_name();
+    for (const CLI::App* sub : subs)
       if (sub->check_name(argv[k])) next = sub;
-    }
     const std::string word = argv[k];
     const bool help_or_version = word == "--help" || word == "-h" || (level == &app && word == "--version");
     if (next == nullptr && !help_or_version) {
@@ -102,6 +106,13 @@ int run_cli(int argc, char** argv) {
     if (next == nullptr) break;
     level = next;
     path += " " + next->get_name();
+  }
+  // The words ran out at a level that needs a subcommand (`lingbot-map bench`): name them (CLI11 says
+  // only "A subcommand is required").
+  if (k == argc && level->get_require_subcommand_min() > 0) {
+    std::fprintf(stderr, "error: %s needs a subcommand: %s\nRun '%s --help' for usage.\n", path.c_str(),
+                 names_of(level->get_subcommands(all)).c_str(), path.c_str());
+    return kExitUsage;
   }
   try {
     app.parse(argc, argv);

@@ -74,6 +74,9 @@ TEST(RunReliability, UsageErrorsExit2WithOneErrorLineAndAHelpHint) {
   const Case cases[] = {
       {"foo", "error: unknown subcommand 'foo' (subcommands: version, inspect, convert, verify, bench, run, view)",
        "lingbot-map"},
+      // No subcommand where one is needed: named (it was CLI11's "A subcommand is required").
+      {"", "error: lingbot-map needs a subcommand: version, inspect, convert, verify, bench, run, view", "lingbot-map"},
+      {"bench", "error: lingbot-map bench needs a subcommand: kv, model, soak, gpu", "lingbot-map bench"},
       {"run --demo --bogus" + o, "error: The following argument was not expected: --bogus", "lingbot-map run"},
       {"run --demo --fps nan" + o, "error: --fps: 'nan' is not a finite number", "lingbot-map run"},
       {"run --demo --conf-threshold inf" + o, "error: --conf-threshold: 'inf' is not a finite number", "lingbot-map run"},
