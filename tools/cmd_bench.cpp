@@ -451,12 +451,7 @@ void add_bench_command(CLI::App& app) {
                    "for --frames")
       ->check(keyframe_interval_validator())
       ->capture_default_str();
-  soak->add_option("--flow-threshold", sa->modes.flow_threshold,
-                   "with --keyframe-interval flow: mean flow in pixels above which a frame is stored (default " +
-                       std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")");
-  soak->add_option("--max-non-keyframe-gap", sa->modes.max_non_keyframe_gap,
-                   "with --keyframe-interval flow: store a frame at the latest this many frames after the last "
-                   "keyframe (default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
+  add_flow_keyframe_options(soak, &sa->modes);
   sa->renamed.add(soak, soak->add_option("--scale-frames", sa->o.scale_frames, "scale frames (pinned)")->capture_default_str(),
                   "--scale-frames", "--num-scale-frames", sa->o.scale_frames);
   soak->add_option("--kv-window", sa->o.kv_window, "KV window, in stored frames")->capture_default_str();

@@ -47,6 +47,16 @@ std::string shortest_str(double v) { return printf_string("%g", v); }
 
 }  // namespace
 
+void add_flow_keyframe_options(CLI::App* cmd, ModeArgs* m) {
+  cmd->add_option("--flow-threshold", m->flow_threshold,
+                  "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
+                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")")
+      ->check(finite_number());
+  cmd->add_option("--max-non-keyframe-gap", m->max_non_keyframe_gap,
+                  "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
+                  "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
+}
+
 CLI::Validator keyframe_interval_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string { return interval_problem(s); },

@@ -40,6 +40,8 @@ PreprocessChoice resolve_preprocess(ModeArgs& m, const std::string& preprocess_o
 // Throws lingbot::Error with one message naming the option for every inconsistent combination.
 void check_mode_args(const ModeArgs& m, int scale_frames);
 
+// --flow-threshold and --max-non-keyframe-gap (run and bench soak), bound to `m`'s fields.
+void add_flow_keyframe_options(CLI::App* cmd, ModeArgs* m);
 // Validator for the words --keyframe-interval takes (N >= 1, auto or 0, flow): anything else is a
 // usage error (exit 2).
 CLI::Validator keyframe_interval_validator();

@@ -169,13 +169,7 @@ void define_run_options(CLI::App* cmd, RunArgs* a) {
                   "against the last stored frame exceeds --flow-threshold, or after --max-non-keyframe-gap frames")
       ->check(keyframe_interval_validator())
       ->capture_default_str();
-  cmd->add_option("--flow-threshold", a->modes.flow_threshold,
-                  "--keyframe-interval flow: mean flow in pixels (of the preprocessed image) above which a frame "
-                  "is stored (default " + std::to_string(static_cast<int>(kDefaultFlowThreshold)) + ")")
-      ->check(finite_number());
-  cmd->add_option("--max-non-keyframe-gap", a->modes.max_non_keyframe_gap,
-                  "--keyframe-interval flow: a frame this many frames after the last stored one is stored anyway "
-                  "(default " + std::to_string(kDefaultMaxNonKeyframeGap) + ")");
+  add_flow_keyframe_options(cmd, &a->modes);
   cmd->add_option("--window-size", a->modes.window_size,
                   "--mode windowed: stored frames per window, its scale frames included (default " +
                       std::to_string(kDefaultWindowSize) + "; a window spans scale-frames + (window-size - "

@@ -138,6 +138,8 @@ TEST(BenchSoak, FlowOptionsNeedFlowKeyframes) {
   EXPECT_EQ(bad.err, "error: --keyframe-interval: must be a number >= 1, auto (or 0) or flow, got 'often'\nRun "
                      "'lingbot-map bench soak --help' for usage.\n");
   for (const auto& [args, error] : {std::pair<std::string, std::string>{"--kv-backend flash", "error: --kv-backend: unknown KV backend 'flash' (expected paged, dense or dense-full)"},
+                                    // run's flow options and checks (it was exit 1, "must be a number > 0")
+                                    {"--keyframe-interval flow --flow-threshold nan", "error: --flow-threshold: 'nan' is not a finite number"},
                                     {"--kv-dtype f64", "error: --kv-dtype: unknown dtype 'f64' (expected f32, f16 or bf16)"}}) {
     const Result r2 = run_cli("bench soak --model " + kTestdata + "/tiny/model.pt " + args);
     EXPECT_EQ(r2.exit_code, 2) << args;
