@@ -65,6 +65,24 @@ inline Result run_command(const std::string& command) {
 // Runs `lingbot-map <args>` (run_command).
 inline Result run_cli(const std::string& args) { return run_command(std::string(LINGBOT_CLI_PATH) + " " + args); }
 
+// A bench Ctrl-C'd after `seconds` (timeout -s INT): its result, and the frames its "interrupted
+// (Ctrl-C) after N of <total> frames: the table and the CSV hold what was measured; no summary line"
+// said (checked whole; -1 when the line is missing). Exit status 130 is checked too.
+inline std::pair<Result, long> interrupted_bench(int seconds, const std::string& args, long total) {
+  const Result r = run_command("timeout --preserve-status -s INT " + std::to_string(seconds) + " " +
+                               std::string(LINGBOT_CLI_PATH) + " " + args);
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  const std::string prefix = "interrupted (Ctrl-C) after ";
+  const size_t at = r.err.rfind(prefix);
+  EXPECT_NE(at, std::string::npos) << r.err;
+  if (at == std::string::npos) return {r, -1};
+  const long frames = std::stol(r.err.substr(at + prefix.size()));
+  EXPECT_EQ(r.err.substr(at), prefix + std::to_string(frames) + " of " + std::to_string(total) +
+                                  " frames: the table and the CSV hold what was measured; no summary line\n");
+  EXPECT_EQ(r.out.find("summary:"), std::string::npos) << r.out;
+  return {r, frames};
+}
+
 // `lingbot-map <args>` as the unprivileged user nobody (uid / gid 65534, util-linux's setpriv) when this
 // test runs as root (CI does), where permissions must apply: a copy of the CLI in `dir` runs (the build
 // tree may be in a folder nobody cannot enter, such as /root); the files it writes must be nobody's.
