@@ -289,8 +289,9 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
     fill_uniform(q.data(), max_q * row, o.seed, o.threads);
   }
 
+  const auto stop_requested = [&] { return o.stop && o.stop->load(std::memory_order_acquire); };
   for (int si = 0; si < steps && !live.empty(); ++si) {
-    if (o.stop && o.stop->load(std::memory_order_acquire)) {
+    if (stop_requested()) {
       res.interrupted = true;
       break;
     }
@@ -326,6 +327,11 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
       for_each_live([&](LiveBackend& b) { b.cache->begin_step(st.mode, st.n_frames); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live) b.row.n_k = b.cache->keys_in_step();
       for (int blk = 0; blk < o.blocks && !live.empty(); ++blk) {
+        // A step at 518 px takes seconds a block on a CPU: a stop ends it here (its rows are dropped).
+        if (stop_requested()) {
+          res.interrupted = true;
+          break;
+        }
         const uint64_t key = splitmix64(o.seed) ^ splitmix64((static_cast<uint64_t>(si) << 20) + blk);
         fill_uniform(q.data(), n_q * row, splitmix64(key + 1), o.threads);
         fill_uniform(k.data(), n_q * row, splitmix64(key + 2), o.threads);
@@ -369,6 +375,7 @@ KvBenchResult run_kv_bench(const KvBenchOptions& o, BenchDevice& device, KvBench
           ab_pair.reset();
         }
       }
+      if (res.interrupted) break;
       for_each_live([&](LiveBackend& b) { b.cache->end_step(); }, &FrameRow::maint_ms, &FrameRow::maint_cpu_ms);
       for (auto& b : live)
         b.row.flops = 4.0 * static_cast<double>(n_q) * static_cast<double>(b.row.n_k) * o.head_dim * o.heads * o.blocks;

@@ -76,7 +76,8 @@ struct ModelBenchConfig {
   std::string gemm;              // gemm_path_description(weights)
   double build_seconds = 0;      // random weights + Model::from_weights
   int64_t parameters = 0;
-  // Means over the pushes after the scale phase (single-frame steps).
+  // Means over the pushes after the scale phase (single-frame steps); none when a stop came first.
+  int single_frame_pushes = 0;
   double frame_wall_ms = 0, frame_cpu_ms = 0;
   double scale_phase_cpu_ms = 0;  // the scale frames' pushes together (each its encoder; the last the step)
   // Means of the rows' phase ms (encoder, frame blocks, global blocks, camera, DPT) over the same

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -130,19 +131,19 @@ std::string spinning_cpu_time_warning(int threads) {
                                    std::getenv("OMP_WAIT_POLICY"));
 }
 
-void print_calibration(std::FILE* f, const KvBenchResult& r) {
+void print_calibration(std::FILE* f, const KvBenchResult& r, const char* label) {
   const DeviceCalibration& c = r.calibration;
   if (c.gemm_gflops <= 0) return;
   if (r.options.device == BenchDeviceKind::Cuda) {
     std::fprintf(f,
-                 "calibration: cuBLAS bf16 GEMM %dx%dx%d (f32 accumulate): %.1f TFLOP/s; device copy: %.0f GB/s "
+                 "%s: cuBLAS bf16 GEMM %dx%dx%d (f32 accumulate): %.1f TFLOP/s; device copy: %.0f GB/s "
                  "(specification %.0f GB/s)\n",
-                 c.gemm_n, c.gemm_n, c.gemm_n, c.gemm_gflops * 1e-3, c.bandwidth_gbps, c.spec_bandwidth_gbps);
+                 label, c.gemm_n, c.gemm_n, c.gemm_n, c.gemm_gflops * 1e-3, c.bandwidth_gbps, c.spec_bandwidth_gbps);
     return;
   }
-  std::fprintf(f, "calibration: sgemm %dx%dx%d, %d threads: %.1f GFLOP/s; memory bandwidth (triad): %.1f GB/s\n",
+  std::fprintf(f, "%s: sgemm %dx%dx%d, %d threads: %.1f GFLOP/s; memory bandwidth (triad): %.1f GB/s\n", label,
                c.gemm_n, c.gemm_n, c.gemm_n, r.options.threads, c.gemm_gflops, c.bandwidth_gbps);
-  std::fprintf(f, "blas: %s\n", c.gemm_library.c_str());
+  if (std::string_view(label) == "calibration") std::fprintf(f, "blas: %s\n", c.gemm_library.c_str());
 }
 
 void print_table(std::FILE* f, const KvBenchResult& r) {

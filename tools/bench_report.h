@@ -27,8 +27,10 @@ class ProgressReporter final : public KvBenchObserver {
   bool bar_drawn_ = false;
 };
 
-// "sgemm ...", "memory bandwidth ..." lines (nothing when not calibrated).
-void print_calibration(std::FILE* f, const KvBenchResult& r);
+// The "<label>: sgemm ..., memory bandwidth ..." line (nothing when not calibrated), and with the
+// default label (before the stream) the "blas:" line; after the stream, the label says the figures are
+// the better of the two runs, which the summary keeps.
+void print_calibration(std::FILE* f, const KvBenchResult& r, const char* label = "calibration");
 // Table of sampled frames (all frames when there are few), all backends.
 void print_table(std::FILE* f, const KvBenchResult& r);
 // One line: "summary: key=value key=value ...".

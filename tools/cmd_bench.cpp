@@ -2,6 +2,7 @@
 // `lingbot-map bench model`: end-to-end frames through a random-weight model (tools/bench_model.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -103,16 +104,36 @@ struct BenchKvArgs {
 // measured (table, CSV, plot), without the summary line, whose figures need the whole run.
 constexpr const char* kSecondInterruptLoses = "no table, no CSV";
 
+// What configurations a bench model sweep started, of how many (a bench with one: {0, 0}).
+struct ConfigsStarted {
+  size_t started = 0, total = 0;
+};
+
 // After the measured part is printed: the line saying so, and the exit status of the signal (130 for
-// Ctrl-C). `configs` (bench model): the configurations started, the last one cut short.
+// Ctrl-C).
 [[noreturn]] void end_interrupted(const StopSignalGuard& stop, int64_t frames_done, int64_t frames, bool csv,
-                                  size_t configs = 0) {
+                                  ConfigsStarted configs = {}) {
   std::fflush(stdout);  // the table before the line, in a log of both streams
-  const std::string where = configs > 1 ? " of configuration " + std::to_string(configs) : "";
+  const std::string where = configs.total <= 1 ? ""
+                            : configs.started == 0
+                                ? " (before the first of " + std::to_string(configs.total) + " configurations)"
+                                : " of configuration " + std::to_string(configs.started) + " of " +
+                                      std::to_string(configs.total);
   std::fprintf(stderr, "interrupted (%s) after %lld of %lld frames%s: %s what was measured; no summary line\n",
                stop_signal_words(stop.signal()), static_cast<long long>(frames_done), static_cast<long long>(frames),
                where.c_str(), csv ? "the table and the CSV hold" : "the table holds");
   throw CLI::RuntimeError(exit_code_of_signal(stop.signal()));
+}
+
+// --plot: written, or (a run stopped before a point of it was measured) said not to be.
+template <class Write>
+void write_plot_unless_empty(const std::string& path, bool has_points, Write write) {
+  if (!has_points) {
+    std::printf("plot: %s not written (nothing measured to plot)\n", path.c_str());
+    return;
+  }
+  write();
+  std::printf("plot: %s\n", path.c_str());
 }
 
 // Backends when --kv-backends is not given: all three on the CPU; CUDA has only the paged cache.
@@ -198,14 +219,17 @@ void run_bench_kv(const BenchKvArgs& args) {
   const bench::KvBenchResult r = bench::run_kv_bench(run_options, *device, &progress);
   progress.finish();
   bench::print_table(stdout, r);
+  // The summary's figures: the better of the runs before and after the stream (a busy machine only lowers one).
+  if (!r.interrupted) bench::print_calibration(stdout, r, "calibration, the better of before and after the stream");
   if (!args.csv.empty()) {
     bench::write_csv(args.csv, r);
     std::printf("csv: %s (%zu rows)\n", args.csv.c_str(), r.rows.size());
   }
-  if (!args.plot.empty()) {
-    bench::write_plot(args.plot, r);
-    std::printf("plot: %s\n", args.plot.c_str());
-  }
+  // The latency panel needs a single-frame step: an early Ctrl-C leaves only the scale phase's.
+  const bool plottable = std::any_of(r.rows.begin(), r.rows.end(), [](const bench::FrameRow& row) {
+    return row.mode != FrameMode::ScalePhase;
+  });
+  if (!args.plot.empty()) write_plot_unless_empty(args.plot, plottable, [&] { bench::write_plot(args.plot, r); });
   if (r.interrupted) end_interrupted(stop, r.rows.empty() ? 0 : r.rows.back().frame, o.frames, !args.csv.empty());
   print_spinning_warning(o.device == bench::BenchDeviceKind::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
@@ -330,11 +354,15 @@ void run_bench_model(const BenchModelArgs& a) {
     bench::write_csv(a.csv, r);
     std::printf("csv: %s (%zu rows)\n", a.csv.c_str(), r.rows.size());
   }
-  if (!a.plot.empty()) {
-    bench::write_plot(a.plot, r);
-    std::printf("plot: %s\n", a.plot.c_str());
+  if (!a.plot.empty()) write_plot_unless_empty(a.plot, !r.rows.empty(), [&] { bench::write_plot(a.plot, r); });
+  if (r.interrupted) {
+    // Frames of the last configuration started (a stop between configurations: all of its frames).
+    const int64_t done = std::count_if(r.rows.begin(), r.rows.end(), [&](const bench::ModelBenchRow& row) {
+      return row.config + 1 == static_cast<int>(r.configs.size());
+    });
+    end_interrupted(stop, done, o.frames, !a.csv.empty(),
+                    {r.configs.size(), o.weights_dtypes.size() * o.kv_dtypes.size()});
   }
-  if (r.interrupted) end_interrupted(stop, r.rows.empty() ? 0 : r.rows.back().push, o.frames, !a.csv.empty(), r.configs.size());
   print_spinning_warning(o.device == Device::Cpu ? o.threads : 1);
   std::printf("%s\n", bench::summary_line(r).c_str());
   std::fflush(stdout);

@@ -213,6 +213,19 @@ TEST(BenchKv, CtrlCKeepsTheTableAndCsv) {
   EXPECT_TRUE(contains(r.out, "csv: " + csv.string() + " (" + std::to_string(frames - 1) + " rows)\n")) << r.out;
 }
 
+// Ctrl-C within the scale phase (64 frames: seconds of attention a block) ends it within a block; the
+// plot has no single-frame step to show and is said not to be written (gnuplot failed on the empty
+// panel: exit 1 instead of the interrupted line).
+TEST(BenchKv, CtrlCInTheScalePhaseWritesNoPlot) {
+  const fs::path dir = fresh_dir("bench_kv_ctrl_c_plot");
+  const auto [r, frames] = interrupted_bench(2, "bench kv --resolution 224 --blocks 24 --heads 4 --scale-frames 64 "
+                                                "--frames 400 --threads 1 --calibrate off --kv-backends paged --plot " +
+                                                (dir / "k.png").string() + " --csv " + (dir / "k.csv").string(), 400);
+  EXPECT_EQ(frames, 0);
+  EXPECT_TRUE(contains(r.out, "plot: " + (dir / "k.png").string() + " not written (nothing measured to plot)\n")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "k.png"));
+}
+
 TEST(BenchKv, InvalidValuesGiveOneErrorLine) {
   // A value that does not parse is a usage error: exit 2, and the help of `bench kv` (docs/cli.md: Exit codes).
   const std::string help = "Run 'lingbot-map bench kv --help' for usage.\n";
