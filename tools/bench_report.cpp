@@ -272,6 +272,10 @@ void check_bench_outputs(const std::string& csv, const std::string& plot) {
     LINGBOT_CHECK(ec1 || ec2 || a != io::temp_path(b), "--csv '", csv, "' is the temporary file the --plot PNG is "
                   "written through: choose another name");
   }
+  // gnuplot's pngcairo terminal writes PNG whatever the name: a .jpg would hold PNG bytes.
+  std::string ext = std::filesystem::path(plot).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  LINGBOT_CHECK(ext == ".png", "--plot writes a PNG image: name the file .png, got '", plot, "'");
 }
 
 void run_gnuplot(const std::string& script_text, const std::string& path) {

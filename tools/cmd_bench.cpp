@@ -433,7 +433,8 @@ void add_bench_command(CLI::App& app) {
   model->add_option("--model-size", margs->model, "full (~1.16 G parameters, as released) | demo (tiny)")
       ->check(one_of({"full", "demo"}, "full or demo"))
       ->capture_default_str();
-  model->add_option("--resolution", margs->resolution, "224 (224x224), 518 (518x378) or WxH")
+  model->add_option("--resolution", margs->resolution,
+                    "224 (224x224), 518 (518x378) or WxH (multiples of the patch size 14, at most 4096 a side)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             return parse_resolution(v) ? "" : "must be 224, 518 or WxH (positive integers), got '" + v + "'";
@@ -475,8 +476,8 @@ void add_bench_command(CLI::App& app) {
                    "special-stream bound (SessionOptions::max_special_frames); 0 = unbounded, as upstream")
       ->capture_default_str();
   soak->add_option("--keyframe-interval", sa->modes.keyframe_interval,
-                   "N: store every N-th frame after the scale frames; flow: flow keyframes (as run); auto: as run "
-                   "for --frames")
+                   "N: store every N-th frame after the scale frames; flow: flow keyframes (as run); auto (or 0): as "
+                   "run for --frames")
       ->check(keyframe_interval_validator())
       ->capture_default_str();
   add_flow_keyframe_options(soak, &sa->modes);

@@ -163,6 +163,10 @@ TEST(BenchKv, BadOutputFilesAreRefusedBeforeTheRunAndLeaveExistingFiles) {
   EXPECT_EQ(folder.err, "error: cannot write " + dir.string() + ": it is a directory\n");
   const Result same = run_cli(args + " --plot " + (dir / "." / "keep.csv").string());
   EXPECT_EQ(same.err, "error: --csv and --plot name the same file '" + csv + "'\n");
+  // gnuplot writes PNG whatever the name: another extension would hold PNG bytes.
+  const Result jpg = run_cli(args + " --plot " + (dir / "k.jpg").string());
+  EXPECT_EQ(jpg.exit_code, 1);
+  EXPECT_EQ(jpg.err, "error: --plot writes a PNG image: name the file .png, got '" + (dir / "k.jpg").string() + "'\n");
   const Result missing = run_cli("bench kv --csv " + (dir / "no" / "x.csv").string());
   EXPECT_EQ(missing.err, "error: cannot write " + (dir / "no" / "x.csv").string() + ": folder " + (dir / "no").string() +
                              " does not exist\n");
