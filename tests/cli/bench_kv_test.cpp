@@ -210,19 +210,19 @@ TEST(BenchKv, AFailedAllocationIsNamedOutOfMemory) {
 // the scale phase's 2 frames, then one a frame), no summary line, exit 130. It printed nothing before.
 TEST(BenchKv, CtrlCKeepsTheTableAndCsv) {
   const fs::path csv = fresh_dir("bench_kv_ctrl_c") / "kv.csv";
-  const auto [r, frames] = interrupted_bench(4, kBenchKvTiny + "--frames 1000000 --attention off --kv-backends paged "
+  const auto [r, frames] = interrupted_bench(2, kBenchKvTiny + "--frames 1000000 --attention off --kv-backends paged "
                                                 "--calibrate off --csv " + csv.string(), 1000000);
   ASSERT_GT(frames, 2);
   EXPECT_EQ(lines_of(slurp(csv)).size(), static_cast<size_t>(1 + frames - 1)) << "header + scale step + one row a frame";
   EXPECT_TRUE(contains(r.out, "csv: " + csv.string() + " (" + std::to_string(frames - 1) + " rows)\n")) << r.out;
 }
 
-// Ctrl-C within the scale phase (64 frames: seconds of attention a block) ends it within a block; the
-// plot has no single-frame step to show and is said not to be written (gnuplot failed on the empty
-// panel: exit 1 instead of the interrupted line).
+// Ctrl-C within the scale phase (64 frames, 24 blocks: about 0.4 s a block here, 9 s in all) ends it
+// within a block; the plot has no single-frame step to show and is said not to be written (gnuplot
+// failed on the empty panel: exit 1 instead of the interrupted line).
 TEST(BenchKv, CtrlCInTheScalePhaseWritesNoPlot) {
   const fs::path dir = fresh_dir("bench_kv_ctrl_c_plot");
-  const auto [r, frames] = interrupted_bench(2, "bench kv --resolution 224 --blocks 24 --heads 4 --scale-frames 64 "
+  const auto [r, frames] = interrupted_bench(1, "bench kv --resolution 224 --blocks 24 --heads 1 --scale-frames 64 "
                                                 "--frames 400 --threads 1 --calibrate off --kv-backends paged --plot " +
                                                 (dir / "k.png").string() + " --csv " + (dir / "k.csv").string(), 400);
   EXPECT_EQ(frames, 0);

@@ -177,7 +177,7 @@ TEST(WeightsDtypeCli, BenchModelCsvAndSummary) {
 // (a row a push), no summary line, exit 130. It printed nothing before.
 TEST(WeightsDtypeCli, BenchModelCtrlCKeepsTheTableAndCsv) {
   const fs::path csv = fresh_dir("bench_model_ctrl_c") / "model.csv";
-  const auto [r, pushes] = interrupted_bench(5, "bench model --model-size demo --resolution 112x70 --frames 100000 "
+  const auto [r, pushes] = interrupted_bench(3, "bench model --model-size demo --resolution 112x70 --frames 100000 "
                                                 "--scale-frames 2 --threads 1 --weights-dtype f32 --kv-dtype f32 "
                                                 "--calibrate off --csv " + csv.string(), 100000);
   ASSERT_GE(pushes, 0);
