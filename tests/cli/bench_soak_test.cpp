@@ -344,7 +344,7 @@ TEST(BenchSoak, AWindowInTheScalePhaseHasNoMedian) {
 // CSV (a row a frame), no comparison, no summary line, exit 130. It printed nothing before.
 TEST(BenchSoak, CtrlCKeepsTheTableAndCsv) {
   const fs::path csv = fresh_dir("bench_soak_ctrl_c") / "soak.csv";
-  const auto [r, frames] = interrupted_bench(2, tiny_soak("--frames 100000 --csv " + csv.string()), 100000);
+  const auto [r, frames] = interrupted_bench(3, tiny_soak("--frames 100000 --csv " + csv.string()), 100000);
   ASSERT_GT(frames, 0);
   std::ifstream in(csv);
   size_t lines = 0;
