@@ -17,13 +17,7 @@ using namespace lingbot;
 
 class SequenceRunnerTest : public test::TinyModelTest {
  protected:
-  static SessionOptions options() {
-    SessionOptions o;
-    o.scale_frames = 2;
-    o.kv_window = 3;
-    o.threads = 1;
-    return o;
-  }
+  static SessionOptions options() { return short_window_options(); }
   static WindowedOptions window() {
     WindowedOptions w;
     w.window_size = 4;

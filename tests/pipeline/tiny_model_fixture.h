@@ -8,6 +8,7 @@
 
 #include "io/safetensors.h"
 #include "lingbot/model.h"
+#include "lingbot/session.h"
 
 namespace lingbot::test {
 
@@ -31,6 +32,15 @@ class TinyModelTest : public ::testing::Test {
     return t;
   }
   static int64_t frames() { return images_->dim(0); }
+  // 2 scale frames and a KV window of 3 on one thread: the 10 frames fill the cache and evict.
+  static SessionOptions short_window_options() {
+    SessionOptions o;
+    o.scale_frames = 2;
+    o.kv_window = 3;
+    o.threads = 1;
+    o.keep_features = false;
+    return o;
+  }
   static inline std::shared_ptr<const Model> model_;
   static inline std::unique_ptr<Tensor> images_;
 };

@@ -25,14 +25,7 @@ using lingbot_test::expect_error;
 
 class WindowedTest : public test::TinyModelTest {
  protected:
-  static SessionOptions options() {
-    SessionOptions o;
-    o.scale_frames = 2;
-    o.kv_window = 3;
-    o.threads = 1;
-    o.keep_features = false;
-    return o;
-  }
+  static SessionOptions options() { return short_window_options(); }
   static double max_diff(const Tensor& a, const Tensor& b) {
     EXPECT_EQ(a.numel(), b.numel());
     double d = 0;
