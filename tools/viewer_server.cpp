@@ -284,6 +284,9 @@ void ViewerServer::start(const std::string& host, int port, std::string_view por
   // The page polls every 0.5 s: idle keep-alive connections go after 2 s, and 32 workers leave room
   // for slow clients (the library's default is 8).
   svr.set_keep_alive_timeout(2);
+  // Small replies (a frame file, the status) are written as headers, then body: with Nagle's
+  // algorithm the body waited for the client's delayed ACK, 40 ms a request (600 frames: 24 s).
+  svr.set_tcp_nodelay(true);
   svr.new_task_queue = [] { return new httplib::ThreadPool(32); };
   svr.Get(".*", [shared = shared_](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
