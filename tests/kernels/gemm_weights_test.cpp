@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "sanitizer_build.h"
 #include "kernels/cpu/ops.h"
 #include "lingbot/dtype.h"
 
@@ -140,6 +141,25 @@ TEST(GemmWeights, EmptyInnerDimensionScalesOrOverwritesC) {
   c = {1.0f, 2.0f, 3.0f, 4.0f};
   gemm(nullptr, 0, nullptr, 2, false, c.data(), 2, 2, 2, 0, 0.5f, 1);
   EXPECT_EQ(c, (std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f}));
+}
+
+// A buffer that cannot be allocated inside the threads of a reduced-precision linear (the f32 panel
+// of a block of weights) reaches the caller as std::bad_alloc: an exception may not leave an OpenMP
+// region, and it ended the process (std::terminate, no message).
+TEST(GemmWeights, AFailedAllocationInsideTheThreadsReachesTheCaller) {
+  if (LINGBOT_ASAN_BUILD) GTEST_SKIP() << "AddressSanitizer reports an allocation this size instead of failing it";
+  const int64_t n = 2, in = int64_t{1} << 40, out = 4096;  // a panel of in x (up to) 256 floats: petabytes
+  const std::vector<float> x(16);
+  const std::vector<uint16_t> w(16);
+  int panel_paths = 0;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    panel_paths += gemm_path(dt) == GemmPath::PanelSgemm;
+    std::vector<float> y(static_cast<size_t>(n * out));
+    // Neither operand is read before the allocation: the native path fails on its rounded copy of x.
+    EXPECT_THROW(linear(x.data(), n, in, WeightView{w.data(), dt}, nullptr, out, y.data(), 2), std::bad_alloc)
+        << dtype_name(dt);
+  }
+  if (panel_paths == 0) GTEST_SKIP() << "every reduced dtype has a native GEMM on this CPU: no panel to allocate";
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 #include "kernels/cpu/attention_internal.h"
 
 namespace lingbot::kernels {
@@ -74,17 +76,20 @@ void for_each_item(const QueryView& q, const AttentionParams& params, const Item
   const int threads = static_cast<int>(std::min<int64_t>(params.num_threads, n_items));
   // Fold log2(e) into the query scale so the softmax can use exp2.
   const float qscale = params.scale * 1.4426950408889634f;
+  ParallelErrors errors;  // a scratch's allocation, a check in an item
 #pragma omp parallel num_threads(threads)
   {
-    Scratch scratch(q.head_dim);
+    std::optional<Scratch> scratch;
+    errors.run([&] { scratch.emplace(q.head_dim); });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < n_items; ++item) {
+    for (int64_t item = 0; item < n_items; ++item) errors.run([&] {
       const int h = static_cast<int>(item / groups.count);
       const int q0 = static_cast<int>(item % groups.count) * groups.rows;
       const int nq = std::min(groups.rows, q.n_tokens - q0);
-      item_fn(scratch, h, q0, nq, qscale);
-    }
+      item_fn(*scratch, h, q0, nq, qscale);
+    });
   }
+  errors.rethrow();
 }
 
 DType common_dtype(const std::vector<KeySegment>& segs) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 
 namespace lingbot::kernels::dnnl_gemm {
 
@@ -145,15 +146,20 @@ void run_tiles(const TileGrid& grid, int num_threads, Call&& call) {
   const int nt = std::max(1, num_threads);
   // oneDNN calls below run single-threaded (it sees it is inside a parallel region); setting the
   // task's thread count to 1 also keeps its kernel choices (blocking, K split) independent of nt.
+  ParallelErrors errors;  // oneDNN's calls and the buffers can throw (out of memory)
 #pragma omp parallel num_threads(nt) if (nt > 1 && tiles > 1)
   {
     omp_set_num_threads(1);
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    dnnl::stream stream(eng);
+    dnnl::engine eng;
+    dnnl::stream stream;
+    errors.run([&] {
+      eng = dnnl::engine(dnnl::engine::kind::cpu, 0);
+      stream = dnnl::stream(eng);
+    });
     std::vector<uint8_t> scratch;
     std::vector<float> tile_out;  // the dense destination of tiles that are not dense in place
 #pragma omp for schedule(static, 1)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
+    for (int64_t tile = 0; tile < tiles; ++tile) errors.run([&] {
       const int64_t i0 = (tile / grid.tn) * grid.tile_m, j0 = (tile % grid.tn) * kTileN;
       const int64_t mi = std::min(grid.tile_m, grid.m - i0), nj = std::min(kTileN, grid.n - j0);
       const TileCall c = call(eng, i0, j0, mi, nj);
@@ -170,7 +176,7 @@ void run_tiles(const TileGrid& grid, int num_threads, Call&& call) {
       if (c.bias) args.emplace(DNNL_ARG_BIAS, mem(c.pd.bias_desc(), c.bias));
       dnnl::matmul(c.pd).execute(stream, args);
       stream.wait();
-      if (in_place) continue;
+      if (in_place) return;
       for (int64_t r = 0; r < mi; ++r) {
         const float* src = out + r * nj;
         float* dst = c.dst + r * c.ldc;
@@ -180,8 +186,9 @@ void run_tiles(const TileGrid& grid, int num_threads, Call&& call) {
           std::copy(src, src + nj, dst);
         }
       }
-    }
+    });
   }
+  errors.rethrow();
 }
 
 }  // namespace

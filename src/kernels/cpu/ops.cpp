@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 #include "kernels/cpu/gemm_dnnl.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -135,12 +136,13 @@ void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const flo
   const int64_t tiles = tm * tn;
   const size_t esize = dtype_size(W.dtype);
   const bool par = tiles > 1 && num_threads > 1;
+  ParallelErrors errors;  // a panel's allocation can throw
 #pragma omp parallel num_threads(std::max(1, num_threads)) if (par)
   {
     std::vector<float> panel;
     int64_t panel_block = -1;
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t t = 0; t < tiles; ++t) errors.run([&] {
       const int64_t jb = t / tm, i0 = (t % tm) * tile_m, j0 = jb * kTileN;
       const int64_t mi = std::min(tile_m, n - i0), nj = std::min(kTileN, out - j0);
       if (panel_block != jb) {
@@ -152,13 +154,14 @@ void linear_panel(const float* x, int64_t n, int64_t in, WeightView W, const flo
       if (n == 1) {  // as the f32 path: a matrix-vector product
         cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nj), static_cast<int>(in), 1.0f, panel.data(),
                     static_cast<int>(in), x, 1, beta, y + j0, 1);
-        continue;
+        return;
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mi), static_cast<int>(nj),
                   static_cast<int>(in), 1.0f, x + i0 * x_stride, static_cast<int>(x_stride), panel.data(),
                   static_cast<int>(in), beta, y + i0 * y_stride + j0, static_cast<int>(y_stride));
-    }
+    });
   }
+  errors.rethrow();
 }
 
 }  // namespace
