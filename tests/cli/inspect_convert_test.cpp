@@ -167,6 +167,16 @@ TEST(ConvertCli, Errors) {
   EXPECT_FALSE(fs::exists(inspect_convert_dir() / "x.safetensors"));
   const Result same = run_cli("convert " + kTestdata + "/tiny/model.pt " + kTestdata + "/tiny/model.pt");
   EXPECT_EQ(same.err, "error: convert: output path is the input path '" + kTestdata + "/tiny/model.pt'\n");
+  // Safetensors under a PyTorch checkpoint's name (torch.load would fail on it): refused, nothing written.
+  for (const std::string name : {"x.pt", "x.PTH", "x.bin", "x.ckpt"}) {
+    const fs::path out = inspect_convert_dir() / name;
+    const Result torch_name = run_cli("convert " + kTestdata + "/tiny/model.pt " + out.string());
+    EXPECT_EQ(torch_name.exit_code, 1) << name;
+    EXPECT_EQ(torch_name.err, "error: convert: the output is safetensors: '" + out.string() +
+                                  "' names a PyTorch checkpoint (" + fs::path(name).extension().string() +
+                                  "); name it .safetensors\n");
+    EXPECT_FALSE(fs::exists(out)) << name;
+  }
 }
 
 // The output path never replaces what is not a checkpoint file: a folder, a pipe (a device such as
