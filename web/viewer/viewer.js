@@ -144,15 +144,24 @@ const frames = [];
 // totalPoints: what the files hold (= points.ply); keptPoints: what the page holds after thinning.
 let runThreshold = null, maxConf = 0, totalPoints = 0, keptPoints = 0, frustumScale = null;
 let renderPending = false;
+// While frames load in batches (loadNewFrames), the view is drawn at most every LOADING_DRAW_MS: a
+// draw redraws every point, which WebGL without a GPU (a VM, a remote desktop, headless Chromium)
+// takes 0.1-0.3 s for once there are many; drawn after every batch it set the loading pace (600
+// frames: 25 s, 8 s throttled).
+const LOADING_DRAW_MS = 400;
+let loadingBatches = false, drawnAt = -Infinity;
 function requestRender() {
   if (renderPending) return;
   renderPending = true;
-  requestAnimationFrame(() => {
+  const draw = () => requestAnimationFrame(() => {
     renderPending = false;
+    drawnAt = performance.now();
     renderer.render(scene, camera);
     document.body.dataset.camera = camera.position.toArray().map((v) => v.toPrecision(6)).join(',');
     document.body.dataset.drawCalls = String(renderer.info.render.calls);
   });
+  const wait = loadingBatches ? drawnAt + LOADING_DRAW_MS - performance.now() : 0;
+  if (wait > 0) setTimeout(draw, wait); else draw();
 }
 function resize() {
   const w = ui.view.clientWidth, h = ui.view.clientHeight;
@@ -777,6 +786,7 @@ let httpFailures = 0, httpFailedFrame = -1;  // HTTP errors in a row for the fra
 async function loadNewFrames() {
   if (loading || frameError) return;
   loading = true;
+  loadingBatches = true;
   try {
     while (frames.length < runStatus.frames && !frameError) {
       const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
@@ -823,6 +833,7 @@ async function loadNewFrames() {
     }
   } finally {
     loading = false;
+    loadingBatches = false;
   }
 }
 
