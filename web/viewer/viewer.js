@@ -147,7 +147,7 @@ let renderPending = false;
 // While frames load in batches (loadNewFrames), the view is drawn at most every LOADING_DRAW_MS: a
 // draw redraws every point, which WebGL without a GPU (a VM, a remote desktop, headless Chromium)
 // takes 0.1-0.3 s for once there are many; drawn after every batch it set the loading pace (600
-// frames: 25 s, 8 s throttled).
+// frames in headless Chromium: 27 s, 18 s throttled).
 const LOADING_DRAW_MS = 400;
 let loadingBatches = false, drawnAt = -Infinity;
 function requestRender() {
