@@ -15,6 +15,7 @@ extern "C" {
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -153,7 +154,11 @@ bool is_stream_url(const std::string& source) {
 int video_sample_interval(double source_fps, double target_fps) {
   if (target_fps <= 0) return 1;
   if (!(source_fps > 0)) source_fps = 30;  // upstream: cap.get(CAP_PROP_FPS) or 30
-  return static_cast<int>(std::max<long long>(1, round_half_even(source_fps / target_fps)));
+  // A target far below the source rate keeps only the first frame: the interval is capped at the
+  // largest int (a ratio past it overflowed the conversion: a negative or zero interval).
+  const double ratio = source_fps / target_fps;
+  if (!(ratio < static_cast<double>(std::numeric_limits<int>::max()))) return std::numeric_limits<int>::max();
+  return static_cast<int>(std::max<long long>(1, round_half_even(ratio)));
 }
 
 // "pipe:N" read with an interrupt callback: FFmpeg's pipe protocol blocks in read() where the callback

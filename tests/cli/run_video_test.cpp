@@ -89,6 +89,21 @@ TEST(RunVideo, FrameSelectionOrder) {
   EXPECT_EQ(input.at("sample_interval"), 2);
 }
 
+// An --fps far below the video's keeps its first frame: the interval (10 fps / (10 / 2^32) fps = 2^32)
+// overflowed int, and the frame estimate divided by the zero it became (SIGFPE).
+TEST(RunVideo, AFrameRateFarBelowTheVideosKeepsItsFirstFrame) {
+  const fs::path dir = fresh_dir("video_tiny_fps");
+  LINGBOT_SKIP_WITHOUT_TOOL(write_ffv1_video(dir / "tiny.mkv", tiny_frames(), 10),
+                           "this libavcodec has no FFV1 encoder, so no lossless test video can be made");
+  const Result r = run_cli("run --video " + (dir / "tiny.mkv").string() + " --fps 2.3283064365386963e-09 --model " + kTestdata +
+                           "/tiny/model.pt" + kVideoArgs + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json poses = read_json(dir / "out" / "poses.json");
+  ASSERT_EQ(poses.at("frames").size(), 1u);
+  EXPECT_EQ(poses["frames"][0].at("source"), "frame_0");
+  EXPECT_EQ(read_json(dir / "out" / "summary.json").at("input").at("sample_interval"), 2147483647);
+}
+
 // A photo given to --video is one frame with no frame rate: the input line said "(25 fps, 1 in 2 frames:
 // 12.5 fps), unknown frames" and summary.json source_fps 25, FFmpeg's made-up rate.
 TEST(RunVideo, APhotoGivenAsAVideoClaimsNoFrameRate) {

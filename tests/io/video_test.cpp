@@ -20,6 +20,7 @@ extern "C" {
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ TEST(Video, SampleIntervalFollowsDemoRule) {
   EXPECT_EQ(video_sample_interval(25, 60), 1);   // never below 1
   EXPECT_EQ(video_sample_interval(0, 10), 3);    // unknown source fps -> 30
   EXPECT_EQ(video_sample_interval(29.97, 0), 1); // no target: every frame
+  // Far below the source rate: the first frame only (the interval overflowed int: negative or 0).
+  for (const double target : {30.0 / 4294967296.0, 1e-8, 1e-300})
+    EXPECT_EQ(video_sample_interval(30, target), std::numeric_limits<int>::max()) << target;
 }
 
 TEST(Video, DecodesLosslessFramesExactly) {
