@@ -207,7 +207,7 @@ class PySession {
     const Stream& s = readable();
     return s.windows(s.readings());
   }
-  bool finished() { return open().readings().closed; }
+  bool finished() const { return readable().readings().closed; }
   bool is_closed() const { return closed_ || stream_ == nullptr; }
   int64_t frames_pushed() const { return readable().readings().frames_pushed; }
   // A copy (the same engine Model): a reference into this Session would keep the Session, and its
@@ -372,8 +372,8 @@ void bind_session(py::module_& m) {
            "Forgets the sequence (cache emptied, not reallocated); the next frame may differ in size. Pushed\n"
            "frames still without a result (finish() not called) are lost, with a RuntimeWarning.")
       .def("close", [](Self<PySession> self) { constructed_self<PySession>(self.handle).close(); },
-           "Frees the session's memory (its KV cache); stats(), options, windows and frames_pushed then keep\n"
-           "their last figures, any other call raises lingbot_map.Error. Pushed frames still without a result\n"
+           "Frees the session's memory (its KV cache); stats(), options, windows, frames_pushed and finished\n"
+           "then keep their last figures, any other call raises lingbot_map.Error. Pushed frames still without a result\n"
            "(finish() not called) are lost, with a RuntimeWarning.")
       .def("stats", constructed(&PySession::stats), "Cache occupancy after the last step: steps, frames_stored, bytes_reserved, ...")
       .def_property_readonly("options", constructed(&PySession::options), "The options in effect, every default resolved.")

@@ -64,9 +64,7 @@ Stream::Call::~Call() {
 
 void Stream::release() {
   if (released_) return;
-  Readings r = now();
-  r.closed = true;
-  released_ = std::move(r);
+  released_ = now();  // `closed` as it was: Session.finished keeps answering after close()
   runner_.reset();
   ended_ = true;
 }

@@ -232,10 +232,17 @@ def test_sequence_misuse_raises_engine_messages(demo_model):
     s.close()
     assert s.closed
     closed = "the Session is closed (close() or the end of its with-block): create a new Session"
-    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.finish_early, s.reset, lambda: s.finished, s.__enter__):
+    for call in (lambda: s.push(lm.demo_frame(0)), s.finish, s.finish_early, s.reset, s.__enter__):
         with pytest.raises(lm.Error) as e:
             call()
         assert str(e.value) == closed
+    # The readers answer after close() (finished raised, where the docs list it among them), with the
+    # state the Session was closed in.
+    assert (s.finished, s.frames_pushed) == (True, 1)
+    unfinished = lm.Session(demo_model, scale_frames=1)
+    unfinished.push(lm.demo_frame(0))
+    unfinished.close()
+    assert (unfinished.finished, unfinished.closed, repr(unfinished)) == (False, True, "<lingbot_map.Session closed>")
     assert issubclass(lm.Error, RuntimeError)
     # A missing path is caught by Python's own except clause as well as by lm.Error's.
     assert issubclass(lm.FileNotFound, lm.Error) and issubclass(lm.FileNotFound, FileNotFoundError)
