@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     try:
         with lm.Exporter(args.out, export=args.export,
                          conf_threshold=args.conf_threshold, downsample=args.downsample,
-                         meta={"model": str(args.model)}) as exporter:
+                         meta={"model": str(args.model), "demo": False}) as exporter:
             try:
                 for r in frames:
                     write(r)

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     model = lm.Model.demo() if args.demo else lm.Model.load(args.model)
     image_size = args.image_size or (112 if args.demo else 518)
     keyframes = int(args.keyframe_interval) if args.keyframe_interval.isdigit() else args.keyframe_interval
-    exporter = lm.Exporter(args.out, meta={"model": args.model or "demo"}) if args.out else None
+    exporter = lm.Exporter(args.out, meta={"model": "built-in demo (random weights)" if args.demo else args.model, "demo": args.demo}) if args.out else None
     done = 0
     t0 = time.monotonic()
 

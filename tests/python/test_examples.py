@@ -34,6 +34,8 @@ def test_folder_to_point_cloud_matches_run(cli, tmp_path, mode):
             "--out", tmp_path / "cli")
     assert filecmp.cmp(out / "points.ply", tmp_path / "cli" / "points.ply", shallow=False)
     assert filecmp.cmp(out / "trajectory.tum", tmp_path / "cli" / "trajectory.tum", shallow=False)
+    # Its header too: the script gives Exporter run's meta (the "demo" field was missing).
+    assert filecmp.cmp(out / "poses.json", tmp_path / "cli" / "poses.json", shallow=False)
     import open3d as o3d
     cloud = o3d.io.read_point_cloud(str(out / "points.ply"))
     assert len(cloud.points) == int(proc.stdout.rsplit(" points, ", 1)[0].rsplit("\n", 1)[-1]) > 0
@@ -61,6 +63,7 @@ def test_live_webcam_demo_frames(tmp_path):
     poses = json.loads((tmp_path / "poses.json").read_text())
     assert [f["index"] for f in poses["frames"]] == list(range(5))
     assert [f["source"] for f in poses["frames"]] == [f"camera_{i}" for i in range(5)]
+    assert (poses["model"], poses["demo"]) == ("built-in demo (random weights)", True)  # as run --demo writes
 
 
 def test_live_webcam_stops_cleanly_on_ctrl_c(tmp_path):
