@@ -246,13 +246,19 @@ class GlbExporter final : public Exporter {
   nlohmann::json report() const override {
     const int64_t staged_points = staged_ ? static_cast<int64_t>(staged_->points.size()) : 0;
     const int64_t seen = builder_.points_seen() + staged_points;
-    return {{"files", {{"scene.glb", "glTF 2.0 binary: points, keyframe frustums, trajectory (root node flips y, z)"}}},
+    nlohmann::json r = {{"files", {{"scene.glb", "glTF 2.0 binary: points, keyframe frustums, trajectory (root node flips y, z)"}}},
             {"points", std::min(seen, kGlbMaxPoints)},  // the reservoir keeps every point until the budget
             {"points_before_budget", seen},
             {"point_budget", kGlbMaxPoints},
             {"cameras", builder_.cameras() + (staged_ ? 1 : 0)},  // every frame with a pose: the trajectory's points
             {"frustums", builder_.frustums() + (staged_ && staged_->keyframe ? 1 : 0)},  // the keyframes among them
             {"frames_without_geometry", skipped_}};
+    // Said on the console (run prints the notes): past the budget the file is a sample, which only
+    // summary.json's figures told.
+    if (seen > kGlbMaxPoints)
+      r["note"] = detail::concat("scene.glb holds a uniform random sample of ", kGlbMaxPoints, " of the ", seen,
+                                 " points (its budget)");
+    return r;
   }
 
  private:

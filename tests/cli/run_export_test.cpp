@@ -13,6 +13,7 @@
 
 #include "io/export.h"
 #include "run_test_util.h"
+#include "sanitizer_build.h"
 
 namespace {
 
@@ -237,6 +238,25 @@ TEST(RunExport, NoPointKeptIsNoticed) {
   const Result kept = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export ply --out " + out.string());
   ASSERT_EQ(kept.exit_code, 0) << kept.out << kept.err;
   EXPECT_FALSE(contains(kept.out, "notice: no point")) << kept.out;
+}
+
+// Past its budget scene.glb is a sample: the console says so (only summary.json's counts did).
+TEST(RunExport, AGlbPastItsPointBudgetIsSaidToBeASample) {
+  if (LINGBOT_ASAN_BUILD) GTEST_SKIP() << "2 million points at 518 px take half a minute under AddressSanitizer; the glb "
+                                          "writer's paths are the smaller runs'";
+  const fs::path out = fresh_dir("export_glb_budget") / "out";
+  const Result r = run_cli("run --demo --image-size 518 --demo-frames 12 --downsample 1 --conf-threshold 0 "
+                           "--export glb --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json glb = read_json(out / "summary.json").at("exports").at("glb");
+  const int64_t seen = glb.at("points_before_budget");
+  ASSERT_GT(seen, 2000000);
+  EXPECT_EQ(glb.at("points"), 2000000);
+  EXPECT_TRUE(contains(r.out, "glb: scene.glb holds a uniform random sample of 2000000 of the " + std::to_string(seen) +
+                                  " points (its budget)\n")) << r.out;
+  const Result small = run_cli("run --demo --demo-frames 3 --scale-frames 2 --export glb --out " + out.string());
+  ASSERT_EQ(small.exit_code, 0) << small.out << small.err;
+  EXPECT_FALSE(contains(small.out, "glb: ")) << small.out;
 }
 
 TEST(RunExport, UnknownNameIsOneErrorLineAndWritesNothing) {
