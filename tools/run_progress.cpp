@@ -8,14 +8,27 @@
 
 namespace lingbot::cli {
 
-Progress::Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total), start_(Clock::now()) {}
+void RecentRate::restart(Clock::time_point start) {
+  samples_.clear();
+  samples_.emplace_back(start, 0);
+}
 
-void Progress::restart_clock() { start_ = Clock::now(); }
+double RecentRate::add(Clock::time_point now, int64_t count) {
+  samples_.emplace_back(now, count);
+  // Keep one sample at least `window` old as the reference, none older than that one.
+  while (samples_.size() > 2 && now - samples_[1].first >= window_) samples_.pop_front();
+  const auto& [t0, n0] = samples_.front();
+  const double secs = std::chrono::duration<double>(now - t0).count();
+  return secs > 0 ? static_cast<double>(count - n0) / secs : 0;
+}
+
+Progress::Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total) { rate_.restart(Clock::now()); }
+
+void Progress::restart_clock() { rate_.restart(Clock::now()); }
 
 void Progress::update(int64_t done, int64_t computed, const FrameResult& r, int64_t kv_bytes) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-  const double fps = secs > 0 ? static_cast<double>(computed) / secs : 0;
+  const double fps = rate_.add(Clock::now(), computed);
   std::string eta;
   if (total_ && fps > 0 && *total_ >= computed)
     eta = "  ETA " + format_clock(static_cast<double>(*total_ - computed) / fps);

@@ -6,13 +6,31 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "lingbot/session.h"
 
 namespace lingbot::cli {
+
+// Frames per second over the last `window` of a run (the frames finished since the latest sample at
+// least that old), so the rate and the ETA follow a run whose frames get slower (a cache that grows,
+// a busy machine) instead of averaging over hours of it. Until the run is that old: since its start.
+class RecentRate {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit RecentRate(Clock::duration window = std::chrono::seconds(20)) : window_(window) {}
+  void restart(Clock::time_point start);  // 0 frames at `start`
+  // `count` frames done at `now` (non-decreasing in both); returns the rate, 0 before any time passed.
+  double add(Clock::time_point now, int64_t count);
+
+ private:
+  Clock::duration window_;
+  std::deque<std::pair<Clock::time_point, int64_t>> samples_;  // front: the rate's reference
+};
 
 class Progress {
  public:
@@ -39,7 +57,7 @@ class Progress {
   std::mutex mutex_;
   bool bar_;
   std::optional<int64_t> total_;
-  Clock::time_point start_;
+  RecentRate rate_;
   Clock::time_point step_start_, step_line_;  // the scale phase in progress: its start, its last log line
   bool scale_phase_begun_ = false;  // begin_scale_phase() set step_start_ for the coming step
   size_t drawn_width_ = 0;  // of the bar's line on screen; 0: none drawn
