@@ -22,6 +22,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "checks.h"
+#include "interrupts.h"
 #include "core/busy_guard.h"
 #include "core/error.h"
 #include "io/export.h"
@@ -140,7 +141,7 @@ class PyExporter {
     set_ = std::make_unique<io::ExportSet>(std::move(exporters));
     run_.out_dir = out;
     run_.points = {static_cast<float>(conf_threshold), downsample};
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     io::ensure_writable_dir(out);  // a bad folder fails here, before any frame
   }
 
@@ -192,7 +193,7 @@ class PyExporter {
     x.placement = r.placement;
     if (keep) x.point_mask = std::span<const uint8_t>(keep->data(), hw);
 
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     if (!begun_) {
       run_.width = W;
       run_.height = H;
@@ -213,7 +214,7 @@ class PyExporter {
     BusyGuard busy(busy_, "this Exporter");
     if (closed_) return;
     closed_ = true;
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     if (begun_) set_->finish();
   }
   // Garbage-collected without close(): the files are finished rather than left without their ends,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "interrupts.h"
 #include "kernels/cpu/ops.h"
 #include "pipeline/demo_model.h"
 #include "bench/harness/verify.h"
@@ -42,7 +43,7 @@ void bind_functions(py::module_& m) {
         io::ImageU8 img;
         CorruptData corrupt;
         {
-          py::gil_scoped_release nogil;
+          const ReleasedGil nogil;
           img = io::load_image(path, &corrupt);
         }
         if (corrupt.any())  // Pillow decodes such a file without a word; run counts it as a damaged frame
@@ -67,7 +68,7 @@ void bind_functions(py::module_& m) {
             preprocess_options(image_size, preprocess.value_or(mode.value_or("crop")), patch_size);
         Tensor t;
         {
-          py::gil_scoped_release nogil;
+          const ReleasedGil nogil;
           t = io::preprocess_image(*in.rgb8, pre);
         }
         return tensor_to_array(std::move(t));
@@ -88,7 +89,7 @@ void bind_functions(py::module_& m) {
                     " pixels (HxW) would be more than the ", io::kMaxImagePixels, " a frame may have");
         io::ImageU8 img;
         {
-          py::gil_scoped_release nogil;
+          const ReleasedGil nogil;
           img = render_demo_frame(index, width, height);
         }
         return image_to_array(std::move(img));
@@ -144,7 +145,7 @@ void bind_functions(py::module_& m) {
         }
         io::PointBatch b;
         {
-          py::gil_scoped_release nogil;
+          const ReleasedGil nogil;
           b = io::select_points(std::span<const float>(pts.data(), 3 * hw), std::span<const float>(img.data(), 3 * hw),
                                 c ? std::span<const float>(c->data(), hw) : std::span<const float>(),
                                 static_cast<float>(conf_threshold), downsample,
@@ -175,7 +176,7 @@ void bind_functions(py::module_& m) {
         };
         std::vector<Item> items;
         {
-          py::gil_scoped_release nogil;  // reading and converting need no Python objects
+          const ReleasedGil nogil;  // reading and converting need no Python objects
           io::check_path_exists(path, "safetensors file");  // FileNotFound, as Model.load's missing file
           const io::SafetensorsReader r = io::SafetensorsReader::open(path.string());
           for (const auto& e : r.entries()) {
@@ -229,7 +230,7 @@ void bind_functions(py::module_& m) {
         o.only = only.value_or(std::vector<std::string>{});
         VerifyReport rep;
         {
-          py::gil_scoped_release nogil;
+          const ReleasedGil nogil;
           rep = run_verify(o);
         }
         py::list rows;

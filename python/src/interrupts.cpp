@@ -6,6 +6,14 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include "core/error.h"
 
 namespace lingbot::python {
@@ -25,6 +33,26 @@ extern "C" void ctrl_c_stops_the_step(int sig, siginfo_t* info, void* context) {
   else g_replaced_sigint.sa_handler(sig);
 }
 
+// The engine calls running without the GIL, process-wide as the interpreter's exit is. Never destroyed:
+// the hook and threads still running use it while the process exits.
+struct EngineCalls {
+  std::mutex mutex;
+  std::condition_variable ended;
+  int running = 0;
+  bool exiting = false;
+  std::vector<std::atomic<bool>*> stops;  // of the running calls that have one
+};
+EngineCalls& engine_calls() {
+  static EngineCalls* calls = new EngineCalls;
+  return *calls;
+}
+
+bool on_main_thread() {  // GIL held
+  static const unsigned long main_ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  return PyThread_get_thread_ident() == main_ident;
+}
+
 // Whether this process ran a step on several threads, and whether it is a child forked after that.
 std::atomic<bool> g_ran_threads{false};
 std::atomic<bool> g_forked_after_threads{false};
@@ -34,9 +62,7 @@ std::atomic<bool> g_forked_after_threads{false};
 CtrlCStopsTheStep::CtrlCStopsTheStep(std::atomic<bool>* flag, bool armed) {
   flag->store(false);
   if (!armed) return;
-  static const unsigned long main_ident =
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  if (PyThread_get_thread_ident() != main_ident) return;
+  if (!on_main_thread()) return;
   const py::module_ signal_module = py::module_::import("signal");
   if (!signal_module.attr("getsignal")(SIGINT).is(signal_module.attr("default_int_handler"))) return;
   struct sigaction current {};
@@ -57,6 +83,65 @@ CtrlCStopsTheStep::~CtrlCStopsTheStep() {
   if (!hook_) return;
   hook_.reset();  // CPython's handler back first, then the target goes
   g_ctrl_c_target.store(nullptr);
+}
+
+namespace {
+
+// A thread that must not run on while the process exits: sleeps until it ends.
+[[noreturn]] void park_until_exit() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+}  // namespace
+
+ReleasedGil::ReleasedGil(std::atomic<bool>* stop) : stop_(stop) {
+  EngineCalls& calls = engine_calls();
+  bool exiting = false;
+  {
+    const std::lock_guard<std::mutex> lock(calls.mutex);
+    exiting = calls.exiting;
+    if (!exiting) {
+      ++calls.running;
+      if (stop_) calls.stops.push_back(stop_);
+    }
+  }
+  if (exiting) {
+    LINGBOT_CHECK(!on_main_thread(), "the Python interpreter is exiting: no new lingbot_map call starts");
+    PyEval_SaveThread();
+    park_until_exit();
+  }
+  state_ = PyEval_SaveThread();
+}
+
+ReleasedGil::~ReleasedGil() {
+  EngineCalls& calls = engine_calls();
+  bool exiting = false;
+  {
+    const std::lock_guard<std::mutex> lock(calls.mutex);
+    --calls.running;
+    if (stop_) calls.stops.erase(std::find(calls.stops.begin(), calls.stops.end(), stop_));
+    exiting = calls.exiting;
+  }
+  calls.ended.notify_all();
+  if (exiting) park_until_exit();  // the hook runs on the main thread: this is another one
+  PyEval_RestoreThread(state_);
+}
+
+bool interpreter_exiting() {
+  EngineCalls& calls = engine_calls();
+  const std::lock_guard<std::mutex> lock(calls.mutex);
+  return calls.exiting;
+}
+
+void finish_engine_calls_at_exit() {
+  EngineCalls& calls = engine_calls();
+  const py::gil_scoped_release nogil;  // the calls take the GIL back as they end
+  std::unique_lock<std::mutex> lock(calls.mutex);
+  calls.exiting = true;
+  for (std::atomic<bool>* stop : calls.stops) stop->store(true, std::memory_order_release);
+  if (!calls.ended.wait_for(lock, std::chrono::seconds(30), [&] { return calls.running == 0; }))
+    std::fprintf(stderr, "lingbot_map: %d call(s) in other threads still running 30 s after the interpreter began to "
+                 "exit; exiting under them\n", calls.running);
 }
 
 void note_fork_child() {

@@ -10,6 +10,8 @@
 // iteration of reconstruct() ends). Only with Python's default SIGINT handler: a program's own
 // handler decides what Ctrl-C does, and the step runs to its end. Session.push / finish check for
 // a pending Ctrl-C before returning, and keep their results for the next call if there is one.
+#include <pybind11/pybind11.h>
+
 #include <atomic>
 #include <optional>
 
@@ -33,6 +35,32 @@ class CtrlCStopsTheStep {
  private:
   std::optional<ScopedSignalAction> hook_;  // set while ours is installed
 };
+
+// Interpreter exit while another thread is in an engine call with the GIL released (a daemon thread
+// iterating reconstruct(), say): exit() destroyed oneDNN's and OpenMP's globals under the call, a
+// segfault. Every engine call made without the GIL is a ReleasedGil. An atexit hook registered at
+// import (finish_engine_calls_at_exit) sets the stop flag of the calls running (a step ends at its
+// next block, a video read at its next poll) and waits for them, the GIL released, up to 30 s. A
+// thread whose call ends after that, or that starts one, is parked: it sleeps, the GIL not taken
+// back, until the process ends, as CPython parks daemon threads that reach for the GIL then (no
+// traceback of an exit-time error from them). On the main thread (another atexit hook's call) a
+// call after that raises Error instead.
+class ReleasedGil {
+ public:
+  // GIL held. stop: the call's SessionOptions::stop, or null (the call runs to its end; exit waits).
+  explicit ReleasedGil(std::atomic<bool>* stop = nullptr);
+  ~ReleasedGil();  // takes the GIL back
+  ReleasedGil(const ReleasedGil&) = delete;
+  ReleasedGil& operator=(const ReleasedGil&) = delete;
+
+ private:
+  std::atomic<bool>* stop_;
+  PyThreadState* state_;  // PyEval_SaveThread's
+};
+// True once the interpreter has begun to exit: the interrupt of a video read made without the GIL.
+bool interpreter_exiting();
+// The atexit hook (registered at import; GIL held).
+void finish_engine_calls_at_exit();
 
 // fork: GNU OpenMP's thread pool does not survive fork(): a child forked after this process ran a step
 // on several threads hangs in its first parallel region (multiprocessing's default start method on

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "arrays.h"
+#include "interrupts.h"
 #include "pipeline/demo_model.h"
 #include "bindings.h"
 #include "fs_text.h"
@@ -152,7 +153,7 @@ PyModel PyModel::load(const fs::path& path, const py::object& config, const std:
   const ModelLoadOptions lo = load_options(weights_dtype, device);
   PyModel m;
   {
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     m.model = Model::load(path.string(), overrides, lo);
   }
   // As run's notice: the heads upstream's demo drops too (a checkpoint of its base model class).
@@ -168,7 +169,7 @@ PyModel PyModel::demo(StrictInt<uint64_t> seed, const std::string& weights_dtype
   const ModelLoadOptions lo = load_options(weights_dtype, device);
   PyModel m;
   {
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     m.model = make_demo_model(seed, lo);
   }
   m.source = "demo";
@@ -232,7 +233,7 @@ PyModel PyModel::setstate(const py::tuple& t) {
   lo.weights_dtype = dtype;
   PyModel m;
   {
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     m.model = Model::load(path.string(), overrides, lo);
   }
   m.source = fs_encode(t[5].cast<py::str>());

@@ -59,6 +59,7 @@ PYBIND11_MODULE(_lingbot_map, m) {
   m.doc() = "lingbot_map: streaming 3D reconstruction (LingBot-Map) from NumPy, without PyTorch.";
   m.attr("__version__") = LINGBOT_VERSION;
   ::pthread_atfork(nullptr, nullptr, note_fork_child);  // once per process: the module is imported once
+  py::module_::import("atexit").attr("register")(py::cpp_function(&finish_engine_calls_at_exit));
   py::register_exception<lingbot::Error>(m, "Error", PyExc_RuntimeError);
   m.attr("Error").attr("__doc__") =
       "An engine error: an unreadable file or checkpoint, a frame the model cannot take, a missing device, "

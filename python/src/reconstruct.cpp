@@ -88,7 +88,7 @@ class SourceFeed : public FrameFeed {
     if (!mixed_sizes.empty()) notices.push_back(mixed_sizes);
   }
   bool next(Pending* out) override {
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     io::SourceFrame f;
     if (!src_ || !src_->next(&f)) return false;
     // A folder's frame is given to the model right after it is read: its damage is the run's.
@@ -111,7 +111,7 @@ class SourceFeed : public FrameFeed {
   void close() override {
     if (!src_) return;
     final_damage_ = *damage();
-    py::gil_scoped_release nogil;  // closing a stream can wait on the network (an RTSP teardown)
+    const ReleasedGil nogil;  // closing a stream can wait on the network (an RTSP teardown)
     src_.reset();
   }
 
@@ -179,7 +179,7 @@ class ArrayFeed : public FrameFeed {
     out->source = "array_" + std::to_string(next_);
     out->timestamp = static_cast<double>(next_);
     {
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil;
       out->image = in.rgb8 ? io::preprocess_image(*in.rgb8, pre_, canvas) : std::move(in.chw);
     }
     if (in.rgb8) {
@@ -252,9 +252,9 @@ class PyReconstruction {
       if (has_video) io::quiet_libav_logging();  // FFmpeg would print a second copy of every error
       std::unique_ptr<SourceFeed> feed;
       {
-        py::gil_scoped_release nogil;
+        const ReleasedGil nogil;
         feed = std::make_unique<SourceFeed>(has_images ? io::FrameSource::from_folder(path, sel)
-                                                       : io::FrameSource::from_video(path, sel),
+                                                       : io::FrameSource::from_video(path, sel, interpreter_exiting),
                                             pre);
       }
       for (const std::string& notice : feed->notices) warn_user(notice);  // run's "notice:" lines
@@ -277,7 +277,7 @@ class PyReconstruction {
                  memory_inputs(loaded.config(), so, loaded.weights_dtype(), windowed,
                                feed_->count ? feed_->count : feed_->estimated),
                  feed_->canvas.width, feed_->canvas.height);
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     stream_ = std::make_unique<Stream>(model_.model, so, windowed);
   }
 
@@ -299,14 +299,14 @@ class PyReconstruction {
         if (feed_->next(&p)) {
           {
             CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->push_runs_scale_phase());
-            py::gil_scoped_release nogil;
+            const ReleasedGil nogil(stop_.get());
             results = stream_->push_frame(p.image);
           }
           pending_.push_back(std::move(p));
         } else {
           {
             CtrlCStopsTheStep ctrl_c(stop_.get(), stream_->finish_runs_scale_phase());
-            py::gil_scoped_release nogil;
+            const ReleasedGil nogil(stop_.get());
             results = stream_->finish();
           }
           done_ = true;
@@ -405,7 +405,7 @@ class PyReconstruction {
   // keeps it); stats, options, windows and damage still answer.
   void release_engine() {
     {
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil;
       stream_->release();
     }
     feed_->close();

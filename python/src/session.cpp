@@ -58,7 +58,7 @@ class PySession {
                               "too (frames without it go in as they are)");
     }
     memory_ = memory_inputs(model.model->config(), so, model.model->weights_dtype(), windowed, std::nullopt);
-    py::gil_scoped_release nogil;
+    const ReleasedGil nogil;
     stream_ = std::make_unique<Stream>(model.model, so, windowed);
   }
 
@@ -105,7 +105,7 @@ class PySession {
     Tensor image;
     try {
       CtrlCStopsTheStep ctrl_c(stop_.get(), s.push_runs_scale_phase());
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil(stop_.get());
       if (in.rgb8) image = pre_ ? io::preprocess_image(*in.rgb8, *pre_) : rgb8_to_chw(*in.rgb8);
       else image = std::move(in.chw);
       results = s.push_frame(image);
@@ -136,7 +136,7 @@ class PySession {
     std::vector<FrameResult> results;
     try {
       CtrlCStopsTheStep ctrl_c(stop_.get(), s.finish_runs_scale_phase());
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil(stop_.get());
       results = s.finish();
     } catch (const Stopped&) {
       rethrow_stopped();
@@ -156,7 +156,7 @@ class PySession {
     std::optional<py::error_already_set> raised;  // as close(): the sequence is forgotten all the same
     if (!warn_if_results_lost("reset")) raised.emplace();
     {
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil;
       s.reset();
     }
     pending_.clear();
@@ -173,7 +173,7 @@ class PySession {
     std::optional<py::error_already_set> raised;
     if (warn && !warn_if_results_lost("closed")) raised.emplace();
     if (stream_ && !closed_) {
-      py::gil_scoped_release nogil;
+      const ReleasedGil nogil;
       stream_->release();  // the cache freed; stats(), options, windows keep their last figures
     }
     closed_ = true;

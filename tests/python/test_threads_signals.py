@@ -471,3 +471,57 @@ def test_a_forked_child_refuses_threads_instead_of_hanging(tmp_path):
                         "'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or use threads=1 in "
                         "this process\")"), out + err
     assert lines[1] == "child 1 0 ('ok', 1)", out + err
+
+
+# Interpreter exit while a daemon thread is inside an engine step (the GIL released): exit() destroyed
+# oneDNN's and OpenMP's globals under the step, a segfault (rc -11, in about half the runs). Now the
+# module's atexit hook stops the step at its next block and waits for it; the thread is then parked
+# until the process ends, so the exit is clean and quiet. The main thread exits once repr() says a
+# call runs (no progress callback: one would take the GIL, and the step would wait in it).
+EXIT_IN_A_STEP = r"""
+import sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import lingbot_map as lm
+frames = [lm.demo_frame(i, width=640, height=480) for i in range(8)]
+s = lm.Session(lm.Model.demo(), scale_frames=2, image_size=518, threads=2)
+threading.Thread(target=lambda: [s.push(f) for f in frames], daemon=True).start()
+while "a call running" not in repr(s) or s.frames_pushed < int(sys.argv[2]):
+    time.sleep(0.001)
+print("exiting in a step", flush=True)
+"""
+
+
+@pytest.mark.parametrize("pushed", [1, 3])  # in the scale phase's push, in a later frame's
+def test_exit_while_a_daemon_thread_is_in_a_step_is_clean(tmp_path, pushed):
+    script = tmp_path / "exit_in_a_step.py"
+    script.write_text(EXIT_IN_A_STEP)
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, str(script), str(BUILD / "python"), str(pushed)], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "2"})
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "exiting in a step\n", "")
+
+
+# A call made by an atexit hook that runs after the module's (registered before the import): refused
+# on the main thread with an Error, not parked (which would hang the exit).
+ATEXIT_CALL = r"""
+import atexit, sys
+sys.path.insert(0, sys.argv[1])
+def late():
+    import lingbot_map as lm
+    try:
+        lm.Session(lm.Model.demo(), scale_frames=1).push(lm.demo_frame(0))
+        print("ran", flush=True)
+    except lm.Error as e:
+        print("refused:", e, flush=True)
+atexit.register(late)
+import lingbot_map
+"""
+
+
+def test_a_call_from_a_later_atexit_hook_is_refused(tmp_path):
+    script = tmp_path / "atexit_call.py"
+    script.write_text(ATEXIT_CALL)
+    proc = subprocess.run([sys.executable, str(script), str(BUILD / "python")], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0, "refused: the Python interpreter is exiting: no new lingbot_map call starts\n", "")
