@@ -133,6 +133,23 @@ UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode)
   return f;
 }
 
+UniqueFile create_with_content(const std::filesystem::path& path, std::string_view initial) {
+  std::error_code ignored;  // a link is replaced (OnLink::Replace): a run's own file
+  const std::filesystem::path target =
+      std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored)) ? path : output_file_target(path);
+  UniqueFile f(std::fopen(temp_path(target).c_str(), "wb"));
+  LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
+  const size_t written = initial.empty() ? 0 : std::fwrite(initial.data(), 1, initial.size(), f.get());
+  if (written != initial.size() || std::fflush(f.get()) != 0) {
+    const int err = errno;
+    f.reset();
+    discard_temp_file(target);
+    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
+  }
+  commit_temp_file(target);
+  return f;
+}
+
 bool roll_back_failed_append(std::FILE* f, long valid_bytes) {
   __fpurge(f);
   std::clearerr(f);

@@ -60,6 +60,12 @@ struct FileCloser {
 using UniqueFile = std::unique_ptr<std::FILE, FileCloser>;
 // Opens `path` with fopen `mode` ("wb", ...); Error "cannot write <path>: <reason>" when it cannot.
 UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode = "wb");
+// A file that a writer appends to, created holding `initial` (a header: a valid file of no frames):
+// written to its temporary and renamed into place, so a process killed at any moment leaves the old
+// file or the whole header, never an empty or half-written one. A symbolic link at `path` is
+// replaced (OnLink::Replace: a run's own file). The stream is left at the end, open for writing;
+// errors as open_for_writing.
+UniqueFile create_with_content(const std::filesystem::path& path, std::string_view initial);
 
 // After a failed append to `f` (a full disk fails a write part way), or to take back appends that
 // succeeded: drops what stdio still buffers and cuts the file back to its first `valid_bytes`, then

@@ -80,11 +80,8 @@ PosesJsonWriter::PosesJsonWriter(const std::filesystem::path& path, const nlohma
   std::string text = json_text(head);
   text.pop_back();  // drop the closing brace; "frames" follows
   text += ",\"frames\":[";
-  file_ = open_for_writing(path_);
-  write_all(file_.get(), path_, text);
   trailer_pos_ = static_cast<long>(text.size());
-  write_all(file_.get(), path_, std::string("\n]}\n"));
-  flush_file(file_.get(), path_);
+  file_ = create_with_content(path_, text + "\n]}\n");
 }
 
 
@@ -154,12 +151,10 @@ PlyWriter::PlyWriter(const std::filesystem::path& path) : path_(path) {
   const std::string tail =
       "\nproperty float x\nproperty float y\nproperty float z\n"
       "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n";
-  file_ = open_for_writing(path_);
   count_pos_ = static_cast<long>(head.size());
   std::string count = "0";
   count.resize(kPlyCountWidth, ' ');
-  write_all(file_.get(), path_, head + count + tail);
-  flush_file(file_.get(), path_);
+  file_ = create_with_content(path_, head + count + tail);
   data_pos_ = static_cast<long>(head.size() + count.size() + tail.size());
 }
 
