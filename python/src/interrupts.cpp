@@ -1,4 +1,4 @@
-// Ctrl-C during an engine step and fork() after threads (interrupts.h says what and why).
+// Ctrl-C during an engine step, fork() after threads, and exit during a call (interrupts.h says what and why).
 #include "interrupts.h"
 
 #include <pybind11/pybind11.h>
@@ -33,19 +33,24 @@ extern "C" void ctrl_c_stops_the_step(int sig, siginfo_t* info, void* context) {
   else g_replaced_sigint.sa_handler(sig);
 }
 
-// The engine calls running without the GIL, process-wide as the interpreter's exit is. Never destroyed:
-// the hook and threads still running use it while the process exits.
+}  // namespace
+
+// The engine steps running without the GIL, process-wide as the interpreter's exit is. Never
+// destroyed: the hook and threads still running use it while the process exits; a forked child gets
+// a new one (note_fork_child), as the parent's threads and its mutex's state are not the child's.
 struct EngineCalls {
   std::mutex mutex;
   std::condition_variable ended;
-  int running = 0;
+  int steps = 0;
+  std::vector<std::atomic<bool>*> stops;  // of the running steps
   bool exiting = false;
-  std::vector<std::atomic<bool>*> stops;  // of the running calls that have one
+  unsigned long exit_thread = 0;  // the thread that runs the exit
 };
-EngineCalls& engine_calls() {
-  static EngineCalls* calls = new EngineCalls;
-  return *calls;
-}
+
+namespace {
+
+std::atomic<EngineCalls*> g_engine_calls{new EngineCalls};
+thread_local int t_calls = 0;  // this thread's ReleasedGil calls in progress (a callback's nest in a step's)
 
 bool on_main_thread() {  // GIL held
   static const unsigned long main_ident =
@@ -95,57 +100,60 @@ namespace {
 }  // namespace
 
 ReleasedGil::ReleasedGil(std::atomic<bool>* stop) : stop_(stop) {
-  EngineCalls& calls = engine_calls();
-  bool exiting = false;
+  EngineCalls& calls = *g_engine_calls.load();
+  bool park = false;
   {
     const std::lock_guard<std::mutex> lock(calls.mutex);
-    exiting = calls.exiting;
-    if (!exiting) {
-      ++calls.running;
-      if (stop_) calls.stops.push_back(stop_);
+    if (calls.exiting && calls.exit_thread != PyThread_get_thread_ident()) {
+      LINGBOT_CHECK(t_calls == 0, "the Python interpreter is exiting: the call this one is nested in was stopped");
+      park = true;
+    } else if (stop_ && !calls.exiting) {
+      ++calls.steps;
+      calls.stops.push_back(stop_);
+      registered_in_ = &calls;
     }
   }
-  if (exiting) {
-    LINGBOT_CHECK(!on_main_thread(), "the Python interpreter is exiting: no new lingbot_map call starts");
+  if (park) {
     PyEval_SaveThread();
     park_until_exit();
   }
+  ++t_calls;
   state_ = PyEval_SaveThread();
 }
 
 ReleasedGil::~ReleasedGil() {
-  EngineCalls& calls = engine_calls();
-  bool exiting = false;
+  EngineCalls& calls = *g_engine_calls.load();
+  bool park = false;
   {
     const std::lock_guard<std::mutex> lock(calls.mutex);
-    --calls.running;
-    if (stop_) calls.stops.erase(std::find(calls.stops.begin(), calls.stops.end(), stop_));
-    exiting = calls.exiting;
+    if (registered_in_ == &calls) {
+      --calls.steps;
+      calls.stops.erase(std::find(calls.stops.begin(), calls.stops.end(), stop_));
+    }
+    park = calls.exiting && calls.exit_thread != PyThread_get_thread_ident() && t_calls == 1;
   }
   calls.ended.notify_all();
-  if (exiting) park_until_exit();  // the hook runs on the main thread: this is another one
+  --t_calls;
+  if (park) park_until_exit();  // an outer call of this thread (t_calls > 1) must end first
   PyEval_RestoreThread(state_);
 }
 
-bool interpreter_exiting() {
-  EngineCalls& calls = engine_calls();
-  const std::lock_guard<std::mutex> lock(calls.mutex);
-  return calls.exiting;
-}
-
 void finish_engine_calls_at_exit() {
-  EngineCalls& calls = engine_calls();
-  const py::gil_scoped_release nogil;  // the calls take the GIL back as they end
+  EngineCalls& calls = *g_engine_calls.load();
+  const unsigned long me = PyThread_get_thread_ident();
+  const py::gil_scoped_release nogil;  // the steps may call back into Python (progress) as they end
   std::unique_lock<std::mutex> lock(calls.mutex);
   calls.exiting = true;
+  calls.exit_thread = me;
   for (std::atomic<bool>* stop : calls.stops) stop->store(true, std::memory_order_release);
-  if (!calls.ended.wait_for(lock, std::chrono::seconds(30), [&] { return calls.running == 0; }))
-    std::fprintf(stderr, "lingbot_map: %d call(s) in other threads still running 30 s after the interpreter began to "
-                 "exit; exiting under them\n", calls.running);
+  if (!calls.ended.wait_for(lock, std::chrono::seconds(30), [&] { return calls.steps == 0; }))
+    std::fprintf(stderr, "lingbot_map: %d step(s) in other threads still running 30 s after the interpreter began to "
+                 "exit; exiting under them\n", calls.steps);
 }
 
 void note_fork_child() {
   if (g_ran_threads.load()) g_forked_after_threads.store(true);
+  g_engine_calls.store(new EngineCalls);  // the parent's is left as it was (its mutex may be held)
 }
 void check_threads_after_fork(int threads) {
   if (threads == 1) return;

@@ -1,5 +1,6 @@
 #pragma once
-// Process-wide conditions an engine call meets from Python: Ctrl-C during a long step, and fork().
+// Process-wide conditions an engine call meets from Python: Ctrl-C during a long step, fork(), and
+// the interpreter's exit while another thread is in a call.
 //
 // Ctrl-C: CPython's SIGINT handler only sets a flag while the GIL is released; reconstruct()'s
 // iterator checks it after every frame (PyErr_CheckSignals), so KeyboardInterrupt arrives at the
@@ -36,18 +37,19 @@ class CtrlCStopsTheStep {
   std::optional<ScopedSignalAction> hook_;  // set while ours is installed
 };
 
-// Interpreter exit while another thread is in an engine call with the GIL released (a daemon thread
-// iterating reconstruct(), say): exit() destroyed oneDNN's and OpenMP's globals under the call, a
-// segfault. Every engine call made without the GIL is a ReleasedGil. An atexit hook registered at
-// import (finish_engine_calls_at_exit) sets the stop flag of the calls running (a step ends at its
-// next block, a video read at its next poll) and waits for them, the GIL released, up to 30 s. A
-// thread whose call ends after that, or that starts one, is parked: it sleeps, the GIL not taken
-// back, until the process ends, as CPython parks daemon threads that reach for the GIL then (no
-// traceback of an exit-time error from them). On the main thread (another atexit hook's call) a
-// call after that raises Error instead.
+// Interpreter exit while another thread is in an engine step with the GIL released (a daemon thread
+// iterating reconstruct(), say): exit() destroyed oneDNN's and OpenMP's globals under the step, a
+// segfault. Every call made without the GIL is a ReleasedGil. An atexit hook registered at import
+// (finish_engine_calls_at_exit) sets the stop flag of the steps running (each ends at its next block)
+// and waits for them, the GIL released, up to 30 s; other calls (a read, a load, a write) are neither
+// stopped nor waited for. Then a thread whose call ends, or that starts one, is parked: it sleeps, the
+// GIL not taken back, until the process ends, as CPython parks daemon threads that reach for the GIL
+// then (no traceback from them). Exceptions: the exiting thread itself (another atexit hook, a
+// finalizer) calls as usual, and a call nested in one of the same thread's (a progress callback's)
+// raises Error, so that the outer step fails, ends and parks.
 class ReleasedGil {
  public:
-  // GIL held. stop: the call's SessionOptions::stop, or null (the call runs to its end; exit waits).
+  // GIL held. stop: the call's SessionOptions::stop, for an engine step; null for other calls.
   explicit ReleasedGil(std::atomic<bool>* stop = nullptr);
   ~ReleasedGil();  // takes the GIL back
   ReleasedGil(const ReleasedGil&) = delete;
@@ -55,10 +57,9 @@ class ReleasedGil {
 
  private:
   std::atomic<bool>* stop_;
-  PyThreadState* state_;  // PyEval_SaveThread's
+  struct EngineCalls* registered_in_ = nullptr;  // the table the step counts in (a fork replaces it)
+  PyThreadState* state_ = nullptr;               // PyEval_SaveThread's
 };
-// True once the interpreter has begun to exit: the interrupt of a video read made without the GIL.
-bool interpreter_exiting();
 // The atexit hook (registered at import; GIL held).
 void finish_engine_calls_at_exit();
 
@@ -68,6 +69,7 @@ void finish_engine_calls_at_exit();
 // pthread_atfork when the module is imported) that it was forked after that, and the child's steps on
 // more than one thread are refused with an Error instead of hanging.
 void note_fork_child();
+// A child also starts with no engine call of the parent's counted (their threads are not in it).
 // Before a step on `threads` threads (0 = all cores): raises lingbot::Error in such a child.
 void check_threads_after_fork(int threads);
 

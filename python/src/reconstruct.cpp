@@ -254,7 +254,7 @@ class PyReconstruction {
       {
         const ReleasedGil nogil;
         feed = std::make_unique<SourceFeed>(has_images ? io::FrameSource::from_folder(path, sel)
-                                                       : io::FrameSource::from_video(path, sel, interpreter_exiting),
+                                                       : io::FrameSource::from_video(path, sel),
                                             pre);
       }
       for (const std::string& notice : feed->notices) warn_user(notice);  // run's "notice:" lines
