@@ -66,7 +66,7 @@ function makeControls(target) {
   if (controls) controls.dispose();
   controls = new OrbitControls(camera, renderer.domElement);  // takes camera.up as its up axis
   controls.target.copy(target);
-  controls.addEventListener('change', requestRender);
+  controls.addEventListener('change', () => requestRender());
   controls.addEventListener('start', () => { userMoved = true; });  // pointer and wheel, not keys
   controls.listenToKeyEvents(renderer.domElement);
   controls.update();
@@ -144,24 +144,31 @@ const frames = [];
 // totalPoints: what the files hold (= points.ply); keptPoints: what the page holds after thinning.
 let runThreshold = null, maxConf = 0, totalPoints = 0, keptPoints = 0, frustumScale = null;
 let renderPending = false;
-// While frames load in batches (loadNewFrames), the view is drawn at most every LOADING_DRAW_MS: a
-// draw redraws every point, which WebGL without a GPU (a VM, a remote desktop, headless Chromium)
-// takes 0.1-0.3 s for once there are many; drawn after every batch it set the loading pace (600
-// frames in headless Chromium: 27 s, 18 s throttled).
+// While frames load in batches (loadNewFrames), the loading's own draws come at most every
+// LOADING_DRAW_MS: a draw redraws every point, which WebGL without a GPU (a VM, a remote desktop,
+// headless Chromium) takes 0.1-0.3 s for once there are many; drawn after every batch it set the
+// loading pace (600 frames in headless Chromium: 27 s, 18 s throttled). Any other draw (the user
+// moving the view, a control) comes at the next animation frame, taking a throttled one's place.
 const LOADING_DRAW_MS = 400;
-let loadingBatches = false, drawnAt = -Infinity;
-function requestRender() {
+let drawnAt = -Infinity, throttledDraw = null;  // the pending throttled draw's timer
+function requestRender(throttled = false) {
+  if (!throttled && throttledDraw !== null) {
+    clearTimeout(throttledDraw);
+    throttledDraw = null;
+    renderPending = false;
+  }
   if (renderPending) return;
   renderPending = true;
   const draw = () => requestAnimationFrame(() => {
+    throttledDraw = null;
     renderPending = false;
     drawnAt = performance.now();
     renderer.render(scene, camera);
     document.body.dataset.camera = camera.position.toArray().map((v) => v.toPrecision(6)).join(',');
     document.body.dataset.drawCalls = String(renderer.info.render.calls);
   });
-  const wait = loadingBatches ? drawnAt + LOADING_DRAW_MS - performance.now() : 0;
-  if (wait > 0) setTimeout(draw, wait); else draw();
+  const wait = throttled ? drawnAt + LOADING_DRAW_MS - performance.now() : 0;
+  if (wait > 0) throttledDraw = setTimeout(draw, wait); else draw();
 }
 function resize() {
   const w = ui.view.clientWidth, h = ui.view.clientHeight;
@@ -557,7 +564,8 @@ function shownPoints(fr, thr) {
   return fr.shown;
 }
 
-function updateScene() {
+// throttled: a draw of the batch loading (requestRender).
+function updateScene(throttled = false) {
   enforceBudget();  // the frame selected until now may have held the page over the budget
   const sel = selected(), thr = pointMaterial.uniforms.uThreshold.value, visible = frameVisibility();
   frameUniforms.uSelected.value = sel;
@@ -584,7 +592,7 @@ function updateScene() {
   ui.pointsShown.textContent = shown.toLocaleString('en-US');
   document.body.dataset.pointsShown = String(shown);
   updateSelection();
-  requestRender();
+  requestRender(throttled);
 }
 
 // An image ({ width, height, rgba }) on the canvas; null (or an empty image): one black pixel.
@@ -786,7 +794,6 @@ let httpFailures = 0, httpFailedFrame = -1;  // HTTP errors in a row for the fra
 async function loadNewFrames() {
   if (loading || frameError) return;
   loading = true;
-  loadingBatches = true;
   try {
     while (frames.length < runStatus.frames && !frameError) {
       const start = frames.length, end = Math.min(runStatus.frames, start + CONCURRENCY);
@@ -827,13 +834,13 @@ async function loadNewFrames() {
       if (ui.follow.checked) ui.frame.value = String(frames.length - 1);
       // The view follows the first frames (until the user moves it); poll() fits again at the end.
       if (first || (!userMoved && frames.length <= 2 * CONCURRENCY)) fitView();
-      updateScene();
+      updateScene(true);
       reportCounts();
       if (httpError) break;
     }
   } finally {
     loading = false;
-    loadingBatches = false;
+    if (throttledDraw !== null) requestRender();  // the last batch drawn now, not up to 0.4 s later
   }
 }
 
