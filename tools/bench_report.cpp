@@ -273,9 +273,7 @@ void check_bench_outputs(const std::string& csv, const std::string& plot) {
                   "written through: choose another name");
   }
   // gnuplot's pngcairo terminal writes PNG whatever the name: a .jpg would hold PNG bytes.
-  std::string ext = std::filesystem::path(plot).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  LINGBOT_CHECK(ext == ".png", "--plot writes a PNG image: name the file .png, got '", plot, "'");
+  LINGBOT_CHECK(io::lower_extension(plot) == ".png", "--plot writes a PNG image: name the file .png, got '", plot, "'");
 }
 
 void run_gnuplot(const std::string& script_text, const std::string& path) {

@@ -1,8 +1,6 @@
 // `lingbot-map convert IN OUT.safetensors [--dtype f32|f16|bf16]`: rewrites any supported checkpoint
 // as safetensors (the state dict only), optionally converting float tensors. Float tensors are
 // converted while reading; the writer streams tensor by tensor.
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -38,9 +36,7 @@ void run_convert(const ConvertOptions& o) {
   LINGBOT_CHECK(o.in != o.out, "convert: output path is the input path '", o.in, "'");
   // The output is safetensors whatever its name; under a PyTorch checkpoint's name, torch.load and
   // other tools would take it for one and fail.
-  const std::string ext = std::filesystem::path(o.out).extension().string();
-  std::string lower = ext;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string ext = std::filesystem::path(o.out).extension().string(), lower = io::lower_extension(o.out);
   LINGBOT_CHECK(lower != ".pt" && lower != ".pth" && lower != ".bin" && lower != ".ckpt",
                 "convert: the output is safetensors: '", o.out, "' names a PyTorch checkpoint (", ext,
                 "); name it .safetensors");

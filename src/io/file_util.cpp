@@ -4,6 +4,7 @@
 #include <unistd.h>     // ftruncate, fileno, access
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -73,6 +74,12 @@ void commit_temp_file(const std::filesystem::path& path) {
   }
 }
 
+std::string lower_extension(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
 std::filesystem::path output_file_target(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -101,22 +108,39 @@ void check_output_file(const std::filesystem::path& path) {
   LINGBOT_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write ", path.string(), ": ", std::strerror(errno));
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes, OnLink on_link) {
-  std::error_code ignored;
-  const std::filesystem::path target =
-      on_link == OnLink::WriteThrough || !std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored))
-          ? output_file_target(path)  // a link replaced needs no check of what it names
-          : path;
+namespace {
+
+// `target`'s temporary holding `bytes`, flushed; on a failure it is removed and "cannot write <path>:
+// <reason>" thrown. The caller commits it (commit_temp_file) or discards it.
+UniqueFile write_temp_file(const std::filesystem::path& path, const std::filesystem::path& target,
+                           std::span<const uint8_t> bytes) {
   UniqueFile f(std::fopen(temp_path(target).c_str(), "wb"));
   LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f.get());
-  bool ok = written == bytes.size() && std::fflush(f.get()) == 0;
-  int err = errno;
-  if (std::fclose(f.release()) != 0 && ok) {  // a delayed write error (NFS, quota) shows at close
-    ok = false;
-    err = errno;
+  if (written != bytes.size() || std::fflush(f.get()) != 0) {
+    const int err = errno;
+    f.reset();
+    discard_temp_file(target);
+    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
   }
-  if (!ok) {
+  return f;
+}
+
+// The file a whole-file write to `path` goes to: a link there replaced, or written through.
+std::filesystem::path write_target(const std::filesystem::path& path, OnLink on_link) {
+  std::error_code ignored;
+  return on_link == OnLink::WriteThrough || !std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored))
+             ? output_file_target(path)  // a link replaced needs no check of what it names
+             : path;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes, OnLink on_link) {
+  const std::filesystem::path target = write_target(path, on_link);
+  UniqueFile f = write_temp_file(path, target, bytes);
+  if (std::fclose(f.release()) != 0) {  // a delayed write error (NFS, quota) shows at close
+    const int err = errno;
     discard_temp_file(target);
     LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
   }
@@ -134,18 +158,9 @@ UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode)
 }
 
 UniqueFile create_with_content(const std::filesystem::path& path, std::string_view initial) {
-  std::error_code ignored;  // a link is replaced (OnLink::Replace): a run's own file
-  const std::filesystem::path target =
-      std::filesystem::is_symlink(std::filesystem::symlink_status(path, ignored)) ? path : output_file_target(path);
-  UniqueFile f(std::fopen(temp_path(target).c_str(), "wb"));
-  LINGBOT_CHECK(f != nullptr, "cannot write ", path.string(), ": ", std::strerror(errno));
-  const size_t written = initial.empty() ? 0 : std::fwrite(initial.data(), 1, initial.size(), f.get());
-  if (written != initial.size() || std::fflush(f.get()) != 0) {
-    const int err = errno;
-    f.reset();
-    discard_temp_file(target);
-    LINGBOT_CHECK(false, "cannot write ", path.string(), ": ", std::strerror(err));
-  }
+  const std::filesystem::path target = write_target(path, OnLink::Replace);  // a run's own file
+  UniqueFile f = write_temp_file(path, target,
+                                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(initial.data()), initial.size()));
   commit_temp_file(target);
   return f;
 }

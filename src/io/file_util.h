@@ -20,6 +20,10 @@ void check_path_exists(const std::filesystem::path& path, const std::string& wha
 // "<what> not found: <path>", "cannot read <what> <path>: <reason>".
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path, const std::string& what);
 
+// `path`'s extension in lower case, with its dot (".png"; "" for none): names compared as a user
+// types them, "x.PNG" as "x.png".
+std::string lower_extension(const std::filesystem::path& path);
+
 // The file a whole-file write to `path` replaces: `path`, or the file a symbolic link there names
 // (the link is kept). Throws Error("cannot write <path>: it is a directory" / "...: it is not a
 // regular file (a device, pipe or socket)"): a rename over it would replace it.
@@ -63,8 +67,8 @@ UniqueFile open_for_writing(const std::filesystem::path& path, const char* mode 
 // A file that a writer appends to, created holding `initial` (a header: a valid file of no frames):
 // written to its temporary and renamed into place, so a process killed at any moment leaves the old
 // file or the whole header, never an empty or half-written one. A symbolic link at `path` is
-// replaced (OnLink::Replace: a run's own file). The stream is left at the end, open for writing;
-// errors as open_for_writing.
+// replaced (OnLink::Replace: a run's own file). The stream is left at the end, open for writing.
+// Errors as write_file_atomic's.
 UniqueFile create_with_content(const std::filesystem::path& path, std::string_view initial);
 
 // After a failed append to `f` (a full disk fails a write part way), or to take back appends that

@@ -720,12 +720,6 @@ ImageSize probe_image_size(const std::filesystem::path& path) {
 
 namespace {
 
-std::string lower_extension(const std::filesystem::path& p) {
-  std::string ext = p.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
-
 // The visible (not hidden) files directly inside `dir` with their lower-case extensions.
 std::vector<std::pair<std::filesystem::path, std::string>> folder_files(const std::filesystem::path& dir) {
   std::error_code ec;
