@@ -10,16 +10,16 @@ namespace lingbot::cli {
 
 void RecentRate::restart(Clock::time_point start) {
   samples_.clear();
-  samples_.emplace_back(start, 0);
+  samples_.push_back({start, 0});
 }
 
 double RecentRate::add(Clock::time_point now, int64_t count) {
-  samples_.emplace_back(now, count);
+  samples_.push_back({now, count});
   // Keep one sample at least `window` old as the reference, none older than that one.
-  while (samples_.size() > 2 && now - samples_[1].first >= window_) samples_.pop_front();
-  const auto& [t0, n0] = samples_.front();
-  const double secs = std::chrono::duration<double>(now - t0).count();
-  return secs > 0 ? static_cast<double>(count - n0) / secs : 0;
+  while (samples_.size() > 2 && now - samples_[1].at >= window_) samples_.pop_front();
+  const Sample& ref = samples_.front();
+  const double secs = std::chrono::duration<double>(now - ref.at).count();
+  return secs > 0 ? static_cast<double>(count - ref.count) / secs : 0;
 }
 
 Progress::Progress(bool bar, std::optional<int64_t> total) : bar_(bar), total_(total) { rate_.restart(Clock::now()); }

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "lingbot/session.h"
 
@@ -28,13 +27,17 @@ class RecentRate {
   double add(Clock::time_point now, int64_t count);
 
  private:
+  struct Sample {
+    Clock::time_point at;
+    int64_t count;
+  };
   Clock::duration window_;
-  std::deque<std::pair<Clock::time_point, int64_t>> samples_;  // front: the rate's reference
+  std::deque<Sample> samples_;  // front: the rate's reference
 };
 
 class Progress {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = RecentRate::Clock;
 
   // bar: redraw one line on stderr (a terminal); else a line per frame on stdout. total: the frames
   // the input holds, when known (the bar's length and the ETA).

@@ -29,8 +29,6 @@ class ParallelErrors {
       failed_.store(true, std::memory_order_release);
     }
   }
-  // Whether a run() threw (a thread's setup failed: its loop's run() calls are skipped anyway).
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // After the region (every thread joined): throws the first exception caught, if any.
   void rethrow() const {
     if (first_) std::rethrow_exception(first_);

@@ -23,7 +23,6 @@ TEST(ParallelErrors, AThrowInsideARegionReachesTheCallerAndStopsTheLoop) {
     ran.fetch_add(1);
     if (i == 10) throw std::runtime_error("iteration 10 failed");
   });
-  EXPECT_TRUE(errors.failed());
   try {
     errors.rethrow();
     FAIL() << "no exception";
@@ -49,7 +48,6 @@ TEST(ParallelErrors, TheFirstOfSeveralIsKeptAndANormalLoopRunsWhole) {
   std::atomic<int> ran{0};
 #pragma omp parallel for num_threads(4)
   for (int i = 0; i < 100; ++i) none.run([&] { ran.fetch_add(1); });
-  EXPECT_FALSE(none.failed());
   EXPECT_NO_THROW(none.rethrow());
   EXPECT_EQ(ran.load(), 100);
 }
